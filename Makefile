@@ -1,0 +1,27 @@
+# lexkit: `make test` and `make study` are the two commands a new user runs.
+PYTHON ?= python
+# torch is installed only when missing; override for your platform, e.g. TORCH_SPEC='torch>=2.6'
+TORCH_SPEC ?= torch==2.13.0
+STUDY_ARGS ?=
+
+.PHONY: install test test-slow study study-quick bench
+
+install:
+	@$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install "$(TORCH_SPEC)"
+	$(PYTHON) -m pip install -q -e '.[dev]'
+
+test: install
+	$(PYTHON) -m pytest
+
+test-slow: install
+	$(PYTHON) -m pytest -m slow
+
+study: install
+	$(PYTHON) -m lexkit study --out study $(STUDY_ARGS)
+
+study-quick: install
+	$(PYTHON) -m lexkit study --preset quick --out study-quick $(STUDY_ARGS)
+
+bench: install
+	$(PYTHON) -m pip install -q -e '.[bench]'
+	$(PYTHON) benchmarks/run.py

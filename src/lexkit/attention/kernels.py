@@ -1,0 +1,218 @@
+"""Three attention kernels behind one call, all fed by the scheme's and the pattern's single
+definitions:
+
+* ``dense``: SDPA with an additive float mask ``where(visible, bias, -inf)`` built once per forward
+  and shared by all layers. Has a backward everywhere: the CPU training path.
+* ``chunked``: queries in blocks; each block scores only the keys the pattern can make visible
+  (``pattern.reach``) through the scheme's reference :meth:`Scheme.scores`. Exact, differentiable,
+  O(n·W) time and memory for local patterns, and the path the score hook observes.
+* ``flex``: compiled FlexAttention with ``score_mod`` = a gather from the scheme's bias table and a
+  block mask built from the pattern predicate (compiled, never a dense n x n grid), cached per
+  (pattern, length). Forward only on CPU; forward and backward on CUDA.
+
+``kernel="auto"`` picks: the chunked kernel when a hook observes scores; on CUDA, flex; on CPU,
+dense up to ``DENSE_MAX`` tokens and chunked past it (on a 2-core CPU a fresh shape costs
+4-24 s of compilation, more than the chunked kernel spends at the lengths we evaluate).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from typing import Callable, Protocol
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..positions.base import Scheme
+from .patterns import Pattern
+
+KERNELS = ("auto", "dense", "chunked", "flex")
+DENSE_MAX = 2048  # CPU: longest input the auto choice sends to the dense kernel
+CHUNK = 256  # query block of the chunked kernel
+
+
+class ScoreHook(Protocol):
+    def __call__(self, layer: int, q_idx: Tensor, k_idx: Tensor, scores: Tensor, probs: Tensor) -> None:
+        """scores, probs: [batch, heads, n_q, n_k] for query indices q_idx [n_q] and key indices
+        k_idx [n_k] (indices into the input); masked scores are -inf and their probs 0."""
+
+
+class Attention:
+    """Attention for one forward pass: one scheme, one pattern, positions ``pos`` [n].
+
+    Everything that does not depend on the layer (the dense mask, the bias table, the block mask)
+    is built at most once per forward and shared by every layer.
+    """
+
+    def __init__(
+        self,
+        scheme: Scheme,
+        pattern: Pattern,
+        pos: Tensor,
+        *,
+        kernel: str = "auto",
+        hook: ScoreHook | None = None,
+        training: bool = False,
+    ) -> None:
+        if kernel not in KERNELS:
+            raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
+        self.scheme, self.pattern, self.pos, self.hook = scheme, pattern, pos, hook
+        self.n = pos.shape[0]
+        self.kernel = choose_kernel(kernel, scheme, pattern, self.n, pos.device, training, hook is not None)
+        self._mask: Tensor | None = None
+        self._table: Tensor | None = None
+
+    def __call__(self, q: Tensor, k: Tensor, v: Tensor, layer: int = 0) -> Tensor:
+        """q, k, v: [batch, heads, n, head_dim] projections before the position transform."""
+        if self.kernel == "dense":
+            return self._dense(q, k, v)
+        if self.kernel == "flex":
+            return self._flex(q, k, v)
+        return self._chunked(q, k, v, layer)
+
+    # -- dense --------------------------------------------------------------------------------
+    def dense_mask(self) -> Tensor:
+        """[heads or 1, n, n] additive float mask: bias where visible, -inf elsewhere."""
+        if self._mask is None:
+            idx = torch.arange(self.n, device=self.pos.device)
+            visible = self.pattern.visible(idx[:, None], idx[None, :])  # [n, n]
+            if self.scheme.has_bias:
+                dist = (idx[:, None] - idx[None, :]).clamp_min(0)
+                bias = self.bias_table()[:, dist]  # [H, n, n]
+            else:
+                bias = torch.zeros((1, self.n, self.n), device=self.pos.device)
+            self._mask = bias.masked_fill(~visible, float("-inf"))
+        return self._mask
+
+    def _dense(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        q, k = self.scheme.transform_qk(q, k, self.pos, self.pos)
+        if self.pattern.name == "causal" and not self.scheme.has_bias:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)  # fused, no mask
+        mask = self.dense_mask().to(q.dtype)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # [b, h, n, d]
+
+    # -- chunked ------------------------------------------------------------------------------
+    def _chunked(self, q: Tensor, k: Tensor, v: Tensor, layer: int) -> Tensor:
+        reach = self.pattern.reach
+        block = min(CHUNK, self.scheme.max_query_span or CHUNK)
+        out = []
+        for start in range(0, self.n, block):
+            stop = min(start + block, self.n)
+            k_start = 0 if reach is None else max(0, start - reach + 1)
+            q_idx = torch.arange(start, stop, device=q.device)
+            k_idx = torch.arange(k_start, stop, device=q.device)
+            scores = self.scheme.scores(
+                q[..., start:stop, :], k[..., k_start:stop, :], self.pos[start:stop], self.pos[k_start:stop]
+            )  # [b, h, n_q, n_k]
+            visible = self.pattern.visible(q_idx[:, None], k_idx[None, :])  # [n_q, n_k]
+            scores = scores.masked_fill(~visible, float("-inf"))
+            probs = torch.softmax(scores.float(), dim=-1).to(v.dtype)
+            if self.hook is not None:
+                self.hook(layer, q_idx, k_idx, scores, probs)
+            out.append(probs @ v[..., k_start:stop, :])
+        return torch.cat(out, dim=-2)  # [b, h, n, d]
+
+    # -- flex ---------------------------------------------------------------------------------
+    def bias_table(self) -> Tensor:
+        """[heads, n] bias at distances 0..n-1 (built once per forward; differentiable)."""
+        if self._table is None:
+            self._table = self.scheme.bias_table(self.n, device=self.pos.device)
+        return self._table
+
+    def _flex(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        q, k = self.scheme.transform_qk(q, k, self.pos, self.pos)
+        block_mask = cached_block_mask(self.pattern, self.n, q.device)
+        score_mod = None
+        if self.scheme.has_bias:
+            table = self.bias_table()
+
+            def score_mod(score, b, h, q_idx, kv_idx):
+                return score + table[h, (q_idx - kv_idx).clamp(min=0)]
+
+        return compiled_flex()(q, k, v, score_mod=score_mod, block_mask=block_mask)
+
+
+def choose_kernel(
+    kernel: str, scheme: Scheme, pattern: Pattern, n: int, device: torch.device, training: bool, hooked: bool
+) -> str:
+    """Resolve ``auto`` and refuse combinations that cannot run (with a clear ValueError)."""
+    span_ok = scheme.max_query_span is None or n <= scheme.max_query_span
+    on_cuda = torch.device(device).type == "cuda"
+    if kernel == "auto":
+        if hooked:
+            return "chunked"
+        if on_cuda and span_ok and flex_available():
+            return "flex"
+        return "dense" if n <= DENSE_MAX and span_ok else "chunked"
+    if kernel in ("dense", "flex") and not span_ok:
+        raise ValueError(
+            f"{scheme.spec} at {n} positions exceeds one query span ({scheme.max_query_span}); "
+            f"use kernel='chunked' or 'auto'"
+        )
+    if kernel == "flex":
+        if not flex_available():
+            raise ValueError("kernel 'flex' needs torch.nn.attention.flex_attention (torch >= 2.5)")
+        if training and not on_cuda:
+            raise ValueError("kernel 'flex' has no backward on CPU; train with 'dense' or 'chunked'")
+    if hooked and kernel != "chunked":
+        raise ValueError("a score hook observes the chunked kernel; use kernel='chunked' or 'auto'")
+    return kernel
+
+
+# -- FlexAttention plumbing (compiled once, block masks cached) ---------------------------------
+_FLEX: Callable | None = None
+_BLOCK_MASKS: "OrderedDict[tuple, object]" = OrderedDict()
+_BLOCK_MASK_CACHE = 16
+
+
+def flex_available() -> bool:
+    try:
+        import torch.nn.attention.flex_attention  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def compiled_flex() -> Callable:
+    """``torch.compile(flex_attention)`` once per process. The recompile limit is raised so new
+    lengths compile instead of silently falling back to eager FlexAttention (O(n^2) memory)."""
+    global _FLEX
+    if _FLEX is None:
+        import torch._dynamo
+        from torch.nn.attention.flex_attention import flex_attention
+
+        config = torch._dynamo.config
+        for name in ("cache_size_limit", "recompile_limit"):
+            if hasattr(config, name):
+                setattr(config, name, max(getattr(config, name), 256))
+        _FLEX = torch.compile(flex_attention, dynamic=False)
+    return _FLEX
+
+
+def cached_block_mask(pattern: Pattern, n: int, device: torch.device):
+    """The pattern's block mask at length n, built with the compiled predicate (no n x n grid)."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    key = (pattern.spec, n, str(device))
+    if key in _BLOCK_MASKS:
+        _BLOCK_MASKS.move_to_end(key)
+        return _BLOCK_MASKS[key]
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return pattern.visible(q_idx, kv_idx)
+
+    mask = create_block_mask(mask_mod, None, None, n, n, device=str(device), _compile=True)
+    _BLOCK_MASKS[key] = mask
+    while len(_BLOCK_MASKS) > _BLOCK_MASK_CACHE:
+        _BLOCK_MASKS.popitem(last=False)
+    return mask
+
+
+def reference_attention(q: Tensor, k: Tensor, v: Tensor, scheme: Scheme, pattern: Pattern, pos: Tensor) -> Tensor:
+    """softmax(where(visible, scheme.scores, -inf)) @ v over the full n x n grid: the slow, obvious
+    computation tests compare every kernel against."""
+    idx = torch.arange(pos.shape[0], device=q.device)
+    scores = scheme.scores(q, k, pos, pos).masked_fill(~pattern.visible(idx[:, None], idx[None, :]), -math.inf)
+    return torch.softmax(scores, dim=-1) @ v

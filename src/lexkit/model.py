@@ -1,0 +1,138 @@
+"""A pre-LN GPT decoder over bytes (nanoGPT-sized), parameterised by a position scheme.
+
+Vocabulary: the 256 byte values plus BOS (id 256), which starts every document. One scheme
+module is shared by every layer (KERPLE and T5 share their parameters across layers, as their
+reference code does). ``forward(tokens, pattern=..., offset=...)`` runs any attention pattern at
+any length; ``offset`` is the position of the first token.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+from torch import Tensor, nn
+
+from . import positions
+from .attention import Attention, Pattern
+from .attention import create as create_pattern
+from .attention.kernels import ScoreHook
+
+VOCAB = 257
+BOS = 256
+
+
+@dataclasses.dataclass
+class ModelConfig:
+    """Everything that defines the network (the run's ``config.json`` keeps it verbatim)."""
+
+    scheme: str = "rope"
+    n_layers: int = 4
+    d_model: int = 128
+    n_heads: int = 4
+    dropout: float = 0.0
+    train_len: int = 128
+    max_len: int | None = None  # table size of `learned` (default: train_len)
+    vocab_size: int = VOCAB
+
+    def __post_init__(self) -> None:
+        for key in ("n_layers", "d_model", "n_heads", "train_len"):
+            if getattr(self, key) <= 0:
+                raise ValueError(f"{key} must be a positive integer, got {getattr(self, key)}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        self.scheme = positions.canonical(self.scheme)
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.ln1 = nn.LayerNorm(cfg.d_model)
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+        self.ln2 = nn.LayerNorm(cfg.d_model)
+        self.mlp = nn.Sequential(
+            nn.Linear(cfg.d_model, 4 * cfg.d_model, bias=False),
+            nn.GELU(),
+            nn.Linear(4 * cfg.d_model, cfg.d_model, bias=False),
+        )
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: Tensor, attend: Attention, layer: int) -> Tensor:
+        b, n, d = x.shape
+        h = self.cfg.n_heads
+        qkv = self.qkv(self.ln1(x)).view(b, n, 3, h, d // h).permute(2, 0, 3, 1, 4)  # [3, b, h, n, hd]
+        y = attend(qkv[0], qkv[1], qkv[2], layer)  # [b, h, n, hd]
+        x = x + self.drop(self.proj(y.transpose(1, 2).reshape(b, n, d)))
+        return x + self.drop(self.mlp(self.ln2(x)))
+
+
+class GPT(nn.Module):
+    """Decoder-only byte LM. ``forward(tokens [b, n]) -> logits [b, n, vocab]``."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.scheme = positions.create(
+            cfg.scheme, n_heads=cfg.n_heads, head_dim=cfg.head_dim, max_len=cfg.max_len or cfg.train_len
+        )
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.head.weight = self.embed.weight  # tied, as GPT-2
+        self.apply(self._init)
+        for block in self.blocks:  # GPT-2: residual projections scaled by 1/sqrt(2L)
+            nn.init.normal_(block.proj.weight, std=0.02 / math.sqrt(2 * cfg.n_layers))
+            nn.init.normal_(block.mlp[2].weight, std=0.02 / math.sqrt(2 * cfg.n_layers))
+
+    @staticmethod
+    def _init(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=0.02)
+
+    def pattern(self, spec: str | Pattern = "causal") -> Pattern:
+        """A pattern spec resolved against this model (W defaults to the training length)."""
+        return create_pattern(spec, default_window=self.cfg.train_len)
+
+    def forward(
+        self,
+        tokens: Tensor,
+        pattern: str | Pattern = "causal",
+        offset: int = 0,
+        *,
+        kernel: str = "auto",
+        hook: ScoreHook | None = None,
+    ) -> Tensor:
+        """tokens: [b, n] int64 -> logits [b, n, vocab]. ``offset`` is the first token's position.
+        ``hook`` observes every layer's scores and probabilities (the instruments' path)."""
+        n = tokens.shape[1]
+        pos = torch.arange(offset, offset + n, device=tokens.device)  # [n]
+        x = self.embed(tokens)  # [b, n, d]
+        table = self.scheme.embed(pos)
+        if table is not None:
+            x = x + table.to(x.dtype)
+        x = self.drop(x)
+        attend = Attention(
+            self.scheme,
+            self.pattern(pattern),
+            pos,
+            kernel=kernel,
+            hook=hook,
+            training=torch.is_grad_enabled() and self.training,
+        )
+        for layer, block in enumerate(self.blocks):
+            x = block(x, attend, layer)
+        return self.head(self.ln_f(x))  # [b, n, vocab]
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())

@@ -1,0 +1,169 @@
+"""The position-scheme interface, spec parsing and the registry.
+
+A scheme does up to three things, each in one place:
+
+* ``embed(pos)``: absolute schemes return a ``[n, d_model]`` table added to token embeddings;
+* ``transform_qk(q, k, q_pos, k_pos)``: rotary schemes rotate (and scale) queries and keys;
+* ``bias(head, dist)``: bias schemes return the additive pre-softmax bias as a function of head
+  index and distance ``d = m - n >= 0``. That one function feeds the dense additive mask, the
+  FlexAttention ``score_mod`` (through :meth:`Scheme.bias_table`) and the resolution instrument.
+
+:meth:`Scheme.scores` is the dense reference path every kernel and instrument is checked against.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from ..specs import Param, describe_params, format_spec, parse_params, split_spec
+
+FAMILIES = ("none", "absolute", "rotary", "bias")
+
+
+class Scheme(nn.Module):
+    """Base class of every position scheme. Subclasses set the class variables and override
+    whichever of ``embed``, ``transform_qk`` and ``bias`` their family uses."""
+
+    name: ClassVar[str] = ""
+    family: ClassVar[str] = "none"
+    params: ClassVar[dict[str, Param]] = {}
+    summary: ClassVar[str] = ""
+    #: True when scores depend on positions only through m - n (translation invariant).
+    relative: ClassVar[bool] = True
+    #: True when ``bias`` is defined (the ``bias`` family).
+    has_bias: ClassVar[bool] = False
+    #: The longest span of query positions one ``transform_qk`` call may cover in float32
+    #: (None: any). xPos needs this; kernels split queries into spans no longer than it.
+    max_query_span: ClassVar[int | None] = None
+
+    def __init__(self, n_heads: int, head_dim: int, **values: Any) -> None:
+        super().__init__()
+        if n_heads <= 0 or head_dim <= 0:
+            raise ValueError(f"{self.name}: n_heads and head_dim must be positive, got {n_heads}, {head_dim}")
+        self.n_heads = n_heads
+        self.head_dim = head_dim
+        self.values = dict(values)
+
+    # -- what a scheme does -------------------------------------------------------------------
+    def embed(self, pos: Tensor) -> Tensor | None:
+        """``[n] -> [n, d_model]`` added to token embeddings, or None (not an absolute scheme)."""
+        return None
+
+    def transform_qk(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
+        """Queries and keys after the scheme's position transform (identity by default).
+
+        q: [..., n_q, head_dim], k: [..., n_k, head_dim]; q_pos: [n_q], k_pos: [n_k] integer.
+        """
+        return q, k
+
+    def bias(self, head: Tensor, dist: Tensor) -> Tensor:
+        """Additive bias for integer ``head`` (0-based) and distance ``dist >= 0``, broadcast."""
+        raise NotImplementedError(f"{self.name} has no bias")
+
+    def constrain_(self) -> None:
+        """Clamp learnable parameters into their valid range in place (after optimizer steps)."""
+
+    # -- derived, shared by all schemes -------------------------------------------------------
+    def bias_table(self, n: int, device: torch.device | str | None = None) -> Tensor:
+        """``[n_heads, n]``: the bias at distances 0 .. n-1 for every head (one evaluation of
+        :meth:`bias`, gathered by the kernels). Differentiable for learnable biases."""
+        device = device if device is not None else _device_of(self)
+        heads = torch.arange(self.n_heads, device=device)[:, None]
+        dist = torch.arange(n, device=device)[None, :]
+        return self.bias(heads, dist).to(torch.float32)
+
+    def scores(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        """Dense pre-softmax scores, the reference path.
+
+        q: [batch, heads, n_q, head_dim], k: [batch, heads, n_k, head_dim], q_pos: [n_q],
+        k_pos: [n_k] -> [batch, heads, n_q, n_k] = (T q)·(T k) / sqrt(head_dim) + bias(m - n),
+        where T is the scheme's transform. Keys after the query (m < n) get the bias of
+        distance 0; every causal pattern masks them.
+        """
+        q_pos = torch.as_tensor(q_pos, device=q.device)
+        k_pos = torch.as_tensor(k_pos, device=k.device)
+        span = self.max_query_span or q.shape[-2]
+        parts = []
+        for start in range(0, q.shape[-2], span):  # xPos: one transform per bounded query span
+            stop = min(start + span, q.shape[-2])
+            tq, tk = self.transform_qk(q[..., start:stop, :], k, q_pos[start:stop], k_pos)
+            parts.append(tq @ tk.transpose(-1, -2))
+        out = torch.cat(parts, dim=-2) / math.sqrt(self.head_dim)  # [b, h, n_q, n_k]
+        if self.has_bias:
+            dist = (q_pos[:, None] - k_pos[None, :]).clamp_min(0)  # [n_q, n_k]
+            heads = torch.arange(self.n_heads, device=q.device)[:, None, None]
+            out = out + self.bias(heads, dist[None]).to(out.dtype)
+        return out
+
+    @property
+    def spec(self) -> str:
+        """Canonical spec string (defaults omitted)."""
+        return format_spec(self.name, self.params, self.values)
+
+    def extra_repr(self) -> str:
+        return f"spec={self.spec!r}, n_heads={self.n_heads}, head_dim={self.head_dim}"
+
+
+def _device_of(module: nn.Module) -> torch.device:
+    for tensor in list(module.parameters()) + list(module.buffers()):
+        return tensor.device
+    return torch.device("cpu")
+
+
+# -- registry ----------------------------------------------------------------------------------
+_REGISTRY: dict[str, type[Scheme]] = {}
+
+
+def register(cls: type[Scheme]) -> type[Scheme]:
+    """Add a scheme class to the registry (usable as a decorator). Users call this from their
+    own module and load it with the CLI's ``--import MODULE``."""
+    if not (isinstance(cls, type) and issubclass(cls, Scheme)):
+        raise TypeError(f"register expects a Scheme subclass, got {cls!r}")
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} has no `name`")
+    if cls.family not in FAMILIES:
+        raise ValueError(f"{cls.__name__}: family {cls.family!r} is not one of {', '.join(FAMILIES)}")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def names() -> list[str]:
+    return list(_REGISTRY)
+
+
+def get(name: str) -> type[Scheme]:
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown position scheme {name!r}; valid: {', '.join(_REGISTRY)}")
+    return _REGISTRY[name]
+
+
+def parse(spec: str) -> tuple[type[Scheme], dict[str, Any]]:
+    """Spec string -> (class, typed parameter values with defaults)."""
+    name, items = split_spec(spec)
+    cls = get(name)
+    return cls, parse_params(f"scheme {name}", cls.params, items)
+
+
+def canonical(spec: str) -> str:
+    cls, values = parse(spec)
+    return format_spec(cls.name, cls.params, values)
+
+
+def create(spec: str, n_heads: int, head_dim: int, *, max_len: int | None = None) -> Scheme:
+    """Build a scheme from its spec string, e.g. ``create("xpos:gamma=0.5", n_heads=8, head_dim=64)``.
+
+    ``max_len`` is the default table size for ``learned`` when its spec gives none.
+    """
+    cls, values = parse(spec)
+    if max_len is not None and "max_len" in cls.params and f"max_len=" not in spec:
+        values["max_len"] = int(max_len)
+    return cls(n_heads, head_dim, **values)
+
+
+def describe() -> list[tuple[str, str, str, str]]:
+    """(name, family, parameters with defaults, summary) for every registered scheme."""
+    return [(c.name, c.family, describe_params(c.params), c.summary) for c in _REGISTRY.values()]

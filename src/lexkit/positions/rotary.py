@@ -1,0 +1,123 @@
+"""Rotary schemes: ``rope`` and ``xpos`` (one rotation, one decay; xPos with no decay is RoPE).
+
+RoPE (Su et al. 2021, Eq. 34): rotate each 2-D pair i of q and k by angle p·θ_i,
+θ_i = base^(-2i/h). Pairs are laid out "rotate-half" (dims i and i + h/2, as HF/Llama); the
+paper's code pairs (2i, 2i+1). Scores are equal up to a fixed permutation of head dims, which the
+learned projections absorb.
+
+xPos (Sun et al. 2022, Eq. 9 and torchscale): also scale pair i of the query at m by
+ζ_i^(m/B) and of the key at n by ζ_i^(-n/B), so the score carries ζ_i^((m-n)/B),
+ζ_i = (2i + γh) / ((1 + γ)h), γ = 0.4, B = 512.
+
+Numerics (both written down and tested):
+
+* Angles are computed in float64 and cast after cos/sin, so float32 scores at positions ~65k
+  match a float64 evaluation (a float32 angle table loses ~3 digits there).
+* The decay only matters through m - n. We centre at c = the last query position of the call:
+  the query gets ζ^((m - c)/B) >= 1, bounded by the span of the queries, and the key gets
+  ζ^((c - min(n, c))/B) <= 1, which can only underflow to 0 (as the true product does), never
+  overflow, at any length. Keys after the last query (masked by every causal pattern) get the
+  factor of a key at c. ``max_query_span`` bounds the query span one call may cover so the query
+  factor stays below e^30; :meth:`Scheme.scores` and the kernels split longer inputs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from ..specs import Param, positive
+from .base import Scheme, register
+
+
+def rotary_angles(pos: Tensor, head_dim: int, base: float) -> tuple[Tensor, Tensor]:
+    """cos and sin of p·θ_i in float64, pos: [n] -> two [n, head_dim/2] float64 tensors."""
+    i = torch.arange(head_dim // 2, dtype=torch.float64, device=pos.device)
+    theta = base ** (-2.0 * i / head_dim)  # [h/2]
+    angle = pos.to(torch.float64)[:, None] * theta  # [n, h/2]
+    return torch.cos(angle), torch.sin(angle)
+
+
+def rotate_half(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate pairs (i, i + h/2) of x: [..., n, h] by the angles of cos, sin: [n, h/2]."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+
+
+def xpos_zeta(head_dim: int, gamma: float) -> Tensor:
+    """ζ_i = (2i + γh) / ((1 + γ)h), i = 0 .. h/2 - 1, float64 [h/2] (torchscale's XPOS)."""
+    i = torch.arange(head_dim // 2, dtype=torch.float64)
+    return (2 * i + gamma * head_dim) / ((1 + gamma) * head_dim)
+
+
+class Rotary(Scheme):
+    """Shared implementation of RoPE and xPos: rotation by p·θ_i, optional decay ζ_i^(Δ/B)."""
+
+    family = "rotary"
+
+    def __init__(self, n_heads: int, head_dim: int, **values) -> None:
+        super().__init__(n_heads, head_dim, **values)
+        if head_dim % 2:
+            raise ValueError(f"{self.name}: head_dim must be even, got {head_dim}")
+        self.rotate = values.get("rotate", True)
+        self.decay = values.get("decay", False)
+        if self.decay:
+            zeta = xpos_zeta(head_dim, values["gamma"])  # [h/2] float64
+            self.register_buffer("log_zeta", torch.log(zeta), persistent=False)
+            # keep every query factor ζ_min^(-span/B) below e^30
+            self.max_query_span = max(1, int(30 * values["scale_base"] / -math.log(float(zeta.min()))))
+        self._cache: tuple[Tensor, Tensor, Tensor] | None = None
+
+    def _tables(self, pos: Tensor) -> tuple[Tensor, Tensor]:
+        cached = self._cache
+        if cached is not None and cached[0] is pos:
+            return cached[1], cached[2]
+        cos, sin = rotary_angles(pos, self.head_dim, self.values["base"])
+        self._cache = (pos, cos, sin)
+        return cos, sin
+
+    def _decay(self, pos: Tensor, centre: Tensor, sign: float) -> Tensor:
+        """ζ_i^(sign·(pos - c)/B) as [n, h] (both halves of pair i share ζ_i), float64."""
+        expo = sign * (pos.to(torch.float64) - centre)[:, None] / self.values["scale_base"]
+        factor = torch.exp(expo * self.log_zeta.to(pos.device))  # [n, h/2]
+        return torch.cat((factor, factor), dim=-1)
+
+    def transform_qk(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
+        if self.rotate:
+            cq, sq = self._tables(q_pos)
+            ck, sk = self._tables(k_pos)
+            q = rotate_half(q, cq.to(q.dtype), sq.to(q.dtype))  # [..., n_q, h]
+            k = rotate_half(k, ck.to(k.dtype), sk.to(k.dtype))  # [..., n_k, h]
+        if self.decay:
+            centre = q_pos.max().to(torch.float64)
+            q = q * self._decay(q_pos, centre, 1.0).to(q.dtype)  # ζ^((m-c)/B) >= 1
+            k = k * self._decay(torch.minimum(k_pos, q_pos.max()), centre, -1.0).to(k.dtype)  # <= 1
+        return q, k
+
+
+@register
+class RoPE(Rotary):
+    """Rotary position embedding (Su et al. 2021, RoFormer, Eq. 34)."""
+
+    name = "rope"
+    params = {"base": Param(float, 10000.0, "θ_i = base^(-2i/h)", positive, "> 0")}
+    summary = "rotate each pair of q and k by p·θ_i"
+
+
+@register
+class XPos(Rotary):
+    """xPos (Sun et al. 2022, Eq. 9; γ from torchscale): RoPE times ζ_i^((m-n)/B).
+    ``decay=false`` is RoPE exactly; ``rotate=false`` is Table 4's "xPos without rotation"."""
+
+    name = "xpos"
+    params = {
+        "base": Param(float, 10000.0, "θ_i = base^(-2i/h)", positive, "> 0"),
+        "gamma": Param(float, 0.4, "ζ_i = (2i + γh)/((1+γ)h)", positive, "> 0"),
+        "scale_base": Param(float, 512.0, "B in ζ^((m-n)/B)", positive, "> 0"),
+        "decay": Param(bool, True, "apply the ζ decay (false: RoPE)"),
+        "rotate": Param(bool, True, "apply the rotation (false: decay only, Table 4)"),
+    }
+    summary = "RoPE with per-dimension decay ζ_i^((m-n)/B) (the paper's scheme)"

@@ -1,0 +1,13 @@
+import os
+import sys
+
+import pytest
+import torch
+
+torch.set_num_threads(min(2, os.cpu_count() or 1))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "fixtures"))
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
