@@ -1,0 +1,58 @@
+"""A progress bar with rate and ETA for long loops (rich), quiet when output is not a terminal
+unless asked. Every long-running library call takes ``progress: bool``."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+
+@contextmanager
+def bar(total: int, description: str, *, enabled: bool = True, unit: str = "it") -> Iterator["Bar"]:
+    """``with bar(100, "train") as b: b.advance(1, loss=...)``; shows rate, elapsed and ETA."""
+    if not enabled:
+        yield Bar(None, None)
+        return
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TaskProgressColumn(),
+        TextColumn("{task.fields[info]}"),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=False,
+    )
+    with progress:
+        task = progress.add_task(description, total=total, info="")
+        yield Bar(progress, task)
+
+
+class Bar:
+    def __init__(self, progress: Progress | None, task) -> None:
+        self.progress, self.task = progress, task
+
+    def advance(self, n: int = 1, **info: object) -> None:
+        if self.progress is None:
+            return
+        text = "  ".join(f"{k} {_fmt(v)}" for k, v in info.items())
+        self.progress.update(self.task, advance=n, info=text)
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1e5 else f"{value:,.0f}"
+    return str(value)
