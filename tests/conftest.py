@@ -1,6 +1,9 @@
 import os
 import sys
 
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # tests never reach a hub
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
 import pytest
 import torch
 

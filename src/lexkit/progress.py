@@ -54,5 +54,5 @@ class Bar:
 
 def _fmt(value: object) -> str:
     if isinstance(value, float):
-        return f"{value:.4g}" if abs(value) < 1e5 else f"{value:,.0f}"
+        return f"{value:.4g}" if abs(value) < 1e3 else f"{value:,.0f}"
     return str(value)

@@ -28,14 +28,14 @@ class Param:
             value = _convert(self.type, raw)
             if value is _BAD:
                 raise ValueError(
-                    f"{owner}: parameter {key}={raw!r} is not a valid {self.type.__name__}"
+                    f"{owner}: parameter {key}={raw} is not a valid {self.type.__name__}"
                 )
         elif self.type is float and isinstance(raw, int) and not isinstance(raw, bool):
             value = float(raw)
         elif not isinstance(raw, self.type) or (self.type is int and isinstance(raw, bool)):
-            raise ValueError(f"{owner}: parameter {key}={raw!r} is not a valid {self.type.__name__}")
+            raise ValueError(f"{owner}: parameter {key}={raw} is not a valid {self.type.__name__}")
         if value is not None and self.check is not None and not self.check(value):
-            raise ValueError(f"{owner}: parameter {key}={raw!r} is out of range (must be {self.rule})")
+            raise ValueError(f"{owner}: parameter {key}={raw} is out of range (must be {self.rule})")
         return value
 
 

@@ -1,0 +1,82 @@
+"""``lexkit train``: train a byte-level LM with one position scheme at one length.
+
+Every setting defaults to the preset's value; on ``--resume`` only the settings given on the
+command line are compared with the run's (a larger ``--steps`` extends the run).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from .. import presets
+from ..runs import read_config
+from ..train import TrainConfig, configs, train
+
+
+def add_parser(sub):
+    p = sub.add_parser("train", help="train a model at a short length", description=__doc__,
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--scheme", help="position scheme spec, e.g. rope, xpos:gamma=0.5 (see `lexkit schemes`)")
+    p.add_argument("--out", required=True, help="run directory (must be new or empty, unless --resume)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    p.add_argument("--preset", default=None, choices=list(presets.PRESETS), help="size preset (default: small)")
+    p.add_argument("--train-len", type=int, help="training length in bytes")
+    p.add_argument("--steps", type=int)
+    p.add_argument("--batch", type=int)
+    p.add_argument("--layers", type=int)
+    p.add_argument("--dim", type=int, help="model width d_model")
+    p.add_argument("--heads", type=int)
+    p.add_argument("--lr", type=float)
+    p.add_argument("--data", help="stdlib (default), a file, directory or glob, or hf:NAME[:CONFIG[:SPLIT]]")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--save-every", type=int)
+    p.add_argument("--eval-every", type=int)
+    p.add_argument("--threads", type=int, help="torch CPU threads")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def _overrides(args) -> dict:
+    return {
+        "train_len": args.train_len, "steps": args.steps, "batch": args.batch, "n_layers": args.layers,
+        "d_model": args.dim, "n_heads": args.heads, "lr": args.lr, "data": args.data, "seed": args.seed,
+        "save_every": args.save_every, "eval_every": args.eval_every,
+    }
+
+
+def run(args) -> int:
+    overrides = _overrides(args)
+    if args.resume:
+        # start from the run's own settings; what the command line gives is compared against them
+        old = read_config(args.out)
+        stored = {**old["model"], **old["train"]}
+        given = {k: v for k, v in overrides.items() if v is not None}
+        if args.scheme is not None:
+            given["scheme"] = args.scheme
+        merged = {**stored, **given}
+        scheme = merged.pop("scheme")
+        model_cfg, train_cfg = _from_values(scheme, merged)
+    else:
+        if args.scheme is None:
+            raise ValueError("--scheme is required (see `lexkit schemes`)")
+        model_cfg, train_cfg = configs(args.preset or "small", args.scheme, **overrides)
+    summary = train(args.out, model_cfg, train_cfg, resume=args.resume, device=args.device,
+                    threads=args.threads, progress=not args.quiet)
+    if "val_bpb" in summary:
+        print(f"{args.out}: {summary['step']} steps, loss {summary['loss']:.4f}, validation {summary['val_bpb']:.4f} bits/byte")
+    return 0
+
+
+def _from_values(scheme: str, values: dict):
+    from dataclasses import fields
+
+    from ..model import ModelConfig
+
+    model_keys = {f.name for f in fields(ModelConfig)}
+    train_keys = {f.name for f in fields(TrainConfig)}
+    unknown = set(values) - model_keys - train_keys
+    if unknown:
+        raise ValueError(f"run config has unknown setting(s) {sorted(unknown)}")
+    model = ModelConfig(scheme=scheme, **{k: v for k, v in values.items() if k in model_keys})
+    return model, TrainConfig(**{k: v for k, v in values.items() if k in train_keys})

@@ -1,0 +1,208 @@
+"""Corpora of byte documents, their train/validation split, fingerprint and batching.
+
+Sources (a *data spec*):
+
+* ``stdlib`` (default): the ``.py`` source of the running Python's standard library,
+  ``site-packages`` excluded, each file a document. Present on every machine with Python; its size
+  differs between installs (the fingerprint records which one a result came from).
+* ``PATH``: a text file, a directory (recursive; hidden files and folders skipped) or a glob;
+  each file a document.
+* ``hf:NAME[:CONFIG[:SPLIT]]``: ``datasets.load_dataset(NAME, CONFIG, split=SPLIT or "train")``,
+  one document per row of its ``text`` column (or its first string column). NAME may be a local
+  directory.
+
+Split: a document goes to validation when the SHA-256 of its name (relative path, or row index)
+falls in the lowest 5% (deterministic, independent of file order and machine). With
+``split="all"`` every document is a validation document (``lexkit eval --data PATH``).
+
+Tokens are bytes plus BOS (id 256) at the start of every document.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import hashlib
+import os
+import platform
+import sysconfig
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from .errors import DataError
+from .model import BOS
+
+VALID_PERCENT = 5
+
+
+@dataclasses.dataclass
+class Corpus:
+    spec: str
+    train: list[bytes]
+    valid: list[bytes]
+    fingerprint: dict
+
+    def describe(self) -> str:
+        f = self.fingerprint
+        return (
+            f"{self.spec}: {f['files']} documents, {f['bytes']:,} bytes "
+            f"({len(self.train)} train / {len(self.valid)} validation)"
+        )
+
+
+def encode(doc: bytes) -> Tensor:
+    """BOS then the bytes: int64 [1 + len(doc)]."""
+    body = torch.frombuffer(bytearray(doc), dtype=torch.uint8).to(torch.int64) if doc else torch.empty(0, dtype=torch.int64)
+    return torch.cat((torch.tensor([BOS]), body))
+
+
+def stdlib_root() -> Path:
+    return Path(sysconfig.get_paths()["stdlib"])
+
+
+def _read_files(root: Path, paths: list[Path]) -> list[tuple[str, bytes]]:
+    docs = []
+    for path in sorted(paths):
+        try:
+            docs.append((path.relative_to(root).as_posix(), path.read_bytes()))
+        except OSError as exc:
+            raise DataError(f"cannot read {path}: {exc.strerror}") from exc
+    return docs
+
+
+def _stdlib_docs() -> list[tuple[str, bytes]]:
+    root = stdlib_root()
+    paths = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in ("site-packages", "dist-packages")]
+        paths += [Path(dirpath) / name for name in filenames if name.endswith(".py")]
+    return _read_files(root, paths)
+
+
+def _path_docs(spec: str) -> list[tuple[str, bytes]]:
+    path = Path(spec).expanduser()
+    if path.is_file():
+        return _read_files(path.parent, [path])
+    if path.is_dir():
+        files = [
+            p for p in path.rglob("*")
+            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+        ]
+        if not files:
+            raise DataError(f"data directory {spec} holds no files")
+        return _read_files(path, files)
+    if any(ch in spec for ch in "*?["):
+        files = [Path(p) for p in glob.glob(os.path.expanduser(spec), recursive=True) if os.path.isfile(p)]
+        if not files:
+            raise DataError(f"data glob {spec!r} matches no files")
+        return _read_files(Path(os.path.commonpath([str(p.parent) for p in files])), files)
+    raise DataError(f"data path {spec!r} does not exist (give 'stdlib', a file, a directory, a glob or hf:NAME)")
+
+
+def _hf_docs(spec: str) -> list[tuple[str, bytes]]:
+    parts = spec.split(":")[1:]
+    if not parts or not parts[0] or len(parts) > 3:
+        raise DataError(f"bad data spec {spec!r}: write hf:NAME[:CONFIG[:SPLIT]]")
+    name, config, split = (parts + [None, None])[:3]
+    try:
+        import datasets
+    except ImportError as exc:  # pragma: no cover - datasets is in the dev extra
+        raise DataError("hf: data needs the `datasets` package (pip install datasets)") from exc
+    try:
+        rows = datasets.load_dataset(name, config or None, split=split or "train")
+    except Exception as exc:  # datasets raises many types; one line for the user
+        raise DataError(f"cannot load {spec!r}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
+    column = "text" if "text" in rows.column_names else next(
+        (c for c, f in rows.features.items() if getattr(f, "dtype", None) in ("string", "large_string")), None
+    )
+    if column is None:
+        raise DataError(f"{spec!r} has no text column (columns: {', '.join(rows.column_names)})")
+    return [(f"{i:09d}", (text or "").encode("utf-8")) for i, text in enumerate(rows[column])]
+
+
+def is_valid_name(name: str) -> bool:
+    """The split rule: SHA-256 of the document's name, lowest VALID_PERCENT % go to validation."""
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") % 100 < VALID_PERCENT
+
+
+def load_corpus(spec: str = "stdlib", *, split: str = "split") -> Corpus:
+    """Documents of a data spec, split into train and validation (``split="all"``: all validation)."""
+    if split not in ("split", "all"):
+        raise ValueError(f"split must be 'split' or 'all', got {split!r}")
+    if spec == "stdlib":
+        named = _stdlib_docs()
+    elif spec.startswith("hf:"):
+        named = _hf_docs(spec)
+    else:
+        named = _path_docs(spec)
+    named = [(n, d) for n, d in named if d]
+    if not named:
+        raise DataError(f"corpus {spec!r} is empty (0 non-empty documents)")
+    digest = hashlib.sha256()
+    for name, doc in named:
+        digest.update(name.encode() + b"\0" + hashlib.sha256(doc).digest())
+    fingerprint = {
+        "source": spec,
+        "python": platform.python_version(),
+        "files": len(named),
+        "bytes": sum(len(d) for _, d in named),
+        "sha256": digest.hexdigest()[:16],
+    }
+    if split == "all":
+        return Corpus(spec, [], [d for _, d in named], fingerprint)
+    train = [d for n, d in named if not is_valid_name(n)]
+    valid = [d for n, d in named if is_valid_name(n)]
+    if not valid or not train:  # too few documents for the hash split: cut the largest in two
+        named.sort(key=lambda nd: len(nd[1]))
+        docs = [d for _, d in named]
+        big = docs.pop()
+        cut = len(big) - max(1, len(big) * VALID_PERCENT // 100)
+        train, valid = docs + [big[:cut]], [big[cut:]]
+    return Corpus(spec, train, valid, fingerprint)
+
+
+def require_long(docs: list[bytes], length: int, what: str = "validation") -> list[bytes]:
+    """Documents at least ``length`` bytes long, or a DataError with the counts found."""
+    long = [d for d in docs if len(d) >= length]
+    if not long:
+        longest = max((len(d) for d in docs), default=0)
+        raise DataError(
+            f"no {what} document is {length:,} bytes long ({len(docs)} documents, the longest "
+            f"{longest:,} bytes); use shorter --lengths or more data"
+        )
+    return long
+
+
+class Stream:
+    """All documents of a split as one token stream (BOS before each), sampled in windows.
+
+    Batch t of a run is drawn by a generator seeded from (seed, t) alone, so a resumed run
+    draws exactly the batches an uninterrupted one would.
+    """
+
+    def __init__(self, docs: list[bytes]) -> None:
+        if not docs:
+            raise DataError("no documents to draw batches from")
+        self.tokens = torch.cat([encode(d) for d in docs]).to(torch.int16)  # [total]
+
+    def __len__(self) -> int:
+        return self.tokens.numel()
+
+    def batch(self, step: int, batch: int, length: int, seed: int) -> tuple[Tensor, Tensor]:
+        """(inputs, targets), each int64 [batch, length], for training step ``step``."""
+        if len(self) < length + 1:
+            raise DataError(f"the training split has {len(self):,} tokens, fewer than one window of {length + 1}")
+        gen = torch.Generator().manual_seed(seed * 1_000_003 + step)
+        starts = torch.randint(0, len(self) - length, (batch,), generator=gen)
+        windows = torch.stack([self.tokens[s : s + length + 1] for s in starts.tolist()]).to(torch.int64)
+        return windows[:, :-1], windows[:, 1:]
+
+    def fixed_windows(self, count: int, length: int) -> tuple[Tensor, Tensor]:
+        """The first ``count`` non-overlapping windows (validation during training)."""
+        count = max(1, min(count, (len(self) - 1) // length))
+        windows = self.tokens[: count * length + 1].to(torch.int64)
+        x = windows[:-1].view(count, length)
+        y = windows[1:].reshape(count, length)
+        return x, y

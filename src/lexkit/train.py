@@ -1,0 +1,268 @@
+"""Training: AdamW, linear warmup then cosine decay, gradient clipping; checkpoints and resume.
+
+The learning rate at step t of a run with ``steps`` total is
+``lr·t/warmup`` for t < warmup, then ``lr·(r + (1 - r)·(1 + cos(π·u))/2)`` with
+``u = (t - warmup)/(steps - warmup)`` and r = ``min_lr_ratio``. It depends only on (t, steps):
+resuming with a larger ``--steps`` keeps every step already taken and follows the longer cosine
+from the resume point on (so the rate rises at that point to its value under the new total).
+
+Batch t is drawn from a generator seeded by (seed, t) alone, and the checkpoint keeps the
+optimizer and RNG state, so on CPU a killed and resumed run ends with the same weights, byte for
+byte, as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from . import presets, runs
+from .data import Corpus, Stream, load_corpus
+from .errors import LexkitError, RunError
+from .model import GPT, ModelConfig
+from .progress import bar
+
+LN2 = math.log(2.0)
+
+
+class TrainError(LexkitError):
+    """Training stopped (a non-finite loss)."""
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    steps: int = 1000
+    batch: int = 32
+    lr: float = 2e-3
+    warmup: int = 100
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    seed: int = 0
+    data: str = "stdlib"
+    eval_every: int = 250
+    eval_windows: int = 64
+    save_every: int = 250
+    log_every: int = 10
+
+    def __post_init__(self) -> None:
+        for key in ("steps", "batch", "eval_every", "save_every", "log_every", "eval_windows"):
+            if getattr(self, key) <= 0:
+                raise ValueError(f"{key} must be a positive integer, got {getattr(self, key)}")
+        if self.warmup < 0:
+            raise ValueError(f"warmup must be >= 0, got {self.warmup}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be positive, got {self.lr}")
+
+
+#: settings that may change on --resume without changing the run
+RUNTIME_KEYS = {"save_every", "log_every", "eval_every"}
+
+
+def configs(preset: str = "small", scheme: str = "rope", **overrides) -> tuple[ModelConfig, TrainConfig]:
+    """Model and training configs from a preset, with explicit overrides (None = preset's value)."""
+    values = presets.get(preset)
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    model_keys = {f.name for f in dataclasses.fields(ModelConfig)}
+    train_keys = {f.name for f in dataclasses.fields(TrainConfig)}
+    unknown = set(values) - model_keys - train_keys
+    if unknown:
+        raise ValueError(f"unknown setting(s) {sorted(unknown)}")
+    model = ModelConfig(scheme=scheme, **{k: v for k, v in values.items() if k in model_keys and k != "scheme"})
+    train = TrainConfig(**{k: v for k, v in values.items() if k in train_keys})
+    return model, train
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    span = max(1, cfg.steps - cfg.warmup)
+    u = min(1.0, (step - cfg.warmup) / span)
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * u)))
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    if device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        return torch.device("cpu")
+    if device not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"unknown device {device!r}; valid: auto, cpu, cuda, mps")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: no CUDA device is available here (use cpu or auto)")
+    if device == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+        raise ValueError("--device mps: MPS is not available here (use cpu or auto)")
+    return torch.device(device)
+
+
+def _optimizer(model: GPT, cfg: TrainConfig) -> torch.optim.AdamW:
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and not n.startswith("scheme.")]
+    other = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and not n.startswith("scheme."))]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": other, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95))
+
+
+@torch.no_grad()
+def validation_bpb(model: GPT, stream: Stream, cfg: TrainConfig, length: int, device: torch.device) -> float:
+    """Bits per byte on the first ``eval_windows`` validation windows at the training length."""
+    was_training = model.training
+    model.eval()
+    x, y = stream.fixed_windows(cfg.eval_windows, length)
+    total, count = 0.0, 0
+    for i in range(0, x.shape[0], cfg.batch):
+        logits = model(x[i : i + cfg.batch].to(device))
+        nll = F.cross_entropy(logits.float().flatten(0, 1), y[i : i + cfg.batch].to(device).flatten(), reduction="sum")
+        total, count = total + nll.item(), count + y[i : i + cfg.batch].numel()
+    model.train(was_training)
+    return total / count / LN2
+
+
+def run_config(model_cfg: ModelConfig, train_cfg: TrainConfig, corpus: Corpus) -> dict:
+    from . import __version__
+
+    return {
+        "version": runs.FORMAT_VERSION,
+        "lexkit": __version__,
+        "torch": torch.__version__,
+        "model": dataclasses.asdict(model_cfg),
+        "train": dataclasses.asdict(train_cfg),
+        "data": {"spec": corpus.spec, "fingerprint": corpus.fingerprint},
+    }
+
+
+def differences(old: dict, new: dict) -> list[str]:
+    """Keys whose values differ between two configs (model.*, train.*), runtime keys ignored."""
+    out = []
+    for section in ("model", "train"):
+        for key in sorted(set(old[section]) | set(new[section])):
+            if section == "train" and key in RUNTIME_KEYS:
+                continue
+            if old[section].get(key) != new[section].get(key):
+                out.append(f"{section}.{key} ({old[section].get(key)!r} -> {new[section].get(key)!r})")
+    return out
+
+
+def train(
+    out: str | Path,
+    model_cfg: ModelConfig,
+    train_cfg: TrainConfig,
+    *,
+    resume: bool = False,
+    device: str = "auto",
+    threads: int | None = None,
+    progress: bool = True,
+    corpus: Corpus | None = None,
+) -> dict:
+    """Train (or resume) a run in ``out``; returns a summary (steps, final loss, validation bpb)."""
+    out = Path(out)
+    dev = resolve_device(device)
+    if threads is not None:
+        if threads <= 0:
+            raise ValueError(f"threads must be a positive integer, got {threads}")
+        torch.set_num_threads(threads)
+
+    if resume:
+        old = runs.read_config(out)
+        corpus = corpus or load_corpus(old["data"]["spec"])
+        new = run_config(model_cfg, train_cfg, corpus)
+        diff = [d for d in differences(old, new) if not d.startswith("train.steps ")]
+        if diff:
+            raise RunError(f"cannot resume {out} with changed settings: {', '.join(diff)}")
+        if new["train"]["steps"] < old["train"]["steps"]:
+            raise RunError(f"cannot resume {out} with fewer steps ({train_cfg.steps} < {old['train']['steps']})")
+        if old["data"]["fingerprint"] != corpus.fingerprint:
+            raise RunError(f"the corpus {corpus.spec!r} changed since {out} was started (fingerprint differs)")
+    else:
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise RunError(f"{out} exists and is not empty; use --resume to continue it, or another --out")
+        corpus = corpus or load_corpus(train_cfg.data)
+        new = run_config(model_cfg, train_cfg, corpus)
+
+    torch.manual_seed(train_cfg.seed)
+    model = GPT(model_cfg).to(dev)
+    optimizer = _optimizer(model, train_cfg)
+    start, state = 0, {"step": 0, "done": False}
+    if resume and (out / runs.CHECKPOINT).is_file():
+        state = runs.load_checkpoint(out, model, optimizer)
+        start = state["step"]
+        if state.get("done") and start >= train_cfg.steps:
+            if progress:
+                print(f"{out}: already finished ({start} steps); nothing to do")
+            return state
+    _truncate_metrics(out, start) if resume else out.mkdir(parents=True, exist_ok=True)
+    runs.write_json(out / runs.CONFIG, new)
+
+    train_stream, valid_stream = Stream(corpus.train), Stream(corpus.valid)
+    length = model_cfg.train_len
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if dev.type == "cuda" else _null()
+    model.train()
+    log = open(out / runs.METRICS, "a")
+    loss_value, last = float("nan"), time.perf_counter()
+    try:
+        with bar(train_cfg.steps, f"train {model_cfg.scheme}", enabled=progress) as pbar:
+            pbar.advance(start)
+            for step in range(start, train_cfg.steps):
+                x, y = train_stream.batch(step, train_cfg.batch, length, train_cfg.seed)
+                x, y = x.to(dev), y.to(dev)
+                lr = lr_at(step, train_cfg)
+                for group in optimizer.param_groups:
+                    group["lr"] = lr
+                with autocast:
+                    logits = model(x)
+                loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
+                loss_value = loss.item()
+                if not math.isfinite(loss_value):
+                    raise TrainError(
+                        f"loss is {loss_value} at step {step + 1}; training stopped, the last good "
+                        f"checkpoint (step {start if state['step'] == start else state['step']}) is kept in {out}"
+                    )
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
+                optimizer.step()
+                model.scheme.constrain_()
+                done = step + 1
+                now = time.perf_counter()
+                rate = x.numel() / max(now - last, 1e-9)
+                last = now
+                row = None
+                if done % train_cfg.log_every == 0 or done == train_cfg.steps:
+                    row = {"step": done, "loss": round(loss_value, 6), "lr": lr, "bytes_per_s": round(rate, 1)}
+                if done % train_cfg.eval_every == 0 or done == train_cfg.steps:
+                    row = row or {"step": done, "loss": round(loss_value, 6), "lr": lr, "bytes_per_s": round(rate, 1)}
+                    row["val_bpb"] = round(validation_bpb(model, valid_stream, train_cfg, length, dev), 6)
+                if row is not None:
+                    log.write(json.dumps(row) + "\n")
+                    log.flush()
+                if done % train_cfg.save_every == 0 or done == train_cfg.steps:
+                    state = {"step": done, "done": done == train_cfg.steps, "loss": loss_value}
+                    runs.save_checkpoint(out, model, optimizer, state)
+                    runs.save_weights(out, model)
+                pbar.advance(1, loss=loss_value, bytes_s=rate)
+    finally:
+        log.close()
+    summary = {"step": train_cfg.steps, "loss": loss_value}
+    rows = [r for r in runs.read_metrics(out) if "val_bpb" in r]
+    if rows:
+        summary["val_bpb"] = rows[-1]["val_bpb"]
+    return summary
+
+
+def _truncate_metrics(out: Path, step: int) -> None:
+    """Drop metric rows past the checkpoint we resume from (they will be logged again)."""
+    rows = [r for r in runs.read_metrics(out) if r.get("step", 0) <= step]
+    runs.atomic_write(out / runs.METRICS, "".join(json.dumps(r) + "\n" for r in rows))
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
