@@ -11,3 +11,7 @@ from . import attention, positions  # noqa: E402
 from .model import BOS, GPT, VOCAB, ModelConfig  # noqa: E402
 
 __all__ = ["BOS", "GPT", "VOCAB", "ModelConfig", "attention", "positions", "__version__"]
+
+from .runs import load  # noqa: E402
+
+__all__ += ["load"]

@@ -93,6 +93,20 @@ def load_checkpoint(run_dir: Path, model: GPT, optimizer: torch.optim.Optimizer)
     return json.loads(meta["trainer"])
 
 
+def trainer_state(run_dir: str | Path) -> dict | None:
+    """The trainer state of a run's checkpoint (step, done, loss, elapsed seconds), or None."""
+    path = Path(run_dir) / CHECKPOINT
+    if not path.is_file():
+        return None
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            return json.loads((handle.metadata() or {})["trainer"])
+    except (SafetensorError, OSError, KeyError, ValueError) as exc:
+        raise RunError(f"{path} is corrupt or truncated ({exc})") from exc
+
+
 def _read(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     if not path.is_file():
         raise RunError(f"{path} is missing")

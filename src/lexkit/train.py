@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from . import presets, runs
 from .data import Corpus, Stream, load_corpus
+from .device import resolve_device
 from .errors import LexkitError, RunError
 from .model import GPT, ModelConfig
 from .progress import bar
@@ -85,20 +86,6 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
     span = max(1, cfg.steps - cfg.warmup)
     u = min(1.0, (step - cfg.warmup) / span)
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * u)))
-
-
-def resolve_device(device: str = "auto") -> torch.device:
-    if device == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        return torch.device("cpu")
-    if device not in ("cpu", "cuda", "mps"):
-        raise ValueError(f"unknown device {device!r}; valid: auto, cpu, cuda, mps")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda: no CUDA device is available here (use cpu or auto)")
-    if device == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
-        raise ValueError("--device mps: MPS is not available here (use cpu or auto)")
-    return torch.device(device)
 
 
 def _optimizer(model: GPT, cfg: TrainConfig) -> torch.optim.AdamW:
@@ -204,6 +191,7 @@ def train(
     model.train()
     log = open(out / runs.METRICS, "a")
     loss_value, last = float("nan"), time.perf_counter()
+    began, elapsed_before = last, float(state.get("elapsed", 0.0))
     try:
         with bar(train_cfg.steps, f"train {model_cfg.scheme}", enabled=progress) as pbar:
             pbar.advance(start)
@@ -241,13 +229,14 @@ def train(
                     log.write(json.dumps(row) + "\n")
                     log.flush()
                 if done % train_cfg.save_every == 0 or done == train_cfg.steps:
-                    state = {"step": done, "done": done == train_cfg.steps, "loss": loss_value}
+                    state = {"step": done, "done": done == train_cfg.steps, "loss": loss_value,
+                             "elapsed": round(elapsed_before + time.perf_counter() - began, 3)}
                     runs.save_checkpoint(out, model, optimizer, state)
                     runs.save_weights(out, model)
                 pbar.advance(1, loss=loss_value, bytes_s=rate)
     finally:
         log.close()
-    summary = {"step": train_cfg.steps, "loss": loss_value}
+    summary = {"step": train_cfg.steps, "loss": loss_value, "elapsed": state.get("elapsed")}
     rows = [r for r in runs.read_metrics(out) if "val_bpb" in r]
     if rows:
         summary["val_bpb"] = rows[-1]["val_bpb"]

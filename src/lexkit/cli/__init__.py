@@ -65,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     except (LexkitError, ValueError, FileNotFoundError, NotADirectoryError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `lexkit eval ... | head`
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130

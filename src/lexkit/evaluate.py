@@ -1,0 +1,391 @@
+"""Perplexity versus length: the paper's protocol, a sliding-window mode, and loss by position.
+
+**The paper's protocol** (``stride=None``). Given lengths L_1 < ... < L_k, let M = max(L_i). Only
+documents at least M bytes long take part, and only their first M bytes are scored. For each
+length L those M bytes are cut into non-overlapping chunks of L bytes; a chunk starting at byte s
+is scored with the L inputs ``[token before byte s, byte s, ..., byte s+L-2]``, where the token
+before byte 0 is BOS. Every chunk is an independent sequence at positions 0..L-1. So every
+length scores exactly the same bytes (all M of every document), each exactly once, and only the
+context the model sees differs. When L does not divide M, the last chunk holds the remaining
+r = M mod L bytes; it is scored in the window of L inputs that ends at byte M-1 (so the model still
+runs at exactly L positions) and only its last r predictions count.
+
+**Sliding windows** (``stride=S``, the ALiBi repository's second mode, fairseq's
+``--context-window``). The model still runs on windows of exactly L inputs and scores the same M
+bytes of every document, each exactly once; the windows advance by S bytes instead of L. The
+first window (inputs BOS, byte 0, ..., byte L-2) scores its L bytes; each later window ends S
+bytes after the previous one (the last one ends at byte M-1) and scores only its last S bytes
+(fewer for the last one). So, past the first window, the byte at window index p is predicted
+from p+1 inputs with p >= L-S: at least L-S and at most L-1 earlier bytes of the document, plus the
+byte just before those. ``S = L`` is exactly the paper's protocol; ``S = 1`` gives every byte
+the longest context the length allows (and costs M-L+1 windows per document). A stride larger
+than a length is clamped to that length (non-overlapping) and reported per result.
+
+**Bits per byte** = mean NLL (nats) / ln 2 over the scored bytes; **perplexity** = e^(mean NLL).
+
+**Loss by position.** The byte at window index p (0-based: it is predicted from p+1 inputs,
+positions 0..p) falls in the bucket ``from <= p < to``. Bucket edges are the powers of two below
+L plus the training length T, so every bucket lies either inside (``to <= T``: positions the
+model was trained on) or beyond (``from >= T``) the training length. A model that uses its
+context well has a *falling* bpb across the buckets, including those beyond T.
+
+A length a scheme cannot run (``learned`` past its table, a kernel refusing a span) is reported
+with ``bpb: None`` and ``unavailable: <reason>`` when some other (length, pattern) runs; when
+none can run, the reasons are raised as one ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .attention import KERNELS, Pattern
+from .attention import create as create_pattern
+from .errors import DataError
+
+LN2 = math.log(2.0)
+DEFAULT_MULTIPLIERS = (0.5, 1, 2, 4, 8, 16)
+BATCH_TOKENS = {"cpu": 8192}  # inputs per forward pass by device type; 32768 elsewhere
+
+
+# -- lengths, windows, buckets -----------------------------------------------------------------
+def default_lengths(train_len: int) -> list[int]:
+    """The training length times 1/2, 1, 2, 4, 8 and 16 (duplicates and zeros dropped)."""
+    return sorted({int(train_len * m) for m in DEFAULT_MULTIPLIERS} - {0})
+
+
+def parse_lengths(text: str) -> list[int]:
+    """``"64,128, 256"`` -> ``[64, 128, 256]``; anything but positive integers is a ValueError."""
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or any(v <= 0 for v in values):
+        raise ValueError(f"lengths must be positive integers, got {text!r}")
+    return sorted(set(values))
+
+
+def check_lengths(lengths: Sequence[int]) -> list[int]:
+    if isinstance(lengths, int):
+        lengths = [lengths]
+    lengths = list(lengths)
+    if not lengths or any(isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in lengths):
+        raise ValueError(f"lengths must be positive integers, got {lengths!r}")
+    return sorted(set(lengths))
+
+
+def windows(total: int, length: int, stride: int | None = None) -> list[tuple[int, int]]:
+    """The windows that score bytes 0..total-1 of one document at ``length``: a list of
+    ``(start, first)``. The window's inputs are tokens ``start .. start+length-1`` of the encoded
+    document (token 0 is BOS, token t is byte t-1); its predictions at indices ``first ..
+    length-1`` are scored: bytes ``start+first .. start+length-1``. Each byte exactly once."""
+    if length > total:
+        raise ValueError(f"length {length} exceeds the {total} bytes to score")
+    step = length if stride is None else min(stride, length)
+    if step <= 0:
+        raise ValueError(f"stride must be a positive integer, got {stride}")
+    out = [(0, 0)]
+    end = length  # bytes scored so far
+    while end < total:
+        new_end = min(end + step, total)
+        out.append((new_end - length, length - (new_end - end)))
+        end = new_end
+    return out
+
+
+def position_buckets(length: int, train_len: int | None = None) -> list[tuple[int, int]]:
+    """``[(from, to), ...]`` covering 0..length-1: edges at powers of two and the training length."""
+    edges = {0, length}
+    p = 1
+    while p < length:
+        edges.add(p)
+        p *= 2
+    if train_len and train_len < length:
+        edges.add(train_len)
+    ordered = sorted(edges)
+    return list(zip(ordered[:-1], ordered[1:]))
+
+
+def resolve_patterns(model: nn.Module, pattern: str | Pattern | Sequence[str | Pattern]) -> list[Pattern]:
+    """Pattern specs resolved against the model (W defaults to its training length), deduplicated."""
+    specs = [pattern] if isinstance(pattern, (str, Pattern)) else list(pattern)
+    if not specs:
+        raise ValueError("no attention pattern given")
+    out: list[Pattern] = []
+    for spec in specs:
+        if hasattr(model, "pattern"):
+            resolved = model.pattern(spec)
+        else:
+            resolved = create_pattern(spec, default_window=_train_len(model))
+        if resolved not in out:
+            out.append(resolved)
+    return out
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def _train_len(model: nn.Module) -> int | None:
+    cfg = getattr(model, "cfg", None)
+    return getattr(cfg, "train_len", None)
+
+
+def _encode(doc: bytes) -> Tensor:
+    from .data import encode
+
+    return encode(doc)
+
+
+def select_documents(
+    documents: Sequence[bytes], length: int, *, max_docs: int | None = None, max_bytes: int | None = None
+) -> list[bytes]:
+    """The documents at least ``length`` bytes long, in order, capped by ``max_docs`` documents
+    and ``max_bytes`` scored bytes per length (at least one document); DataError if none."""
+    docs = [d.encode("utf-8") if isinstance(d, str) else bytes(d) for d in documents]
+    if not docs:
+        raise DataError("no documents to evaluate (0 documents)")
+    for name, cap in (("max_docs", max_docs), ("max_bytes", max_bytes)):
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap <= 0):
+            raise ValueError(f"{name} must be a positive integer, got {cap!r}")
+    long = [d for d in docs if len(d) >= length]
+    if not long:
+        longest = max(len(d) for d in docs)
+        raise DataError(
+            f"no document is {length:,} bytes long ({_count(len(docs), 'document')}, the longest {longest:,} bytes; "
+            f"{length:,} needed); use shorter --lengths or more data"
+        )
+    keep = len(long)
+    if max_docs is not None:
+        keep = min(keep, max_docs)
+    if max_bytes is not None:
+        keep = min(keep, max(1, max_bytes // length))
+    return long[:keep]
+
+
+# -- evaluation ---------------------------------------------------------------------------------
+def evaluate(
+    model: nn.Module,
+    documents: Sequence[bytes],
+    lengths: Sequence[int],
+    pattern: str | Pattern | Sequence[str | Pattern] = "causal",
+    *,
+    stride: int | None = None,
+    max_docs: int | None = None,
+    max_bytes: int | None = None,
+    batch_size: int | None = None,
+    batch_tokens: int | None = None,
+    kernel: str = "auto",
+    train_len: int | None = None,
+    progress: bool = False,
+) -> dict:
+    """Bits per byte and perplexity of ``model`` on ``documents`` at every (length, pattern).
+
+    See the module docstring for the exact protocol (``stride=None``) and the sliding-window
+    mode (``stride=S``). ``model(tokens [b, n], pattern=..., kernel=...)`` must return logits
+    ``[b, n, vocab]`` (a :class:`lexkit.GPT`). Batches hold ``batch_size`` windows, by default
+    as many as fit ``batch_tokens`` inputs (8192 on CPU), at least one: a single window at long
+    lengths, so memory follows the kernel's cost at one length (O(n*W) for local patterns).
+
+    Returns a JSON-ready dict: ``lengths``, ``patterns`` (canonical specs), ``stride``,
+    ``documents`` (how many took part), ``bytes_per_document`` (= max(lengths)), ``train_len``,
+    ``results`` (one row per length x pattern: ``length, pattern, stride, bpb, ppl, bytes`` and,
+    when it cannot run, ``unavailable``) and ``by_position`` (``length, pattern, from, to,
+    beyond_train, bpb, bytes``).
+    """
+    lengths = check_lengths(lengths)
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
+    if stride is not None and (isinstance(stride, bool) or not isinstance(stride, int) or stride <= 0):
+        raise ValueError(f"stride must be a positive integer, got {stride!r}")
+    if batch_size is not None and (not isinstance(batch_size, int) or batch_size <= 0):
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    patterns = resolve_patterns(model, pattern)
+    train_len = train_len if train_len is not None else _train_len(model)
+    total = lengths[-1]
+    docs = select_documents(documents, total, max_docs=max_docs, max_bytes=max_bytes)
+    device = _device_of(model)
+    if batch_tokens is None:
+        batch_tokens = BATCH_TOKENS.get(device.type, 32768)
+    tokens = torch.stack([_encode(d[:total]) for d in docs])  # [D, total + 1]
+
+    plans = {length: windows(total, length, stride) for length in lengths}
+    work = len(docs) * total * len(lengths) * len(patterns)
+    results: list[dict] = []
+    by_position: list[dict] = []
+    was_training = model.training
+    model.eval()
+    from .progress import bar
+
+    try:
+        with torch.inference_mode(), bar(work, "eval", enabled=progress, unit="B") as meter:
+            for length in lengths:
+                plan = plans[length]
+                items = [(d, start, first) for d in range(len(docs)) for start, first in plan]
+                size = batch_size or max(1, batch_tokens // length)
+                for pat in patterns:
+                    row = {"length": length, "pattern": pat.spec, "stride": min(stride or length, length)}
+                    try:
+                        sums, counts = _score(model, tokens, items, length, size, pat, kernel, device, meter)
+                    except _Unavailable as exc:
+                        meter.advance(len(docs) * total)
+                        results.append({**row, "bpb": None, "ppl": None, "bytes": 0, "unavailable": str(exc)})
+                        continue
+                    nll = float(sums.sum()) / int(counts.sum())
+                    if not math.isfinite(nll):
+                        results.append({**row, "bpb": None, "ppl": None, "bytes": int(counts.sum()),
+                                        "unavailable": "non-finite loss (the model produced NaN or inf logits)"})
+                        continue
+                    results.append({**row, "bpb": nll / LN2, "ppl": math.exp(min(nll, 700.0)), "bytes": int(counts.sum())})
+                    for lo, hi in position_buckets(length, train_len):
+                        n = int(counts[lo:hi].sum())
+                        if n == 0:
+                            continue
+                        by_position.append({
+                            "length": length, "pattern": pat.spec, "from": lo, "to": hi,
+                            "beyond_train": None if train_len is None else lo >= train_len,
+                            "bpb": float(sums[lo:hi].sum()) / n / LN2, "bytes": n,
+                        })
+    finally:
+        model.train(was_training)
+
+    if all(r["bpb"] is None and "non-finite" not in r["unavailable"] for r in results):
+        reasons = sorted({r["unavailable"] for r in results})
+        raise ValueError("no requested length can run: " + "; ".join(reasons))
+    return {
+        "lengths": lengths,
+        "patterns": [p.spec for p in patterns],
+        "stride": stride,
+        "documents": len(docs),
+        "bytes_per_document": total,
+        "train_len": train_len,
+        "results": results,
+        "by_position": by_position,
+    }
+
+
+class _Unavailable(Exception):
+    """The first forward pass at a (length, pattern) raised ValueError: it cannot run."""
+
+
+def _score(model, tokens, items, length, size, pat, kernel, device, meter) -> tuple[Tensor, Tensor]:
+    """Summed NLL and counts per window index [length] over every window of ``items``."""
+    sums = torch.zeros(length, dtype=torch.float64)
+    counts = torch.zeros(length, dtype=torch.int64)
+    index = torch.arange(length)
+    for i in range(0, len(items), size):
+        batch = items[i : i + size]
+        x = torch.stack([tokens[d, s : s + length] for d, s, _ in batch]).to(device)
+        y = torch.stack([tokens[d, s + 1 : s + length + 1] for d, s, _ in batch]).to(device)
+        try:
+            logits = model(x, pattern=pat, kernel=kernel)
+        except ValueError as exc:
+            if i == 0:
+                raise _Unavailable(str(exc)) from exc
+            raise
+        # float64 log-softmax: the NLL of the model's logits, without float32 rounding on top
+        nll = F.cross_entropy(logits.double().flatten(0, 1), y.flatten(), reduction="none")
+        nll = nll.view(len(batch), length).cpu()
+        scored = index[None, :] >= torch.tensor([first for _, _, first in batch])[:, None]  # [b, L]
+        sums += torch.where(scored, nll, 0.0).sum(0)
+        counts += scored.sum(0)
+        meter.advance(int(scored.sum()), L=length, pattern=pat.spec, bpb=float(sums.sum()) / max(1, int(counts.sum())) / LN2)
+    return sums, counts
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    for tensor in model.parameters():
+        return tensor.device
+    for tensor in model.buffers():
+        return tensor.device
+    return torch.device("cpu")
+
+
+# -- a run directory, end to end ----------------------------------------------------------------
+def eval_documents(spec: str, *, own: bool = False) -> tuple[list[bytes], dict]:
+    """The documents to evaluate on and a description of them. ``own=True`` (a run's own corpus,
+    the default of ``lexkit eval``): its validation split. Otherwise (``--data SPEC``): the
+    validation split of the built-in ``stdlib`` corpus, every document of anything else (a user
+    path or an ``hf:`` dataset)."""
+    from .data import load_corpus
+
+    split = "split" if own or spec == "stdlib" else "all"
+    corpus = load_corpus(spec, split=split)
+    return corpus.valid, {
+        "spec": spec,
+        "split": "validation" if split == "split" else "all",
+        "fingerprint": corpus.fingerprint,
+        "documents_available": len(corpus.valid),
+    }
+
+
+def evaluate_run(
+    run_dir: str | Path,
+    *,
+    lengths: Sequence[int] | None = None,
+    patterns: str | Sequence[str] = "causal",
+    data: str | None = None,
+    stride: int | None = None,
+    max_docs: int | None = None,
+    max_bytes: int | None = None,
+    batch_size: int | None = None,
+    kernel: str = "auto",
+    device: str = "cpu",
+    progress: bool = False,
+) -> dict:
+    """Load a run directory and evaluate it (``lexkit eval``): the JSON report, with ``version``,
+    ``run``, ``scheme``, ``train_len``, ``data`` (spec, split, fingerprint, counts) and
+    everything :func:`evaluate` returns. Default lengths: :func:`default_lengths` of the training
+    length; default data: the run's own corpus (its validation split)."""
+    from . import __version__
+    from .runs import load
+
+    model, config = load(run_dir, device=device)
+    train_len = int(config["model"]["train_len"])
+    lengths = check_lengths(lengths) if lengths is not None else default_lengths(train_len)
+    run_data = config.get("data") or {}
+    spec = data if data is not None else run_data.get("spec", "stdlib")
+    documents, described = eval_documents(spec, own=data is None)
+    if data is None and run_data.get("fingerprint") and run_data["fingerprint"] != described["fingerprint"]:
+        described["differs_from_run"] = True
+        print(
+            f"warning: corpus {spec!r} here differs from the one the run trained on "
+            f"({_short(run_data['fingerprint'])} there, {_short(described['fingerprint'])} here); "
+            f"its validation documents may differ", file=sys.stderr,
+        )
+    result = evaluate(
+        model, documents, lengths, patterns, stride=stride, max_docs=max_docs, max_bytes=max_bytes,
+        batch_size=batch_size, kernel=kernel, train_len=train_len, progress=progress,
+    )
+    described["documents"] = result.pop("documents")
+    described["bytes_per_document"] = result.pop("bytes_per_document")
+    result.pop("train_len")
+    return {
+        "version": __version__,
+        "run": str(run_dir),
+        "scheme": config["model"]["scheme"],
+        "train_len": train_len,
+        "data": described,
+        "kernel": kernel,
+        **result,
+    }
+
+
+def _short(fingerprint: dict) -> str:
+    keys = ("python", "files", "bytes", "sha256")
+    return ", ".join(f"{k} {fingerprint[k]}" for k in keys if k in fingerprint)
+
+
+# -- rows for tables and CSV --------------------------------------------------------------------
+CSV_FIELDS = ("length", "pattern", "stride", "bpb", "ppl", "bytes", "unavailable")
+
+
+def csv_rows(report: dict) -> list[dict]:
+    """One row per (length, pattern) with the :data:`CSV_FIELDS` (empty where not applicable)."""
+    return [{k: ("" if r.get(k) is None else r.get(k)) for k in CSV_FIELDS} for r in report["results"]]

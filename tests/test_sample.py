@@ -1,0 +1,121 @@
+"""Sampling: exactly N bytes, deterministic with a seed, past the training length; `lexkit sample`."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch import nn
+
+import lexkit
+from lexkit import attention
+from lexkit.cli import main
+from lexkit.sample import generate, iter_generate
+
+
+def tiny_gpt(scheme="rope", train_len=16) -> lexkit.GPT:
+    torch.manual_seed(0)
+    return lexkit.GPT(lexkit.ModelConfig(scheme=scheme, n_layers=2, d_model=32, n_heads=2, train_len=train_len)).eval()
+
+
+class Favourite(nn.Module):
+    """Logits that prefer BOS most, then byte ``b`` (so BOS must be excluded), with the context
+    length recorded at every call."""
+
+    def __init__(self, b: int) -> None:
+        super().__init__()
+        self.b, self.cfg, self.calls = b, SimpleNamespace(train_len=4), []
+        self.dummy = nn.Parameter(torch.zeros(()))
+
+    def pattern(self, spec="causal"):
+        return attention.create(spec, default_window=4)
+
+    def forward(self, tokens, pattern="causal", offset=0, *, kernel="auto", hook=None):
+        self.calls.append(tokens.shape[1])
+        logits = torch.zeros(*tokens.shape, 257)
+        logits[..., 256] = 50.0
+        logits[..., self.b] = 10.0
+        return logits
+
+
+def test_seeded_sampling_is_deterministic_and_runs_past_the_training_length():
+    model = tiny_gpt("rope", train_len=16)
+    prompt = b"def f(x):\n    "  # 14 bytes + BOS; 30 more bytes reach position 44 > 16
+    a = generate(model, prompt, 30, seed=7)
+    assert len(a) == 30 and isinstance(a, bytes)
+    assert generate(model, prompt, 30, seed=7) == a
+    assert generate(model, prompt, 30, seed=8) != a
+    assert generate(model, prompt, 30, seed=7, pattern="window") == generate(model, prompt, 30, seed=7, pattern="window:16")
+
+
+def test_greedy_and_top_1_pick_the_likeliest_byte_never_bos():
+    model = Favourite(ord("z"))
+    assert generate(model, "abc", 5, temperature=0) == b"zzzzz"
+    assert generate(model, "abc", 5, top_k=1, seed=0) == b"zzzzz"
+    assert model.calls[1:6] == [4, 5, 6, 7, 8]  # after the length check: BOS + prompt + generated so far
+    assert generate(model, "", 0) == b""
+
+
+def test_a_length_the_scheme_cannot_reach_fails_before_the_first_byte():
+    model = tiny_gpt("learned", train_len=16)
+    assert len(generate(model, b"ab", 14, seed=0)) == 14  # positions 0..15: inside the table
+    stream = iter_generate(model, b"ab", 15, seed=0)
+    with pytest.raises(ValueError, match="cannot continue a 2-byte prompt by 15 bytes.*learned"):
+        next(stream)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(n_bytes=-1), "bytes must be a non-negative integer"),
+    (dict(n_bytes=4, temperature=-0.5), "temperature must be >= 0"),
+    (dict(n_bytes=4, top_k=0), "top-k must be a positive integer"),
+])
+def test_bad_options(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        generate(tiny_gpt(), b"x", **kwargs)
+
+
+# -- lexkit sample --------------------------------------------------------------------------------
+def make_run(tmp_path, scheme="rope", train_len=16):
+    runs = pytest.importorskip("lexkit.runs")
+    model = tiny_gpt(scheme, train_len)
+    run = tmp_path / "run"
+    run.mkdir()
+    runs.save_weights(run, model)
+    runs.write_json(run / "config.json", {"model": dataclasses.asdict(model.cfg), "data": {"spec": "stdlib", "fingerprint": {}}})
+    return run
+
+
+def test_cli_sample_is_deterministic_with_a_seed(tmp_path, capsys):
+    run = make_run(tmp_path)
+    argv = ["sample", str(run), "--prompt", "import os\n", "--bytes", "24", "--seed", "3"]
+    assert main(argv) == 0
+    first = capsys.readouterr()
+    assert main(argv) == 0
+    second = capsys.readouterr()
+    assert first.out == second.out and first.out.startswith("import os\n") and first.err == ""
+    model, _ = lexkit.runs.load(run)
+    expected = generate(model, "import os\n", 24, seed=3).decode("utf-8", errors="replace")
+    assert first.out == "import os\n" + expected + "\n"
+    assert main(argv + ["--continuation-only"]) == 0
+    assert capsys.readouterr().out == expected + "\n"
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    return lines[0]
+
+
+def test_cli_sample_bad_input(tmp_path, capsys):
+    run = make_run(tmp_path, "learned", train_len=16)
+    assert main(["sample", str(run), "--bytes", "40", "--seed", "0"]) == 2
+    assert "learned" in one_error_line(capsys)
+    assert capsys.readouterr().out == ""  # nothing printed before the error
+    assert main(["sample", str(run), "--pattern", "nope"]) == 2
+    assert "unknown attention pattern" in one_error_line(capsys)
+    assert main(["sample", str(tmp_path / "missing")]) == 2
+    assert "does not exist" in one_error_line(capsys)
