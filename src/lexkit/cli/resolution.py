@@ -1,0 +1,167 @@
+"""``lexkit resolution``: attention resolution R, analytic (before a run) or empirical (of a run).
+
+Analytic, no training::
+
+    lexkit resolution --scheme rope --scheme xpos --scheme alibi --lengths 1024,2048 [--pattern bca:1024]
+
+Empirical, on a trained run's validation text::
+
+    lexkit resolution RUN_DIR [--lengths 128,256,1024] [--pattern window] [--texts 8]
+
+R is per head, averaged over heads (and, empirically, over layers); 0 <= R <= 1.
+See ``docs/resolution.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .. import resolution as res
+
+ANALYTIC_LENGTHS = "1024,2048"
+
+
+def add_parser(sub):
+    p = sub.add_parser(
+        "resolution",
+        help="attention resolution R: analytic from --scheme, or empirical from a RUN_DIR",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("run_dir", nargs="?", metavar="RUN_DIR", help="a training run (empirical form)")
+    p.add_argument("--scheme", action="append", metavar="SPEC",
+                   help="position scheme spec (analytic form); repeatable")
+    p.add_argument("--heads", type=int, default=None, help="heads (analytic; default 16)")
+    p.add_argument("--head-dim", type=int, default=None, help="head dimension (analytic; default 64)")
+    p.add_argument("--seed", type=int, default=None, help="seed of learnable initial values (analytic; default 0)")
+    p.add_argument("--lengths", default=None, metavar="N,N,...",
+                   help=f"lengths (default: analytic {ANALYTIC_LENGTHS}; empirical the training length and twice it)")
+    p.add_argument("--pattern", default="causal", metavar="SPEC",
+                   help="attention pattern: causal, window:W, bca:W (analytic needs W; a run defaults W to its training length)")
+    p.add_argument("--texts", type=int, default=None, help="validation texts per length (empirical; default 8)")
+    p.add_argument("--batch", type=int, default=1, help="texts per forward pass (empirical; default 1)")
+    p.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    p.add_argument("--plot", metavar="FILE.png", help="write a figure (s[n] by distance, R by length)")
+    return p
+
+
+def run(args) -> int:
+    if args.run_dir is not None:
+        return _empirical(args)
+    return _analytic(args)
+
+
+# -- analytic -----------------------------------------------------------------------------------
+def _analytic(args) -> int:
+    if not args.scheme:
+        raise ValueError("give a RUN_DIR (empirical) or at least one --scheme SPEC (analytic)")
+    if args.texts is not None:
+        raise ValueError("--texts is for the empirical form (lexkit resolution RUN_DIR)")
+    heads = 16 if args.heads is None else args.heads
+    head_dim = 64 if args.head_dim is None else args.head_dim
+    seed = 0 if args.seed is None else args.seed
+    if heads <= 0 or head_dim <= 0:
+        raise ValueError(f"--heads and --head-dim must be positive, got {heads} and {head_dim}")
+    lengths = res.parse_lengths(args.lengths if args.lengths is not None else ANALYTIC_LENGTHS)
+    docs = [res.analytic(spec, lengths, args.pattern, heads=heads, head_dim=head_dim, seed=seed) for spec in args.scheme]
+    pattern = docs[0]["pattern"]
+
+    print(f"attention resolution R, analytic: {heads} heads x {head_dim}, pattern {pattern}, seed {seed} "
+          "(mean over heads; 0 <= R <= 1)")
+    rows = [["scheme"] + [str(n) for n in lengths]]
+    notes = []
+    for doc in docs:
+        row = [doc["scheme"]]
+        for r in doc["results"]:
+            row.append(_num(r["resolution"]))
+            if r.get("note"):
+                notes.append(f"{doc['scheme']} at {r['length']}: {r['note']}")
+        rows.append(row)
+    _table(rows)
+    for note in notes:
+        print(f"n/a: {note}")
+
+    if args.json:
+        out = {
+            "version": res.FORMAT_VERSION, "lexkit": docs[0]["lexkit"], "source": "analytic",
+            "scheme": docs[0]["scheme"] if len(docs) == 1 else [d["scheme"] for d in docs],
+            "heads": heads, "head_dim": head_dim, "seed": seed, "pattern": pattern,
+            "results": [r for d in docs for r in d["results"]],
+        }
+        _write_json(args.json, out)
+    if args.plot:
+        longest = max(lengths)
+        curves = {}
+        for doc in docs:
+            try:
+                curves[doc["scheme"]] = res.analytic_curve(doc["scheme"], longest, args.pattern,
+                                                           heads=heads, head_dim=head_dim, seed=seed)
+            except ValueError:
+                pass  # undefined at this length (learned past its table): noted in the table
+        table = {d["scheme"]: {r["length"]: r["resolution"] for r in d["results"]} for d in docs}
+        res.plot_analytic(curves, table, args.plot, marks=sorted(set(lengths) - {longest}),
+                          title=f"analytic, {heads} heads x {head_dim}, pattern {pattern}")
+        print(f"wrote {args.plot}")
+    return 0
+
+
+# -- empirical ----------------------------------------------------------------------------------
+def _empirical(args) -> int:
+    extra = [flag for flag, value in (("--scheme", args.scheme), ("--heads", args.heads),
+                                      ("--head-dim", args.head_dim), ("--seed", args.seed)) if value is not None]
+    if extra:
+        raise ValueError(f"{', '.join(extra)}: only for the analytic form (no RUN_DIR); "
+                         "a run's model fixes its scheme and shape")
+    texts = 8 if args.texts is None else args.texts
+    if texts <= 0 or args.batch <= 0:
+        raise ValueError(f"--texts and --batch must be positive, got {texts} and {args.batch}")
+    doc = res.empirical_run(args.run_dir, args.lengths, args.pattern, texts_per_length=texts,
+                            batch_size=args.batch, progress=sys.stderr.isatty())
+    results = doc["results"]
+    print(f"attention resolution R, empirical: {doc['run']} ({doc['scheme']}, trained at {doc['train_len']}), "
+          f"pattern {doc['pattern']}, {texts} texts per length (mean over heads; 0 <= R <= 1)")
+    head = ["layer"] + [str(r["length"]) for r in results]
+    for key, total, title in (("per_layer", "resolution", "R"), ("entropy_per_layer", "entropy", "entropy (nats)")):
+        if title != "R":
+            print(f"\n{title}")
+        rows = [head]
+        for layer in range(doc["layers"]):
+            rows.append([str(layer)] + [_num(r[key][layer] if r.get(key) else None) for r in results])
+        rows.append(["mean"] + [_num(r[total]) for r in results])
+        _table(rows)
+    print("texts: " + ", ".join(f"{r['length']}: {r['texts']}" for r in results))
+    for r in results:
+        if r.get("note"):
+            print(f"n/a at {r['length']}: {r['note']}")
+    if args.json:
+        _write_json(args.json, res.to_json(doc))
+    if args.plot:
+        res.plot_empirical(doc, args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+# -- output -------------------------------------------------------------------------------------
+def _num(x) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x:.4f}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2e}"
+
+
+def _table(rows: list[list[str]]) -> None:
+    """Plain aligned columns: the first left-aligned, numbers right-aligned."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
+        print("  ".join(cells).rstrip())
+
+
+def _write_json(path: str, obj: dict) -> None:
+    target = Path(path)
+    if target.parent and not target.parent.exists():
+        raise FileNotFoundError(f"--json {path}: directory {target.parent} does not exist")
+    target.write_text(json.dumps(obj, indent=1) + "\n")
+    print(f"wrote {path}")

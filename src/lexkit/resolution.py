@@ -1,0 +1,513 @@
+"""Attention resolution (Sun et al. 2022, Sec. 2.2 and Eq. 11): how well attention tells near from far.
+
+For a curve s over token distances 0 .. N-1 (the expected pre-softmax score at each distance)
+
+    R(s) = sum_i e^{s[i]} (e^{s[i]} - e^{s[i+1]}) / (sum_i e^{s[i]})^2,
+
+with e^{s[N]} = 0 past the end and e^{-inf} = 0 for a distance that is never visible. R is computed
+stably (shifted by the max; the shift cancels). Always 0 <= R <= 1: each term is at most e^{s[i]}^2,
+the sum of squares is at most the square of the sum, and the numerator is at least
+(e^{s[0]}^2 + e^{s[N-1]}^2) / 2 > 0 by AM-GM. (So the paper's 1.08 for xPos + BCA at 2048 in
+Table 3 cannot be this formula as printed.) A flat curve gives 1/N^2; a single visible distance 1.
+
+Two ways to get s:
+
+* **analytic** (:func:`analytic_curve`, :func:`analytic`), before any training. s[n] is the score
+  the scheme's own :meth:`~lexkit.positions.Scheme.scores` gives to q = k = the all-ones vector of
+  each head, for a query at position N-1 and a key at N-1-n. For the rotary family that is
+  (2/sqrt(h)) sum_i zeta_i^(n/B) cos(n theta_i) (each rotate-half pair of ones contributes
+  2 cos(n theta_i)); for bias schemes sqrt(h) + bias(h, n) (the constant does not change R); for
+  NoPE the constant sqrt(h). Absolute schemes have no per-head transform: s[n] is the mean over
+  query positions m of p_m . p_(m-n) / sqrt(d_model) with p the scheme's ``embed`` table
+  (d_model = heads x head_dim), the same curve for every head. Learnable schemes (KERPLE, T5,
+  learned) use their initial values under ``seed`` or, given a trained scheme object, its values.
+* **empirical** (:func:`empirical`, :func:`empirical_run`), from a model on real text: the
+  paper's Eq. 11, s_hat[n] = mean over texts and query positions i >= n of e(i, i - n), per layer
+  and head, accumulated through the model's score hook one query block at a time, so memory is
+  O(n * block), never O(n^2). The same pass measures the attention entropy per layer and head
+  (mean over queries of -sum_k p log p).
+
+Heads and layers: R is computed per head; ``resolution`` is the mean over heads of the per-head R
+(empirically, per layer, then the mean over layers).
+
+Patterns: s_hat[n] averages over the (text, query) pairs for which distance n is *visible* under
+the pattern; a distance no pair can see counts as -inf (contributes 0). Under ``window:W`` that is
+simply distances >= W removed. Under ``bca:W`` (blocks of W/2) a distance d < W/2 is seen by
+every query m >= d, but a distance W/2 <= d < W only by the queries whose offset in their block
+is at least d - W/2 (the earliest keys of the previous block are out of reach for the others);
+s_hat[n] is the mean over exactly the queries that see distance n. For a relative scheme
+s_hat[n] then equals s[n] at every visible n, so the analytic R of ``bca:W`` and of ``window:W``
+at any N >= W both equal the causal R at length W; the two patterns differ only empirically.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import torch
+from torch import Tensor
+
+from . import __version__, positions
+from .attention import Pattern
+from .attention import create as create_pattern
+from .attention.patterns import Causal
+from .positions import Scheme
+
+#: Version of the JSON document written by :func:`analytic`, :func:`empirical_run` and the CLI.
+FORMAT_VERSION = 1
+#: Query block of the analytic accumulation for absolute schemes (the empirical pass uses the
+#: chunked kernel's own blocks).
+BLOCK = 256
+
+
+# -- the formula --------------------------------------------------------------------------------
+def resolution(s: Tensor | Sequence[float]) -> Tensor:
+    """R(s) over the last dimension: ``[..., N] -> [...]`` (float64).
+
+    ``-inf`` entries (never-visible distances) contribute e^{-inf} = 0; e^{s[N]} = 0 past the end.
+    A curve with no finite entry gives NaN.
+    """
+    s = torch.as_tensor(s).to(torch.float64)
+    if s.ndim == 0 or s.shape[-1] == 0:
+        raise ValueError("resolution needs a curve with at least one distance")
+    top = s.amax(dim=-1, keepdim=True)
+    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+    e = torch.exp(s - top)  # [..., N], in [0, 1], -inf -> 0
+    nxt = torch.cat((e[..., 1:], torch.zeros_like(e[..., :1])), dim=-1)  # e^{s[i+1]}, 0 past the end
+    return (e * (e - nxt)).sum(-1) / e.sum(-1).square()
+
+
+# -- inputs -------------------------------------------------------------------------------------
+def parse_lengths(text: str | Iterable[int]) -> list[int]:
+    """``"1024,2048"`` -> ``[1024, 2048]``: positive integers, each once. Bad input: ValueError."""
+    if isinstance(text, str):
+        items = [item.strip() for item in text.split(",")]
+        if not text.strip() or any(not item for item in items):
+            raise ValueError(f"--lengths {text!r}: expected a comma list of positive integers, e.g. 1024,2048")
+        lengths = []
+        for item in items:
+            try:
+                lengths.append(int(item))
+            except ValueError:
+                raise ValueError(f"--lengths {text!r}: {item!r} is not an integer") from None
+    else:
+        lengths = [int(x) for x in text]
+        if not lengths:
+            raise ValueError("lengths: expected at least one length")
+    for n in lengths:
+        if n <= 0:
+            raise ValueError(f"lengths: {n} is not a positive length")
+    dup = sorted({n for n in lengths if lengths.count(n) > 1})
+    if dup:
+        raise ValueError(f"lengths: {', '.join(map(str, dup))} given more than once")
+    return lengths
+
+
+def make_scheme(spec: str | Scheme, *, heads: int = 16, head_dim: int = 64, seed: int = 0) -> Scheme:
+    """A scheme from its spec, its learnable values drawn under ``seed`` (the global RNG is left
+    as it was). A :class:`Scheme` object is returned as it is (its own heads and values)."""
+    if isinstance(spec, Scheme):
+        return spec
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return positions.create(spec, n_heads=heads, head_dim=head_dim)
+
+
+def _pattern(pattern: str | Pattern | None) -> Pattern:
+    return create_pattern("causal" if pattern is None else pattern)
+
+
+def visible_counts(pattern: str | Pattern | None, length: int, *, block: int = 1024) -> Tensor:
+    """int64 ``[length]``: how many (query, key) pairs at each distance the pattern makes visible
+    in an input of ``length`` tokens. Blockwise over queries (keys bounded by ``pattern.reach``);
+    causal has the closed form ``length - n``."""
+    pattern = _pattern(pattern)
+    if type(pattern) is Causal:
+        return length - torch.arange(length)
+    counts = torch.zeros(length, dtype=torch.int64)
+    reach = pattern.reach
+    for start in range(0, length, block):
+        stop = min(start + block, length)
+        q_idx = torch.arange(start, stop)
+        k_idx = torch.arange(0 if reach is None else max(0, start - reach + 1), stop)
+        vis = pattern.visible(q_idx[:, None], k_idx[None, :])
+        dist = (q_idx[:, None] - k_idx[None, :])[vis]
+        counts += torch.bincount(dist, minlength=length)[:length]
+    return counts
+
+
+# -- blockwise accumulation of s_hat and entropy ------------------------------------------------
+def diagonal_sums(a: Tensor, dtype: torch.dtype = torch.float64) -> Tensor:
+    """Sums along the diagonals of ``a`` ``[..., n_q, n_k]``: ``[..., n_q + n_k + 1]`` (in ``dtype``)
+    whose column c holds the sum of a[i, j] over j - i = c - n_q (columns 0 and n_q + n_k are 0).
+
+    The skew trick: ``a`` is copied into a zeroed ``[..., n_q, n_q + n_k + 1]`` buffer through a
+    strided view that puts a[i, j] at column j - i + n_q, so each diagonal lands in one column and
+    a sum over rows finishes it. O(n_q·n_k), no gather, no index tensors.
+    """
+    n_q, n_k = a.shape[-2:]
+    lead = a.shape[:-2]
+    row = n_q + n_k + 1
+    buf = torch.empty(*lead, n_q, row, dtype=dtype, device=a.device)
+    outer = buf.stride()[:-2]
+    # flat, each [n_q, row] matrix is: n_q zeros, then n_q runs of (n_k values, n_q zeros)
+    buf.as_strided((*lead, n_q), (*outer, 1), 0).zero_()
+    buf.as_strided((*lead, n_q, n_q), (*outer, row - 1, 1), n_q + n_k).zero_()
+    buf.as_strided((*lead, n_q, n_k), (*outer, row - 1, 1), n_q).copy_(a)  # [i, j] -> [i, j - i + n_q]
+    return buf.sum(-2)
+
+
+def _contiguous(idx: Tensor) -> bool:
+    return idx.numel() > 0 and int(idx[-1]) - int(idx[0]) == idx.numel() - 1 and bool((idx.diff() == 1).all())
+
+
+class Accumulator:
+    """A score hook (``hook(layer, q_idx, k_idx, scores, probs)``) that accumulates, per layer
+    and head, the sum of visible scores at each distance and their count, and the attention
+    entropy of every query. Memory: ``[layers, heads, length]`` plus one block.
+
+    ``curve()`` is s_hat ``[layers, heads, length]`` (float64, -inf where nothing was visible);
+    ``entropy()`` the mean entropy per query ``[layers, heads]`` (nats).
+    """
+
+    def __init__(self, layers: int, heads: int, length: int, pattern: Pattern) -> None:
+        self.pattern, self.length = pattern, length
+        self.sums = torch.zeros(layers, heads, length, dtype=torch.float64)
+        self.counts = torch.zeros(layers, length, dtype=torch.float64)
+        self.ent = torch.zeros(layers, heads, dtype=torch.float64)
+        self.queries = torch.zeros(layers, dtype=torch.float64)
+        self._blocks: dict[tuple[int, int, int, int], tuple[Tensor, Tensor, Tensor]] = {}
+
+    def __call__(self, layer: int, q_idx: Tensor, k_idx: Tensor, scores: Tensor, probs: Tensor | None) -> None:
+        q_idx, k_idx = q_idx.cpu(), k_idx.cpu()
+        vis = self.pattern.visible(q_idx[:, None], k_idx[None, :])  # [n_q, n_k]
+        batch = scores.shape[0]
+        values = torch.where(vis.to(scores.device), scores, 0.0)  # [b, heads, n_q, n_k]
+        values = (values.sum(0) if batch > 1 else values[0]).cpu()
+        if _contiguous(q_idx) and _contiguous(k_idx):
+            # diagonals -> columns: no gather; d = q0 - k0 + n_q - column
+            key = (int(q_idx[0]), q_idx.numel(), int(k_idx[0]), k_idx.numel())
+            if key not in self._blocks:  # depends on the block only: once per block position
+                d = key[0] - key[2] + key[1] - torch.arange(key[1] + key[3] + 1)
+                keep = (d >= 0) & (d < self.length)
+                self._blocks[key] = (d[keep], keep, diagonal_sums(vis)[keep])
+            d, keep, count = self._blocks[key]
+            self.sums[layer].index_add_(1, d, diagonal_sums(values)[:, keep])
+            self.counts[layer].index_add_(0, d, batch * count)
+        else:
+            dist = (q_idx[:, None] - k_idx[None, :])[vis]  # [n_vis]
+            self.sums[layer].index_add_(1, dist, values[:, vis].to(torch.float64))
+            self.counts[layer].index_add_(0, dist, torch.full(dist.shape, float(batch), dtype=torch.float64))
+        if probs is not None:
+            p = probs.float()  # float32 terms, float64 totals
+            self.ent[layer] += -torch.special.xlogy(p, p).sum(-1).to(torch.float64).sum((0, 2)).cpu()  # [heads]
+            self.queries[layer] += batch * q_idx.numel()
+
+    def curve(self) -> Tensor:
+        counts = self.counts[:, None, :]
+        return torch.where(counts > 0, self.sums / counts.clamp_min(1), torch.full_like(self.sums, -math.inf))
+
+    def count(self) -> Tensor:
+        """Visible (text, query) pairs per distance ``[length]`` (the same for every layer)."""
+        return self.counts[0]
+
+    def entropy(self) -> Tensor:
+        return self.ent / self.queries[:, None].clamp_min(1)
+
+
+# -- analytic -----------------------------------------------------------------------------------
+def analytic_curve(
+    scheme: str | Scheme,
+    length: int,
+    pattern: str | Pattern | None = None,
+    *,
+    heads: int = 16,
+    head_dim: int = 64,
+    seed: int = 0,
+) -> Tensor:
+    """The analytic s[n], float64 ``[heads, length]`` (-inf at distances the pattern never shows).
+
+    ``scheme``: a spec (built with ``heads`` x ``head_dim`` and learnable values drawn under
+    ``seed``) or a scheme object (its own heads and values, e.g. a trained model's ``scheme``).
+    ``pattern``: ``None``/``"causal"``, ``"window:W"``, ``"bca:W"`` (W must be given).
+    """
+    if int(length) <= 0:
+        raise ValueError(f"length must be positive, got {length}")
+    length = int(length)
+    scheme = make_scheme(scheme, heads=heads, head_dim=head_dim, seed=seed)
+    pattern = _pattern(pattern)
+    device = positions.base._device_of(scheme)
+    if scheme.relative:
+        # one query at N-1, keys at 0..N-1: score at distance n = scores[..., N-1-n]
+        q = torch.ones(1, scheme.n_heads, 1, scheme.head_dim, dtype=torch.float64, device=device)
+        k = torch.ones(1, scheme.n_heads, length, scheme.head_dim, dtype=torch.float64, device=device)
+        q_pos = torch.tensor([length - 1], device=device)
+        k_pos = torch.arange(length, device=device)
+        with torch.no_grad():
+            s = scheme.scores(q, k, q_pos, k_pos)[0, :, 0, :].flip(-1).to(torch.float64).cpu()  # [H, N]
+        seen = visible_counts(pattern, length) > 0
+        return s.masked_fill(~seen, -math.inf)
+    # absolute: q = k = p, one curve for all heads, mean over the visible pairs at each distance
+    with torch.no_grad():
+        table = scheme.embed(torch.arange(length, device=device))
+    if table is None:
+        raise ValueError(f"{scheme.spec}: an absolute scheme without an embedding table")
+    table = table.to(torch.float64).cpu()  # [N, d_model]
+    acc = Accumulator(1, 1, length, pattern)
+    reach = pattern.reach
+    for start in range(0, length, BLOCK):
+        stop = min(start + BLOCK, length)
+        k_start = 0 if reach is None else max(0, start - reach + 1)
+        block = table[start:stop] @ table[k_start:stop].T / math.sqrt(table.shape[1])  # [n_q, n_k]
+        acc(0, torch.arange(start, stop), torch.arange(k_start, stop), block[None, None], None)
+    return acc.curve()[0].expand(scheme.n_heads, length).clone()
+
+
+def _header(source: str, scheme: Any) -> dict:
+    return {"version": FORMAT_VERSION, "lexkit": __version__, "source": source, "scheme": scheme}
+
+
+def analytic(
+    spec: str | Scheme,
+    lengths: Iterable[int] | str,
+    pattern: str | Pattern | None = None,
+    *,
+    heads: int = 16,
+    head_dim: int = 64,
+    seed: int = 0,
+) -> dict:
+    """Analytic R of one scheme at several lengths, as a JSON-ready document::
+
+        {"version": 1, "lexkit": ..., "source": "analytic", "scheme": SPEC, "heads": H,
+         "head_dim": D, "seed": S, "results": [{"scheme", "length", "pattern", "resolution",
+         "per_head": [H values], "per_layer": null, "entropy": null}, ...]}
+
+    An absolute scheme that is undefined at a length (``learned`` past its table) gets
+    ``"resolution": null`` and a ``"note"`` with the reason instead of stopping the others.
+    """
+    lengths = parse_lengths(lengths)
+    scheme = make_scheme(spec, heads=heads, head_dim=head_dim, seed=seed)
+    pat = _pattern(pattern)
+    doc = _header("analytic", scheme.spec)
+    doc.update(heads=scheme.n_heads, head_dim=scheme.head_dim, seed=seed, pattern=pat.spec)
+    doc["results"] = []
+    for n in lengths:
+        row: dict[str, Any] = {"scheme": scheme.spec, "length": n, "pattern": pat.spec}
+        try:
+            r = resolution(analytic_curve(scheme, n, pat))  # [H]
+        except ValueError as exc:
+            if scheme.relative:
+                raise
+            row.update(resolution=None, per_head=None, per_layer=None, entropy=None, note=str(exc))
+        else:
+            row.update(resolution=float(r.mean()), per_head=[float(x) for x in r], per_layer=None, entropy=None)
+        doc["results"].append(row)
+    return doc
+
+
+# -- empirical ----------------------------------------------------------------------------------
+def empirical(
+    model,
+    tokens: Tensor,
+    pattern: str | Pattern = "causal",
+    *,
+    batch_size: int = 1,
+    progress=None,
+) -> dict:
+    """Empirical s_hat, R and entropy of ``model`` on ``tokens`` ``[texts, n]`` (one length).
+
+    Runs the model (eval mode, no grad) through the chunked kernel with an :class:`Accumulator`
+    as score hook, ``batch_size`` texts at a time. ``pattern`` W defaults to the model's
+    training length. ``progress``: an object with ``advance(n)`` (see :mod:`lexkit.progress`),
+    advanced once per batch. Returns::
+
+        {"length": n, "pattern": spec, "texts": b, "resolution": mean over layers,
+         "per_layer": [L], "per_head": [[H] per layer], "entropy": mean over layers,
+         "entropy_per_layer": [L], "entropy_per_head": [[H] per layer],
+         "curve": Tensor[L, H, n] (s_hat, -inf where never visible), "count": Tensor[n]}
+
+    ``curve`` and ``count`` are tensors; :func:`to_json` drops them.
+    """
+    if tokens.ndim != 2 or tokens.shape[0] == 0 or tokens.shape[1] == 0:
+        raise ValueError(f"tokens must be [texts, length] with both positive, got {tuple(tokens.shape)}")
+    if batch_size <= 0:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    pat = model.pattern(pattern)
+    cfg = model.cfg
+    n = tokens.shape[1]
+    acc = Accumulator(cfg.n_layers, cfg.n_heads, n, pat)
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for start in range(0, tokens.shape[0], batch_size):
+                model(tokens[start : start + batch_size].to(device), pattern=pat, kernel="chunked", hook=acc)
+                if progress is not None:
+                    progress.advance(1)
+    finally:
+        model.train(was_training)
+    curve = acc.curve()  # [L, H, n]
+    r = resolution(curve)  # [L, H]
+    ent = acc.entropy()  # [L, H]
+    per_layer = r.mean(-1)
+    ent_layer = ent.mean(-1)
+    return {
+        "length": n,
+        "pattern": pat.spec,
+        "texts": int(tokens.shape[0]),
+        "resolution": float(per_layer.mean()),
+        "per_layer": per_layer.tolist(),
+        "per_head": r.tolist(),
+        "entropy": float(ent_layer.mean()),
+        "entropy_per_layer": ent_layer.tolist(),
+        "entropy_per_head": ent.tolist(),
+        "curve": curve,
+        "count": acc.count(),
+    }
+
+
+def texts(docs: Sequence[bytes], length: int, count: int) -> Tensor:
+    """``[b, length]`` int64: the first ``length`` tokens (BOS + bytes) of each of the first
+    ``count`` documents at least that long (the paper's protocol reads long documents from
+    their start). ValueError when none is long enough."""
+    from .data import encode
+
+    if count <= 0:
+        raise ValueError(f"--texts must be positive, got {count}")
+    out = [encode(d)[:length] for d in docs if len(d) + 1 >= length][:count]
+    if not out:
+        longest = max((len(d) + 1 for d in docs), default=0)
+        raise ValueError(
+            f"no validation document has {length:,} tokens ({len(docs)} documents, the longest "
+            f"{longest:,} tokens with BOS); use shorter --lengths or more data"
+        )
+    return torch.stack(out)
+
+
+def empirical_run(
+    run_dir: str | Path,
+    lengths: Iterable[int] | str | None = None,
+    pattern: str = "causal",
+    *,
+    texts_per_length: int = 8,
+    batch_size: int = 1,
+    progress: bool = False,
+) -> dict:
+    """Empirical R of a trained run on its validation text, at each length (default: the
+    training length and twice it). Each result is :func:`empirical`'s dict (with tensors;
+    :func:`to_json` drops them). A length an absolute scheme cannot run (``learned`` past its
+    table) gets ``"resolution": null`` and a ``"note"``."""
+    from . import data, runs
+    from .progress import bar
+
+    model, config = runs.load(run_dir)
+    train_len = int(config["model"]["train_len"])
+    lengths = parse_lengths(lengths) if lengths is not None else [train_len, 2 * train_len]
+    pat = model.pattern(pattern)  # validates the spec before any work
+    corpus = data.load_corpus(config["data"]["spec"])
+    batches = {n: texts(corpus.valid, n, texts_per_length) for n in lengths}
+    doc = _header("empirical", model.cfg.scheme)
+    doc.update(
+        run=str(run_dir), data=config["data"]["spec"], train_len=train_len, layers=model.cfg.n_layers,
+        heads=model.cfg.n_heads, head_dim=model.cfg.head_dim, pattern=pat.spec, results=[],
+    )
+    total = sum(-(-b.shape[0] // batch_size) for b in batches.values())
+    with bar(total, "resolution", enabled=progress, unit="batch") as b:
+        for n, toks in batches.items():
+            try:
+                row = empirical(model, toks, pat, batch_size=batch_size, progress=b)
+            except ValueError as exc:
+                if model.scheme.relative:
+                    raise
+                row = {"length": n, "pattern": pat.spec, "texts": int(toks.shape[0]), "resolution": None,
+                       "per_layer": None, "per_head": None, "entropy": None, "note": str(exc)}
+            row["scheme"] = model.cfg.scheme
+            doc["results"].append(row)
+    return doc
+
+
+def to_json(doc: dict) -> dict:
+    """A copy of a document (or result row) without its tensors (``curve``, ``count``)."""
+    if isinstance(doc, dict):
+        return {k: to_json(v) for k, v in doc.items() if not isinstance(v, Tensor)}
+    if isinstance(doc, list):
+        return [to_json(v) for v in doc]
+    return doc
+
+
+# -- plots --------------------------------------------------------------------------------------
+def _figure(width: float = 11.0, height: float = 4.2):
+    from matplotlib.figure import Figure  # no pyplot: no global backend state
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def _finite(x: Tensor) -> Tensor:
+    x = x.to(torch.float64).clone()
+    x[~torch.isfinite(x)] = math.nan
+    return x
+
+
+def plot_analytic(curves: dict[str, Tensor], table: dict[str, dict[int, float | None]], path: str | Path,
+                  *, marks: Sequence[int] = (), title: str = "") -> None:
+    """Left: s[n] (mean over heads) against distance, one line per scheme (the paper's Fig. 1
+    style; symlog y so bias and rotary curves share an axis). Right: R against length."""
+    fig = _figure()
+    left, right = fig.subplots(1, 2)
+    for label, curve in curves.items():
+        y = _finite(curve.mean(0) if curve.ndim == 2 else curve)
+        left.plot(torch.arange(y.shape[-1]).numpy(), y.numpy(), label=label, linewidth=1)
+    for m in marks:
+        left.axvline(m, color="grey", linestyle=":", linewidth=0.8)
+    left.set_yscale("symlog", linthresh=1.0)
+    left.set_xlabel("distance n")
+    left.set_ylabel("s[n], mean over heads")
+    left.set_title("expected score by distance")
+    left.legend(fontsize="small")
+    for label, by_len in table.items():
+        xs = [n for n, r in by_len.items() if r is not None]
+        right.plot(xs, [by_len[n] for n in xs], marker="o", label=label)
+    right.set_xscale("log", base=2)
+    right.set_yscale("log")  # R spans decades (a flat curve gives 1/N^2); at most 1
+    right.set_xlabel("length N")
+    right.set_ylabel("R (mean over heads, log scale)")
+    right.set_title("attention resolution")
+    right.legend(fontsize="small")
+    if title:
+        fig.suptitle(title)
+    fig.savefig(str(path), dpi=110)
+
+
+def plot_empirical(doc: dict, path: str | Path) -> None:
+    """Left: s_hat[n] (mean over heads) per layer at the longest length, training length marked.
+    Right: R per layer (and the mean) across lengths."""
+    rows = [r for r in doc["results"] if r.get("resolution") is not None]
+    if not rows:
+        raise ValueError("nothing to plot: no length could be measured")
+    fig = _figure()
+    left, right = fig.subplots(1, 2)
+    longest = max(rows, key=lambda r: r["length"])
+    curve = longest["curve"]  # [L, H, N]
+    for layer in range(curve.shape[0]):
+        left.plot(_finite(curve[layer].mean(0)).numpy(), label=f"layer {layer}", linewidth=1)
+    if doc.get("train_len"):
+        left.axvline(doc["train_len"], color="grey", linestyle=":", linewidth=0.8)
+    left.set_xlabel("distance n")
+    left.set_ylabel("s_hat[n], mean over heads")
+    left.set_title(f"empirical score by distance, length {longest['length']}")
+    left.legend(fontsize="small")
+    xs = [r["length"] for r in rows]
+    for layer in range(len(rows[0]["per_layer"])):
+        right.plot(xs, [r["per_layer"][layer] for r in rows], marker="o", linewidth=1, label=f"layer {layer}")
+    right.plot(xs, [r["resolution"] for r in rows], marker="s", color="black", linewidth=2, label="mean")
+    right.set_xscale("log", base=2)
+    right.set_yscale("log")
+    right.set_xlabel("length N")
+    right.set_ylabel("R (mean over heads, log scale)")
+    right.set_title("attention resolution per layer")
+    right.legend(fontsize="small")
+    fig.suptitle(f"{doc.get('scheme', '')}, pattern {doc.get('pattern', '')}")
+    fig.savefig(str(path), dpi=110)
