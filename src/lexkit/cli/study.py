@@ -1,0 +1,62 @@
+"""``lexkit study``: train each scheme at a short length, evaluate it at many lengths and
+patterns, measure resolution and the design principles, and write DIR/report.md.
+
+Cached and resumable: a re-run skips finished work, an interrupted one resumes, and a new
+--scheme trains only that scheme.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from .. import presets
+from ..evaluate import parse_lengths
+from ..study import DEFAULT_PATTERNS, DEFAULT_SCHEMES, Study, StudyConfig
+
+
+def add_parser(sub):
+    p = sub.add_parser("study", help="run the whole comparison and write a report", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset", default="small", choices=list(presets.PRESETS), help="size preset (default: small)")
+    p.add_argument("--scheme", action="append", metavar="SPEC",
+                   help=f"repeatable; default: {' '.join(DEFAULT_SCHEMES)}")
+    p.add_argument("--pattern", action="append", metavar="SPEC", help=f"repeatable; default: {' '.join(DEFAULT_PATTERNS)}")
+    p.add_argument("--lengths", help="comma list (default: the training length x 1/2, 1, 2, 4, 8, 16)")
+    p.add_argument("--seeds", type=int, default=1, help="seeds per scheme (mean ± std in every cell)")
+    p.add_argument("--steps", type=int, help="training steps (default: the preset's)")
+    p.add_argument("--data", default="stdlib", help="training corpus (default: stdlib)")
+    p.add_argument("--eval-docs", type=int, default=24, help="validation documents scored per length")
+    p.add_argument("--out", default="study", help="study directory (default: ./study)")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--threads", type=int)
+    p.add_argument("--dry-run", action="store_true", help="list the cells and estimate the time; train nothing")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    return p
+
+
+def run(args) -> int:
+    cfg = StudyConfig(
+        preset=args.preset,
+        schemes=args.scheme or list(DEFAULT_SCHEMES),
+        patterns=args.pattern or list(DEFAULT_PATTERNS),
+        lengths=parse_lengths(args.lengths) if args.lengths else None,
+        seeds=args.seeds, steps=args.steps, data=args.data, eval_docs=args.eval_docs,
+        device=args.device, threads=args.threads,
+    )
+    study = Study(cfg, args.out, progress=not args.quiet)
+    if args.dry_run:
+        plan = study.estimate()
+        print(f"{len(plan['cells'])} training runs; lengths {plan['lengths']}; patterns {plan['patterns']}")
+        for cell in plan["cells"]:
+            est = plan["per_scheme"][cell["scheme"]]
+            state = "exists" if cell["exists"] else "to train"
+            print(f"  {cell['run']:48s} {state:9s} train ~{est['train_s']:.0f} s, eval ~{est['eval_s']:.0f} s")
+        print(f"estimated total: {plan['total_s'] / 60:.1f} min on this machine (measured just now)")
+        return 0
+    results = study.run()
+    from ..report import terminal
+
+    terminal(results)
+    print(f"report: {args.out}/report.md  (results.json, results.csv, plots); "
+          f"{results['work']['ran']} tasks ran, {results['work']['cached']} cached, {results['wall_seconds']:.0f} s")
+    return 0

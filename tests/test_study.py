@@ -1,0 +1,112 @@
+"""A tiny study end to end: its report agrees with results.json, a re-run does nothing (from the
+study's own record), an interrupted study resumes, a new scheme trains only that scheme."""
+
+import json
+
+import pytest
+
+from lexkit.cli import main
+from lexkit.report import table_a, table_b
+from lexkit.study import Study, StudyConfig
+
+DOCS = [(f"def f{i}(x):\n    return x * {i} + {i * i}\n" * 30).encode() for i in range(40)]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("data")
+    for i, doc in enumerate(DOCS):
+        (folder / f"doc{i}.py").write_bytes(doc)
+    return folder
+
+
+def config(data_dir, schemes=("alibi", "rope")):
+    return StudyConfig(preset="tiny", schemes=list(schemes), patterns=["causal", "window"], lengths=[16, 32, 64],
+                       steps=6, data=str(data_dir), eval_docs=2, resolution_texts=1)
+
+
+def actions(study, task=None):
+    return [(r["task"], r["action"]) for r in study.record if task is None or r["task"] == task]
+
+
+def test_tiny_study_end_to_end(tmp_path, data_dir):
+    out = tmp_path / "study"
+    first = Study(config(data_dir), out, progress=False, echo=None)
+    results = first.run()
+    assert {a for _, a in actions(first)} == {"ran"}
+    for name in ("report.md", "results.json", "results.csv", "bpb_by_length.png", "s_curves.png",
+                 "resolution_per_layer.png", "entropy.png", "loss_by_position.png"):
+        assert (out / name).is_file(), name
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["schema"] == 1 and [r["scheme"] for r in saved["runs"]] == ["alibi", "rope"]
+    assert saved["patterns"] == ["causal", "window:32"] and saved["lengths"] == [16, 32, 64]
+
+    # Table A in the report holds exactly the bpb of results.json, rounded
+    report = (out / "report.md").read_text()
+    header, rows = table_a(saved)
+    for row in rows:
+        run = next(r for r in saved["runs"] if r["scheme"] == row[0])
+        for n, cell in zip(saved["lengths"], row[1:]):
+            value = next(x["bpb"] for x in run["eval"]["results"] if x["pattern"] == "causal" and x["length"] == n)
+            assert cell == f"{value:.3f}"
+        assert "| " + " | ".join(row) + " |" in report
+    _, rows_b = table_b(saved)
+    assert {(r[0], r[1]) for r in rows_b} == {(s, p) for s in ("alibi", "rope") for p in ("causal", "window:32")}
+    csv_lines = (out / "results.csv").read_text().strip().splitlines()
+    assert len(csv_lines) == 1 + 2 * 2 * 3  # header + schemes x patterns x lengths
+
+    # a re-run retrains and re-evaluates nothing
+    again = Study(config(data_dir), out, progress=False, echo=None)
+    assert again.run()["runs"] == results["runs"]
+    assert {a for _, a in actions(again)} == {"cached"}
+
+    # adding a scheme trains only that scheme
+    more = Study(config(data_dir, ("alibi", "rope", "none")), out, progress=False, echo=None)
+    more.run()
+    ran = [r["name"] for r in more.record if r["action"] == "ran"]
+    assert ran and all(name.startswith("none-") for name in ran)
+
+
+def test_interrupted_study_resumes(tmp_path, data_dir, monkeypatch):
+    out = tmp_path / "study"
+    study = Study(config(data_dir), out, progress=False, echo=None)
+    real = Study.empirical
+    calls = {"n": 0}
+
+    def interrupted(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:  # during the second scheme
+            raise KeyboardInterrupt
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Study, "empirical", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        study.run()
+    monkeypatch.setattr(Study, "empirical", real)
+    resumed = Study(config(data_dir), out, progress=False, echo=None)
+    resumed.run()
+    ran = [(r["task"], r["name"].split("-")[0]) for r in resumed.record if r["action"] == "ran"]
+    assert ran == [("resolution", "rope"), ("principles", "rope")]  # only the unfinished tasks
+
+
+def test_dry_run_lists_cells_and_trains_nothing(tmp_path, data_dir, capsys):
+    out = tmp_path / "study"
+    code = main(["study", "--preset", "tiny", "--scheme", "alibi", "--scheme", "xpos:gamma=0.5", "--data", str(data_dir),
+                 "--lengths", "16,32", "--out", str(out), "--dry-run"])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "2 training runs" in text and "xpos_gamma_0.5-s0-" in text and "estimated total" in text
+    assert not (out / "runs").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--scheme", "nope"], "unknown position scheme 'nope'"),
+    (["--pattern", "bca:3"], "bca"),
+    (["--lengths", "0,32"], "lengths must be positive integers"),
+    (["--seeds", "0"], "--seeds must be a positive integer"),
+])
+def test_study_bad_input(tmp_path, capsys, argv, message):
+    assert main(["study", "--preset", "tiny", "--out", str(tmp_path / "s"), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
+    assert not (tmp_path / "s").exists()
