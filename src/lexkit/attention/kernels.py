@@ -60,7 +60,10 @@ class Attention:
             raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
         self.scheme, self.pattern, self.pos, self.hook = scheme, pattern, pos, hook
         self.n = pos.shape[0]
-        self.kernel = choose_kernel(kernel, scheme, pattern, self.n, pos.device, training, hook is not None)
+        extent = int(pos.max() - pos.min()) + 1 if self.n else 0  # positions one transform covers
+        self.kernel = choose_kernel(
+            kernel, scheme, pattern, self.n, pos.device, training, hook is not None, extent=extent
+        )
         self._mask: Tensor | None = None
         self._table: Tensor | None = None
 
@@ -135,10 +138,22 @@ class Attention:
 
 
 def choose_kernel(
-    kernel: str, scheme: Scheme, pattern: Pattern, n: int, device: torch.device, training: bool, hooked: bool
+    kernel: str,
+    scheme: Scheme,
+    pattern: Pattern,
+    n: int,
+    device: torch.device,
+    training: bool,
+    hooked: bool,
+    *,
+    extent: int | None = None,
 ) -> str:
-    """Resolve ``auto`` and refuse combinations that cannot run (with a clear ValueError)."""
-    span_ok = scheme.max_query_span is None or n <= scheme.max_query_span
+    """Resolve ``auto`` and refuse combinations that cannot run (with a clear ValueError).
+
+    ``extent`` is max(pos) - min(pos) + 1 (default n, contiguous positions): dense and flex
+    transform all queries at once, which xPos allows only within ``scheme.max_query_span``."""
+    extent = n if extent is None else extent
+    span_ok = scheme.max_query_span is None or extent <= scheme.max_query_span
     on_cuda = torch.device(device).type == "cuda"
     if kernel == "auto":
         if hooked:
@@ -148,7 +163,7 @@ def choose_kernel(
         return "dense" if n <= DENSE_MAX and span_ok else "chunked"
     if kernel in ("dense", "flex") and not span_ok:
         raise ValueError(
-            f"{scheme.spec} at {n} positions exceeds one query span ({scheme.max_query_span}); "
+            f"{scheme.spec} over {extent} positions exceeds one query span ({scheme.max_query_span}); "
             f"use kernel='chunked' or 'auto'"
         )
     if kernel == "flex":

@@ -65,10 +65,11 @@ class Learned(Scheme):
         self.table = nn.Parameter(torch.randn(values["max_len"], n_heads * head_dim) * 0.02)
 
     def embed(self, pos: Tensor) -> Tensor:
-        last = int(pos.max()) if pos.numel() else 0
-        if int(pos.min()) < 0 or last >= self.values["max_len"]:
+        if pos.numel() and (int(pos.min()) < 0 or int(pos.max()) >= self.values["max_len"]):
+            bad = int(pos.min()) if int(pos.min()) < 0 else int(pos.max())
             raise ValueError(
-                f"learned positions cover 0..{self.values['max_len'] - 1}; position {last} is past "
-                f"the table (train with a larger max_len, or use a relative scheme)"
+                f"learned positions cover 0..{self.values['max_len'] - 1}; position {bad} is "
+                f"{'before' if bad < 0 else 'past'} the table (train with a larger max_len, or use a "
+                f"relative scheme)"
             )
         return self.table[pos]  # [n, d]

@@ -37,7 +37,8 @@ class Scheme(nn.Module):
     #: True when ``bias`` is defined (the ``bias`` family).
     has_bias: ClassVar[bool] = False
     #: The longest span of query positions one ``transform_qk`` call may cover in float32
-    #: (None: any). xPos needs this; kernels split queries into spans no longer than it.
+    #: (None: any): every call's query positions satisfy max - min < max_query_span. xPos needs
+    #: this; :meth:`scores` and the kernels split queries by position (not by count) to respect it.
     max_query_span: ClassVar[int | None] = None
 
     def __init__(self, n_heads: int, head_dim: int, **values: Any) -> None:
@@ -86,13 +87,25 @@ class Scheme(nn.Module):
         """
         q_pos = torch.as_tensor(q_pos, device=q.device)
         k_pos = torch.as_tensor(k_pos, device=k.device)
-        span = self.max_query_span or q.shape[-2]
-        parts = []
-        for start in range(0, q.shape[-2], span):  # xPos: one transform per bounded query span
-            stop = min(start + span, q.shape[-2])
-            tq, tk = self.transform_qk(q[..., start:stop, :], k, q_pos[start:stop], k_pos)
-            parts.append(tq @ tk.transpose(-1, -2))
-        out = torch.cat(parts, dim=-2) / math.sqrt(self.head_dim)  # [b, h, n_q, n_k]
+        span = self.max_query_span
+        if span is None or q_pos.numel() == 0 or int(q_pos.max() - q_pos.min()) < span:
+            tq, tk = self.transform_qk(q, k, q_pos, k_pos)
+            out = tq @ tk.transpose(-1, -2)
+        else:  # xPos: one transform per group of queries whose *positions* lie within one span
+            ascending = bool((q_pos[1:] >= q_pos[:-1]).all())
+            order = None if ascending else torch.argsort(q_pos, stable=True)
+            sorted_pos = q_pos if order is None else q_pos[order]
+            parts, start = [], 0
+            while start < len(sorted_pos):
+                stop = int(torch.searchsorted(sorted_pos, sorted_pos[start : start + 1] + span))
+                sel = slice(start, stop) if order is None else order[start:stop]
+                tq, tk = self.transform_qk(q[..., sel, :], k, q_pos[sel], k_pos)
+                parts.append(tq @ tk.transpose(-1, -2))
+                start = stop
+            out = torch.cat(parts, dim=-2)
+            if order is not None:
+                out = out[..., torch.argsort(order), :]
+        out = out / math.sqrt(self.head_dim)  # [b, h, n_q, n_k]
         if self.has_bias:
             dist = (q_pos[:, None] - k_pos[None, :]).clamp_min(0)  # [n_q, n_k]
             heads = torch.arange(self.n_heads, device=q.device)[:, None, None]

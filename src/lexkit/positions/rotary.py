@@ -69,33 +69,42 @@ class Rotary(Scheme):
             self.register_buffer("log_zeta", torch.log(zeta), persistent=False)
             # keep every query factor ζ_min^(-span/B) below e^30
             self.max_query_span = max(1, int(30 * values["scale_base"] / -math.log(float(zeta.min()))))
-        self._cache: tuple[Tensor, Tensor, Tensor] | None = None
-
-    def _tables(self, pos: Tensor) -> tuple[Tensor, Tensor]:
-        cached = self._cache
-        if cached is not None and cached[0] is pos:
-            return cached[1], cached[2]
-        cos, sin = rotary_angles(pos, self.head_dim, self.values["base"])
-        self._cache = (pos, cos, sin)
-        return cos, sin
+        self._cache: tuple | None = None  # (q_pos, k_pos, dtype, factors): reused across layers
 
     def _decay(self, pos: Tensor, centre: Tensor, sign: float) -> Tensor:
-        """ζ_i^(sign·(pos - c)/B) as [n, h] (both halves of pair i share ζ_i), float64."""
+        """ζ_i^(sign·(pos - c)/B) as [n, h/2] float64."""
         expo = sign * (pos.to(torch.float64) - centre)[:, None] / self.values["scale_base"]
-        factor = torch.exp(expo * self.log_zeta.to(pos.device))  # [n, h/2]
-        return torch.cat((factor, factor), dim=-1)
+        return torch.exp(expo * self.log_zeta.to(pos.device))
+
+    def _factors(self, q_pos: Tensor, k_pos: Tensor, dtype: torch.dtype) -> tuple[Tensor, ...]:
+        """(cos_q, sin_q, cos_k, sin_k), each [n, h/2] in ``dtype``: the rotation with the decay
+        folded in (both halves of pair i share ζ_i, so scaling after rotating is scaling cos and
+        sin). Computed in float64 and cast once; cached for the positions of one forward pass,
+        which every layer shares."""
+        cached = self._cache
+        if cached is not None and cached[0] is q_pos and cached[1] is k_pos and cached[2] == dtype:
+            return cached[3]
+        half = self.head_dim // 2
+        if self.rotate:
+            cos_q, sin_q = rotary_angles(q_pos, self.head_dim, self.values["base"])
+            cos_k, sin_k = (cos_q, sin_q) if k_pos is q_pos else rotary_angles(k_pos, self.head_dim, self.values["base"])
+        else:
+            cos_q = torch.ones(q_pos.shape[0], half, dtype=torch.float64, device=q_pos.device)
+            cos_k = torch.ones(k_pos.shape[0], half, dtype=torch.float64, device=k_pos.device)
+            sin_q, sin_k = torch.zeros_like(cos_q), torch.zeros_like(cos_k)
+        if self.decay:
+            last = q_pos.max()
+            centre = last.to(torch.float64)
+            d_q = self._decay(q_pos, centre, 1.0)  # ζ^((m-c)/B) >= 1
+            d_k = self._decay(torch.minimum(k_pos, last), centre, -1.0)  # ζ^((c-n)/B) <= 1
+            cos_q, sin_q, cos_k, sin_k = cos_q * d_q, sin_q * d_q, cos_k * d_k, sin_k * d_k
+        factors = tuple(t.to(dtype) for t in (cos_q, sin_q, cos_k, sin_k))
+        self._cache = (q_pos, k_pos, dtype, factors)
+        return factors
 
     def transform_qk(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
-        if self.rotate:
-            cq, sq = self._tables(q_pos)
-            ck, sk = self._tables(k_pos)
-            q = rotate_half(q, cq.to(q.dtype), sq.to(q.dtype))  # [..., n_q, h]
-            k = rotate_half(k, ck.to(k.dtype), sk.to(k.dtype))  # [..., n_k, h]
-        if self.decay:
-            centre = q_pos.max().to(torch.float64)
-            q = q * self._decay(q_pos, centre, 1.0).to(q.dtype)  # ζ^((m-c)/B) >= 1
-            k = k * self._decay(torch.minimum(k_pos, q_pos.max()), centre, -1.0).to(k.dtype)  # <= 1
-        return q, k
+        cos_q, sin_q, cos_k, sin_k = self._factors(q_pos, k_pos, q.dtype)
+        return rotate_half(q, cos_q, sin_q), rotate_half(k, cos_k, sin_k)  # [..., n, h] each
 
 
 @register
