@@ -100,6 +100,11 @@ class Attention:
     def _chunked(self, q: Tensor, k: Tensor, v: Tensor, layer: int) -> Tensor:
         reach = self.pattern.reach
         block = min(CHUNK, self.scheme.max_query_span or CHUNK)
+        # a position-wise transform (all but xPos) commutes with slicing: do it once
+        pre = self.scheme.max_query_span is None
+        if pre:
+            q, k = self.scheme.transform_qk(q, k, self.pos, self.pos)
+        table = self.bias_table() if self.scheme.has_bias else None
         out = []
         for start in range(0, self.n, block):
             stop = min(start + block, self.n)
@@ -107,7 +112,8 @@ class Attention:
             q_idx = torch.arange(start, stop, device=q.device)
             k_idx = torch.arange(k_start, stop, device=q.device)
             scores = self.scheme.scores(
-                q[..., start:stop, :], k[..., k_start:stop, :], self.pos[start:stop], self.pos[k_start:stop]
+                q[..., start:stop, :], k[..., k_start:stop, :], self.pos[start:stop], self.pos[k_start:stop],
+                transformed=pre, bias_table=table,
             )  # [b, h, n_q, n_k]
             visible = self.pattern.visible(q_idx[:, None], k_idx[None, :])  # [n_q, n_k]
             scores = scores.masked_fill(~visible, float("-inf"))
@@ -117,13 +123,13 @@ class Attention:
             out.append(probs @ v[..., k_start:stop, :])
         return torch.cat(out, dim=-2)  # [b, h, n, d]
 
-    # -- flex ---------------------------------------------------------------------------------
     def bias_table(self) -> Tensor:
         """[heads, n] bias at distances 0..n-1 (built once per forward; differentiable)."""
         if self._table is None:
             self._table = self.scheme.bias_table(self.n, device=self.pos.device)
         return self._table
 
+    # -- flex ---------------------------------------------------------------------------------
     def _flex(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         q, k = self.scheme.transform_qk(q, k, self.pos, self.pos)
         block_mask = cached_block_mask(self.pattern, self.n, q.device)

@@ -77,18 +77,34 @@ class Scheme(nn.Module):
         dist = torch.arange(n, device=device)[None, :]
         return self.bias(heads, dist).to(torch.float32)
 
-    def scores(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+    def scores(
+        self,
+        q: Tensor,
+        k: Tensor,
+        q_pos: Tensor,
+        k_pos: Tensor,
+        *,
+        transformed: bool = False,
+        bias_table: Tensor | None = None,
+    ) -> Tensor:
         """Dense pre-softmax scores, the reference path.
 
         q: [batch, heads, n_q, head_dim], k: [batch, heads, n_k, head_dim], q_pos: [n_q],
         k_pos: [n_k] -> [batch, heads, n_q, n_k] = (T q)·(T k) / sqrt(head_dim) + bias(m - n),
         where T is the scheme's transform. Keys after the query (m < n) get the bias of
         distance 0; every causal pattern masks them.
+
+        Kernels that score one block at a time may pass q and k already transformed
+        (``transformed=True``; only for schemes whose transform is position-wise, i.e.
+        ``max_query_span is None``) and this forward's :meth:`bias_table` (covering every
+        distance in the block), so nothing is recomputed per block.
         """
         q_pos = torch.as_tensor(q_pos, device=q.device)
         k_pos = torch.as_tensor(k_pos, device=k.device)
         span = self.max_query_span
-        if span is None or q_pos.numel() == 0 or int(q_pos.max() - q_pos.min()) < span:
+        if transformed:
+            out = q @ k.transpose(-1, -2)
+        elif span is None or q_pos.numel() == 0 or int(q_pos.max() - q_pos.min()) < span:
             tq, tk = self.transform_qk(q, k, q_pos, k_pos)
             out = tq @ tk.transpose(-1, -2)
         else:  # xPos: one transform per group of queries whose *positions* lie within one span
@@ -108,8 +124,11 @@ class Scheme(nn.Module):
         out = out / math.sqrt(self.head_dim)  # [b, h, n_q, n_k]
         if self.has_bias:
             dist = (q_pos[:, None] - k_pos[None, :]).clamp_min(0)  # [n_q, n_k]
-            heads = torch.arange(self.n_heads, device=q.device)[:, None, None]
-            out = out + self.bias(heads, dist[None]).to(out.dtype)
+            if bias_table is not None:
+                bias = bias_table[:, dist]  # [H, n_q, n_k], the same bias() gathered
+            else:
+                bias = self.bias(torch.arange(self.n_heads, device=q.device)[:, None, None], dist[None])
+            out = out + bias.to(out.dtype)
         return out
 
     @property
