@@ -129,6 +129,7 @@ class GPT(nn.Module):
             kernel=kernel,
             hook=hook,
             training=torch.is_grad_enabled() and self.training,
+            extent=n,
         )
         for layer, block in enumerate(self.blocks):
             x = block(x, attend, layer)

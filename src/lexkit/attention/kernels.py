@@ -55,12 +55,16 @@ class Attention:
         kernel: str = "auto",
         hook: ScoreHook | None = None,
         training: bool = False,
+        extent: int | None = None,
     ) -> None:
+        """``extent``: max(pos) - min(pos) + 1 when the caller knows it (the model's positions
+        are contiguous: extent = n), which keeps a compiled forward free of a host sync."""
         if kernel not in KERNELS:
             raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
         self.scheme, self.pattern, self.pos, self.hook = scheme, pattern, pos, hook
         self.n = pos.shape[0]
-        extent = int(pos.max() - pos.min()) + 1 if self.n else 0  # positions one transform covers
+        if extent is None:  # positions one transform covers
+            extent = int(pos.max() - pos.min()) + 1 if self.n else 0
         self.kernel = choose_kernel(
             kernel, scheme, pattern, self.n, pos.device, training, hook is not None, extent=extent
         )
