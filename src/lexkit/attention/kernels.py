@@ -11,8 +11,9 @@ definitions:
   (pattern, length). Forward only on CPU; forward and backward on CUDA.
 
 ``kernel="auto"`` picks: the chunked kernel when a hook observes scores; on CUDA, flex; on CPU,
-dense up to ``DENSE_MAX`` tokens and chunked past it (on a 2-core CPU a fresh shape costs
-4-24 s of compilation, more than the chunked kernel spends at the lengths we evaluate).
+dense up to ``DENSE_MAX`` tokens (``LOCAL_DENSE_MAX`` under a local pattern, whose unseen keys
+the chunked kernel skips) and chunked past it (on a 2-core CPU a fresh shape costs 4-24 s of
+compilation, more than the chunked kernel spends at the lengths we evaluate).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .patterns import Pattern
 
 KERNELS = ("auto", "dense", "chunked", "flex")
 DENSE_MAX = 2048  # CPU: longest input the auto choice sends to the dense kernel
+LOCAL_DENSE_MAX = 512  # ... under a local pattern (past it the chunked kernel skips unseen keys)
 CHUNK = 256  # query block of the chunked kernel
 
 
@@ -170,7 +172,8 @@ def choose_kernel(
             return "chunked"
         if on_cuda and span_ok and flex_available():
             return "flex"
-        return "dense" if n <= DENSE_MAX and span_ok else "chunked"
+        local = pattern.reach is not None and n > LOCAL_DENSE_MAX
+        return "dense" if n <= DENSE_MAX and span_ok and not local else "chunked"
     if kernel in ("dense", "flex") and not span_ok:
         raise ValueError(
             f"{scheme.spec} over {extent} positions exceeds one query span ({scheme.max_query_span}); "

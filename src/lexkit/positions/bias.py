@@ -63,7 +63,8 @@ class Kerple(BiasScheme):
     optimizer step, as the reference code does on every forward."""
 
     A_MIN = 0.01
-    P_MIN, P_MAX = 0.01, 2.0
+    P_MIN = 0.01
+    P_MAX: float | None = None  # the power variant caps p at 2
 
     def __init__(self, n_heads: int, head_dim: int, **values) -> None:
         super().__init__(n_heads, head_dim, **values)
@@ -74,13 +75,11 @@ class Kerple(BiasScheme):
     def constrain_(self) -> None:
         with torch.no_grad():
             self.a.clamp_(min=self.A_MIN)
-            self.p.clamp_(min=self.P_MIN, max=self.P_MAX if self.name == "kerple-power" else None)
+            self.p.clamp_(min=self.P_MIN, max=self.P_MAX)
 
     def effective(self) -> tuple[Tensor, Tensor]:
         """(a, p) as used in the bias: inside the constraints whatever the raw parameters hold."""
-        a = self.a.clamp(min=self.A_MIN)
-        p = self.p.clamp(min=self.P_MIN, max=self.P_MAX if self.name == "kerple-power" else None)
-        return a, p
+        return self.a.clamp(min=self.A_MIN), self.p.clamp(min=self.P_MIN, max=self.P_MAX)
 
 
 @register
@@ -89,6 +88,7 @@ class KerplePower(Kerple):
 
     name = "kerple-power"
     summary = "learnable -a_h·d^p_h (a >= 0.01, 0.01 <= p <= 2)"
+    P_MAX = 2.0
 
     def bias(self, head: Tensor, dist: Tensor) -> Tensor:
         a, p = self.effective()
