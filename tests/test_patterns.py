@@ -80,7 +80,7 @@ def test_dense_mask_is_zero_where_visible_and_minus_inf_elsewhere():
     for spec in ("window:4", "bca:4"):
         mask = Attention(scheme, attention.create(spec), torch.arange(8), kernel="dense").dense_mask()
         for m, keys in enumerate(visible_sets(spec, 8)):
-            row = mask[0, m]
+            row = mask[0, 0, m]  # [1, heads, n, n]
             assert row[keys].eq(0).all()
             assert torch.isneginf(row[[j for j in range(8) if j not in keys]]).all()
 

@@ -92,7 +92,8 @@ def _optimizer(model: GPT, cfg: TrainConfig) -> torch.optim.AdamW:
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and not n.startswith("scheme.")]
     other = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and not n.startswith("scheme."))]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": other, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95))
+    # fused: one kernel per parameter group instead of ~1,000 small ops per step
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), fused=True)
 
 
 @torch.no_grad()

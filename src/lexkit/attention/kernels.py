@@ -83,7 +83,8 @@ class Attention:
 
     # -- dense --------------------------------------------------------------------------------
     def dense_mask(self) -> Tensor:
-        """[heads or 1, n, n] additive float mask: bias where visible, -inf elsewhere."""
+        """[1, heads or 1, n, n] additive float mask: bias where visible, -inf elsewhere (4-D, so
+        SDPA can take its fused CPU kernel rather than the math fallback)."""
         if self._mask is None:
             idx = torch.arange(self.n, device=self.pos.device)
             visible = self.pattern.visible(idx[:, None], idx[None, :])  # [n, n]
@@ -92,7 +93,7 @@ class Attention:
                 bias = self.bias_table()[:, dist]  # [H, n, n]
             else:
                 bias = torch.zeros((1, self.n, self.n), device=self.pos.device)
-            self._mask = bias.masked_fill(~visible, float("-inf"))
+            self._mask = bias.masked_fill(~visible, float("-inf"))[None]
         return self._mask
 
     def _dense(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
