@@ -289,6 +289,14 @@ def terminal(results: dict) -> None:
         console.print(table)
 
 
+def _save(fig, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def plots(results: dict, out: Path) -> None:
     import matplotlib
 
@@ -318,9 +326,7 @@ def plots(results: dict, out: Path) -> None:
         ax.set_ylabel("bits per byte")
         ax.set_ylim(top=min(8.5, ax.get_ylim()[1]))
     axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "bpb_by_length.png", dpi=110)
-    plt.close(fig)
+    _save(fig, out / "bpb_by_length.png")
 
     # analytic s[n] (mean over heads) at 4x the training length, causal
     model = results["model"]
@@ -342,9 +348,7 @@ def plots(results: dict, out: Path) -> None:
     ax.set_xlabel("distance n")
     ax.set_ylabel("s[n] − s[0] (analytic, mean over heads)")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "s_curves.png", dpi=110)
-    plt.close(fig)
+    _save(fig, out / "s_curves.png")
 
     # empirical resolution per layer, causal, per scheme across lengths
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -359,9 +363,7 @@ def plots(results: dict, out: Path) -> None:
     ax.set_xlabel("layer")
     ax.set_ylabel("empirical R (mean over heads)")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "resolution_per_layer.png", dpi=110)
-    plt.close(fig)
+    _save(fig, out / "resolution_per_layer.png")
 
     # entropy against length (causal and window)
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -375,9 +377,7 @@ def plots(results: dict, out: Path) -> None:
     ax.set_xlabel("length")
     ax.set_ylabel("attention entropy (nats, mean over layers)")
     ax.legend(fontsize=6, ncol=2)
-    fig.tight_layout()
-    fig.savefig(out / "entropy.png", dpi=110)
-    plt.close(fig)
+    _save(fig, out / "entropy.png")
 
     # loss by position at the longest length
     fig, axes = plt.subplots(1, len(results["patterns"]), figsize=(5 * len(results["patterns"]), 4), squeeze=False)
@@ -396,6 +396,4 @@ def plots(results: dict, out: Path) -> None:
         ax.set_ylabel("bits per byte")
         ax.set_ylim(top=min(8.5, ax.get_ylim()[1]))
     axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "loss_by_position.png", dpi=110)
-    plt.close(fig)
+    _save(fig, out / "loss_by_position.png")
