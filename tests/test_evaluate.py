@@ -28,6 +28,7 @@ from lexkit.evaluate import (
     position_buckets,
     windows,
 )
+from cli_checks import one_error_line
 
 BOS = lexkit.BOS
 LOG2_257 = math.log2(257)
@@ -292,14 +293,6 @@ def make_run(tmp: Path, scheme="alibi", train_len=16, sizes=(400,) * 12) -> Path
         "data": {"spec": str(docs), "fingerprint": corpus.fingerprint},
     })
     return run
-
-
-def one_error_line(capsys) -> str:
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    return lines[0]
 
 
 def test_cli_eval_prints_a_table_and_writes_json_and_csv(tmp_path, capsys):

@@ -13,6 +13,7 @@ import lexkit
 from lexkit import attention
 from lexkit.cli import main
 from lexkit.sample import generate, iter_generate
+from cli_checks import one_error_line
 
 
 def tiny_gpt(scheme="rope", train_len=16) -> lexkit.GPT:
@@ -100,14 +101,6 @@ def test_cli_sample_is_deterministic_with_a_seed(tmp_path, capsys):
     assert first.out == "import os\n" + expected + "\n"
     assert main(argv + ["--continuation-only"]) == 0
     assert capsys.readouterr().out == expected + "\n"
-
-
-def one_error_line(capsys) -> str:
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    return lines[0]
 
 
 def test_cli_sample_bad_input(tmp_path, capsys):

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -335,12 +334,3 @@ def measure_principles(model, docs: list[bytes]) -> dict:
         translation = (shifted - base).abs().max().item() / scale
     return {"order_variance": order, "translation": translation, "offset": model.cfg.train_len // 2, "tokens": n}
 
-
-def mean_std(values: list[float | None]) -> tuple[float | None, float | None]:
-    vals = [v for v in values if v is not None and math.isfinite(v)]
-    if not vals:
-        return None, None
-    mean = sum(vals) / len(vals)
-    if len(vals) == 1:
-        return mean, None
-    return mean, math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1))

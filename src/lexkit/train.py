@@ -209,7 +209,7 @@ def train(
                 if not math.isfinite(loss_value):
                     raise TrainError(
                         f"loss is {loss_value} at step {step + 1}; training stopped, the last good "
-                        f"checkpoint (step {start if state['step'] == start else state['step']}) is kept in {out}"
+                        f"checkpoint (step {state['step']}) is kept in {out}"
                     )
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
@@ -220,13 +220,12 @@ def train(
                 now = time.perf_counter()
                 rate = x.numel() / max(now - last, 1e-9)
                 last = now
-                row = None
-                if done % train_cfg.log_every == 0 or done == train_cfg.steps:
+                last_step = done == train_cfg.steps
+                evaluate_now = done % train_cfg.eval_every == 0 or last_step
+                if evaluate_now or done % train_cfg.log_every == 0:
                     row = {"step": done, "loss": round(loss_value, 6), "lr": lr, "bytes_per_s": round(rate, 1)}
-                if done % train_cfg.eval_every == 0 or done == train_cfg.steps:
-                    row = row or {"step": done, "loss": round(loss_value, 6), "lr": lr, "bytes_per_s": round(rate, 1)}
-                    row["val_bpb"] = round(validation_bpb(model, valid_stream, train_cfg, length, dev), 6)
-                if row is not None:
+                    if evaluate_now:
+                        row["val_bpb"] = round(validation_bpb(model, valid_stream, train_cfg, length, dev), 6)
                     log.write(json.dumps(row) + "\n")
                     log.flush()
                 if done % train_cfg.save_every == 0 or done == train_cfg.steps:
