@@ -301,3 +301,39 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
 
 def model_config_dict(cfg: ModelConfig) -> dict:
     return dataclasses.asdict(cfg)
+
+
+def summary(run_dir: str | Path) -> dict:
+    """One run at a glance (``lexkit runs``): scheme, step / total, finished, writing (locked by a
+    live process), last validation bpb, size in bytes. Raises RunError for a directory that is
+    not a readable run."""
+    from . import lock
+
+    run_dir = Path(run_dir)
+    config = read_config(run_dir)
+    state = trainer_state(run_dir) or {}
+    try:
+        rows = read_metrics(run_dir)
+    except RunError:
+        rows = []
+    bpb = [r["val_bpb"] for r in rows if r.get("val_bpb") is not None]
+    size = sum(p.stat().st_size for p in run_dir.iterdir() if p.is_file())
+    return {
+        "path": str(run_dir), "scheme": config["model"]["scheme"], "step": int(state.get("step", 0)),
+        "steps": int(config["train"]["steps"]), "finished": bool(state.get("done")),
+        "writing": lock.is_locked(run_dir), "val_bpb": bpb[-1] if bpb else None, "bytes": size,
+    }
+
+
+def find(root: str | Path, *, depth: int = 4) -> list[Path]:
+    """Run directories (holding config.json) at or below ``root``, at most ``depth`` levels down,
+    in path order; hidden directories skipped."""
+    root = Path(root)
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        level = len(here.relative_to(root).parts)
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")) if level < depth else []
+        if CONFIG in filenames:
+            found.append(here)
+    return sorted(found)

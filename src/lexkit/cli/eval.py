@@ -10,14 +10,10 @@ from __future__ import annotations
 
 import csv
 import io
-import json
-import os
 import sys
-from pathlib import Path
 
-from .. import attention
+from .. import attention, checks
 from ..attention import KERNELS
-from ..errors import LexkitError
 
 
 def add_parser(sub):
@@ -58,6 +54,7 @@ def run(args) -> int:
 
     # Everything that can be checked without the model is checked before it loads.
     lengths = parse_lengths(args.lengths) if args.lengths is not None else None
+    checks.lengths("--lengths", lengths or [], checks.MAX_EVAL_LENGTH)
     patterns = args.patterns or ["causal"]
     for spec in patterns:
         attention.create(spec, default_window=2)  # syntax and parameter values
@@ -65,9 +62,10 @@ def run(args) -> int:
                         ("--batch-size", args.batch_size), ("--threads", args.threads)):
         if value is not None and value <= 0:
             raise ValueError(f"{flag} must be a positive integer, got {value}")
+        checks.number(flag, value, maximum=checks.MAX_COUNT if flag != "--threads" else 4096)
     for flag, path in (("--json", args.json), ("--csv", args.csv)):
         if path is not None:
-            check_writable(flag, path)
+            checks.writable(flag, path)
     device = str(resolve_device(args.device))
     if args.threads:
         import torch
@@ -81,28 +79,17 @@ def run(args) -> int:
         max_docs=args.max_docs, max_bytes=args.max_bytes, batch_size=args.batch_size, kernel=args.kernel,
         device=device, progress=args.progress and sys.stderr.isatty(),
     )
-    print(format_report(report))
+    # the files first: a reader that closes the pipe early (`| head`) must not lose them
     if args.json:
-        atomic_write(args.json, json.dumps(report, indent=2) + "\n")
+        atomic_write(args.json, checks.strict_json(report, indent=2) + "\n")
     if args.csv:
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=list(csv_rows(report)[0]) if report["results"] else [], lineterminator="\n")
         writer.writeheader()
         writer.writerows(csv_rows(report))
         atomic_write(args.csv, buffer.getvalue())
+    print(format_report(report))
     return 0
-
-
-def check_writable(flag: str, path: str) -> None:
-    """Fail before a long evaluation, not after it, when an output cannot be written."""
-    target = Path(path)
-    if target.is_dir():
-        raise LexkitError(f"{flag} {path}: is a directory")
-    parent = target.parent if str(target.parent) else Path(".")
-    if not parent.is_dir():
-        raise LexkitError(f"{flag} {path}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise LexkitError(f"{flag} {path}: directory {parent} is not writable")
 
 
 # -- terminal output ------------------------------------------------------------------------------

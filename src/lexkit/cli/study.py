@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from .. import presets
+from .. import checks, presets
+from ..device import resolve_device
 from ..evaluate import parse_lengths
 from ..study import DEFAULT_PATTERNS, DEFAULT_SCHEMES, Study, StudyConfig
 
@@ -35,6 +36,12 @@ def add_parser(sub):
 
 
 def run(args) -> int:
+    resolve_device(args.device)  # before any timing or training: a missing CUDA fails at once
+    for flag, value, top in (("--seeds", args.seeds, 1000), ("--steps", args.steps, checks.MAX_COUNT),
+                             ("--eval-docs", args.eval_docs, checks.MAX_COUNT), ("--threads", args.threads, 4096)):
+        checks.number(flag, value, maximum=top)
+    if args.lengths:
+        checks.lengths("--lengths", parse_lengths(args.lengths), checks.MAX_EVAL_LENGTH)
     cfg = StudyConfig(
         preset=args.preset,
         schemes=args.scheme or list(DEFAULT_SCHEMES),
