@@ -68,9 +68,10 @@ def writable(flag: str, path: str | os.PathLike) -> Path:
 
 def png_path(flag: str, path: str) -> str:
     """The file a figure is written to: matplotlib adds ``.png`` to a name without a suffix."""
+    writable(flag, path)  # a directory is refused as given, not as DIR.png
     if Path(path).suffix.lower() not in (".png", ".pdf", ".svg"):
         path = f"{path}.png"
-    writable(flag, path)
+        writable(flag, path)
     return path
 
 

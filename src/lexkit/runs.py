@@ -320,7 +320,8 @@ def summary(run_dir: str | Path) -> dict:
     size = sum(p.stat().st_size for p in run_dir.iterdir() if p.is_file())
     return {
         "path": str(run_dir), "scheme": config["model"]["scheme"], "step": int(state.get("step", 0)),
-        "steps": int(config["train"]["steps"]), "finished": bool(state.get("done")),
+        "steps": int(config["train"]["steps"]),
+        "finished": bool(state.get("done")) and int(state.get("step", 0)) >= int(config["train"]["steps"]),
         "writing": lock.is_locked(run_dir), "val_bpb": bpb[-1] if bpb else None, "bytes": size,
     }
 

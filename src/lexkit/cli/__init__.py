@@ -110,8 +110,8 @@ def main(argv: list[str] | None = None) -> int:
             print("error: interrupted", file=sys.stderr)
             return 130
         except (OSError, OverflowError, MemoryError) as exc:  # a filesystem or size limit no check foresaw
-            name = f" {exc.filename}" if getattr(exc, "filename", None) else ""
-            print(f"error:{name} {getattr(exc, 'strerror', None) or _first_line(exc) or type(exc).__name__}",
+            name = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+            print(f"error: {name}{getattr(exc, 'strerror', None) or _first_line(exc) or type(exc).__name__}",
                   file=sys.stderr)
             return 2
 
