@@ -18,7 +18,7 @@ COMMANDS = ("schemes", "patterns", "presets", "train", "runs", "eval", "sample",
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse's usage errors: one line, exit 2
-        self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
+        self.exit(2, f"error: {printable(message)} (see `{self.prog} --help`)\n")
 
 
 def import_modules(modules: list[str] | None) -> None:
@@ -57,11 +57,17 @@ def _registered() -> dict:
 
 
 def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [repr(exc)])[0]
+    return printable((str(exc).strip().splitlines() or [repr(exc)])[0])
+
+
+def printable(text: str) -> str:
+    """``text`` on one line: control characters and undecodable bytes (from a user's argument or
+    file name) shown as escapes."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
-    print(f"warning: {message}", file=sys.stderr if file is None else file)
+    print(f"warning: {printable(str(message))}", file=sys.stderr if file is None else file)
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
@@ -111,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             return 130
         except (OSError, OverflowError, MemoryError) as exc:  # a filesystem or size limit no check foresaw
             name = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
-            print(f"error: {name}{getattr(exc, 'strerror', None) or _first_line(exc) or type(exc).__name__}",
+            print(printable(f"error: {name}{getattr(exc, 'strerror', None) or _first_line(exc) or type(exc).__name__}"),
                   file=sys.stderr)
             return 2
 
