@@ -145,6 +145,22 @@ def test_lock_probe_and_release(tmp_path):
     assert not (tmp_path / "new" / ".lock").exists()
 
 
+def test_holding_decorator_locks_a_directory_attribute(tmp_path):
+    """What the study uses: ``@lock.holding("out")`` over ``Study.run``."""
+
+    class Job:
+        out = tmp_path / "study"
+
+        @lock.holding("out")
+        def run(self):
+            assert lock.is_locked(self.out)
+            with pytest.raises(lock.LockedError):
+                Job().run()  # a second study on the same directory
+            return "ran"
+
+    assert Job().run() == "ran" and not (tmp_path / "study" / ".lock").exists()
+
+
 # -- 2. integrity ---------------------------------------------------------------------------------
 def _data_offset(path: Path) -> int:
     return 8 + int.from_bytes(path.read_bytes()[:8], "little")
@@ -301,7 +317,7 @@ def test_json_is_always_strict(run, tmp_path, capsys):
     (["eval", "RUN", "--lengths", str(2**21)], "above the maximum 1,048,576"),
     (["eval", "RUN", "--data", "/dev/null"], "/dev/null' is not a regular file or a directory"),
     (["sample", "RUN", "--bytes", str(10**9)], "--bytes 1000000000: must be a finite integer >= 0 and <= 65,536"),
-    (["sample", "RUN", "--temperature", "inf"], "temperature must be a finite number"),
+    (["sample", "RUN", "--temperature", "inf"], "temperature must be >= 0 and finite"),
     (["resolution", "--scheme", "rope", "--json", "TMP"], "is a directory"),
     (["resolution", "--scheme", "rope", "--json", "TMP/no/such.json"], "does not exist"),
     (["resolution", "--scheme", "rope", "--plot", "TMP"], "is a directory"),
@@ -350,13 +366,21 @@ def test_overriding_a_builtin_scheme_warns(tmp_path, capsys, monkeypatch):
 
 @pytest.mark.parametrize("section", ["data", "train"])
 def test_config_missing_a_section_is_one_line(run, capsys, section):
+    """Resuming needs every section; using the model needs the model and data ones."""
     config = json.loads((run / runs.CONFIG).read_text())
     del config[section]
     (run / runs.CONFIG).write_text(json.dumps(config))
-    for argv in (["eval", str(run), "--lengths", "16"], ["train", "--resume", "--out", str(run), "--quiet"],
-                 ["resolution", str(run), "--lengths", "16"]):
+    needs = [["train", "--resume", "--out", str(run), "--quiet"]]
+    if section == "data":
+        needs += [["eval", str(run), "--lengths", "16"], ["resolution", str(run), "--lengths", "16"]]
+    else:
+        assert main(["eval", str(run), "--lengths", "16"]) == 0
+        capsys.readouterr()
+    for argv in needs:
         assert main(argv) == 2
         assert f"no {section!r} section" in one_error_line(capsys)
+    assert main(["runs", str(run)]) == 0
+    assert "unreadable" in capsys.readouterr().out
 
 
 def test_partial_last_metrics_line_does_not_block_resume(run, capsys):

@@ -38,6 +38,7 @@ one ``ValueError``.
 from __future__ import annotations
 
 import math
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -388,12 +389,18 @@ def evaluate_run(
 
 
 def _is_run_corpus(spec: str, run_data: dict) -> bool:
-    """Whether ``--data SPEC`` is the run's own training corpus at another place (same
-    fingerprint): then its validation split is evaluated, as without --data."""
+    """Whether ``--data SPEC`` points the run at its own training corpus, moved: the recorded
+    place is gone and SPEC has the recorded fingerprint. Then its validation split is evaluated,
+    as without --data (while the corpus is where it was, --data means all of SPEC's documents)."""
+    import glob
+
     from .data import load_corpus, same_corpus
 
-    if spec == run_data.get("spec") or spec == "stdlib" or not run_data.get("fingerprint"):
-        return spec == run_data.get("spec")
+    recorded = run_data.get("spec") or "stdlib"
+    if recorded == "stdlib" or recorded.startswith("hf:") or not run_data.get("fingerprint"):
+        return False
+    if os.path.exists(recorded) or glob.glob(recorded):
+        return False
     return same_corpus(run_data["fingerprint"], load_corpus(spec, split="all").fingerprint)
 
 

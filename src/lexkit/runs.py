@@ -220,7 +220,9 @@ def _load_model(model: GPT, tensors: dict[str, torch.Tensor], path: Path) -> Non
     model.load_state_dict(tensors, strict=False)
 
 
-def read_config(run_dir: str | Path) -> dict:
+def read_config(run_dir: str | Path, *, training: bool = False) -> dict:
+    """A run's config.json, checked: its model section (and data spec) always, its train section
+    and data fingerprint too when ``training`` (resuming or listing needs them)."""
     run_dir = Path(run_dir)
     if not run_dir.exists():
         raise RunError(f"run directory {run_dir} does not exist")
@@ -237,10 +239,10 @@ def read_config(run_dir: str | Path) -> dict:
         raise RunError(f"cannot read {path}: {exc.strerror or exc}") from exc
     if not isinstance(config, dict):
         raise RunError(f"{path} is not a valid lexkit run config (not a JSON object)")
-    for section, keys in SECTIONS.items():
+    for section, keys in (TRAINING_SECTIONS if training else SECTIONS).items():
         if not isinstance(config.get(section), dict):
             raise RunError(f"{path} is not a valid lexkit run config (no {section!r} section; "
-                           f"a run's config.json has {', '.join(SECTIONS)})")
+                           f"a run's config.json has {', '.join(TRAINING_SECTIONS)})")
         missing = [k for k in keys if k not in config[section]]
         if missing:
             raise RunError(f"{path} is not a valid lexkit run config ({section!r} lacks {', '.join(missing)})")
@@ -251,8 +253,9 @@ def read_config(run_dir: str | Path) -> dict:
     return config
 
 
-#: the sections of config.json and the keys each must have
-SECTIONS = {"model": ("scheme",), "train": ("steps", "data"), "data": ("spec", "fingerprint")}
+#: the sections of config.json and the keys each must have (to use a run; to continue or list it)
+SECTIONS = {"model": ("scheme",), "data": ("spec",)}
+TRAINING_SECTIONS = {"model": ("scheme",), "train": ("steps", "data"), "data": ("spec", "fingerprint")}
 
 
 def build_model(config: dict) -> GPT:
@@ -310,7 +313,7 @@ def summary(run_dir: str | Path) -> dict:
     from . import lock
 
     run_dir = Path(run_dir)
-    config = read_config(run_dir)
+    config = read_config(run_dir, training=True)
     state = trainer_state(run_dir) or {}
     try:
         rows = read_metrics(run_dir)

@@ -26,7 +26,7 @@ def check_options(n_bytes: int, temperature: float, top_k: int | None) -> None:
     if isinstance(n_bytes, bool) or not isinstance(n_bytes, int) or n_bytes < 0:
         raise ValueError(f"bytes must be a non-negative integer, got {n_bytes!r}")
     if not 0 <= temperature < float("inf"):  # also refuses NaN
-        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
+        raise ValueError(f"temperature must be >= 0 and finite, got {temperature!r}")
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0):
         raise ValueError(f"top-k must be a positive integer, got {top_k!r}")
 

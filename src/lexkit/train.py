@@ -176,7 +176,7 @@ def train(
     check_model(model_cfg)
 
     if resume:
-        old = runs.read_config(out)
+        old = runs.read_config(out, training=True)
         moved = train_cfg.data != old["train"]["data"]
         if moved and corpus is None:
             train_cfg = dataclasses.replace(train_cfg, data=absolute_spec(train_cfg.data))
@@ -210,7 +210,7 @@ def train(
     with lock.hold(out):
         if not resume:
             _check_new(out)  # again, under the lock: another writer may have started meanwhile
-        elif runs.read_config(out) != old:
+        elif runs.read_config(out, training=True) != old:
             raise RunError(f"{out} changed while this command started; try again")
         return _train_locked(out, model_cfg, train_cfg, new, corpus, train_stream, valid_stream, dev,
                              resume=resume, progress=progress)

@@ -61,7 +61,7 @@ def run(args) -> int:
     overrides = _overrides(args)
     if args.resume:
         # start from the run's own settings; what the command line gives is compared against them
-        old = read_config(args.out)
+        old = read_config(args.out, training=True)
         stored = {**old["model"], **old["train"]}
         given = {k: v for k, v in overrides.items() if v is not None}
         if args.scheme is not None:
