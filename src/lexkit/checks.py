@@ -35,13 +35,16 @@ def number(flag: str, value: Any, *, maximum: float = MAX_COUNT, minimum: float 
     if value is None:
         return None
     low = 0 if minimum is None else minimum
-    kind = "integer" if integer else "number"
-    bound = f"> {low}" if strict else f">= {low}"
-    valid = f"a finite {kind} {bound} and <= {maximum:,}" if isinstance(maximum, int) else f"a finite {kind} {bound} and <= {maximum:g}"
+    top = f"{maximum:,}" if isinstance(maximum, int) else f"{maximum:g}"
+    if integer:
+        kind = "a positive integer" if strict and low == 0 else f"an integer {'>' if strict else '>='} {low}"
+    else:
+        kind = f"a finite number {'>' if strict else '>='} {low}"
+    message = f"{flag} must be {kind} (at most {top}), got {value!r}"
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
-        raise ValueError(f"{flag} {value!r}: must be {valid}")
+        raise ValueError(message)
     if not math.isfinite(value) or value > maximum or value < low or (strict and value == low):
-        raise ValueError(f"{flag} {value}: must be {valid}")
+        raise ValueError(message)
     return value
 
 

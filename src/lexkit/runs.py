@@ -70,7 +70,10 @@ def _umask_mode() -> int:
 
 
 def write_json(path: Path, obj: Any) -> None:
-    atomic_write(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+    """Strict JSON (NaN and inf as null), atomically."""
+    from .checks import strict_json
+
+    atomic_write(path, strict_json(obj, indent=2, sort_keys=True) + "\n")
 
 
 def content_hash(tensors: dict[str, torch.Tensor]) -> str:
