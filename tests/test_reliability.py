@@ -118,6 +118,7 @@ def test_second_writer_is_refused_and_changes_nothing(run, capsys):
     assert not (run / ".lock").exists() and runs.trainer_state(run)["step"] == 18
 
 
+@pytest.mark.slow  # fast sibling: test_second_writer_is_refused_and_changes_nothing
 def test_two_trains_started_together_leave_one_consistent_run(tmp_path):
     data = _data(tmp_path / "data")
     out = tmp_path / "D"
@@ -548,6 +549,26 @@ def test_checks_number_ranges():
     assert checks.number("--w", 0, strict=False) == 0
 
 
+def test_interrupt_releases_the_lock_and_keeps_the_checkpoint(made, tmp_path, capsys, monkeypatch):
+    """In-process sibling of the SIGINT test: KeyboardInterrupt at step 9 (after the step-6
+    checkpoint) exits 130 and leaves no lock."""
+    import lexkit.train as T
+
+    real = T.lr_at
+
+    def interrupted(step, cfg):
+        if step == 8:
+            raise KeyboardInterrupt
+        return real(step, cfg)
+
+    monkeypatch.setattr(T, "lr_at", interrupted)
+    out = tmp_path / "int"
+    assert main(["train", "--scheme", "rope", "--out", str(out), "--data", str(made / "data"), *TINY]) == 130
+    assert one_error_line(capsys) == "error: interrupted"
+    assert not (out / ".lock").exists() and runs.trainer_state(out)["step"] == 6
+
+
+@pytest.mark.slow  # fast sibling: test_interrupt_releases_the_lock_and_keeps_the_checkpoint
 def test_sigint_keeps_the_lock_released(made, tmp_path):
     """SIGINT during training: exit 130, a usable run, and no lock left held."""
     out = tmp_path / "int"
