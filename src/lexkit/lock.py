@@ -65,7 +65,7 @@ def acquire(directory: str | Path) -> int:
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
         except OSError as exc:
-            raise LexkitError(f"cannot lock {directory}: {exc.strerror or exc}") from exc
+            raise LexkitError(f"cannot write in {directory} (to take its lock {LOCK}): {exc.strerror or exc}") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
