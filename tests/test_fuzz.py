@@ -23,8 +23,9 @@ FAST = settings(max_examples=HUNT or 150, deadline=None, derandomize=not HUNT)
 CLI = settings(max_examples=HUNT or 60, deadline=None, derandomize=not HUNT,
                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
-NUMBERS = ["0", "-1", "1", "2", "3", "8", "16", "1e3", "0.5", "inf", "-inf", "nan", "1e308", "99999999999999999999999",
-           str(2**31), str(2**53 + 1), "", " ", "x", "8,16", "8,8", ",", "16,", "-8,16", "0x10", "١٢"]
+NUMBERS = ["0", "-1", "1", "2", "3", "8", "16", "1e3", "0.5", "inf", "-inf", "nan", "1e308",
+           "99999999999999999999999", str(2**31), str(2**53 + 1), "", " ", "x", "8,16", "8,8", ",", "16,", "-8,16",
+           "0x10", "١٢"]
 WORDS = ["", ":", "=", ",", "rope", "alibi", "xpos", "learned", "window", "bca", "causal", "sinks", "t5",
          "kerple-log", "base", "gamma", "W", "slope", "a=b", "é", "\x00", "💥", "\udcff"]
 
@@ -34,7 +35,8 @@ def _spec_text():
     key = st.sampled_from(WORDS + ["base", "gamma", "W", "scale", "factor", "sinks", "max_len", "decay"])
     value = st.sampled_from(NUMBERS + WORDS + ["true", "false"])
     item = st.one_of(st.builds(lambda k, v: f"{k}={v}", key, value), value)
-    structured = st.builds(lambda n, items: n + (":" + ",".join(items) if items else ""), name, st.lists(item, max_size=3))
+    structured = st.builds(lambda n, items: n + (":" + ",".join(items) if items else ""), name,
+                           st.lists(item, max_size=3))
     return st.one_of(structured, st.text(max_size=30))
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from cli_checks import one_error_line
 
+from cli_checks import one_error_line
 from lexkit import checks, lock, positions, runs
 from lexkit.cli import main
 from lexkit.data import load_corpus
@@ -313,7 +313,8 @@ def test_json_is_always_strict(run, tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["resolution", "--scheme", "rope", "--lengths", "1000000"], "length 1,000,000 is above the maximum 65,536"),
     (["resolution", "--scheme", "rope", "--heads", "1000", "--head-dim", "1000"], "at most 4096"),
-    (["resolution", "--scheme", "rope", "--pattern", "window:10000000000000000000000"], "W=10000000000000000000000 is out of range"),
+    (["resolution", "--scheme", "rope", "--pattern", "window:10000000000000000000000"],
+     "W=10000000000000000000000 is out of range"),
     (["eval", "RUN", "--pattern", "window:10000000000000000000000"], "out of range"),
     (["eval", "RUN", "--lengths", str(2**21)], "above the maximum 1,048,576"),
     (["eval", "RUN", "--data", "/dev/null"], "/dev/null' is not a regular file or a directory"),
@@ -418,7 +419,8 @@ def test_plot_name_without_suffix_is_reported_as_written(tmp_path, capsys):
 def test_outputs_survive_a_closed_pipe(run, tmp_path):
     j, c = tmp_path / "F.json", tmp_path / "G.csv"
     env = {**os.environ, "PYTHONPATH": SRC}
-    cmd = f"{sys.executable} -m lexkit eval {run} --lengths 8,16 --json {j} --csv {c} | head -1; exit ${{PIPESTATUS[0]}}"
+    cmd = f"{sys.executable} -m lexkit eval {run} --lengths 8,16 --json {j} --csv {c} | head -1; " \
+          "exit ${PIPESTATUS[0]}"
     done = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=env)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert json.loads(j.read_text())["lengths"] == [8, 16] and c.read_text().startswith("length,")

@@ -185,7 +185,8 @@ def _read(path: Path, model: GPT) -> tuple[dict[str, torch.Tensor], dict[str, st
         with safe_open(str(path), framework="pt") as handle:
             meta = handle.metadata() or {}
     except (SafetensorError, OSError, ValueError) as exc:
-        raise RunError(f"{path} is corrupt or truncated ({(str(exc).splitlines() or [type(exc).__name__])[0]})") from exc
+        reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise RunError(f"{path} is corrupt or truncated ({reason})") from exc
     verify(path, tensors, meta, dataclasses.asdict(model.cfg))
     return tensors, meta
 

@@ -41,7 +41,8 @@ def import_modules(modules: list[str] | None) -> None:
     after = _registered()
     for (kind, key), cls in before.items():
         if after.get((kind, key)) is not cls:
-            warnings.warn(f"--import {', '.join(modules)}: replaces the built-in {kind} {key!r}", UserWarning, stacklevel=2)
+            warnings.warn(f"--import {', '.join(modules)}: replaces the built-in {kind} {key!r}", UserWarning,
+                          stacklevel=2)
 
 
 def _registered() -> dict:

@@ -20,8 +20,11 @@ def run(args) -> int:
     names = list(presets.PRESETS)
     keys = list(dict.fromkeys(k for values in presets.PRESETS.values() for k in values))
     rows = [("setting", "flag", *names)]
-    rows += [(key, FLAGS.get(key, "-"), *(f"{presets.PRESETS[n].get(key, '-'):g}" if isinstance(presets.PRESETS[n].get(key), float)
-                                          else str(presets.PRESETS[n].get(key, "-")) for n in names)) for key in keys]
+    rows += [(key, FLAGS.get(key, "-"), *(_cell(presets.PRESETS[n].get(key, "-")) for n in names)) for key in keys]
     print_rows(rows)
     print("train and study use `small` unless --preset says otherwise; a flag given overrides its value")
     return 0
+
+
+def _cell(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)

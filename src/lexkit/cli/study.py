@@ -24,7 +24,8 @@ def add_parser(sub):
     p.add_argument("--pattern", action="append", metavar="SPEC", help=f"repeatable; default: {' '.join(DEFAULT_PATTERNS)}")
     p.add_argument("--lengths", help="comma list (default: the training length x 1/2, 1, 2, 4, 8, 16)")
     p.add_argument("--seeds", type=int, default=1, help="seeds per scheme (mean ± std in every cell)")
-    p.add_argument("--steps", type=int, help=f"training steps (default: the preset's, {presets.PRESETS['small']['steps']} in small; see `lexkit presets`)")
+    p.add_argument("--steps", type=int, help=f"training steps (default: the preset's, "
+                   f"{presets.PRESETS['small']['steps']} in small; see `lexkit presets`)")
     p.add_argument("--data", default="stdlib", help="training corpus (default: stdlib)")
     p.add_argument("--eval-docs", type=int, default=24, help="validation documents scored per length")
     p.add_argument("--out", default="study", help="study directory (default: ./study)")
