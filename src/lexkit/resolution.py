@@ -53,7 +53,9 @@ from . import __version__, positions
 from .attention import Pattern
 from .attention import create as create_pattern
 from .attention.patterns import Causal
+from .device import device_of, eval_mode
 from .positions import Scheme
+from .specs import parse_lengths
 
 #: Version of the JSON document written by :func:`analytic`, :func:`empirical_run` and the CLI.
 FORMAT_VERSION = 1
@@ -80,39 +82,17 @@ def resolution(s: Tensor | Sequence[float]) -> Tensor:
 
 
 # -- inputs -------------------------------------------------------------------------------------
-def parse_lengths(text: str | Iterable[int]) -> list[int]:
-    """``"1024,2048"`` -> ``[1024, 2048]``: positive integers, each once. Bad input: ValueError."""
-    if isinstance(text, str):
-        items = [item.strip() for item in text.split(",")]
-        if not text.strip() or any(not item for item in items):
-            raise ValueError(f"--lengths {text!r}: expected a comma list of positive integers, e.g. 1024,2048")
-        lengths = []
-        for item in items:
-            try:
-                lengths.append(int(item))
-            except ValueError:
-                raise ValueError(f"--lengths {text!r}: {item!r} is not an integer") from None
-    else:
-        lengths = [int(x) for x in text]
-        if not lengths:
-            raise ValueError("lengths: expected at least one length")
-    for n in lengths:
-        if n <= 0:
-            raise ValueError(f"lengths: {n} is not a positive length")
-    dup = sorted({n for n in lengths if lengths.count(n) > 1})
-    if dup:
-        raise ValueError(f"lengths: {', '.join(map(str, dup))} given more than once")
-    return lengths
-
-
-def make_scheme(spec: str | Scheme, *, heads: int = 16, head_dim: int = 64, seed: int = 0) -> Scheme:
+def make_scheme(
+    spec: str | Scheme, *, heads: int = 16, head_dim: int = 64, seed: int = 0, max_len: int | None = None
+) -> Scheme:
     """A scheme from its spec, its learnable values drawn under ``seed`` (the global RNG is left
-    as it was). A :class:`Scheme` object is returned as it is (its own heads and values)."""
+    as it was; ``max_len``: the table size of ``learned`` when its spec gives none). A
+    :class:`Scheme` object is returned as it is (its own heads and values)."""
     if isinstance(spec, Scheme):
         return spec
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return positions.create(spec, n_heads=heads, head_dim=head_dim)
+        return positions.create(spec, n_heads=heads, head_dim=head_dim, max_len=max_len)
 
 
 def _pattern(pattern: str | Pattern | None) -> Pattern:
@@ -226,6 +206,7 @@ def analytic_curve(
     heads: int = 16,
     head_dim: int = 64,
     seed: int = 0,
+    max_len: int | None = None,
 ) -> Tensor:
     """The analytic s[n], float64 ``[heads, length]`` (-inf at distances the pattern never shows).
 
@@ -236,9 +217,9 @@ def analytic_curve(
     if int(length) <= 0:
         raise ValueError(f"length must be positive, got {length}")
     length = int(length)
-    scheme = make_scheme(scheme, heads=heads, head_dim=head_dim, seed=seed)
+    scheme = make_scheme(scheme, heads=heads, head_dim=head_dim, seed=seed, max_len=max_len)
     pattern = _pattern(pattern)
-    device = positions.base._device_of(scheme)
+    device = device_of(scheme)
     if scheme.relative:
         # one query at N-1, keys at 0..N-1: score at distance n = scores[..., N-1-n]
         q = torch.ones(1, scheme.n_heads, 1, scheme.head_dim, dtype=torch.float64, device=device)
@@ -277,6 +258,7 @@ def analytic(
     heads: int = 16,
     head_dim: int = 64,
     seed: int = 0,
+    max_len: int | None = None,
 ) -> dict:
     """Analytic R of one scheme at several lengths, as a JSON-ready document::
 
@@ -288,7 +270,7 @@ def analytic(
     ``"resolution": null`` and a ``"note"`` with the reason instead of stopping the others.
     """
     lengths = parse_lengths(lengths)
-    scheme = make_scheme(spec, heads=heads, head_dim=head_dim, seed=seed)
+    scheme = make_scheme(spec, heads=heads, head_dim=head_dim, seed=seed, max_len=max_len)
     pat = _pattern(pattern)
     doc = _header("analytic", scheme.spec)
     doc.update(heads=scheme.n_heads, head_dim=scheme.head_dim, seed=seed, pattern=pat.spec)
@@ -338,17 +320,12 @@ def empirical(
     cfg = model.cfg
     n = tokens.shape[1]
     acc = Accumulator(cfg.n_layers, cfg.n_heads, n, pat)
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            for start in range(0, tokens.shape[0], batch_size):
-                model(tokens[start : start + batch_size].to(device), pattern=pat, kernel="chunked", hook=acc)
-                if progress is not None:
-                    progress.advance(1)
-    finally:
-        model.train(was_training)
+    device = device_of(model)
+    with eval_mode(model), torch.no_grad():
+        for start in range(0, tokens.shape[0], batch_size):
+            model(tokens[start : start + batch_size].to(device), pattern=pat, kernel="chunked", hook=acc)
+            if progress is not None:
+                progress.advance(1)
     curve = acc.curve()  # [L, H, n]
     r = resolution(curve)  # [L, H]
     ent = acc.entropy()  # [L, H]
@@ -373,18 +350,12 @@ def texts(docs: Sequence[bytes], length: int, count: int) -> Tensor:
     """``[b, length]`` int64: the first ``length`` tokens (BOS + bytes) of each of the first
     ``count`` documents at least that long (the paper's protocol reads long documents from
     their start). ValueError when none is long enough."""
-    from .data import encode
+    from .data import encode, require_long
 
     if count <= 0:
         raise ValueError(f"--texts must be positive, got {count}")
-    out = [encode(d)[:length] for d in docs if len(d) + 1 >= length][:count]
-    if not out:
-        longest = max((len(d) + 1 for d in docs), default=0)
-        raise ValueError(
-            f"no validation document has {length:,} tokens ({len(docs)} documents, the longest "
-            f"{longest:,} tokens with BOS); use shorter --lengths or more data"
-        )
-    return torch.stack(out)
+    # ``length`` tokens are BOS and the first length - 1 bytes
+    return torch.stack([encode(d)[:length] for d in require_long(docs, length - 1)[:count]])
 
 
 def empirical_run(
@@ -436,78 +407,3 @@ def to_json(doc: dict) -> dict:
     if isinstance(doc, list):
         return [to_json(v) for v in doc]
     return doc
-
-
-# -- plots --------------------------------------------------------------------------------------
-def _figure(width: float = 11.0, height: float = 4.2):
-    from matplotlib.figure import Figure  # no pyplot: no global backend state
-
-    return Figure(figsize=(width, height), layout="constrained")
-
-
-def _finite(x: Tensor) -> Tensor:
-    x = x.to(torch.float64).clone()
-    x[~torch.isfinite(x)] = math.nan
-    return x
-
-
-def plot_analytic(curves: dict[str, Tensor], table: dict[str, dict[int, float | None]], path: str | Path,
-                  *, marks: Sequence[int] = (), title: str = "") -> None:
-    """Left: s[n] (mean over heads) against distance, one line per scheme (the paper's Fig. 1
-    style; symlog y so bias and rotary curves share an axis). Right: R against length."""
-    fig = _figure()
-    left, right = fig.subplots(1, 2)
-    for label, curve in curves.items():
-        y = _finite(curve.mean(0) if curve.ndim == 2 else curve)
-        left.plot(torch.arange(y.shape[-1]).numpy(), y.numpy(), label=label, linewidth=1)
-    for m in marks:
-        left.axvline(m, color="grey", linestyle=":", linewidth=0.8)
-    left.set_yscale("symlog", linthresh=1.0)
-    left.set_xlabel("distance n")
-    left.set_ylabel("s[n], mean over heads")
-    left.set_title("expected score by distance")
-    left.legend(fontsize="small")
-    for label, by_len in table.items():
-        xs = [n for n, r in by_len.items() if r is not None]
-        right.plot(xs, [by_len[n] for n in xs], marker="o", label=label)
-    right.set_xscale("log", base=2)
-    right.set_yscale("log")  # R spans decades (a flat curve gives 1/N^2); at most 1
-    right.set_xlabel("length N")
-    right.set_ylabel("R (mean over heads, log scale)")
-    right.set_title("attention resolution")
-    right.legend(fontsize="small")
-    if title:
-        fig.suptitle(title)
-    fig.savefig(str(path), dpi=110)
-
-
-def plot_empirical(doc: dict, path: str | Path) -> None:
-    """Left: s_hat[n] (mean over heads) per layer at the longest length, training length marked.
-    Right: R per layer (and the mean) across lengths."""
-    rows = [r for r in doc["results"] if r.get("resolution") is not None]
-    if not rows:
-        raise ValueError("nothing to plot: no length could be measured")
-    fig = _figure()
-    left, right = fig.subplots(1, 2)
-    longest = max(rows, key=lambda r: r["length"])
-    curve = longest["curve"]  # [L, H, N]
-    for layer in range(curve.shape[0]):
-        left.plot(_finite(curve[layer].mean(0)).numpy(), label=f"layer {layer}", linewidth=1)
-    if doc.get("train_len"):
-        left.axvline(doc["train_len"], color="grey", linestyle=":", linewidth=0.8)
-    left.set_xlabel("distance n")
-    left.set_ylabel("s_hat[n], mean over heads")
-    left.set_title(f"empirical score by distance, length {longest['length']}")
-    left.legend(fontsize="small")
-    xs = [r["length"] for r in rows]
-    for layer in range(len(rows[0]["per_layer"])):
-        right.plot(xs, [r["per_layer"][layer] for r in rows], marker="o", linewidth=1, label=f"layer {layer}")
-    right.plot(xs, [r["resolution"] for r in rows], marker="s", color="black", linewidth=2, label="mean")
-    right.set_xscale("log", base=2)
-    right.set_yscale("log")
-    right.set_xlabel("length N")
-    right.set_ylabel("R (mean over heads, log scale)")
-    right.set_title("attention resolution per layer")
-    right.legend(fontsize="small")
-    fig.suptitle(f"{doc.get('scheme', '')}, pattern {doc.get('pattern', '')}")
-    fig.savefig(str(path), dpi=110)

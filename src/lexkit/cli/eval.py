@@ -18,6 +18,7 @@ from pathlib import Path
 from .. import attention
 from ..attention import KERNELS
 from ..errors import LexkitError
+from .table import format_table
 
 
 def add_parser(sub):
@@ -54,7 +55,8 @@ def add_parser(sub):
 
 def run(args) -> int:
     from ..device import resolve_device
-    from ..evaluate import csv_rows, evaluate_run, parse_lengths
+    from ..evaluate import csv_rows, evaluate_run
+    from ..specs import parse_lengths
 
     # Everything that can be checked without the model is checked before it loads.
     lengths = parse_lengths(args.lengths) if args.lengths is not None else None
@@ -135,7 +137,7 @@ def format_report(report: dict) -> str:
             else:
                 row.append(f"{r['bpb']:.4f}")
         rows.append(row)
-    lines += _columns(rows)
+    lines += format_table(rows)
     for reason, at in notes.items():
         lines.append(f"  - at {', '.join(map(str, sorted(set(at))))}: {reason}")
     lines.append("  (x = multiple of the training length)")
@@ -154,7 +156,7 @@ def format_report(report: dict) -> str:
             rows.append([label + (" *" if beyond else "")] + [
                 f"{at[(lo, hi, n)]['bpb']:.4f}" if (lo, hi, n) in at else "" for n in lengths
             ])
-        lines += _columns(rows)
+        lines += format_table(rows)
     return "\n".join(lines)
 
 
@@ -165,10 +167,3 @@ def _length_label(n: int, train_len: int | None) -> str:
     text = f"{ratio:g}" if ratio >= 1 or ratio in (0.5, 0.25, 0.125) else f"{ratio:.2g}"
     return f"{n} ({text}x)"
 
-
-def _columns(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return [
-        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
-        for r in rows
-    ]
