@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -356,7 +357,7 @@ def test_cli_empirical_run_dir(tmp_path, capsys):
     model = tiny("alibi", train_len=64)
     run = tmp_path / "run"
     run.mkdir()
-    runs.write_json(run / runs.CONFIG, {"model": runs.model_config_dict(model.cfg), "data": {"spec": str(corpus)}})
+    runs.write_json(run / runs.CONFIG, {"model": dataclasses.asdict(model.cfg), "data": {"spec": str(corpus)}})
     runs.save_weights(run, model)
     js, png = tmp_path / "e.json", tmp_path / "e.png"
     argv = ["resolution", str(run), "--lengths", "64,512", "--texts", "2", "--json", str(js), "--plot", str(png)]

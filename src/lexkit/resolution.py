@@ -1,43 +1,27 @@
-"""Attention resolution (Sun et al. 2022, Sec. 2.2 and Eq. 11): how well attention tells near from far.
+"""Attention resolution (*A Length-Extrapolatable Transformer*, Sec. 2.2, Eq. 11): how well
+attention tells near from far.
 
 For a curve s over token distances 0 .. N-1 (the expected pre-softmax score at each distance)
 
     R(s) = sum_i e^{s[i]} (e^{s[i]} - e^{s[i+1]}) / (sum_i e^{s[i]})^2,
 
-with e^{s[N]} = 0 past the end and e^{-inf} = 0 for a distance that is never visible. R is computed
-stably (shifted by the max; the shift cancels). Always 0 <= R <= 1: each term is at most e^{s[i]}^2,
-the sum of squares is at most the square of the sum, and the numerator is at least
-(e^{s[0]}^2 + e^{s[N-1]}^2) / 2 > 0 by AM-GM. (So the paper's 1.08 for xPos + BCA at 2048 in
-Table 3 cannot be this formula as printed.) A flat curve gives 1/N^2; a single visible distance 1.
+with e^{s[N]} = 0 past the end and e^{-inf} = 0 for a distance never visible; computed stably
+(shifted by the max). 0 <= R <= 1 for every curve (proof in ``docs/resolution.md``).
 
-Two ways to get s:
-
-* **analytic** (:func:`analytic_curve`, :func:`analytic`), before any training. s[n] is the score
+* **analytic** (:func:`analytic_curve`, :func:`analytic`), before any training: s[n] is the score
   the scheme's own :meth:`~lexkit.positions.Scheme.scores` gives to q = k = the all-ones vector of
-  each head, for a query at position N-1 and a key at N-1-n. For the rotary family that is
-  (2/sqrt(h)) sum_i zeta_i^(n/B) cos(n theta_i) (each rotate-half pair of ones contributes
-  2 cos(n theta_i)); for bias schemes sqrt(h) + bias(h, n) (the constant does not change R); for
-  NoPE the constant sqrt(h). Absolute schemes have no per-head transform: s[n] is the mean over
-  query positions m of p_m . p_(m-n) / sqrt(d_model) with p the scheme's ``embed`` table
-  (d_model = heads x head_dim), the same curve for every head. Learnable schemes (KERPLE, T5,
-  learned) use their initial values under ``seed`` or, given a trained scheme object, its values.
+  each head, for a query at N-1 and a key at N-1-n (absolute schemes: the mean of
+  p_m . p_(m-n) / sqrt(d_model) over queries m, from the scheme's ``embed`` table). Learnable
+  schemes use their initial values under ``seed``, or a trained scheme object's values.
 * **empirical** (:func:`empirical`, :func:`empirical_run`), from a model on real text: the
-  paper's Eq. 11, s_hat[n] = mean over texts and query positions i >= n of e(i, i - n), per layer
-  and head, accumulated through the model's score hook one query block at a time, so memory is
-  O(n * block), never O(n^2). The same pass measures the attention entropy per layer and head
-  (mean over queries of -sum_k p log p).
+  paper's s_hat[n] = mean over texts and query positions i >= n of e(i, i - n), per layer and
+  head, accumulated through the model's score hook one query block at a time (memory O(n *
+  block), never O(n^2)); the same pass measures the attention entropy per layer and head.
 
-Heads and layers: R is computed per head; ``resolution`` is the mean over heads of the per-head R
-(empirically, per layer, then the mean over layers).
-
-Patterns: s_hat[n] averages over the (text, query) pairs for which distance n is *visible* under
-the pattern; a distance no pair can see counts as -inf (contributes 0). Under ``window:W`` that is
-simply distances >= W removed. Under ``bca:W`` (blocks of W/2) a distance d < W/2 is seen by
-every query m >= d, but a distance W/2 <= d < W only by the queries whose offset in their block
-is at least d - W/2 (the earliest keys of the previous block are out of reach for the others);
-s_hat[n] is the mean over exactly the queries that see distance n. For a relative scheme
-s_hat[n] then equals s[n] at every visible n, so the analytic R of ``bca:W`` and of ``window:W``
-at any N >= W both equal the causal R at length W; the two patterns differ only empirically.
+R is computed per head; ``resolution`` is the mean over heads (empirically per layer, then the
+mean over layers). Under a pattern, s_hat[n] averages over exactly the (text, query) pairs that
+see distance n; a distance no pair sees counts as -inf. ``docs/resolution.md`` has the closed
+forms per scheme and why ``window:W`` and ``bca:W`` share the analytic R of causal at length W.
 """
 
 from __future__ import annotations

@@ -131,9 +131,6 @@ def positive(x: Any) -> bool:
     return x > 0
 
 
-def nonnegative(x: Any) -> bool:
-    return x >= 0
-
 
 def parse_lengths(lengths: str | int | Iterable[int]) -> list[int]:
     """Sequence lengths, from ``"1024, 256,1024"`` or ``[1024, 256]``: positive integers, returned

@@ -179,7 +179,7 @@ class Study:
             "resolution_lengths": self.resolution_lengths(),
             "data": {"spec": self.corpus.spec, "fingerprint": self.corpus.fingerprint},
             "model": {k: v for k, v in dataclasses.asdict(cells[0].model_cfg).items() if k != "scheme"},
-            "params": sum(p.numel() for p in runs.build_model({"model": dataclasses.asdict(cells[0].model_cfg)}).parameters()),
+            "params": runs.build_model({"model": dataclasses.asdict(cells[0].model_cfg)}).num_params(),
             "train": {k: v for k, v in dataclasses.asdict(cells[0].train_cfg).items() if k != "seed"},
             "runs": rows,
             "analytic": analytic_rows,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 import sys
 from pathlib import Path
@@ -76,7 +75,7 @@ def run(args) -> int:
 
         torch.set_num_threads(args.threads)
 
-    from ..runs import atomic_write
+    from ..runs import atomic_write, write_json
 
     report = evaluate_run(
         args.run_dir, lengths=lengths, patterns=patterns, data=args.data, stride=args.stride,
@@ -85,7 +84,7 @@ def run(args) -> int:
     )
     print(format_report(report))
     if args.json:
-        atomic_write(args.json, json.dumps(report, indent=2) + "\n")
+        write_json(args.json, report)
     if args.csv:
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=list(csv_rows(report)[0]) if report["results"] else [], lineterminator="\n")

@@ -178,7 +178,7 @@ def create(spec: str, n_heads: int, head_dim: int, *, max_len: int | None = None
     ``max_len`` is the default table size for ``learned`` when its spec gives none.
     """
     cls, values = parse(spec)
-    if max_len is not None and "max_len" in cls.params and f"max_len=" not in spec:
+    if max_len is not None and "max_len" in cls.params and "max_len=" not in spec:
         values["max_len"] = int(max_len)
     return cls(n_heads, head_dim, **values)
 
