@@ -1,12 +1,14 @@
 """Where a module runs: which torch device a command uses, the device a module lives on, and
 evaluation mode for the length of a block.
 
-``resolve_device``: ``auto`` (CUDA when present, else CPU), ``cpu``, ``cuda``/``cuda:N`` or
-``mps``; asking for one that is not here is a clear ValueError.
+``resolve_device``: ``auto`` (CUDA when present, else CPU; the environment variable
+``LEXKIT_DEVICE`` overrides what ``auto`` means, e.g. ``LEXKIT_DEVICE=cpu`` on a GPU machine),
+``cpu``, ``cuda``/``cuda:N`` or ``mps``; asking for one that is not here is a clear ValueError.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -16,6 +18,9 @@ from torch import nn
 
 def resolve_device(device: str = "auto") -> torch.device:
     if device == "auto":
+        chosen = os.environ.get("LEXKIT_DEVICE", "").strip()
+        if chosen and chosen != "auto":
+            return resolve_device(chosen)
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device not in ("cpu", "cuda", "mps") and not device.startswith("cuda:"):
         raise ValueError(f"unknown device {device!r}; valid: auto, cpu, cuda, cuda:N, mps")
