@@ -29,6 +29,17 @@ def fresh_registry(monkeypatch):
         sys.modules.pop(module, None)  # a later --import registers it again
 
 
+def assert_dense_equals_chunked(scheme: str, pattern: str) -> None:
+    """A one-layer model with ``scheme`` runs ``pattern`` at 40 tokens: dense (additive mask) and
+    chunked kernels agree and are finite."""
+    model = GPT(ModelConfig(scheme=scheme, n_layers=1, d_model=16, n_heads=2, train_len=32)).eval()
+    x = torch.randint(0, 256, (1, 40))
+    with torch.no_grad():
+        dense = model(x, pattern=pattern, kernel="dense")
+        chunked = model(x, pattern=pattern, kernel="chunked")
+    assert torch.isfinite(dense).all() and torch.allclose(dense, chunked, atol=1e-5)
+
+
 def rows(out: str) -> dict[str, list[str]]:
     lines = out.strip().splitlines()
     assert lines[0].split()[:2] == ["name", "family"]
@@ -63,12 +74,7 @@ def test_import_registers_a_user_scheme(capsys, fresh_registry):
     # and the scheme it registered runs: its bias, and a model forward through dense and chunked
     s = positions.create("capped-linear:slope=2,cap=3", n_heads=2, head_dim=8)
     assert s.bias_table(6).tolist() == [[0.0, -2.0, -4.0, -6.0, -6.0, -6.0]] * 2
-    model = GPT(ModelConfig(scheme="capped-linear:cap=4", n_layers=1, d_model=16, n_heads=2, train_len=32)).eval()
-    x = torch.randint(0, 256, (1, 40))
-    with torch.no_grad():
-        dense = model(x, pattern="window:16", kernel="dense")
-        chunked = model(x, pattern="window:16", kernel="chunked")
-    assert torch.isfinite(dense).all() and torch.allclose(dense, chunked, atol=1e-5)
+    assert_dense_equals_chunked("capped-linear:cap=4", "window:16")
 
 
 def test_import_bad_spec_of_the_user_scheme_is_an_error(capsys, fresh_registry):
@@ -106,12 +112,7 @@ def test_import_registers_a_user_pattern(capsys, fresh_registry):
     expected = [[int(j <= i and (i - j) % 3 == 0) for j in range(7)] for i in range(7)]
     assert pat.visible(q, k).int().tolist() == expected
     # and it runs through the model: dense (additive mask) and chunked agree
-    model = GPT(ModelConfig(scheme="alibi", n_layers=1, d_model=16, n_heads=2, train_len=16)).eval()
-    x = torch.randint(0, 256, (1, 40))
-    with torch.no_grad():
-        dense = model(x, pattern="strided:3", kernel="dense")
-        chunked = model(x, pattern="strided:3", kernel="chunked")
-    assert torch.isfinite(dense).all() and torch.allclose(dense, chunked, atol=1e-5)
+    assert_dense_equals_chunked("alibi", "strided:3")
 
 
 def test_a_second_class_cannot_claim_a_taken_name(fresh_registry):
