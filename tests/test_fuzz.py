@@ -14,8 +14,7 @@ from hypothesis import strategies as st
 
 from lexkit import attention, positions
 from lexkit.cli import main
-from lexkit.evaluate import parse_lengths as eval_lengths
-from lexkit.resolution import parse_lengths as resolution_lengths
+from lexkit.specs import parse_lengths
 
 #: LEXKIT_FUZZ=N: N random (not derandomized) examples per test, for a longer hunt by hand
 HUNT = int(os.environ.get("LEXKIT_FUZZ", "0"))
@@ -65,13 +64,12 @@ def test_any_pattern_spec_is_a_pattern_or_a_value_error(spec, default_window):
 @FAST
 @given(st.one_of(st.lists(st.sampled_from(NUMBERS), min_size=1, max_size=4).map(",".join), st.text(max_size=20)))
 def test_any_lengths_text_is_lengths_or_a_value_error(text):
-    for parse in (eval_lengths, resolution_lengths):
-        try:
-            lengths = parse(text)
-        except ValueError as exc:
-            assert str(exc)
-            continue
-        assert lengths and all(isinstance(n, int) and n > 0 for n in lengths)
+    try:
+        lengths = parse_lengths(text)
+    except ValueError as exc:
+        assert str(exc) and "\n" not in str(exc)
+        return
+    assert lengths == sorted(set(lengths)) and all(isinstance(n, int) and n > 0 for n in lengths)
 
 
 # -- the command line -------------------------------------------------------------------------------

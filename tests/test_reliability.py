@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -349,21 +350,32 @@ def test_import_failures_name_the_module(tmp_path, capsys, monkeypatch):
     assert "--import no_such_module_here" in one_error_line(capsys)
 
 
-def test_overriding_a_builtin_scheme_warns(tmp_path, capsys, monkeypatch):
+def test_overriding_a_builtin_scheme_warns_and_taking_its_name_fails(tmp_path, capsys, monkeypatch):
     (tmp_path / "shadow.py").write_text(textwrap.dedent("""
         from lexkit import positions
         base = positions.get("rope")
-        positions.register(type("Shadow", (base,), {"name": "rope"}))
+        positions.register(type("Shadow", (base,), {"name": "rope"}), replace=True)
+    """))
+    (tmp_path / "clash.py").write_text(textwrap.dedent("""
+        from lexkit import positions
+        positions.register(type("Clash", (positions.get("rope"),), {"name": "rope"}))
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
     original = positions.get("rope")
     try:
         assert main(["schemes", "--import", "shadow"]) == 0
     finally:
-        positions.register(original)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            positions.register(original, replace=True)
         sys.modules.pop("shadow", None)
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["warning: --import shadow: replaces the built-in scheme 'rope'"]
+    where = f"{original.__module__}.{original.__qualname__}"
+    assert err == [f"warning: position scheme 'rope' ({where}) is replaced by shadow.Shadow"]
+    assert main(["schemes", "--import", "clash"]) == 2
+    line = one_error_line(capsys)
+    assert line.startswith("error: --import clash: cannot import it (ValueError: position scheme 'rope' is already registered")
+    assert positions.get("rope") is original
 
 
 @pytest.mark.parametrize("section", ["data", "train"])

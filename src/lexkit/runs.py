@@ -70,10 +70,11 @@ def _umask_mode() -> int:
 
 
 def write_json(path: Path, obj: Any) -> None:
-    """Strict JSON (NaN and inf as null), atomically."""
+    """``obj`` as indented strict JSON (NaN and inf as null), atomically (every JSON document
+    lexkit writes goes through here)."""
     from .checks import strict_json
 
-    atomic_write(path, strict_json(obj, indent=2, sort_keys=True) + "\n")
+    atomic_write(path, strict_json(obj, indent=2) + "\n")
 
 
 def content_hash(tensors: dict[str, torch.Tensor]) -> str:
@@ -304,10 +305,6 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
             raise RunError(f"{path}: line {number} is not a metrics row ({exc}); remove that line to go on") from exc
         rows.append(row)
     return rows
-
-
-def model_config_dict(cfg: ModelConfig) -> dict:
-    return dataclasses.asdict(cfg)
 
 
 def summary(run_dir: str | Path) -> dict:

@@ -23,12 +23,10 @@ class _Parser(argparse.ArgumentParser):
 
 def import_modules(modules: list[str] | None) -> None:
     """``--import MODULE``: load user modules that register schemes or patterns. Any failure
-    (missing, a syntax error, an exception while it runs) is one line naming the module; a
-    module that replaces a built-in scheme or pattern gets a warning."""
-    if not modules:
-        return
-    before = _registered()
-    for name in modules:
+    (missing, a syntax error, an exception while it runs) is one line naming the module. (A
+    module that replaces a built-in scheme or pattern, ``register(cls, replace=True)``, gets the
+    registry's warning, printed as one ``warning:`` line.)"""
+    for name in modules or []:
         try:
             importlib.import_module(name)
         except SyntaxError as exc:
@@ -38,23 +36,6 @@ def import_modules(modules: list[str] | None) -> None:
             raise LexkitError(f"--import {name}: cannot import it ({type(exc).__name__}: {_first_line(exc)})") from exc
         except SystemExit as exc:
             raise LexkitError(f"--import {name}: the module called exit({exc.code})") from exc
-    after = _registered()
-    for (kind, key), cls in before.items():
-        if after.get((kind, key)) is not cls:
-            warnings.warn(f"--import {', '.join(modules)}: replaces the built-in {kind} {key!r}", UserWarning,
-                          stacklevel=2)
-
-
-def _registered() -> dict:
-    from .. import attention, positions
-
-    out = {("scheme", n): positions.get(n) for n in positions.names()}
-    for n in attention.names():
-        try:
-            out[("pattern", n)] = type(attention.create(n, default_window=2))
-        except ValueError:  # pragma: no cover - a pattern that needs more than a window
-            pass
-    return out
 
 
 def _first_line(exc: BaseException) -> str:

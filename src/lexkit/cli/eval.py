@@ -14,6 +14,7 @@ import sys
 
 from .. import attention, checks
 from ..attention import KERNELS
+from .table import format_table
 
 
 def add_parser(sub):
@@ -50,7 +51,8 @@ def add_parser(sub):
 
 def run(args) -> int:
     from ..device import resolve_device
-    from ..evaluate import csv_rows, evaluate_run, parse_lengths
+    from ..evaluate import csv_rows, evaluate_run
+    from ..specs import parse_lengths
 
     # Everything that can be checked without the model is checked before it loads.
     lengths = parse_lengths(args.lengths) if args.lengths is not None else None
@@ -72,7 +74,7 @@ def run(args) -> int:
 
         torch.set_num_threads(args.threads)
 
-    from ..runs import atomic_write
+    from ..runs import atomic_write, write_json
 
     report = evaluate_run(
         args.run_dir, lengths=lengths, patterns=patterns, data=args.data, stride=args.stride,
@@ -81,7 +83,7 @@ def run(args) -> int:
     )
     # the files first: a reader that closes the pipe early (`| head`) must not lose them
     if args.json:
-        atomic_write(args.json, checks.strict_json(report, indent=2) + "\n")
+        write_json(args.json, report)
     if args.csv:
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=list(csv_rows(report)[0]) if report["results"] else [], lineterminator="\n")
@@ -122,7 +124,7 @@ def format_report(report: dict) -> str:
             else:
                 row.append(f"{r['bpb']:.4f}")
         rows.append(row)
-    lines += _columns(rows)
+    lines += format_table(rows)
     for reason, at in notes.items():
         lines.append(f"  - at {', '.join(map(str, sorted(set(at))))}: {reason}")
     lines.append("  (x = multiple of the training length)")
@@ -141,7 +143,7 @@ def format_report(report: dict) -> str:
             rows.append([label + (" *" if beyond else "")] + [
                 f"{at[(lo, hi, n)]['bpb']:.4f}" if (lo, hi, n) in at else "" for n in lengths
             ])
-        lines += _columns(rows)
+        lines += format_table(rows)
     return "\n".join(lines)
 
 
@@ -152,10 +154,3 @@ def _length_label(n: int, train_len: int | None) -> str:
     text = f"{ratio:g}" if ratio >= 1 or ratio in (0.5, 0.25, 0.125) else f"{ratio:.2g}"
     return f"{n} ({text}x)"
 
-
-def _columns(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return [
-        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
-        for r in rows
-    ]

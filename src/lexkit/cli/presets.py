@@ -4,7 +4,7 @@ train`` or ``lexkit study`` defaults to when it is not given)."""
 from __future__ import annotations
 
 from .. import presets
-from .schemes import print_rows
+from .table import print_table
 
 #: preset key -> the `lexkit train` flag that overrides it ("-" where no flag does)
 FLAGS = {"n_layers": "--layers", "d_model": "--dim", "n_heads": "--heads", "train_len": "--train-len",
@@ -21,7 +21,7 @@ def run(args) -> int:
     keys = list(dict.fromkeys(k for values in presets.PRESETS.values() for k in values))
     rows = [("setting", "flag", *names)]
     rows += [(key, FLAGS.get(key, "-"), *(_cell(presets.PRESETS[n].get(key, "-")) for n in names)) for key in keys]
-    print_rows(rows)
+    print_table(rows, "ll" + "r" * len(names))
     print("train and study use `small` unless --preset says otherwise; a flag given overrides its value")
     return 0
 

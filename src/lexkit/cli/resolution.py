@@ -18,9 +18,11 @@ import argparse
 import math
 import sys
 
-from .. import checks
+from .. import checks, plots
 from .. import resolution as res
-from ..runs import atomic_write
+from ..runs import write_json
+from ..specs import parse_lengths
+from .table import print_table
 
 ANALYTIC_LENGTHS = "1024,2048"
 
@@ -60,7 +62,7 @@ def run(args) -> int:
         checks.number(flag, value, maximum=MAX_WIDTH)
     checks.number("--seed", args.seed, maximum=2**63 - 1, strict=False)
     if args.lengths is not None:
-        checks.lengths("--lengths", res.parse_lengths(args.lengths), checks.MAX_RESOLUTION_LENGTH)
+        checks.lengths("--lengths", parse_lengths(args.lengths), checks.MAX_RESOLUTION_LENGTH)
     if args.run_dir is not None:
         return _empirical(args)
     return _analytic(args)
@@ -91,7 +93,7 @@ def _analytic(args) -> int:
         raise ValueError(f"--heads and --head-dim must be positive, got {heads} and {head_dim}")
     if heads * head_dim > MAX_WIDTH:
         raise ValueError(f"--heads {heads} x --head-dim {head_dim} = {heads * head_dim}: at most {MAX_WIDTH} (memory)")
-    lengths = res.parse_lengths(args.lengths if args.lengths is not None else ANALYTIC_LENGTHS)
+    lengths = parse_lengths(args.lengths if args.lengths is not None else ANALYTIC_LENGTHS)
     docs = [res.analytic(spec, lengths, args.pattern, heads=heads, head_dim=head_dim, seed=seed) for spec in args.scheme]
     pattern = docs[0]["pattern"]
     _require_finite([r for d in docs for r in d["results"]], "check the scheme's parameters")
@@ -107,7 +109,7 @@ def _analytic(args) -> int:
             if r.get("note"):
                 notes.append(f"{doc['scheme']} at {r['length']}: {r['note']}")
         rows.append(row)
-    _table(rows)
+    print_table(rows)
     for note in notes:
         print(f"n/a: {note}")
 
@@ -129,7 +131,7 @@ def _analytic(args) -> int:
             except ValueError:
                 pass  # undefined at this length (learned past its table): noted in the table
         table = {d["scheme"]: {r["length"]: r["resolution"] for r in d["results"]} for d in docs}
-        res.plot_analytic(curves, table, args.plot, marks=sorted(set(lengths) - {longest}),
+        plots.plot_analytic(curves, table, args.plot, marks=sorted(set(lengths) - {longest}),
                           title=f"analytic, {heads} heads x {head_dim}, pattern {pattern}")
         print(f"wrote {args.plot}")
     return 0
@@ -159,7 +161,7 @@ def _empirical(args) -> int:
         for layer in range(doc["layers"]):
             rows.append([str(layer)] + [_num(r[key][layer] if r.get(key) else None) for r in results])
         rows.append(["mean"] + [_num(r[total]) for r in results])
-        _table(rows)
+        print_table(rows)
     print("texts: " + ", ".join(f"{r['length']}: {r['texts']}" for r in results))
     for r in results:
         if r.get("note"):
@@ -167,7 +169,7 @@ def _empirical(args) -> int:
     if args.json:
         _write_json(args.json, res.to_json(doc))
     if args.plot:
-        res.plot_empirical(doc, args.plot)
+        plots.plot_empirical(doc, args.plot)
         print(f"wrote {args.plot}")
     return 0
 
@@ -179,14 +181,6 @@ def _num(x) -> str:
     return f"{x:.4f}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2e}"
 
 
-def _table(rows: list[list[str]]) -> None:
-    """Plain aligned columns: the first left-aligned, numbers right-aligned."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
-        print("  ".join(cells).rstrip())
-
-
 def _write_json(path: str, obj: dict) -> None:
-    atomic_write(checks.writable("--json", path), checks.strict_json(obj, indent=1) + "\n")
+    write_json(checks.writable("--json", path), obj)  # strict JSON, atomically, like every JSON lexkit writes
     print(f"wrote {path}")

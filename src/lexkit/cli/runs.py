@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .. import runs
 from ..errors import RunError
-from .schemes import print_rows
+from .table import print_table
 
 
 def add_parser(sub):
@@ -37,7 +37,7 @@ def run(args) -> int:
     if len(rows) == 1:
         print(f"no runs at or below {args.dir} (a run is a directory with config.json, made by `lexkit train`)")
         return 0
-    print_rows(rows)
+    print_table(rows, "lrlrrl")
     return 0
 
 
