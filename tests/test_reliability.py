@@ -374,7 +374,8 @@ def test_overriding_a_builtin_scheme_warns_and_taking_its_name_fails(tmp_path, c
     assert err == [f"warning: position scheme 'rope' ({where}) is replaced by shadow.Shadow"]
     assert main(["schemes", "--import", "clash"]) == 2
     line = one_error_line(capsys)
-    assert line.startswith("error: --import clash: cannot import it (ValueError: position scheme 'rope' is already registered")
+    assert line.startswith("error: --import clash: cannot import it (ValueError: position scheme 'rope' is already "
+                           "registered")
     assert positions.get("rope") is original
 
 
