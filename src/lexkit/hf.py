@@ -691,3 +691,30 @@ def empirical_run(
             row["scheme"] = model.cfg.scheme
             doc["results"].append(row)
     return doc
+
+
+def plot_eval(report: dict, path: str | Path) -> None:
+    """Left: bpb against length (tokens), one line per pattern, training length marked. Right:
+    bpb by token position at the longest length, one line per pattern."""
+    from .resolution import _figure
+
+    fig = _figure()
+    left, right = fig.subplots(1, 2)
+    longest = max(report["lengths"])
+    for pat in report["patterns"]:
+        rows = [r for r in report["results"] if r["pattern"] == pat and r["bpb"] is not None]
+        left.plot([r["length"] for r in rows], [r["bpb"] for r in rows], marker="o", label=pat)
+        buckets = [b for b in report["by_position"] if b["pattern"] == pat and b["length"] == longest]
+        right.step([b["from"] for b in buckets], [b["bpb"] for b in buckets], where="post", label=pat)
+    for axis in (left, right):
+        if report.get("train_len"):
+            axis.axvline(report["train_len"], color="grey", linestyle=":", linewidth=0.8)
+        axis.set_xscale("symlog", base=2, linthresh=1)
+        axis.set_ylabel("bits per byte")
+        axis.legend(fontsize="small")
+    left.set_xlabel("length (tokens)")
+    left.set_title("bpb by length (same bytes at every length)")
+    right.set_xlabel("token position in the window")
+    right.set_title(f"bpb by position, length {longest}")
+    fig.suptitle(f"{report.get('run', '')}: {report.get('scheme', '')}")
+    fig.savefig(str(path), dpi=110)

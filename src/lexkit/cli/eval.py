@@ -14,6 +14,7 @@ import sys
 
 from .. import attention, checks
 from ..attention import KERNELS
+from . import hf as hf_cli
 from .table import format_table
 
 
@@ -21,7 +22,8 @@ def add_parser(sub):
     p = sub.add_parser(
         "eval", help="bits per byte of a run at many lengths and patterns", description=__doc__,
     )
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by `lexkit train`")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by `lexkit train`, or hf:PATH "
+                   "(a Hugging Face causal LM: a save_pretrained directory or a cached hub name)")
     p.add_argument(
         "--lengths", metavar="L,L,...",
         help="comma-separated lengths in bytes (default: the training length x 1/2, 1, 2, 4, 8, 16)",
@@ -46,6 +48,7 @@ def add_parser(sub):
     p.add_argument("--threads", type=int, metavar="N", help="CPU threads for torch")
     p.add_argument("--kernel", default="auto", choices=KERNELS, help="attention kernel (default: auto)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    hf_cli.add_eval_arguments(p)
     return p
 
 
@@ -74,6 +77,11 @@ def run(args) -> int:
 
         torch.set_num_threads(args.threads)
 
+    if hf_cli.is_hf(args.run_dir):  # a Hugging Face causal LM (lexkit.hf) in place of a run
+        return hf_cli.run_eval(args, lengths, patterns, device)
+    for flag in ("rope_scaling", "dtype", "max_tokens", "plot"):
+        if getattr(args, flag) is not None:
+            raise ValueError(f"--{flag.replace('_', '-')} is for hf:PATH models")
     from ..runs import atomic_write, write_json
 
     report = evaluate_run(
