@@ -460,3 +460,12 @@ def test_cli_errors_are_one_line(tf, saved, tmp_path, capsys, argv, message):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error:") and message in err[0]
+
+
+def test_a_model_that_bypasses_lexkit_is_an_error_not_a_silent_causal_run(tf, saved):
+    from lexkit import hf
+
+    model = hf.load(saved["llama"])
+    model.hf.set_attn_implementation("eager")
+    with pytest.raises(ValueError, match="did not call lexkit's attention and mask function"):
+        model(_ids(8), pattern="window:4")

@@ -96,6 +96,7 @@ class _Call:
     kernel: str = "auto"
     hook: ScoreHook | None = None
     attentions: dict = dataclasses.field(default_factory=dict)
+    seen: set = dataclasses.field(default_factory=set)  # which of mask / attention this call reached
 
     def attention(self, heads: int, head_dim: int, n: int, pattern: Pattern, device) -> Attention:
         """One :class:`Attention` per (shape, pattern) and forward: its dense mask is shared by
@@ -164,15 +165,19 @@ def native_window(mask_function, local_size: int | None) -> int | None:
                      "lexkit cannot combine it with its patterns")
 
 
-def mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_function=None, attention_mask=None,
-         local_size=None, config=None, dtype=torch.float32, device="cpu", **kwargs):
+def mask(batch_size, q_length=None, kv_length=None, q_offset=0, kv_offset=0, mask_function=None,
+         attention_mask=None, local_size=None, config=None, dtype=torch.float32, device="cpu",
+         cache_position=None, **kwargs):
     """The mask interface function: the lexkit pattern within the model's own mask (see the
     module docstring). A Pattern for interface families, a dense additive mask otherwise."""
+    if q_length is None:  # transformers 4.x passes the query positions instead (written from its source)
+        q_length, q_offset, device = cache_position.shape[0], int(cache_position[0]), cache_position.device
     if q_length != kv_length or q_offset or kv_offset:
         raise ValueError("lexkit attention runs whole sequences without a KV cache (pass use_cache=False)")
     if attention_mask is not None and not bool(attention_mask.all()):
         raise ValueError("lexkit attention takes no padding mask: evaluate unpadded windows")
     call = _current()
+    call.seen.add("mask")
     own = native_window(mask_function, local_size)
     pattern = call.pattern if own is None else Both(call.pattern, Window(W=own))
     family = FAMILIES.get(getattr(config, "model_type", None))
@@ -199,7 +204,9 @@ def attention(module, query: Tensor, key: Tensor, value: Tensor, attention_mask,
         value = value.repeat_interleave(heads // value.shape[1], dim=1)
     if scaling is not None:  # lexkit's kernels divide by sqrt(d); the model's factor may differ
         query = query * (scaling * math.sqrt(d))
-    attend = _current().attention(heads, d, n, attention_mask, query.device)
+    call = _current()
+    call.seen.add("attention")
+    attend = call.attention(heads, d, n, attention_mask, query.device)
     out = attend(query, key, value, getattr(module, "layer_idx", 0) or 0)  # [b, h, n, d]
     return out.transpose(1, 2).contiguous(), None
 
@@ -312,11 +319,17 @@ class HFModel(nn.Module):
         extra = {}
         if self.family.positions != "alibi":
             extra["position_ids"] = torch.arange(offset, offset + n, device=tokens.device)[None].expand(b, n)
-        token = _CALL.set(_Call(pat, kernel, hook))
+        call = _Call(pat, kernel, hook)
+        token = _CALL.set(call)
         try:
-            return self.hf(input_ids=tokens, use_cache=False, **extra).logits
+            logits = self.hf(input_ids=tokens, use_cache=False, **extra).logits
         finally:
             _CALL.reset(token)
+        needed = {"mask", "attention"} if self.family.interface else {"mask"}
+        if not needed <= call.seen:  # never silently drop the pattern
+            raise ValueError(f"this transformers version's {self.cfg.model_type} did not call lexkit's "
+                             f"{' and '.join(sorted(needed - call.seen))} function: lexkit cannot run it")
+        return logits
 
     # -- text ------------------------------------------------------------------------------------
     def encode(self, doc: bytes | str) -> tuple[Tensor, Tensor]:
