@@ -36,7 +36,8 @@ def _tokenizer(tf, bos: bool = True):
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     specials = ["<s>", "</s>"] if bos else []
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=specials, initial_alphabet=alphabet)
     tok.train_from_iterator(VOCAB_TEXT * 3, trainer=trainer)
     kwargs = {"bos_token": "<s>", "eos_token": "</s>"} if bos else {}
     return tf.PreTrainedTokenizerFast(tokenizer_object=tok, **kwargs)
@@ -55,7 +56,8 @@ def _configs(tf) -> dict:
         "qwen2": tf.Qwen2Config(**rope),
         "gpt_neox": tf.GPTNeoXConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                                      rotary_pct=0.25, max_position_embeddings=32, **SMALL),
-        "gpt2": tf.GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=48, scale_attn_by_inverse_layer_idx=True, **SMALL),
+        "gpt2": tf.GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=48,
+                              scale_attn_by_inverse_layer_idx=True, **SMALL),  # per-layer scaling
         "bloom": tf.BloomConfig(hidden_size=32, n_layer=2, n_head=4, **SMALL),
     }
 
@@ -204,7 +206,8 @@ def test_rope_scaling_equals_transformers_rope_scaling(tf, saved, scaling):
     config = tf.AutoConfig.from_pretrained(saved["llama"])
     config.rope_parameters = {**config.rope_parameters, **scaling}
     with torch.no_grad():
-        theirs = tf.AutoModelForCausalLM.from_pretrained(saved["llama"], config=config, attn_implementation="eager")(x).logits
+        scaled = tf.AutoModelForCausalLM.from_pretrained(saved["llama"], config=config, attn_implementation="eager")
+        theirs = scaled(x).logits
         plain = _eager(tf, saved["llama"])(x).logits
         model = hf.load(saved["llama"], rope_scaling=scaling)
         ours = model(x)
@@ -282,16 +285,17 @@ def test_encode_counts_the_bytes_each_token_covers(tf, saved, bos, tmp_path):
     text = "".join(VOCAB_TEXT)
     ids, nbytes = model.encode(text.encode())
     assert ids.numel() == nbytes.numel() + 1 and (nbytes >= 0).all()
-    body = ids[1:] if bos else ids
     assert (ids[0] == 0) == bos  # <s> is id 0
+    body = ids[1:] if bos else ids  # the document's tokens
     assert model.tokenizer.decode(body.tolist()) == text  # byte-level BPE round-trips
-    scored = ids[1:].tolist()  # the tokens after the first
-    covered = model.tokenizer.decode(scored if bos else ids.tolist())
-    first = "" if bos else model.tokenizer.decode(ids[:1].tolist())
-    assert int(nbytes.sum()) == len(covered.encode()) - len(first.encode())
-    for cut in (5, 17, 40):  # any prefix: its bytes are the bytes of its tokens' text
-        assert int(nbytes[:cut].sum()) == len(model.tokenizer.decode(ids[: cut + 1].tolist()[1 if bos else 0:]).encode()) - len(first.encode())
+    context = 0 if bos else 1  # document tokens that are context only
 
+    def text_bytes(k: int) -> int:  # UTF-8 bytes of the text of the first k document tokens
+        return len(model.tokenizer.decode(body[:k].tolist()).encode())
+
+    for k in (5, 17, 40, body.numel()):  # any prefix: its bytes are the bytes of its tokens' text
+        assert int(nbytes[: k - context].sum()) == text_bytes(k) - text_bytes(context)
+    assert text_bytes(body.numel()) == len(text.encode()) > len(text)  # multi-byte characters counted
 
 def test_evaluate_is_the_protocol_in_tokens(tf, saved):
     """bpb = summed NLL / (ln 2 x bytes) and ppl = e^(mean token NLL), recomputed independently
@@ -367,15 +371,17 @@ def test_analytic_curve_yarn_scales_by_the_attention_factor(tf, saved):
     """YaRN multiplies cos and sin by a = 0.1 ln s + 1: s[0] = a^2 h / sqrt(h)."""
     from lexkit import hf
 
-    model = hf.load(saved["llama"], rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16})
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16}
+    model = hf.load(saved["llama"], rope_scaling=yarn)
     a = 0.1 * math.log(4.0) + 1
     assert float(hf.analytic_curve(model, 32)[0, 0]) == pytest.approx(a * a * 8 / math.sqrt(8), rel=1e-6)
 
 
 def test_analytic_curve_of_bloom_is_its_alibi(tf, saved):
     """s[n] = -slope_h n (+ a constant, which R ignores) with Bloom's own slopes."""
-    from lexkit import hf
     from transformers.models.bloom.modeling_bloom import _get_alibi_slopes
+
+    from lexkit import hf
 
     curve = hf.analytic_curve(hf.load(saved["bloom"]), 20)
     slopes = _get_alibi_slopes(4, torch.device("cpu")).double()
@@ -409,7 +415,8 @@ def test_empirical_entropy_matches_transformers_attention_weights(tf, saved):
         probs = _eager(tf, saved["qwen2"])(toks, output_attentions=True).attentions  # L x [b, H, n, n]
     for layer, p in enumerate(probs):
         ent = -torch.special.xlogy(p.double(), p.double()).sum(-1).mean((0, 2))  # [H]
-        torch.testing.assert_close(torch.tensor(doc["entropy_per_head"][layer], dtype=torch.float64), ent, rtol=1e-4, atol=1e-5)
+        ours = torch.tensor(doc["entropy_per_head"][layer], dtype=torch.float64)
+        torch.testing.assert_close(ours, ent, rtol=1e-4, atol=1e-5)
     assert all(0 <= r <= 1 for r in doc["per_layer"])
     run = hf.empirical_run(model, [CORPUS], [16, 24], texts_per_length=1)
     assert [r["length"] for r in run["results"]] == [16, 24] and run["layers"] == 2

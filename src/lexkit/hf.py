@@ -54,7 +54,10 @@ from .attention import KERNELS, Attention, Pattern
 from .attention import create as create_pattern
 from .attention.kernels import ScoreHook
 from .attention.patterns import Window
+from .data import LN2
+from .device import device_of, eval_mode
 from .errors import DataError, LexkitError
+from .specs import parse_lengths
 
 ATTN = "lexkit"  # the name registered with transformers' attention and mask interfaces
 EXTRA = "pip install 'lexkit[hf]'"
@@ -297,7 +300,8 @@ class HFModel(nn.Module):
         if not self.family.interface:
             if kernel not in ("auto", "dense"):
                 raise ValueError(f"{name} computes attention in its own module ({self.cfg.positions} added there): "
-                                 f"lexkit patterns reach it as a dense mask, so kernel must be auto or dense, not {kernel}")
+                                 "lexkit patterns reach it as a dense mask, so kernel must be auto or dense, "
+                                 f"not {kernel}")
             if hooked:
                 raise ValueError(f"{name} does not run attention through lexkit's kernels, so the score hook "
                                  "(empirical resolution) is unavailable; the analytic resolution is")
@@ -341,7 +345,8 @@ class HFModel(nn.Module):
         if tok is None:
             raise LexkitError(f"{self.source} has no tokenizer: save one beside the model (tokenizer.save_pretrained)")
         if not getattr(tok, "is_fast", False):
-            raise LexkitError(f"{self.source}: lexkit needs a fast tokenizer (offsets give the bytes each token covers)")
+            raise LexkitError(f"{self.source}: lexkit needs a fast tokenizer "
+                              "(its offsets give the bytes each token covers)")
         text = doc.decode("utf-8", errors="replace") if isinstance(doc, (bytes, bytearray)) else doc
         enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
         ids = list(enc["input_ids"])
@@ -360,7 +365,8 @@ def _utf8_lengths(text: str) -> Tensor:
     """Bytes of each character of ``text`` in UTF-8, int64 [chars]."""
     if text.isascii():
         return torch.ones(len(text), dtype=torch.int64)
-    cp = torch.frombuffer(bytearray(text.encode("utf-32-le", errors="surrogatepass")), dtype=torch.int32).to(torch.int64)
+    raw = bytearray(text.encode("utf-32-le", errors="surrogatepass"))
+    cp = torch.frombuffer(raw, dtype=torch.int32).to(torch.int64)  # code points [chars]
     return 1 + (cp >= 0x80).long() + (cp >= 0x800).long() + (cp >= 0x10000).long()
 
 
@@ -440,12 +446,14 @@ def load(
                           f"in the local cache): {str(exc).splitlines()[0]}") from exc
     family = FAMILIES.get(config.model_type)
     if family is None:
-        raise LexkitError(f"{name}: model type {config.model_type!r} is not supported; supported: {', '.join(FAMILIES)}")
+        raise LexkitError(f"{name}: model type {config.model_type!r} is not supported; "
+                          f"supported: {', '.join(FAMILIES)}")
     scaling = parse_rope_scaling(rope_scaling)
     if scaling:
         _apply_rope_scaling(config, scaling, family)
     try:
-        model = tf.AutoModelForCausalLM.from_pretrained(name, config=config, attn_implementation=ATTN, local_files_only=True)
+        model = tf.AutoModelForCausalLM.from_pretrained(
+            name, config=config, attn_implementation=ATTN, local_files_only=True)
     except (OSError, ValueError) as exc:
         raise LexkitError(f"cannot load the model from {name!r}: {str(exc).splitlines()[0]}") from exc
     try:
@@ -523,7 +531,7 @@ def evaluate(
     from . import evaluate as ev
     from .progress import bar
 
-    lengths = ev.check_lengths(lengths)
+    lengths = parse_lengths(lengths)
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
     if stride is not None and (isinstance(stride, bool) or not isinstance(stride, int) or stride <= 0):
@@ -531,14 +539,14 @@ def evaluate(
     patterns = ev.resolve_patterns(model, pattern)
     total = lengths[-1]
     tokens, nbytes = documents_as_tokens(model, documents, total, max_docs=max_docs, max_tokens=max_tokens)
-    device = next(model.parameters()).device
+    device = device_of(model)
     if batch_tokens is None:
         batch_tokens = ev.BATCH_TOKENS.get(device.type, 32768)
     train_len = model.cfg.train_len
     results: list[dict] = []
     by_position: list[dict] = []
     work = tokens.shape[0] * total * len(lengths) * len(patterns)
-    with torch.inference_mode(), bar(work, "eval", enabled=progress, unit="tok") as meter:
+    with eval_mode(model), torch.inference_mode(), bar(work, "eval", enabled=progress, unit="tok") as meter:
         for length in lengths:
             items = [(d, s, f) for d in range(tokens.shape[0]) for s, f in ev.windows(total, length, stride)]
             size = batch_size or max(1, batch_tokens // length)
@@ -556,7 +564,7 @@ def evaluate(
                     results.append({**row, "bpb": None, "ppl": None, "tokens": n_tok, "bytes": n_bytes,
                                     "unavailable": "non-finite loss (the model produced NaN or inf logits)"})
                     continue
-                results.append({**row, "bpb": nll / n_bytes / ev.LN2, "ppl": math.exp(min(nll / n_tok, 700.0)),
+                results.append({**row, "bpb": nll / n_bytes / LN2, "ppl": math.exp(min(nll / n_tok, 700.0)),
                                 "tokens": n_tok, "bytes": n_bytes})
                 for lo, hi in ev.position_buckets(length, train_len):
                     b = int(scored_bytes[lo:hi].sum())
@@ -565,7 +573,7 @@ def evaluate(
                     by_position.append({
                         "length": length, "pattern": pat.spec, "from": lo, "to": hi,
                         "beyond_train": None if train_len is None else lo >= train_len,
-                        "bpb": float(sums[lo:hi].sum()) / b / ev.LN2, "tokens": int(counts[lo:hi].sum()), "bytes": b,
+                        "bpb": float(sums[lo:hi].sum()) / b / LN2, "tokens": int(counts[lo:hi].sum()), "bytes": b,
                     })
     if all(r["bpb"] is None and "non-finite" not in r["unavailable"] for r in results):
         raise ValueError("no requested length can run: " + "; ".join(sorted({r["unavailable"] for r in results})))
@@ -633,7 +641,7 @@ def analytic_curve(model: HFModel, length: int, pattern: str | Pattern | None = 
             scheme.table.copy_(weight)
         return res.analytic_curve(scheme, length, pattern)
     rotary = model.hf.base_model.rotary_emb
-    device = next(model.parameters()).device
+    device = device_of(model)
     pos = torch.arange(length, device=device)[None]
     with torch.no_grad():
         rotary(torch.zeros(1, dtype=torch.float32, device=device), pos)  # dynamic scalings adapt to the length
@@ -651,7 +659,7 @@ def analytic(model: HFModel, lengths: Sequence[int] | str, pattern: str | None =
     with ``source: "analytic"`` and the model's label as ``scheme``."""
     from . import resolution as res
 
-    lengths = res.parse_lengths(lengths)
+    lengths = parse_lengths(lengths)
     pat = model.pattern(pattern or "causal")
     doc = res._header("analytic", model.cfg.scheme)
     doc.update(run=model.source, heads=model.cfg.n_heads, head_dim=model.cfg.head_dim, pattern=pat.spec,
@@ -686,7 +694,7 @@ def empirical_run(
     from . import resolution as res
     from .progress import bar
 
-    lengths = res.parse_lengths(lengths)
+    lengths = parse_lengths(lengths)
     pat = model.pattern(pattern)
     model.check(1, 0, "chunked", hooked=True)
     batches = {n: texts(model, documents, n, texts_per_length) for n in lengths}
@@ -705,29 +713,3 @@ def empirical_run(
             doc["results"].append(row)
     return doc
 
-
-def plot_eval(report: dict, path: str | Path) -> None:
-    """Left: bpb against length (tokens), one line per pattern, training length marked. Right:
-    bpb by token position at the longest length, one line per pattern."""
-    from .resolution import _figure
-
-    fig = _figure()
-    left, right = fig.subplots(1, 2)
-    longest = max(report["lengths"])
-    for pat in report["patterns"]:
-        rows = [r for r in report["results"] if r["pattern"] == pat and r["bpb"] is not None]
-        left.plot([r["length"] for r in rows], [r["bpb"] for r in rows], marker="o", label=pat)
-        buckets = [b for b in report["by_position"] if b["pattern"] == pat and b["length"] == longest]
-        right.step([b["from"] for b in buckets], [b["bpb"] for b in buckets], where="post", label=pat)
-    for axis in (left, right):
-        if report.get("train_len"):
-            axis.axvline(report["train_len"], color="grey", linestyle=":", linewidth=0.8)
-        axis.set_xscale("symlog", base=2, linthresh=1)
-        axis.set_ylabel("bits per byte")
-        axis.legend(fontsize="small")
-    left.set_xlabel("length (tokens)")
-    left.set_title("bpb by length (same bytes at every length)")
-    right.set_xlabel("token position in the window")
-    right.set_title(f"bpb by position, length {longest}")
-    fig.suptitle(f"{report.get('run', '')}: {report.get('scheme', '')}")
-    fig.savefig(str(path), dpi=110)

@@ -5,8 +5,9 @@
 
 from __future__ import annotations
 
-import json
 import sys
+
+from .table import format_table, print_table
 
 
 def is_hf(target: str | None) -> bool:
@@ -34,8 +35,8 @@ def add_eval_arguments(parser) -> None:
 # -- eval -----------------------------------------------------------------------------------------
 def run_eval(args, lengths, patterns, device: str) -> int:
     """``lexkit eval hf:PATH``: the table of bpb and token perplexity, loss by position."""
-    from .. import hf
-    from ..runs import atomic_write
+    from .. import hf, plots
+    from ..runs import atomic_write, write_json
 
     if args.max_bytes is not None:
         raise ValueError("--max-bytes is for byte models; an hf: model caps tokens with --max-tokens")
@@ -49,7 +50,7 @@ def run_eval(args, lengths, patterns, device: str) -> int:
     )
     print(format_eval(report))
     if args.json:
-        atomic_write(args.json, json.dumps(report, indent=2) + "\n")
+        write_json(args.json, report)
     if args.csv:
         import csv
         import io
@@ -61,7 +62,7 @@ def run_eval(args, lengths, patterns, device: str) -> int:
         writer.writerows({k: ("" if r.get(k) is None else r.get(k)) for k in fields} for r in report["results"])
         atomic_write(args.csv, buffer.getvalue())
     if args.plot:
-        hf.plot_eval(report, args.plot)
+        plots.eval_report(report, args.plot)
         print(f"wrote {args.plot}")
     return 0
 
@@ -69,7 +70,7 @@ def run_eval(args, lengths, patterns, device: str) -> int:
 def format_eval(report: dict) -> str:
     """Header, then one table per measure (bpb, token perplexity; lengths as columns, one row
     per pattern), unavailable reasons, then bpb by position per pattern."""
-    from .eval import _columns, _length_label
+    from .eval import _length_label
 
     data, train_len = report["data"], report["train_len"]
     lengths, patterns = report["lengths"], report["patterns"]
@@ -92,7 +93,7 @@ def format_eval(report: dict) -> str:
                 if r is not None and r[key] is None:
                     notes.setdefault(r["unavailable"], []).append(n)
             rows.append(row)
-        lines += ["", title] + _columns(rows)
+        lines += ["", title] + format_table(rows)
     for reason, at in notes.items():
         lines.append(f"  - at {', '.join(map(str, sorted(set(at))))}: {reason}")
     lines.append("  (lengths in tokens; x = multiple of the training length)")
@@ -105,8 +106,9 @@ def format_eval(report: dict) -> str:
         rows = [["positions"] + [str(n) for n in lengths]]
         for lo, hi in spans:
             label = (f"{lo}" if hi == lo + 1 else f"{lo}-{hi - 1}") + (" *" if train_len and lo >= train_len else "")
-            rows.append([label] + [f"{buckets[(lo, hi, n)]['bpb']:.4f}" if (lo, hi, n) in buckets else "" for n in lengths])
-        lines += _columns(rows)
+            cells = [buckets.get((lo, hi, n)) for n in lengths]
+            rows.append([label] + [f"{b['bpb']:.4f}" if b else "" for b in cells])
+        lines += format_table(rows)
     return "\n".join(lines)
 
 
@@ -115,10 +117,11 @@ def run_resolution(args) -> int:
     """``lexkit resolution hf:PATH``: analytic R from the config (RoPE theta, rotary dims,
     scaling; ALiBi slopes; the learned table), then empirical R and entropy per layer through the
     score hook on ``--data`` (stdlib's validation split by default)."""
-    from .. import hf
+    from .. import hf, plots
     from .. import resolution as res
     from ..evaluate import eval_documents
-    from .resolution import _num, _table, _write_json
+    from ..specs import parse_lengths
+    from .resolution import _num, _write_json
 
     extra = [flag for flag, value in (("--scheme", args.scheme), ("--heads", args.heads),
                                       ("--head-dim", args.head_dim), ("--seed", args.seed)) if value is not None]
@@ -129,7 +132,7 @@ def run_resolution(args) -> int:
         raise ValueError(f"--texts and --batch must be positive, got {texts} and {args.batch}")
     model = hf.load(args.run_dir, rope_scaling=args.rope_scaling, dtype=args.dtype or "float32")
     if args.lengths is not None:
-        lengths = res.parse_lengths(args.lengths)
+        lengths = parse_lengths(args.lengths)
     elif model.cfg.train_len:
         lengths = [model.cfg.train_len, 2 * model.cfg.train_len]
     else:
@@ -150,26 +153,28 @@ def run_resolution(args) -> int:
                                      batch_size=args.batch, progress=sys.stderr.isatty())
         results = empirical["results"]
         for layer in range(model.cfg.n_layers):
-            rows.append([f"layer {layer}"] + [_num(r["per_layer"][layer] if r.get("per_layer") else None) for r in results])
+            rows.append([f"layer {layer}"] + [_num(r["per_layer"][layer]) if r.get("per_layer") else "n/a"
+                                              for r in results])
         rows.append(["empirical"] + [_num(r["resolution"]) for r in results])
         rows.append(["entropy (nats)"] + [_num(r.get("entropy")) for r in results])
         out["empirical"] = res.to_json(empirical)
-    _table(rows)
+    print_table(rows)
     for doc in (analytic, empirical or {"results": []}):
         for r in doc["results"]:
             if r.get("note"):
                 print(f"n/a at {r['length']}: {r['note']}")
     if empirical is not None:
-        print(f"data {args.data or 'stdlib'}: " + ", ".join(f"{r['length']}: {r['texts']} texts" for r in empirical["results"]))
+        counts = ", ".join(f"{r['length']}: {r['texts']} texts" for r in empirical["results"])
+        print(f"data {args.data or 'stdlib'}: {counts}")
     if args.json:
         _write_json(args.json, out)
     if args.plot:
         if empirical is not None and any(r.get("resolution") is not None for r in empirical["results"]):
-            res.plot_empirical(empirical, args.plot)
+            plots.plot_empirical(empirical, args.plot)
         else:
             longest = max(lengths)
             curve = hf.analytic_curve(model, longest, args.pattern)
             table = {model.cfg.scheme: {r["length"]: r["resolution"] for r in analytic["results"]}}
-            res.plot_analytic({model.cfg.scheme: curve}, table, args.plot, title=f"{model.source}, analytic")
+            plots.plot_analytic({model.cfg.scheme: curve}, table, args.plot, title=f"{model.source}, analytic")
         print(f"wrote {args.plot}")
     return 0

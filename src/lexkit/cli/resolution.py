@@ -36,7 +36,7 @@ def add_parser(sub):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("run_dir", nargs="?", metavar="RUN_DIR",
-                   help="a training run (empirical form), or hf:PATH (a Hugging Face causal LM: analytic and empirical)")
+                   help="a training run (empirical form), or hf:PATH (a Hugging Face causal LM: both forms)")
     p.add_argument("--scheme", action="append", metavar="SPEC",
                    help="position scheme spec (analytic form); repeatable")
     p.add_argument("--heads", type=int, default=None, help="heads (analytic; default 16)")
