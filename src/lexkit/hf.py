@@ -54,8 +54,7 @@ from .attention import KERNELS, Attention, Pattern
 from .attention import create as create_pattern
 from .attention.kernels import ScoreHook
 from .attention.patterns import Window
-from .data import LN2
-from .device import device_of, eval_mode
+from .device import device_of
 from .errors import DataError, LexkitError
 from .specs import parse_lengths
 
@@ -494,15 +493,6 @@ def documents_as_tokens(
     return torch.stack([r[0] for r in rows]), torch.stack([r[1] for r in rows])
 
 
-def _bytes_by_index(nbytes: Tensor, items: list[tuple[int, int, int]], length: int) -> Tensor:
-    """Bytes scored at each window index [length] over the windows ``items`` (d, start, first)."""
-    out = torch.zeros(length, dtype=torch.int64)
-    index = torch.arange(length)
-    for d, start, first in items:
-        out += torch.where(index >= first, nbytes[d, start : start + length], 0)
-    return out
-
-
 def evaluate(
     model: HFModel,
     documents: Sequence[bytes],
@@ -523,64 +513,25 @@ def evaluate(
     The protocol is :func:`lexkit.evaluate.evaluate`'s with tokens for bytes: with M the longest
     length, the first M tokens of every document that has them are scored at every length (the
     same tokens, so the same bytes, at every length), in non-overlapping windows of L tokens
-    (``stride=None``) or sliding ones (``stride=S``); the windows and the scoring loop are
-    :mod:`lexkit.evaluate`'s own. ``bpb`` = summed token NLL / (ln 2 x bytes those tokens cover);
-    ``ppl`` = e^(mean token NLL). Rows: ``length, pattern, stride, bpb, ppl, tokens, bytes``
-    (``unavailable`` when the family cannot run it); ``by_position`` rows carry ``bpb``,
-    ``tokens`` and ``bytes`` per bucket of window index."""
+    (``stride=None``) or sliding ones (``stride=S``), through :mod:`lexkit.evaluate`'s own
+    windows and measuring loop (:func:`lexkit.evaluate.score_windows`). ``bpb`` = summed token
+    NLL / (ln 2 x bytes those tokens cover); ``ppl`` = e^(mean token NLL). Rows: ``length,
+    pattern, stride, bpb, ppl, tokens, bytes`` (``unavailable`` when the family cannot run it);
+    ``by_position`` rows carry ``bpb``, ``tokens`` and ``bytes`` per bucket of window index."""
     from . import evaluate as ev
-    from .progress import bar
 
     lengths = parse_lengths(lengths)
-    if kernel not in KERNELS:
-        raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
-    if stride is not None and (isinstance(stride, bool) or not isinstance(stride, int) or stride <= 0):
-        raise ValueError(f"stride must be a positive integer, got {stride!r}")
+    ev.check_options(kernel=kernel, stride=stride, batch_size=batch_size)
     patterns = ev.resolve_patterns(model, pattern)
-    total = lengths[-1]
-    tokens, nbytes = documents_as_tokens(model, documents, total, max_docs=max_docs, max_tokens=max_tokens)
-    device = device_of(model)
-    if batch_tokens is None:
-        batch_tokens = ev.BATCH_TOKENS.get(device.type, 32768)
-    train_len = model.cfg.train_len
-    results: list[dict] = []
-    by_position: list[dict] = []
-    work = tokens.shape[0] * total * len(lengths) * len(patterns)
-    with eval_mode(model), torch.inference_mode(), bar(work, "eval", enabled=progress, unit="tok") as meter:
-        for length in lengths:
-            items = [(d, s, f) for d in range(tokens.shape[0]) for s, f in ev.windows(total, length, stride)]
-            size = batch_size or max(1, batch_tokens // length)
-            scored_bytes = _bytes_by_index(nbytes, items, length)  # [length]
-            for pat in patterns:
-                row = {"length": length, "pattern": pat.spec, "stride": min(stride or length, length)}
-                try:
-                    sums, counts = ev._score(model, tokens, items, length, size, pat, kernel, device, meter)
-                except ev._Unavailable as exc:
-                    meter.advance(tokens.shape[0] * total)
-                    results.append({**row, "bpb": None, "ppl": None, "tokens": 0, "bytes": 0, "unavailable": str(exc)})
-                    continue
-                nll, n_tok, n_bytes = float(sums.sum()), int(counts.sum()), int(scored_bytes.sum())
-                if not math.isfinite(nll):
-                    results.append({**row, "bpb": None, "ppl": None, "tokens": n_tok, "bytes": n_bytes,
-                                    "unavailable": "non-finite loss (the model produced NaN or inf logits)"})
-                    continue
-                results.append({**row, "bpb": nll / n_bytes / LN2, "ppl": math.exp(min(nll / n_tok, 700.0)),
-                                "tokens": n_tok, "bytes": n_bytes})
-                for lo, hi in ev.position_buckets(length, train_len):
-                    b = int(scored_bytes[lo:hi].sum())
-                    if b == 0:
-                        continue
-                    by_position.append({
-                        "length": length, "pattern": pat.spec, "from": lo, "to": hi,
-                        "beyond_train": None if train_len is None else lo >= train_len,
-                        "bpb": float(sums[lo:hi].sum()) / b / LN2, "tokens": int(counts[lo:hi].sum()), "bytes": b,
-                    })
-    if all(r["bpb"] is None and "non-finite" not in r["unavailable"] for r in results):
-        raise ValueError("no requested length can run: " + "; ".join(sorted({r["unavailable"] for r in results})))
+    tokens, nbytes = documents_as_tokens(model, documents, lengths[-1], max_docs=max_docs, max_tokens=max_tokens)
+    results, by_position = ev.score_windows(
+        model, tokens, lengths, patterns, stride=stride, batch_size=batch_size, batch_tokens=batch_tokens,
+        kernel=kernel, train_len=model.cfg.train_len, progress=progress, nbytes=nbytes,
+    )
     return {
         "lengths": lengths, "patterns": [p.spec for p in patterns], "stride": stride,
-        "documents": int(tokens.shape[0]), "tokens_per_document": total,
-        "bytes_scored": int(nbytes.sum()), "train_len": train_len, "results": results, "by_position": by_position,
+        "documents": int(tokens.shape[0]), "tokens_per_document": lengths[-1], "bytes_scored": int(nbytes.sum()),
+        "train_len": model.cfg.train_len, "results": results, "by_position": by_position,
     }
 
 
