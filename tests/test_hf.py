@@ -476,3 +476,17 @@ def test_a_model_that_bypasses_lexkit_is_an_error_not_a_silent_causal_run(tf, sa
     model.hf.set_attn_implementation("eager")
     with pytest.raises(ValueError, match="did not call lexkit's attention and mask function"):
         model(_ids(8), pattern="window:4")
+
+
+@pytest.mark.slow
+def test_flex_kernel_matches_dense(tf, saved):
+    """Compiled FlexAttention (about a minute of compiling on 2 CPU cores; the fast siblings are
+    the dense and chunked parity tests above) under window and BCA on a GQA model."""
+    from lexkit import hf
+
+    model = hf.load(saved["mistral"])
+    x = _ids(40)
+    with torch.no_grad():
+        for pattern in ("window:8", "bca:16"):
+            torch.testing.assert_close(model(x, pattern=pattern, kernel="flex"),
+                                       model(x, pattern=pattern, kernel="dense"), atol=1e-5, rtol=0)
