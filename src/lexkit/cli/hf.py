@@ -35,20 +35,23 @@ def add_eval_arguments(parser) -> None:
 # -- eval -----------------------------------------------------------------------------------------
 def run_eval(args, lengths, patterns, device: str) -> int:
     """``lexkit eval hf:PATH``: the table of bpb and token perplexity, loss by position."""
-    from .. import hf, plots
+    from .. import checks, hf, plots
     from ..runs import atomic_write, write_json
 
     if args.max_bytes is not None:
         raise ValueError("--max-bytes is for byte models; an hf: model caps tokens with --max-tokens")
     if args.max_tokens is not None and args.max_tokens <= 0:
         raise ValueError(f"--max-tokens must be a positive integer, got {args.max_tokens}")
+    checks.number("--max-tokens", args.max_tokens)
+    if args.plot is not None:
+        args.plot = checks.png_path("--plot", args.plot)
     report = hf.evaluate_path(
         args.run_dir, lengths=lengths, patterns=patterns, data=args.data, rope_scaling=args.rope_scaling,
         dtype=args.dtype or "float32", device=device, stride=args.stride, max_docs=args.max_docs,
         max_tokens=args.max_tokens, batch_size=args.batch_size, kernel=args.kernel,
         progress=args.progress and sys.stderr.isatty(),
     )
-    print(format_eval(report))
+    # the files first: a reader that closes the pipe early (`| head`) must not lose them
     if args.json:
         write_json(args.json, report)
     if args.csv:
@@ -63,6 +66,8 @@ def run_eval(args, lengths, patterns, device: str) -> int:
         atomic_write(args.csv, buffer.getvalue())
     if args.plot:
         plots.eval_report(report, args.plot)
+    print(format_eval(report))
+    if args.plot:
         print(f"wrote {args.plot}")
     return 0
 
