@@ -9,23 +9,29 @@ from the resume point on (so the rate rises at that point to its value under the
 Batch t is drawn from a generator seeded by (seed, t) alone, and the checkpoint keeps the
 optimizer and RNG state, so on CPU a killed and resumed run ends with the same weights, byte for
 byte, as an uninterrupted one.
+
+Under ``torchrun`` the same loop runs on every rank (:mod:`lexkit.distributed`): rank r trains on
+its contiguous share of every global batch through DistributedDataParallel (or FSDP2 with
+``fsdp=True``); rank 0 alone writes the run directory, and checkpoints hold whole tensors either way.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from . import presets, runs
-from .data import LN2, Corpus, Stream, load_corpus
-from .device import eval_mode, resolve_device
+from . import distributed, presets, runs
+from .data import LN2, Corpus, Stream, load_corpus, tokens_of
+from .device import eval_mode
 from .errors import LexkitError, RunError
 from .model import GPT, ModelConfig
 from .progress import bar
@@ -108,24 +114,31 @@ def train_step(
     *,
     grad_clip: float,
     autocast: AbstractContextManager | None = None,
+    average: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> float:
     """One optimizer step on inputs ``x`` and targets ``y`` (int64 ``[batch, length]``): forward
     (under ``autocast``), float32 cross-entropy, backward, gradient clipping, AdamW, then the
     scheme's constraints (KERPLE's bounds). Returns the loss; a non-finite loss is returned
     before the backward pass, leaving weights and optimizer untouched. The trainer, ``lexkit
-    study --dry-run`` and the benchmarks all time this one function."""
+    study --dry-run`` and the benchmarks all time this one function.
+
+    Under torchrun, ``average`` (:meth:`lexkit.distributed.World.mean`) makes the returned loss
+    the global batch's, the same on every rank, so a non-finite loss stops every rank at the
+    same step; the gradients DDP/FSDP average in backward are the global ones, so clipping
+    uses the global norm."""
     with autocast if autocast is not None else nullcontext():
         logits = model(x)  # [batch, length, vocab]
     loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
-    value = loss.item()
+    value = (average(loss.detach()) if average is not None else loss).item()
     if not math.isfinite(value):
         return value
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     optimizer.step()
-    if isinstance(model, GPT):
-        model.scheme.constrain_()
+    core = distributed.unwrap(model)
+    if isinstance(core, GPT):
+        core.scheme.constrain_()
     return value
 
 
@@ -182,18 +195,47 @@ def train(
     threads: int | None = None,
     progress: bool = True,
     corpus: Corpus | None = None,
+    fsdp: bool = False,
+    world: distributed.World | None = None,
 ) -> dict:
-    """Train (or resume) a run in ``out``; returns a summary (steps, final loss, validation bpb)."""
+    """Train (or resume) a run in ``out``; returns a summary (steps, final loss, validation bpb).
+
+    ``world``: the ranks to train over; by default torchrun's (:func:`lexkit.distributed.setup`;
+    one process without torchrun). ``fsdp``: shard parameters and optimizer state over them."""
     out = Path(out)
-    dev = resolve_device(device)
+    if world is None:
+        w, dev = distributed.setup(device)
+    else:
+        w, dev = world, distributed.rank_device(device, world)
     if threads is not None:
         if threads <= 0:
             raise ValueError(f"threads must be a positive integer, got {threads}")
         torch.set_num_threads(threads)
+    w.check_batch(train_cfg.batch)
+    if fsdp and not w.parallel:
+        raise ValueError("--fsdp shards over processes: start with torchrun --nproc_per_node N (N > 1)")
+    corpus = _corpus(corpus, train_cfg, w)
 
+    torch.manual_seed(train_cfg.seed)
+    model = GPT(model_cfg).to(dev)
+    optimizer = make_optimizer(model, train_cfg)
+    state = w.on_main(lambda: _prepare(out, model_cfg, train_cfg, corpus, resume, model, optimizer))
+    start = state["step"]
+    if state.get("done") and start >= train_cfg.steps:
+        if progress and w.is_main:
+            print(f"{out}: already finished ({start} steps); nothing to do")
+        return state
+    model, optimizer = _spread(model, optimizer, train_cfg, w, dev, fsdp)
+    train_stream, valid_stream = _streams(corpus, train_cfg, model_cfg.train_len, w)
+    return _loop(out, model, optimizer, model_cfg, train_cfg, state, train_stream, valid_stream, w, dev, progress)
+
+
+def _prepare(out: Path, model_cfg: ModelConfig, train_cfg: TrainConfig, corpus: Corpus, resume: bool,
+             model: GPT, optimizer: torch.optim.Optimizer) -> dict:
+    """Check the run directory and settings, load the checkpoint on resume, write config.json;
+    the trainer state to start from (rank 0's job under torchrun)."""
     if resume:
         old = runs.read_config(out)
-        corpus = corpus or load_corpus(old["data"]["spec"])
         new = run_config(model_cfg, train_cfg, corpus)
         diff = [d for d in differences(old, new) if not d.startswith("train.steps ")]
         if diff:
@@ -205,40 +247,86 @@ def train(
     else:
         if out.exists() and (not out.is_dir() or any(out.iterdir())):
             raise RunError(f"{out} exists and is not empty; use --resume to continue it, or another --out")
-        corpus = corpus or load_corpus(train_cfg.data)
         new = run_config(model_cfg, train_cfg, corpus)
 
-    torch.manual_seed(train_cfg.seed)
-    model = GPT(model_cfg).to(dev)
-    optimizer = make_optimizer(model, train_cfg)
     start, state = 0, {"step": 0, "done": False}
     if resume and (out / runs.CHECKPOINT).is_file():
         state = runs.load_checkpoint(out, model, optimizer)
         start = state["step"]
         if state.get("done") and start >= train_cfg.steps:
-            if progress:
-                print(f"{out}: already finished ({start} steps); nothing to do")
             return state
     _truncate_metrics(out, start) if resume else out.mkdir(parents=True, exist_ok=True)
     runs.write_json(out / runs.CONFIG, new)
+    return state
 
-    train_stream, valid_stream = Stream(corpus.train), Stream(corpus.valid)
+
+def _corpus(corpus: Corpus | None, train_cfg: TrainConfig, w: distributed.World) -> Corpus | None:
+    """The corpus, loaded by one rank per node under torchrun (None on the others), the same
+    (by fingerprint) on every node."""
+    if corpus is None and w.local_rank == 0:
+        corpus = w.agree(lambda: load_corpus(train_cfg.data))
+    elif w.parallel:
+        w.agree(lambda: None)  # the loading ranks' collective
+    prints = w.gather(corpus.fingerprint if corpus is not None else None)
+    for rank, fingerprint in enumerate(prints):
+        if fingerprint is not None and fingerprint != prints[0]:
+            raise distributed.RankError(
+                f"rank {rank} reads a different corpus for {train_cfg.data!r} than rank 0 "
+                f"({fingerprint} != {prints[0]}); every node needs the same data")
+    return corpus
+
+
+def _spread(model: GPT, optimizer: torch.optim.Optimizer, train_cfg: TrainConfig, w: distributed.World,
+            dev: torch.device, fsdp: bool) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    """Rank 0's weights, optimizer and RNG state on every rank; the model wrapped for DDP or
+    sharded by FSDP2 (its optimizer rebuilt over the shards)."""
+    if not w.parallel:
+        return model, optimizer
+    distributed.sync_from_main(model, w)
+    opt_state = w.broadcast(optimizer.state_dict() if w.is_main else None)
+    torch.set_rng_state(w.broadcast(torch.get_rng_state()))
+    model = distributed.wrap(model, w, dev, fsdp=fsdp)
+    if fsdp:
+        optimizer = make_optimizer(model, train_cfg)
+        distributed.load_optimizer(optimizer, opt_state)
+    elif not w.is_main:
+        optimizer.load_state_dict(opt_state)
+    return model, optimizer
+
+
+def _streams(corpus: Corpus | None, train_cfg: TrainConfig, length: int, w: distributed.World) -> tuple[Stream, Stream]:
+    """The training stream (one copy per node under torchrun) and the validation windows
+    (rank 0's, handed to every rank)."""
+    key = w.broadcast(hashlib.sha256(json.dumps(corpus.fingerprint, sort_keys=True).encode()).hexdigest()[:16]
+                      if w.is_main else None)
+    train_stream = Stream(tokens=distributed.shared_tokens(lambda: tokens_of(corpus.train), key, w))
+    if not w.parallel:
+        return train_stream, Stream(corpus.valid)
+    head = Stream(corpus.valid).tokens[: train_cfg.eval_windows * length + 1] if w.is_main else None
+    return train_stream, Stream(tokens=w.broadcast(head))
+
+
+def _loop(out: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, model_cfg: ModelConfig,
+          train_cfg: TrainConfig, state: dict, train_stream: Stream, valid_stream: Stream,
+          w: distributed.World, dev: torch.device, progress: bool) -> dict:
+    start = state["step"]
     length = model_cfg.train_len
     autocast = device_autocast(dev)
     model.train()
-    log = open(out / runs.METRICS, "a")
+    log = open(out / runs.METRICS, "a") if w.is_main else None
     loss_value, last = float("nan"), time.perf_counter()
     began, elapsed_before = last, float(state.get("elapsed", 0.0))
     try:
-        with bar(train_cfg.steps, f"train {model_cfg.scheme}", enabled=progress) as pbar:
+        with bar(train_cfg.steps, f"train {model_cfg.scheme}", enabled=progress and w.is_main) as pbar:
             pbar.advance(start)
             for step in range(start, train_cfg.steps):
-                x, y = train_stream.batch(step, train_cfg.batch, length, train_cfg.seed)
+                x, y = train_stream.batch(step, train_cfg.batch, length, train_cfg.seed, rows=w.rows(train_cfg.batch))
                 x, y = x.to(dev), y.to(dev)
                 lr = lr_at(step, train_cfg)
                 for group in optimizer.param_groups:
                     group["lr"] = lr
-                loss_value = train_step(model, optimizer, x, y, grad_clip=train_cfg.grad_clip, autocast=autocast)
+                loss_value = train_step(model, optimizer, x, y, grad_clip=train_cfg.grad_clip, autocast=autocast,
+                                        average=w.mean)
                 if not math.isfinite(loss_value):
                     raise TrainError(
                         f"loss is {loss_value} at step {step + 1}; training stopped, the last good "
@@ -246,26 +334,31 @@ def train(
                     )
                 done = step + 1
                 now = time.perf_counter()
-                rate = x.numel() / max(now - last, 1e-9)
+                rate = x.numel() * w.size / max(now - last, 1e-9)
                 last = now
                 last_step = done == train_cfg.steps
                 evaluate_now = done % train_cfg.eval_every == 0 or last_step
                 if evaluate_now or done % train_cfg.log_every == 0:
                     row = {"step": done, "loss": round(loss_value, 6), "lr": lr, "bytes_per_s": round(rate, 1)}
-                    if evaluate_now:
-                        row["val_bpb"] = round(validation_bpb(model, valid_stream, train_cfg, length, dev), 6)
-                    log.write(json.dumps(row) + "\n")
-                    log.flush()
+                    if evaluate_now:  # every rank (an FSDP2 forward is collective)
+                        bpb = validation_bpb(distributed.unwrap(model), valid_stream, train_cfg, length, dev)
+                        row["val_bpb"] = round(bpb, 6)
+                    if log is not None:
+                        log.write(json.dumps(row) + "\n")
+                        log.flush()
                 if done % train_cfg.save_every == 0 or done == train_cfg.steps:
                     state = {"step": done, "done": done == train_cfg.steps, "loss": loss_value,
                              "elapsed": round(elapsed_before + time.perf_counter() - began, 3)}
-                    runs.save_checkpoint(out, model, optimizer, state)
-                    runs.save_weights(out, model)
+                    whole, whole_optimizer = distributed.full_state(model, optimizer)  # collective under FSDP2
+                    if w.is_main:
+                        runs.save_checkpoint(out, whole, whole_optimizer, state)
+                        runs.save_weights(out, whole)
                 pbar.advance(1, loss=loss_value, bytes_s=rate)
     finally:
-        log.close()
+        if log is not None:
+            log.close()
     summary = {"step": train_cfg.steps, "loss": loss_value, "elapsed": state.get("elapsed")}
-    rows = [r for r in runs.read_metrics(out) if "val_bpb" in r]
+    rows = [r for r in runs.read_metrics(out) if "val_bpb" in r] if w.is_main else []
     if rows:
         summary["val_bpb"] = rows[-1]["val_bpb"]
     return summary

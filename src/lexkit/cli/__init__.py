@@ -63,7 +63,11 @@ def main(argv: list[str] | None = None) -> int:
         import_modules(args.imports)
         return int(args.run(args) or 0)
     except (LexkitError, ValueError, FileNotFoundError, NotADirectoryError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        from ..distributed import error_line
+
+        line = error_line(exc)  # under torchrun, rank 0 alone prints
+        if line:
+            print(line, file=sys.stderr)
         return 2
     except BrokenPipeError:  # `lexkit eval ... | head`
         sys.stderr.close()
