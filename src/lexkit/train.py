@@ -357,6 +357,7 @@ def _loop(out: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, m
     finally:
         if log is not None:
             log.close()
+    w.barrier()  # every rank leaves together (rank 0 wrote the last checkpoint)
     summary = {"step": train_cfg.steps, "loss": loss_value, "elapsed": state.get("elapsed")}
     rows = [r for r in runs.read_metrics(out) if "val_bpb" in r] if w.is_main else []
     if rows:
