@@ -32,9 +32,9 @@ from lexkit.data import Stream
 from lexkit.distributed import World
 from lexkit.study import Study, StudyConfig
 from lexkit.train import configs, train
+from toy_corpus import DOCS, write_corpus
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
-DOCS = [(f"def f{i}(x):\n    return x * {i} + {i * i}\n" * 40).encode() for i in range(30)]
 TOL = 1e-6
 TRAIN = ["--scheme", "kerple-log", "--preset", "tiny", "--save-every", "2", "--eval-every", "2", "--threads", "1",
          "--quiet"]
@@ -42,10 +42,7 @@ TRAIN = ["--scheme", "kerple-log", "--preset", "tiny", "--save-every", "2", "--e
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("data")
-    for i, doc in enumerate(DOCS):
-        (folder / f"doc{i}.py").write_bytes(doc)
-    return folder
+    return write_corpus(tmp_path_factory.mktemp("data"))
 
 
 def _env() -> dict:
