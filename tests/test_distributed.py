@@ -29,6 +29,7 @@ from safetensors.torch import load_file
 
 from lexkit import distributed, runs
 from lexkit.data import Stream
+from lexkit.errors import DataError
 from lexkit.distributed import World
 from lexkit.study import Study, StudyConfig
 from lexkit.train import configs, train
@@ -87,7 +88,8 @@ def _rank_main(rank: int, size: int, port: int, argv: list[str]) -> None:
 
 def fork_ranks(*argv: str, nproc: int = 2, timeout: float = 120) -> list[int]:
     """Run ``lexkit ARGV`` as ``nproc`` ranks forked from this process, with the environment
-    torchrun gives; their exit codes (output goes to this process's file descriptors)."""
+    torchrun gives; their exit codes (output goes to this process's file descriptors). As torchrun
+    does, the first rank to fail has the others killed (exit code -9)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -96,12 +98,14 @@ def fork_ranks(*argv: str, nproc: int = 2, timeout: float = 120) -> list[int]:
     for p in procs:
         p.start()
     deadline = time.time() + timeout
+    while time.time() < deadline and any(p.is_alive() for p in procs):
+        if any(p.exitcode not in (None, 0) for p in procs):
+            break
+        time.sleep(0.02)
     for p in procs:
-        p.join(max(0.0, deadline - time.time()))
-    for p in procs:
-        if p.is_alive():  # a rank left waiting in a collective
+        if p.is_alive():  # left waiting for a failed rank
             p.kill()
-            p.join()
+        p.join()
     return [p.exitcode for p in procs]
 
 
@@ -274,3 +278,21 @@ def test_study_shards_cells_over_ranks_and_rank0_reports(tmp_path, data_dir, cap
     again = Study(cfg, out, progress=False, echo=None, world=distributed.SINGLE)
     assert again.run()["runs"] == saved["runs"]
     assert {e["action"] for e in again.record} == {"cached"}
+
+
+def test_a_failing_cell_stops_the_study_with_its_rank_named(tmp_path, data_dir, capfd, monkeypatch):
+    """No collective joins a study's ranks: rank 1's own failure is printed by rank 1, once."""
+    real = Study.run_cell
+
+    def run_cell(self, cell):
+        if cell.scheme == "rope":
+            raise DataError("the disk is gone")
+        return real(self, cell)
+
+    monkeypatch.setattr(Study, "run_cell", run_cell)  # inherited by the forked ranks
+    codes = fork_ranks("study", "--preset", "tiny", "--scheme", "alibi", "--scheme", "rope", "--pattern", "causal",
+                       "--lengths", "16,32", "--steps", "2", "--data", str(data_dir), "--eval-docs", "1",
+                       "--out", str(tmp_path / "study"), "--threads", "1", "--quiet")
+    assert codes[1] == 2 and codes[0] != 0  # rank 0, left waiting for rope, is stopped as torchrun would
+    lines = errors(capfd.readouterr().err)
+    assert len(lines) == 1 and lines[0].startswith("error: rank 1: rope-s0-") and lines[0].endswith(": the disk is gone")

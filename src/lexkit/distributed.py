@@ -16,7 +16,9 @@ trainer has one code path.
 * Errors: a check whose outcome may differ between ranks goes through :meth:`World.agree` (every
   rank runs it; a failure anywhere raises the same :class:`RankError` everywhere); one only rank 0
   can make (the run directory) goes through :meth:`World.on_main`. The CLI prints user errors on
-  rank 0 only (:func:`error_line`), so a failing job says one ``error: ...`` line.
+  rank 0 only (:func:`error_line`), so a failing job says one ``error: ...`` line; where no
+  collective joins the ranks (a study's cells) a rank's own failure is a :class:`LocalError`,
+  which that rank prints, named.
 """
 
 from __future__ import annotations
@@ -43,6 +45,11 @@ USER_ERRORS = (LexkitError, ValueError, OSError)
 
 class RankError(LexkitError, ValueError):
     """A failure on one rank, raised with the same message on every rank."""
+
+
+class LocalError(LexkitError, ValueError):
+    """A failure on this rank alone, with no collective to carry it to rank 0 (a study's cell):
+    printed by the rank it happened on."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,12 +210,13 @@ def _leave() -> None:
 
 def error_line(exc: BaseException) -> str | None:
     """The CLI's one line for a user error, or None on ranks other than 0 (rank 0 prints it:
-    errors that can differ between ranks reach rank 0 through :meth:`World.agree`)."""
+    errors that can differ between ranks reach rank 0 through :meth:`World.agree`), except a
+    :class:`LocalError`, which its own rank prints."""
     try:
         rank = world().rank
     except ValueError:
         rank = 0
-    return f"error: {exc}" if rank == 0 else None
+    return f"error: {exc}" if rank == 0 or isinstance(exc, LocalError) else None
 
 
 # -- the model across ranks ----------------------------------------------------------------------

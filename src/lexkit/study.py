@@ -181,7 +181,12 @@ class Study:
         done = {}
         for cell in mine:
             self.echo(f"{who}[{cells.index(cell) + 1}/{len(cells)}] {cell.scheme} (seed {cell.seed})")
-            done[cell.name] = self.run_cell(cell)
+            try:
+                done[cell.name] = self.run_cell(cell)
+            except distributed.USER_ERRORS as exc:
+                if not self.world.parallel:
+                    raise
+                raise distributed.LocalError(f"rank {self.world.rank}: {cell.name}: {exc}") from exc
         if not self.world.is_main:
             return {"rank": self.world.rank, "cells": [cell.name for cell in mine]}
         self.wait_for([cell for cell in cells if cell.name not in done])
