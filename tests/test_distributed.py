@@ -239,13 +239,17 @@ def test_sigkill_of_the_whole_job_then_resume(tmp_path, data_dir, fsdp):
     args = ["train", "--scheme", "kerple-log", "--preset", "tiny", "--data", str(data_dir), "--steps", steps,
             "--save-every", "5", "--eval-every", "30", "--threads", "1", "--quiet"] + (["--fsdp"] if fsdp else [])
     proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                             "-m", "lexkit", *args, "--out", str(out)], env=_env(), start_new_session=True,
+                             "-m", "lexkit", *args, "--out", str(out)], env=_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 180
     while not (out / runs.CHECKPOINT).exists() and time.time() < deadline:
         time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)  # the agent and both workers
+    job = [*_children(proc.pid), proc.pid]  # torchrun starts its workers in sessions of their own
+    assert len(job) == 3
+    for pid in job:  # the whole job at once: the workers and the agent
+        os.kill(pid, signal.SIGKILL)
     proc.wait()
+    _wait_gone(job)
     step = runs.trainer_state(out)["step"]
     assert 5 <= step < 60
     resumed = torchrun("train", "--resume", "--out", str(out), "--threads", "1", "--quiet",
@@ -256,6 +260,32 @@ def test_sigkill_of_the_whole_job_then_resume(tmp_path, data_dir, fsdp):
           progress=False, threads=1, world=distributed.SINGLE)
     assert _max_difference(out, whole, "model.safetensors") <= TOL
     assert [r["step"] for r in runs.read_metrics(out)][-1] == 60
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _wait_gone(pids: list[int], timeout: float = 10) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline and any(Path(f"/proc/{pid}").exists() and "Z" not in _state(pid) for pid in pids):
+        time.sleep(0.05)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"
 
 
 # -- the sharded study ---------------------------------------------------------------------------------
