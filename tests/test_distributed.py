@@ -29,8 +29,8 @@ from safetensors.torch import load_file
 
 from lexkit import distributed, runs
 from lexkit.data import Stream
-from lexkit.errors import DataError
 from lexkit.distributed import World
+from lexkit.errors import DataError
 from lexkit.study import Study, StudyConfig
 from lexkit.train import configs, train
 from toy_corpus import DOCS, write_corpus
@@ -325,4 +325,5 @@ def test_a_failing_cell_stops_the_study_with_its_rank_named(tmp_path, data_dir, 
                        "--out", str(tmp_path / "study"), "--threads", "1", "--quiet")
     assert codes[1] == 2 and codes[0] != 0  # rank 0, left waiting for rope, is stopped as torchrun would
     lines = errors(capfd.readouterr().err)
-    assert len(lines) == 1 and lines[0].startswith("error: rank 1: rope-s0-") and lines[0].endswith(": the disk is gone")
+    assert len(lines) == 1 and lines[0].startswith("error: rank 1: rope-s0-")
+    assert lines[0].endswith(": the disk is gone")
