@@ -253,6 +253,11 @@ def require_long(docs: list[bytes], length: int, what: str = "validation") -> li
     return long
 
 
+def tokens_of(docs: list[bytes]) -> Tensor:
+    """All documents as one token stream, BOS before each: int16 [total]."""
+    return torch.cat([encode(d) for d in docs]).to(torch.int16)
+
+
 class Stream:
     """All documents of a split as one token stream (BOS before each), sampled in windows.
 
@@ -260,20 +265,23 @@ class Stream:
     draws exactly the batches an uninterrupted one would.
     """
 
-    def __init__(self, docs: list[bytes]) -> None:
-        if not docs:
-            raise DataError("no documents to draw batches from")
-        self.tokens = torch.cat([encode(d) for d in docs]).to(torch.int16)  # [total]
+    def __init__(self, docs: list[bytes] | None = None, *, tokens: Tensor | None = None) -> None:
+        if tokens is None:
+            if not docs:
+                raise DataError("no documents to draw batches from")
+            tokens = tokens_of(docs)
+        self.tokens = tokens  # int16 [total]
 
     def __len__(self) -> int:
         return self.tokens.numel()
 
-    def batch(self, step: int, batch: int, length: int, seed: int) -> tuple[Tensor, Tensor]:
-        """(inputs, targets), each int64 [batch, length], for training step ``step``."""
+    def batch(self, step: int, batch: int, length: int, seed: int, rows: slice = slice(None)) -> tuple[Tensor, Tensor]:
+        """(inputs, targets), each int64 [batch, length], for training step ``step``; with
+        ``rows``, only those rows of that batch (one rank's share under torchrun)."""
         if len(self) < length + 1:
             raise DataError(f"the training split has {len(self):,} tokens, fewer than one window of {length + 1}")
         gen = torch.Generator().manual_seed(seed * 1_000_003 + step)
-        starts = torch.randint(0, len(self) - length, (batch,), generator=gen)
+        starts = torch.randint(0, len(self) - length, (batch,), generator=gen)[rows]
         windows = torch.stack([self.tokens[s : s + length + 1] for s in starts.tolist()]).to(torch.int64)
         return windows[:, :-1], windows[:, 1:]
 

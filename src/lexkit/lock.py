@@ -93,15 +93,22 @@ def release(directory: str | Path, fd: int) -> None:
     os.close(fd)
 
 
-@contextlib.contextmanager
-def hold(directory: str | Path) -> Iterator[None]:
-    """Hold ``directory``'s lock for the ``with`` block (the directory is created if missing)."""
+def take(directory: str | Path) -> int:
+    """Create ``directory`` if missing and take its lock; returns the descriptor for
+    :func:`release` (:func:`hold` for a ``with`` block)."""
     directory = Path(directory)
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise LexkitError(f"cannot create {directory}: {exc.strerror or exc}") from exc
-    fd = acquire(directory)
+    return acquire(directory)
+
+
+@contextlib.contextmanager
+def hold(directory: str | Path) -> Iterator[None]:
+    """Hold ``directory``'s lock for the ``with`` block (the directory is created if missing)."""
+    directory = Path(directory)
+    fd = take(directory)
     try:
         yield
     finally:

@@ -11,6 +11,10 @@ Every unit of work is cached in the study directory under a hash of its full con
 
 so a re-run does nothing that is done, an interrupted study resumes where it stopped, and adding
 a scheme trains only that scheme. The report is rebuilt from the cache every time.
+
+Under ``torchrun`` (N processes, any number of nodes sharing DIR) rank r trains and evaluates cells
+r, r + N, r + 2N, ... on its own device; rank 0 then waits until every other cell's run and cache
+files exist (no collective: a cell may take hours) and writes the report from the cache.
 """
 
 from __future__ import annotations
@@ -19,12 +23,13 @@ import dataclasses
 import hashlib
 import json
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
-from . import __version__, positions, runs
+from . import __version__, distributed, lock, positions, runs
 from .attention import create as create_pattern
 from .data import Corpus, load_corpus
 from .device import resolve_device
@@ -100,10 +105,16 @@ class Cell:
 
 
 class Study:
+    #: seconds between looks at the cache while rank 0 waits for the other ranks' cells
+    POLL = 2.0
+
     def __init__(self, cfg: StudyConfig, out: str | Path, *, progress: bool = True,
-                 echo: Callable[[str], None] | None = print) -> None:
-        self.cfg, self.out, self.progress = cfg, Path(out), progress
+                 echo: Callable[[str], None] | None = print, world: distributed.World | None = None) -> None:
+        self.world = world or distributed.world()
+        self.cfg, self.out, self.progress = cfg, Path(out), progress and self.world.is_main
         self.echo = echo or (lambda _msg: None)
+        self.device = cfg.device
+        self._gathering = False
         self._corpus: Corpus | None = None
         self.record: list[dict] = []
 
@@ -139,7 +150,11 @@ class Study:
 
     # -- run ----------------------------------------------------------------------------------
     def _log(self, task: str, name: str, action: str, seconds: float) -> None:
+        if self._gathering:
+            return
         entry = {"task": task, "name": name, "action": action, "seconds": round(seconds, 2)}
+        if self.world.parallel:
+            entry["rank"] = self.world.rank
         self.record.append(entry)
         with open(self.out / "log.jsonl", "a") as handle:
             handle.write(json.dumps(entry) + "\n")
@@ -155,17 +170,37 @@ class Study:
         return result
 
     def run(self) -> dict:
+        """Every cell (this rank's share under torchrun), then, on rank 0, results.json, the
+        report and its figures. One process writes a study directory at a time (its lock); under
+        torchrun the ranks share it, each run directory locked by the rank training it."""
+        with lock.hold(self.out) if not self.world.parallel else nullcontext():
+            return self._run()
+
+    def _run(self) -> dict:
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / "cache").mkdir(exist_ok=True)
         if self.cfg.threads:
             torch.set_num_threads(self.cfg.threads)
-        resolve_device(self.cfg.device)
+        self.device = str(distributed.rank_device(self.cfg.device, self.world))
         started = time.perf_counter()
         cells = self.cells()
-        rows = []
-        for index, cell in enumerate(cells, 1):
-            self.echo(f"[{index}/{len(cells)}] {cell.scheme} (seed {cell.seed})")
-            rows.append(self.run_cell(cell))
+        mine = cells[self.world.rank :: self.world.size]
+        who = f"rank {self.world.rank}: " if self.world.parallel else ""
+        done = {}
+        for cell in mine:
+            self.echo(f"{who}[{cells.index(cell) + 1}/{len(cells)}] {cell.scheme} (seed {cell.seed})")
+            try:
+                done[cell.name] = self.run_cell(cell)
+            except distributed.USER_ERRORS as exc:
+                if not self.world.parallel:
+                    raise
+                raise distributed.LocalError(f"rank {self.world.rank}: {cell.name}: {exc}") from exc
+        if not self.world.is_main:
+            return {"rank": self.world.rank, "cells": [cell.name for cell in mine]}
+        self.wait_for([cell for cell in cells if cell.name not in done])
+        self._gathering = True  # the other ranks' cells: read from the cache, not logged as work
+        rows = [done[cell.name] if cell.name in done else self.run_cell(cell) for cell in cells]
+        self._gathering = False
         analytic_rows = self.analytic()
         curves = self.analytic_curves()
         results = {
@@ -195,6 +230,32 @@ class Study:
         report_figures(results, self.out)
         return results
 
+    def wait_for(self, cells: list[Cell]) -> None:
+        """Return once every cell's run is finished and its evaluations are cached (the other
+        ranks' work, seen through the shared directory)."""
+        pending = [cell for cell in cells if not self.finished(cell)]
+        if pending:
+            self.echo(f"rank 0: waiting for {len(pending)} cell(s) from the other ranks")
+        while pending:
+            time.sleep(self.POLL)
+            pending = [cell for cell in pending if not self.finished(cell)]
+
+    def finished(self, cell: Cell) -> bool:
+        state = runs.trainer_state(self.out / "runs" / cell.name) or {}
+        return bool(state.get("done") and state["step"] >= cell.train_cfg.steps
+                    and all(path.is_file() for path in self.cache_paths(cell).values()))
+
+    def cache_paths(self, cell: Cell) -> dict[str, Path]:
+        """Where a cell's evaluation, empirical resolution and principles are cached."""
+        eval_key = digest({"run": cell.key, "lengths": self.lengths(), "patterns": self.patterns(),
+                           "docs": self.cfg.eval_docs, "v": EVAL_VERSION})
+        res_key = digest({"run": cell.key, "lengths": self.resolution_lengths(), "patterns": self.patterns(),
+                          "texts": self.cfg.resolution_texts, "v": EVAL_VERSION})
+        pr_key = digest({"run": cell.key, "v": EVAL_VERSION})
+        cache = self.out / "cache"
+        return {"eval": cache / f"eval-{eval_key}.json", "resolution": cache / f"resolution-{res_key}.json",
+                "principles": cache / f"principles-{pr_key}.json"}
+
     def run_cell(self, cell: Cell) -> dict:
         run_dir = self.out / "runs" / cell.name
         state = runs.trainer_state(run_dir) or {}
@@ -207,27 +268,20 @@ class Study:
             if run_dir.exists() and not resume:  # a run killed before its first write
                 for child in run_dir.iterdir():
                     child.unlink()
-            train(run_dir, cell.model_cfg, cell.train_cfg, resume=resume, device=self.cfg.device,
-                  progress=self.progress, corpus=self.corpus)
+            train(run_dir, cell.model_cfg, cell.train_cfg, resume=resume, device=self.device,
+                  progress=self.progress, corpus=self.corpus, world=distributed.SINGLE)
             self._log("train", cell.name, "ran", time.perf_counter() - start)
-        model, config = runs.load(run_dir, device=str(resolve_device(self.cfg.device)))
+        model, config = runs.load(run_dir, device=self.device)
         metrics = runs.read_metrics(run_dir)
         val = [r["val_bpb"] for r in metrics if "val_bpb" in r]
         train_seconds = (runs.trainer_state(run_dir) or {}).get("elapsed")
 
-        lengths, patterns = self.lengths(), self.patterns()
-        eval_key = digest({"run": cell.key, "lengths": lengths, "patterns": patterns, "docs": self.cfg.eval_docs, "v": EVAL_VERSION})
-        ev = self._cached("eval", cell.name, self.out / "cache" / f"eval-{eval_key}.json", lambda: evaluate(
+        lengths, patterns, paths = self.lengths(), self.patterns(), self.cache_paths(cell)
+        ev = self._cached("eval", cell.name, paths["eval"], lambda: evaluate(
             model, self.corpus.valid, lengths, patterns, max_docs=self.cfg.eval_docs, progress=self.progress))
-
-        res_lengths = self.resolution_lengths()
-        res_key = digest({"run": cell.key, "lengths": res_lengths, "patterns": patterns,
-                          "texts": self.cfg.resolution_texts, "v": EVAL_VERSION})
-        res = self._cached("resolution", cell.name, self.out / "cache" / f"resolution-{res_key}.json",
-                           lambda: self.empirical(model, res_lengths, patterns))
-
-        pr_key = digest({"run": cell.key, "v": EVAL_VERSION})
-        principles = self._cached("principles", cell.name, self.out / "cache" / f"principles-{pr_key}.json",
+        res = self._cached("resolution", cell.name, paths["resolution"],
+                           lambda: self.empirical(model, self.resolution_lengths(), patterns))
+        principles = self._cached("principles", cell.name, paths["principles"],
                                   lambda: measure_principles(model, self.corpus.valid))
         return {
             "scheme": cell.scheme, "seed": cell.seed, "run": str(run_dir.relative_to(self.out)),

@@ -9,23 +9,31 @@ from the resume point on (so the rate rises at that point to its value under the
 Batch t is drawn from a generator seeded by (seed, t) alone, and the checkpoint keeps the
 optimizer and RNG state, so on CPU a killed and resumed run ends with the same weights, byte for
 byte, as an uninterrupted one.
+
+Under ``torchrun`` the same loop runs on every rank (:mod:`lexkit.distributed`): rank r trains on
+its contiguous share of every global batch through DistributedDataParallel (or FSDP2 with
+``fsdp=True``); rank 0 alone checks, locks and writes the run directory, and checkpoints hold
+whole tensors either way.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import math
 import os
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from . import checks, lock, presets, runs
-from .data import LN2, Corpus, DataError, Stream, absolute_spec, load_corpus, same_corpus
-from .device import eval_mode, resolve_device
+from . import checks, distributed, lock, presets, runs
+from .data import LN2, Corpus, DataError, Stream, absolute_spec, load_corpus, same_corpus, tokens_of
+from .device import eval_mode
 from .errors import LexkitError, RunError
 from .model import GPT, ModelConfig
 from .progress import bar
@@ -122,24 +130,31 @@ def train_step(
     *,
     grad_clip: float,
     autocast: AbstractContextManager | None = None,
+    average: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> float:
     """One optimizer step on inputs ``x`` and targets ``y`` (int64 ``[batch, length]``): forward
     (under ``autocast``), float32 cross-entropy, backward, gradient clipping, AdamW, then the
     scheme's constraints (KERPLE's bounds). Returns the loss; a non-finite loss is returned
     before the backward pass, leaving weights and optimizer untouched. The trainer, ``lexkit
-    study --dry-run`` and the benchmarks all time this one function."""
+    study --dry-run`` and the benchmarks all time this one function.
+
+    Under torchrun, ``average`` (:meth:`lexkit.distributed.World.mean`) makes the returned loss
+    the global batch's, the same on every rank, so a non-finite loss stops every rank at the
+    same step; the gradients DDP/FSDP average in backward are the global ones, so clipping
+    uses the global norm."""
     with autocast if autocast is not None else nullcontext():
         logits = model(x)  # [batch, length, vocab]
     loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
-    value = loss.item()
+    value = (average(loss.detach()) if average is not None else loss).item()
     if not math.isfinite(value):
         return value
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     optimizer.step()
-    if isinstance(model, GPT):
-        model.scheme.constrain_()
+    core = distributed.unwrap(model)
+    if isinstance(core, GPT):
+        core.scheme.constrain_()
     return value
 
 
@@ -196,6 +211,8 @@ def train(
     threads: int | None = None,
     progress: bool = True,
     corpus: Corpus | None = None,
+    fsdp: bool = False,
+    world: distributed.World | None = None,
 ) -> dict:
     """Train (or resume) a run in ``out``; returns a summary (steps, final loss, validation bpb).
 
@@ -203,53 +220,74 @@ def train(
     directory is created or touched; then ``out`` is locked (one writer) for the whole run.
     ``train_cfg.data`` on resume may name the run's corpus at a new place: it is accepted when
     its fingerprint is the recorded one, and recorded from then on.
+
+    ``world``: the ranks to train over; by default torchrun's (:func:`lexkit.distributed.setup`;
+    one process without torchrun). ``fsdp``: shard parameters and optimizer state over them.
     """
     out = Path(out)
-    dev = resolve_device(device)
+    w, dev = distributed.setup(device) if world is None else (world, distributed.rank_device(device, world))
     if threads is not None:
         checks.number("threads", threads, maximum=4096)
         torch.set_num_threads(threads)
     check_model(model_cfg)
+    w.check_batch(train_cfg.batch)
+    if fsdp and not w.parallel:
+        raise ValueError("--fsdp shards over processes: start with torchrun --nproc_per_node N (N > 1)")
+    train_cfg, old, moved = w.on_main(lambda: _check(out, train_cfg, resume, corpus))
+    corpus = _corpus(corpus, lambda: run_corpus(old, out, train_cfg.data if moved else None) if resume
+                     else load_corpus(train_cfg.data), w)
 
+    torch.manual_seed(train_cfg.seed)
+    model = GPT(model_cfg).to(dev)
+    optimizer = make_optimizer(model, train_cfg)
+    held: list[int] = []  # rank 0's lock on ``out``, taken in _prepare, held to the end
+    try:
+        state = w.on_main(lambda: _prepare(out, model_cfg, train_cfg, corpus, old, moved, model, optimizer, held))
+        start = state["step"]
+        if state.get("done") and start >= train_cfg.steps:
+            if progress and w.is_main:
+                print(f"{out}: already finished ({start} steps); nothing to do")
+            return state
+        model, optimizer = _spread(model, optimizer, train_cfg, w, dev, fsdp)
+        train_stream, valid_stream = _streams(corpus, train_cfg, model_cfg.train_len, w)
+        return _loop(out, model, optimizer, model_cfg, train_cfg, state, train_stream, valid_stream, w, dev,
+                     progress)
+    finally:
+        for fd in held:
+            lock.release(out, fd)
+
+
+def _check(out: Path, train_cfg: TrainConfig, resume: bool, corpus: Corpus | None) -> tuple[TrainConfig, dict | None, bool]:
+    """Before anything is written: the directory is a run to resume, or new and writable. Returns
+    the settings with the corpus path made absolute, the stored config (on resume) and whether
+    the corpus moved (a new ``--data`` on resume)."""
     if resume:
         old = runs.read_config(out, training=True)
         moved = train_cfg.data != old["train"]["data"]
         if moved and corpus is None:
             train_cfg = dataclasses.replace(train_cfg, data=absolute_spec(train_cfg.data))
-        corpus = corpus or run_corpus(old, out, train_cfg.data if moved else None)
-        new = run_config(model_cfg, train_cfg, corpus)
-        diff = [d for d in differences(old, new) if not d.startswith("train.steps ")
-                and not (moved and d.startswith("train.data "))]
-        if diff:
-            raise RunError(f"cannot resume {out} with changed settings: {', '.join(diff)}")
-        if new["train"]["steps"] < old["train"]["steps"]:
-            raise RunError(f"cannot resume {out} with fewer steps ({train_cfg.steps} < {old['train']['steps']})")
-        if not same_corpus(old["data"]["fingerprint"], corpus.fingerprint):
-            what = f"the corpus at {corpus.spec!r} is not the one {out} trained on" if moved else \
-                f"the corpus {corpus.spec!r} changed since {out} was started"
-            raise RunError(f"{what} (fingerprint differs: {old['data']['fingerprint'].get('sha256')} recorded, "
-                           f"{corpus.fingerprint.get('sha256')} here)")
-        if (out / runs.WEIGHTS).is_file() and not (out / runs.CHECKPOINT).is_file():
-            raise RunError(f"{out} has trained weights but no {runs.CHECKPOINT}: resuming would train again from "
-                           f"step 0 and overwrite them. To start over, remove {out} or train into another --out")
-    else:
-        _check_new(out)
-        if corpus is None:
-            train_cfg = dataclasses.replace(train_cfg, data=absolute_spec(train_cfg.data))
-            corpus = load_corpus(train_cfg.data)
-        new = run_config(model_cfg, train_cfg, corpus)
-    train_stream, valid_stream = Stream(corpus.train), Stream(corpus.valid)
-    if len(train_stream) < model_cfg.train_len + 1:
-        raise DataError(f"--train-len {model_cfg.train_len}: the training split of {corpus.spec!r} has "
-                        f"{len(train_stream):,} tokens, fewer than one window of {model_cfg.train_len + 1}")
+        return train_cfg, old, moved
+    _check_new(out)
+    if corpus is None:
+        train_cfg = dataclasses.replace(train_cfg, data=absolute_spec(train_cfg.data))
+    return train_cfg, None, False
 
-    with lock.hold(out):
-        if not resume:
-            _check_new(out)  # again, under the lock: another writer may have started meanwhile
-        elif runs.read_config(out, training=True) != old:
-            raise RunError(f"{out} changed while this command started; try again")
-        return _train_locked(out, model_cfg, train_cfg, new, corpus, train_stream, valid_stream, dev,
-                             resume=resume, progress=progress)
+
+def _check_resume(out: Path, old: dict, new: dict, train_cfg: TrainConfig, corpus: Corpus, moved: bool) -> None:
+    diff = [d for d in differences(old, new) if not d.startswith("train.steps ")
+            and not (moved and d.startswith("train.data "))]
+    if diff:
+        raise RunError(f"cannot resume {out} with changed settings: {', '.join(diff)}")
+    if new["train"]["steps"] < old["train"]["steps"]:
+        raise RunError(f"cannot resume {out} with fewer steps ({train_cfg.steps} < {old['train']['steps']})")
+    if not same_corpus(old["data"]["fingerprint"], corpus.fingerprint):
+        what = f"the corpus at {corpus.spec!r} is not the one {out} trained on" if moved else \
+            f"the corpus {corpus.spec!r} changed since {out} was started"
+        raise RunError(f"{what} (fingerprint differs: {old['data']['fingerprint'].get('sha256')} recorded, "
+                       f"{corpus.fingerprint.get('sha256')} here)")
+    if (out / runs.WEIGHTS).is_file() and not (out / runs.CHECKPOINT).is_file():
+        raise RunError(f"{out} has trained weights but no {runs.CHECKPOINT}: resuming would train again from "
+                       f"step 0 and overwrite them. To start over, remove {out} or train into another --out")
 
 
 def _check_new(out: Path) -> None:
@@ -275,40 +313,103 @@ def run_corpus(config: dict, out: Path, moved_to: str | None = None) -> Corpus:
         raise
 
 
-def _train_locked(out: Path, model_cfg: ModelConfig, train_cfg: TrainConfig, new: dict, corpus: Corpus,
-                  train_stream: Stream, valid_stream: Stream, dev: torch.device, *, resume: bool,
-                  progress: bool) -> dict:
-    torch.manual_seed(train_cfg.seed)
-    model = GPT(model_cfg).to(dev)
-    optimizer = make_optimizer(model, train_cfg)
+def _prepare(out: Path, model_cfg: ModelConfig, train_cfg: TrainConfig, corpus: Corpus, old: dict | None,
+             moved: bool, model: GPT, optimizer: torch.optim.Optimizer, held: list[int]) -> dict:
+    """Rank 0's part: the remaining checks (settings against the stored run, the window length),
+    then the lock on ``out`` (appended to ``held``), the checkpoint on resume and config.json;
+    returns the trainer state to start from."""
+    resume = old is not None
+    new = run_config(model_cfg, train_cfg, corpus)
+    if resume:
+        _check_resume(out, old, new, train_cfg, corpus, moved)
+    tokens = sum(len(d) + 1 for d in corpus.train)  # BOS before every document
+    if tokens < model_cfg.train_len + 1:
+        raise DataError(f"--train-len {model_cfg.train_len}: the training split of {corpus.spec!r} has "
+                        f"{tokens:,} tokens, fewer than one window of {model_cfg.train_len + 1}")
+    held.append(lock.take(out))
+    if not resume:
+        _check_new(out)  # again, under the lock: another writer may have started meanwhile
+    elif runs.read_config(out, training=True) != old:
+        raise RunError(f"{out} changed while this command started; try again")
     start, state = 0, {"step": 0, "done": False}
     if resume and (out / runs.CHECKPOINT).is_file():
         state = runs.load_checkpoint(out, model, optimizer)
         start = state["step"]
         if state.get("done") and start >= train_cfg.steps:
-            if progress:
-                print(f"{out}: already finished ({start} steps); nothing to do")
             return state
     if resume:
         _truncate_metrics(out, start)
     runs.write_json(out / runs.CONFIG, new)
+    return state
 
+
+def _corpus(corpus: Corpus | None, load: Callable[[], Corpus], w: distributed.World) -> Corpus | None:
+    """The corpus, loaded by one rank per node under torchrun (None on the others), the same
+    (by fingerprint) on every node."""
+    if corpus is None and w.local_rank == 0:
+        corpus = w.agree(load)
+    elif w.parallel:
+        w.agree(lambda: None)  # the loading ranks' collective
+    prints = w.gather(corpus.fingerprint if corpus is not None else None)
+    for rank, fingerprint in enumerate(prints):
+        if fingerprint is not None and fingerprint != prints[0]:
+            raise distributed.RankError(
+                f"rank {rank} reads a different corpus than rank 0 ({fingerprint} != {prints[0]}); "
+                "every node needs the same data")
+    return corpus
+
+
+def _spread(model: GPT, optimizer: torch.optim.Optimizer, train_cfg: TrainConfig, w: distributed.World,
+            dev: torch.device, fsdp: bool) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    """Rank 0's weights, optimizer and RNG state on every rank; the model wrapped for DDP or
+    sharded by FSDP2 (its optimizer rebuilt over the shards)."""
+    if not w.parallel:
+        return model, optimizer
+    distributed.sync_from_main(model, w)
+    opt_state = w.broadcast(optimizer.state_dict() if w.is_main else None)
+    torch.set_rng_state(w.broadcast(torch.get_rng_state()))
+    model = distributed.wrap(model, w, dev, fsdp=fsdp)
+    if fsdp:
+        optimizer = make_optimizer(model, train_cfg)
+        distributed.load_optimizer(optimizer, opt_state)
+    elif not w.is_main:
+        optimizer.load_state_dict(opt_state)
+    return model, optimizer
+
+
+def _streams(corpus: Corpus | None, train_cfg: TrainConfig, length: int, w: distributed.World) -> tuple[Stream, Stream]:
+    """The training stream (one copy per node under torchrun) and the validation windows
+    (rank 0's, handed to every rank)."""
+    key = w.broadcast(hashlib.sha256(json.dumps(corpus.fingerprint, sort_keys=True).encode()).hexdigest()[:16]
+                      if w.is_main else None)
+    train_stream = Stream(tokens=distributed.shared_tokens(lambda: tokens_of(corpus.train), key, w))
+    if not w.parallel:
+        return train_stream, Stream(corpus.valid)
+    head = Stream(corpus.valid).tokens[: train_cfg.eval_windows * length + 1] if w.is_main else None
+    return train_stream, Stream(tokens=w.broadcast(head))
+
+
+def _loop(out: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, model_cfg: ModelConfig,
+          train_cfg: TrainConfig, state: dict, train_stream: Stream, valid_stream: Stream,
+          w: distributed.World, dev: torch.device, progress: bool) -> dict:
+    start = state["step"]
     length = model_cfg.train_len
     autocast = device_autocast(dev)
     model.train()
-    log = open(out / runs.METRICS, "a")
+    log = open(out / runs.METRICS, "a") if w.is_main else None
     loss_value, last = float("nan"), time.perf_counter()
     began, elapsed_before = last, float(state.get("elapsed", 0.0))
     try:
-        with bar(train_cfg.steps, f"train {model_cfg.scheme}", enabled=progress) as pbar:
+        with bar(train_cfg.steps, f"train {model_cfg.scheme}", enabled=progress and w.is_main) as pbar:
             pbar.advance(start)
             for step in range(start, train_cfg.steps):
-                x, y = train_stream.batch(step, train_cfg.batch, length, train_cfg.seed)
+                x, y = train_stream.batch(step, train_cfg.batch, length, train_cfg.seed, rows=w.rows(train_cfg.batch))
                 x, y = x.to(dev), y.to(dev)
                 lr = lr_at(step, train_cfg)
                 for group in optimizer.param_groups:
                     group["lr"] = lr
-                loss_value = train_step(model, optimizer, x, y, grad_clip=train_cfg.grad_clip, autocast=autocast)
+                loss_value = train_step(model, optimizer, x, y, grad_clip=train_cfg.grad_clip, autocast=autocast,
+                                        average=w.mean)
                 if not math.isfinite(loss_value):
                     kept = (f"the last good checkpoint (step {state['step']}) is kept in {out}"
                             if (out / runs.CHECKPOINT).is_file() else "no checkpoint was written yet")
@@ -316,26 +417,32 @@ def _train_locked(out: Path, model_cfg: ModelConfig, train_cfg: TrainConfig, new
                                      f"(a lower --lr may help; it is {train_cfg.lr:g})")
                 done = step + 1
                 now = time.perf_counter()
-                rate = x.numel() / max(now - last, 1e-9)
+                rate = x.numel() * w.size / max(now - last, 1e-9)
                 last = now
                 last_step = done == train_cfg.steps
                 evaluate_now = done % train_cfg.eval_every == 0 or last_step
                 if evaluate_now or done % train_cfg.log_every == 0:
                     row = {"step": done, "loss": round(loss_value, 6), "lr": lr, "bytes_per_s": round(rate, 1)}
-                    if evaluate_now:
-                        row["val_bpb"] = round(validation_bpb(model, valid_stream, train_cfg, length, dev), 6)
-                    log.write(checks.strict_json(row) + "\n")
-                    log.flush()
+                    if evaluate_now:  # every rank (an FSDP2 forward is collective)
+                        bpb = validation_bpb(distributed.unwrap(model), valid_stream, train_cfg, length, dev)
+                        row["val_bpb"] = round(bpb, 6)
+                    if log is not None:
+                        log.write(checks.strict_json(row) + "\n")
+                        log.flush()
                 if done % train_cfg.save_every == 0 or done == train_cfg.steps:
                     state = {"step": done, "done": done == train_cfg.steps, "loss": loss_value,
                              "elapsed": round(elapsed_before + time.perf_counter() - began, 3)}
-                    runs.save_checkpoint(out, model, optimizer, state)
-                    runs.save_weights(out, model)
+                    whole, whole_optimizer = distributed.full_state(model, optimizer)  # collective under FSDP2
+                    if w.is_main:
+                        runs.save_checkpoint(out, whole, whole_optimizer, state)
+                        runs.save_weights(out, whole)
                 pbar.advance(1, loss=loss_value, bytes_s=rate)
     finally:
-        log.close()
+        if log is not None:
+            log.close()
+    w.barrier()  # every rank leaves together (rank 0 wrote the last checkpoint)
     summary = {"step": train_cfg.steps, "loss": loss_value, "elapsed": state.get("elapsed")}
-    rows = [r for r in runs.read_metrics(out) if "val_bpb" in r]
+    rows = [r for r in runs.read_metrics(out) if "val_bpb" in r] if w.is_main else []
     if rows:
         summary["val_bpb"] = rows[-1]["val_bpb"]
     return summary

@@ -89,7 +89,10 @@ def main(argv: list[str] | None = None) -> int:
             import_modules(args.imports)
             return int(args.run(args) or 0)
         except (LexkitError, ValueError, FileNotFoundError, NotADirectoryError) as exc:
-            print(f"error: {_first_line(exc)}", file=sys.stderr)
+            from ..distributed import reports
+
+            if reports(exc):  # under torchrun, rank 0 alone prints (a rank's own failure: that rank)
+                print(f"error: {_first_line(exc)}", file=sys.stderr)
             return 2
         except BrokenPipeError:  # `lexkit eval ... | head` (outputs are written before printing)
             _quiet_stdout()

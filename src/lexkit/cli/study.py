@@ -2,7 +2,8 @@
 patterns, measure resolution and the design principles, and write DIR/report.md.
 
 Cached and resumable: a re-run skips finished work, an interrupted one resumes, and a new
---scheme trains only that scheme.
+--scheme trains only that scheme. Under ``torchrun --nproc_per_node N`` the cells are shared out
+over the N processes (nodes sharing --out too); rank 0 writes the report (docs/distributed.md).
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ def run(args) -> int:
         device=args.device, threads=args.threads,
     )
     study = Study(cfg, args.out, progress=not args.quiet)
+    if not study.world.is_main and args.dry_run:
+        return 0  # rank 0 prints the plan
     if args.dry_run:
         plan = study.estimate()
         print(f"{len(plan['cells'])} training runs; lengths {plan['lengths']}; patterns {plan['patterns']}")
@@ -64,6 +67,8 @@ def run(args) -> int:
         print(f"estimated total: {plan['total_s'] / 60:.1f} min on this machine (measured just now)")
         return 0
     results = study.run()
+    if not study.world.is_main:
+        return 0  # rank 0 prints the tables
     for title, (header, rows) in (("bits per byte, causal (A)", length_table(results)),
                                   ("beyond the training length, by pattern (B)", pattern_table(results))):
         align = "".join("l" if h in ("scheme", "pattern") else "r" for h in header)

@@ -2,11 +2,15 @@
 
 Every setting defaults to the preset's value; on ``--resume`` only the settings given on the
 command line are compared with the run's (a larger ``--steps`` extends the run).
+
+Under ``torchrun --nproc_per_node N`` it trains with DistributedDataParallel (``--fsdp``: FSDP2)
+over N processes; ``--batch`` stays the global batch and must divide by N (docs/distributed.md).
 """
 
 from __future__ import annotations
 
 from .. import presets
+from ..distributed import setup
 from ..runs import read_config
 from ..train import TrainConfig, configs, train
 
@@ -27,6 +31,8 @@ def add_parser(sub):
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps (default: auto)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--fsdp", action="store_true",
+                   help="under torchrun: shard parameters and optimizer state over the processes (FSDP2)")
     return p
 
 
@@ -61,7 +67,8 @@ def run(args) -> int:
     overrides = _overrides(args)
     if args.resume:
         # start from the run's own settings; what the command line gives is compared against them
-        old = read_config(args.out, training=True)
+        world, _ = setup(args.device)  # under torchrun, rank 0 reads the run; the others get its config
+        old = world.on_main(lambda: read_config(args.out, training=True))
         stored = {**old["model"], **old["train"]}
         given = {k: v for k, v in overrides.items() if v is not None}
         if args.scheme is not None:
@@ -74,7 +81,7 @@ def run(args) -> int:
             raise ValueError("--scheme is required (see `lexkit schemes`)")
         model_cfg, train_cfg = configs(args.preset or "small", args.scheme, **overrides)
     summary = train(args.out, model_cfg, train_cfg, resume=args.resume, device=args.device,
-                    threads=args.threads, progress=not args.quiet)
+                    threads=args.threads, progress=not args.quiet, fsdp=args.fsdp)
     if "val_bpb" in summary:
         print(f"{args.out}: {summary['step']} steps, loss {summary['loss']:.4f}, validation {summary['val_bpb']:.4f} bits/byte")
     return 0
