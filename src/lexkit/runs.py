@@ -154,17 +154,40 @@ def build_model(config: dict) -> GPT:
     return GPT(ModelConfig(**config["model"]))
 
 
-def load(run_dir: str | Path, *, device: str = "cpu") -> tuple[GPT, dict]:
-    """The trained model of a run directory (eval mode) and its config dict."""
+def load(run_dir: str | Path, *, device: str = "cpu", scheme: str | None = None, logn: bool | None = None) -> tuple[GPT, dict]:
+    """The trained model of a run directory (eval mode) and its config dict.
+
+    ``scheme`` / ``logn`` evaluate it under another scheme with the same tensors or with log-n
+    scaling switched, without retraining (``lexkit eval --scheme rope:scaling=yarn,factor=4``):
+    the returned config's ``model`` then holds the overrides and ``"overrides"`` lists them. A
+    scheme's training-length defaults (``original_len``, ReRoPE's ``w``) take the run's length."""
     run_dir = Path(run_dir)
     config = read_config(run_dir)
-    path = run_dir / WEIGHTS
+    overrides = {k: v for k, v in (("scheme", scheme), ("logn", logn)) if v is not None}
+    if scheme is not None:
+        from .positions import canonical
+
+        overrides["scheme"] = canonical(scheme)
+    if overrides:
+        config = {**config, "model": {**config["model"], **overrides}, "overrides": overrides}
+    model = build_model(config)
+    try:
+        load_weights(run_dir, model)
+    except RunError as exc:
+        if scheme is not None:
+            raise RunError(f"--scheme {scheme} does not fit the weights of {run_dir} ({exc})") from exc
+        raise
+    return model.to(device).eval(), config
+
+
+def load_weights(run_dir: str | Path, model: GPT) -> None:
+    """Load a run's trained weights into ``model`` (same architecture; the scheme may differ if it
+    has the same tensors, e.g. rope -> rope:scaling=yarn,factor=4)."""
+    path = Path(run_dir) / WEIGHTS
     if not path.is_file():
         raise RunError(f"{run_dir} has no {WEIGHTS} yet (is the run still starting?)")
-    model = build_model(config)
     tensors, _ = _read(path)
     _load_model(model, tensors, path)
-    return model.to(device).eval(), config
 
 
 def read_metrics(run_dir: str | Path) -> list[dict]:

@@ -70,14 +70,45 @@ def configs(preset: str = "small", scheme: str = "rope", **overrides) -> tuple[M
     """Model and training configs from a preset, with explicit overrides (None = preset's value)."""
     values = presets.get(preset)
     values.update({k: v for k, v in overrides.items() if v is not None})
+    return split_settings(scheme, values)
+
+
+def configs_from_run(run_dir: str | Path, scheme: str | None = None, **overrides) -> tuple[ModelConfig, TrainConfig]:
+    """Configs that continue a trained run (``lexkit train --init RUN``): its architecture and
+    training settings, ``scheme`` (default: its own) and explicit overrides (None = the run's).
+
+    The short fine-tune of position interpolation and YaRN: e.g. ``scheme="rope:scaling=yarn,factor=4"``
+    with ``train_len`` 4x the run's. Every parameter of the new scheme that defaults to the
+    training length (a scaled RoPE's ``original_len``, ReRoPE's ``w``, ``learned``'s table) and is
+    not in its spec is pinned to the *run's* length, written into the spec, so that the new,
+    longer ``train_len`` does not move it.
+    """
+    from . import positions
+    from .specs import split_spec
+
+    old = runs.read_config(run_dir)
+    values = {**old["model"], **old["train"]}
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    spec = scheme if scheme is not None else old["model"]["scheme"]
+    cls, _ = positions.parse(spec)
+    given = {item.partition("=")[0].strip() for item in split_spec(spec)[1]}
+    pinned = [f"{key}={old['model'].get('max_len') or old['model']['train_len']}"
+              for key in cls.train_len_params if key not in given]
+    if pinned:
+        spec = spec + ("," if ":" in spec else ":") + ",".join(pinned)
+    values.pop("scheme", None)
+    return split_settings(spec, values)
+
+
+def split_settings(scheme: str, values: dict) -> tuple[ModelConfig, TrainConfig]:
+    """One flat dict of settings -> (ModelConfig, TrainConfig); an unknown key is a ValueError."""
     model_keys = {f.name for f in dataclasses.fields(ModelConfig)}
     train_keys = {f.name for f in dataclasses.fields(TrainConfig)}
     unknown = set(values) - model_keys - train_keys
     if unknown:
         raise ValueError(f"unknown setting(s) {sorted(unknown)}")
     model = ModelConfig(scheme=scheme, **{k: v for k, v in values.items() if k in model_keys and k != "scheme"})
-    train = TrainConfig(**{k: v for k, v in values.items() if k in train_keys})
-    return model, train
+    return model, TrainConfig(**{k: v for k, v in values.items() if k in train_keys})
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
@@ -125,13 +156,15 @@ def run_config(model_cfg: ModelConfig, train_cfg: TrainConfig, corpus: Corpus) -
 
 
 def differences(old: dict, new: dict) -> list[str]:
-    """Keys whose values differ between two configs (model.*, train.*), runtime keys ignored."""
+    """Keys whose values differ between two configs (model.*, train.*), runtime keys ignored. A
+    key an older config lacks reads as its default (``model.logn``: False)."""
     out = []
+    defaults = {"model": dataclasses.asdict(ModelConfig()), "train": dataclasses.asdict(TrainConfig())}
     for section in ("model", "train"):
         for key in sorted(set(old[section]) | set(new[section])):
             if section == "train" and key in RUNTIME_KEYS:
                 continue
-            if old[section].get(key) != new[section].get(key):
+            if old[section].get(key, defaults[section].get(key)) != new[section].get(key):
                 out.append(f"{section}.{key} ({old[section].get(key)!r} -> {new[section].get(key)!r})")
     return out
 
@@ -146,8 +179,13 @@ def train(
     threads: int | None = None,
     progress: bool = True,
     corpus: Corpus | None = None,
+    init: str | Path | None = None,
 ) -> dict:
-    """Train (or resume) a run in ``out``; returns a summary (steps, final loss, validation bpb)."""
+    """Train (or resume) a run in ``out``; returns a summary (steps, final loss, validation bpb).
+
+    ``init``: start from the weights of that trained run (a fresh optimizer and schedule), the
+    short fine-tune of context extension (:func:`configs_from_run`); its provenance (run, scheme,
+    training length, step, weight file digest) is written to ``config.json`` under ``"init"``."""
     out = Path(out)
     dev = resolve_device(device)
     if threads is not None:
@@ -166,16 +204,22 @@ def train(
             raise RunError(f"cannot resume {out} with fewer steps ({train_cfg.steps} < {old['train']['steps']})")
         if old["data"]["fingerprint"] != corpus.fingerprint:
             raise RunError(f"the corpus {corpus.spec!r} changed since {out} was started (fingerprint differs)")
+        if "init" in old:
+            new["init"] = old["init"]
     else:
         if out.exists() and (not out.is_dir() or any(out.iterdir())):
             raise RunError(f"{out} exists and is not empty; use --resume to continue it, or another --out")
         corpus = corpus or load_corpus(train_cfg.data)
         new = run_config(model_cfg, train_cfg, corpus)
+        if init is not None:
+            new["init"] = init_provenance(init)
 
     torch.manual_seed(train_cfg.seed)
     model = GPT(model_cfg).to(dev)
     optimizer = _optimizer(model, train_cfg)
     start, state = 0, {"step": 0, "done": False}
+    if init is not None and not resume:
+        runs.load_weights(init, model)
     if resume and (out / runs.CHECKPOINT).is_file():
         state = runs.load_checkpoint(out, model, optimizer)
         start = state["step"]
@@ -241,6 +285,22 @@ def train(
     if rows:
         summary["val_bpb"] = rows[-1]["val_bpb"]
     return summary
+
+
+def init_provenance(run_dir: str | Path) -> dict:
+    """What ``--init RUN`` started from: the run, its scheme and length, its step and the sha256
+    of its weight file (so the parent can be identified even if the directory moves)."""
+    import hashlib
+
+    old = runs.read_config(run_dir)
+    weights = Path(run_dir) / runs.WEIGHTS
+    if not weights.is_file():
+        raise RunError(f"--init {run_dir}: it has no {runs.WEIGHTS} (train it first)")
+    state = runs.trainer_state(run_dir) or {}
+    return {
+        "run": str(run_dir), "scheme": old["model"]["scheme"], "train_len": old["model"]["train_len"],
+        "step": state.get("step"), "sha256": hashlib.sha256(weights.read_bytes()).hexdigest(),
+    }
 
 
 def _truncate_metrics(out: Path, step: int) -> None:
