@@ -90,10 +90,12 @@ def configs_from_run(run_dir: str | Path, scheme: str | None = None, **overrides
     values = {**old["model"], **old["train"]}
     values.update({k: v for k, v in overrides.items() if v is not None})
     spec = scheme if scheme is not None else old["model"]["scheme"]
-    cls, _ = positions.parse(spec)
+    length = old["model"].get("max_len") or old["model"]["train_len"]
+    head_dim = int(values["d_model"]) // int(values["n_heads"])
+    probe = positions.create(spec, n_heads=1, head_dim=head_dim, max_len=length)  # which fills it keeps
     given = {item.partition("=")[0].strip() for item in split_spec(spec)[1]}
-    pinned = [f"{key}={old['model'].get('max_len') or old['model']['train_len']}"
-              for key in cls.train_len_params if key not in given]
+    pinned = [f"{key}={length}" for key in probe.train_len_params
+              if key not in given and probe.values.get(key) is not None]
     if pinned:
         spec = spec + ("," if ":" in spec else ":") + ",".join(pinned)
     values.pop("scheme", None)

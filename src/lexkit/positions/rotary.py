@@ -79,7 +79,9 @@ class Rotary(Scheme):
         self.rotate = values.get("rotate", True)
         self.decay = values.get("decay", False)
         if "scaling" in values:
-            scaling.check(f"scheme {self.name}", values)
+            if values["scaling"] == "none":  # unscaled: the training length fill means nothing
+                self.values["original_len"] = None
+            scaling.check(f"scheme {self.name}", self.values)
             if values["scaling"] == "dynamic" and self.decay:
                 raise ValueError(f"{self.name}: scaling=dynamic depends on the length of each call, which "
                                  f"xPos splits; use another scaling or xpos:decay=false")
