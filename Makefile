@@ -4,17 +4,23 @@ PYTHON ?= python
 TORCH_SPEC ?= torch==2.13.0
 STUDY_ARGS ?=
 
-.PHONY: install test test-slow study study-quick bench
+.PHONY: install lint test test-slow test-gpu study study-quick bench
 
 install:
 	@$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install "$(TORCH_SPEC)"
 	$(PYTHON) -m pip install -q -e '.[dev]'
+
+lint: install
+	$(PYTHON) -m ruff check src tests benchmarks
 
 test: install
 	$(PYTHON) -m pytest
 
 test-slow: install
 	$(PYTHON) -m pytest -m slow
+
+test-gpu: install
+	$(PYTHON) -m pytest -m gpu
 
 study: install
 	$(PYTHON) -m lexkit study --out study $(STUDY_ARGS)

@@ -9,19 +9,35 @@ import torch
 
 from lexkit import GPT, ModelConfig, attention, positions
 from lexkit.cli import main
-from lexkit.positions import base
+from lexkit.attention.patterns import PATTERNS
+from lexkit.positions.base import SCHEMES
 
-TEN = ["none", "sinusoidal", "learned", "rope", "xpos", "alibi", "kerple-power", "kerple-log", "sandwich", "t5"]
+from schemes_under_test import BIAS, TEN
 
 
 @pytest.fixture
 def fresh_registry(monkeypatch):
-    """Isolate the scheme registry and force a fresh import of the fixture module."""
-    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
-    monkeypatch.delitem(sys.modules, "my_scheme", raising=False)
-    base._REGISTRY.pop("capped-linear", None)
+    """Isolate the scheme and pattern registries and force a fresh import of the fixture modules."""
+    for registry in (SCHEMES, PATTERNS):
+        monkeypatch.setattr(registry, "_classes", dict(registry._classes))
+    SCHEMES._classes.pop("capped-linear", None)
+    PATTERNS._classes.pop("strided", None)
+    for module in ("my_scheme", "my_pattern"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
     yield
-    sys.modules.pop("my_scheme", None)  # a later --import registers it again
+    for module in ("my_scheme", "my_pattern"):
+        sys.modules.pop(module, None)  # a later --import registers it again
+
+
+def assert_dense_equals_chunked(scheme: str, pattern: str) -> None:
+    """A one-layer model with ``scheme`` runs ``pattern`` at 40 tokens: dense (additive mask) and
+    chunked kernels agree and are finite."""
+    model = GPT(ModelConfig(scheme=scheme, n_layers=1, d_model=16, n_heads=2, train_len=32)).eval()
+    x = torch.randint(0, 256, (1, 40))
+    with torch.no_grad():
+        dense = model(x, pattern=pattern, kernel="dense")
+        chunked = model(x, pattern=pattern, kernel="chunked")
+    assert torch.isfinite(dense).all() and torch.allclose(dense, chunked, atol=1e-5)
 
 
 def rows(out: str) -> dict[str, list[str]]:
@@ -58,12 +74,7 @@ def test_import_registers_a_user_scheme(capsys, fresh_registry):
     # and the scheme it registered runs: its bias, and a model forward through dense and chunked
     s = positions.create("capped-linear:slope=2,cap=3", n_heads=2, head_dim=8)
     assert s.bias_table(6).tolist() == [[0.0, -2.0, -4.0, -6.0, -6.0, -6.0]] * 2
-    model = GPT(ModelConfig(scheme="capped-linear:cap=4", n_layers=1, d_model=16, n_heads=2, train_len=32)).eval()
-    x = torch.randint(0, 256, (1, 40))
-    with torch.no_grad():
-        dense = model(x, pattern="window:16", kernel="dense")
-        chunked = model(x, pattern="window:16", kernel="chunked")
-    assert torch.isfinite(dense).all() and torch.allclose(dense, chunked, atol=1e-5)
+    assert_dense_equals_chunked("capped-linear:cap=4", "window:16")
 
 
 def test_import_bad_spec_of_the_user_scheme_is_an_error(capsys, fresh_registry):
@@ -89,3 +100,45 @@ def test_unknown_command_exits_2(capsys):
 
 def test_pattern_registry_lists_the_three_core_patterns_first():
     assert attention.names()[:3] == ["causal", "window", "bca"]
+
+
+def test_import_registers_a_user_pattern(capsys, fresh_registry):
+    assert main(["patterns", "--import", "my_pattern"]) == 0
+    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]]
+    assert names[:3] == ["causal", "window", "bca"] and "strided" in names
+    # its predicate, written out by hand: causal and distance 0, 3, 6, ...
+    pat = attention.create("strided:3")
+    q, k = torch.arange(7)[:, None], torch.arange(7)[None, :]
+    expected = [[int(j <= i and (i - j) % 3 == 0) for j in range(7)] for i in range(7)]
+    assert pat.visible(q, k).int().tolist() == expected
+    # and it runs through the model: dense (additive mask) and chunked agree
+    assert_dense_equals_chunked("alibi", "strided:3")
+
+
+def test_a_second_class_cannot_claim_a_taken_name(fresh_registry):
+    class Impostor(positions.Scheme):
+        name = "rope"
+        family = "rotary"
+
+    with pytest.raises(ValueError, match="position scheme 'rope' is already registered"):
+        positions.register(Impostor)
+    assert positions.get("rope") is not Impostor
+    with pytest.warns(UserWarning, match="'rope' .* is replaced by"):
+        positions.register(Impostor, replace=True)
+    assert positions.get("rope") is Impostor
+
+    class Again(attention.Pattern):
+        name = "window"
+
+    with pytest.raises(ValueError, match="attention pattern 'window' is already registered"):
+        attention.register(Again)
+
+
+def test_registering_the_same_class_twice_is_harmless(fresh_registry):
+    cls = positions.get("alibi")
+    assert positions.register(cls) is cls and positions.get("alibi") is cls
+
+
+def test_has_bias_is_derived_from_the_class_defining_bias():
+    flags = {name: positions.get(name).has_bias for name in TEN}
+    assert {n for n, f in flags.items() if f} == set(BIAS)

@@ -66,6 +66,7 @@ def test_directory_glob_and_file(tmp_path):
 
 
 def test_hf_dataset_from_a_local_directory(tmp_path):
+    pytest.importorskip("datasets")  # an optional dependency: hf: specs need it
     with open(tmp_path / "train.jsonl", "w") as handle:
         for i in range(30):
             handle.write(json.dumps({"text": f"row {i} " * 30, "id": i}) + "\n")

@@ -16,7 +16,7 @@ import torch
 from lexkit import GPT, ModelConfig, attention, positions
 from lexkit.attention import Attention, choose_kernel, kernels, reference_attention
 
-TEN = ["none", "sinusoidal", "learned", "rope", "xpos", "alibi", "kerple-power", "kerple-log", "sandwich", "t5"]
+from schemes_under_test import TEN, BIAS
 PATTERNS = ["causal", "window:64", "bca:64"]
 H, HD = 2, 16
 
@@ -71,7 +71,6 @@ def test_reference_attention_is_softmax_of_masked_scores():
 
 
 # -- dense == flex == chunked == reference --------------------------------------------------------
-BIAS = ["alibi", "kerple-power", "kerple-log", "sandwich", "t5"]
 NO_BIAS = ["none", "sinusoidal", "learned", "rope", "xpos"]
 
 

@@ -9,8 +9,7 @@ import torch.nn.functional as F
 from lexkit import BOS, GPT, VOCAB, ModelConfig
 from lexkit.attention import Pattern, kernels
 
-TEN = ["none", "sinusoidal", "learned", "rope", "xpos", "alibi", "kerple-power", "kerple-log", "sandwich", "t5"]
-RELATIVE = [s for s in TEN if s not in ("sinusoidal", "learned")]
+from schemes_under_test import TEN, RELATIVE
 
 
 def tiny(spec: str, **kw) -> GPT:

@@ -14,7 +14,7 @@ import torch
 from lexkit import positions
 from lexkit.positions.bias import alibi_slopes, t5_bucket
 
-TEN = ["none", "sinusoidal", "learned", "rope", "xpos", "alibi", "kerple-power", "kerple-log", "sandwich", "t5"]
+from schemes_under_test import TEN, RELATIVE
 
 
 def make(spec: str, n_heads: int = 4, head_dim: int = 16, **kw):
@@ -264,7 +264,6 @@ def test_xpos_scores_split_long_query_spans_without_changing_values():
 
 
 # -- translation invariance ----------------------------------------------------------------------
-RELATIVE = [name for name in TEN if name not in ("sinusoidal", "learned")]
 
 
 @pytest.mark.parametrize("name", RELATIVE)

@@ -3,7 +3,8 @@ unavailable cells read n/a, and Table D's ratios follow from the bpb cells."""
 
 import math
 
-from lexkit.report import markdown, principles, table_a, table_b
+from lexkit.report import length_table, markdown, pattern_table
+from lexkit.results import principles
 
 
 def run(scheme, seed, bpb_by_length, relative=True):
@@ -28,17 +29,17 @@ def test_seeds_give_mean_and_sample_std():
     b = run("alibi", 1, {("causal", 16): 3.0, ("causal", 64): 4.0, ("causal", 256): None,
                          ("window:16", 64): 1.5, ("window:16", 256): 2.0})
     res = results([a, b])
-    header, rows = table_a(res)
+    header, rows = length_table(res)
     assert header == ["scheme", "16", "64 (extrap.)", "256 (extrap.)"]
     assert rows == [["alibi", f"2.500 ± {math.sqrt(0.5):.3f}", f"3.000 ± {math.sqrt(2.0):.3f}", "n/a"]]
-    _, rows_b = table_b(res)
+    _, rows_b = pattern_table(res)
     assert rows_b[1] == ["alibi", "window:16", f"1.250 ± {math.sqrt(0.125):.3f}", f"1.500 ± {math.sqrt(0.5):.3f}"]
     p = principles(res)[0]
     assert p["ratio_4x"] == 3.0 / 2.5 and p["ratio_16x"] is None and p["best_pattern_16x"] == "window:16"
     assert "mean ± std over seeds" in markdown(res)
 
 
-def test_absolute_schemes_are_left_out_of_table_b():
+def test_absolute_schemes_are_left_out_of_pattern_table():
     res = results([run("sinusoidal", 0, {("causal", 64): 5.0}, relative=False), run("rope", 0, {("causal", 64): 3.0})])
-    _, rows = table_b(res)
+    _, rows = pattern_table(res)
     assert {r[0] for r in rows} == {"rope"}

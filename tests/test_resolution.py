@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -15,6 +16,7 @@ from lexkit import resolution as res
 from lexkit.attention import create as create_pattern
 from lexkit.attention.kernels import CHUNK
 from lexkit.cli import main
+from lexkit.specs import parse_lengths
 
 RELATIVE = [name for name in positions.names() if positions.get(name).relative]
 
@@ -70,12 +72,13 @@ def test_resolution_is_between_zero_and_one_and_shift_invariant(values, shift):
 
 
 def test_parse_lengths():
-    assert res.parse_lengths("1024,2048") == [1024, 2048]
-    assert res.parse_lengths(" 8 , 16 ") == [8, 16]
+    assert parse_lengths("1024,2048") == [1024, 2048]
+    assert parse_lengths(" 8 , 16 ") == [8, 16]
+    assert parse_lengths("8,8") == [8]  # the one rule of every --lengths: sorted, duplicates dropped
     for bad, words in [("", "comma list"), ("1024,", "comma list"), ("ab", "not an integer"),
-                       ("0", "not a positive"), ("-4", "not a positive"), ("8,8", "more than once")]:
+                       ("0", "not a positive"), ("-4", "not a positive")]:
         with pytest.raises(ValueError, match=words):
-            res.parse_lengths(bad)
+            parse_lengths(bad)
 
 
 # -- analytic curves ----------------------------------------------------------------------------
@@ -354,7 +357,7 @@ def test_cli_empirical_run_dir(tmp_path, capsys):
     model = tiny("alibi", train_len=64)
     run = tmp_path / "run"
     run.mkdir()
-    runs.write_json(run / runs.CONFIG, {"model": runs.model_config_dict(model.cfg), "data": {"spec": str(corpus)}})
+    runs.write_json(run / runs.CONFIG, {"model": dataclasses.asdict(model.cfg), "data": {"spec": str(corpus)}})
     runs.save_weights(run, model)
     js, png = tmp_path / "e.json", tmp_path / "e.png"
     argv = ["resolution", str(run), "--lengths", "64,512", "--texts", "2", "--json", str(js), "--plot", str(png)]

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from lexkit.cli import main
-from lexkit.report import table_a, table_b
+from lexkit.report import length_table, pattern_table
 from lexkit.study import Study, StudyConfig
 
 DOCS = [(f"def f{i}(x):\n    return x * {i} + {i * i}\n" * 30).encode() for i in range(40)]
@@ -38,19 +38,27 @@ def test_tiny_study_end_to_end(tmp_path, data_dir):
                  "resolution_per_layer.png", "entropy.png", "loss_by_position.png"):
         assert (out / name).is_file(), name
     saved = json.loads((out / "results.json").read_text())
-    assert saved["schema"] == 1 and [r["scheme"] for r in saved["runs"]] == ["alibi", "rope"]
+    assert saved["schema"] == 2 and [r["scheme"] for r in saved["runs"]] == ["alibi", "rope"]
     assert saved["patterns"] == ["causal", "window:32"] and saved["lengths"] == [16, 32, 64]
+
+    # the analytic curves the report plots are stored, not recomputed by the report: ALiBi's is
+    # s[n] - s[0] = -n * (mean slope), slopes 2^(-8h/H) for the study's H heads
+    heads = saved["model"]["n_heads"]
+    stored = saved["analytic_curves"]
+    assert stored["length"] == min(4 * saved["train_len"], 64) and set(stored["curves"]) == {"alibi", "rope"}
+    mean_slope = sum(2.0 ** (-8.0 * h / heads) for h in range(1, heads + 1)) / heads
+    assert stored["curves"]["alibi"] == pytest.approx([-n * mean_slope for n in range(stored["length"])], abs=1e-5)
 
     # Table A in the report holds exactly the bpb of results.json, rounded
     report = (out / "report.md").read_text()
-    header, rows = table_a(saved)
+    header, rows = length_table(saved)
     for row in rows:
         run = next(r for r in saved["runs"] if r["scheme"] == row[0])
         for n, cell in zip(saved["lengths"], row[1:]):
             value = next(x["bpb"] for x in run["eval"]["results"] if x["pattern"] == "causal" and x["length"] == n)
             assert cell == f"{value:.3f}"
         assert "| " + " | ".join(row) + " |" in report
-    _, rows_b = table_b(saved)
+    _, rows_b = pattern_table(saved)
     assert {(r[0], r[1]) for r in rows_b} == {(s, p) for s in ("alibi", "rope") for p in ("causal", "window:32")}
     csv_lines = (out / "results.csv").read_text().strip().splitlines()
     assert len(csv_lines) == 1 + 2 * 2 * 3  # header + schemes x patterns x lengths

@@ -109,10 +109,10 @@ def test_nan_loss_stops_and_keeps_last_checkpoint(tmp_path, corpus, monkeypatch)
     monkeypatch.setattr(T.F, "cross_entropy", poisoned)
     with pytest.raises(TrainError, match=r"loss is nan at step \d+.*checkpoint \(step 6\)"):
         train(tmp_path / "run", *tiny(), progress=False, corpus=corpus)
-    from lexkit.train import _optimizer
+    from lexkit.train import make_optimizer
 
     model = runs.build_model(runs.read_config(tmp_path / "run"))
-    state = runs.load_checkpoint(tmp_path / "run", model, _optimizer(model, TrainConfig()))
+    state = runs.load_checkpoint(tmp_path / "run", model, make_optimizer(model, TrainConfig()))
     assert state["step"] == 6
 
 

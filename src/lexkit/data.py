@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import hashlib
+import math
 import os
 import platform
 import sysconfig
@@ -35,6 +36,8 @@ from .errors import DataError
 from .model import BOS
 
 VALID_PERCENT = 5
+#: nats per bit: bits per byte = mean NLL per byte (nats) / LN2
+LN2 = math.log(2.0)
 
 
 @dataclasses.dataclass
@@ -164,12 +167,15 @@ def load_corpus(spec: str = "stdlib", *, split: str = "split") -> Corpus:
 
 
 def require_long(docs: list[bytes], length: int, what: str = "validation") -> list[bytes]:
-    """Documents at least ``length`` bytes long, or a DataError with the counts found."""
+    """The documents at least ``length`` bytes long, in order, or a DataError with the counts
+    found (``what`` names the split in the message). The one check every consumer of long
+    documents (evaluation, the resolution texts) makes."""
     long = [d for d in docs if len(d) >= length]
     if not long:
         longest = max((len(d) for d in docs), default=0)
+        count = f"{len(docs):,} document" + ("" if len(docs) == 1 else "s")
         raise DataError(
-            f"no {what} document is {length:,} bytes long ({len(docs)} documents, the longest "
+            f"no {what + ' ' if what else ''}document is {length:,} bytes long ({count}, the longest "
             f"{longest:,} bytes); use shorter --lengths or more data"
         )
     return long

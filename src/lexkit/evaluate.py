@@ -47,9 +47,10 @@ from torch import Tensor, nn
 
 from .attention import KERNELS, Pattern
 from .attention import create as create_pattern
+from .data import LN2, encode, require_long
 from .errors import DataError
-
-LN2 = math.log(2.0)
+from .device import device_of, eval_mode
+from .specs import parse_lengths
 DEFAULT_MULTIPLIERS = (0.5, 1, 2, 4, 8, 16)
 BATCH_TOKENS = {"cpu": 8192}  # inputs per forward pass by device type; 32768 elsewhere
 
@@ -58,26 +59,6 @@ BATCH_TOKENS = {"cpu": 8192}  # inputs per forward pass by device type; 32768 el
 def default_lengths(train_len: int) -> list[int]:
     """The training length times 1/2, 1, 2, 4, 8 and 16 (duplicates and zeros dropped)."""
     return sorted({int(train_len * m) for m in DEFAULT_MULTIPLIERS} - {0})
-
-
-def parse_lengths(text: str) -> list[int]:
-    """``"64,128, 256"`` -> ``[64, 128, 256]``; anything but positive integers is a ValueError."""
-    try:
-        values = [int(part) for part in text.split(",")]
-    except ValueError:
-        values = []
-    if not values or any(v <= 0 for v in values):
-        raise ValueError(f"lengths must be positive integers, got {text!r}")
-    return sorted(set(values))
-
-
-def check_lengths(lengths: Sequence[int]) -> list[int]:
-    if isinstance(lengths, int):
-        lengths = [lengths]
-    lengths = list(lengths)
-    if not lengths or any(isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in lengths):
-        raise ValueError(f"lengths must be positive integers, got {lengths!r}")
-    return sorted(set(lengths))
 
 
 def windows(total: int, length: int, stride: int | None = None) -> list[tuple[int, int]]:
@@ -128,19 +109,9 @@ def resolve_patterns(model: nn.Module, pattern: str | Pattern | Sequence[str | P
     return out
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
-
-
 def _train_len(model: nn.Module) -> int | None:
     cfg = getattr(model, "cfg", None)
     return getattr(cfg, "train_len", None)
-
-
-def _encode(doc: bytes) -> Tensor:
-    from .data import encode
-
-    return encode(doc)
 
 
 def select_documents(
@@ -154,13 +125,7 @@ def select_documents(
     for name, cap in (("max_docs", max_docs), ("max_bytes", max_bytes)):
         if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap <= 0):
             raise ValueError(f"{name} must be a positive integer, got {cap!r}")
-    long = [d for d in docs if len(d) >= length]
-    if not long:
-        longest = max(len(d) for d in docs)
-        raise DataError(
-            f"no document is {length:,} bytes long ({_count(len(docs), 'document')}, the longest {longest:,} bytes; "
-            f"{length:,} needed); use shorter --lengths or more data"
-        )
+    long = require_long(docs, length, what="")
     keep = len(long)
     if max_docs is not None:
         keep = min(keep, max_docs)
@@ -199,7 +164,7 @@ def evaluate(
     when it cannot run, ``unavailable``) and ``by_position`` (``length, pattern, from, to,
     beyond_train, bpb, bytes``).
     """
-    lengths = check_lengths(lengths)
+    lengths = parse_lengths(lengths)
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
     if stride is not None and (isinstance(stride, bool) or not isinstance(stride, int) or stride <= 0):
@@ -210,50 +175,45 @@ def evaluate(
     train_len = train_len if train_len is not None else _train_len(model)
     total = lengths[-1]
     docs = select_documents(documents, total, max_docs=max_docs, max_bytes=max_bytes)
-    device = _device_of(model)
+    device = device_of(model)
     if batch_tokens is None:
         batch_tokens = BATCH_TOKENS.get(device.type, 32768)
-    tokens = torch.stack([_encode(d[:total]) for d in docs])  # [D, total + 1]
+    tokens = torch.stack([encode(d[:total]) for d in docs])  # [D, total + 1]
 
     plans = {length: windows(total, length, stride) for length in lengths}
     work = len(docs) * total * len(lengths) * len(patterns)
     results: list[dict] = []
     by_position: list[dict] = []
-    was_training = model.training
-    model.eval()
     from .progress import bar
 
-    try:
-        with torch.inference_mode(), bar(work, "eval", enabled=progress, unit="B") as meter:
-            for length in lengths:
-                plan = plans[length]
-                items = [(d, start, first) for d in range(len(docs)) for start, first in plan]
-                size = batch_size or max(1, batch_tokens // length)
-                for pat in patterns:
-                    row = {"length": length, "pattern": pat.spec, "stride": min(stride or length, length)}
-                    try:
-                        sums, counts = _score(model, tokens, items, length, size, pat, kernel, device, meter)
-                    except _Unavailable as exc:
-                        meter.advance(len(docs) * total)
-                        results.append({**row, "bpb": None, "ppl": None, "bytes": 0, "unavailable": str(exc)})
+    with eval_mode(model), torch.inference_mode(), bar(work, "eval", enabled=progress, unit="B") as meter:
+        for length in lengths:
+            plan = plans[length]
+            items = [(d, start, first) for d in range(len(docs)) for start, first in plan]
+            size = batch_size or max(1, batch_tokens // length)
+            for pat in patterns:
+                row = {"length": length, "pattern": pat.spec, "stride": min(stride or length, length)}
+                try:
+                    sums, counts = _score(model, tokens, items, length, size, pat, kernel, device, meter)
+                except _Unavailable as exc:
+                    meter.advance(len(docs) * total)
+                    results.append({**row, "bpb": None, "ppl": None, "bytes": 0, "unavailable": str(exc)})
+                    continue
+                nll = float(sums.sum()) / int(counts.sum())
+                if not math.isfinite(nll):
+                    results.append({**row, "bpb": None, "ppl": None, "bytes": int(counts.sum()),
+                                    "unavailable": "non-finite loss (the model produced NaN or inf logits)"})
+                    continue
+                results.append({**row, "bpb": nll / LN2, "ppl": math.exp(min(nll, 700.0)), "bytes": int(counts.sum())})
+                for lo, hi in position_buckets(length, train_len):
+                    n = int(counts[lo:hi].sum())
+                    if n == 0:
                         continue
-                    nll = float(sums.sum()) / int(counts.sum())
-                    if not math.isfinite(nll):
-                        results.append({**row, "bpb": None, "ppl": None, "bytes": int(counts.sum()),
-                                        "unavailable": "non-finite loss (the model produced NaN or inf logits)"})
-                        continue
-                    results.append({**row, "bpb": nll / LN2, "ppl": math.exp(min(nll, 700.0)), "bytes": int(counts.sum())})
-                    for lo, hi in position_buckets(length, train_len):
-                        n = int(counts[lo:hi].sum())
-                        if n == 0:
-                            continue
-                        by_position.append({
-                            "length": length, "pattern": pat.spec, "from": lo, "to": hi,
-                            "beyond_train": None if train_len is None else lo >= train_len,
-                            "bpb": float(sums[lo:hi].sum()) / n / LN2, "bytes": n,
-                        })
-    finally:
-        model.train(was_training)
+                    by_position.append({
+                        "length": length, "pattern": pat.spec, "from": lo, "to": hi,
+                        "beyond_train": None if train_len is None else lo >= train_len,
+                        "bpb": float(sums[lo:hi].sum()) / n / LN2, "bytes": n,
+                    })
 
     if all(r["bpb"] is None and "non-finite" not in r["unavailable"] for r in results):
         reasons = sorted({r["unavailable"] for r in results})
@@ -297,14 +257,6 @@ def _score(model, tokens, items, length, size, pat, kernel, device, meter) -> tu
         counts += scored.sum(0)
         meter.advance(int(scored.sum()), L=length, pattern=pat.spec, bpb=float(sums.sum()) / max(1, int(counts.sum())) / LN2)
     return sums, counts
-
-
-def _device_of(model: nn.Module) -> torch.device:
-    for tensor in model.parameters():
-        return tensor.device
-    for tensor in model.buffers():
-        return tensor.device
-    return torch.device("cpu")
 
 
 # -- a run directory, end to end ----------------------------------------------------------------
@@ -353,7 +305,7 @@ def evaluate_run(
 
     model, config = load(run_dir, device=device, scheme=scheme, logn=logn)
     train_len = int(config["model"]["train_len"])
-    lengths = check_lengths(lengths) if lengths is not None else default_lengths(train_len)
+    lengths = parse_lengths(lengths) if lengths is not None else default_lengths(train_len)
     run_data = config.get("data") or {}
     spec = data if data is not None else run_data.get("spec", "stdlib")
     documents, described = eval_documents(spec, own=data is None)

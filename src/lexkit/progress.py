@@ -11,16 +11,19 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     TaskProgressColumn,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.text import Text
 
 
 @contextmanager
 def bar(total: int, description: str, *, enabled: bool = True, unit: str = "it") -> Iterator["Bar"]:
-    """``with bar(100, "train") as b: b.advance(1, loss=...)``; shows rate, elapsed and ETA."""
+    """``with bar(100, "train") as b: b.advance(1, loss=...)``; shows the rate in ``unit``/s,
+    elapsed time and ETA."""
     if not enabled:
         yield Bar(None, None)
         return
@@ -29,6 +32,7 @@ def bar(total: int, description: str, *, enabled: bool = True, unit: str = "it")
         BarColumn(),
         MofNCompleteColumn(),
         TaskProgressColumn(),
+        _Rate(unit),
         TextColumn("{task.fields[info]}"),
         TimeElapsedColumn(),
         TextColumn("eta"),
@@ -39,6 +43,18 @@ def bar(total: int, description: str, *, enabled: bool = True, unit: str = "it")
     with progress:
         task = progress.add_task(description, total=total, info="")
         yield Bar(progress, task)
+
+
+class _Rate(ProgressColumn):
+    """The task's speed, e.g. ``1.2k B/s``."""
+
+    def __init__(self, unit: str) -> None:
+        super().__init__()
+        self.unit = unit
+
+    def render(self, task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text("" if speed is None else f"{_fmt(speed) if speed < 1e3 else f'{speed / 1e3:,.1f}k'} {self.unit}/s")
 
 
 class Bar:

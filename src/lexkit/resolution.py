@@ -1,43 +1,27 @@
-"""Attention resolution (Sun et al. 2022, Sec. 2.2 and Eq. 11): how well attention tells near from far.
+"""Attention resolution (*A Length-Extrapolatable Transformer*, Sec. 2.2, Eq. 11): how well
+attention tells near from far.
 
 For a curve s over token distances 0 .. N-1 (the expected pre-softmax score at each distance)
 
     R(s) = sum_i e^{s[i]} (e^{s[i]} - e^{s[i+1]}) / (sum_i e^{s[i]})^2,
 
-with e^{s[N]} = 0 past the end and e^{-inf} = 0 for a distance that is never visible. R is computed
-stably (shifted by the max; the shift cancels). Always 0 <= R <= 1: each term is at most e^{s[i]}^2,
-the sum of squares is at most the square of the sum, and the numerator is at least
-(e^{s[0]}^2 + e^{s[N-1]}^2) / 2 > 0 by AM-GM. (So the paper's 1.08 for xPos + BCA at 2048 in
-Table 3 cannot be this formula as printed.) A flat curve gives 1/N^2; a single visible distance 1.
+with e^{s[N]} = 0 past the end and e^{-inf} = 0 for a distance never visible; computed stably
+(shifted by the max). 0 <= R <= 1 for every curve (proof in ``docs/resolution.md``).
 
-Two ways to get s:
-
-* **analytic** (:func:`analytic_curve`, :func:`analytic`), before any training. s[n] is the score
+* **analytic** (:func:`analytic_curve`, :func:`analytic`), before any training: s[n] is the score
   the scheme's own :meth:`~lexkit.positions.Scheme.scores` gives to q = k = the all-ones vector of
-  each head, for a query at position N-1 and a key at N-1-n. For the rotary family that is
-  (2/sqrt(h)) sum_i zeta_i^(n/B) cos(n theta_i) (each rotate-half pair of ones contributes
-  2 cos(n theta_i)); for bias schemes sqrt(h) + bias(h, n) (the constant does not change R); for
-  NoPE the constant sqrt(h). Absolute schemes have no per-head transform: s[n] is the mean over
-  query positions m of p_m . p_(m-n) / sqrt(d_model) with p the scheme's ``embed`` table
-  (d_model = heads x head_dim), the same curve for every head. Learnable schemes (KERPLE, T5,
-  learned) use their initial values under ``seed`` or, given a trained scheme object, its values.
+  each head, for a query at N-1 and a key at N-1-n (absolute schemes: the mean of
+  p_m . p_(m-n) / sqrt(d_model) over queries m, from the scheme's ``embed`` table). Learnable
+  schemes use their initial values under ``seed``, or a trained scheme object's values.
 * **empirical** (:func:`empirical`, :func:`empirical_run`), from a model on real text: the
-  paper's Eq. 11, s_hat[n] = mean over texts and query positions i >= n of e(i, i - n), per layer
-  and head, accumulated through the model's score hook one query block at a time, so memory is
-  O(n * block), never O(n^2). The same pass measures the attention entropy per layer and head
-  (mean over queries of -sum_k p log p).
+  paper's s_hat[n] = mean over texts and query positions i >= n of e(i, i - n), per layer and
+  head, accumulated through the model's score hook one query block at a time (memory O(n *
+  block), never O(n^2)); the same pass measures the attention entropy per layer and head.
 
-Heads and layers: R is computed per head; ``resolution`` is the mean over heads of the per-head R
-(empirically, per layer, then the mean over layers).
-
-Patterns: s_hat[n] averages over the (text, query) pairs for which distance n is *visible* under
-the pattern; a distance no pair can see counts as -inf (contributes 0). Under ``window:W`` that is
-simply distances >= W removed. Under ``bca:W`` (blocks of W/2) a distance d < W/2 is seen by
-every query m >= d, but a distance W/2 <= d < W only by the queries whose offset in their block
-is at least d - W/2 (the earliest keys of the previous block are out of reach for the others);
-s_hat[n] is the mean over exactly the queries that see distance n. For a relative scheme
-s_hat[n] then equals s[n] at every visible n, so the analytic R of ``bca:W`` and of ``window:W``
-at any N >= W both equal the causal R at length W; the two patterns differ only empirically.
+R is computed per head; ``resolution`` is the mean over heads (empirically per layer, then the
+mean over layers). Under a pattern, s_hat[n] averages over exactly the (text, query) pairs that
+see distance n; a distance no pair sees counts as -inf. ``docs/resolution.md`` has the closed
+forms per scheme and why ``window:W`` and ``bca:W`` share the analytic R of causal at length W.
 """
 
 from __future__ import annotations
@@ -54,7 +38,9 @@ from .attention import Pattern
 from .attention import create as create_pattern
 from .attention.logn import logn_scale
 from .attention.patterns import Causal
+from .device import device_of, eval_mode
 from .positions import Scheme
+from .specs import parse_lengths
 
 #: Version of the JSON document written by :func:`analytic`, :func:`empirical_run` and the CLI.
 FORMAT_VERSION = 1
@@ -81,43 +67,24 @@ def resolution(s: Tensor | Sequence[float]) -> Tensor:
 
 
 # -- inputs -------------------------------------------------------------------------------------
-def parse_lengths(text: str | Iterable[int]) -> list[int]:
-    """``"1024,2048"`` -> ``[1024, 2048]``: positive integers, each once. Bad input: ValueError."""
-    if isinstance(text, str):
-        items = [item.strip() for item in text.split(",")]
-        if not text.strip() or any(not item for item in items):
-            raise ValueError(f"--lengths {text!r}: expected a comma list of positive integers, e.g. 1024,2048")
-        lengths = []
-        for item in items:
-            try:
-                lengths.append(int(item))
-            except ValueError:
-                raise ValueError(f"--lengths {text!r}: {item!r} is not an integer") from None
-    else:
-        lengths = [int(x) for x in text]
-        if not lengths:
-            raise ValueError("lengths: expected at least one length")
-    for n in lengths:
-        if n <= 0:
-            raise ValueError(f"lengths: {n} is not a positive length")
-    dup = sorted({n for n in lengths if lengths.count(n) > 1})
-    if dup:
-        raise ValueError(f"lengths: {', '.join(map(str, dup))} given more than once")
-    return lengths
-
-
 def make_scheme(
-    spec: str | Scheme, *, heads: int = 16, head_dim: int = 64, seed: int = 0, train_len: int | None = None
+    spec: str | Scheme,
+    *,
+    heads: int = 16,
+    head_dim: int = 64,
+    seed: int = 0,
+    max_len: int | None = None,
+    train_len: int | None = None,
 ) -> Scheme:
     """A scheme from its spec, its learnable values drawn under ``seed`` (the global RNG is left
     as it was). A :class:`Scheme` object is returned as it is (its own heads and values).
-    ``train_len`` fills the spec's training-length defaults (a scaled RoPE's ``original_len``,
-    ReRoPE's ``w``, ``learned``'s table)."""
+    ``train_len`` fills the spec's training-length defaults (``learned``'s table, a scaled RoPE's
+    ``original_len``, ReRoPE's ``w``); ``max_len``, if given, takes its place for them."""
     if isinstance(spec, Scheme):
         return spec
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return positions.create(spec, n_heads=heads, head_dim=head_dim, max_len=train_len)
+        return positions.create(spec, n_heads=heads, head_dim=head_dim, max_len=max_len if max_len is not None else train_len)
 
 
 def _pattern(pattern: str | Pattern | None, train_len: int | None = None) -> Pattern:
@@ -230,6 +197,7 @@ def analytic_curve(
     heads: int = 16,
     head_dim: int = 64,
     seed: int = 0,
+    max_len: int | None = None,
     train_len: int | None = None,
     logn: bool = False,
 ) -> Tensor:
@@ -252,9 +220,9 @@ def analytic_curve(
     if logn and train_len is None:
         raise ValueError("log-n scaling needs the training length (train_len)")
     length = int(length)
-    scheme = make_scheme(scheme, heads=heads, head_dim=head_dim, seed=seed, train_len=train_len)
+    scheme = make_scheme(scheme, heads=heads, head_dim=head_dim, seed=seed, max_len=max_len, train_len=train_len)
     pattern = _pattern(pattern, train_len)
-    device = positions.base._device_of(scheme)
+    device = device_of(scheme)
     scale = logn_scale(torch.arange(length), train_len).to(torch.float64) if logn else None  # [N] λ_m
     if scheme.relative:
         # one query at N-1, keys at 0..N-1: score at distance n = scores[..., N-1-n]
@@ -302,6 +270,7 @@ def analytic(
     heads: int = 16,
     head_dim: int = 64,
     seed: int = 0,
+    max_len: int | None = None,
     train_len: int | None = None,
     logn: bool = False,
 ) -> dict:
@@ -317,7 +286,7 @@ def analytic(
     ReRoPE's ``w``, a pattern's W, log-n's L) and ``logn`` are recorded when given.
     """
     lengths = parse_lengths(lengths)
-    scheme = make_scheme(spec, heads=heads, head_dim=head_dim, seed=seed, train_len=train_len)
+    scheme = make_scheme(spec, heads=heads, head_dim=head_dim, seed=seed, max_len=max_len, train_len=train_len)
     pat = _pattern(pattern, train_len)
     doc = _header("analytic", scheme.spec)
     doc.update(heads=scheme.n_heads, head_dim=scheme.head_dim, seed=seed, pattern=pat.spec)
@@ -369,17 +338,12 @@ def empirical(
     cfg = model.cfg
     n = tokens.shape[1]
     acc = Accumulator(cfg.n_layers, cfg.n_heads, n, pat)
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            for start in range(0, tokens.shape[0], batch_size):
-                model(tokens[start : start + batch_size].to(device), pattern=pat, kernel="chunked", hook=acc)
-                if progress is not None:
-                    progress.advance(1)
-    finally:
-        model.train(was_training)
+    device = device_of(model)
+    with eval_mode(model), torch.no_grad():
+        for start in range(0, tokens.shape[0], batch_size):
+            model(tokens[start : start + batch_size].to(device), pattern=pat, kernel="chunked", hook=acc)
+            if progress is not None:
+                progress.advance(1)
     curve = acc.curve()  # [L, H, n]
     r = resolution(curve)  # [L, H]
     ent = acc.entropy()  # [L, H]
@@ -404,18 +368,12 @@ def texts(docs: Sequence[bytes], length: int, count: int) -> Tensor:
     """``[b, length]`` int64: the first ``length`` tokens (BOS + bytes) of each of the first
     ``count`` documents at least that long (the paper's protocol reads long documents from
     their start). ValueError when none is long enough."""
-    from .data import encode
+    from .data import encode, require_long
 
     if count <= 0:
         raise ValueError(f"--texts must be positive, got {count}")
-    out = [encode(d)[:length] for d in docs if len(d) + 1 >= length][:count]
-    if not out:
-        longest = max((len(d) + 1 for d in docs), default=0)
-        raise ValueError(
-            f"no validation document has {length:,} tokens ({len(docs)} documents, the longest "
-            f"{longest:,} tokens with BOS); use shorter --lengths or more data"
-        )
-    return torch.stack(out)
+    # ``length`` tokens are BOS and the first length - 1 bytes
+    return torch.stack([encode(d)[:length] for d in require_long(docs, length - 1)[:count]])
 
 
 def empirical_run(
@@ -471,78 +429,3 @@ def to_json(doc: dict) -> dict:
     if isinstance(doc, list):
         return [to_json(v) for v in doc]
     return doc
-
-
-# -- plots --------------------------------------------------------------------------------------
-def _figure(width: float = 11.0, height: float = 4.2):
-    from matplotlib.figure import Figure  # no pyplot: no global backend state
-
-    return Figure(figsize=(width, height), layout="constrained")
-
-
-def _finite(x: Tensor) -> Tensor:
-    x = x.to(torch.float64).clone()
-    x[~torch.isfinite(x)] = math.nan
-    return x
-
-
-def plot_analytic(curves: dict[str, Tensor], table: dict[str, dict[int, float | None]], path: str | Path,
-                  *, marks: Sequence[int] = (), title: str = "") -> None:
-    """Left: s[n] (mean over heads) against distance, one line per scheme (the paper's Fig. 1
-    style; symlog y so bias and rotary curves share an axis). Right: R against length."""
-    fig = _figure()
-    left, right = fig.subplots(1, 2)
-    for label, curve in curves.items():
-        y = _finite(curve.mean(0) if curve.ndim == 2 else curve)
-        left.plot(torch.arange(y.shape[-1]).numpy(), y.numpy(), label=label, linewidth=1)
-    for m in marks:
-        left.axvline(m, color="grey", linestyle=":", linewidth=0.8)
-    left.set_yscale("symlog", linthresh=1.0)
-    left.set_xlabel("distance n")
-    left.set_ylabel("s[n], mean over heads")
-    left.set_title("expected score by distance")
-    left.legend(fontsize="small")
-    for label, by_len in table.items():
-        xs = [n for n, r in by_len.items() if r is not None]
-        right.plot(xs, [by_len[n] for n in xs], marker="o", label=label)
-    right.set_xscale("log", base=2)
-    right.set_yscale("log")  # R spans decades (a flat curve gives 1/N^2); at most 1
-    right.set_xlabel("length N")
-    right.set_ylabel("R (mean over heads, log scale)")
-    right.set_title("attention resolution")
-    right.legend(fontsize="small")
-    if title:
-        fig.suptitle(title)
-    fig.savefig(str(path), dpi=110)
-
-
-def plot_empirical(doc: dict, path: str | Path) -> None:
-    """Left: s_hat[n] (mean over heads) per layer at the longest length, training length marked.
-    Right: R per layer (and the mean) across lengths."""
-    rows = [r for r in doc["results"] if r.get("resolution") is not None]
-    if not rows:
-        raise ValueError("nothing to plot: no length could be measured")
-    fig = _figure()
-    left, right = fig.subplots(1, 2)
-    longest = max(rows, key=lambda r: r["length"])
-    curve = longest["curve"]  # [L, H, N]
-    for layer in range(curve.shape[0]):
-        left.plot(_finite(curve[layer].mean(0)).numpy(), label=f"layer {layer}", linewidth=1)
-    if doc.get("train_len"):
-        left.axvline(doc["train_len"], color="grey", linestyle=":", linewidth=0.8)
-    left.set_xlabel("distance n")
-    left.set_ylabel("s_hat[n], mean over heads")
-    left.set_title(f"empirical score by distance, length {longest['length']}")
-    left.legend(fontsize="small")
-    xs = [r["length"] for r in rows]
-    for layer in range(len(rows[0]["per_layer"])):
-        right.plot(xs, [r["per_layer"][layer] for r in rows], marker="o", linewidth=1, label=f"layer {layer}")
-    right.plot(xs, [r["resolution"] for r in rows], marker="s", color="black", linewidth=2, label="mean")
-    right.set_xscale("log", base=2)
-    right.set_yscale("log")
-    right.set_xlabel("length N")
-    right.set_ylabel("R (mean over heads, log scale)")
-    right.set_title("attention resolution per layer")
-    right.legend(fontsize="small")
-    fig.suptitle(f"{doc.get('scheme', '')}, pattern {doc.get('pattern', '')}")
-    fig.savefig(str(path), dpi=110)

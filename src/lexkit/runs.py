@@ -14,7 +14,6 @@ parts can never disagree.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from pathlib import Path
@@ -46,7 +45,8 @@ def atomic_write(path: Path, data: bytes | str) -> None:
 
 
 def write_json(path: Path, obj: Any) -> None:
-    atomic_write(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+    """``obj`` as indented JSON, atomically (every JSON document lexkit writes goes through here)."""
+    atomic_write(path, json.dumps(obj, indent=2) + "\n")
 
 
 def _save_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
@@ -196,6 +196,3 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
-
-def model_config_dict(cfg: ModelConfig) -> dict:
-    return dataclasses.asdict(cfg)

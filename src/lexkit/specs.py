@@ -9,6 +9,7 @@ that names the bad part and lists what is valid.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from typing import Any, Callable
 
 
@@ -130,5 +131,32 @@ def positive(x: Any) -> bool:
     return x > 0
 
 
-def nonnegative(x: Any) -> bool:
-    return x >= 0
+
+def parse_lengths(lengths: str | int | Iterable[int]) -> list[int]:
+    """Sequence lengths, from ``"1024, 256,1024"`` or ``[1024, 256]``: positive integers, returned
+    sorted with duplicates dropped (``[256, 1024]``). Anything else is a ValueError that names
+    the bad item (every command's ``--lengths`` and every library call share this one rule)."""
+    def bad(why: str) -> ValueError:
+        return ValueError(f"lengths must be positive integers, got {lengths!r}: {why}")
+
+    if isinstance(lengths, str):
+        items = [item.strip() for item in lengths.split(",")]
+        if not lengths.strip() or any(not item for item in items):
+            raise bad("expected a comma list such as 1024,2048")
+        values = []
+        for item in items:
+            try:
+                values.append(int(item))
+            except ValueError:
+                raise bad(f"{item!r} is not an integer") from None
+    else:
+        values = [lengths] if isinstance(lengths, int) else list(lengths)
+        if not values:
+            raise bad("expected at least one length")
+        for value in values:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise bad(f"{value!r} is not an integer")
+    for value in values:
+        if value <= 0:
+            raise bad(f"{value} is not a positive integer")
+    return sorted(set(values))

@@ -27,16 +27,18 @@ import torch
 from . import __version__, positions, runs
 from .attention import create as create_pattern
 from .data import Corpus, load_corpus
-from .evaluate import default_lengths, evaluate
-from .resolution import analytic_curve, empirical, resolution, texts, to_json
 from .device import resolve_device
-from .train import configs, train
+from .evaluate import default_lengths, evaluate
+from .principles import measure_principles
+from .resolution import analytic, analytic_curve, empirical, texts, to_json
+from .train import configs, device_autocast, make_optimizer, train, train_step
 
 DEFAULT_SCHEMES = [
     "none", "sinusoidal", "rope", "xpos", "xpos:rotate=false", "alibi", "kerple-log", "kerple-power", "sandwich",
 ]
 DEFAULT_PATTERNS = ["causal", "window", "bca"]
-SCHEMA_VERSION = 1
+#: 2: ``analytic_curves`` (the analytic s[n] the report plots) is stored in results.json
+SCHEMA_VERSION = 2
 #: bump when the meaning of a cached evaluation changes (invalidates eval/resolution caches)
 EVAL_VERSION = 1
 
@@ -165,6 +167,7 @@ class Study:
             self.echo(f"[{index}/{len(cells)}] {cell.scheme} (seed {cell.seed})")
             rows.append(self.run_cell(cell))
         analytic_rows = self.analytic()
+        curves = self.analytic_curves()
         results = {
             "schema": SCHEMA_VERSION,
             "lexkit": __version__,
@@ -176,17 +179,20 @@ class Study:
             "resolution_lengths": self.resolution_lengths(),
             "data": {"spec": self.corpus.spec, "fingerprint": self.corpus.fingerprint},
             "model": {k: v for k, v in dataclasses.asdict(cells[0].model_cfg).items() if k != "scheme"},
-            "params": sum(p.numel() for p in runs.build_model({"model": dataclasses.asdict(cells[0].model_cfg)}).parameters()),
+            "params": runs.build_model({"model": dataclasses.asdict(cells[0].model_cfg)}).num_params(),
             "train": {k: v for k, v in dataclasses.asdict(cells[0].train_cfg).items() if k != "seed"},
             "runs": rows,
             "analytic": analytic_rows,
+            "analytic_curves": curves,
             "wall_seconds": round(time.perf_counter() - started, 1),
             "work": {a: sum(1 for r in self.record if r["action"] == a) for a in ("ran", "cached")},
         }
         runs.write_json(self.out / "results.json", results)
+        from .plots import report_figures
         from .report import write_report
 
         write_report(results, self.out)
+        report_figures(results, self.out)
         return results
 
     def run_cell(self, cell: Cell) -> dict:
@@ -250,53 +256,70 @@ class Study:
                 rows.append(row)
         return rows
 
+    def _shape(self) -> dict:
+        """The study's model shape, as the resolution instrument takes it (initial values under
+        seed 0, the random state of the process untouched)."""
+        cfg = self.cells()[0].model_cfg
+        return {"heads": cfg.n_heads, "head_dim": cfg.head_dim, "seed": 0, "max_len": cfg.max_len or cfg.train_len}
+
     def analytic(self) -> list[dict]:
         """Analytic R before training: each scheme as initialised under seed 0, at the study's
-        model shape, for every pattern and resolution length."""
-        cfg = self.cells()[0].model_cfg
+        model shape, for every pattern and resolution length (the resolution instrument's own
+        :func:`~lexkit.resolution.analytic`)."""
         rows = []
         for spec in self.cfg.schemes:
-            torch.manual_seed(0)
-            scheme = positions.create(spec, cfg.n_heads, cfg.head_dim, max_len=cfg.max_len or cfg.train_len)
             for pattern in self.patterns():
-                for n in self.resolution_lengths():
-                    try:
-                        value = float(resolution(analytic_curve(scheme, n, pattern)).mean())
-                    except ValueError:
-                        value = None
-                    rows.append({"scheme": spec, "pattern": pattern, "length": n, "resolution": value})
+                for row in analytic(spec, self.resolution_lengths(), pattern, **self._shape())["results"]:
+                    rows.append({"scheme": spec, "pattern": pattern, "length": row["length"],
+                                 "resolution": row["resolution"]})
         return rows
+
+    def analytic_curves(self) -> dict:
+        """The analytic s[n] - s[0] (mean over heads, causal) of every scheme at min(4x the
+        training length, the longest length): the curves the report plots. A scheme undefined
+        at that length (``learned`` past its table) is left out."""
+        n = min(4 * self.train_len(), max(self.lengths()))
+        curves = {}
+        for spec in self.cfg.schemes:
+            try:
+                s = analytic_curve(spec, n, **self._shape()).mean(0)  # [n]
+            except ValueError:
+                continue
+            curves[spec] = (s - s[0]).tolist()
+        return {"length": n, "pattern": "causal", "curves": curves}
 
     # -- dry run ------------------------------------------------------------------------------
     def estimate(self) -> dict:
-        """The cells, and a time estimate from a short measurement on this machine (3 timed
-        training steps per scheme; evaluation from one forward pass at the longest length)."""
+        """The cells, and a time estimate from a short measurement on this machine: the
+        trainer's own :func:`~lexkit.train.train_step`, 4 steps per scheme (the first is warm-up;
+        the median of the other three counts), and evaluation from one forward pass at the
+        longest length."""
+        from .device import eval_mode
         from .model import GPT
 
+        device = resolve_device(self.cfg.device)
         cells = self.cells()
         lengths, patterns = self.lengths(), self.patterns()
         per_scheme = {}
         for scheme in self.cfg.schemes:
             cell = next(c for c in cells if c.scheme == scheme)
-            torch.manual_seed(0)
-            model = GPT(cell.model_cfg)
-            x = torch.randint(0, 256, (cell.train_cfg.batch, cell.model_cfg.train_len))
-            opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(0)
+                model = GPT(cell.model_cfg).to(device)
+                x = torch.randint(0, 256, (cell.train_cfg.batch, cell.model_cfg.train_len), device=device)
+                n = max(lengths)
+                probe = torch.randint(0, 256, (1, n), device=device)
+            optimizer = make_optimizer(model, cell.train_cfg)
             step_times = []
-            for i in range(4):
+            for _ in range(4):
                 t0 = time.perf_counter()
-                loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1), x.flatten())
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
+                train_step(model, optimizer, x, x, grad_clip=cell.train_cfg.grad_clip, autocast=device_autocast(device))
                 step_times.append(time.perf_counter() - t0)
             train_s = sorted(step_times[1:])[1] * cell.train_cfg.steps
-            model.eval()
-            n = max(lengths)
-            with torch.no_grad():
+            with eval_mode(model), torch.no_grad():
                 t0 = time.perf_counter()
                 try:
-                    model(torch.randint(0, 256, (1, n)))
+                    model(probe)
                 except ValueError:
                     pass
                 forward = time.perf_counter() - t0
@@ -306,31 +329,3 @@ class Study:
         done = {c.name for c in cells if (self.out / "runs" / c.name / runs.CHECKPOINT).is_file()}
         return {"cells": [{"scheme": c.scheme, "seed": c.seed, "run": c.name, "exists": c.name in done} for c in cells],
                 "lengths": lengths, "patterns": patterns, "per_scheme": per_scheme, "total_s": total}
-
-
-def measure_principles(model, docs: list[bytes]) -> dict:
-    """The paper's three design principles, measured on one validation text at the training length.
-
-    * order variance: max |f(P X) - P f(X)| / max |f(X)| for a random permutation P of the tokens
-      (0 would be a bag of words);
-    * translation invariance: max |f(X; offset k) - f(X)| / max |f(X)| for k = training length/2
-      (0 for relative schemes up to rounding; learned is evaluated within its table).
-    """
-    from .data import encode
-
-    n = model.cfg.train_len // 2
-    doc = next((d for d in docs if len(d) >= n), None)
-    if doc is None:
-        return {"order_variance": None, "translation": None}
-    x = encode(doc)[:n][None].to(next(model.parameters()).device)  # [1, n]
-    gen = torch.Generator().manual_seed(0)
-    perm = torch.randperm(n, generator=gen)
-    with torch.no_grad():
-        base = model(x)[0]  # [n, V]
-        permuted = model(x[:, perm])[0]
-        scale = base.abs().max().item()
-        order = (permuted - base[perm]).abs().max().item() / scale
-        shifted = model(x, offset=model.cfg.train_len // 2)[0]
-        translation = (shifted - base).abs().max().item() / scale
-    return {"order_variance": order, "translation": translation, "offset": model.cfg.train_len // 2, "tokens": n}
-

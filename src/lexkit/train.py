@@ -17,19 +17,18 @@ import dataclasses
 import json
 import math
 import time
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from . import presets, runs
-from .data import Corpus, Stream, load_corpus
-from .device import resolve_device
+from .data import LN2, Corpus, Stream, load_corpus
+from .device import eval_mode, resolve_device
 from .errors import LexkitError, RunError
 from .model import GPT, ModelConfig
 from .progress import bar
-
-LN2 = math.log(2.0)
 
 
 class TrainError(LexkitError):
@@ -121,26 +120,63 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * u)))
 
 
-def _optimizer(model: GPT, cfg: TrainConfig) -> torch.optim.AdamW:
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and not n.startswith("scheme.")]
-    other = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and not n.startswith("scheme."))]
+def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
+    """AdamW (betas 0.9, 0.95) with weight decay on matrices only: not on biases, norms, or a
+    position scheme's own parameters (``scheme.*``: KERPLE's slopes, T5's table)."""
+    def decays(name: str, p: torch.Tensor) -> bool:
+        return p.dim() >= 2 and not name.startswith("scheme.")
+
+    decay = [p for n, p in model.named_parameters() if decays(n, p)]
+    other = [p for n, p in model.named_parameters() if not decays(n, p)]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": other, "weight_decay": 0.0}]
     # fused: one kernel per parameter group instead of ~1,000 small ops per step
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), fused=True)
 
 
+def train_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    grad_clip: float,
+    autocast: AbstractContextManager | None = None,
+) -> float:
+    """One optimizer step on inputs ``x`` and targets ``y`` (int64 ``[batch, length]``): forward
+    (under ``autocast``), float32 cross-entropy, backward, gradient clipping, AdamW, then the
+    scheme's constraints (KERPLE's bounds). Returns the loss; a non-finite loss is returned
+    before the backward pass, leaving weights and optimizer untouched. The trainer, ``lexkit
+    study --dry-run`` and the benchmarks all time this one function."""
+    with autocast if autocast is not None else nullcontext():
+        logits = model(x)  # [batch, length, vocab]
+    loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
+    value = loss.item()
+    if not math.isfinite(value):
+        return value
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    if isinstance(model, GPT):
+        model.scheme.constrain_()
+    return value
+
+
+def device_autocast(device: torch.device) -> AbstractContextManager:
+    """bf16 autocast on CUDA; nothing elsewhere (CPU trains in float32)."""
+    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
+
+
 @torch.no_grad()
 def validation_bpb(model: GPT, stream: Stream, cfg: TrainConfig, length: int, device: torch.device) -> float:
     """Bits per byte on the first ``eval_windows`` validation windows at the training length."""
-    was_training = model.training
-    model.eval()
     x, y = stream.fixed_windows(cfg.eval_windows, length)
     total, count = 0.0, 0
-    for i in range(0, x.shape[0], cfg.batch):
-        logits = model(x[i : i + cfg.batch].to(device))
-        nll = F.cross_entropy(logits.float().flatten(0, 1), y[i : i + cfg.batch].to(device).flatten(), reduction="sum")
-        total, count = total + nll.item(), count + y[i : i + cfg.batch].numel()
-    model.train(was_training)
+    with eval_mode(model):
+        for i in range(0, x.shape[0], cfg.batch):
+            logits = model(x[i : i + cfg.batch].to(device))
+            nll = F.cross_entropy(logits.float().flatten(0, 1), y[i : i + cfg.batch].to(device).flatten(), reduction="sum")
+            total, count = total + nll.item(), count + y[i : i + cfg.batch].numel()
     return total / count / LN2
 
 
@@ -218,7 +254,7 @@ def train(
 
     torch.manual_seed(train_cfg.seed)
     model = GPT(model_cfg).to(dev)
-    optimizer = _optimizer(model, train_cfg)
+    optimizer = make_optimizer(model, train_cfg)
     start, state = 0, {"step": 0, "done": False}
     if init is not None and not resume:
         runs.load_weights(init, model)
@@ -234,7 +270,7 @@ def train(
 
     train_stream, valid_stream = Stream(corpus.train), Stream(corpus.valid)
     length = model_cfg.train_len
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if dev.type == "cuda" else _null()
+    autocast = device_autocast(dev)
     model.train()
     log = open(out / runs.METRICS, "a")
     loss_value, last = float("nan"), time.perf_counter()
@@ -248,20 +284,12 @@ def train(
                 lr = lr_at(step, train_cfg)
                 for group in optimizer.param_groups:
                     group["lr"] = lr
-                with autocast:
-                    logits = model(x)
-                loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
-                loss_value = loss.item()
+                loss_value = train_step(model, optimizer, x, y, grad_clip=train_cfg.grad_clip, autocast=autocast)
                 if not math.isfinite(loss_value):
                     raise TrainError(
                         f"loss is {loss_value} at step {step + 1}; training stopped, the last good "
                         f"checkpoint (step {state['step']}) is kept in {out}"
                     )
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
-                optimizer.step()
-                model.scheme.constrain_()
                 done = step + 1
                 now = time.perf_counter()
                 rate = x.numel() / max(now - last, 1e-9)
@@ -310,10 +338,3 @@ def _truncate_metrics(out: Path, step: int) -> None:
     rows = [r for r in runs.read_metrics(out) if r.get("step", 0) <= step]
     runs.atomic_write(out / runs.METRICS, "".join(json.dumps(r) + "\n" for r in rows))
 
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False

@@ -5,8 +5,9 @@ mask, FlexAttention's ``mask_mod`` and the chunked kernel alike. Indices count f
 the input (0 .. n-1), so a pattern's blocks do not move with a position ``offset``.
 
 * ``causal``: n <= m.
-* ``window:W``: causal and near, 0 <= m - n < W (seed 002's "super-strong baseline", W = the
-  training length).
+* ``window:W``: causal and near, 0 <= m - n < W (the "super-strong baseline" of the essay *The
+  Path to the Transformer, Part 7: Length Extrapolation and Local Attention*; W = the training
+  length).
 * ``bca:W``: blockwise causal attention (Sun et al. 2022, Sec. 3.3): blocks of W/2; each block sees
   itself causally and all of the previous block.
 
@@ -31,6 +32,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
+from ..registry import Registry
 from ..specs import Param, describe_params, format_spec, parse_params, split_spec
 
 
@@ -110,15 +112,10 @@ def _width(x: int) -> bool:
     return x > 0
 
 
-_REGISTRY: dict[str, type[Pattern]] = {}
-
-
-def register(cls: type[Pattern]) -> type[Pattern]:
-    """Add a pattern class to the registry (usable as a decorator)."""
-    if not (isinstance(cls, type) and issubclass(cls, Pattern)) or not cls.name:
-        raise TypeError(f"register expects a named Pattern subclass, got {cls!r}")
-    _REGISTRY[cls.name] = cls
-    return cls
+#: Every attention pattern by name; ``@lexkit.attention.register`` adds a user's own.
+PATTERNS: Registry[type[Pattern]] = Registry("attention pattern", Pattern)
+register = PATTERNS.register
+names = PATTERNS.names
 
 
 @register
@@ -134,7 +131,7 @@ class Causal(Pattern):
 
 @register
 class Window(Pattern):
-    """Sliding window: causal and near, 0 <= m - n < W (seed 002's super-strong baseline)."""
+    """Sliding window: causal and near, 0 <= m - n < W (the essay's super-strong baseline)."""
 
     name = "window"
     params = {"W": Param(int, None, "window size (default: the training length)", _width, "> 0")}
@@ -208,10 +205,6 @@ class Sinks(Pattern):
         return q_idx.clamp(max=self.values["K"] + self.values["W"] - 1)
 
 
-def names() -> list[str]:
-    return list(_REGISTRY)
-
-
 def create(spec: str | Pattern, *, default_window: int | None = None) -> Pattern:
     """Build a pattern from a spec: ``causal``, ``window:128``, ``window:W=128``, ``bca:256``.
 
@@ -221,9 +214,7 @@ def create(spec: str | Pattern, *, default_window: int | None = None) -> Pattern
     if isinstance(spec, Pattern):
         return spec
     name, items = split_spec(spec)
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown attention pattern {name!r}; valid: {', '.join(_REGISTRY)}")
-    cls = _REGISTRY[name]
+    cls = PATTERNS.get(name)
     values = parse_params(f"pattern {name}", cls.params, items, positional=cls.positional)
     for key, param in cls.params.items():
         if values[key] is None:
@@ -236,4 +227,4 @@ def create(spec: str | Pattern, *, default_window: int | None = None) -> Pattern
 
 
 def describe() -> list[tuple[str, str, str]]:
-    return [(c.name, describe_params(c.params), c.summary) for c in _REGISTRY.values()]
+    return [(c.name, describe_params(c.params), c.summary) for c in PATTERNS]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import json
 import os
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 from .. import attention
 from ..attention import KERNELS
 from ..errors import LexkitError
+from .table import format_table
 
 
 def add_parser(sub):
@@ -62,7 +62,8 @@ def add_parser(sub):
 
 def run(args) -> int:
     from ..device import resolve_device
-    from ..evaluate import csv_rows, evaluate_run, parse_lengths
+    from ..evaluate import csv_rows, evaluate_run
+    from ..specs import parse_lengths
 
     # Everything that can be checked without the model is checked before it loads.
     lengths = parse_lengths(args.lengths) if args.lengths is not None else None
@@ -86,7 +87,7 @@ def run(args) -> int:
 
         torch.set_num_threads(args.threads)
 
-    from ..runs import atomic_write
+    from ..runs import atomic_write, write_json
 
     report = evaluate_run(
         args.run_dir, lengths=lengths, patterns=patterns, data=args.data, stride=args.stride,
@@ -95,7 +96,7 @@ def run(args) -> int:
     )
     print(format_report(report))
     if args.json:
-        atomic_write(args.json, json.dumps(report, indent=2) + "\n")
+        write_json(args.json, report)
     if args.csv:
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=list(csv_rows(report)[0]) if report["results"] else [], lineterminator="\n")
@@ -149,7 +150,7 @@ def format_report(report: dict) -> str:
             else:
                 row.append(f"{r['bpb']:.4f}")
         rows.append(row)
-    lines += _columns(rows)
+    lines += format_table(rows)
     for reason, at in notes.items():
         lines.append(f"  - at {', '.join(map(str, sorted(set(at))))}: {reason}")
     lines.append("  (x = multiple of the training length)")
@@ -168,7 +169,7 @@ def format_report(report: dict) -> str:
             rows.append([label + (" *" if beyond else "")] + [
                 f"{at[(lo, hi, n)]['bpb']:.4f}" if (lo, hi, n) in at else "" for n in lengths
             ])
-        lines += _columns(rows)
+        lines += format_table(rows)
     return "\n".join(lines)
 
 
@@ -179,10 +180,3 @@ def _length_label(n: int, train_len: int | None) -> str:
     text = f"{ratio:g}" if ratio >= 1 or ratio in (0.5, 0.25, 0.125) else f"{ratio:.2g}"
     return f"{n} ({text}x)"
 
-
-def _columns(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return [
-        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
-        for r in rows
-    ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import attention
-from .schemes import print_rows
+from .table import print_table
 
 
 def add_parser(sub):
@@ -11,6 +11,6 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    print_rows([("name", "parameters (defaults)", "what a query sees")] + attention.describe())
+    print_table([("name", "parameters (defaults)", "what a query sees")] + attention.describe(), "lll")
     print("W=auto: the model's training length where one is known (required otherwise)")
     return 0

@@ -15,11 +15,14 @@ See ``docs/resolution.md``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
+from .. import plots
 from .. import resolution as res
+from ..runs import write_json
+from ..specs import parse_lengths
+from .table import print_table
 
 ANALYTIC_LENGTHS = "1024,2048"
 
@@ -70,7 +73,7 @@ def _analytic(args) -> int:
     seed = 0 if args.seed is None else args.seed
     if heads <= 0 or head_dim <= 0:
         raise ValueError(f"--heads and --head-dim must be positive, got {heads} and {head_dim}")
-    lengths = res.parse_lengths(args.lengths if args.lengths is not None else ANALYTIC_LENGTHS)
+    lengths = parse_lengths(args.lengths if args.lengths is not None else ANALYTIC_LENGTHS)
     if args.train_len is not None and args.train_len <= 0:
         raise ValueError(f"--train-len must be a positive integer, got {args.train_len}")
     if args.logn and args.train_len is None:
@@ -91,7 +94,7 @@ def _analytic(args) -> int:
             if r.get("note"):
                 notes.append(f"{doc['scheme']} at {r['length']}: {r['note']}")
         rows.append(row)
-    _table(rows)
+    print_table(rows)
     for note in notes:
         print(f"n/a: {note}")
 
@@ -113,7 +116,7 @@ def _analytic(args) -> int:
             except ValueError:
                 pass  # undefined at this length (learned past its table): noted in the table
         table = {d["scheme"]: {r["length"]: r["resolution"] for r in d["results"]} for d in docs}
-        res.plot_analytic(curves, table, args.plot, marks=sorted(set(lengths) - {longest}),
+        plots.plot_analytic(curves, table, args.plot, marks=sorted(set(lengths) - {longest}),
                           title=f"analytic, {heads} heads x {head_dim}, pattern {pattern}")
         print(f"wrote {args.plot}")
     return 0
@@ -145,7 +148,7 @@ def _empirical(args) -> int:
         for layer in range(doc["layers"]):
             rows.append([str(layer)] + [_num(r[key][layer] if r.get(key) else None) for r in results])
         rows.append(["mean"] + [_num(r[total]) for r in results])
-        _table(rows)
+        print_table(rows)
     print("texts: " + ", ".join(f"{r['length']}: {r['texts']}" for r in results))
     for r in results:
         if r.get("note"):
@@ -153,7 +156,7 @@ def _empirical(args) -> int:
     if args.json:
         _write_json(args.json, res.to_json(doc))
     if args.plot:
-        res.plot_empirical(doc, args.plot)
+        plots.plot_empirical(doc, args.plot)
         print(f"wrote {args.plot}")
     return 0
 
@@ -165,17 +168,9 @@ def _num(x) -> str:
     return f"{x:.4f}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2e}"
 
 
-def _table(rows: list[list[str]]) -> None:
-    """Plain aligned columns: the first left-aligned, numbers right-aligned."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
-        print("  ".join(cells).rstrip())
-
-
 def _write_json(path: str, obj: dict) -> None:
     target = Path(path)
     if target.parent and not target.parent.exists():
         raise FileNotFoundError(f"--json {path}: directory {target.parent} does not exist")
-    target.write_text(json.dumps(obj, indent=1) + "\n")
+    write_json(target, obj)  # atomically, like every JSON lexkit writes
     print(f"wrote {path}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import positions
+from .table import print_table
 
 
 def add_parser(sub):
@@ -11,12 +12,5 @@ def add_parser(sub):
 
 def run(args) -> int:
     rows = [("name", "family", "parameters (defaults)", "what it does")] + positions.describe()
-    print_rows(rows)
+    print_table(rows, "l" * len(rows[0]))
     return 0
-
-
-def print_rows(rows: list[tuple[str, ...]]) -> None:
-    """Aligned plain columns, one line per row (greppable; never wrapped)."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])

@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 
 from .. import presets
-from ..evaluate import parse_lengths
+from ..report import length_table, pattern_table
+from ..specs import parse_lengths
 from ..study import DEFAULT_PATTERNS, DEFAULT_SCHEMES, Study, StudyConfig
+from .table import print_table
 
 
 def add_parser(sub):
@@ -54,9 +56,10 @@ def run(args) -> int:
         print(f"estimated total: {plan['total_s'] / 60:.1f} min on this machine (measured just now)")
         return 0
     results = study.run()
-    from ..report import terminal
-
-    terminal(results)
+    for title, (header, rows) in (("bits per byte, causal (A)", length_table(results)),
+                                  ("beyond the training length, by pattern (B)", pattern_table(results))):
+        align = "".join("l" if h in ("scheme", "pattern") else "r" for h in header)
+        print_table([header] + rows, align, title=f"\n{title}")
     print(f"report: {args.out}/report.md  (results.json, results.csv, plots); "
           f"{results['work']['ran']} tasks ran, {results['work']['cached']} cached, {results['wall_seconds']:.0f} s")
     return 0

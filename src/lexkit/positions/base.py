@@ -19,6 +19,8 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from ..device import device_of
+from ..registry import Registry
 from ..specs import Param, describe_params, format_spec, parse_params, split_spec
 
 FAMILIES = ("none", "absolute", "rotary", "bias")
@@ -34,7 +36,7 @@ class Scheme(nn.Module):
     summary: ClassVar[str] = ""
     #: True when scores depend on positions only through m - n (translation invariant).
     relative: ClassVar[bool] = True
-    #: True when ``bias`` is defined (the ``bias`` family).
+    #: True when the class defines ``bias`` (derived in ``__init_subclass__``, never declared).
     has_bias: ClassVar[bool] = False
     #: The longest span of query positions one ``transform_qk`` call may cover in float32
     #: (None: any): every call's query positions satisfy max - min < max_query_span. xPos needs
@@ -45,6 +47,10 @@ class Scheme(nn.Module):
     separable: ClassVar[bool] = True
     #: parameters that default to the model's training length when the spec leaves them out
     train_len_params: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.has_bias = cls.bias is not Scheme.bias
 
     def __init__(self, n_heads: int, head_dim: int, **values: Any) -> None:
         super().__init__()
@@ -77,7 +83,7 @@ class Scheme(nn.Module):
     def bias_table(self, n: int, device: torch.device | str | None = None) -> Tensor:
         """``[n_heads, n]``: the bias at distances 0 .. n-1 for every head (one evaluation of
         :meth:`bias`, gathered by the kernels). Differentiable for learnable biases."""
-        device = device if device is not None else _device_of(self)
+        device = device if device is not None else device_of(self)
         heads = torch.arange(self.n_heads, device=device)[:, None]
         dist = torch.arange(n, device=device)[None, :]
         return self.bias(heads, dist).to(torch.float32)
@@ -145,37 +151,18 @@ class Scheme(nn.Module):
         return f"spec={self.spec!r}, n_heads={self.n_heads}, head_dim={self.head_dim}"
 
 
-def _device_of(module: nn.Module) -> torch.device:
-    for tensor in list(module.parameters()) + list(module.buffers()):
-        return tensor.device
-    return torch.device("cpu")
-
-
 # -- registry ----------------------------------------------------------------------------------
-_REGISTRY: dict[str, type[Scheme]] = {}
-
-
-def register(cls: type[Scheme]) -> type[Scheme]:
-    """Add a scheme class to the registry (usable as a decorator). Users call this from their
-    own module and load it with the CLI's ``--import MODULE``."""
-    if not (isinstance(cls, type) and issubclass(cls, Scheme)):
-        raise TypeError(f"register expects a Scheme subclass, got {cls!r}")
-    if not cls.name:
-        raise ValueError(f"{cls.__name__} has no `name`")
+def _check_family(cls: type[Scheme]) -> None:
     if cls.family not in FAMILIES:
         raise ValueError(f"{cls.__name__}: family {cls.family!r} is not one of {', '.join(FAMILIES)}")
-    _REGISTRY[cls.name] = cls
-    return cls
 
 
-def names() -> list[str]:
-    return list(_REGISTRY)
-
-
-def get(name: str) -> type[Scheme]:
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown position scheme {name!r}; valid: {', '.join(_REGISTRY)}")
-    return _REGISTRY[name]
+#: Every position scheme by name. Users add theirs with ``@lexkit.positions.register`` in their own
+#: module and load it with the CLI's ``--import MODULE``.
+SCHEMES: Registry[type[Scheme]] = Registry("position scheme", Scheme, _check_family)
+register = SCHEMES.register
+names = SCHEMES.names
+get = SCHEMES.get
 
 
 def parse(spec: str) -> tuple[type[Scheme], dict[str, Any]]:
@@ -207,4 +194,4 @@ def create(spec: str, n_heads: int, head_dim: int, *, max_len: int | None = None
 
 def describe() -> list[tuple[str, str, str, str]]:
     """(name, family, parameters with defaults, summary) for every registered scheme."""
-    return [(c.name, c.family, describe_params(c.params), c.summary) for c in _REGISTRY.values()]
+    return [(c.name, c.family, describe_params(c.params), c.summary) for c in SCHEMES]

@@ -38,7 +38,6 @@ def alibi_slopes(n_heads: int) -> Tensor:
 
 class BiasScheme(Scheme):
     family = "bias"
-    has_bias = True
 
 
 @register

@@ -1,0 +1,212 @@
+"""Every figure lexkit draws: the study report's five and the resolution command's two.
+
+matplotlib's object API only (``matplotlib.figure.Figure``, no pyplot): no global backend or
+figure state, so plotting is safe in a library, a test run or a thread, and needs no display.
+Figures are drawn from plain data (a study's ``results.json``, a resolution document), never
+from a model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from . import results as query
+
+DPI = 110
+BPB_TOP = 8.5  # bpb axes stop here: a diverging scheme would squash every other line
+
+
+def figure(width: float = 11.0, height: float = 4.2, panels: int = 1):
+    """A constrained-layout figure and its ``panels`` axes side by side."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), layout="constrained")
+    axes = fig.subplots(1, panels, squeeze=False)[0]
+    return fig, list(axes)
+
+
+def save(fig, path: str | Path) -> None:
+    fig.savefig(str(path), dpi=DPI)
+
+
+def _finite(x: Tensor) -> Tensor:
+    """float64 copy with every non-finite entry (a never-visible distance) as NaN (a gap)."""
+    x = x.to(torch.float64).clone()
+    x[~torch.isfinite(x)] = math.nan
+    return x
+
+
+def _mark(ax, train_len: int | None) -> None:
+    if train_len:
+        ax.axvline(train_len, color="grey", linestyle=":", linewidth=1)
+
+
+# -- the resolution command ---------------------------------------------------------------------
+def plot_analytic(curves: dict[str, Tensor], table: dict[str, dict[int, float | None]], path: str | Path,
+                  *, marks: Sequence[int] = (), title: str = "") -> None:
+    """Left: s[n] (mean over heads) against distance, one line per scheme (the paper's Fig. 1
+    style; symlog y so bias and rotary curves share an axis). Right: R against length."""
+    fig, (left, right) = figure(panels=2)
+    for label, curve in curves.items():
+        y = _finite(curve.mean(0) if curve.ndim == 2 else curve)
+        left.plot(torch.arange(y.shape[-1]).numpy(), y.numpy(), label=label, linewidth=1)
+    for m in marks:
+        left.axvline(m, color="grey", linestyle=":", linewidth=0.8)
+    left.set_yscale("symlog", linthresh=1.0)
+    left.set_xlabel("distance n")
+    left.set_ylabel("s[n], mean over heads")
+    left.set_title("expected score by distance")
+    left.legend(fontsize="small")
+    for label, by_len in table.items():
+        xs = [n for n, r in by_len.items() if r is not None]
+        right.plot(xs, [by_len[n] for n in xs], marker="o", label=label)
+    right.set_xscale("log", base=2)
+    right.set_yscale("log")  # R spans decades (a flat curve gives 1/N^2); at most 1
+    right.set_xlabel("length N")
+    right.set_ylabel("R (mean over heads, log scale)")
+    right.set_title("attention resolution")
+    right.legend(fontsize="small")
+    if title:
+        fig.suptitle(title)
+    save(fig, path)
+
+
+def plot_empirical(doc: dict, path: str | Path) -> None:
+    """Left: s_hat[n] (mean over heads) per layer at the longest length, training length marked.
+    Right: R per layer (and the mean) across lengths."""
+    rows = [r for r in doc["results"] if r.get("resolution") is not None]
+    if not rows:
+        raise ValueError("nothing to plot: no length could be measured")
+    fig, (left, right) = figure(panels=2)
+    longest = max(rows, key=lambda r: r["length"])
+    curve = longest["curve"]  # [L, H, N]
+    for layer in range(curve.shape[0]):
+        left.plot(_finite(curve[layer].mean(0)).numpy(), label=f"layer {layer}", linewidth=1)
+    if doc.get("train_len"):
+        left.axvline(doc["train_len"], color="grey", linestyle=":", linewidth=0.8)
+    left.set_xlabel("distance n")
+    left.set_ylabel("s_hat[n], mean over heads")
+    left.set_title(f"empirical score by distance, length {longest['length']}")
+    left.legend(fontsize="small")
+    xs = [r["length"] for r in rows]
+    for layer in range(len(rows[0]["per_layer"])):
+        right.plot(xs, [r["per_layer"][layer] for r in rows], marker="o", linewidth=1, label=f"layer {layer}")
+    right.plot(xs, [r["resolution"] for r in rows], marker="s", color="black", linewidth=2, label="mean")
+    right.set_xscale("log", base=2)
+    right.set_yscale("log")
+    right.set_xlabel("length N")
+    right.set_ylabel("R (mean over heads, log scale)")
+    right.set_title("attention resolution per layer")
+    right.legend(fontsize="small")
+    fig.suptitle(f"{doc.get('scheme', '')}, pattern {doc.get('pattern', '')}")
+    save(fig, path)
+
+
+# -- the study report ---------------------------------------------------------------------------
+def bpb_by_length(results: dict, path: str | Path) -> None:
+    """bpb against evaluation length, one panel per pattern, one line per scheme."""
+    patterns = results["patterns"]
+    fig, axes = figure(5 * len(patterns), 4, panels=len(patterns))
+    for ax, pattern in zip(axes, patterns):
+        for scheme in query.schemes(results):
+            pts = [(n, v) for n in results["lengths"]
+                   if (v := query.evaluation(results, scheme, pattern, n)[0]) is not None]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=scheme)
+        _mark(ax, results["train_len"])
+        ax.set_xscale("log", base=2)
+        ax.set_title(pattern)
+        ax.set_xlabel("evaluation length (bytes)")
+        ax.set_ylabel("bits per byte")
+        ax.set_ylim(top=min(BPB_TOP, ax.get_ylim()[1]))
+    axes[0].legend(fontsize=7)
+    save(fig, path)
+
+
+def analytic_curves(results: dict, path: str | Path) -> None:
+    """The analytic s[n] - s[0] (mean over heads, causal) the study computed before training."""
+    stored = results["analytic_curves"]
+    fig, (ax,) = figure(7, 4)
+    for scheme, curve in stored["curves"].items():
+        ax.plot(range(len(curve)), curve, label=scheme, lw=1)
+    _mark(ax, results["train_len"])
+    ax.set_xlabel("distance n")
+    ax.set_ylabel("s[n] − s[0] (analytic, mean over heads)")
+    ax.legend(fontsize=7)
+    save(fig, path)
+
+
+def resolution_per_layer(results: dict, path: str | Path) -> None:
+    """Empirical R per layer under causal attention, each scheme at its longest measured length."""
+    fig, (ax,) = figure(7, 4)
+    for scheme in query.schemes(results):
+        by_len = defaultdict(list)
+        for run in query.runs_of(results, scheme):
+            for r in run["resolution"]:
+                if r["pattern"] == "causal" and r.get("per_layer"):
+                    by_len[r["length"]].append(r["per_layer"])
+        for length, layers in sorted(by_len.items())[-1:]:
+            ax.plot(range(len(layers[0])), [sum(v) / len(v) for v in zip(*layers)], marker="o",
+                    label=f"{scheme} @ {length}")
+    ax.set_xlabel("layer")
+    ax.set_ylabel("empirical R (mean over heads)")
+    ax.legend(fontsize=7)
+    save(fig, path)
+
+
+def entropy_by_length(results: dict, path: str | Path) -> None:
+    """Attention entropy against length, under causal (solid) and the last pattern (dashed)."""
+    patterns = results["patterns"]
+    fig, (ax,) = figure(7, 4)
+    for scheme in query.schemes(results):
+        for pattern, style in (("causal", "-"), (patterns[-1] if len(patterns) > 1 else "causal", "--")):
+            pts = sorted((r["length"], r["entropy"]) for run in query.runs_of(results, scheme)
+                         for r in run["resolution"] if r["pattern"] == pattern and r.get("entropy") is not None)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker=".", label=f"{scheme} {pattern}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("length")
+    ax.set_ylabel("attention entropy (nats, mean over layers)")
+    ax.legend(fontsize=6, ncol=2)
+    save(fig, path)
+
+
+def loss_by_position(results: dict, path: str | Path) -> None:
+    """bpb by position within the chunk at the longest length, one panel per pattern."""
+    patterns, longest = results["patterns"], max(results["lengths"])
+    fig, axes = figure(5 * len(patterns), 4, panels=len(patterns))
+    for ax, pattern in zip(axes, patterns):
+        for scheme in query.schemes(results):
+            pts = sorted(((r["from"] + r["to"]) / 2, r["bpb"])
+                         for r in query.by_position(results, scheme, pattern, longest))
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=scheme)
+        _mark(ax, results["train_len"])
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"{pattern} at {longest}")
+        ax.set_xlabel("position in the chunk")
+        ax.set_ylabel("bits per byte")
+        ax.set_ylim(top=min(BPB_TOP, ax.get_ylim()[1]))
+    axes[0].legend(fontsize=7)
+    save(fig, path)
+
+
+#: The study report's figures: file name -> drawing function (the report links these names).
+REPORT_FIGURES = {
+    "bpb_by_length.png": bpb_by_length,
+    "s_curves.png": analytic_curves,
+    "resolution_per_layer.png": resolution_per_layer,
+    "entropy.png": entropy_by_length,
+    "loss_by_position.png": loss_by_position,
+}
+
+
+def report_figures(results: dict, out: str | Path) -> None:
+    """Draw every figure of the study report into the directory ``out``."""
+    for name, draw in REPORT_FIGURES.items():
+        draw(results, Path(out) / name)

@@ -1,0 +1,99 @@
+"""Reading a study's ``results.json``: the queries the report's tables and figures share.
+
+A study writes one JSON document (see :mod:`lexkit.study`); every number the report shows is
+looked up here, so a table and the figure beside it can never disagree. A cell with several
+seeds aggregates to the mean and the sample standard deviation; a cell nobody could compute
+(``None``, NaN) is left out, and a cell with no value at all is ``(None, None)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def aggregate(values: list) -> tuple[float | None, float | None]:
+    """(mean, sample std) of the finite numbers in ``values``; std is None below two values."""
+    vals = [v for v in values if v is not None and isinstance(v, (int, float)) and math.isfinite(v)]
+    if not vals:
+        return None, None
+    mean = sum(vals) / len(vals)
+    std = math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else None
+    return mean, std
+
+
+def schemes(results: dict) -> list[str]:
+    """The schemes of the study, in the order it ran them."""
+    return list(dict.fromkeys(r["scheme"] for r in results["runs"]))
+
+
+def runs_of(results: dict, scheme: str) -> list[dict]:
+    """Every seed's run of ``scheme``."""
+    return [r for r in results["runs"] if r["scheme"] == scheme]
+
+
+def evaluation(results: dict, scheme: str, pattern: str, length: int, key: str = "bpb"):
+    """(mean, std) over seeds of one evaluation cell (``key``: ``bpb`` or ``ppl``)."""
+    return aggregate([row.get(key) for run in runs_of(results, scheme) for row in run["eval"]["results"]
+                      if row["pattern"] == pattern and row["length"] == length])
+
+
+def empirical_resolution(results: dict, scheme: str, pattern: str, length: int):
+    """(mean, std) over seeds of the empirical R (mean over heads, then layers)."""
+    return aggregate([row.get("resolution") for run in runs_of(results, scheme) for row in run["resolution"]
+                      if row["pattern"] == pattern and row["length"] == length])
+
+
+def analytic_resolution(results: dict, scheme: str, pattern: str, length: int):
+    """(R, None): the analytic R computed before training (one value, no seeds)."""
+    for row in results["analytic"]:
+        if row["scheme"] == scheme and row["pattern"] == pattern and row["length"] == length:
+            return row["resolution"], None
+    return None, None
+
+
+def best_pattern(results: dict, scheme: str, length: int) -> str | None:
+    """The pattern with the lowest mean bpb at ``length`` (None if the length was not run)."""
+    if length not in results["lengths"]:
+        return None
+    scored = [(v, p) for p in results["patterns"] if (v := evaluation(results, scheme, p, length)[0]) is not None]
+    return min(scored)[1] if scored else None
+
+
+def by_position(results: dict, scheme: str, pattern: str, length: int) -> list[dict]:
+    """Every seed's loss-by-position rows of one (scheme, pattern, length)."""
+    return [r for run in runs_of(results, scheme) for r in run["eval"]["by_position"]
+            if r["length"] == length and r["pattern"] == pattern]
+
+
+def principles(results: dict) -> list[dict]:
+    """Per scheme: order variance, translation change, extrapolation ratios (bpb at 4x and 16x
+    over bpb at 1x, causal), the best pattern at 16x, and per pattern the bpb of positions past
+    the training length minus that of the last bucket inside it, at the longest length."""
+    t, lengths = results["train_len"], results["lengths"]
+    out = []
+    for scheme in schemes(results):
+        runs = runs_of(results, scheme)
+        one = evaluation(results, scheme, "causal", t)[0] if t in lengths else None
+
+        def ratio(n: int, pattern: str = "causal"):
+            value = evaluation(results, scheme, pattern, n)[0] if n in lengths else None
+            return value / one if value is not None and one else None
+
+        falls = {}
+        for pattern in results["patterns"]:
+            inside, beyond = [], []
+            for run in runs:
+                rows = [r for r in run["eval"]["by_position"] if r["length"] == max(lengths) and r["pattern"] == pattern]
+                inside += [r["bpb"] for r in rows if not r["beyond_train"]][-1:]
+                beyond += [r["bpb"] for r in rows if r["beyond_train"]]
+            if inside and beyond:
+                falls[pattern] = (aggregate(beyond)[0] or 0) - (aggregate(inside)[0] or 0)
+        out.append({
+            "scheme": scheme,
+            "order_variance": aggregate([r["principles"].get("order_variance") for r in runs])[0],
+            "translation": aggregate([r["principles"].get("translation") for r in runs])[0],
+            "ratio_4x": ratio(4 * t), "ratio_16x": ratio(16 * t),
+            "best_pattern_16x": best_pattern(results, scheme, 16 * t),
+            "beyond_minus_inside": falls,
+        })
+    return out
