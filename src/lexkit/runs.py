@@ -154,7 +154,9 @@ def build_model(config: dict) -> GPT:
     return GPT(ModelConfig(**config["model"]))
 
 
-def load(run_dir: str | Path, *, device: str = "cpu", scheme: str | None = None, logn: bool | None = None) -> tuple[GPT, dict]:
+def load(
+    run_dir: str | Path, *, device: str = "cpu", scheme: str | None = None, logn: bool | None = None
+) -> tuple[GPT, dict]:
     """The trained model of a run directory (eval mode) and its config dict.
 
     ``scheme`` / ``logn`` evaluate it under another scheme with the same tensors or with log-n

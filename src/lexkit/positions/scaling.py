@@ -25,7 +25,7 @@ Everything is float64 (HF computes in float32; tests compare at float32 toleranc
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -109,7 +109,8 @@ def check(owner: str, values: dict) -> None:
         if values.get("factor") is not None:
             raise ValueError(f"{owner}: factor needs a scaling method (scaling={'|'.join(METHODS[1:])})")
     elif values.get("factor") is None:
-        raise ValueError(f"{owner}: scaling={method} needs a factor (e.g. {owner.split()[-1]}:scaling={method},factor=4)")
+        example = f"{owner.split()[-1]}:scaling={method},factor=4"
+        raise ValueError(f"{owner}: scaling={method} needs a factor (e.g. {example})")
     if method in NEEDS_LENGTH and values.get("original_len") is None:
         raise ValueError(f"{owner}: scaling={method} needs original_len (the training length)")
     for key, readers in (("beta_fast", "yarn"), ("beta_slow", "yarn"), ("low_freq", "llama3"), ("high_freq", "llama3")):
