@@ -301,7 +301,7 @@ def evaluate_run(
     scaling, without retraining (:func:`lexkit.runs.load`); the report's ``scheme`` and ``logn``
     are what ran, and ``trained_scheme`` the run's own when they differ."""
     from . import __version__
-    from .runs import load, read_config
+    from .runs import load
 
     model, config = load(run_dir, device=device, scheme=scheme, logn=logn)
     train_len = int(config["model"]["train_len"])
@@ -327,7 +327,7 @@ def evaluate_run(
         "version": __version__,
         "run": str(run_dir),
         "scheme": config["model"]["scheme"],
-        **({"trained_scheme": read_config(run_dir)["model"]["scheme"]} if "scheme" in config.get("overrides", {}) else {}),
+        **({"trained_scheme": config["trained"]["scheme"]} if "scheme" in config.get("overrides", {}) else {}),
         "logn": bool(config["model"].get("logn", False)),
         "train_len": train_len,
         "data": described,

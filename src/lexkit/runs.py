@@ -161,7 +161,8 @@ def load(
 
     ``scheme`` / ``logn`` evaluate it under another scheme with the same tensors or with log-n
     scaling switched, without retraining (``lexkit eval --scheme rope:scaling=yarn,factor=4``):
-    the returned config's ``model`` then holds the overrides and ``"overrides"`` lists them. A
+    the returned config's ``model`` then holds the overrides, ``"overrides"`` lists them and
+    ``"trained"`` the run's own values. A
     scheme's training-length defaults (``original_len``, ReRoPE's ``w``) take the run's length."""
     run_dir = Path(run_dir)
     config = read_config(run_dir)
@@ -171,13 +172,14 @@ def load(
 
         overrides["scheme"] = canonical(scheme)
     if overrides:
-        config = {**config, "model": {**config["model"], **overrides}, "overrides": overrides}
+        trained = {k: config["model"].get(k) for k in overrides}
+        config = {**config, "model": {**config["model"], **overrides}, "overrides": overrides, "trained": trained}
     model = build_model(config)
     try:
         load_weights(run_dir, model)
     except RunError as exc:
         if scheme is not None:
-            raise RunError(f"--scheme {scheme} does not fit the weights of {run_dir} ({exc})") from exc
+            raise RunError(f"scheme {scheme} does not fit the weights of {run_dir} ({exc})") from exc
         raise
     return model.to(device).eval(), config
 
