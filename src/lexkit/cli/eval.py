@@ -32,7 +32,8 @@ def add_parser(sub):
     )
     p.add_argument(
         "--pattern", dest="patterns", action="append", metavar="SPEC",
-        help="attention pattern (causal, window[:W], bca[:W], sinks[:W,K=4,pos=text|cache]; W defaults to the training length); "
+        help="attention pattern (causal, window[:W], bca[:W], sinks[:W,K=4,pos=text|cache]; "
+        "W defaults to the training length); "
         "repeatable (default: causal)",
     )
     p.add_argument(
