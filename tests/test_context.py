@@ -527,7 +527,7 @@ def test_instruments_on_a_run_under_extension(run):
     first layer's entropy past the training length (softmax entropy falls as logits are scaled up:
     d H(βz)/dβ = -β Var(z) <= 0), and changes nothing inside it."""
     from lexkit.runs import load
-    from lexkit.study import measure_principles
+    from lexkit.principles import measure_principles
 
     plain = resolution.empirical_run(run, [32, 128], "causal", texts_per_length=2)
     logn = resolution.empirical_run(run, [32, 128], "causal", texts_per_length=2, logn=True)
