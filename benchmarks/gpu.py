@@ -1,37 +1,27 @@
 #!/usr/bin/env python
-"""GPU throughput of lexkit's FlexAttention path, per scheme, against bias-free SDPA causal.
+"""GPU throughput of lexkit's FlexAttention path, per scheme, against bias-free SDPA causal: training
+and long evaluation on the ``medium`` preset's model, within a time budget. Without a CUDA device it
+says so and exits 0. What it measures: benchmarks/README.md.
 
     python benchmarks/gpu.py [--out docs/benchmarks-gpu.md] [--budget 420]
-
-Without a CUDA device it says so and exits 0. With one, on the ``medium`` preset's model
-(12 layers, d_model 512, 8 heads, training length 512, batch 64):
-
-1. training tokens/s (bf16 autocast, AdamW, clipping: the step ``lexkit train`` runs) for each
-   scheme with ``kernel="flex"``, against scheme ``none`` with ``kernel="dense"`` (SDPA with
-   ``is_causal``: the fused kernel, no bias, no mask);
-2. long evaluation: one sequence of n tokens through :func:`lexkit.evaluate.evaluate`, each
-   scheme under ``window:W`` and ``bca:W`` (W = 512) with ``kernel="flex"``, against ``none``
-   under ``causal`` with ``kernel="dense"``; tokens/s and peak GPU memory. The first call
-   (block mask + compilation) is reported apart from the steady state.
-
-Measurements start only while the time budget (default 7 minutes) lasts, so the whole script
-ends in under 8; anything left over is listed as skipped.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
+import functools
 import json
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
-ROOT = Path(__file__).resolve().parent.parent
+from common import ROOT, gpu_facts, md_table, random_document, write_report
+from contenders import lexkit_model
+from lexkit.model import GPT
+from lexkit.train import device_autocast, make_optimizer, train_step
+
 PRESET = "medium"
 SCHEMES = ("alibi", "rope", "xpos", "kerple-log", "t5", "sandwich")  # the first three come first
 BASELINE = ("none", "dense")  # scheme, kernel: SDPA causal without bias
@@ -49,48 +39,44 @@ class Budget:
         return time.perf_counter() + cost < self.deadline
 
 
-def sync() -> None:
-    torch.cuda.synchronize()
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def build(scheme: str, device: torch.device):
-    from lexkit.model import GPT
-    from lexkit.train import _optimizer, configs
-
-    model_cfg, train_cfg = configs(PRESET, scheme)
     torch.manual_seed(0)
-    model = GPT(model_cfg).to(device)
-    return model, _optimizer(model, train_cfg), train_cfg
+    model, train_cfg = lexkit_model(scheme, PRESET)
+    return model.to(device), train_cfg
+
+
+def with_kernel(model: GPT, kernel: str) -> GPT:
+    """``model(x)`` attends with ``kernel`` (train_step calls ``model(x)``; the model stays a GPT,
+    so the step still applies its scheme's constraints)."""
+    model.forward = functools.partial(type(model).forward, model, kernel=kernel)
+    return model
 
 
 # -- training ----------------------------------------------------------------------------------
-def train_step(model, optimizer, x, y, kernel: str, grad_clip: float) -> None:
-    with torch.autocast(x.device.type, dtype=torch.bfloat16):
-        logits = model(x, kernel=kernel)
-    loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-    optimizer.step()
-    model.scheme.constrain_()
-
-
 def bench_train(scheme: str, kernel: str, device: torch.device) -> dict:
-    model, optimizer, cfg = build(scheme, device)
-    model.train()
+    """The step ``lexkit train`` runs (:func:`lexkit.train.train_step`, bf16 autocast on CUDA,
+    the optimizer of :func:`lexkit.train.make_optimizer`) with the given attention kernel."""
+    model, cfg = build(scheme, device)
+    model = with_kernel(model.train(), kernel)
+    optimizer, autocast = make_optimizer(model, cfg), device_autocast(device)
     gen = torch.Generator(device="cpu").manual_seed(0)
     window = torch.randint(0, 256, (cfg.batch, model.cfg.train_len + 1), generator=gen).to(device)
     x, y = window[:, :-1], window[:, 1:]
-    start = time.perf_counter()
-    for _ in range(TRAIN_WARMUP):
-        train_step(model, optimizer, x, y, kernel, cfg.grad_clip)
-    sync()
-    warmup_s = time.perf_counter() - start
-    start = time.perf_counter()
-    for _ in range(TRAIN_STEPS):
-        train_step(model, optimizer, x, y, kernel, cfg.grad_clip)
-    sync()
-    elapsed = time.perf_counter() - start
+
+    def steps(count: int) -> float:
+        start = time.perf_counter()
+        for _ in range(count):
+            train_step(model, optimizer, x, y, grad_clip=cfg.grad_clip, autocast=autocast)
+        sync(device)
+        return time.perf_counter() - start
+
+    warmup_s = steps(TRAIN_WARMUP)
+    elapsed = steps(TRAIN_STEPS)
     return {"scheme": scheme, "kernel": kernel, "warmup_s": warmup_s, "tokens_per_s": TRAIN_STEPS * x.numel() / elapsed}
 
 
@@ -98,16 +84,16 @@ def bench_train(scheme: str, kernel: str, device: torch.device) -> dict:
 def bench_eval(scheme: str, kernel: str, pattern: str, n: int, device: torch.device) -> dict:
     from lexkit.evaluate import evaluate
 
-    model, _, _ = build(scheme, device)
+    model, _ = build(scheme, device)
     model.eval()
-    doc = bytes(torch.randint(0, 256, (n,), dtype=torch.uint8).tolist())
+    doc = random_document(n)
     row = {"scheme": scheme, "kernel": kernel, "pattern": pattern, "n": n}
     torch.cuda.reset_peak_memory_stats(device)
     times = []
     for _ in range(EVAL_RUNS):
         start = time.perf_counter()
         result = evaluate(model, [doc], [n], pattern, kernel=kernel)
-        sync()
+        sync(device)
         times.append(time.perf_counter() - start)
         unavailable = result["results"][0].get("unavailable")
         if unavailable:
@@ -155,11 +141,6 @@ def run_all(budget: Budget, device: torch.device, window: int) -> tuple[list, li
     return train, evals, skipped
 
 
-def table(headers: list[str], rows: list[list]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    return "\n".join(lines + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])
-
-
 def render(facts: dict, train: list, evals: list, skipped: list) -> str:
     base = next((r.get("tokens_per_s") for r in train if r["scheme"] == BASELINE[0]), None)
     train_rows = [[r["scheme"], r["kernel"], f"{r['tokens_per_s']:,.0f}" if "error" not in r else r["error"],
@@ -178,13 +159,13 @@ def render(facts: dict, train: list, evals: list, skipped: list) -> str:
     parts = [
         "# GPU benchmarks: FlexAttention per scheme against SDPA causal",
         f"Written by `python benchmarks/gpu.py`. Model: {preset_text()}.",
-        "## Machine\n\n" + table(["fact", "value"], [[k, v] for k, v in facts.items()]),
+        "## Machine\n\n" + md_table(["fact", "value"], [[k, v] for k, v in facts.items()]),
         "## Training (bf16 autocast; tokens/s over "
         f"{TRAIN_STEPS} steps after {TRAIN_WARMUP} warmup steps)\n\n"
-        + table(["scheme", "kernel", "tokens/s", "vs none + SDPA causal", "warmup s (compile)"], train_rows),
+        + md_table(["scheme", "kernel", "tokens/s", "vs none + SDPA causal", "warmup s (compile)"], train_rows),
         "## Long evaluation (one sequence, `lexkit.evaluate.evaluate`, float32)\n\n"
-        + table(["scheme", "pattern", "kernel", "n", "tokens/s", "vs none + SDPA causal", "first s", "steady s",
-                 "peak GB"], eval_rows),
+        + md_table(["scheme", "pattern", "kernel", "n", "tokens/s", "vs none + SDPA causal", "first s", "steady s",
+                    "peak GB"], eval_rows),
     ]
     if skipped:
         parts.append("## Skipped (time budget)\n\n" + "\n".join(f"- {s}" for s in skipped))
@@ -197,14 +178,6 @@ def preset_text() -> str:
     p = get(PRESET)
     return (f"the `{PRESET}` preset ({p['n_layers']} layers, d_model {p['d_model']}, {p['n_heads']} heads, "
             f"training length {p['train_len']}, batch {p['batch']})")
-
-
-def facts(device: torch.device) -> dict:
-    import lexkit
-
-    return {"date": datetime.datetime.now().isoformat(timespec="seconds"),
-            "gpu": torch.cuda.get_device_name(device), "torch": torch.__version__, "cuda": torch.version.cuda,
-            "lexkit": lexkit.__version__}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -220,12 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device("cuda")
     budget = Budget(args.budget)
     train, evals, skipped = run_all(budget, device, window=get(PRESET)["train_len"])
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    info = facts(device)
-    out.write_text(render(info, train, evals, skipped))
-    out.with_suffix(".json").write_text(json.dumps({"machine": info, "train": train, "eval": evals, "skipped": skipped}, indent=1) + "\n")
-    print(f"wrote {out}")
+    info = gpu_facts(device)
+    write_report(args.out, render(info, train, evals, skipped),
+                 {"machine": info, "train": train, "eval": evals, "skipped": skipped})
+    print(f"wrote {args.out}")
     return 0
 
 

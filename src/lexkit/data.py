@@ -11,6 +11,9 @@ Sources (a *data spec*):
   one document per row of its ``text`` column (or its first string column). NAME may be a local
   directory.
 
+A path is recorded absolute (:func:`absolute_spec`), so a run finds its corpus from any
+directory; a corpus that moved is recognised by its fingerprint (:func:`same_corpus`).
+
 Split: a document goes to validation when the SHA-256 of its name (relative path, or row index)
 falls in the lowest 5% (deterministic, independent of file order and machine). With
 ``split="all"`` every document is a validation document (``lexkit eval --data PATH``).
@@ -71,8 +74,32 @@ def _read_files(root: Path, paths: list[Path]) -> list[tuple[str, bytes]]:
         try:
             docs.append((path.relative_to(root).as_posix(), path.read_bytes()))
         except OSError as exc:
-            raise DataError(f"cannot read {path}: {exc.strerror}") from exc
+            raise DataError(f"cannot read {_show(path)}: {exc.strerror}") from exc
     return docs
+
+
+def _name_bytes(name: str) -> bytes:
+    """A document name as bytes; a file name that is not UTF-8 keeps its raw bytes (the
+    surrogates Python decodes them to), so every name has one stable encoding."""
+    return name.encode("utf-8", "surrogateescape")
+
+
+def _show(path: Path | str) -> str:
+    """A path printable in a message (bytes that are not UTF-8 shown as escapes)."""
+    return os.fsencode(str(path)).decode("utf-8", "backslashreplace")
+
+
+def absolute_spec(spec: str) -> str:
+    """A data spec as recorded in a run: paths and globs made absolute; stdlib and hf: kept."""
+    if spec == "stdlib" or spec.startswith("hf:"):
+        return spec
+    return os.path.abspath(os.path.expanduser(spec))
+
+
+def same_corpus(recorded: dict, here: dict) -> bool:
+    """Whether two fingerprints describe the same documents (wherever they are now)."""
+    keys = ("files", "bytes", "sha256")
+    return all(recorded.get(k) == here.get(k) for k in keys)
 
 
 def _stdlib_docs() -> list[tuple[str, bytes]]:
@@ -94,13 +121,16 @@ def _path_docs(spec: str) -> list[tuple[str, bytes]]:
             if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
         ]
         if not files:
-            raise DataError(f"data directory {spec} holds no files")
+            raise DataError(f"data directory {_show(spec)} holds no files")
         return _read_files(path, files)
     if any(ch in spec for ch in "*?["):
         files = [Path(p) for p in glob.glob(os.path.expanduser(spec), recursive=True) if os.path.isfile(p)]
         if not files:
             raise DataError(f"data glob {spec!r} matches no files")
         return _read_files(Path(os.path.commonpath([str(p.parent) for p in files])), files)
+    if path.exists():
+        raise DataError(f"data path {_show(spec)!r} is not a regular file or a directory (a device or a pipe?); "
+                        "give a text file, a directory or a glob")
     raise DataError(f"data path {spec!r} does not exist (give 'stdlib', a file, a directory, a glob or hf:NAME)")
 
 
@@ -113,6 +143,7 @@ def _hf_docs(spec: str) -> list[tuple[str, bytes]]:
         import datasets
     except ImportError as exc:  # pragma: no cover - datasets is in the dev extra
         raise DataError("hf: data needs the `datasets` package (pip install datasets)") from exc
+    _quiet_hub(name)
     try:
         rows = datasets.load_dataset(name, config or None, split=split or "train")
     except Exception as exc:  # datasets raises many types; one line for the user
@@ -125,9 +156,50 @@ def _hf_docs(spec: str) -> list[tuple[str, bytes]]:
     return [(f"{i:09d}", (text or "").encode("utf-8")) for i, text in enumerate(rows[column])]
 
 
+def _quiet_hub(name: str) -> None:
+    """No library log lines, and no 26 s of retries without a network: when the hub cannot be
+    reached in a second, the libraries go offline (a cached or local dataset still loads; any
+    other fails at once with their one-line reason)."""
+    import logging
+
+    for logger in ("datasets", "huggingface_hub", "fsspec", "urllib3", "filelock"):
+        logging.getLogger(logger).setLevel(logging.ERROR)
+    try:
+        import datasets
+
+        datasets.utils.logging.set_verbosity_error()
+        datasets.utils.logging.disable_progress_bar()
+    except (ImportError, AttributeError):  # pragma: no cover - older datasets
+        pass
+    if Path(name).expanduser().exists() or os.environ.get("HF_HUB_OFFLINE") == "1":
+        return
+    if not hub_reachable():
+        os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
+        try:
+            import datasets
+            import huggingface_hub.constants
+
+            datasets.config.HF_HUB_OFFLINE = huggingface_hub.constants.HF_HUB_OFFLINE = True
+        except (ImportError, AttributeError):  # pragma: no cover
+            pass
+
+
+def hub_reachable(timeout: float = 1.0) -> bool:
+    """Whether huggingface.co (or $HF_ENDPOINT) answers a TCP connection within ``timeout`` s."""
+    import socket
+    from urllib.parse import urlparse
+
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        socket.create_connection((url.hostname or "huggingface.co", url.port or 443), timeout=timeout).close()
+    except OSError:
+        return False
+    return True
+
+
 def is_valid_name(name: str) -> bool:
     """The split rule: SHA-256 of the document's name, lowest VALID_PERCENT % go to validation."""
-    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") % 100 < VALID_PERCENT
+    return int.from_bytes(hashlib.sha256(_name_bytes(name)).digest()[:8], "big") % 100 < VALID_PERCENT
 
 
 def load_corpus(spec: str = "stdlib", *, split: str = "split") -> Corpus:
@@ -145,7 +217,7 @@ def load_corpus(spec: str = "stdlib", *, split: str = "split") -> Corpus:
         raise DataError(f"corpus {spec!r} is empty (0 non-empty documents)")
     digest = hashlib.sha256()
     for name, doc in named:
-        digest.update(name.encode() + b"\0" + hashlib.sha256(doc).digest())
+        digest.update(_name_bytes(name) + b"\0" + hashlib.sha256(doc).digest())
     fingerprint = {
         "source": spec,
         "python": platform.python_version(),

@@ -31,12 +31,14 @@ context well has a *falling* bpb across the buckets, including those beyond T.
 
 A length a scheme cannot run (``learned`` past its table, a kernel refusing a span) is reported
 with ``bpb: None`` and ``unavailable: <reason>`` when some other (length, pattern) runs; when
-none can run, the reasons are raised as one ``ValueError``.
+none can run (a model whose loss is NaN or inf everywhere included), the reasons are raised as
+one ``ValueError``.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -215,7 +217,7 @@ def evaluate(
                         "bpb": float(sums[lo:hi].sum()) / n / LN2, "bytes": n,
                     })
 
-    if all(r["bpb"] is None and "non-finite" not in r["unavailable"] for r in results):
+    if all(r["bpb"] is None for r in results):  # non-finite everywhere included: nothing to report
         reasons = sorted({r["unavailable"] for r in results})
         raise ValueError("no requested length can run: " + "; ".join(reasons))
     return {
@@ -308,7 +310,16 @@ def evaluate_run(
     lengths = parse_lengths(lengths) if lengths is not None else default_lengths(train_len)
     run_data = config.get("data") or {}
     spec = data if data is not None else run_data.get("spec", "stdlib")
-    documents, described = eval_documents(spec, own=data is None)
+    own = data is None or _is_run_corpus(data, run_data)
+    try:
+        documents, described = eval_documents(spec, own=own)
+    except DataError as exc:
+        if data is None and "does not exist" in str(exc):
+            raise DataError(f"the corpus {spec!r} recorded in {Path(run_dir) / 'config.json'} does not exist here; "
+                            "if it moved, give its new place with --data PATH (recognised by its fingerprint)") from exc
+        raise
+    if data is not None and own:
+        described["recorded_as"] = run_data.get("spec")  # the run's own corpus, moved: its validation split
     if data is None and run_data.get("fingerprint") and run_data["fingerprint"] != described["fingerprint"]:
         described["differs_from_run"] = True
         print(
@@ -334,6 +345,22 @@ def evaluate_run(
         "kernel": kernel,
         **result,
     }
+
+
+def _is_run_corpus(spec: str, run_data: dict) -> bool:
+    """Whether ``--data SPEC`` points the run at its own training corpus, moved: the recorded
+    place is gone and SPEC has the recorded fingerprint. Then its validation split is evaluated,
+    as without --data (while the corpus is where it was, --data means all of SPEC's documents)."""
+    import glob
+
+    from .data import load_corpus, same_corpus
+
+    recorded = run_data.get("spec") or "stdlib"
+    if recorded == "stdlib" or recorded.startswith("hf:") or not run_data.get("fingerprint"):
+        return False
+    if os.path.exists(recorded) or glob.glob(recorded):
+        return False
+    return same_corpus(run_data["fingerprint"], load_corpus(spec, split="all").fingerprint)
 
 
 def _short(fingerprint: dict) -> str:

@@ -9,13 +9,24 @@
 
 Every file is written to a temporary name in the same directory and renamed over the old one, so
 a kill at any moment leaves the last good checkpoint whole. The checkpoint is one file, so its
-parts can never disagree.
+parts can never disagree. Files get the mode the umask gives (like any file a user writes).
+
+Integrity: the safetensors metadata of the weights and the checkpoint carries ``sha256`` (a
+hash of every tensor's name, dtype, shape and bytes) and ``model`` (the model section of
+config.json). Loading recomputes the one and compares the other, so a damaged file, or weights
+copied from another run, are refused with one line naming the file. Files written by lexkit 0.1
+have neither: they load with a warning.
+
+One writer: ``train`` holds ``RUN_DIR/.lock`` (see :mod:`lexkit.lock`) while it writes.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -33,28 +44,84 @@ METRICS = "metrics.jsonl"
 FORMAT_VERSION = 1
 
 
+class RunWarning(UserWarning):
+    """Something about a run a user should know that does not stop the command."""
+
+
 def atomic_write(path: Path, data: bytes | str) -> None:
     """Write to ``path`` through a temporary file and a rename (never a half-written file)."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data.encode() if isinstance(data, str) else data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data.encode() if isinstance(data, str) else data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise RunError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def _umask_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def write_json(path: Path, obj: Any) -> None:
-    """``obj`` as indented JSON, atomically (every JSON document lexkit writes goes through here)."""
-    atomic_write(path, json.dumps(obj, indent=2) + "\n")
+    """``obj`` as indented strict JSON (NaN and inf as null), atomically (every JSON document
+    lexkit writes goes through here)."""
+    from .checks import strict_json
+
+    atomic_write(path, strict_json(obj, indent=2) + "\n")
 
 
-def _save_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
-    tmp = Path(path).with_name(f".{Path(path).name}.tmp")
-    save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp), metadata=metadata)
-    with open(tmp, "rb") as handle:
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+def content_hash(tensors: dict[str, torch.Tensor]) -> str:
+    """SHA-256 over every tensor's name, dtype, shape and bytes, in name order."""
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name].detach().contiguous().cpu()
+        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}\n".encode())
+        digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def _model_json(model_section: dict) -> str:
+    return json.dumps(model_section, sort_keys=True)
+
+
+def _sort_metadata(path: Path) -> None:
+    """Rewrite a safetensors header in place with its metadata keys sorted: safetensors writes
+    them in hash-map order, which differs between processes, and the weights file must have
+    deterministic bytes. The new header is the same JSON reordered, so it is no longer than the
+    old one; it is padded with spaces (which the format allows) to the same length."""
+    with open(path, "r+b") as handle:
+        size = int.from_bytes(handle.read(8), "little")
+        header = json.loads(handle.read(size))
+        header["__metadata__"] = dict(sorted(header.get("__metadata__", {}).items()))
+        text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+        if len(text) > size:  # pragma: no cover - reordering cannot lengthen it
+            raise RunError(f"cannot normalise the header of {path}")
+        handle.seek(8)
+        handle.write(text + b" " * (size - len(text)))
+
+
+def _save_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str], model: GPT) -> None:
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
+    metadata = {**metadata, "sha256": content_hash(tensors), "model": _model_json(dataclasses.asdict(model.cfg))}
+    try:
+        save_file(tensors, str(tmp), metadata=metadata)
+        _sort_metadata(tmp)
+        os.chmod(tmp, _umask_mode())  # safetensors creates 0600; follow the umask like every other file
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise RunError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
 def model_tensors(model: GPT) -> dict[str, torch.Tensor]:
@@ -63,7 +130,7 @@ def model_tensors(model: GPT) -> dict[str, torch.Tensor]:
 
 
 def save_weights(run_dir: Path, model: GPT) -> None:
-    _save_tensors(Path(run_dir) / WEIGHTS, model_tensors(model), {"format": "pt"})
+    _save_tensors(Path(run_dir) / WEIGHTS, model_tensors(model), {"format": "pt"}, model)
 
 
 def save_checkpoint(run_dir: Path, model: GPT, optimizer: torch.optim.Optimizer, state: dict) -> None:
@@ -75,13 +142,13 @@ def save_checkpoint(run_dir: Path, model: GPT, optimizer: torch.optim.Optimizer,
             tensors[f"optim.{index}.{key}"] = torch.as_tensor(value)
     tensors["rng.torch"] = torch.get_rng_state()
     meta = {"trainer": json.dumps(state, sort_keys=True), "param_groups": json.dumps(opt["param_groups"])}
-    _save_tensors(Path(run_dir) / CHECKPOINT, tensors, meta)
+    _save_tensors(Path(run_dir) / CHECKPOINT, tensors, meta, model)
 
 
 def load_checkpoint(run_dir: Path, model: GPT, optimizer: torch.optim.Optimizer) -> dict:
     """Restore weights, optimizer and RNG state; returns the trainer state."""
     path = Path(run_dir) / CHECKPOINT
-    tensors, meta = _read(path)
+    tensors, meta = _read(path, model)
     _load_model(model, {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}, path)
     state: dict[int, dict[str, torch.Tensor]] = {}
     for key, value in tensors.items():
@@ -107,7 +174,9 @@ def trainer_state(run_dir: str | Path) -> dict | None:
         raise RunError(f"{path} is corrupt or truncated ({exc})") from exc
 
 
-def _read(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+def _read(path: Path, model: GPT, recorded: dict | None = None) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """The tensors and metadata of a weights or checkpoint file, verified against ``model``'s
+    config, or the run's ``recorded`` model section when given (and their content hash)."""
     if not path.is_file():
         raise RunError(f"{path} is missing")
     try:
@@ -117,8 +186,33 @@ def _read(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
         with safe_open(str(path), framework="pt") as handle:
             meta = handle.metadata() or {}
     except (SafetensorError, OSError, ValueError) as exc:
-        raise RunError(f"{path} is corrupt or truncated ({str(exc).splitlines()[0]})") from exc
+        reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise RunError(f"{path} is corrupt or truncated ({reason})") from exc
+    verify(path, tensors, meta, recorded if recorded is not None else dataclasses.asdict(model.cfg))
     return tensors, meta
+
+
+def verify(path: Path, tensors: dict[str, torch.Tensor], meta: dict[str, str], model_section: dict) -> None:
+    """Refuse a file whose content hash or model config does not match (one line naming it)."""
+    if "sha256" not in meta:
+        warnings.warn(f"{path} has no content hash (written by lexkit 0.1): it cannot be checked for damage",
+                      RunWarning, stacklevel=3)
+    elif content_hash(tensors) != meta["sha256"]:
+        raise RunError(f"{path} is corrupt: its content does not match the hash recorded in it "
+                       "(the file was changed or damaged; restore it or train the run again)")
+    if "model" in meta:
+        try:
+            written = json.loads(meta["model"])
+        except json.JSONDecodeError as exc:
+            raise RunError(f"{path} is corrupt: its recorded model config is not JSON") from exc
+        expected = json.loads(_model_json(model_section))
+        default = dataclasses.asdict(ModelConfig())  # a key one side predates (model.logn) reads as its default
+        diff = [f"{k} {written.get(k)!r} there, {expected.get(k)!r} in config.json"
+                for k in sorted(set(written) | set(expected))
+                if written.get(k, default.get(k)) != expected.get(k, default.get(k))]
+        if diff:
+            raise RunError(f"{path} was written for another model than its run's config.json describes "
+                           f"({'; '.join(diff[:3])}): copied from another run?")
 
 
 def _load_model(model: GPT, tensors: dict[str, torch.Tensor], path: Path) -> None:
@@ -133,7 +227,9 @@ def _load_model(model: GPT, tensors: dict[str, torch.Tensor], path: Path) -> Non
     model.load_state_dict(tensors, strict=False)
 
 
-def read_config(run_dir: str | Path) -> dict:
+def read_config(run_dir: str | Path, *, training: bool = False) -> dict:
+    """A run's config.json, checked: its model section (and data spec) always, its train section
+    and data fingerprint too when ``training`` (resuming or listing needs them)."""
     run_dir = Path(run_dir)
     if not run_dir.exists():
         raise RunError(f"run directory {run_dir} does not exist")
@@ -144,10 +240,29 @@ def read_config(run_dir: str | Path) -> dict:
         raise RunError(f"{run_dir} is not a lexkit run (no {CONFIG}; train one with `lexkit train`)")
     try:
         config = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RunError(f"{path} is not a valid lexkit run config (not JSON: {exc})") from exc
+    except OSError as exc:
+        raise RunError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if not isinstance(config, dict):
+        raise RunError(f"{path} is not a valid lexkit run config (not a JSON object)")
+    for section, keys in (TRAINING_SECTIONS if training else SECTIONS).items():
+        if not isinstance(config.get(section), dict):
+            raise RunError(f"{path} is not a valid lexkit run config (no {section!r} section; "
+                           f"a run's config.json has {', '.join(TRAINING_SECTIONS)})")
+        missing = [k for k in keys if k not in config[section]]
+        if missing:
+            raise RunError(f"{path} is not a valid lexkit run config ({section!r} lacks {', '.join(missing)})")
+    try:
         ModelConfig(**config["model"])
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError) as exc:
         raise RunError(f"{path} is not a valid lexkit run config ({exc})") from exc
     return config
+
+
+#: the sections of config.json and the keys each must have (to use a run; to continue or list it)
+SECTIONS = {"model": ("scheme",), "data": ("spec",)}
+TRAINING_SECTIONS = {"model": ("scheme",), "train": ("steps", "data"), "data": ("spec", "fingerprint")}
 
 
 def build_model(config: dict) -> GPT:
@@ -162,7 +277,7 @@ def load(
     ``scheme`` / ``logn`` evaluate it under another scheme with the same tensors or with log-n
     scaling switched, without retraining (``lexkit eval --scheme rope:scaling=yarn,factor=4``):
     the returned config's ``model`` then holds the overrides, ``"overrides"`` lists them and
-    ``"trained"`` the run's own values. A
+    ``"trained"`` is the run's own model section (the weights are verified against it). A
     scheme's training-length defaults (``original_len``, ReRoPE's ``w``) take the run's length."""
     run_dir = Path(run_dir)
     config = read_config(run_dir)
@@ -172,11 +287,11 @@ def load(
 
         overrides["scheme"] = canonical(scheme)
     if overrides:
-        trained = {k: config["model"].get(k) for k in overrides}
-        config = {**config, "model": {**config["model"], **overrides}, "overrides": overrides, "trained": trained}
+        config = {**config, "model": {**config["model"], **overrides}, "overrides": overrides,
+                  "trained": config["model"]}
     model = build_model(config)
     try:
-        load_weights(run_dir, model)
+        load_weights(run_dir, model, recorded=config["trained"] if overrides else None)
     except RunError as exc:
         if scheme is not None:
             raise RunError(f"scheme {scheme} does not fit the weights of {run_dir} ({exc})") from exc
@@ -184,19 +299,76 @@ def load(
     return model.to(device).eval(), config
 
 
-def load_weights(run_dir: str | Path, model: GPT) -> None:
+def load_weights(run_dir: str | Path, model: GPT, *, recorded: dict | None = None) -> None:
     """Load a run's trained weights into ``model`` (same architecture; the scheme may differ if it
-    has the same tensors, e.g. rope -> rope:scaling=yarn,factor=4)."""
+    has the same tensors, e.g. rope -> rope:scaling=yarn,factor=4). ``recorded``: the run's own
+    model section, which the weight file is verified against when ``model`` is built otherwise."""
     path = Path(run_dir) / WEIGHTS
     if not path.is_file():
         raise RunError(f"{run_dir} has no {WEIGHTS} yet (is the run still starting?)")
-    tensors, _ = _read(path)
+    tensors, _ = _read(path, model, recorded)
     _load_model(model, tensors, path)
 
 
 def read_metrics(run_dir: str | Path) -> list[dict]:
+    """The logged rows. A partial last line (a write cut short by a kill) is dropped; a bad line
+    anywhere else is a RunError naming the file and line."""
     path = Path(run_dir) / METRICS
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    try:
+        text = path.read_bytes().decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise RunError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    lines = text.split("\n")
+    rows = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            if not isinstance(row, dict):
+                raise ValueError("not an object")
+        except ValueError as exc:
+            if number == len(lines):  # no newline after it: the last write was cut short
+                break
+            raise RunError(f"{path}: line {number} is not a metrics row ({exc}); remove that line to go on") from exc
+        rows.append(row)
+    return rows
 
+
+def summary(run_dir: str | Path) -> dict:
+    """One run at a glance (``lexkit runs``): scheme, step / total, finished, writing (locked by a
+    live process), last validation bpb, size in bytes. Raises RunError for a directory that is
+    not a readable run."""
+    from . import lock
+
+    run_dir = Path(run_dir)
+    config = read_config(run_dir, training=True)
+    state = trainer_state(run_dir) or {}
+    try:
+        rows = read_metrics(run_dir)
+    except RunError:
+        rows = []
+    bpb = [r["val_bpb"] for r in rows if r.get("val_bpb") is not None]
+    size = sum(p.stat().st_size for p in run_dir.iterdir() if p.is_file())
+    return {
+        "path": str(run_dir), "scheme": config["model"]["scheme"], "step": int(state.get("step", 0)),
+        "steps": int(config["train"]["steps"]),
+        "finished": bool(state.get("done")) and int(state.get("step", 0)) >= int(config["train"]["steps"]),
+        "writing": lock.is_locked(run_dir), "val_bpb": bpb[-1] if bpb else None, "bytes": size,
+    }
+
+
+def find(root: str | Path, *, depth: int = 4) -> list[Path]:
+    """Run directories (holding config.json) at or below ``root``, at most ``depth`` levels down,
+    in path order; hidden directories skipped."""
+    root = Path(root)
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        level = len(here.relative_to(root).parts)
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")) if level < depth else []
+        if CONFIG in filenames:
+            found.append(here)
+    return sorted(found)

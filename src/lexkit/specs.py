@@ -3,12 +3,14 @@
 A spec is ``name[:key=value,key=value,...]`` (``rope:base=10000``, ``window:W=128``). A pattern may
 also take one bare value for its first parameter (``window:128``). Values are typed by the
 parameter declaration (int, float, bool, str); a bad name, key or value raises ``ValueError``
-that names the bad part and lists what is valid.
+that names the bad part and lists what is valid. Floats must be finite and integers at most
+:data:`MAX_INT` in size, whatever else a parameter's rule says.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable
 from typing import Any, Callable
 
@@ -35,10 +37,17 @@ class Param:
             value = float(raw)
         elif not isinstance(raw, self.type) or (self.type is int and isinstance(raw, bool)):
             raise ValueError(f"{owner}: parameter {key}={raw} is not a valid {self.type.__name__}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{owner}: parameter {key}={raw} is not a finite number")
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
+            raise ValueError(f"{owner}: parameter {key}={raw} is out of range (at most {MAX_INT:,} in size)")
         if value is not None and self.check is not None and not self.check(value):
             raise ValueError(f"{owner}: parameter {key}={raw} is out of range (must be {self.rule})")
         return value
 
+
+#: the largest integer a parameter may take (exact in float64; no overflow in int64 arithmetic)
+MAX_INT = 2**53
 
 _BAD = object()
 _TRUE = {"true", "1", "yes", "on"}

@@ -14,8 +14,8 @@ byte, as an uninterrupted one.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
+import os
 import time
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -23,8 +23,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from . import presets, runs
-from .data import LN2, Corpus, Stream, load_corpus
+from . import checks, lock, presets, runs
+from .data import LN2, Corpus, DataError, Stream, absolute_spec, load_corpus, same_corpus
 from .device import eval_mode, resolve_device
 from .errors import LexkitError, RunError
 from .model import GPT, ModelConfig
@@ -53,12 +53,18 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         for key in ("steps", "batch", "eval_every", "save_every", "log_every", "eval_windows"):
-            if getattr(self, key) <= 0:
-                raise ValueError(f"{key} must be a positive integer, got {getattr(self, key)}")
-        if self.warmup < 0:
-            raise ValueError(f"warmup must be >= 0, got {self.warmup}")
-        if not self.lr > 0:
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{key} must be a positive integer, got {value}")
+            checks.number(key, value)
+        checks.number("warmup", self.warmup, strict=False)
+        if not (isinstance(self.lr, (int, float)) and self.lr > 0):
             raise ValueError(f"lr must be positive, got {self.lr}")
+        checks.number("lr", self.lr, maximum=checks.MAX_LR, integer=False)
+        checks.number("min_lr_ratio", self.min_lr_ratio, maximum=1.0, strict=False, integer=False)
+        checks.number("weight_decay", self.weight_decay, maximum=checks.MAX_LR, strict=False, integer=False)
+        checks.number("grad_clip", self.grad_clip, maximum=1e9, integer=False)
+        checks.number("seed", self.seed, maximum=2**63 - 1, strict=False)
 
 
 #: settings that may change on --resume without changing the run
@@ -85,7 +91,7 @@ def configs_from_run(run_dir: str | Path, scheme: str | None = None, **overrides
     from . import positions
     from .specs import split_spec
 
-    old = runs.read_config(run_dir)
+    old = runs.read_config(run_dir, training=True)
     values = {**old["model"], **old["train"]}
     values.update({k: v for k, v in overrides.items() if v is not None})
     spec = scheme if scheme is not None else old["model"]["scheme"]
@@ -109,7 +115,16 @@ def split_settings(scheme: str, values: dict) -> tuple[ModelConfig, TrainConfig]
     if unknown:
         raise ValueError(f"unknown setting(s) {sorted(unknown)}")
     model = ModelConfig(scheme=scheme, **{k: v for k, v in values.items() if k in model_keys and k != "scheme"})
-    return model, TrainConfig(**{k: v for k, v in values.items() if k in train_keys})
+    check_model(model)
+    train = TrainConfig(**{k: v for k, v in values.items() if k in train_keys})
+    return model, train
+
+
+def check_model(cfg: ModelConfig) -> None:
+    """Sizes a user gives, within what fits (ModelConfig checks they are positive)."""
+    checks.number("train_len", cfg.train_len, maximum=checks.MAX_TRAIN_LEN)
+    for key in ("n_layers", "d_model", "n_heads"):
+        checks.number(key, getattr(cfg, key), maximum=1 << 16)
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
@@ -221,43 +236,98 @@ def train(
 ) -> dict:
     """Train (or resume) a run in ``out``; returns a summary (steps, final loss, validation bpb).
 
+    Every check that needs no write (settings, device, corpus, window length) runs before the
+    directory is created or touched; then ``out`` is locked (one writer) for the whole run.
+    ``train_cfg.data`` on resume may name the run's corpus at a new place: it is accepted when
+    its fingerprint is the recorded one, and recorded from then on.
     ``init``: start from the weights of that trained run (a fresh optimizer and schedule), the
     short fine-tune of context extension (:func:`configs_from_run`); its provenance (run, scheme,
-    training length, step, weight file digest) is written to ``config.json`` under ``"init"``."""
+    training length, step, weight file digest) is written to ``config.json`` under ``"init"``.
+    """
     out = Path(out)
     dev = resolve_device(device)
     if threads is not None:
-        if threads <= 0:
-            raise ValueError(f"threads must be a positive integer, got {threads}")
+        checks.number("threads", threads, maximum=4096)
         torch.set_num_threads(threads)
+    check_model(model_cfg)
 
     if resume:
-        old = runs.read_config(out)
-        corpus = corpus or load_corpus(old["data"]["spec"])
+        old = runs.read_config(out, training=True)
+        moved = train_cfg.data != old["train"]["data"]
+        if moved and corpus is None:
+            train_cfg = dataclasses.replace(train_cfg, data=absolute_spec(train_cfg.data))
+        corpus = corpus or run_corpus(old, out, train_cfg.data if moved else None)
         new = run_config(model_cfg, train_cfg, corpus)
-        diff = [d for d in differences(old, new) if not d.startswith("train.steps ")]
+        diff = [d for d in differences(old, new) if not d.startswith("train.steps ")
+                and not (moved and d.startswith("train.data "))]
         if diff:
             raise RunError(f"cannot resume {out} with changed settings: {', '.join(diff)}")
         if new["train"]["steps"] < old["train"]["steps"]:
             raise RunError(f"cannot resume {out} with fewer steps ({train_cfg.steps} < {old['train']['steps']})")
-        if old["data"]["fingerprint"] != corpus.fingerprint:
-            raise RunError(f"the corpus {corpus.spec!r} changed since {out} was started (fingerprint differs)")
+        if not same_corpus(old["data"]["fingerprint"], corpus.fingerprint):
+            what = f"the corpus at {corpus.spec!r} is not the one {out} trained on" if moved else \
+                f"the corpus {corpus.spec!r} changed since {out} was started"
+            raise RunError(f"{what} (fingerprint differs: {old['data']['fingerprint'].get('sha256')} recorded, "
+                           f"{corpus.fingerprint.get('sha256')} here)")
+        if (out / runs.WEIGHTS).is_file() and not (out / runs.CHECKPOINT).is_file():
+            raise RunError(f"{out} has trained weights but no {runs.CHECKPOINT}: resuming would train again from "
+                           f"step 0 and overwrite them. To start over, remove {out} or train into another --out")
         if "init" in old:
             new["init"] = old["init"]
     else:
-        if out.exists() and (not out.is_dir() or any(out.iterdir())):
-            raise RunError(f"{out} exists and is not empty; use --resume to continue it, or another --out")
-        corpus = corpus or load_corpus(train_cfg.data)
+        _check_new(out)
+        if corpus is None:
+            train_cfg = dataclasses.replace(train_cfg, data=absolute_spec(train_cfg.data))
+            corpus = load_corpus(train_cfg.data)
         new = run_config(model_cfg, train_cfg, corpus)
         if init is not None:
             new["init"] = init_provenance(init)
+    train_stream, valid_stream = Stream(corpus.train), Stream(corpus.valid)
+    if len(train_stream) < model_cfg.train_len + 1:
+        raise DataError(f"--train-len {model_cfg.train_len}: the training split of {corpus.spec!r} has "
+                        f"{len(train_stream):,} tokens, fewer than one window of {model_cfg.train_len + 1}")
 
+    with lock.hold(out):
+        if not resume:
+            _check_new(out)  # again, under the lock: another writer may have started meanwhile
+        elif runs.read_config(out, training=True) != old:
+            raise RunError(f"{out} changed while this command started; try again")
+        return _train_locked(out, model_cfg, train_cfg, new, corpus, train_stream, valid_stream, dev,
+                             resume=resume, progress=progress, init=init)
+
+
+def _check_new(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise RunError(f"{out} exists and is not a directory; give a new --out")
+    if out.is_dir() and any(p.name != lock.LOCK for p in out.iterdir()):
+        raise RunError(f"{out} exists and is not empty; use --resume to continue it, or another --out")
+    parent = out if out.is_dir() else next((p for p in out.absolute().parents if p.exists()), None)
+    if parent is not None and not os.access(parent, os.W_OK):
+        raise RunError(f"--out {out}: {parent} is not writable")
+
+
+def run_corpus(config: dict, out: Path, moved_to: str | None = None) -> Corpus:
+    """The run's training corpus: where config.json recorded it, or ``moved_to`` (checked by the
+    caller against the recorded fingerprint)."""
+    spec = moved_to or config["data"]["spec"]
+    try:
+        return load_corpus(spec)
+    except DataError as exc:
+        if moved_to is None and "does not exist" in str(exc):
+            raise DataError(f"the corpus {spec!r} recorded in {out / runs.CONFIG} does not exist here; if it "
+                            "moved, give its new place with --data PATH (checked by its fingerprint)") from exc
+        raise
+
+
+def _train_locked(out: Path, model_cfg: ModelConfig, train_cfg: TrainConfig, new: dict, corpus: Corpus,
+                  train_stream: Stream, valid_stream: Stream, dev: torch.device, *, resume: bool,
+                  progress: bool, init: str | Path | None = None) -> dict:
     torch.manual_seed(train_cfg.seed)
     model = GPT(model_cfg).to(dev)
     optimizer = make_optimizer(model, train_cfg)
     start, state = 0, {"step": 0, "done": False}
     if init is not None and not resume:
-        runs.load_weights(init, model)
+        runs.load_weights(init, model, recorded=runs.read_config(init)["model"])
     if resume and (out / runs.CHECKPOINT).is_file():
         state = runs.load_checkpoint(out, model, optimizer)
         start = state["step"]
@@ -265,10 +335,10 @@ def train(
             if progress:
                 print(f"{out}: already finished ({start} steps); nothing to do")
             return state
-    _truncate_metrics(out, start) if resume else out.mkdir(parents=True, exist_ok=True)
+    if resume:
+        _truncate_metrics(out, start)
     runs.write_json(out / runs.CONFIG, new)
 
-    train_stream, valid_stream = Stream(corpus.train), Stream(corpus.valid)
     length = model_cfg.train_len
     autocast = device_autocast(dev)
     model.train()
@@ -286,10 +356,10 @@ def train(
                     group["lr"] = lr
                 loss_value = train_step(model, optimizer, x, y, grad_clip=train_cfg.grad_clip, autocast=autocast)
                 if not math.isfinite(loss_value):
-                    raise TrainError(
-                        f"loss is {loss_value} at step {step + 1}; training stopped, the last good "
-                        f"checkpoint (step {state['step']}) is kept in {out}"
-                    )
+                    kept = (f"the last good checkpoint (step {state['step']}) is kept in {out}"
+                            if (out / runs.CHECKPOINT).is_file() else "no checkpoint was written yet")
+                    raise TrainError(f"loss is {loss_value} at step {step + 1}; training stopped, {kept} "
+                                     f"(a lower --lr may help; it is {train_cfg.lr:g})")
                 done = step + 1
                 now = time.perf_counter()
                 rate = x.numel() / max(now - last, 1e-9)
@@ -300,7 +370,7 @@ def train(
                     row = {"step": done, "loss": round(loss_value, 6), "lr": lr, "bytes_per_s": round(rate, 1)}
                     if evaluate_now:
                         row["val_bpb"] = round(validation_bpb(model, valid_stream, train_cfg, length, dev), 6)
-                    log.write(json.dumps(row) + "\n")
+                    log.write(checks.strict_json(row) + "\n")
                     log.flush()
                 if done % train_cfg.save_every == 0 or done == train_cfg.steps:
                     state = {"step": done, "done": done == train_cfg.steps, "loss": loss_value,
@@ -336,5 +406,5 @@ def init_provenance(run_dir: str | Path) -> dict:
 def _truncate_metrics(out: Path, step: int) -> None:
     """Drop metric rows past the checkpoint we resume from (they will be logged again)."""
     rows = [r for r in runs.read_metrics(out) if r.get("step", 0) <= step]
-    runs.atomic_write(out / runs.METRICS, "".join(json.dumps(r) + "\n" for r in rows))
+    runs.atomic_write(out / runs.METRICS, "".join(checks.strict_json(r) + "\n" for r in rows))
 

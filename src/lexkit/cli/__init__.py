@@ -9,24 +9,47 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 
 from ..errors import LexkitError
 
-COMMANDS = ("schemes", "patterns", "train", "eval", "sample", "resolution", "study")
+COMMANDS = ("schemes", "patterns", "presets", "train", "runs", "eval", "sample", "resolution", "study")
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse's usage errors: one line, exit 2
-        self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
+        self.exit(2, f"error: {printable(message)} (see `{self.prog} --help`)\n")
 
 
 def import_modules(modules: list[str] | None) -> None:
-    """``--import MODULE``: load user modules that register schemes or patterns."""
+    """``--import MODULE``: load user modules that register schemes or patterns. Any failure
+    (missing, a syntax error, an exception while it runs) is one line naming the module. (A
+    module that replaces a built-in scheme or pattern, ``register(cls, replace=True)``, gets the
+    registry's warning, printed as one ``warning:`` line.)"""
     for name in modules or []:
         try:
             importlib.import_module(name)
-        except ImportError as exc:
-            raise LexkitError(f"--import {name}: cannot import it ({exc})") from exc
+        except SyntaxError as exc:
+            where = f"{exc.filename}, line {exc.lineno}" if exc.filename else "its source"
+            raise LexkitError(f"--import {name}: syntax error in {where} ({exc.msg})") from exc
+        except Exception as exc:  # the user's module may raise anything while it runs
+            raise LexkitError(f"--import {name}: cannot import it ({type(exc).__name__}: {_first_line(exc)})") from exc
+        except SystemExit as exc:
+            raise LexkitError(f"--import {name}: the module called exit({exc.code})") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    return printable((str(exc).strip().splitlines() or [repr(exc)])[0])
+
+
+def printable(text: str) -> str:
+    """``text`` on one line: control characters and undecodable bytes (from a user's argument or
+    file name) shown as escapes."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"warning: {printable(str(message))}", file=sys.stderr if file is None else file)
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
@@ -59,18 +82,38 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        warnings.showwarning = _warning_line  # restored on exit: one `warning: ...` line each
+        try:
+            import_modules(args.imports)
+            return int(args.run(args) or 0)
+        except (LexkitError, ValueError, FileNotFoundError, NotADirectoryError) as exc:
+            print(f"error: {_first_line(exc)}", file=sys.stderr)
+            return 2
+        except BrokenPipeError:  # `lexkit eval ... | head` (outputs are written before printing)
+            _quiet_stdout()
+            return 0
+        except KeyboardInterrupt:
+            print("error: interrupted", file=sys.stderr)
+            return 130
+        except (OSError, OverflowError, MemoryError) as exc:  # a filesystem or size limit no check foresaw
+            name = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+            print(printable(f"error: {name}{getattr(exc, 'strerror', None) or _first_line(exc) or type(exc).__name__}"),
+                  file=sys.stderr)
+            return 2
+
+
+def _quiet_stdout() -> None:
+    """After a broken pipe, point stdout at /dev/null so the interpreter's final flush is silent."""
+    import os
+
     try:
-        import_modules(args.imports)
-        return int(args.run(args) or 0)
-    except (LexkitError, ValueError, FileNotFoundError, NotADirectoryError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:  # `lexkit eval ... | head`
-        sys.stderr.close()
-        return 0
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # pragma: no cover - stdout replaced (tests)
+        pass
 
 
 def entry() -> None:

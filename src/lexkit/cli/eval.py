@@ -11,13 +11,10 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import os
 import sys
-from pathlib import Path
 
-from .. import attention
+from .. import attention, checks
 from ..attention import KERNELS
-from ..errors import LexkitError
 from .table import format_table
 
 
@@ -68,6 +65,7 @@ def run(args) -> int:
 
     # Everything that can be checked without the model is checked before it loads.
     lengths = parse_lengths(args.lengths) if args.lengths is not None else None
+    checks.lengths("--lengths", lengths or [], checks.MAX_EVAL_LENGTH)
     patterns = args.patterns or ["causal"]
     for spec in patterns:
         attention.create(spec, default_window=2)  # syntax and parameter values
@@ -79,9 +77,10 @@ def run(args) -> int:
                         ("--batch-size", args.batch_size), ("--threads", args.threads)):
         if value is not None and value <= 0:
             raise ValueError(f"{flag} must be a positive integer, got {value}")
+        checks.number(flag, value, maximum=checks.MAX_COUNT if flag != "--threads" else 4096)
     for flag, path in (("--json", args.json), ("--csv", args.csv)):
         if path is not None:
-            check_writable(flag, path)
+            checks.writable(flag, path)
     device = str(resolve_device(args.device))
     if args.threads:
         import torch
@@ -95,7 +94,7 @@ def run(args) -> int:
         max_docs=args.max_docs, max_bytes=args.max_bytes, batch_size=args.batch_size, kernel=args.kernel,
         device=device, progress=args.progress and sys.stderr.isatty(), scheme=args.scheme, logn=args.logn,
     )
-    print(format_report(report))
+    # the files first: a reader that closes the pipe early (`| head`) must not lose them
     if args.json:
         write_json(args.json, report)
     if args.csv:
@@ -104,19 +103,8 @@ def run(args) -> int:
         writer.writeheader()
         writer.writerows(csv_rows(report))
         atomic_write(args.csv, buffer.getvalue())
+    print(format_report(report))
     return 0
-
-
-def check_writable(flag: str, path: str) -> None:
-    """Fail before a long evaluation, not after it, when an output cannot be written."""
-    target = Path(path)
-    if target.is_dir():
-        raise LexkitError(f"{flag} {path}: is a directory")
-    parent = target.parent if str(target.parent) else Path(".")
-    if not parent.is_dir():
-        raise LexkitError(f"{flag} {path}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise LexkitError(f"{flag} {path}: directory {parent} is not writable")
 
 
 # -- terminal output ------------------------------------------------------------------------------

@@ -15,10 +15,10 @@ See ``docs/resolution.md``.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
-from pathlib import Path
 
-from .. import plots
+from .. import checks, plots
 from .. import resolution as res
 from ..runs import write_json
 from ..specs import parse_lengths
@@ -57,9 +57,32 @@ def add_parser(sub):
 
 
 def run(args) -> int:
+    # outputs and numbers are checked before any work
+    if args.json is not None:
+        checks.writable("--json", args.json)
+    if args.plot is not None:
+        args.plot = checks.png_path("--plot", args.plot)
+    for flag, value in (("--heads", args.heads), ("--head-dim", args.head_dim), ("--texts", args.texts),
+                        ("--batch", args.batch)):
+        checks.number(flag, value, maximum=MAX_WIDTH)
+    checks.number("--seed", args.seed, maximum=2**63 - 1, strict=False)
+    if args.lengths is not None:
+        checks.lengths("--lengths", parse_lengths(args.lengths), checks.MAX_RESOLUTION_LENGTH)
     if args.run_dir is not None:
         return _empirical(args)
     return _analytic(args)
+
+
+#: heads x head dimension of the analytic form, and --texts/--batch: at most this (memory)
+MAX_WIDTH = 4096
+
+
+def _require_finite(results: list[dict], what: str) -> None:
+    """A NaN or inf R means NaN/inf scores (damaged weights, or a scheme's values overflowing)."""
+    for r in results:
+        if r.get("resolution") is not None and not math.isfinite(r["resolution"]):
+            raise ValueError(f"R of {r.get('scheme', what)} at length {r['length']} is {r['resolution']}: "
+                             f"the attention scores are not finite ({what})")
 
 
 # -- analytic -----------------------------------------------------------------------------------
@@ -73,6 +96,8 @@ def _analytic(args) -> int:
     seed = 0 if args.seed is None else args.seed
     if heads <= 0 or head_dim <= 0:
         raise ValueError(f"--heads and --head-dim must be positive, got {heads} and {head_dim}")
+    if heads * head_dim > MAX_WIDTH:
+        raise ValueError(f"--heads {heads} x --head-dim {head_dim} = {heads * head_dim}: at most {MAX_WIDTH} (memory)")
     lengths = parse_lengths(args.lengths if args.lengths is not None else ANALYTIC_LENGTHS)
     if args.train_len is not None and args.train_len <= 0:
         raise ValueError(f"--train-len must be a positive integer, got {args.train_len}")
@@ -82,6 +107,7 @@ def _analytic(args) -> int:
     docs = [res.analytic(spec, lengths, args.pattern, heads=heads, head_dim=head_dim, seed=seed, **extra)
             for spec in args.scheme]
     pattern = docs[0]["pattern"]
+    _require_finite([r for d in docs for r in d["results"]], "check the scheme's parameters")
 
     print(f"attention resolution R, analytic: {heads} heads x {head_dim}, pattern {pattern}, seed {seed} "
           "(mean over heads; 0 <= R <= 1)")
@@ -138,6 +164,7 @@ def _empirical(args) -> int:
                             batch_size=args.batch, progress=sys.stderr.isatty(),
                             scheme=args.scheme[0] if args.scheme else None, logn=args.logn)
     results = doc["results"]
+    _require_finite(results, "the run's weights are damaged or its training diverged")
     print(f"attention resolution R, empirical: {doc['run']} ({doc['scheme']}, trained at {doc['train_len']}), "
           f"pattern {doc['pattern']}, {texts} texts per length (mean over heads; 0 <= R <= 1)")
     head = ["layer"] + [str(r["length"]) for r in results]
@@ -169,8 +196,5 @@ def _num(x) -> str:
 
 
 def _write_json(path: str, obj: dict) -> None:
-    target = Path(path)
-    if target.parent and not target.parent.exists():
-        raise FileNotFoundError(f"--json {path}: directory {target.parent} does not exist")
-    write_json(target, obj)  # atomically, like every JSON lexkit writes
+    write_json(checks.writable("--json", path), obj)  # strict JSON, atomically, like every JSON lexkit writes
     print(f"wrote {path}")

@@ -11,7 +11,7 @@ import codecs
 import random
 import sys
 
-from .. import attention
+from .. import attention, checks
 from ..attention import KERNELS
 from ..device import resolve_device
 
@@ -37,9 +37,13 @@ def run(args) -> int:
     from ..sample import check_options, iter_generate
 
     check_options(args.n_bytes, args.temperature, args.top_k)
+    checks.number("--bytes", args.n_bytes, maximum=checks.MAX_SAMPLE_BYTES, strict=False)
+    checks.number("--top-k", args.top_k, maximum=checks.MAX_COUNT)
+    checks.number("--seed", args.seed, maximum=2**63 - 1, strict=False)
     attention.create(args.pattern, default_window=2)  # syntax and parameter values, before loading
     if args.threads is not None and args.threads <= 0:
         raise ValueError(f"--threads must be a positive integer, got {args.threads}")
+    checks.number("--threads", args.threads, maximum=4096)
     device = str(resolve_device(args.device))
     if args.threads:
         import torch
@@ -50,15 +54,16 @@ def run(args) -> int:
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
         print(f"seed {seed}", file=sys.stderr)
+    prompt = args.prompt.encode("utf-8", "surrogateescape")  # an argument's bytes, even if not UTF-8
     stream = iter_generate(
-        model, args.prompt, args.n_bytes, pattern=args.pattern, temperature=args.temperature,
+        model, prompt, args.n_bytes, pattern=args.pattern, temperature=args.temperature,
         top_k=args.top_k, seed=seed, kernel=args.kernel,
     )
     out = sys.stdout
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     first = next(stream, None)  # the length check runs here, before anything is printed
     if not args.continuation_only:
-        out.write(args.prompt)
+        out.write(prompt.decode("utf-8", "replace"))
     if first is not None:
         out.write(decoder.decode(bytes([first])))
         out.flush()

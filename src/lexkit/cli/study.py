@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from .. import presets
+from .. import checks, presets
+from ..device import resolve_device
 from ..report import length_table, pattern_table
 from ..specs import parse_lengths
 from ..study import DEFAULT_PATTERNS, DEFAULT_SCHEMES, Study, StudyConfig
@@ -25,7 +26,8 @@ def add_parser(sub):
     p.add_argument("--pattern", action="append", metavar="SPEC", help=f"repeatable; default: {' '.join(DEFAULT_PATTERNS)}")
     p.add_argument("--lengths", help="comma list (default: the training length x 1/2, 1, 2, 4, 8, 16)")
     p.add_argument("--seeds", type=int, default=1, help="seeds per scheme (mean ± std in every cell)")
-    p.add_argument("--steps", type=int, help="training steps (default: the preset's)")
+    p.add_argument("--steps", type=int, help=f"training steps (default: the preset's, "
+                   f"{presets.PRESETS['small']['steps']} in small; see `lexkit presets`)")
     p.add_argument("--data", default="stdlib", help="training corpus (default: stdlib)")
     p.add_argument("--eval-docs", type=int, default=24, help="validation documents scored per length")
     p.add_argument("--out", default="study", help="study directory (default: ./study)")
@@ -37,6 +39,12 @@ def add_parser(sub):
 
 
 def run(args) -> int:
+    resolve_device(args.device)  # before any timing or training: a missing CUDA fails at once
+    for flag, value, top in (("--seeds", args.seeds, 1000), ("--steps", args.steps, checks.MAX_COUNT),
+                             ("--eval-docs", args.eval_docs, checks.MAX_COUNT), ("--threads", args.threads, 4096)):
+        checks.number(flag, value, maximum=top)
+    if args.lengths:
+        checks.lengths("--lengths", parse_lengths(args.lengths), checks.MAX_EVAL_LENGTH)
     cfg = StudyConfig(
         preset=args.preset,
         schemes=args.scheme or list(DEFAULT_SCHEMES),

@@ -18,30 +18,44 @@ from ..train import configs, configs_from_run, split_settings, train
 
 def add_parser(sub):
     p = sub.add_parser("train", help="train a model at a short length", description=__doc__,
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                       epilog="Defaults shown are the `small` preset's; `lexkit presets` lists every preset's values.")
     p.add_argument("--scheme", help="position scheme spec, e.g. rope, xpos:gamma=0.5 (see `lexkit schemes`)")
     p.add_argument("--out", required=True, help="run directory (must be new or empty, unless --resume)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--init", metavar="RUN", help="start from the weights and settings of trained run RUN "
                    "(e.g. a longer --train-len with --scheme rope:scaling=yarn,factor=4; default scheme: RUN's)")
     p.add_argument("--logn", action=argparse.BooleanOptionalAction, default=None,
-                   help="log-n attention scaling, q_m <- max(1, ln(m+1)/ln train_len) q_m")
-    p.add_argument("--preset", default=None, choices=list(presets.PRESETS), help="size preset (default: small)")
-    p.add_argument("--train-len", type=int, help="training length in bytes")
-    p.add_argument("--steps", type=int)
-    p.add_argument("--batch", type=int)
-    p.add_argument("--layers", type=int)
-    p.add_argument("--dim", type=int, help="model width d_model")
-    p.add_argument("--heads", type=int)
-    p.add_argument("--lr", type=float)
-    p.add_argument("--data", help="stdlib (default), a file, directory or glob, or hf:NAME[:CONFIG[:SPLIT]]")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--save-every", type=int)
-    p.add_argument("--eval-every", type=int)
-    p.add_argument("--threads", type=int, help="torch CPU threads")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+                   help="log-n attention scaling, q_m <- max(1, ln(m+1)/ln train_len) q_m (default: off)")
+    p.add_argument("--preset", default=None, choices=list(presets.PRESETS),
+                   help="size preset (default: small; see `lexkit presets`)")
+    for flag, key, kind, text in _PRESET_FLAGS:
+        p.add_argument(flag, type=kind, help=f"{text} (default: the preset's, {_default(key)})")
+    p.add_argument("--data", help="stdlib (default), a file, directory or glob, or hf:NAME[:CONFIG[:SPLIT]]; "
+                   "on --resume: the run's corpus at a new place (checked by its fingerprint)")
+    p.add_argument("--seed", type=int, help="random seed (default: 0)")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps (default: auto)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
+
+
+#: flags whose default is the preset's value: (flag, preset key, type, help)
+_PRESET_FLAGS = (
+    ("--train-len", "train_len", int, "training length in bytes"),
+    ("--steps", "steps", int, "training steps"),
+    ("--batch", "batch", int, "sequences per step"),
+    ("--layers", "n_layers", int, "layers"),
+    ("--dim", "d_model", int, "model width d_model"),
+    ("--heads", "n_heads", int, "attention heads"),
+    ("--lr", "lr", float, "peak learning rate"),
+    ("--save-every", "save_every", int, "checkpoint every N steps"),
+    ("--eval-every", "eval_every", int, "validation bpb every N steps"),
+)
+
+
+def _default(key: str) -> str:
+    value = presets.PRESETS["small"][key]
+    return f"{value:g} in small" if isinstance(value, float) else f"{value} in small"
 
 
 def _overrides(args) -> dict:
@@ -62,7 +76,7 @@ def run(args) -> int:
         model_cfg, train_cfg = configs_from_run(args.init, args.scheme, **overrides)
     elif args.resume:
         # start from the run's own settings; what the command line gives is compared against them
-        old = read_config(args.out)
+        old = read_config(args.out, training=True)
         stored = {**old["model"], **old["train"]}
         given = {k: v for k, v in overrides.items() if v is not None}
         if args.scheme is not None:

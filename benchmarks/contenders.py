@@ -1,0 +1,110 @@
+"""The contenders: lexkit and x-transformers built to the same network, each trained by lexkit's
+own step and optimizer builder; and how much of each is measured (quick or full)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from lexkit.model import GPT, VOCAB
+from lexkit.presets import get as preset
+from lexkit.train import TrainConfig, configs, make_optimizer, train_step
+
+SCHEMES = ("alibi", "rope", "xpos")
+SMALL = preset("small")  # the size both libraries are measured at
+BATCH, TRAIN_LEN, D_MODEL, N_LAYERS, N_HEADS = (
+    SMALL[k] for k in ("batch", "train_len", "d_model", "n_layers", "n_heads")
+)
+TRAIN = configs("small")[1]  # the training config both libraries train with
+WINDOW = TRAIN_LEN  # W of window:W and bca:W
+PATTERNS = (f"window:{WINDOW}", f"bca:{WINDOW}")
+
+
+@dataclasses.dataclass
+class Settings:
+    warmup: int  # training steps per contender before timing (>= 1; the last one is profiled)
+    reps: int  # timed repetitions per contender (alternating)
+    steps: int  # training steps per repetition
+    xt_variants: tuple[str, ...]  # x-transformers configurations timed in training (XT_VARIANTS)
+    lengths: tuple[int, ...]  # lexkit evaluation lengths
+    xt_lengths: tuple[int, ...]  # x-transformers evaluation lengths (its n x n mask must fit)
+    eval_reps: int  # child processes per lexkit auto-kernel measurement
+    eval_runs: int  # evaluations per lexkit child (the first one is reported apart)
+    xt_runs: int  # evaluations per x-transformers child
+    eval_schemes: tuple[str, ...]  # schemes evaluated with the auto kernel (window; alibi also bca)
+    flex: bool  # also measure kernel="flex" (alibi, once per length and pattern)
+
+
+QUICK = Settings(warmup=2, reps=2, steps=1, xt_variants=("x-transformers",), lengths=(4096, 16384),
+                 xt_lengths=(4096,), eval_reps=1, eval_runs=2, xt_runs=1, eval_schemes=("alibi",), flex=False)
+FULL = Settings(warmup=2, reps=4, steps=3,
+                xt_variants=("x-transformers", "x-transformers flash", "x-transformers defaults"),
+                lengths=(4096, 16384, 65536), xt_lengths=(4096, 8192), eval_reps=2, eval_runs=2, xt_runs=2,
+                eval_schemes=SCHEMES, flex=True)
+
+
+def lexkit_model(scheme: str, size: str = "small") -> tuple[GPT, TrainConfig]:
+    """lexkit's model at a preset, untrained, with the preset's training config."""
+    model_cfg, train_cfg = configs(size, scheme)
+    return GPT(model_cfg), train_cfg
+
+
+XT_POSITION = {
+    "alibi": dict(alibi_pos_bias=True),
+    "rope": dict(rotary_pos_emb=True, rotary_emb_dim=D_MODEL // N_HEADS),
+    "xpos": dict(rotary_xpos=True, rotary_emb_dim=D_MODEL // N_HEADS),
+}
+XT_README = {"alibi": dict(alibi_pos_bias=True), "rope": dict(rotary_pos_emb=True), "xpos": dict(rotary_xpos=True)}
+
+#: what makes x-transformers' network the size and shape of lexkit's (see render.CONFIG_NOTES)
+XT_MATCH = dict(attn_dim_head=D_MODEL // N_HEADS, ff_no_bias=True)
+
+#: the x-transformers configurations training is timed with: name -> xt_model keywords
+XT_VARIANTS = {
+    "x-transformers": {},  # lexkit's network, x-transformers' default attention path
+    "x-transformers flash": {"flash": True},  # lexkit's network, attn_flash=True (SDPA)
+    "x-transformers defaults": {"matched": False},  # its README configuration: a bigger network
+}
+
+
+def xt_model(scheme: str, *, matched: bool = True, flash: bool = False, max_attend_past: int | None = None):
+    """x-transformers at the small preset's size; ``matched=False``: as its README configures it."""
+    from x_transformers import Decoder, TransformerWrapper
+
+    layer_args = dict(dim=D_MODEL, depth=N_LAYERS, heads=N_HEADS)
+    layer_args.update(XT_MATCH | XT_POSITION[scheme] if matched else XT_README[scheme])
+    if flash:
+        layer_args["attn_flash"] = True
+    if max_attend_past is not None:
+        layer_args["attn_max_attend_past"] = max_attend_past
+    # matched: no absolute table (alibi would otherwise add one), embedding tied as lexkit's
+    wrapper_args = dict(use_abs_pos_emb=False, tie_embedding=True) if matched else {}
+    decoder = Decoder(**layer_args)
+    return TransformerWrapper(num_tokens=VOCAB, max_seq_len=TRAIN_LEN, attn_layers=decoder, **wrapper_args)
+
+
+def count_params(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+class Contender:
+    """One contender: a model and its optimizer, stepped by :func:`lexkit.train.train_step` (the
+    step ``lexkit train`` runs) with the optimizer of :func:`lexkit.train.make_optimizer`."""
+
+    def __init__(self, name: str, model: torch.nn.Module, train_cfg: TrainConfig) -> None:
+        self.name, self.model = name, model.train()
+        self.optimizer, self.grad_clip = make_optimizer(model, train_cfg), train_cfg.grad_clip
+
+    def step(self, x: torch.Tensor, y: torch.Tensor) -> float:
+        return train_step(self.model, self.optimizer, x, y, grad_clip=self.grad_clip)
+
+
+def contenders(scheme: str, settings: Settings) -> list[Contender]:
+    """lexkit first, then each x-transformers variant, all from the same seed and training config."""
+    torch.manual_seed(0)
+    out = [Contender("lexkit", lexkit_model(scheme)[0], TRAIN)]
+    for name in settings.xt_variants:
+        torch.manual_seed(0)
+        out.append(Contender(name, xt_model(scheme, **XT_VARIANTS[name]), TRAIN))
+    return out

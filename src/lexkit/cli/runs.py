@@ -1,0 +1,49 @@
+"""``lexkit runs [DIR]``: the training runs at or below DIR (default: the current directory), one
+line each: scheme, step / total steps, state (finished, stopped, or writing: a live process holds
+its lock), the last validation bits per byte, size on disk, and path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import runs
+from ..errors import RunError
+from .table import print_table
+
+
+def add_parser(sub):
+    p = sub.add_parser("runs", help="list the training runs in a directory", description=__doc__)
+    p.add_argument("dir", nargs="?", default=".", metavar="DIR", help="where to look (default: .)")
+    p.add_argument("--depth", type=int, default=4, metavar="N", help="directory levels to search (default: 4)")
+    return p
+
+
+def run(args) -> int:
+    root = Path(args.dir)
+    if not root.is_dir():
+        raise RunError(f"{args.dir} is not a directory" if root.exists() else f"{args.dir} does not exist")
+    if args.depth < 0 or args.depth > 64:
+        raise ValueError(f"--depth {args.depth}: must be an integer from 0 to 64")
+    rows = [("scheme", "step", "state", "val bpb", "size", "path")]
+    for path in runs.find(root, depth=args.depth):
+        try:
+            s = runs.summary(path)
+        except RunError as exc:
+            rows.append(("?", "-", "unreadable", "-", "-", f"{path}  ({exc})"))
+            continue
+        state = "writing" if s["writing"] else "finished" if s["finished"] else "stopped"
+        bpb = "-" if s["val_bpb"] is None else f"{s['val_bpb']:.4f}"
+        rows.append((s["scheme"], f"{s['step']}/{s['steps']}", state, bpb, _size(s["bytes"]), s["path"]))
+    if len(rows) == 1:
+        print(f"no runs at or below {args.dir} (a run is a directory with config.json, made by `lexkit train`)")
+        return 0
+    print_table(rows, "lrlrrl")
+    return 0
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"  # pragma: no cover
