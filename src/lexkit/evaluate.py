@@ -50,9 +50,10 @@ from torch import Tensor, nn
 from .attention import KERNELS, Pattern
 from .attention import create as create_pattern
 from .data import LN2, encode, require_long
-from .errors import DataError
 from .device import device_of, eval_mode
+from .errors import DataError
 from .specs import parse_lengths
+
 DEFAULT_MULTIPLIERS = (0.5, 1, 2, 4, 8, 16)
 BATCH_TOKENS = {"cpu": 8192}  # inputs per forward pass by device type; 32768 elsewhere
 
@@ -167,59 +168,17 @@ def evaluate(
     beyond_train, bpb, bytes``).
     """
     lengths = parse_lengths(lengths)
-    if kernel not in KERNELS:
-        raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
-    if stride is not None and (isinstance(stride, bool) or not isinstance(stride, int) or stride <= 0):
-        raise ValueError(f"stride must be a positive integer, got {stride!r}")
-    if batch_size is not None and (not isinstance(batch_size, int) or batch_size <= 0):
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    check_options(kernel=kernel, stride=stride, batch_size=batch_size)
     patterns = resolve_patterns(model, pattern)
     train_len = train_len if train_len is not None else _train_len(model)
     total = lengths[-1]
     docs = select_documents(documents, total, max_docs=max_docs, max_bytes=max_bytes)
-    device = device_of(model)
-    if batch_tokens is None:
-        batch_tokens = BATCH_TOKENS.get(device.type, 32768)
     tokens = torch.stack([encode(d[:total]) for d in docs])  # [D, total + 1]
 
-    plans = {length: windows(total, length, stride) for length in lengths}
-    work = len(docs) * total * len(lengths) * len(patterns)
-    results: list[dict] = []
-    by_position: list[dict] = []
-    from .progress import bar
-
-    with eval_mode(model), torch.inference_mode(), bar(work, "eval", enabled=progress, unit="B") as meter:
-        for length in lengths:
-            plan = plans[length]
-            items = [(d, start, first) for d in range(len(docs)) for start, first in plan]
-            size = batch_size or max(1, batch_tokens // length)
-            for pat in patterns:
-                row = {"length": length, "pattern": pat.spec, "stride": min(stride or length, length)}
-                try:
-                    sums, counts = _score(model, tokens, items, length, size, pat, kernel, device, meter)
-                except _Unavailable as exc:
-                    meter.advance(len(docs) * total)
-                    results.append({**row, "bpb": None, "ppl": None, "bytes": 0, "unavailable": str(exc)})
-                    continue
-                nll = float(sums.sum()) / int(counts.sum())
-                if not math.isfinite(nll):
-                    results.append({**row, "bpb": None, "ppl": None, "bytes": int(counts.sum()),
-                                    "unavailable": "non-finite loss (the model produced NaN or inf logits)"})
-                    continue
-                results.append({**row, "bpb": nll / LN2, "ppl": math.exp(min(nll, 700.0)), "bytes": int(counts.sum())})
-                for lo, hi in position_buckets(length, train_len):
-                    n = int(counts[lo:hi].sum())
-                    if n == 0:
-                        continue
-                    by_position.append({
-                        "length": length, "pattern": pat.spec, "from": lo, "to": hi,
-                        "beyond_train": None if train_len is None else lo >= train_len,
-                        "bpb": float(sums[lo:hi].sum()) / n / LN2, "bytes": n,
-                    })
-
-    if all(r["bpb"] is None for r in results):  # non-finite everywhere included: nothing to report
-        reasons = sorted({r["unavailable"] for r in results})
-        raise ValueError("no requested length can run: " + "; ".join(reasons))
+    results, by_position = score_windows(
+        model, tokens, lengths, patterns, stride=stride, batch_size=batch_size, batch_tokens=batch_tokens,
+        kernel=kernel, train_len=train_len, progress=progress,
+    )
     return {
         "lengths": lengths,
         "patterns": [p.spec for p in patterns],
@@ -230,6 +189,97 @@ def evaluate(
         "results": results,
         "by_position": by_position,
     }
+
+
+def check_options(*, kernel: str, stride: int | None, batch_size: int | None) -> None:
+    """ValueError for a kernel, stride or batch size no evaluation can take."""
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
+    if stride is not None and (isinstance(stride, bool) or not isinstance(stride, int) or stride <= 0):
+        raise ValueError(f"stride must be a positive integer, got {stride!r}")
+    if batch_size is not None and (not isinstance(batch_size, int) or batch_size <= 0):
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+
+
+def score_windows(
+    model: nn.Module,
+    tokens: Tensor,
+    lengths: list[int],
+    patterns: list[Pattern],
+    *,
+    stride: int | None = None,
+    batch_size: int | None = None,
+    batch_tokens: int | None = None,
+    kernel: str = "auto",
+    train_len: int | None = None,
+    progress: bool = False,
+    nbytes: Tensor | None = None,
+) -> tuple[list[dict], list[dict]]:
+    """The measuring loop of the protocol, shared by byte models (:func:`evaluate`) and
+    tokenizer models (:func:`lexkit.hf.evaluate`): every (length, pattern) over the
+    :func:`windows` of ``tokens`` ``[D, total + 1]`` (the token before the first scored one, then
+    the ``total = max(lengths)`` scored ones).
+
+    ``nbytes`` ``[D, total]``: the bytes of text each scored token covers; None for a byte model
+    (one byte each). bpb = summed NLL / (ln 2 x bytes); ppl = e^(mean NLL per token). Returns
+    ``(results, by_position)`` rows as :func:`evaluate` documents them; with ``nbytes`` each row
+    and bucket also carries ``tokens``. ValueError when no (length, pattern) can run."""
+    total = tokens.shape[1] - 1
+    device = device_of(model)
+    if batch_tokens is None:
+        batch_tokens = BATCH_TOKENS.get(device.type, 32768)
+    results: list[dict] = []
+    by_position: list[dict] = []
+    extra = (lambda n_tok: {}) if nbytes is None else (lambda n_tok: {"tokens": n_tok})
+    work = tokens.shape[0] * total * len(lengths) * len(patterns)
+    from .progress import bar
+
+    unit = "B" if nbytes is None else "tok"
+    with eval_mode(model), torch.inference_mode(), bar(work, "eval", enabled=progress, unit=unit) as meter:
+        for length in lengths:
+            plan = windows(total, length, stride)
+            items = [(d, start, first) for d in range(tokens.shape[0]) for start, first in plan]
+            size = batch_size or max(1, batch_tokens // length)
+            scored_bytes = None if nbytes is None else _bytes_by_index(nbytes, items, length)  # [length]
+            for pat in patterns:
+                row = {"length": length, "pattern": pat.spec, "stride": min(stride or length, length)}
+                try:
+                    sums, counts = _score(model, tokens, items, length, size, pat, kernel, device, meter)
+                except _Unavailable as exc:
+                    meter.advance(tokens.shape[0] * total)
+                    results.append({**row, "bpb": None, "ppl": None, **extra(0), "bytes": 0, "unavailable": str(exc)})
+                    continue
+                per_index = counts if scored_bytes is None else scored_bytes  # bytes at each window index
+                nll, n_tok, n_bytes = float(sums.sum()), int(counts.sum()), int(per_index.sum())
+                if not math.isfinite(nll):
+                    results.append({**row, "bpb": None, "ppl": None, **extra(n_tok), "bytes": n_bytes,
+                                    "unavailable": "non-finite loss (the model produced NaN or inf logits)"})
+                    continue
+                results.append({**row, "bpb": nll / n_bytes / LN2, "ppl": math.exp(min(nll / n_tok, 700.0)),
+                                **extra(n_tok), "bytes": n_bytes})
+                for lo, hi in position_buckets(length, train_len):
+                    n = int(per_index[lo:hi].sum())
+                    if n == 0:
+                        continue
+                    by_position.append({
+                        "length": length, "pattern": pat.spec, "from": lo, "to": hi,
+                        "beyond_train": None if train_len is None else lo >= train_len,
+                        "bpb": float(sums[lo:hi].sum()) / n / LN2, **extra(int(counts[lo:hi].sum())), "bytes": n,
+                    })
+    if all(r["bpb"] is None for r in results):  # non-finite everywhere included: nothing to report
+        reasons = sorted({r["unavailable"] for r in results})
+        raise ValueError("no requested length can run: " + "; ".join(reasons))
+    return results, by_position
+
+
+def _bytes_by_index(nbytes: Tensor, items: list[tuple[int, int, int]], length: int) -> Tensor:
+    """Bytes scored at each window index ``[length]`` over the windows ``items`` (d, start,
+    first): the target at index p of a window starting at ``start`` is scored token start + p."""
+    out = torch.zeros(length, dtype=torch.int64)
+    index = torch.arange(length)
+    for d, start, first in items:
+        out += torch.where(index >= first, nbytes[d, start : start + length], 0)
+    return out
 
 
 class _Unavailable(Exception):

@@ -1,4 +1,5 @@
-"""Every figure lexkit draws: the study report's five and the resolution command's two.
+"""Every figure lexkit draws: the study report's five, the resolution command's two and one
+evaluation report's.
 
 matplotlib's object API only (``matplotlib.figure.Figure``, no pyplot): no global backend or
 figure state, so plotting is safe in a library, a test run or a thread, and needs no display.
@@ -105,6 +106,28 @@ def plot_empirical(doc: dict, path: str | Path) -> None:
     right.set_title("attention resolution per layer")
     right.legend(fontsize="small")
     fig.suptitle(f"{doc.get('scheme', '')}, pattern {doc.get('pattern', '')}")
+    save(fig, path)
+
+
+# -- one evaluation report (lexkit eval --plot) -------------------------------------------------
+def eval_report(report: dict, path: str | Path) -> None:
+    """Left: bpb against length, one line per pattern. Right: bpb by position in the window at
+    the longest length. ``report`` is :func:`lexkit.evaluate.evaluate`'s (or :func:`lexkit.hf.evaluate`'s)."""
+    fig, (left, right) = figure(panels=2)
+    longest = max(report["lengths"])
+    for pattern in report["patterns"]:
+        pts = [(r["length"], r["bpb"]) for r in report["results"] if r["pattern"] == pattern and r["bpb"] is not None]
+        left.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=pattern)
+        pts = sorted(((b["from"] + b["to"]) / 2, b["bpb"]) for b in report["by_position"]
+                     if b["pattern"] == pattern and b["length"] == longest)
+        right.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=pattern)
+    for ax, label in ((left, "length"), (right, f"position in the window (length {longest})")):
+        _mark(ax, report.get("train_len"))
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(label)
+        ax.set_ylabel("bits per byte")
+        ax.legend(fontsize="small")
+    fig.suptitle(f"{report.get('run', '')}: {report.get('scheme', '')}")
     save(fig, path)
 
 

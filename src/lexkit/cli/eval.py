@@ -15,6 +15,7 @@ import sys
 
 from .. import attention, checks
 from ..attention import KERNELS
+from . import hf as hf_cli
 from .table import format_table
 
 
@@ -22,7 +23,8 @@ def add_parser(sub):
     p = sub.add_parser(
         "eval", help="bits per byte of a run at many lengths and patterns", description=__doc__,
     )
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by `lexkit train`")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by `lexkit train`, or hf:PATH "
+                   "(a Hugging Face causal LM: a save_pretrained directory or a cached hub name)")
     p.add_argument(
         "--lengths", metavar="L,L,...",
         help="comma-separated lengths in bytes (default: the training length x 1/2, 1, 2, 4, 8, 16)",
@@ -55,6 +57,7 @@ def add_parser(sub):
     p.add_argument("--logn", action=argparse.BooleanOptionalAction, default=None,
                    help="log-n attention scaling at evaluation (default: as the run trained)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    hf_cli.add_eval_arguments(p)
     return p
 
 
@@ -87,6 +90,14 @@ def run(args) -> int:
 
         torch.set_num_threads(args.threads)
 
+    if hf_cli.is_hf(args.run_dir):  # a Hugging Face causal LM (lexkit.hf) in place of a run
+        for flag, value in (("--scheme", args.scheme), ("--logn", args.logn)):
+            if value is not None:
+                raise ValueError(f"{flag} is for lexkit runs (a hf: model's RoPE scaling is --rope-scaling)")
+        return hf_cli.run_eval(args, lengths, patterns, device)
+    for flag in ("rope_scaling", "dtype", "max_tokens", "plot"):
+        if getattr(args, flag) is not None:
+            raise ValueError(f"--{flag.replace('_', '-')} is for hf:PATH models")
     from ..runs import atomic_write, write_json
 
     report = evaluate_run(

@@ -22,6 +22,7 @@ from .. import checks, plots
 from .. import resolution as res
 from ..runs import write_json
 from ..specs import parse_lengths
+from . import hf as hf_cli
 from .table import print_table
 
 ANALYTIC_LENGTHS = "1024,2048"
@@ -34,7 +35,8 @@ def add_parser(sub):
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("run_dir", nargs="?", metavar="RUN_DIR", help="a training run (empirical form)")
+    p.add_argument("run_dir", nargs="?", metavar="RUN_DIR",
+                   help="a training run (empirical form), or hf:PATH (a Hugging Face causal LM: both forms)")
     p.add_argument("--scheme", action="append", metavar="SPEC",
                    help="position scheme spec (analytic form); repeatable")
     p.add_argument("--heads", type=int, default=None, help="heads (analytic; default 16)")
@@ -53,6 +55,8 @@ def add_parser(sub):
     p.add_argument("--batch", type=int, default=1, help="texts per forward pass (empirical; default 1)")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
     p.add_argument("--plot", metavar="FILE.png", help="write a figure (s[n] by distance, R by length)")
+    hf_cli.add_model_arguments(p).add_argument(
+        "--data", metavar="SPEC", help="text for the empirical R of an hf: model (default: stdlib)")
     return p
 
 
@@ -68,6 +72,11 @@ def run(args) -> int:
     checks.number("--seed", args.seed, maximum=2**63 - 1, strict=False)
     if args.lengths is not None:
         checks.lengths("--lengths", parse_lengths(args.lengths), checks.MAX_RESOLUTION_LENGTH)
+    if hf_cli.is_hf(args.run_dir):  # a Hugging Face causal LM (lexkit.hf)
+        return hf_cli.run_resolution(args)
+    for flag in ("rope_scaling", "dtype", "data"):
+        if getattr(args, flag) is not None:
+            raise ValueError(f"--{flag.replace('_', '-')} is for hf:PATH models")
     if args.run_dir is not None:
         return _empirical(args)
     return _analytic(args)

@@ -1,0 +1,492 @@
+"""lexkit.hf: Hugging Face causal LMs through lexkit's attention, offline.
+
+Tiny random models of each family are built from configs and saved to temporary directories
+(no download; HF_HUB_OFFLINE=1 in conftest). References are transformers' own eager attention
+(its causal mask, its sliding window, its rope scaling) or formulas written out here.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import pytest
+import torch
+
+from lexkit.errors import LexkitError
+
+VOCAB_TEXT = [
+    "def f(x):\n    return x * 2  # doubled\n",
+    "The quick brown fox jumps over the lazy dog. ",
+    "naïve café — größer 東京 ✓ emoji 🙂 end",
+]
+CORPUS = ("".join(VOCAB_TEXT) * 30).encode()  # one long document (ASCII and multi-byte text)
+
+
+# -- fixtures: tiny models and a byte-level BPE tokenizer ---------------------------------------
+@pytest.fixture(scope="module")
+def tf():
+    return pytest.importorskip("transformers")
+
+
+def _tokenizer(tf, bos: bool = True):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    specials = ["<s>", "</s>"] if bos else []
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=specials, initial_alphabet=alphabet)
+    tok.train_from_iterator(VOCAB_TEXT * 3, trainer=trainer)
+    kwargs = {"bos_token": "<s>", "eos_token": "</s>"} if bos else {}
+    return tf.PreTrainedTokenizerFast(tokenizer_object=tok, **kwargs)
+
+
+VOCAB = 300
+SMALL = dict(vocab_size=VOCAB, bos_token_id=0, eos_token_id=1)
+
+
+def _configs(tf) -> dict:
+    rope = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, max_position_embeddings=32, **SMALL)
+    return {
+        "llama": tf.LlamaConfig(**rope),
+        "mistral": tf.MistralConfig(**rope, sliding_window=None),
+        "qwen2": tf.Qwen2Config(**rope),
+        "gpt_neox": tf.GPTNeoXConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                     rotary_pct=0.25, max_position_embeddings=32, **SMALL),
+        "gpt2": tf.GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=48,
+                              scale_attn_by_inverse_layer_idx=True, **SMALL),  # per-layer scaling
+        "bloom": tf.BloomConfig(hidden_size=32, n_layer=2, n_head=4, **SMALL),
+    }
+
+
+@pytest.fixture(scope="module")
+def saved(tf, tmp_path_factory):
+    """family -> directory holding a tiny random model and a byte-level BPE tokenizer."""
+    out = {}
+    tokenizer = _tokenizer(tf)
+    for name, config in _configs(tf).items():
+        torch.manual_seed(0)
+        model = tf.AutoModelForCausalLM.from_config(config)
+        with torch.no_grad():  # random biases too (several families start them at zero)
+            for p in model.parameters():
+                p.add_(0.02 * torch.randn_like(p))
+        path = tmp_path_factory.mktemp(name)
+        model.save_pretrained(path)
+        tokenizer.save_pretrained(path)
+        out[name] = path
+    return out
+
+
+def _eager(tf, path, **config_changes):
+    config = tf.AutoConfig.from_pretrained(path)
+    for key, value in config_changes.items():
+        setattr(config, key, value)
+    return tf.AutoModelForCausalLM.from_pretrained(path, config=config, attn_implementation="eager").eval()
+
+
+def _ids(n: int, batch: int = 2, seed: int = 1) -> torch.Tensor:
+    return torch.randint(2, VOCAB, (batch, n), generator=torch.Generator().manual_seed(seed))
+
+
+# -- parity with transformers ---------------------------------------------------------------------
+FAMILIES = ["llama", "mistral", "qwen2", "gpt_neox", "gpt2", "bloom"]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_causal_reproduces_transformers_eager(tf, saved, family):
+    from lexkit import hf
+
+    x = _ids(40)
+    with torch.no_grad():
+        theirs = _eager(tf, saved[family])(x).logits
+        model = hf.load(saved[family])
+        ours = model(x, pattern="causal")
+    assert model.hf.config._attn_implementation == "lexkit"
+    assert theirs.abs().max() > 0.1  # not a degenerate model
+    torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt_neox", "gpt2"])
+def test_chunked_kernel_matches_eager_across_blocks(tf, saved, family, monkeypatch):
+    """The chunked kernel (the score hook's path) in query blocks of 16 over 40 tokens."""
+    from lexkit import hf
+    from lexkit.attention import kernels
+
+    monkeypatch.setattr(kernels, "CHUNK", 16)
+    x = _ids(40)
+    with torch.no_grad():
+        theirs = _eager(tf, saved[family])(x).logits
+        ours = hf.load(saved[family])(x, pattern="causal", kernel="chunked")
+    torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=0)
+
+
+def test_window_reproduces_transformers_sliding_window(tf, saved):
+    """lexkit window:W on a Mistral without a window = transformers' own sliding_window=W; and
+    the model's own window is kept under lexkit's causal pattern."""
+    from lexkit import hf
+
+    w, x = 8, _ids(30)
+    with torch.no_grad():
+        theirs = _eager(tf, saved["mistral"], sliding_window=w)(x).logits
+        full = _eager(tf, saved["mistral"])(x).logits
+        ours = hf.load(saved["mistral"])(x, pattern=f"window:{w}")
+        ours_chunked = hf.load(saved["mistral"])(x, pattern=f"window:{w}", kernel="chunked")
+        native = hf.load(saved["mistral"])
+        native.hf.config.sliding_window = w
+        kept = native(x, pattern="causal")
+    assert (theirs - full).abs().max() > 1e-3  # the window changes the logits
+    torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=0)
+    torch.testing.assert_close(ours_chunked, theirs, atol=1e-4, rtol=0)
+    torch.testing.assert_close(kept, theirs, atol=1e-4, rtol=0)
+
+
+def _bca_mask(n: int, w: int) -> torch.Tensor:
+    """BCA written out: blocks of w/2; a query sees its block causally and the previous block."""
+    m = torch.zeros(n, n)
+    for q in range(n):
+        for k in range(n):
+            if not (k <= q and k // (w // 2) >= q // (w // 2) - 1):
+                m[q, k] = float("-inf")
+    return m[None, None]
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
+def test_bca_matches_eager_with_the_mask_written_out(tf, saved, family):
+    from lexkit import hf
+
+    x = _ids(24, batch=1)
+    with torch.no_grad():
+        theirs = _eager(tf, saved[family])(x, attention_mask=_bca_mask(24, 8)).logits
+        ours = hf.load(saved[family])(x, pattern="bca:8")
+    torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=0)
+
+
+def test_bloom_keeps_alibi_under_a_window(tf, saved):
+    """Bloom's attention is its own (ALiBi inside BloomAttention): lexkit's pattern reaches it as
+    a mask. window:W equals causal at positions < W (same keys visible) and differs after."""
+    from lexkit import hf
+
+    model = hf.load(saved["bloom"])
+    x = _ids(20)
+    with torch.no_grad():
+        causal, window = model(x, pattern="causal"), model(x, pattern="window:6")
+    torch.testing.assert_close(window[:, :6], causal[:, :6], atol=1e-5, rtol=0)
+    assert (window[:, 6:] - causal[:, 6:]).abs().amax() > 1e-4
+    with pytest.raises(ValueError, match="kernel must be auto or dense"):
+        model(x, kernel="chunked")
+    with pytest.raises(ValueError, match="score hook"):
+        model(x, hook=lambda *a: None)
+
+
+def test_offset_shifts_positions(tf, saved):
+    """``offset`` is the first token's position, as for lexkit's GPT."""
+    from lexkit import hf
+
+    x = _ids(12, batch=1)
+    with torch.no_grad():
+        eager = _eager(tf, saved["gpt2"])
+        theirs = eager(x, position_ids=torch.arange(5, 17)[None]).logits
+        ours = hf.load(saved["gpt2"])(x, offset=5)
+    torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=0)
+
+
+# -- rope scaling -------------------------------------------------------------------------------
+@pytest.mark.parametrize("scaling", [
+    {"rope_type": "linear", "factor": 2.0},
+    {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16},
+    {"rope_type": "dynamic", "factor": 2.0},
+])
+def test_rope_scaling_equals_transformers_rope_scaling(tf, saved, scaling):
+    from lexkit import hf
+
+    x = _ids(48)  # past max_position_embeddings (32): dynamic NTK changes its base
+    config = tf.AutoConfig.from_pretrained(saved["llama"])
+    config.rope_parameters = {**config.rope_parameters, **scaling}
+    with torch.no_grad():
+        scaled = tf.AutoModelForCausalLM.from_pretrained(saved["llama"], config=config, attn_implementation="eager")
+        theirs = scaled(x).logits
+        plain = _eager(tf, saved["llama"])(x).logits
+        model = hf.load(saved["llama"], rope_scaling=scaling)
+        ours = model(x)
+    assert (theirs - plain).abs().max() > 1e-4  # the scaling does something
+    torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=0)
+    assert model.cfg.rope["type"] == scaling["rope_type"] and model.cfg.rope["factor"] == scaling["factor"]
+
+
+def test_rope_scaling_linear_divides_the_frequencies(tf, saved):
+    """Position interpolation: inv_freq_i = base^(-2i/d) / s (formula written out)."""
+    from lexkit import hf
+
+    model = hf.load(saved["llama"], rope_scaling="linear:2")
+    d = model.cfg.head_dim
+    expected = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d) / 2
+    torch.testing.assert_close(model.hf.model.rotary_emb.inv_freq.double(), expected, rtol=1e-6, atol=0)
+
+
+def test_parse_rope_scaling():
+    from lexkit.hf import parse_rope_scaling
+
+    assert parse_rope_scaling("yarn:4") == {"rope_type": "yarn", "factor": 4}
+    assert parse_rope_scaling("yarn:factor=4,original_max_position_embeddings=2048") == {
+        "rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 2048}
+    assert parse_rope_scaling('{"rope_type": "linear", "factor": 2}') == {"rope_type": "linear", "factor": 2}
+    with pytest.raises(ValueError, match="not a number"):
+        parse_rope_scaling("yarn:factor=big")
+
+
+def test_bad_requests_are_clear_errors(tf, saved, tmp_path):
+    from lexkit import hf
+
+    with pytest.raises(ValueError, match="learned positions, not RoPE"):
+        hf.load(saved["gpt2"], rope_scaling="linear:2")
+    with pytest.raises(ValueError, match="unknown rope scaling type 'warp'"):
+        hf.load(saved["llama"], rope_scaling="warp:2")
+    with pytest.raises(ValueError, match="needs a factor"):
+        hf.load(saved["llama"], rope_scaling={"rope_type": "yarn"})
+    with pytest.raises(LexkitError, match="cannot load a model config"):
+        hf.load(tmp_path / "nothing")
+    opt = tf.OPTConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, ffn_dim=32, vocab_size=VOCAB)
+    opt.save_pretrained(tmp_path)
+    with pytest.raises(LexkitError, match="model type 'opt' is not supported; supported: llama"):
+        hf.load(tmp_path)
+    model = hf.load(saved["gpt2"])  # 48 learned positions
+    with pytest.raises(ValueError, match="learned positions 0..47; length 49"):
+        model(_ids(49, batch=1))
+
+
+def test_missing_transformers_names_the_extra(monkeypatch, capsys):
+    """Without transformers: one error line naming the extra (simulated by hiding the module)."""
+    from lexkit import hf
+    from lexkit.cli import main
+
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    with pytest.raises(LexkitError, match=r"lexkit\[hf\]"):
+        hf.load("anything")
+    assert main(["eval", "hf:anything", "--lengths", "8"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and "lexkit[hf]" in err[0]
+
+
+# -- tokens, bytes and the protocol ---------------------------------------------------------------
+@pytest.mark.parametrize("bos", [True, False])
+def test_encode_counts_the_bytes_each_token_covers(tf, saved, bos, tmp_path):
+    """Bytes per scored token sum to the UTF-8 bytes of the text the tokens decode to; without a
+    BOS the first token is context only."""
+    from lexkit import hf
+
+    if not bos:
+        _tokenizer(tf, bos=False).save_pretrained(tmp_path)
+        for name in ("config.json", "model.safetensors"):
+            (tmp_path / name).write_bytes((saved["llama"] / name).read_bytes())
+    model = hf.load(saved["llama"] if bos else tmp_path)
+    text = "".join(VOCAB_TEXT)
+    ids, nbytes = model.encode(text.encode())
+    assert ids.numel() == nbytes.numel() + 1 and (nbytes >= 0).all()
+    assert (ids[0] == 0) == bos  # <s> is id 0
+    body = ids[1:] if bos else ids  # the document's tokens
+    assert model.tokenizer.decode(body.tolist()) == text  # byte-level BPE round-trips
+    context = 0 if bos else 1  # document tokens that are context only
+
+    def text_bytes(k: int) -> int:  # UTF-8 bytes of the text of the first k document tokens
+        return len(model.tokenizer.decode(body[:k].tolist()).encode())
+
+    for k in (5, 17, 40, body.numel()):  # any prefix: its bytes are the bytes of its tokens' text
+        assert int(nbytes[: k - context].sum()) == text_bytes(k) - text_bytes(context)
+    assert text_bytes(body.numel()) == len(text.encode()) > len(text)  # multi-byte characters counted
+
+def test_evaluate_is_the_protocol_in_tokens(tf, saved):
+    """bpb = summed NLL / (ln 2 x bytes) and ppl = e^(mean token NLL), recomputed independently
+    with transformers' eager model over the windows written out; every length scores the same
+    tokens and bytes."""
+    from lexkit import hf
+
+    model = hf.load(saved["llama"])
+    report = hf.evaluate(model, [CORPUS, CORPUS[100:]], [16, 32, 48], ["causal", "window:8"])
+    eager = _eager(tf, saved["llama"])
+    ids, nbytes = zip(*(model.encode(d) for d in (CORPUS, CORPUS[100:])))
+    rows = {(r["length"], r["pattern"]): r for r in report["results"]}
+    assert {r["tokens"] for r in report["results"]} == {2 * 48}
+    assert {r["bytes"] for r in report["results"]} == {int(nbytes[0][:48].sum() + nbytes[1][:48].sum())}
+    nll = 0.0
+    for doc in ids:  # length 16: windows at 0, 16, 32 (non-overlapping, 48 = 3 x 16)
+        for start in (0, 16, 32):
+            x = doc[start : start + 16][None]
+            y = doc[start + 1 : start + 17]
+            with torch.no_grad():
+                logits = eager(x).logits[0].double()
+            nll += float(torch.nn.functional.cross_entropy(logits, y, reduction="sum"))
+    r = rows[(16, "causal")]
+    assert r["bpb"] == pytest.approx(nll / r["bytes"] / math.log(2), rel=1e-5)
+    assert r["ppl"] == pytest.approx(math.exp(nll / r["tokens"]), rel=1e-5)
+    # loss by position: byte-weighted buckets recombine to the whole
+    buckets = [b for b in report["by_position"] if b["length"] == 48 and b["pattern"] == "causal"]
+    assert sum(b["bytes"] for b in buckets) == rows[(48, "causal")]["bytes"]
+    total = sum(b["bpb"] * b["bytes"] for b in buckets) / rows[(48, "causal")]["bytes"]
+    assert total == pytest.approx(rows[(48, "causal")]["bpb"], rel=1e-9)
+    assert [(b["from"], b["to"]) for b in buckets][-2:] == [(16, 32), (32, 48)]  # train_len 32 is an edge
+    assert [b["beyond_train"] for b in buckets][-1] is True
+    # window:8 = causal at length 8 or less, differs beyond
+    assert rows[(16, "window:8")]["bpb"] != rows[(16, "causal")]["bpb"]
+
+
+def test_evaluate_reports_lengths_a_family_cannot_run(tf, saved):
+    from lexkit import hf
+    from lexkit.errors import DataError
+
+    model = hf.load(saved["gpt2"])  # 48 learned positions
+    report = hf.evaluate(model, [CORPUS], [32, 64])
+    by = {r["length"]: r for r in report["results"]}
+    assert by[32]["bpb"] is not None and by[64]["bpb"] is None
+    assert "learned positions 0..47" in by[64]["unavailable"]
+    with pytest.raises(ValueError, match="no requested length can run"):
+        hf.evaluate(model, [CORPUS], [64])
+    with pytest.raises(DataError, match="no document has 100,000 tokens"):
+        hf.evaluate(model, [CORPUS], [100_000])
+
+
+# -- resolution -----------------------------------------------------------------------------------
+def test_analytic_curve_of_rope_families(tf, saved):
+    """Llama: lexkit's own analytic rope curve, (2/sqrt(h)) sum_i cos(n theta_i). GPT-NeoX
+    (a quarter of the dims rotated): (sum over r/2 pairs of 2 cos(n theta_i) + h - r)/sqrt(h)."""
+    from lexkit import hf, resolution
+
+    llama = hf.load(saved["llama"])
+    ours = hf.analytic_curve(llama, 64)
+    ref = resolution.analytic_curve("rope", 64, heads=4, head_dim=8)
+    torch.testing.assert_close(ours, ref, rtol=1e-6, atol=1e-6)
+    neox = hf.load(saved["gpt_neox"])
+    h, r = 8, 2
+    n = torch.arange(64, dtype=torch.float64)
+    theta = 10000.0 ** (-torch.arange(0, r, 2, dtype=torch.float64) / r)
+    expected = (2 * torch.cos(n[:, None] * theta).sum(-1) + (h - r)) / math.sqrt(h)
+    torch.testing.assert_close(hf.analytic_curve(neox, 64)[0], expected, rtol=1e-6, atol=1e-6)
+    windowed = hf.analytic_curve(llama, 64, "window:16")
+    assert torch.isinf(windowed[:, 16:]).all() and torch.equal(windowed[:, :16], ours[:, :16])
+
+
+def test_analytic_curve_yarn_scales_by_the_attention_factor(tf, saved):
+    """YaRN multiplies cos and sin by a = 0.1 ln s + 1: s[0] = a^2 h / sqrt(h)."""
+    from lexkit import hf
+
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16}
+    model = hf.load(saved["llama"], rope_scaling=yarn)
+    a = 0.1 * math.log(4.0) + 1
+    assert float(hf.analytic_curve(model, 32)[0, 0]) == pytest.approx(a * a * 8 / math.sqrt(8), rel=1e-6)
+
+
+def test_analytic_curve_of_bloom_is_its_alibi(tf, saved):
+    """s[n] = -slope_h n (+ a constant, which R ignores) with Bloom's own slopes."""
+    from transformers.models.bloom.modeling_bloom import _get_alibi_slopes
+
+    from lexkit import hf
+
+    curve = hf.analytic_curve(hf.load(saved["bloom"]), 20)
+    slopes = _get_alibi_slopes(4, torch.device("cpu")).double()
+    expected = -slopes[:, None] * torch.arange(20, dtype=torch.float64)
+    torch.testing.assert_close(curve - curve[:, :1], expected, rtol=1e-6, atol=1e-6)
+
+
+def test_analytic_curve_of_gpt2_uses_its_position_table(tf, saved):
+    """s[n] = mean over m of p_m . p_(m-n) / sqrt(d_model), p = the model's wpe rows."""
+    from lexkit import hf
+
+    model = hf.load(saved["gpt2"])
+    p = model.hf.transformer.wpe.weight.detach().double()[:12]
+    expected = torch.stack([(p[n:] * p[: 12 - n]).sum(-1).mean() for n in range(12)]) / math.sqrt(32)
+    torch.testing.assert_close(hf.analytic_curve(model, 12)[0], expected, rtol=1e-5, atol=1e-7)
+    doc = hf.analytic(model, [12, 64])
+    assert doc["results"][0]["resolution"] is not None
+    assert doc["results"][1]["resolution"] is None and "learned positions" in doc["results"][1]["note"]
+
+
+def test_empirical_entropy_matches_transformers_attention_weights(tf, saved):
+    """lexkit.resolution.empirical takes an HFModel as it is; its entropy per layer and head
+    equals the entropy of transformers' own eager attention weights (output_attentions)."""
+    from lexkit import hf, resolution
+
+    model = hf.load(saved["qwen2"])
+    toks = hf.texts(model, [CORPUS, CORPUS[50:]], 24, 2)
+    assert toks.shape == (2, 24) and (toks[:, 0] == 0).all()  # BOS first
+    doc = resolution.empirical(model, toks, "causal")
+    with torch.no_grad():
+        probs = _eager(tf, saved["qwen2"])(toks, output_attentions=True).attentions  # L x [b, H, n, n]
+    for layer, p in enumerate(probs):
+        ent = -torch.special.xlogy(p.double(), p.double()).sum(-1).mean((0, 2))  # [H]
+        ours = torch.tensor(doc["entropy_per_head"][layer], dtype=torch.float64)
+        torch.testing.assert_close(ours, ent, rtol=1e-4, atol=1e-5)
+    assert all(0 <= r <= 1 for r in doc["per_layer"])
+    run = hf.empirical_run(model, [CORPUS], [16, 24], texts_per_length=1)
+    assert [r["length"] for r in run["results"]] == [16, 24] and run["layers"] == 2
+
+
+# -- the command line ---------------------------------------------------------------------------------
+def test_cli_eval_and_resolution(tf, saved, tmp_path, capsys):
+    import json
+
+    from lexkit import hf
+    from lexkit.cli import main
+
+    data = tmp_path / "doc.txt"
+    data.write_bytes(CORPUS)
+    out = tmp_path / "r.json"
+    code = main(["eval", f"hf:{saved['llama']}", "--data", str(data), "--lengths", "16,32", "--pattern", "causal",
+                 "--pattern", "window:8", "--json", str(out), "--csv", str(tmp_path / "r.csv"),
+                 "--plot", str(tmp_path / "r.png"), "--no-progress"])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    assert "bits per byte" in text and "token perplexity" in text and "window:8" in text
+    report = json.loads(out.read_text())
+    direct = hf.evaluate(hf.load(saved["llama"]), [CORPUS], [16, 32], ["causal", "window:8"])
+    assert [r["bpb"] for r in report["results"]] == pytest.approx([r["bpb"] for r in direct["results"]], rel=1e-12)
+    assert (tmp_path / "r.png").stat().st_size > 0 and (tmp_path / "r.csv").read_text().startswith("length,pattern")
+
+    code = main(["resolution", f"hf:{saved['llama']}", "--data", str(data), "--lengths", "16,32", "--texts", "1",
+                 "--json", str(tmp_path / "res.json"), "--plot", str(tmp_path / "res.png")])
+    text = capsys.readouterr().out
+    assert code == 0 and "analytic" in text and "layer 1" in text and "entropy" in text
+    doc = json.loads((tmp_path / "res.json").read_text())
+    assert len(doc["empirical"]["results"][0]["per_layer"]) == 2
+
+    assert main(["resolution", f"hf:{saved['bloom']}", "--lengths", "16"]) == 0
+    assert "empirical: n/a" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["eval", "hf:{llama}", "--rope-scaling", "warp:2", "--lengths", "8"], "unknown rope scaling type 'warp'"),
+    (["eval", "hf:{llama}", "--max-bytes", "10", "--lengths", "8"], "--max-tokens"),
+    (["eval", "hf:{missing}", "--lengths", "8"], "cannot load a model config"),
+    (["resolution", "hf:{llama}", "--scheme", "rope"], "--scheme"),
+])
+def test_cli_errors_are_one_line(tf, saved, tmp_path, capsys, argv, message):
+    from lexkit.cli import main
+
+    argv = [a.format(llama=saved["llama"], missing=tmp_path / "none") for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and message in err[0]
+
+
+def test_a_model_that_bypasses_lexkit_is_an_error_not_a_silent_causal_run(tf, saved):
+    from lexkit import hf
+
+    model = hf.load(saved["llama"])
+    model.hf.set_attn_implementation("eager")
+    with pytest.raises(ValueError, match="did not call lexkit's attention and mask function"):
+        model(_ids(8), pattern="window:4")
+
+
+@pytest.mark.slow
+def test_flex_kernel_matches_dense(tf, saved):
+    """Compiled FlexAttention (about a minute of compiling on 2 CPU cores; the fast siblings are
+    the dense and chunked parity tests above) under window and BCA on a GQA model."""
+    from lexkit import hf
+
+    model = hf.load(saved["mistral"])
+    x = _ids(40)
+    with torch.no_grad():
+        for pattern in ("window:8", "bca:16"):
+            torch.testing.assert_close(model(x, pattern=pattern, kernel="flex"),
+                                       model(x, pattern=pattern, kernel="dense"), atol=1e-5, rtol=0)
