@@ -485,6 +485,8 @@ def test_eval_under_scaling_logn_and_sinks_without_retraining(run, tmp_path, cap
     for bad, words in ((["--scheme", "rope:scaling=yarn"], "needs a factor"), (["--scheme", "t5"], "does not fit")):
         assert main(["eval", str(run), "--lengths", "32", "--no-progress", *bad]) == 2
         assert words in one_error_line(capsys)
+    assert main(["eval", "hf:some/model", "--lengths", "32", "--logn"]) == 2  # refused before any load
+    assert "--logn is for lexkit runs" in one_error_line(capsys)
 
 
 def test_train_init_continues_a_run_longer_with_a_scaling(run, tmp_path, capsys):
@@ -526,8 +528,8 @@ def test_instruments_on_a_run_under_extension(run):
     """Entropy by length and the design-principle check run on every method; log-n lowers the
     first layer's entropy past the training length (softmax entropy falls as logits are scaled up:
     d H(βz)/dβ = -β Var(z) <= 0), and changes nothing inside it."""
-    from lexkit.runs import load
     from lexkit.principles import measure_principles
+    from lexkit.runs import load
 
     plain = resolution.empirical_run(run, [32, 128], "causal", texts_per_length=2)
     logn = resolution.empirical_run(run, [32, 128], "causal", texts_per_length=2, logn=True)
