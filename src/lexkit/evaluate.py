@@ -342,15 +342,20 @@ def evaluate_run(
     kernel: str = "auto",
     device: str = "cpu",
     progress: bool = False,
+    scheme: str | None = None,
+    logn: bool | None = None,
 ) -> dict:
     """Load a run directory and evaluate it (``lexkit eval``): the JSON report, with ``version``,
     ``run``, ``scheme``, ``train_len``, ``data`` (spec, split, fingerprint, counts) and
     everything :func:`evaluate` returns. Default lengths: :func:`default_lengths` of the training
-    length; default data: the run's own corpus (its validation split)."""
+    length; default data: the run's own corpus (its validation split). ``scheme`` / ``logn``
+    evaluate the trained weights under another scheme (a RoPE scaling, ReRoPE) or with log-n
+    scaling, without retraining (:func:`lexkit.runs.load`); the report's ``scheme`` and ``logn``
+    are what ran, and ``trained_scheme`` the run's own when they differ."""
     from . import __version__
     from .runs import load
 
-    model, config = load(run_dir, device=device)
+    model, config = load(run_dir, device=device, scheme=scheme, logn=logn)
     train_len = int(config["model"]["train_len"])
     lengths = parse_lengths(lengths) if lengths is not None else default_lengths(train_len)
     run_data = config.get("data") or {}
@@ -383,6 +388,8 @@ def evaluate_run(
         "version": __version__,
         "run": str(run_dir),
         "scheme": config["model"]["scheme"],
+        **({"trained_scheme": config["trained"]["scheme"]} if "scheme" in config.get("overrides", {}) else {}),
+        "logn": bool(config["model"].get("logn", False)),
         "train_len": train_len,
         "data": described,
         "kernel": kernel,

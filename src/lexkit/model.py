@@ -35,6 +35,7 @@ class ModelConfig:
     train_len: int = 128
     max_len: int | None = None  # table size of `learned` (default: train_len)
     vocab_size: int = VOCAB
+    logn: bool = False  # log-n attention scaling, λ_m = max(1, ln(m+1)/ln train_len) (attention/logn.py)
 
     def __post_init__(self) -> None:
         for key in ("n_layers", "d_model", "n_heads", "train_len"):
@@ -130,6 +131,7 @@ class GPT(nn.Module):
             hook=hook,
             training=torch.is_grad_enabled() and self.training,
             extent=n,
+            logn=self.cfg.train_len if self.cfg.logn else None,
         )
         for layer, block in enumerate(self.blocks):
             x = block(x, attend, layer)

@@ -36,6 +36,7 @@ from torch import Tensor
 from . import __version__, positions
 from .attention import Pattern
 from .attention import create as create_pattern
+from .attention.logn import logn_scale
 from .attention.patterns import Causal
 from .device import device_of, eval_mode
 from .positions import Scheme
@@ -67,20 +68,27 @@ def resolution(s: Tensor | Sequence[float]) -> Tensor:
 
 # -- inputs -------------------------------------------------------------------------------------
 def make_scheme(
-    spec: str | Scheme, *, heads: int = 16, head_dim: int = 64, seed: int = 0, max_len: int | None = None
+    spec: str | Scheme,
+    *,
+    heads: int = 16,
+    head_dim: int = 64,
+    seed: int = 0,
+    max_len: int | None = None,
+    train_len: int | None = None,
 ) -> Scheme:
     """A scheme from its spec, its learnable values drawn under ``seed`` (the global RNG is left
-    as it was; ``max_len``: the table size of ``learned`` when its spec gives none). A
-    :class:`Scheme` object is returned as it is (its own heads and values)."""
+    as it was). A :class:`Scheme` object is returned as it is (its own heads and values).
+    ``train_len`` fills the spec's training-length defaults (``learned``'s table, a scaled RoPE's
+    ``original_len``, ReRoPE's ``w``); ``max_len``, if given, takes its place for them."""
     if isinstance(spec, Scheme):
         return spec
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return positions.create(spec, n_heads=heads, head_dim=head_dim, max_len=max_len)
+        return positions.create(spec, n_heads=heads, head_dim=head_dim, max_len=max_len if max_len is not None else train_len)
 
 
-def _pattern(pattern: str | Pattern | None) -> Pattern:
-    return create_pattern("causal" if pattern is None else pattern)
+def _pattern(pattern: str | Pattern | None, train_len: int | None = None) -> Pattern:
+    return create_pattern("causal" if pattern is None else pattern, default_window=train_len)
 
 
 def visible_counts(pattern: str | Pattern | None, length: int, *, block: int = 1024) -> Tensor:
@@ -91,11 +99,10 @@ def visible_counts(pattern: str | Pattern | None, length: int, *, block: int = 1
     if type(pattern) is Causal:
         return length - torch.arange(length)
     counts = torch.zeros(length, dtype=torch.int64)
-    reach = pattern.reach
     for start in range(0, length, block):
         stop = min(start + block, length)
         q_idx = torch.arange(start, stop)
-        k_idx = torch.arange(0 if reach is None else max(0, start - reach + 1), stop)
+        k_idx = pattern.keys(start, stop)  # sinks, then keys within reach
         vis = pattern.visible(q_idx[:, None], k_idx[None, :])
         dist = (q_idx[:, None] - k_idx[None, :])[vis]
         counts += torch.bincount(dist, minlength=length)[:length]
@@ -191,19 +198,32 @@ def analytic_curve(
     head_dim: int = 64,
     seed: int = 0,
     max_len: int | None = None,
+    train_len: int | None = None,
+    logn: bool = False,
 ) -> Tensor:
     """The analytic s[n], float64 ``[heads, length]`` (-inf at distances the pattern never shows).
 
     ``scheme``: a spec (built with ``heads`` x ``head_dim`` and learnable values drawn under
-    ``seed``) or a scheme object (its own heads and values, e.g. a trained model's ``scheme``).
-    ``pattern``: ``None``/``"causal"``, ``"window:W"``, ``"bca:W"`` (W must be given).
+    ``seed``; ``train_len`` fills its training-length defaults) or a scheme object (its own heads
+    and values, e.g. a trained model's ``scheme``).
+    ``pattern``: ``None``/``"causal"``, ``"window:W"``, ``"bca:W"``, ``"sinks:W,K=4"`` (W must be given).
+    ``logn``: log-n scaling at training length ``train_len``: the query at N-1 scales its scores
+    by λ = max(1, ln N / ln L) (absolute schemes: each query m by its λ_m).
+
+    Context extension: a scaled RoPE or ReRoPE enters through its own :meth:`Scheme.scores` (YaRN's
+    attention factor included). Under ``sinks:...,pos=cache`` the curve is the query at N-1's view:
+    its sink keys scored at their cache distance and placed at their text distance, distances it
+    does not see -inf.
     """
     if int(length) <= 0:
         raise ValueError(f"length must be positive, got {length}")
+    if logn and train_len is None:
+        raise ValueError("log-n scaling needs the training length (train_len)")
     length = int(length)
-    scheme = make_scheme(scheme, heads=heads, head_dim=head_dim, seed=seed, max_len=max_len)
-    pattern = _pattern(pattern)
+    scheme = make_scheme(scheme, heads=heads, head_dim=head_dim, seed=seed, max_len=max_len, train_len=train_len)
+    pattern = _pattern(pattern, train_len)
     device = device_of(scheme)
+    scale = logn_scale(torch.arange(length), train_len).to(torch.float64) if logn else None  # [N] λ_m
     if scheme.relative:
         # one query at N-1, keys at 0..N-1: score at distance n = scores[..., N-1-n]
         q = torch.ones(1, scheme.n_heads, 1, scheme.head_dim, dtype=torch.float64, device=device)
@@ -211,9 +231,16 @@ def analytic_curve(
         q_pos = torch.tensor([length - 1], device=device)
         k_pos = torch.arange(length, device=device)
         with torch.no_grad():
-            s = scheme.scores(q, k, q_pos, k_pos)[0, :, 0, :].flip(-1).to(torch.float64).cpu()  # [H, N]
-        seen = visible_counts(pattern, length) > 0
-        return s.masked_fill(~seen, -math.inf)
+            s = scheme.scores(q, k, q_pos, k_pos)[0, :, 0, :].to(torch.float64).cpu()  # [H, N] by key
+            seen = visible_counts(pattern, length) > 0
+            if pattern.cache_positions and pattern.sinks:  # StreamingLLM: sinks at their cache distance
+                n_s = min(pattern.sinks, length)
+                slot = pattern.sink_query_index(q_pos.cpu()).to(device)
+                s[:, :n_s] = scheme.scores(q, k[..., :n_s, :], slot, k_pos[:n_s])[0, :, 0, :].to(torch.float64).cpu()
+                seen = pattern.visible(torch.tensor(length - 1), torch.arange(length)).flip(-1)
+        if scale is not None:
+            s = s * scale[-1]
+        return s.flip(-1).masked_fill(~seen, -math.inf)
     # absolute: q = k = p, one curve for all heads, mean over the visible pairs at each distance
     with torch.no_grad():
         table = scheme.embed(torch.arange(length, device=device))
@@ -221,12 +248,13 @@ def analytic_curve(
         raise ValueError(f"{scheme.spec}: an absolute scheme without an embedding table")
     table = table.to(torch.float64).cpu()  # [N, d_model]
     acc = Accumulator(1, 1, length, pattern)
-    reach = pattern.reach
     for start in range(0, length, BLOCK):
         stop = min(start + BLOCK, length)
-        k_start = 0 if reach is None else max(0, start - reach + 1)
-        block = table[start:stop] @ table[k_start:stop].T / math.sqrt(table.shape[1])  # [n_q, n_k]
-        acc(0, torch.arange(start, stop), torch.arange(k_start, stop), block[None, None], None)
+        k_idx = pattern.keys(start, stop)  # sinks, then keys within reach
+        block = table[start:stop] @ table[k_idx].T / math.sqrt(table.shape[1])  # [n_q, n_k]
+        if scale is not None:
+            block = block * scale[start:stop, None]
+        acc(0, torch.arange(start, stop), k_idx, block[None, None], None)
     return acc.curve()[0].expand(scheme.n_heads, length).clone()
 
 
@@ -243,6 +271,8 @@ def analytic(
     head_dim: int = 64,
     seed: int = 0,
     max_len: int | None = None,
+    train_len: int | None = None,
+    logn: bool = False,
 ) -> dict:
     """Analytic R of one scheme at several lengths, as a JSON-ready document::
 
@@ -252,17 +282,21 @@ def analytic(
 
     An absolute scheme that is undefined at a length (``learned`` past its table) gets
     ``"resolution": null`` and a ``"note"`` with the reason instead of stopping the others.
+    ``train_len`` (the training length the scheme assumes: a scaled RoPE's ``original_len``,
+    ReRoPE's ``w``, a pattern's W, log-n's L) and ``logn`` are recorded when given.
     """
     lengths = parse_lengths(lengths)
-    scheme = make_scheme(spec, heads=heads, head_dim=head_dim, seed=seed, max_len=max_len)
-    pat = _pattern(pattern)
+    scheme = make_scheme(spec, heads=heads, head_dim=head_dim, seed=seed, max_len=max_len, train_len=train_len)
+    pat = _pattern(pattern, train_len)
     doc = _header("analytic", scheme.spec)
     doc.update(heads=scheme.n_heads, head_dim=scheme.head_dim, seed=seed, pattern=pat.spec)
+    if train_len is not None or logn:
+        doc.update(train_len=train_len, logn=logn)
     doc["results"] = []
     for n in lengths:
         row: dict[str, Any] = {"scheme": scheme.spec, "length": n, "pattern": pat.spec}
         try:
-            r = resolution(analytic_curve(scheme, n, pat))  # [H]
+            r = resolution(analytic_curve(scheme, n, pat, train_len=train_len, logn=logn))  # [H]
         except ValueError as exc:
             if scheme.relative:
                 raise
@@ -350,15 +384,18 @@ def empirical_run(
     texts_per_length: int = 8,
     batch_size: int = 1,
     progress: bool = False,
+    scheme: str | None = None,
+    logn: bool | None = None,
 ) -> dict:
     """Empirical R of a trained run on its validation text, at each length (default: the
     training length and twice it). Each result is :func:`empirical`'s dict (with tensors;
     :func:`to_json` drops them). A length an absolute scheme cannot run (``learned`` past its
-    table) gets ``"resolution": null`` and a ``"note"``."""
+    table) gets ``"resolution": null`` and a ``"note"``. ``scheme`` / ``logn`` measure the
+    trained weights under another scheme or log-n setting (:func:`lexkit.runs.load`)."""
     from . import data, runs
     from .progress import bar
 
-    model, config = runs.load(run_dir)
+    model, config = runs.load(run_dir, scheme=scheme, logn=logn)
     train_len = int(config["model"]["train_len"])
     lengths = parse_lengths(lengths) if lengths is not None else [train_len, 2 * train_len]
     pat = model.pattern(pattern)  # validates the spec before any work
@@ -368,6 +405,7 @@ def empirical_run(
     doc.update(
         run=str(run_dir), data=config["data"]["spec"], train_len=train_len, layers=model.cfg.n_layers,
         heads=model.cfg.n_heads, head_dim=model.cfg.head_dim, pattern=pat.spec, results=[],
+        logn=model.cfg.logn,
     )
     total = sum(-(-b.shape[0] // batch_size) for b in batches.values())
     with bar(total, "resolution", enabled=progress, unit="batch") as b:

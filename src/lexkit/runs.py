@@ -174,9 +174,9 @@ def trainer_state(run_dir: str | Path) -> dict | None:
         raise RunError(f"{path} is corrupt or truncated ({exc})") from exc
 
 
-def _read(path: Path, model: GPT) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+def _read(path: Path, model: GPT, recorded: dict | None = None) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """The tensors and metadata of a weights or checkpoint file, verified against ``model``'s
-    config (and their content hash)."""
+    config, or the run's ``recorded`` model section when given (and their content hash)."""
     if not path.is_file():
         raise RunError(f"{path} is missing")
     try:
@@ -188,7 +188,7 @@ def _read(path: Path, model: GPT) -> tuple[dict[str, torch.Tensor], dict[str, st
     except (SafetensorError, OSError, ValueError) as exc:
         reason = (str(exc).splitlines() or [type(exc).__name__])[0]
         raise RunError(f"{path} is corrupt or truncated ({reason})") from exc
-    verify(path, tensors, meta, dataclasses.asdict(model.cfg))
+    verify(path, tensors, meta, recorded if recorded is not None else dataclasses.asdict(model.cfg))
     return tensors, meta
 
 
@@ -206,8 +206,10 @@ def verify(path: Path, tensors: dict[str, torch.Tensor], meta: dict[str, str], m
         except json.JSONDecodeError as exc:
             raise RunError(f"{path} is corrupt: its recorded model config is not JSON") from exc
         expected = json.loads(_model_json(model_section))
+        default = dataclasses.asdict(ModelConfig())  # a key one side predates (model.logn) reads as its default
         diff = [f"{k} {written.get(k)!r} there, {expected.get(k)!r} in config.json"
-                for k in sorted(set(written) | set(expected)) if written.get(k) != expected.get(k)]
+                for k in sorted(set(written) | set(expected))
+                if written.get(k, default.get(k)) != expected.get(k, default.get(k))]
         if diff:
             raise RunError(f"{path} was written for another model than its run's config.json describes "
                            f"({'; '.join(diff[:3])}): copied from another run?")
@@ -267,17 +269,45 @@ def build_model(config: dict) -> GPT:
     return GPT(ModelConfig(**config["model"]))
 
 
-def load(run_dir: str | Path, *, device: str = "cpu") -> tuple[GPT, dict]:
-    """The trained model of a run directory (eval mode) and its config dict."""
+def load(
+    run_dir: str | Path, *, device: str = "cpu", scheme: str | None = None, logn: bool | None = None
+) -> tuple[GPT, dict]:
+    """The trained model of a run directory (eval mode) and its config dict.
+
+    ``scheme`` / ``logn`` evaluate it under another scheme with the same tensors or with log-n
+    scaling switched, without retraining (``lexkit eval --scheme rope:scaling=yarn,factor=4``):
+    the returned config's ``model`` then holds the overrides, ``"overrides"`` lists them and
+    ``"trained"`` is the run's own model section (the weights are verified against it). A
+    scheme's training-length defaults (``original_len``, ReRoPE's ``w``) take the run's length."""
     run_dir = Path(run_dir)
     config = read_config(run_dir)
-    path = run_dir / WEIGHTS
+    overrides = {k: v for k, v in (("scheme", scheme), ("logn", logn)) if v is not None}
+    if scheme is not None:
+        from .positions import canonical
+
+        overrides["scheme"] = canonical(scheme)
+    if overrides:
+        config = {**config, "model": {**config["model"], **overrides}, "overrides": overrides,
+                  "trained": config["model"]}
+    model = build_model(config)
+    try:
+        load_weights(run_dir, model, recorded=config["trained"] if overrides else None)
+    except RunError as exc:
+        if scheme is not None:
+            raise RunError(f"scheme {scheme} does not fit the weights of {run_dir} ({exc})") from exc
+        raise
+    return model.to(device).eval(), config
+
+
+def load_weights(run_dir: str | Path, model: GPT, *, recorded: dict | None = None) -> None:
+    """Load a run's trained weights into ``model`` (same architecture; the scheme may differ if it
+    has the same tensors, e.g. rope -> rope:scaling=yarn,factor=4). ``recorded``: the run's own
+    model section, which the weight file is verified against when ``model`` is built otherwise."""
+    path = Path(run_dir) / WEIGHTS
     if not path.is_file():
         raise RunError(f"{run_dir} has no {WEIGHTS} yet (is the run still starting?)")
-    model = build_model(config)
-    tensors, _ = _read(path, model)
+    tensors, _ = _read(path, model, recorded)
     _load_model(model, tensors, path)
-    return model.to(device).eval(), config
 
 
 def read_metrics(run_dir: str | Path) -> list[dict]:

@@ -83,6 +83,40 @@ def configs(preset: str = "small", scheme: str = "rope", **overrides) -> tuple[M
     """Model and training configs from a preset, with explicit overrides (None = preset's value)."""
     values = presets.get(preset)
     values.update({k: v for k, v in overrides.items() if v is not None})
+    return split_settings(scheme, values)
+
+
+def configs_from_run(run_dir: str | Path, scheme: str | None = None, **overrides) -> tuple[ModelConfig, TrainConfig]:
+    """Configs that continue a trained run (``lexkit train --init RUN``): its architecture and
+    training settings, ``scheme`` (default: its own) and explicit overrides (None = the run's).
+
+    The short fine-tune of position interpolation and YaRN: e.g. ``scheme="rope:scaling=yarn,factor=4"``
+    with ``train_len`` 4x the run's. Every parameter of the new scheme that defaults to the
+    training length (a scaled RoPE's ``original_len``, ReRoPE's ``w``, ``learned``'s table) and is
+    not in its spec is pinned to the *run's* length, written into the spec, so that the new,
+    longer ``train_len`` does not move it.
+    """
+    from . import positions
+    from .specs import split_spec
+
+    old = runs.read_config(run_dir, training=True)
+    values = {**old["model"], **old["train"]}
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    spec = scheme if scheme is not None else old["model"]["scheme"]
+    length = old["model"].get("max_len") or old["model"]["train_len"]
+    head_dim = int(values["d_model"]) // int(values["n_heads"])
+    probe = positions.create(spec, n_heads=1, head_dim=head_dim, max_len=length)  # which fills it keeps
+    given = {item.partition("=")[0].strip() for item in split_spec(spec)[1]}
+    pinned = [f"{key}={length}" for key in probe.train_len_params
+              if key not in given and probe.values.get(key) is not None]
+    if pinned:
+        spec = spec + ("," if ":" in spec else ":") + ",".join(pinned)
+    values.pop("scheme", None)
+    return split_settings(spec, values)
+
+
+def split_settings(scheme: str, values: dict) -> tuple[ModelConfig, TrainConfig]:
+    """One flat dict of settings -> (ModelConfig, TrainConfig); an unknown key is a ValueError."""
     model_keys = {f.name for f in dataclasses.fields(ModelConfig)}
     train_keys = {f.name for f in dataclasses.fields(TrainConfig)}
     unknown = set(values) - model_keys - train_keys
@@ -190,13 +224,15 @@ def run_config(model_cfg: ModelConfig, train_cfg: TrainConfig, corpus: Corpus) -
 
 
 def differences(old: dict, new: dict) -> list[str]:
-    """Keys whose values differ between two configs (model.*, train.*), runtime keys ignored."""
+    """Keys whose values differ between two configs (model.*, train.*), runtime keys ignored. A
+    key an older config lacks reads as its default (``model.logn``: False)."""
     out = []
+    defaults = {"model": dataclasses.asdict(ModelConfig()), "train": dataclasses.asdict(TrainConfig())}
     for section in ("model", "train"):
         for key in sorted(set(old[section]) | set(new[section])):
             if section == "train" and key in RUNTIME_KEYS:
                 continue
-            if old[section].get(key) != new[section].get(key):
+            if old[section].get(key, defaults[section].get(key)) != new[section].get(key):
                 out.append(f"{section}.{key} ({old[section].get(key)!r} -> {new[section].get(key)!r})")
     return out
 
@@ -213,6 +249,7 @@ def train(
     corpus: Corpus | None = None,
     fsdp: bool = False,
     world: distributed.World | None = None,
+    init: str | Path | None = None,
 ) -> dict:
     """Train (or resume) a run in ``out``; returns a summary (steps, final loss, validation bpb).
 
@@ -223,6 +260,10 @@ def train(
 
     ``world``: the ranks to train over; by default torchrun's (:func:`lexkit.distributed.setup`;
     one process without torchrun). ``fsdp``: shard parameters and optimizer state over them.
+
+    ``init``: start from the weights of that trained run (a fresh optimizer and schedule), the
+    short fine-tune of context extension (:func:`configs_from_run`); its provenance (run, scheme,
+    training length, step, weight file digest) is written to ``config.json`` under ``"init"``.
     """
     out = Path(out)
     w, dev = distributed.setup(device) if world is None else (world, distributed.rank_device(device, world))
@@ -242,7 +283,8 @@ def train(
     optimizer = make_optimizer(model, train_cfg)
     held: list[int] = []  # rank 0's lock on ``out``, taken in _prepare, held to the end
     try:
-        state = w.on_main(lambda: _prepare(out, model_cfg, train_cfg, corpus, old, moved, model, optimizer, held))
+        state = w.on_main(lambda: _prepare(out, model_cfg, train_cfg, corpus, old, moved, model, optimizer, held,
+                                           init))
         start = state["step"]
         if state.get("done") and start >= train_cfg.steps:
             if progress and w.is_main:
@@ -314,14 +356,20 @@ def run_corpus(config: dict, out: Path, moved_to: str | None = None) -> Corpus:
 
 
 def _prepare(out: Path, model_cfg: ModelConfig, train_cfg: TrainConfig, corpus: Corpus, old: dict | None,
-             moved: bool, model: GPT, optimizer: torch.optim.Optimizer, held: list[int]) -> dict:
+             moved: bool, model: GPT, optimizer: torch.optim.Optimizer, held: list[int],
+             init: str | Path | None = None) -> dict:
     """Rank 0's part: the remaining checks (settings against the stored run, the window length),
-    then the lock on ``out`` (appended to ``held``), the checkpoint on resume and config.json;
-    returns the trainer state to start from."""
+    then the lock on ``out`` (appended to ``held``), the weights of ``init`` (a new run) or the
+    checkpoint (on resume), and config.json; returns the trainer state to start from (the other
+    ranks get rank 0's weights in :func:`_spread`)."""
     resume = old is not None
     new = run_config(model_cfg, train_cfg, corpus)
     if resume:
         _check_resume(out, old, new, train_cfg, corpus, moved)
+        if "init" in old:
+            new["init"] = old["init"]
+    elif init is not None:
+        new["init"] = init_provenance(init)
     tokens = sum(len(d) + 1 for d in corpus.train)  # BOS before every document
     if tokens < model_cfg.train_len + 1:
         raise DataError(f"--train-len {model_cfg.train_len}: the training split of {corpus.spec!r} has "
@@ -332,6 +380,8 @@ def _prepare(out: Path, model_cfg: ModelConfig, train_cfg: TrainConfig, corpus: 
     elif runs.read_config(out, training=True) != old:
         raise RunError(f"{out} changed while this command started; try again")
     start, state = 0, {"step": 0, "done": False}
+    if init is not None and not resume:
+        runs.load_weights(init, model, recorded=runs.read_config(init)["model"])
     if resume and (out / runs.CHECKPOINT).is_file():
         state = runs.load_checkpoint(out, model, optimizer)
         start = state["step"]
@@ -446,6 +496,22 @@ def _loop(out: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, m
     if rows:
         summary["val_bpb"] = rows[-1]["val_bpb"]
     return summary
+
+
+def init_provenance(run_dir: str | Path) -> dict:
+    """What ``--init RUN`` started from: the run, its scheme and length, its step and the sha256
+    of its weight file (so the parent can be identified even if the directory moves)."""
+    import hashlib
+
+    old = runs.read_config(run_dir)
+    weights = Path(run_dir) / runs.WEIGHTS
+    if not weights.is_file():
+        raise RunError(f"--init {run_dir}: it has no {runs.WEIGHTS} (train it first)")
+    state = runs.trainer_state(run_dir) or {}
+    return {
+        "run": str(run_dir), "scheme": old["model"]["scheme"], "train_len": old["model"]["train_len"],
+        "step": state.get("step"), "sha256": hashlib.sha256(weights.read_bytes()).hexdigest(),
+    }
 
 
 def _truncate_metrics(out: Path, step: int) -> None:

@@ -14,6 +14,12 @@ definitions:
 dense up to ``DENSE_MAX`` tokens (``LOCAL_DENSE_MAX`` under a local pattern, whose unseen keys
 the chunked kernel skips) and chunked past it (on a 2-core CPU a fresh shape costs 4-24 s of
 compilation, more than the chunked kernel spends at the lengths we evaluate).
+
+Context extension (docs/context-extension.md): ``logn=L`` multiplies every query's scores by
+λ_m = max(1, ln(m+1)/ln L) (attention/logn.py) on every kernel. A scheme that is not one q/k
+transform (``separable = False``: ReRoPE) and a pattern that rescores its sinks at cache positions
+(``sinks:...,pos=cache``) run through the scheme's :meth:`Scheme.scores`: the chunked kernel, or
+the dense kernel as one block over all queries; flex refuses them with a clear error.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..positions.base import Scheme
+from .logn import logn_scale
 from .patterns import Pattern
 
 KERNELS = ("auto", "dense", "chunked", "flex")
@@ -58,9 +65,11 @@ class Attention:
         hook: ScoreHook | None = None,
         training: bool = False,
         extent: int | None = None,
+        logn: int | None = None,
     ) -> None:
         """``extent``: max(pos) - min(pos) + 1 when the caller knows it (the model's positions
-        are contiguous: extent = n), which keeps a compiled forward free of a host sync."""
+        are contiguous: extent = n), which keeps a compiled forward free of a host sync.
+        ``logn``: the training length L of log-n scaling (None: off)."""
         if kernel not in KERNELS:
             raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
         self.scheme, self.pattern, self.pos, self.hook = scheme, pattern, pos, hook
@@ -72,10 +81,15 @@ class Attention:
         )
         self._mask: Tensor | None = None
         self._table: Tensor | None = None
+        self.q_scale = None if logn is None else logn_scale(pos, logn)  # [n] λ_m, or None
+        # scores only through Scheme.scores (ReRoPE; sinks at cache positions)
+        self.by_scores = not scheme.separable or pattern.cache_positions
 
     def __call__(self, q: Tensor, k: Tensor, v: Tensor, layer: int = 0) -> Tensor:
         """q, k, v: [batch, heads, n, head_dim] projections before the position transform."""
         if self.kernel == "dense":
+            if self.by_scores:  # the reference computation, one block of every query
+                return self._chunked(q, k, v, layer, block=max(1, self.n))
             return self._dense(q, k, v)
         if self.kernel == "flex":
             return self._flex(q, k, v)
@@ -91,6 +105,8 @@ class Attention:
             if self.scheme.has_bias:
                 dist = (idx[:, None] - idx[None, :]).clamp_min(0)
                 bias = self.bias_table()[:, dist]  # [H, n, n]
+                if self.q_scale is not None:  # log-n scales the whole score, bias included
+                    bias = bias * self.q_scale[:, None]
             else:
                 bias = torch.zeros((1, self.n, self.n), device=self.pos.device)
             self._mask = bias.masked_fill(~visible, float("-inf"))[None]
@@ -98,37 +114,57 @@ class Attention:
 
     def _dense(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         q, k = self.scheme.transform_qk(q, k, self.pos, self.pos)
+        q = self._scale_q(q)
         if self.pattern.name == "causal" and not self.scheme.has_bias:
             return F.scaled_dot_product_attention(q, k, v, is_causal=True)  # fused, no mask
         mask = self.dense_mask().to(q.dtype)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # [b, h, n, d]
 
     # -- chunked ------------------------------------------------------------------------------
-    def _chunked(self, q: Tensor, k: Tensor, v: Tensor, layer: int) -> Tensor:
-        reach = self.pattern.reach
-        block = min(CHUNK, self.scheme.max_query_span or CHUNK)
-        # a position-wise transform (all but xPos) commutes with slicing: do it once
-        pre = self.scheme.max_query_span is None
+    def _chunked(self, q: Tensor, k: Tensor, v: Tensor, layer: int, block: int | None = None) -> Tensor:
+        block = block or min(CHUNK, self.scheme.max_query_span or CHUNK)
+        # a position-wise transform (all but xPos and ReRoPE) commutes with slicing: do it once
+        pre = self.scheme.max_query_span is None and self.scheme.separable
+        raw_q, raw_k = q, k
         if pre:
             q, k = self.scheme.transform_qk(q, k, self.pos, self.pos)
         table = self.bias_table() if self.scheme.has_bias else None
         out = []
         for start in range(0, self.n, block):
             stop = min(start + block, self.n)
-            k_start = 0 if reach is None else max(0, start - reach + 1)
             q_idx = torch.arange(start, stop, device=q.device)
-            k_idx = torch.arange(k_start, stop, device=q.device)
+            k_idx = self.pattern.keys(start, stop, device=q.device)  # [n_k]: sinks, then the reach
+            k_sel = slice(int(k_idx[0]), stop) if len(k_idx) == stop - int(k_idx[0]) else k_idx
             scores = self.scheme.scores(
-                q[..., start:stop, :], k[..., k_start:stop, :], self.pos[start:stop], self.pos[k_start:stop],
+                q[..., start:stop, :], k[..., k_sel, :], self.pos[start:stop], self.pos[k_sel],
                 transformed=pre, bias_table=table,
             )  # [b, h, n_q, n_k]
+            if self.pattern.cache_positions:
+                scores = self._rescore_sinks(scores, raw_q[..., start:stop, :], raw_k, q_idx, k_idx, table)
+            if self.q_scale is not None:
+                scores = scores * self.q_scale[start:stop, None].to(scores.dtype)
             visible = self.pattern.visible(q_idx[:, None], k_idx[None, :])  # [n_q, n_k]
             scores = scores.masked_fill(~visible, float("-inf"))
             probs = torch.softmax(scores.float(), dim=-1).to(v.dtype)
             if self.hook is not None:
                 self.hook(layer, q_idx, k_idx, scores, probs)
-            out.append(probs @ v[..., k_start:stop, :])
+            out.append(probs @ v[..., k_sel, :])
         return torch.cat(out, dim=-2)  # [b, h, n, d]
+
+    def _rescore_sinks(self, scores: Tensor, q: Tensor, k: Tensor, q_idx: Tensor, k_idx: Tensor, table) -> Tensor:
+        """Sink columns (the first ``n_s`` keys, indices 0 .. n_s-1) scored with each query at its
+        cache slot (``pattern.sink_query_index``): StreamingLLM's positions within the cache.
+        q: [b, h, n_q, d] raw block queries, k: [b, h, n, d] raw keys."""
+        n_s = int((k_idx < self.pattern.sinks).sum())
+        if n_s == 0:
+            return scores
+        q_pos = self.pos[q_idx] - q_idx + self.pattern.sink_query_index(q_idx)  # [n_q]
+        sink = self.scheme.scores(q, k[..., :n_s, :], q_pos, self.pos[:n_s], bias_table=table)  # [b, h, n_q, n_s]
+        return torch.cat((sink.to(scores.dtype), scores[..., n_s:]), dim=-1)
+
+    def _scale_q(self, q: Tensor) -> Tensor:
+        """Log-n scaling as q_m <- λ_m q_m (bias rows are scaled where the bias is added)."""
+        return q if self.q_scale is None else q * self.q_scale[:, None].to(q.dtype)
 
     def bias_table(self) -> Tensor:
         """[heads, n] bias at distances 0..n-1 (built once per forward; differentiable)."""
@@ -139,9 +175,16 @@ class Attention:
     # -- flex ---------------------------------------------------------------------------------
     def _flex(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         q, k = self.scheme.transform_qk(q, k, self.pos, self.pos)
+        q = self._scale_q(q)
         block_mask = cached_block_mask(self.pattern, self.n, q.device)
         score_mod = None
-        if self.scheme.has_bias:
+        if self.scheme.has_bias and self.q_scale is not None:
+            table, lam = self.bias_table(), self.q_scale
+
+            def score_mod(score, b, h, q_idx, kv_idx):
+                return score + table[h, (q_idx - kv_idx).clamp(min=0)] * lam[q_idx]
+
+        elif self.scheme.has_bias:
             table = self.bias_table()
 
             def score_mod(score, b, h, q_idx, kv_idx):
@@ -168,10 +211,14 @@ def choose_kernel(
     extent = n if extent is None else extent
     span_ok = scheme.max_query_span is None or extent <= scheme.max_query_span
     on_cuda = torch.device(device).type == "cuda"
+    by_scores = not scheme.separable or pattern.cache_positions
+    if pattern.cache_positions and scheme.family == "absolute":
+        raise ValueError(f"pattern {pattern.spec} assigns positions within the cache, which needs a relative "
+                         f"scheme ({scheme.spec} adds its positions before attention); use pos=text")
     if kernel == "auto":
         if hooked:
             return "chunked"
-        if on_cuda and span_ok and flex_available():
+        if on_cuda and span_ok and flex_available() and not by_scores:
             return "flex"
         local = pattern.reach is not None and n > LOCAL_DENSE_MAX
         return "dense" if n <= DENSE_MAX and span_ok and not local else "chunked"
@@ -179,6 +226,12 @@ def choose_kernel(
         raise ValueError(
             f"{scheme.spec} over {extent} positions exceeds one query span ({scheme.max_query_span}); "
             f"use kernel='chunked' or 'auto'"
+        )
+    if kernel == "flex" and by_scores:
+        what = f"scheme {scheme.spec}" if not scheme.separable else f"pattern {pattern.spec}"
+        raise ValueError(
+            f"kernel 'flex' cannot run {what}: it needs two score passes per query (a different "
+            f"relative position for some keys); use kernel 'dense' or 'chunked'"
         )
     if kernel == "flex":
         if not flex_available():

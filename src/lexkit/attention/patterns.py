@@ -11,14 +11,25 @@ the input (0 .. n-1), so a pattern's blocks do not move with a position ``offset
 * ``bca:W``: blockwise causal attention (Sun et al. 2022, Sec. 3.3): blocks of W/2; each block sees
   itself causally and all of the previous block.
 
-``reach`` bounds the distances a pattern can make visible (every visible pair has m - n < reach);
-kernels use it to skip keys that can never be seen (O(n·W) cost for local patterns).
+* ``sinks:W,K=4``: attention sinks (StreamingLLM, Xiao et al. 2023): the first K keys always
+  visible beside a window of W keys, n <= m and (n < K or m - n < W). Positions ``pos=text`` (the
+  text's own positions) or ``pos=cache`` (StreamingLLM's: positions assigned within a cache of
+  K + W slots, so a sink key n is scored at distance min(m, K + W - 1) - n).
+
+``reach`` bounds the distances a pattern can make visible beside its ``sinks`` leading keys (every
+visible pair has m - n < reach or n < sinks); kernels use the two to skip keys that can never be
+seen (O(n·(W + K)) cost for local patterns), and a streaming KV cache keeps exactly those keys: the
+first ``sinks`` and the last ``reach``.
+
+lexkit's window convention: ``window:W`` and ``sinks:W`` show W keys *including the query itself*
+(HF's sliding window; attention-gym's ``sliding_window(W)`` shows W + 1).
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import torch
 from torch import Tensor
 
 from ..registry import Registry
@@ -45,10 +56,38 @@ class Pattern:
         return None
 
     @property
+    def sinks(self) -> int:
+        """Keys 0 .. sinks-1 may be visible at any distance (beyond ``reach``)."""
+        return 0
+
+    @property
+    def cache_positions(self) -> bool:
+        """True when sink keys are scored at their cache distance (StreamingLLM), not the text's:
+        the kernels then rescore the sink columns with the query at :meth:`sink_query_index`."""
+        return False
+
+    def sink_query_index(self, q_idx: Tensor) -> Tensor:
+        """The index whose position the query takes when scoring a sink key (its cache slot)."""
+        return q_idx
+
+    def keys(self, start: int, stop: int, device=None) -> Tensor:
+        """Key indices [n_k] the queries start .. stop-1 can see: the sinks (if out of reach),
+        then the keys within reach. The single rule behind the chunked kernel's key blocks, the
+        resolution instrument's counts and (later) a streaming cache's contents."""
+        reach = self.reach
+        k_start = 0 if reach is None else max(0, start - reach + 1)
+        near = torch.arange(k_start, stop, device=device)
+        if self.sinks and k_start > 0:
+            return torch.cat((torch.arange(min(self.sinks, k_start), device=device), near))
+        return near
+
+    @property
     def spec(self) -> str:
         """Canonical spec with W resolved: ``window:128``, ``bca:256``, ``causal``."""
-        if self.positional is not None and len(self.params) == 1:
-            return f"{self.name}:{self.values[self.positional]}"
+        if self.positional is not None:  # window:128, sinks:128,K=2
+            rest = {k: p for k, p in self.params.items() if k != self.positional}
+            tail = format_spec(self.name, rest, self.values)[len(self.name) + 1:]
+            return f"{self.name}:{self.values[self.positional]}" + (f",{tail}" if tail else "")
         return format_spec(self.name, self.params, self.values)
 
     def __repr__(self) -> str:
@@ -124,6 +163,46 @@ class BCA(Pattern):
     @property
     def reach(self) -> int:
         return self.values["W"]
+
+
+@register
+class Sinks(Pattern):
+    """Attention sinks (StreamingLLM, Xiao et al. 2023): key n visible to query m iff n <= m and
+    (n < K or m - n < W). ``pos=text`` keeps the text's positions; ``pos=cache`` assigns them
+    within a cache of K + W slots as StreamingLLM does (keys cached before rotation, re-rotated by
+    slot): a sink key n is then at distance min(m, K + W - 1) - n from query m, and the window
+    keys at their text distance. (With W keys including the query, the paper's window of R recent
+    tokens plus the query is W = R + 1.)"""
+
+    name = "sinks"
+    params = {
+        "W": Param(int, None, "window size, keys including self (default: the training length)", _width, "> 0"),
+        "K": Param(int, 4, "number of always-visible first keys (the paper's 4)", _width, "> 0"),
+        "pos": Param(str, "text", "positions: text (as in the text) or cache (StreamingLLM's, within the cache)",
+                     lambda x: x in ("text", "cache"), "text or cache"),
+    }
+    positional = "W"
+    summary = "the first K keys + a window of W (StreamingLLM); pos=text|cache"
+
+    def visible(self, q_idx: Tensor, k_idx: Tensor) -> Tensor:
+        return causal(q_idx, k_idx) & (near(q_idx, k_idx, self.values["W"]) | (k_idx < self.values["K"]))
+
+    @property
+    def reach(self) -> int:
+        return self.values["W"]
+
+    @property
+    def sinks(self) -> int:
+        return self.values["K"]
+
+    @property
+    def cache_positions(self) -> bool:
+        return self.values["pos"] == "cache"
+
+    def sink_query_index(self, q_idx: Tensor) -> Tensor:
+        if not self.cache_positions:
+            return q_idx
+        return q_idx.clamp(max=self.values["K"] + self.values["W"] - 1)
 
 
 def create(spec: str | Pattern, *, default_window: int | None = None) -> Pattern:

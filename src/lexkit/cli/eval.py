@@ -8,6 +8,7 @@ results (atomically, and only once the evaluation has succeeded).
 
 from __future__ import annotations
 
+import argparse
 import csv
 import io
 import sys
@@ -30,7 +31,8 @@ def add_parser(sub):
     )
     p.add_argument(
         "--pattern", dest="patterns", action="append", metavar="SPEC",
-        help="attention pattern (causal, window[:W], bca[:W]; W defaults to the training length); "
+        help="attention pattern (causal, window[:W], bca[:W], sinks[:W,K=4,pos=text|cache]; "
+        "W defaults to the training length); "
         "repeatable (default: causal)",
     )
     p.add_argument(
@@ -47,6 +49,13 @@ def add_parser(sub):
     p.add_argument("--device", default="auto", metavar="DEVICE", help="auto, cpu, cuda or mps (default: auto)")
     p.add_argument("--threads", type=int, metavar="N", help="CPU threads for torch")
     p.add_argument("--kernel", default="auto", choices=KERNELS, help="attention kernel (default: auto)")
+    p.add_argument(
+        "--scheme", metavar="SPEC",
+        help="evaluate the trained weights under another scheme with the same tensors, no retraining "
+        "(e.g. rope:scaling=yarn,factor=4, rerope:w=64; original_len and w default to the training length)",
+    )
+    p.add_argument("--logn", action=argparse.BooleanOptionalAction, default=None,
+                   help="log-n attention scaling at evaluation (default: as the run trained)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     hf_cli.add_eval_arguments(p)
     return p
@@ -63,6 +72,10 @@ def run(args) -> int:
     patterns = args.patterns or ["causal"]
     for spec in patterns:
         attention.create(spec, default_window=2)  # syntax and parameter values
+    if args.scheme is not None:
+        from ..positions import canonical
+
+        canonical(args.scheme)  # syntax and parameter values
     for flag, value in (("--stride", args.stride), ("--max-docs", args.max_docs), ("--max-bytes", args.max_bytes),
                         ("--batch-size", args.batch_size), ("--threads", args.threads)):
         if value is not None and value <= 0:
@@ -78,6 +91,9 @@ def run(args) -> int:
         torch.set_num_threads(args.threads)
 
     if hf_cli.is_hf(args.run_dir):  # a Hugging Face causal LM (lexkit.hf) in place of a run
+        for flag, value in (("--scheme", args.scheme), ("--logn", args.logn)):
+            if value is not None:
+                raise ValueError(f"{flag} is for lexkit runs (a hf: model's RoPE scaling is --rope-scaling)")
         return hf_cli.run_eval(args, lengths, patterns, device)
     for flag in ("rope_scaling", "dtype", "max_tokens", "plot"):
         if getattr(args, flag) is not None:
@@ -87,7 +103,7 @@ def run(args) -> int:
     report = evaluate_run(
         args.run_dir, lengths=lengths, patterns=patterns, data=args.data, stride=args.stride,
         max_docs=args.max_docs, max_bytes=args.max_bytes, batch_size=args.batch_size, kernel=args.kernel,
-        device=device, progress=args.progress and sys.stderr.isatty(),
+        device=device, progress=args.progress and sys.stderr.isatty(), scheme=args.scheme, logn=args.logn,
     )
     # the files first: a reader that closes the pipe early (`| head`) must not lose them
     if args.json:
@@ -112,7 +128,9 @@ def format_report(report: dict) -> str:
     data = report["data"]
     stride = report.get("stride")
     lines = [
-        f"run {report['run']}  scheme {report['scheme']}  train_len {report['train_len']}",
+        f"run {report['run']}  scheme {report['scheme']}"
+        + (f" (trained as {report['trained_scheme']})" if report.get("trained_scheme") else "")
+        + ("  log-n" if report.get("logn") else "") + f"  train_len {report['train_len']}",
         f"data {data['spec']} ({data['split']}): {data['documents']} document{'' if data['documents'] == 1 else 's'} x {data['bytes_per_document']:,} bytes"
         f" = {data['documents'] * data['bytes_per_document']:,} bytes scored per length"
         + (f"; sliding windows, stride {stride}" if stride else "; non-overlapping chunks"),

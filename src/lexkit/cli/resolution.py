@@ -46,6 +46,11 @@ def add_parser(sub):
                    help=f"lengths (default: analytic {ANALYTIC_LENGTHS}; empirical the training length and twice it)")
     p.add_argument("--pattern", default="causal", metavar="SPEC",
                    help="attention pattern: causal, window:W, bca:W (analytic needs W; a run defaults W to its training length)")
+    p.add_argument("--train-len", type=int, default=None, metavar="L",
+                   help="analytic: the training length the schemes assume (a scaled RoPE's original_len, "
+                   "ReRoPE's w, a pattern's W, log-n's L)")
+    p.add_argument("--logn", action=argparse.BooleanOptionalAction, default=None,
+                   help="log-n attention scaling (analytic: needs --train-len; empirical: overrides the run's)")
     p.add_argument("--texts", type=int, default=None, help="validation texts per length (empirical; default 8)")
     p.add_argument("--batch", type=int, default=1, help="texts per forward pass (empirical; default 1)")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
@@ -103,7 +108,13 @@ def _analytic(args) -> int:
     if heads * head_dim > MAX_WIDTH:
         raise ValueError(f"--heads {heads} x --head-dim {head_dim} = {heads * head_dim}: at most {MAX_WIDTH} (memory)")
     lengths = parse_lengths(args.lengths if args.lengths is not None else ANALYTIC_LENGTHS)
-    docs = [res.analytic(spec, lengths, args.pattern, heads=heads, head_dim=head_dim, seed=seed) for spec in args.scheme]
+    if args.train_len is not None and args.train_len <= 0:
+        raise ValueError(f"--train-len must be a positive integer, got {args.train_len}")
+    if args.logn and args.train_len is None:
+        raise ValueError("--logn needs --train-len L in the analytic form (log-n scales by ln(m+1)/ln L)")
+    extra = {"train_len": args.train_len, "logn": bool(args.logn)}
+    docs = [res.analytic(spec, lengths, args.pattern, heads=heads, head_dim=head_dim, seed=seed, **extra)
+            for spec in args.scheme]
     pattern = docs[0]["pattern"]
     _require_finite([r for d in docs for r in d["results"]], "check the scheme's parameters")
 
@@ -136,7 +147,7 @@ def _analytic(args) -> int:
         for doc in docs:
             try:
                 curves[doc["scheme"]] = res.analytic_curve(doc["scheme"], longest, args.pattern,
-                                                           heads=heads, head_dim=head_dim, seed=seed)
+                                                           heads=heads, head_dim=head_dim, seed=seed, **extra)
             except ValueError:
                 pass  # undefined at this length (learned past its table): noted in the table
         table = {d["scheme"]: {r["length"]: r["resolution"] for r in d["results"]} for d in docs}
@@ -148,16 +159,19 @@ def _analytic(args) -> int:
 
 # -- empirical ----------------------------------------------------------------------------------
 def _empirical(args) -> int:
-    extra = [flag for flag, value in (("--scheme", args.scheme), ("--heads", args.heads),
-                                      ("--head-dim", args.head_dim), ("--seed", args.seed)) if value is not None]
+    extra = [flag for flag, value in (("--heads", args.heads), ("--head-dim", args.head_dim),
+                                      ("--seed", args.seed), ("--train-len", args.train_len)) if value is not None]
     if extra:
         raise ValueError(f"{', '.join(extra)}: only for the analytic form (no RUN_DIR); "
-                         "a run's model fixes its scheme and shape")
+                         "a run's model fixes its shape and length")
+    if args.scheme and len(args.scheme) > 1:
+        raise ValueError("with a RUN_DIR, --scheme SPEC (once) measures the run under that scheme")
     texts = 8 if args.texts is None else args.texts
     if texts <= 0 or args.batch <= 0:
         raise ValueError(f"--texts and --batch must be positive, got {texts} and {args.batch}")
     doc = res.empirical_run(args.run_dir, args.lengths, args.pattern, texts_per_length=texts,
-                            batch_size=args.batch, progress=sys.stderr.isatty())
+                            batch_size=args.batch, progress=sys.stderr.isatty(),
+                            scheme=args.scheme[0] if args.scheme else None, logn=args.logn)
     results = doc["results"]
     _require_finite(results, "the run's weights are damaged or its training diverged")
     print(f"attention resolution R, empirical: {doc['run']} ({doc['scheme']}, trained at {doc['train_len']}), "

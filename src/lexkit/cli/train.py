@@ -1,7 +1,10 @@
 """``lexkit train``: train a byte-level LM with one position scheme at one length.
 
 Every setting defaults to the preset's value; on ``--resume`` only the settings given on the
-command line are compared with the run's (a larger ``--steps`` extends the run).
+command line are compared with the run's (a larger ``--steps`` extends the run). ``--init RUN``
+starts from a trained run's weights and settings (fresh optimizer): the short fine-tune at a longer
+``--train-len`` under a RoPE scaling (``--scheme rope:scaling=yarn,factor=4``), recorded in the new
+run's config.json.
 
 Under ``torchrun --nproc_per_node N`` it trains with DistributedDataParallel (``--fsdp``: FSDP2)
 over N processes; ``--batch`` stays the global batch and must divide by N (docs/distributed.md).
@@ -9,10 +12,12 @@ over N processes; ``--batch`` stays the global batch and must divide by N (docs/
 
 from __future__ import annotations
 
+import argparse
+
 from .. import presets
 from ..distributed import setup
 from ..runs import read_config
-from ..train import TrainConfig, configs, train
+from ..train import configs, configs_from_run, split_settings, train
 
 
 def add_parser(sub):
@@ -21,6 +26,10 @@ def add_parser(sub):
     p.add_argument("--scheme", help="position scheme spec, e.g. rope, xpos:gamma=0.5 (see `lexkit schemes`)")
     p.add_argument("--out", required=True, help="run directory (must be new or empty, unless --resume)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    p.add_argument("--init", metavar="RUN", help="start from the weights and settings of trained run RUN "
+                   "(e.g. a longer --train-len with --scheme rope:scaling=yarn,factor=4; default scheme: RUN's)")
+    p.add_argument("--logn", action=argparse.BooleanOptionalAction, default=None,
+                   help="log-n attention scaling, q_m <- max(1, ln(m+1)/ln train_len) q_m (default: off)")
     p.add_argument("--preset", default=None, choices=list(presets.PRESETS),
                    help="size preset (default: small; see `lexkit presets`)")
     for flag, key, kind, text in _PRESET_FLAGS:
@@ -59,13 +68,19 @@ def _overrides(args) -> dict:
     return {
         "train_len": args.train_len, "steps": args.steps, "batch": args.batch, "n_layers": args.layers,
         "d_model": args.dim, "n_heads": args.heads, "lr": args.lr, "data": args.data, "seed": args.seed,
-        "save_every": args.save_every, "eval_every": args.eval_every,
+        "save_every": args.save_every, "eval_every": args.eval_every, "logn": args.logn,
     }
 
 
 def run(args) -> int:
     overrides = _overrides(args)
-    if args.resume:
+    if args.init is not None and args.resume:
+        raise ValueError("--init starts a new run and --resume continues one; give one of them")
+    if args.init is not None:
+        if args.preset is not None:
+            raise ValueError("--init takes its settings from RUN; --preset does not apply")
+        model_cfg, train_cfg = configs_from_run(args.init, args.scheme, **overrides)
+    elif args.resume:
         # start from the run's own settings; what the command line gives is compared against them
         world, _ = setup(args.device)  # under torchrun, rank 0 reads the run; the others get its config
         old = world.on_main(lambda: read_config(args.out, training=True))
@@ -81,21 +96,14 @@ def run(args) -> int:
             raise ValueError("--scheme is required (see `lexkit schemes`)")
         model_cfg, train_cfg = configs(args.preset or "small", args.scheme, **overrides)
     summary = train(args.out, model_cfg, train_cfg, resume=args.resume, device=args.device,
-                    threads=args.threads, progress=not args.quiet, fsdp=args.fsdp)
+                    threads=args.threads, progress=not args.quiet, fsdp=args.fsdp, init=args.init)
     if "val_bpb" in summary:
         print(f"{args.out}: {summary['step']} steps, loss {summary['loss']:.4f}, validation {summary['val_bpb']:.4f} bits/byte")
     return 0
 
 
 def _from_values(scheme: str, values: dict):
-    from dataclasses import fields
-
-    from ..model import ModelConfig
-
-    model_keys = {f.name for f in fields(ModelConfig)}
-    train_keys = {f.name for f in fields(TrainConfig)}
-    unknown = set(values) - model_keys - train_keys
-    if unknown:
-        raise ValueError(f"run config has unknown setting(s) {sorted(unknown)}")
-    model = ModelConfig(scheme=scheme, **{k: v for k, v in values.items() if k in model_keys})
-    return model, TrainConfig(**{k: v for k, v in values.items() if k in train_keys})
+    try:
+        return split_settings(scheme, values)
+    except ValueError as exc:
+        raise ValueError(f"run config: {exc}") from exc

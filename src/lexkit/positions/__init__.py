@@ -9,6 +9,7 @@
 from . import absolute  # noqa: F401  (each import registers its schemes, in this order)
 from . import rotary  # noqa: F401
 from . import bias  # noqa: F401
+from . import rerope  # noqa: F401  (context extension, after the seeds' ten)
 from .base import Scheme, canonical, create, describe, get, names, parse, register
 
 __all__ = ["Scheme", "canonical", "create", "describe", "get", "names", "parse", "register"]

@@ -57,6 +57,7 @@ class Learned(Scheme):
     name = "learned"
     family = "absolute"
     relative = False
+    train_len_params = ("max_len",)
     params = {"max_len": Param(int, 1024, "table size (defaults to the training length)", positive, "> 0")}
     summary = "learned table added to the token embeddings; undefined past max_len"
 

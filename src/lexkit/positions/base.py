@@ -42,6 +42,11 @@ class Scheme(nn.Module):
     #: (None: any): every call's query positions satisfy max - min < max_query_span. xPos needs
     #: this; :meth:`scores` and the kernels split queries by position (not by count) to respect it.
     max_query_span: ClassVar[int | None] = None
+    #: False when scores are not (T q)·(T k) + bias(m - n) for one position transform T (ReRoPE):
+    #: such a scheme runs through :meth:`scores` only (dense reference and chunked kernels).
+    separable: ClassVar[bool] = True
+    #: parameters that default to the model's training length when the spec leaves them out
+    train_len_params: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -175,11 +180,15 @@ def canonical(spec: str) -> str:
 def create(spec: str, n_heads: int, head_dim: int, *, max_len: int | None = None) -> Scheme:
     """Build a scheme from its spec string, e.g. ``create("xpos:gamma=0.5", n_heads=8, head_dim=64)``.
 
-    ``max_len`` is the default table size for ``learned`` when its spec gives none.
+    ``max_len`` (the training length) fills the scheme's ``train_len_params`` its spec leaves out:
+    ``learned``'s table size, a scaled RoPE's ``original_len``, ReRoPE's ``w``.
     """
     cls, values = parse(spec)
-    if max_len is not None and "max_len" in cls.params and "max_len=" not in spec:
-        values["max_len"] = int(max_len)
+    given = {item.partition("=")[0].strip() for item in split_spec(spec)[1]}
+    if max_len is not None:
+        for key in cls.train_len_params:
+            if key not in given:
+                values[key] = int(max_len)
     return cls(n_heads, head_dim, **values)
 
 

@@ -29,14 +29,28 @@ import torch
 from torch import Tensor
 
 from ..specs import Param, positive
+from . import scaling
 from .base import Scheme, register
 
+#: the context-extension parameters shared by rope and xpos (positions/scaling.py)
+SCALING_PARAMS = {
+    "scaling": Param(str, "none", "RoPE scaling: " + ", ".join(scaling.METHODS), lambda x: x in scaling.SCALINGS,
+                     "one of " + ", ".join(scaling.METHODS)),
+    "factor": Param(float, None, "scale factor s (needed by every scaling)", lambda x: x >= 1, ">= 1"),
+    "original_len": Param(int, None, "original length L (default: the training length)", positive, "> 0"),
+    "beta_fast": Param(float, None, "yarn β_fast (default 32)", positive, "> 0"),
+    "beta_slow": Param(float, None, "yarn β_slow (default 1)", positive, "> 0"),
+    "low_freq": Param(float, None, "llama3 low_freq_factor (default 1)", positive, "> 0"),
+    "high_freq": Param(float, None, "llama3 high_freq_factor (default 4)", positive, "> 0"),
+}
 
-def rotary_angles(pos: Tensor, head_dim: int, base: float) -> tuple[Tensor, Tensor]:
-    """cos and sin of p·θ_i in float64, pos: [n] -> two [n, head_dim/2] float64 tensors."""
-    i = torch.arange(head_dim // 2, dtype=torch.float64, device=pos.device)
-    theta = base ** (-2.0 * i / head_dim)  # [h/2]
-    angle = pos.to(torch.float64)[:, None] * theta  # [n, h/2]
+
+def rotary_angles(pos: Tensor, head_dim: int, base: float, theta: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """cos and sin of p·θ_i in float64, pos: [n] (integer or fractional) -> two [n, head_dim/2]
+    float64 tensors. ``theta`` [h/2] overrides base^(-2i/h) (a scaled RoPE's frequencies)."""
+    if theta is None:
+        theta = scaling.base_inv_freq(head_dim, base)
+    angle = pos.to(torch.float64)[:, None] * theta.to(pos.device)  # [n, h/2]
     return torch.cos(angle), torch.sin(angle)
 
 
@@ -64,6 +78,14 @@ class Rotary(Scheme):
             raise ValueError(f"{self.name}: head_dim must be even, got {head_dim}")
         self.rotate = values.get("rotate", True)
         self.decay = values.get("decay", False)
+        if "scaling" in values:
+            if values["scaling"] == "none":  # unscaled: the training length fill means nothing
+                self.values["original_len"] = None
+            scaling.check(f"scheme {self.name}", self.values)
+            if values["scaling"] == "dynamic" and self.decay:
+                raise ValueError(f"{self.name}: scaling=dynamic depends on the length of each call, which "
+                                 f"xPos splits; use another scaling or xpos:decay=false")
+        self._freq: tuple | None = None  # (length, θ', a) of the last call (dynamic: per length)
         if self.decay:
             zeta = xpos_zeta(head_dim, values["gamma"])  # [h/2] float64
             self.register_buffer("log_zeta", torch.log(zeta), persistent=False)
@@ -86,8 +108,11 @@ class Rotary(Scheme):
             return cached[3]
         half = self.head_dim // 2
         if self.rotate:
-            cos_q, sin_q = rotary_angles(q_pos, self.head_dim, self.values["base"])
-            cos_k, sin_k = (cos_q, sin_q) if k_pos is q_pos else rotary_angles(k_pos, self.head_dim, self.values["base"])
+            theta, a = self.frequencies(q_pos, k_pos)
+            cos_q, sin_q = rotary_angles(q_pos, self.head_dim, 0.0, theta)
+            cos_k, sin_k = (cos_q, sin_q) if k_pos is q_pos else rotary_angles(k_pos, self.head_dim, 0.0, theta)
+            if a != 1.0:  # HF: the attention factor multiplies cos and sin, so logits scale by a²
+                cos_q, sin_q, cos_k, sin_k = cos_q * a, sin_q * a, cos_k * a, sin_k * a
         else:
             cos_q = torch.ones(q_pos.shape[0], half, dtype=torch.float64, device=q_pos.device)
             cos_k = torch.ones(k_pos.shape[0], half, dtype=torch.float64, device=k_pos.device)
@@ -102,6 +127,16 @@ class Rotary(Scheme):
         self._cache = (q_pos, k_pos, dtype, factors)
         return factors
 
+    def frequencies(self, q_pos: Tensor | None = None, k_pos: Tensor | None = None) -> tuple[Tensor, float]:
+        """(θ'_i float64 [h/2], attention factor a) under the scheme's scaling; ``dynamic`` reads
+        the current length max(position) + 1 of the call."""
+        length = 0
+        if self.values.get("scaling") == "dynamic" and q_pos is not None and q_pos.numel():
+            length = int(max(q_pos.max(), k_pos.max())) + 1
+        if self._freq is None or self._freq[0] != length:
+            self._freq = (length, *scaling.inv_freq(self.head_dim, self.values["base"], self.values, length))
+        return self._freq[1], self._freq[2]
+
     def transform_qk(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
         cos_q, sin_q, cos_k, sin_k = self._factors(q_pos, k_pos, q.dtype)
         return rotate_half(q, cos_q, sin_q), rotate_half(k, cos_k, sin_k)  # [..., n, h] each
@@ -112,8 +147,9 @@ class RoPE(Rotary):
     """Rotary position embedding (Su et al. 2021, RoFormer, Eq. 34)."""
 
     name = "rope"
-    params = {"base": Param(float, 10000.0, "θ_i = base^(-2i/h)", positive, "> 0")}
-    summary = "rotate each pair of q and k by p·θ_i"
+    params = {"base": Param(float, 10000.0, "θ_i = base^(-2i/h)", positive, "> 0"), **SCALING_PARAMS}
+    train_len_params = ("original_len",)
+    summary = "rotate each pair of q and k by p·θ_i (scaling=linear|ntk|dynamic|yarn|llama3 stretches it)"
 
 
 @register
@@ -128,5 +164,8 @@ class XPos(Rotary):
         "scale_base": Param(float, 512.0, "B in ζ^((m-n)/B)", positive, "> 0"),
         "decay": Param(bool, True, "apply the ζ decay (false: RoPE)"),
         "rotate": Param(bool, True, "apply the rotation (false: decay only, Table 4)"),
+        **SCALING_PARAMS,
     }
+    train_len_params = ("original_len",)
     summary = "RoPE with per-dimension decay ζ_i^((m-n)/B) (the paper's scheme)"
+

@@ -1,0 +1,130 @@
+"""RoPE context extension: named functions from (head_dim, base, settings, length) to the inverse
+frequencies θ_i and the attention factor a, the conventions of Hugging Face transformers'
+``modeling_rope_utils`` (``ROPE_INIT_FUNCTIONS``; docs/context-extension.md has the formulas).
+
+Notation: h = rotary dims (the head dim), θ_i = base^(-2i/h), i = 0 .. h/2 - 1; L = the original
+(training) length ``original_len``; s = ``factor``. As in HF, the attention factor a multiplies both
+cos and sin, so every q·k logit is multiplied by a².
+
+* ``linear`` (position interpolation, Chen et al. 2023): θ_i / s; a = 1.
+* ``ntk`` (NTK-aware, bloc97 2023; not in HF, which has only the dynamic form):
+  base' = base · s^(h/(h-2)); a = 1.
+* ``dynamic`` (dynamic NTK, HF ``_compute_dynamic_ntk_parameters``): base' = base · (s·n/L - (s - 1))^(h/(h-2))
+  with n = max(current length, L); the current length is max(position) + 1 of the forward pass; a = 1.
+* ``yarn`` (Peng et al. 2023, HF ``_compute_yarn_parameters``): corr(r) = h·ln(L/(2π r)) / (2 ln base);
+  low = max(floor(corr(β_fast)), 0), high = min(ceil(corr(β_slow)), h - 1);
+  ramp_i = clamp((i - low)/(high - low), 0, 1) (high += 0.001 if equal); θ'_i = θ_i·(1 - ramp_i) + θ_i/s·ramp_i;
+  a = 0.1·ln s + 1 (1 for s <= 1). Defaults β_fast = 32, β_slow = 1.
+* ``llama3`` (Llama 3.1, HF ``_compute_llama3_parameters``): λ_i = 2π/θ_i; λ_i > L/low → θ_i/s;
+  λ_i < L/high → θ_i; between, with σ = (L/λ_i - low)/(high - low), θ'_i = (1 - σ)·θ_i/s + σ·θ_i. a = 1.
+  Defaults low = 1, high = 4.
+
+Everything is float64 (HF computes in float32; tests compare at float32 tolerance).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+#: parameters each method reads beside ``factor`` and ``original_len``
+METHOD_PARAMS: dict[str, tuple[str, ...]] = {
+    "none": (),
+    "linear": (),
+    "ntk": (),
+    "dynamic": (),
+    "yarn": ("beta_fast", "beta_slow"),
+    "llama3": ("low_freq", "high_freq"),
+}
+#: methods that need the original (training) length L
+NEEDS_LENGTH = ("dynamic", "yarn", "llama3")
+METHODS = tuple(METHOD_PARAMS)
+
+
+def base_inv_freq(head_dim: int, base: float) -> Tensor:
+    """θ_i = base^(-2i/h), float64 [h/2]."""
+    i = torch.arange(head_dim // 2, dtype=torch.float64)
+    return base ** (-2.0 * i / head_dim)
+
+
+def _none(h: int, base: float, v: dict, n: int) -> tuple[Tensor, float]:
+    return base_inv_freq(h, base), 1.0
+
+
+def _linear(h: int, base: float, v: dict, n: int) -> tuple[Tensor, float]:
+    return base_inv_freq(h, base) / v["factor"], 1.0
+
+
+def _ntk(h: int, base: float, v: dict, n: int) -> tuple[Tensor, float]:
+    return base_inv_freq(h, base * v["factor"] ** (h / (h - 2))), 1.0
+
+
+def _dynamic(h: int, base: float, v: dict, n: int) -> tuple[Tensor, float]:
+    s, L = v["factor"], v["original_len"]
+    n = max(n, L)
+    return base_inv_freq(h, base * ((s * n / L) - (s - 1)) ** (h / (h - 2))), 1.0
+
+
+def _yarn(h: int, base: float, v: dict, n: int) -> tuple[Tensor, float]:
+    s, L = v["factor"], v["original_len"]
+
+    def corr(rotations: float) -> float:
+        return h * math.log(L / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    low = max(math.floor(corr(v["beta_fast"])), 0)
+    high = min(math.ceil(corr(v["beta_slow"])), h - 1)
+    if low == high:
+        high += 0.001
+    ramp = ((torch.arange(h // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)  # [h/2]
+    theta = base_inv_freq(h, base)
+    return theta * (1 - ramp) + theta / s * ramp, (0.1 * math.log(s) + 1.0 if s > 1 else 1.0)
+
+
+def _llama3(h: int, base: float, v: dict, n: int) -> tuple[Tensor, float]:
+    s, L, low, high = v["factor"], v["original_len"], v["low_freq"], v["high_freq"]
+    theta = base_inv_freq(h, base)
+    wavelen = 2 * math.pi / theta
+    out = torch.where(wavelen > L / low, theta / s, theta)
+    smooth = (L / wavelen - low) / (high - low)
+    medium = (wavelen >= L / high) & (wavelen <= L / low)
+    return torch.where(medium, (1 - smooth) * theta / s + smooth * theta, out), 1.0
+
+
+#: name -> f(head_dim, base, values, current_length) -> (θ' float64 [h/2], attention factor a)
+SCALINGS: dict[str, Callable[[int, float, dict, int], tuple[Tensor, float]]] = {
+    "none": _none, "linear": _linear, "ntk": _ntk, "dynamic": _dynamic, "yarn": _yarn, "llama3": _llama3,
+}
+
+
+def check(owner: str, values: dict) -> None:
+    """ValueError for a scaling that cannot work: unknown name, a missing factor or length, or a
+    parameter given that the method does not read."""
+    method = values.get("scaling", "none")
+    if method not in SCALINGS:
+        raise ValueError(f"{owner}: unknown scaling {method!r}; valid: {', '.join(METHODS)}")
+    if method == "none":
+        if values.get("factor") is not None:
+            raise ValueError(f"{owner}: factor needs a scaling method (scaling={'|'.join(METHODS[1:])})")
+    elif values.get("factor") is None:
+        example = f"{owner.split()[-1]}:scaling={method},factor=4"
+        raise ValueError(f"{owner}: scaling={method} needs a factor (e.g. {example})")
+    if method in NEEDS_LENGTH and values.get("original_len") is None:
+        raise ValueError(f"{owner}: scaling={method} needs original_len (the training length)")
+    for key, readers in (("beta_fast", "yarn"), ("beta_slow", "yarn"), ("low_freq", "llama3"), ("high_freq", "llama3")):
+        if key in values and values[key] is not None and method != readers:
+            raise ValueError(f"{owner}: {key} applies only to scaling={readers}")
+    low, high = values.get("low_freq") or 1.0, values.get("high_freq") or 4.0
+    if method == "llama3" and not low < high:
+        raise ValueError(f"{owner}: llama3 needs low_freq < high_freq, got {low}, {high}")
+
+
+def inv_freq(head_dim: int, base: float, values: dict, length: int = 0) -> tuple[Tensor, float]:
+    """(θ' float64 [h/2], a) of the scaling named by ``values["scaling"]`` at current ``length``
+    (only ``dynamic`` reads it). Unset method defaults (β, low/high) take HF's values."""
+    method = values.get("scaling", "none")
+    filled = {"beta_fast": 32.0, "beta_slow": 1.0, "low_freq": 1.0, "high_freq": 4.0}
+    filled.update({k: v for k, v in values.items() if v is not None})
+    return SCALINGS[method](head_dim, base, filled, int(length))

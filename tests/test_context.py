@@ -1,0 +1,557 @@
+"""Context extension (issue 13): RoPE scalings, log-n scaling, ReRoPE, attention sinks, the
+instruments over them, `lexkit train --init` and evaluation under another scheme.
+
+Every expected value is written out here from the formulas (docs/context-extension.md), in plain
+Python / float64, independently of lexkit's implementation; transformers' own functions are a
+second reference when it is installed."""
+
+import hashlib
+import json
+import math
+
+import pytest
+import torch
+
+from cli_checks import one_error_line
+from lexkit import attention, positions, resolution
+from lexkit.attention import Attention
+from lexkit.cli import main
+from lexkit.positions import scaling
+
+H, HD = 2, 16
+
+
+# -- 1. RoPE scaling: frequencies and attention factors from the formulas written out ----------
+def theta(h, base):
+    return [base ** (-2 * i / h) for i in range(h // 2)]
+
+
+def written_out(method, h, base, s, L, n=0, beta_fast=32.0, beta_slow=1.0, low=1.0, high=4.0):
+    """(θ'_i list, a) straight from the formulas (HF modeling_rope_utils conventions)."""
+    if method == "linear":
+        return [t / s for t in theta(h, base)], 1.0
+    if method == "ntk":
+        return theta(h, base * s ** (h / (h - 2))), 1.0
+    if method == "dynamic":
+        n = max(n, L)
+        return theta(h, base * (s * n / L - (s - 1)) ** (h / (h - 2))), 1.0
+    if method == "yarn":
+        def corr(r):
+            return h * math.log(L / (r * 2 * math.pi)) / (2 * math.log(base))
+        lo, hi = max(math.floor(corr(beta_fast)), 0), min(math.ceil(corr(beta_slow)), h - 1)
+        if lo == hi:
+            hi += 0.001
+        out = []
+        for i, t in enumerate(theta(h, base)):
+            ramp = min(max((i - lo) / (hi - lo), 0.0), 1.0)
+            out.append(t * (1 - ramp) + t / s * ramp)
+        return out, 0.1 * math.log(s) + 1
+    if method == "llama3":
+        out = []
+        for t in theta(h, base):
+            lam = 2 * math.pi / t
+            if lam > L / low:
+                out.append(t / s)
+            elif lam < L / high:
+                out.append(t)
+            else:
+                sm = (L / lam - low) / (high - low)
+                out.append((1 - sm) * t / s + sm * t)
+        return out, 1.0
+    raise AssertionError(method)
+
+
+def scaled_spec(method, base, s, L, extra):
+    tail = "".join(f",{k}={v}" for k, v in extra.items())
+    return f"rope:base={base},scaling={method},factor={s},original_len={L}" + tail
+
+
+CASES = [
+    ("linear", 64, 10000.0, 4.0, 128, {}),
+    ("ntk", 64, 10000.0, 8.0, 128, {}),
+    ("yarn", 64, 10000.0, 16.0, 128, {}),
+    ("yarn", 128, 500000.0, 4.0, 4096, {"beta_fast": 16.0, "beta_slow": 2.0}),
+    ("llama3", 128, 500000.0, 8.0, 8192, {}),
+    ("llama3", 64, 10000.0, 4.0, 128, {"low_freq": 2.0, "high_freq": 8.0}),
+]
+
+
+@pytest.mark.parametrize("method, h, base, s, L, extra", CASES)
+def test_scaled_frequencies_match_written_out_formulas(method, h, base, s, L, extra):
+    spec = scaled_spec(method, base, s, L, extra)
+    rope = positions.create(spec, n_heads=1, head_dim=h)
+    got, a = rope.frequencies()
+    kw = {"beta_fast": extra.get("beta_fast", 32.0), "beta_slow": extra.get("beta_slow", 1.0),
+          "low": extra.get("low_freq", 1.0), "high": extra.get("high_freq", 4.0)}
+    want, want_a = written_out(method, h, base, s, L, **kw)
+    assert torch.allclose(got, torch.tensor(want, dtype=torch.float64), rtol=1e-12, atol=0)
+    assert a == pytest.approx(want_a, rel=1e-12)
+    if method in ("yarn", "llama3"):  # the highest frequency is never scaled, the lowest is divided by s
+        assert got[0] == pytest.approx(1.0) and got[-1] == pytest.approx(theta(h, base)[-1] / s)
+
+
+def test_dynamic_ntk_follows_the_current_length():
+    rope = positions.create("rope:scaling=dynamic,factor=4,original_len=64", n_heads=1, head_dim=32)
+    for n in (10, 64, 100, 256, 1000):
+        pos = torch.arange(n)
+        got, a = rope.frequencies(pos, pos)
+        want, _ = written_out("dynamic", 32, 10000.0, 4.0, 64, n=n)
+        assert torch.allclose(got, torch.tensor(want, dtype=torch.float64), rtol=1e-12) and a == 1.0
+        if n <= 64:  # inside the original length: plain RoPE
+            assert torch.allclose(got, torch.tensor(theta(32, 10000.0), dtype=torch.float64), rtol=1e-12)
+
+
+def test_scaled_rope_scores_are_the_rotation_by_the_new_frequencies_times_a_squared():
+    """score(m, n) = a²/√h Σ_i [(q_i k_i + q_j k_j) cos((m-n)θ'_i) + (q_j k_i - q_i k_j) sin((m-n)θ'_i)],
+    j = i + h/2 (rotate-half pairs): a direct float64 sum, for yarn and linear."""
+    for spec in ("rope:scaling=yarn,factor=8,original_len=32", "rope:scaling=linear,factor=2"):
+        rope = positions.create(spec, n_heads=1, head_dim=HD)
+        th, a = rope.frequencies()
+        q, k = torch.randn(1, 1, 5, HD, dtype=torch.float64), torch.randn(1, 1, 7, HD, dtype=torch.float64)
+        qp, kp = torch.tensor([3, 40, 41, 100, 300]), torch.arange(0, 70, 10)
+        got = rope.scores(q, k, qp, kp)[0, 0]
+        for x, m in enumerate(qp.tolist()):
+            for y, n in enumerate(kp.tolist()):
+                tot = 0.0
+                for i in range(HD // 2):
+                    j = i + HD // 2
+                    qi, qj, ki, kj = q[0, 0, x, i], q[0, 0, x, j], k[0, 0, y, i], k[0, 0, y, j]
+                    ang = (m - n) * float(th[i])
+                    tot += (qi * ki + qj * kj) * math.cos(ang) + (qi * kj - qj * ki) * math.sin(ang)
+                assert float(got[x, y]) == pytest.approx(a * a * float(tot) / math.sqrt(HD), rel=1e-9, abs=1e-12)
+    # linear: positions divided by s, exactly (m/2, n/2 under plain RoPE)
+    plain = positions.create("rope", n_heads=1, head_dim=HD)
+    lin = positions.create("rope:scaling=linear,factor=2", n_heads=1, head_dim=HD)
+    q, k = torch.randn(1, 1, 4, HD, dtype=torch.float64), torch.randn(1, 1, 4, HD, dtype=torch.float64)
+    p = torch.tensor([0, 2, 10, 64])
+    half = positions.create("rope", n_heads=1, head_dim=HD)
+    from lexkit.positions.rotary import rotary_angles, rotate_half
+    cos, sin = rotary_angles(p.double() / 2, HD, 10000.0)
+    want = rotate_half(q, cos, sin) @ rotate_half(k, cos, sin).transpose(-1, -2) / math.sqrt(HD)
+    assert torch.allclose(lin.scores(q, k, p, p), want, atol=1e-12)
+    assert not torch.allclose(plain.scores(q, k, p, p), want) and half is not None
+
+
+def test_xpos_takes_the_scalings_and_decays_as_before():
+    x = positions.create("xpos:scaling=linear,factor=4", n_heads=1, head_dim=HD)
+    assert torch.allclose(x.frequencies()[0], torch.tensor(theta(HD, 10000.0), dtype=torch.float64) / 4)
+    # decay=false + linear scaling is rope + linear scaling
+    a = positions.create("xpos:decay=false,scaling=linear,factor=4", n_heads=1, head_dim=HD)
+    b = positions.create("rope:scaling=linear,factor=4", n_heads=1, head_dim=HD)
+    q, k, p = torch.randn(1, 1, 6, HD), torch.randn(1, 1, 6, HD), torch.arange(6) * 7
+    assert torch.allclose(a.scores(q, k, p, p), b.scores(q, k, p, p), atol=1e-6)
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("rope:scaling=yarn", ["needs a factor"]),
+    ("rope:factor=4", ["factor needs a scaling"]),
+    ("rope:scaling=warp,factor=2", ["scaling=warp", "linear", "yarn"]),
+    ("rope:scaling=linear,factor=2,beta_fast=8", ["beta_fast applies only to scaling=yarn"]),
+    ("rope:scaling=llama3,factor=8,original_len=64,low_freq=4,high_freq=2", ["low_freq < high_freq"]),
+    ("rope:scaling=linear,factor=0.5", ["factor=0.5", ">= 1"]),
+    ("xpos:scaling=dynamic,factor=2,original_len=64", ["dynamic", "decay=false"]),
+    ("rope:scaling=yarn,factor=4", ["original_len"]),  # no training length known here
+])
+def test_bad_scaling_specs_name_the_problem(spec, words):
+    with pytest.raises(ValueError) as info:
+        positions.create(spec, n_heads=1, head_dim=HD)
+    for w in words:
+        assert w in str(info.value), (spec, str(info.value))
+
+
+def test_training_length_fills_original_len_and_w():
+    assert positions.create("rope:scaling=yarn,factor=4", 1, HD, max_len=96).values["original_len"] == 96
+    pinned = positions.create("rope:scaling=yarn,factor=4,original_len=32", 1, HD, max_len=96)
+    assert pinned.values["original_len"] == 32
+    assert positions.create("rerope", 1, HD, max_len=96).values["w"] == 96
+    assert positions.create("rerope", 1, HD).values["w"] == 512  # the reference's w without a training length
+
+
+# -- the same functions as transformers, when it is installed ----------------------------------
+def hf_reference(method, h, base, s, L, n=None, extra=None):
+    tr = pytest.importorskip("transformers")
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    extra = dict(extra or {})
+    rename = {"low_freq": "low_freq_factor", "high_freq": "high_freq_factor"}
+    params = {"rope_type": method, "factor": s, "original_max_position_embeddings": L,
+              **{rename.get(k, k): v for k, v in extra.items()}}
+    if method == "llama3":
+        params.setdefault("low_freq_factor", 1.0)
+        params.setdefault("high_freq_factor", 4.0)
+    cfg = tr.LlamaConfig(hidden_size=h * 2, num_attention_heads=2, head_dim=h, max_position_embeddings=L)
+    if hasattr(cfg, "rope_parameters"):  # transformers 5: rope_parameters carries rope_theta
+        cfg.rope_parameters = {"rope_theta": base, **params}
+    else:  # 4.x
+        cfg.rope_theta = base
+        cfg.rope_scaling = params
+    compute = ROPE_INIT_FUNCTIONS[method]
+    return compute(cfg, "cpu", seq_len=n) if n is not None else compute(cfg, "cpu")
+
+
+@pytest.mark.parametrize("method, h, base, s, L, extra", [c for c in CASES if c[0] != "ntk"])
+def test_frequencies_equal_transformers(method, h, base, s, L, extra):
+    inv, a = hf_reference(method, h, base, s, L, extra=extra)
+    spec = scaled_spec(method, base, s, L, extra)
+    got, got_a = positions.create(spec, n_heads=1, head_dim=h).frequencies()
+    assert torch.allclose(got, inv.double(), rtol=1e-5, atol=0), (got, inv)  # HF works in float32
+    assert got_a == pytest.approx(float(a), rel=1e-6)
+
+
+def test_dynamic_equals_transformers_at_several_lengths():
+    for n in (32, 64, 200, 1024):
+        inv, _ = hf_reference("dynamic", 32, 10000.0, 4.0, 64, n=n)
+        rope = positions.create("rope:scaling=dynamic,factor=4,original_len=64", n_heads=1, head_dim=32)
+        pos = torch.arange(n)
+        assert torch.allclose(rope.frequencies(pos, pos)[0], inv.double(), rtol=1e-5)
+
+
+# -- 2. log-n scaling ----------------------------------------------------------------------------
+def lam(m, L):
+    return max(1.0, math.log(m + 1) / math.log(L))
+
+
+def reference(scheme, pattern, q, k, v, pos, *, logn=None, distance=None):
+    """softmax over visible keys of λ_m·score(m, n), float64, pair by pair from the definitions:
+    score from the scheme's reference path (or at the given per-pair ``distance`` for rotary/bias
+    schemes at cache positions)."""
+    n = pos.shape[0]
+    idx = torch.arange(n)
+    s = scheme.scores(q, k, pos, pos)  # [b, h, n, n]
+    if distance is not None:
+        s = distance(s)
+    if logn is not None:
+        s = s * torch.tensor([lam(int(m), logn) for m in pos], dtype=s.dtype)[:, None]
+    s = s.masked_fill(~pattern.visible(idx[:, None], idx[None, :]), -math.inf)
+    return torch.softmax(s, -1) @ v
+
+
+def qkv(n, batch=1, dtype=torch.float32):
+    return tuple(torch.randn(batch, H, n, HD, dtype=dtype) for _ in range(3))
+
+
+def rel(got, want):
+    return float((got.double() - want.double()).abs().max() / want.double().abs().max())
+
+
+@pytest.mark.parametrize("spec, pat, kernels", [
+    ("rope", "causal", ("dense", "chunked", "flex")),
+    ("alibi", "window:48", ("dense", "chunked", "flex")),
+    ("xpos", "bca:32", ("dense", "chunked")),
+    ("rope:scaling=yarn,factor=4,original_len=16", "causal", ("dense", "chunked")),
+    ("t5", "causal", ("dense", "chunked")),
+])
+def test_logn_on_every_kernel_equals_the_reference(spec, pat, kernels):
+    s = positions.create(spec, n_heads=H, head_dim=HD, max_len=512)
+    pattern = attention.create(pat)
+    n, L = 130, 16
+    pos = torch.arange(3, 3 + n)
+    q, k, v = qkv(n)
+    with torch.no_grad():
+        want = reference(s, pattern, q.double(), k.double(), v.double(), pos, logn=L)
+        plain = reference(s, pattern, q.double(), k.double(), v.double(), pos)
+        assert rel(plain, want) > 1e-3  # log-n changes the output here
+        for kernel in kernels:
+            got = Attention(s, pattern, pos, kernel=kernel, logn=L)(q, k, v)
+            assert rel(got, want) <= 1e-4, (spec, pat, kernel, rel(got, want))
+
+
+def test_logn_is_identity_inside_the_training_length_and_grows_as_written():
+    from lexkit.attention.logn import logn_scale
+
+    got = logn_scale(torch.arange(0, 1000), 128)
+    want = torch.tensor([lam(m, 128) for m in range(1000)], dtype=torch.float32)
+    assert torch.equal(got[:128], torch.ones(128)) and torch.allclose(got, want, rtol=1e-6)
+    assert got[255] == pytest.approx(math.log(256) / math.log(128))
+    with pytest.raises(ValueError, match="training length"):
+        logn_scale(torch.arange(4), 1)
+
+
+# -- 3. ReRoPE and leaky ReRoPE ------------------------------------------------------------------
+def rope_score_at(q, k, r, h=HD, base=10000.0):
+    """q·R(r)k/√h for plain RoPE at relative position r (pairs i, i + h/2), float64."""
+    tot = 0.0
+    for i in range(h // 2):
+        j = i + h // 2
+        ang = r * base ** (-2 * i / h)
+        tot += (q[i] * k[i] + q[j] * k[j]) * math.cos(ang) + (q[i] * k[j] - q[j] * k[i]) * math.sin(ang)
+    return float(tot) / math.sqrt(h)
+
+
+@pytest.mark.parametrize("w, leak", [(5, math.inf), (5, 4.0), (1, 16.0)])
+def test_rerope_scores_use_the_clamped_relative_position(w, leak):
+    spec = f"rerope:w={w}" + ("" if math.isinf(leak) else f",k={leak}")
+    s = positions.create(spec, n_heads=1, head_dim=HD)
+    q, k = torch.randn(1, 1, 12, HD, dtype=torch.float64), torch.randn(1, 1, 12, HD, dtype=torch.float64)
+    pos = torch.arange(100, 112)
+    got = s.scores(q, k, pos, pos)[0, 0]
+    for m in range(12):
+        for n in range(m + 1):
+            d = m - n
+            r = d if d < w else w + (d - w) / leak
+            assert float(got[m, n]) == pytest.approx(rope_score_at(q[0, 0, m], k[0, 0, n], r), rel=1e-9, abs=1e-12)
+
+
+def test_rerope_runs_on_dense_and_chunked_and_flex_refuses():
+    s = positions.create("rerope:w=20,k=8", n_heads=H, head_dim=HD)
+    for pat in ("causal", "window:64"):
+        pattern = attention.create(pat)
+        n = 300  # two chunked blocks
+        pos = torch.arange(n)
+        q, k, v = qkv(n)
+        with torch.no_grad():
+            want = reference(s, pattern, q.double(), k.double(), v.double(), pos, logn=40)
+            for kernel in ("dense", "chunked", "auto"):
+                got = Attention(s, pattern, pos, kernel=kernel, logn=40)(q, k, v)
+                assert rel(got, want) <= 1e-4, (pat, kernel)
+    with pytest.raises(ValueError, match="flex.*rerope.*'dense' or 'chunked'"):
+        Attention(s, attention.create("causal"), torch.arange(8), kernel="flex")
+    # inside w it is RoPE exactly
+    rope = positions.create("rope", n_heads=H, head_dim=HD)
+    q, k, _ = qkv(20, dtype=torch.float64)
+    p = torch.arange(20)
+    assert torch.allclose(s.scores(q, k, p, p).tril(), rope.scores(q, k, p, p).tril(), atol=1e-12)
+
+
+# -- 4. attention sinks --------------------------------------------------------------------------
+def test_sinks_predicate_keys_and_spec():
+    p = attention.create("sinks:5,K=2")
+    assert p.spec == "sinks:5,K=2" and attention.create(p.spec) == p
+    assert attention.create("sinks", default_window=64).spec == "sinks:64"
+    for m in range(30):
+        for n in range(30):
+            assert bool(p.visible(torch.tensor(m), torch.tensor(n))) == (n <= m and (n < 2 or m - n < 5))
+    for start, stop in ((0, 4), (8, 12), (20, 30)):  # the key set is exactly every key some query sees
+        keys = set(p.keys(start, stop).tolist())
+        seen = {n for m in range(start, stop) for n in range(30) if n <= m and (n < 2 or m - n < 5)}
+        assert seen <= keys and keys <= set(range(stop)) and len(keys) <= 2 + 5 + (stop - start)
+    with pytest.raises(ValueError, match="pos=disk.*text or cache"):
+        attention.create("sinks:8,pos=disk")
+
+
+@pytest.mark.parametrize("spec, kernels", [("rope", ("dense", "chunked")), ("alibi", ("dense", "chunked", "flex"))])
+def test_sinks_text_positions_on_every_kernel(spec, kernels):
+    s = positions.create(spec, n_heads=H, head_dim=HD)
+    pattern = attention.create("sinks:40,K=3")
+    n = 300
+    pos = torch.arange(n)
+    q, k, v = qkv(n)
+    with torch.no_grad():
+        want = reference(s, pattern, q.double(), k.double(), v.double(), pos)
+        for kernel in kernels:
+            assert rel(Attention(s, pattern, pos, kernel=kernel)(q, k, v), want) <= 1e-4, kernel
+
+
+@pytest.mark.parametrize("spec", ["rope", "alibi", "rerope:w=10"])
+def test_sinks_cache_positions_score_sinks_at_their_cache_distance(spec):
+    """pos=cache: a sink n is at distance min(m, K + W - 1) - n; window keys at m - n."""
+    K, W, n = 3, 40, 300
+    s = positions.create(spec, n_heads=H, head_dim=HD)
+    pattern = attention.create(f"sinks:{W},K={K},pos=cache")
+    pos = torch.arange(7, 7 + n)
+    q, k, v = qkv(n)
+    qd, kd, vd = q.double(), k.double(), v.double()
+
+    def cache_distance(scores):
+        out = scores.clone()
+        for m in range(n):
+            slot = min(m, K + W - 1)
+            qp = torch.tensor([pos[0] + slot])
+            out[..., m, :K] = s.scores(qd[..., m : m + 1, :], kd[..., :K, :], qp, pos[:K])[..., 0, :]
+        return out
+
+    with torch.no_grad():
+        want = reference(s, pattern, qd, kd, vd, pos, distance=cache_distance)
+        text = reference(s, pattern, qd, kd, vd, pos)
+        if spec.startswith("rerope"):  # sinks lie beyond w either way: both clamp to w, exactly equal
+            assert rel(text, want) < 1e-12
+        else:
+            assert rel(text, want) > 1e-4  # the two position assignments differ
+        for kernel in ("dense", "chunked"):
+            assert rel(Attention(s, pattern, pos, kernel=kernel)(q, k, v), want) <= 1e-4, kernel
+    with pytest.raises(ValueError, match="kernel 'flex' cannot run (pattern sinks|scheme rerope)"):
+        Attention(s, pattern, pos, kernel="flex")
+    if spec == "alibi":  # the cache distance written out for a bias: -slope·(min(m, K+W-1) - n)
+        slopes = s.slopes.double()
+        sc = cache_distance(s.scores(qd, kd, pos, pos))
+        m = 200
+        for j in range(K):
+            content = float(qd[0, 1, m] @ kd[0, 1, j]) / math.sqrt(HD)
+            assert float(sc[0, 1, m, j]) == pytest.approx(content - float(slopes[1]) * (K + W - 1 - j), rel=1e-9)
+
+
+def test_sinks_cache_positions_refused_for_absolute_schemes():
+    s = positions.create("sinusoidal", n_heads=H, head_dim=HD)
+    with pytest.raises(ValueError, match="relative scheme.*pos=text"):
+        Attention(s, attention.create("sinks:8,pos=cache"), torch.arange(16))
+
+
+# -- 5. the instruments --------------------------------------------------------------------------
+def test_analytic_curve_of_yarn_is_the_closed_form():
+    """q = k = ones: s[n] = (2 a²/√h) Σ_i cos(n θ'_i) with YaRN's θ' and a."""
+    N, L = 300, 64
+    curve = resolution.analytic_curve("rope:scaling=yarn,factor=8", N, heads=1, head_dim=32, train_len=L)[0]
+    th, a = written_out("yarn", 32, 10000.0, 8.0, L)
+    want = torch.tensor([2 * a * a / math.sqrt(32) * sum(math.cos(n * t) for t in th) for n in range(N)],
+                        dtype=torch.float64)
+    assert torch.allclose(curve, want, atol=1e-9)
+    # log-n: the query at N-1 scales its whole curve by ln N / ln L
+    scaled = resolution.analytic_curve("rope:scaling=yarn,factor=8", N, heads=1, head_dim=32, train_len=L, logn=True)[0]
+    assert torch.allclose(scaled, want * math.log(N) / math.log(L), atol=1e-9)
+    with pytest.raises(ValueError, match="training length"):
+        resolution.analytic_curve("rope", N, logn=True)
+
+
+def test_analytic_curve_of_rerope_is_flat_past_w_and_dynamic_reads_the_length():
+    c = resolution.analytic_curve("rerope:w=50", 200, heads=1, head_dim=32)[0]
+    assert torch.allclose(c[50:], c[50].expand(150), atol=1e-12)
+    rope = resolution.analytic_curve("rope", 200, heads=1, head_dim=32)[0]
+    assert torch.allclose(c[:50], rope[:50], atol=1e-12)
+    # dynamic NTK: the curve at length N uses base' of N (HF's seq_len = N)
+    dyn = resolution.analytic_curve("rope:scaling=dynamic,factor=4", 256, heads=1, head_dim=32, train_len=64)[0]
+    th, _ = written_out("dynamic", 32, 10000.0, 4.0, 64, n=256)
+    want = [2 / math.sqrt(32) * sum(math.cos(n * t) for t in th) for n in range(256)]
+    assert torch.allclose(dyn, torch.tensor(want, dtype=torch.float64), atol=1e-9)
+
+
+def test_analytic_curve_under_sinks():
+    N, W, K = 100, 20, 4
+    text = resolution.analytic_curve("alibi", N, f"sinks:{W},K={K}", heads=2, head_dim=16)
+    cache = resolution.analytic_curve("alibi", N, f"sinks:{W},K={K},pos=cache", heads=2, head_dim=16)
+    s = positions.create("alibi", n_heads=2, head_dim=16)
+    slopes = s.slopes.double()
+    # text positions: every distance some query sees is finite (sinks are seen at all distances)
+    assert torch.isfinite(text).all()
+    assert float(text[1, 90]) == pytest.approx(4.0 - float(slopes[1]) * 90)  # √h = 4 from q = k = ones
+    # cache positions: the query at N-1 sees the window and the sinks at text distances N-1-j,
+    # scored at cache distance K+W-1-j; nothing else
+    for d in range(N):
+        j = N - 1 - d
+        if d < W:
+            assert float(cache[1, d]) == pytest.approx(4.0 - float(slopes[1]) * d)
+        elif j < K:
+            assert float(cache[1, d]) == pytest.approx(4.0 - float(slopes[1]) * (K + W - 1 - j))
+        else:
+            assert cache[1, d] == -math.inf
+    doc = resolution.analytic("rope:scaling=yarn,factor=4", [64, 256], "sinks", heads=2, head_dim=16, train_len=32)
+    assert doc["pattern"] == "sinks:32" and doc["train_len"] == 32
+    assert all(0 < r["resolution"] <= 1 for r in doc["results"])
+
+
+def test_resolution_cli_analytic_takes_train_len_and_logn(capsys, tmp_path):
+    js = tmp_path / "r.json"
+    assert main(["resolution", "--scheme", "rope:scaling=yarn,factor=4", "--scheme", "rerope",
+                 "--train-len", "64", "--logn", "--lengths", "64,256", "--pattern", "sinks:64,K=4,pos=cache",
+                 "--heads", "2", "--head-dim", "16", "--json", str(js)]) == 0
+    doc = json.loads(js.read_text())
+    assert doc["scheme"] == ["rope:scaling=yarn,factor=4.0,original_len=64", "rerope:w=64"]
+    assert {r["length"] for r in doc["results"]} == {64, 256}
+    assert main(["resolution", "--scheme", "rope", "--logn"]) == 2
+    assert "--train-len" in one_error_line(capsys)
+
+
+# -- 6. runs: evaluation under another scheme, --init, the instruments on a run ------------------
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    from lexkit.train import configs, train
+
+    out = tmp_path_factory.mktemp("ctx") / "rope"
+    model_cfg, train_cfg = configs("tiny", "rope", steps=12, save_every=12, eval_every=12)
+    train(out, model_cfg, train_cfg, progress=False)
+    return out
+
+
+def test_eval_under_scaling_logn_and_sinks_without_retraining(run, tmp_path, capsys):
+    from lexkit.evaluate import evaluate_run
+
+    kw = dict(lengths=[16, 32, 64], patterns=["causal", "sinks:16,K=2,pos=cache"], max_docs=2)
+    base = evaluate_run(run, **kw)
+    same = evaluate_run(run, scheme="rope:scaling=linear,factor=1", logn=True, **kw)
+    assert same["scheme"] == "rope:scaling=linear,factor=1.0" and same["trained_scheme"] == "rope" and same["logn"]
+    for a, b in zip(base["results"], same["results"]):
+        if a["length"] <= 32:  # factor 1 is RoPE and log-n is 1 inside the training length (32)
+            assert a["bpb"] == pytest.approx(b["bpb"], rel=1e-9)
+        else:  # past it log-n sharpens: different numbers
+            assert a["bpb"] != pytest.approx(b["bpb"], rel=1e-9)
+    yarn = evaluate_run(run, scheme="rope:scaling=yarn,factor=4", **kw)
+    assert yarn["scheme"] == "rope:scaling=yarn,factor=4.0" and all(r["bpb"] is not None for r in yarn["results"])
+    js = tmp_path / "e.json"
+    argv = ["eval", str(run), "--lengths", "32,64", "--scheme", "rerope:w=16,k=8", "--logn", "--max-docs", "1",
+            "--no-progress", "--pattern", "sinks:16", "--json", str(js)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "scheme rerope:w=16,k=8.0 (trained as rope)  log-n" in out
+    assert json.loads(js.read_text())["scheme"] == "rerope:w=16,k=8.0"
+    for bad, words in ((["--scheme", "rope:scaling=yarn"], "needs a factor"), (["--scheme", "t5"], "does not fit")):
+        assert main(["eval", str(run), "--lengths", "32", "--no-progress", *bad]) == 2
+        assert words in one_error_line(capsys)
+    assert main(["eval", "hf:some/model", "--lengths", "32", "--logn"]) == 2  # refused before any load
+    assert "--logn is for lexkit runs" in one_error_line(capsys)
+
+
+def test_train_init_continues_a_run_longer_with_a_scaling(run, tmp_path, capsys):
+    from lexkit import runs
+    from lexkit.train import configs_from_run, train
+
+    model_cfg, train_cfg = configs_from_run(run, "rope:scaling=yarn,factor=2", train_len=64, steps=1, lr=1e-12,
+                                            warmup=0)
+    assert model_cfg.scheme == "rope:scaling=yarn,factor=2.0,original_len=32" and model_cfg.train_len == 64
+    assert model_cfg.n_layers == 2 and train_cfg.batch == 8  # the run's own settings
+    out = tmp_path / "ft"
+    train(out, model_cfg, train_cfg, progress=False, init=run)
+    parent, _ = runs.load(run)
+    child, config = runs.load(out)
+    for (name, a), b in zip(parent.state_dict().items(), child.state_dict().values()):
+        assert torch.allclose(a, b, atol=1e-6), name  # started from the parent (one step at lr 1e-12)
+    init = config["init"]
+    assert init["run"] == str(run) and init["scheme"] == "rope" and init["train_len"] == 32 and init["step"] == 12
+    assert init["sha256"] == hashlib.sha256((run / runs.WEIGHTS).read_bytes()).hexdigest()
+    # the command: --init with a longer length; the provenance survives --resume
+    out2 = tmp_path / "ft2"
+    argv = ["train", "--init", str(run), "--scheme", "rope:scaling=linear,factor=2", "--train-len", "64",
+            "--steps", "2", "--out", str(out2), "--quiet"]
+    assert main(argv) == 0
+    assert json.loads((out2 / "config.json").read_text())["init"]["sha256"] == init["sha256"]
+    assert main(["train", "--out", str(out2), "--resume", "--steps", "3", "--quiet"]) == 0
+    cfg2 = json.loads((out2 / "config.json").read_text())
+    assert cfg2["init"]["run"] == str(run)
+    assert cfg2["model"]["scheme"] == "rope:scaling=linear,factor=2.0,original_len=32"
+    capsys.readouterr()
+    for bad, words in ((["--init", str(run), "--resume"], "give one of them"),
+                       (["--init", str(tmp_path / "nope")], "does not exist"),
+                       (["--init", str(run), "--scheme", "t5"], "does not match")):
+        assert main(["train", "--out", str(tmp_path / "x"), "--quiet", *bad]) == 2
+        assert words in one_error_line(capsys)
+
+
+def test_instruments_on_a_run_under_extension(run):
+    """Entropy by length and the design-principle check run on every method; log-n lowers the
+    first layer's entropy past the training length (softmax entropy falls as logits are scaled up:
+    d H(βz)/dβ = -β Var(z) <= 0), and changes nothing inside it."""
+    from lexkit.principles import measure_principles
+    from lexkit.runs import load
+
+    plain = resolution.empirical_run(run, [32, 128], "causal", texts_per_length=2)
+    logn = resolution.empirical_run(run, [32, 128], "causal", texts_per_length=2, logn=True)
+    assert logn["logn"] and not plain["logn"]
+    e_in = (plain["results"][0]["entropy_per_layer"][0], logn["results"][0]["entropy_per_layer"][0])
+    e_out = (plain["results"][1]["entropy_per_layer"][0], logn["results"][1]["entropy_per_layer"][0])
+    assert e_in[0] == pytest.approx(e_in[1], rel=1e-9) and e_out[1] < e_out[0]
+    for spec in ("rope:scaling=yarn,factor=4", "rope:scaling=dynamic,factor=4", "rerope:w=16,k=8"):
+        doc = resolution.empirical_run(run, [64], "sinks:16,K=2,pos=cache", texts_per_length=1, scheme=spec)
+        assert 0 < doc["results"][0]["resolution"] <= 1 and doc["scheme"] == positions.canonical(spec)
+        model, _ = load(run, scheme=spec)
+        p = measure_principles(model, [bytes(range(32, 127)) * 4])
+        assert p["order_variance"] > 0 and math.isfinite(p["translation"])
+        if spec.startswith("rope:scaling=yarn") or spec.startswith("rerope"):  # relative: translation invariant
+            assert p["translation"] < 1e-4
+
+
+def test_scaling_registry_matches_docs():
+    assert set(scaling.SCALINGS) == {"none", "linear", "ntk", "dynamic", "yarn", "llama3"}
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[1] / "docs" / "context-extension.md").read_text()
+    words = ("linear", "ntk", "dynamic", "yarn", "llama3", "rerope", "sinks", "logn", "--init", "modeling_rope_utils")
+    for name in words:
+        assert name in doc, name
