@@ -6,7 +6,8 @@ import json
 import pytest
 
 from lexkit.cli import main
-from lexkit.report import length_table, pattern_table
+from lexkit.extension import finetunes, methods
+from lexkit.report import extension_table, length_table, pattern_table
 from lexkit.study import Study, StudyConfig
 
 DOCS = [(f"def f{i}(x):\n    return x * {i} + {i * i}\n" * 30).encode() for i in range(40)]
@@ -20,9 +21,10 @@ def data_dir(tmp_path_factory):
     return folder
 
 
-def config(data_dir, schemes=("alibi", "rope")):
+def config(data_dir, schemes=("alibi", "rope"), extension=False):
     return StudyConfig(preset="tiny", schemes=list(schemes), patterns=["causal", "window"], lengths=[16, 32, 64],
-                       steps=6, data=str(data_dir), eval_docs=2, resolution_texts=1)
+                       steps=6, data=str(data_dir), eval_docs=2, resolution_texts=1, extension=extension,
+                       extension_steps=3)
 
 
 def actions(study, task=None):
@@ -31,7 +33,7 @@ def actions(study, task=None):
 
 def test_tiny_study_end_to_end(tmp_path, data_dir):
     out = tmp_path / "study"
-    first = Study(config(data_dir), out, progress=False, echo=None)
+    first = Study(config(data_dir, extension=True), out, progress=False, echo=None)
     results = first.run()
     assert {a for _, a in actions(first)} == {"ran"}
     for name in ("report.md", "results.json", "results.csv", "bpb_by_length.png", "s_curves.png",
@@ -62,17 +64,49 @@ def test_tiny_study_end_to_end(tmp_path, data_dir):
     assert {(r[0], r[1]) for r in rows_b} == {(s, p) for s in ("alibi", "rope") for p in ("causal", "window:32")}
     csv_lines = (out / "results.csv").read_text().strip().splitlines()
     assert len(csv_lines) == 1 + 2 * 2 * 3  # header + schemes x patterns x lengths
+    check_extension(saved, out, report)
 
     # a re-run retrains and re-evaluates nothing
-    again = Study(config(data_dir), out, progress=False, echo=None)
+    again = Study(config(data_dir, extension=True), out, progress=False, echo=None)
     assert again.run()["runs"] == results["runs"]
     assert {a for _, a in actions(again)} == {"cached"}
 
     # adding a scheme trains only that scheme
-    more = Study(config(data_dir, ("alibi", "rope", "none")), out, progress=False, echo=None)
+    more = Study(config(data_dir, ("alibi", "rope", "none"), extension=True), out, progress=False, echo=None)
     more.run()
     ran = [r["name"] for r in more.record if r["action"] == "ran"]
     assert ran and all(name.startswith("none-") for name in ran)
+
+
+def check_extension(saved, out, report):
+    """Section E holds every method and fine-tune of lexkit.extension on the rope run, as stored;
+    the fine-tunes start from the rope run's weights; F's goal is the minimum over every cell."""
+    t, far = saved["train_len"], max(saved["lengths"])
+    ext = saved["extension"]
+    assert ext["factor"] == far / t and ext["finetune_len"] == 4 * t
+    labels = [m.label for m in methods(t, far)] + [f.label for f in finetunes(t)]
+    assert list(dict.fromkeys(r["label"] for r in ext["rows"])) == labels
+    assert len(ext["rows"]) == len(methods(t, far)) + 3 * 3  # each fine-tune under causal, window, bca
+    rope_run = next(r["run"] for r in saved["runs"] if r["scheme"] == "rope")
+    for row in ext["rows"]:
+        if row["finetune"]:
+            config = json.loads((out / row["finetune"]["run"] / "config.json").read_text())
+            assert config["init"]["run"].endswith(rope_run) and config["model"]["train_len"] == 4 * t
+            assert config["train"]["steps"] == 3
+    header, rows = extension_table(saved)
+    for row in rows[: len(ext["rows"])]:
+        stored = next(r for r in ext["rows"] if r["label"] == row[0] and row[1].startswith(r["pattern"]))
+        for n, cell in zip(saved["lengths"], row[2:]):
+            assert cell == f"{next(x['bpb'] for x in stored['results'] if x['length'] == n):.3f}"
+        assert "| " + " | ".join(row) + " |" in report
+    # the goal, computed here independently from the stored numbers
+    cells = [(x["bpb"], x["length"], run["scheme"]) for run in saved["runs"] for x in run["eval"]["results"]]
+    cells += [(x["bpb"], x["length"], r["label"]) for r in ext["rows"] for x in r["results"]]
+    best_far = min(b for b, n, _ in cells if n == far and b is not None)
+    best_one = min(b for b, n, name in cells if n == t and b is not None and name in ("alibi", "rope"))
+    assert f"is **{best_far:.3f}**" in report
+    assert f"**{100 * (best_one - best_far) / best_one:.1f} %** below" in report
+    assert "## E. Context extension" in report and (out / "extension.png").is_file()
 
 
 def test_interrupted_study_resumes(tmp_path, data_dir, monkeypatch):

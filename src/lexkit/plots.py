@@ -219,6 +219,36 @@ def loss_by_position(results: dict, path: str | Path) -> None:
     save(fig, path)
 
 
+def extension(results: dict, path: str | Path) -> None:
+    """bpb against length for every context-extension configuration (fine-tuned ones dashed),
+    with the main grid's rope and xpos under their patterns (dotted); no file when the study ran
+    no context extension."""
+    rows = query.extension_rows(results)
+    if not rows:
+        return
+    fig, (ax,) = figure(9, 5)
+    lengths = results["lengths"]
+    for row in rows:
+        pts = [(n, row["bpb"][n][0]) for n in lengths if row["bpb"][n][0] is not None]
+        label = f"{row['label']}" + ("" if row["pattern"] == "causal" else f" [{row['pattern']}]") + \
+            (" + log-n" if row["logn"] else "")
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "--" if row["finetune"] else "-", marker=".",
+                label=label, lw=1)
+    for scheme in ("rope", "xpos"):
+        if scheme not in query.schemes(results):
+            continue
+        for pattern in results["patterns"][1:]:
+            pts = [(n, v) for n in lengths if (v := query.evaluation(results, scheme, pattern, n)[0]) is not None]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], ":", marker="x", label=f"{scheme} [{pattern}]", lw=1)
+    _mark(ax, results["train_len"])
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("evaluation length (bytes)")
+    ax.set_ylabel("bits per byte")
+    ax.set_ylim(top=min(BPB_TOP, ax.get_ylim()[1]))
+    ax.legend(fontsize=6, ncol=2)
+    save(fig, path)
+
+
 #: The study report's figures: file name -> drawing function (the report links these names).
 REPORT_FIGURES = {
     "bpb_by_length.png": bpb_by_length,
@@ -226,6 +256,7 @@ REPORT_FIGURES = {
     "resolution_per_layer.png": resolution_per_layer,
     "entropy.png": entropy_by_length,
     "loss_by_position.png": loss_by_position,
+    "extension.png": extension,
 }
 
 

@@ -97,3 +97,53 @@ def principles(results: dict) -> list[dict]:
             "beyond_minus_inside": falls,
         })
     return out
+
+
+# -- context extension --------------------------------------------------------------------------
+def extension_rows(results: dict) -> list[dict]:
+    """The context-extension configurations (empty when the study ran none): per (label,
+    pattern), ``scheme``, ``logn``, ``finetune`` (its settings or None) and ``bpb``: length ->
+    (mean, std) over seeds."""
+    ext = results.get("extension") or {}
+    keys = list(dict.fromkeys((r["label"], r["pattern"]) for r in ext.get("rows", [])))
+    out = []
+    for label, pattern in keys:
+        rows = [r for r in ext["rows"] if r["label"] == label and r["pattern"] == pattern]
+        bpb = {n: aggregate([x.get("bpb") for r in rows for x in r["results"] if x["length"] == n])
+               for n in results["lengths"]}
+        out.append({"label": label, "pattern": pattern, "scheme": rows[0]["scheme"], "logn": rows[0]["logn"],
+                    "finetune": rows[0]["finetune"], "bpb": bpb})
+    return out
+
+
+def configurations(results: dict) -> list[dict]:
+    """Every configuration the study measured, as ``{"name", "pattern", "finetuned", "bpb":
+    {length: mean}}``: each (scheme, pattern) of the main grid, then each context-extension row."""
+    out = [{"name": scheme, "pattern": pattern, "finetuned": False,
+            "bpb": {n: evaluation(results, scheme, pattern, n)[0] for n in results["lengths"]}}
+           for scheme in schemes(results) for pattern in results["patterns"]]
+    out += [{"name": row["label"], "pattern": row["pattern"], "finetuned": row["finetune"] is not None,
+             "bpb": {n: mean for n, (mean, _) in row["bpb"].items()}} for row in extension_rows(results)]
+    return out
+
+
+def _best(configs: list[dict], length: int) -> dict | None:
+    scored = [(c["bpb"][length], i) for i, c in enumerate(configs) if c["bpb"].get(length) is not None]
+    return {**configs[min(scored)[1]], "value": min(scored)[0]} if scored else None
+
+
+def goal(results: dict) -> dict | None:
+    """The lowest bpb at 16x the training length (the longest length if 16x was not run) over
+    every configuration, against the best bpb any trained scheme reaches at 1x under any pattern
+    (the main grid): ``margin`` = (best at 1x - best at 16x) / best at 1x, positive when the
+    longer context is *used*. None when either length is missing."""
+    t = results["train_len"]
+    far = 16 * t if 16 * t in results["lengths"] else max(results["lengths"])
+    if t not in results["lengths"] or far == t:
+        return None
+    every = configurations(results)
+    one = _best([c for c in every if c["name"] in schemes(results)], t)
+    best = _best(every, far)
+    if one is None or best is None:
+        return None
+    return {"length": far, "best": best, "one_x": one, "margin": (one["value"] - best["value"]) / one["value"]}

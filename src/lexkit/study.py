@@ -34,9 +34,10 @@ from .attention import create as create_pattern
 from .data import Corpus, load_corpus
 from .device import resolve_device
 from .evaluate import default_lengths, evaluate
+from .extension import finetunes, methods
 from .principles import measure_principles
 from .resolution import analytic, analytic_curve, empirical, texts, to_json
-from .train import configs, device_autocast, make_optimizer, train, train_step
+from .train import configs, configs_from_run, device_autocast, make_optimizer, train, train_step
 
 DEFAULT_SCHEMES = [
     "none", "sinusoidal", "rope", "xpos", "xpos:rotate=false", "alibi", "kerple-log", "kerple-power", "sandwich",
@@ -61,6 +62,8 @@ class StudyConfig:
     resolution_texts: int = 4
     device: str = "auto"
     threads: int | None = None
+    extension: bool = True  # the context-extension comparison on the rope run (lexkit.extension)
+    extension_steps: int = 60  # steps of each fine-tune at 4x the training length
 
     def __post_init__(self) -> None:
         if not self.schemes:
@@ -72,7 +75,7 @@ class StudyConfig:
             create_pattern(p, default_window=2)
         if self.seeds <= 0:
             raise ValueError(f"--seeds must be a positive integer, got {self.seeds}")
-        for key in ("eval_docs", "resolution_texts"):
+        for key in ("eval_docs", "resolution_texts", "extension_steps"):
             if getattr(self, key) <= 0:
                 raise ValueError(f"{key} must be a positive integer, got {getattr(self, key)}")
 
@@ -203,6 +206,7 @@ class Study:
         self._gathering = False
         analytic_rows = self.analytic()
         curves = self.analytic_curves()
+        extension = self.extension()
         results = {
             "schema": SCHEMA_VERSION,
             "lexkit": __version__,
@@ -219,6 +223,7 @@ class Study:
             "runs": rows,
             "analytic": analytic_rows,
             "analytic_curves": curves,
+            "extension": extension,
             "wall_seconds": round(time.perf_counter() - started, 1),
             "work": {a: sum(1 for r in self.record if r["action"] == a) for a in ("ran", "cached")},
         }
@@ -256,21 +261,25 @@ class Study:
         return {"eval": cache / f"eval-{eval_key}.json", "resolution": cache / f"resolution-{res_key}.json",
                 "principles": cache / f"principles-{pr_key}.json"}
 
+    def _trained(self, run_dir: Path, model_cfg, train_cfg, *, init: Path | None = None) -> None:
+        """Train ``run_dir`` to its last step: nothing if it is done, resumed if it was
+        interrupted, from scratch (or from ``init``'s weights) otherwise."""
+        state = runs.trainer_state(run_dir) or {}
+        start = time.perf_counter()
+        if state.get("done") and state["step"] >= train_cfg.steps:
+            self._log("train", run_dir.name, "cached", 0.0)
+            return
+        resume = (run_dir / runs.CONFIG).is_file()
+        if run_dir.exists() and not resume:  # a run killed before its first write
+            for child in run_dir.iterdir():
+                child.unlink()
+        train(run_dir, model_cfg, train_cfg, resume=resume, device=self.device, progress=self.progress,
+              corpus=self.corpus, world=distributed.SINGLE, init=None if resume else init)
+        self._log("train", run_dir.name, "ran", time.perf_counter() - start)
+
     def run_cell(self, cell: Cell) -> dict:
         run_dir = self.out / "runs" / cell.name
-        state = runs.trainer_state(run_dir) or {}
-        done = state.get("done") and state["step"] >= cell.train_cfg.steps
-        start = time.perf_counter()
-        if done:
-            self._log("train", cell.name, "cached", 0.0)
-        else:
-            resume = (run_dir / runs.CONFIG).is_file()
-            if run_dir.exists() and not resume:  # a run killed before its first write
-                for child in run_dir.iterdir():
-                    child.unlink()
-            train(run_dir, cell.model_cfg, cell.train_cfg, resume=resume, device=self.device,
-                  progress=self.progress, corpus=self.corpus, world=distributed.SINGLE)
-            self._log("train", cell.name, "ran", time.perf_counter() - start)
+        self._trained(run_dir, cell.model_cfg, cell.train_cfg)
         model, config = runs.load(run_dir, device=self.device)
         metrics = runs.read_metrics(run_dir)
         val = [r["val_bpb"] for r in metrics if "val_bpb" in r]
@@ -294,6 +303,54 @@ class Study:
             "resolution": res,
             "principles": principles,
         }
+
+    # -- context extension --------------------------------------------------------------------
+    def extension(self) -> dict | None:
+        """The context-extension comparison (:mod:`lexkit.extension`) on every seed's ``rope``
+        run: each no-fine-tune method, and each fine-tune at 4x under its patterns, evaluated at
+        the study's lengths with the study's protocol. None when ``rope`` is not a studied scheme
+        or the comparison is switched off."""
+        rope = [cell for cell in self.cells() if cell.scheme == "rope"]
+        if not self.cfg.extension or not rope:
+            return None
+        t, lengths = self.train_len(), self.lengths()
+        rows = []
+        for cell in rope:
+            base = self.out / "runs" / cell.name
+            for method in methods(t, max(lengths)):
+                ev = self._cached("extension", f"{cell.name} {method.label}", self._extension_path(cell, method),
+                                  lambda m=method, b=base: self._evaluate(
+                                      runs.load(b, device=self.device, scheme=m.scheme, logn=m.logn)[0], [m.pattern]))
+                rows.append({"label": method.label, "scheme": method.scheme, "pattern": ev["patterns"][0],
+                             "logn": method.logn, "finetune": None, "seed": cell.seed, "results": ev["results"]})
+            for ft in finetunes(t):
+                steps = self.cfg.extension_steps
+                model_cfg, train_cfg = configs_from_run(
+                    base, scheme=ft.scheme, train_len=ft.train_len, steps=steps, warmup=max(1, steps // 10),
+                    eval_every=steps, save_every=steps)
+                key = digest({"parent": cell.key, "model": dataclasses.asdict(model_cfg),
+                              "train": dataclasses.asdict(train_cfg)})
+                run_dir = self.out / "runs" / f"{cell.name}-ft-{slug(ft.scheme)}-{key}"
+                self._trained(run_dir, model_cfg, train_cfg, init=base)
+                ev = self._cached("extension", f"{run_dir.name}", self._extension_path(cell, ft, key),
+                                  lambda d=run_dir, f=ft: self._evaluate(runs.load(d, device=self.device)[0],
+                                                                         list(f.patterns)))
+                for pattern in ev["patterns"]:
+                    rows.append({"label": ft.label, "scheme": model_cfg.scheme, "pattern": pattern, "logn": False,
+                                 "finetune": {"run": str(run_dir.relative_to(self.out)), "train_len": ft.train_len,
+                                              "steps": steps, "lr": train_cfg.lr},
+                                 "seed": cell.seed, "results": [r for r in ev["results"] if r["pattern"] == pattern]})
+        return {"factor": max(lengths) / t, "finetune_len": finetunes(t)[0].train_len,
+                "finetune_steps": self.cfg.extension_steps, "rows": rows}
+
+    def _extension_path(self, cell: Cell, what, key: str = "") -> Path:
+        digest_of = digest({"run": cell.key, "what": dataclasses.asdict(what), "ft": key, "lengths": self.lengths(),
+                            "docs": self.cfg.eval_docs, "v": EVAL_VERSION})
+        return self.out / "cache" / f"extension-{digest_of}.json"
+
+    def _evaluate(self, model, patterns: list[str]) -> dict:
+        return evaluate(model, self.corpus.valid, self.lengths(), patterns, max_docs=self.cfg.eval_docs,
+                        progress=self.progress)
 
     def empirical(self, model, lengths: list[int], patterns: list[str]) -> list[dict]:
         rows = []

@@ -34,6 +34,10 @@ def add_parser(sub):
     p.add_argument("--out", default="study", help="study directory (default: ./study)")
     p.add_argument("--device", default="auto")
     p.add_argument("--threads", type=int)
+    p.add_argument("--extension-steps", type=int, default=60,
+                   help="steps of each fine-tune at 4x the training length in the context-extension table (default: 60)")
+    p.add_argument("--no-extension", dest="extension", action="store_false",
+                   help="skip the context-extension table (RoPE scalings, ReRoPE, log-n, sinks, fine-tunes)")
     p.add_argument("--dry-run", action="store_true", help="list the cells and estimate the time; train nothing")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
@@ -42,7 +46,8 @@ def add_parser(sub):
 def run(args) -> int:
     resolve_device(args.device)  # before any timing or training: a missing CUDA fails at once
     for flag, value, top in (("--seeds", args.seeds, 1000), ("--steps", args.steps, checks.MAX_COUNT),
-                             ("--eval-docs", args.eval_docs, checks.MAX_COUNT), ("--threads", args.threads, 4096)):
+                             ("--eval-docs", args.eval_docs, checks.MAX_COUNT), ("--threads", args.threads, 4096),
+                             ("--extension-steps", args.extension_steps, checks.MAX_COUNT)):
         checks.number(flag, value, maximum=top)
     if args.lengths:
         checks.lengths("--lengths", parse_lengths(args.lengths), checks.MAX_EVAL_LENGTH)
@@ -52,7 +57,7 @@ def run(args) -> int:
         patterns=args.pattern or list(DEFAULT_PATTERNS),
         lengths=parse_lengths(args.lengths) if args.lengths else None,
         seeds=args.seeds, steps=args.steps, data=args.data, eval_docs=args.eval_docs,
-        device=args.device, threads=args.threads,
+        device=args.device, threads=args.threads, extension=args.extension, extension_steps=args.extension_steps,
     )
     study = Study(cfg, args.out, progress=not args.quiet)
     if not study.world.is_main and args.dry_run:
