@@ -6,10 +6,13 @@
 'rotary'
 """
 
-from . import absolute  # noqa: F401  (each import registers its schemes, in this order)
+# each import registers its schemes, in this order (the registry lists them so)
+# isort: off
+from . import absolute  # noqa: F401
 from . import rotary  # noqa: F401
 from . import bias  # noqa: F401
-from . import rerope  # noqa: F401  (context extension, after the seeds' ten)
+from . import rerope  # noqa: F401  (context extension, after the ten schemes of the two source documents)
+# isort: on
 from .base import Scheme, canonical, create, describe, get, names, parse, register
 
 __all__ = ["Scheme", "canonical", "create", "describe", "get", "names", "parse", "register"]

@@ -2,7 +2,7 @@
 
 A rotary scheme whose relative position is clamped (or leaks) past a window w; not one transform
 of q and k, so it is computed through :meth:`Scheme.scores` (two score passes) and runs on the
-dense and chunked kernels only. Registered after the seeds' ten schemes (see ``__init__``).
+dense and chunked kernels only. Registered after the ten schemes of the two source documents (see ``__init__``).
 """
 
 from __future__ import annotations
