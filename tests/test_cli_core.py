@@ -8,10 +8,9 @@ import pytest
 import torch
 
 from lexkit import GPT, ModelConfig, attention, positions
-from lexkit.cli import main
 from lexkit.attention.patterns import PATTERNS
+from lexkit.cli import main
 from lexkit.positions.base import SCHEMES
-
 from schemes_under_test import BIAS, TEN
 
 

@@ -15,8 +15,8 @@ import torch
 
 from lexkit import GPT, ModelConfig, attention, positions
 from lexkit.attention import Attention, choose_kernel, kernels, reference_attention
+from schemes_under_test import BIAS, TEN
 
-from schemes_under_test import TEN, BIAS
 PATTERNS = ["causal", "window:64", "bca:64"]
 H, HD = 2, 16
 

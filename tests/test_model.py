@@ -8,8 +8,7 @@ import torch.nn.functional as F
 
 from lexkit import BOS, GPT, VOCAB, ModelConfig
 from lexkit.attention import Pattern, kernels
-
-from schemes_under_test import TEN, RELATIVE
+from schemes_under_test import RELATIVE, TEN
 
 
 def tiny(spec: str, **kw) -> GPT:

@@ -7,9 +7,8 @@ import random
 import pytest
 import torch
 
-from lexkit import attention
+from lexkit import attention, positions
 from lexkit.attention import Attention
-from lexkit import positions
 
 
 def visible_sets(spec: str, n: int, **kw) -> list[list[int]]:

@@ -13,8 +13,7 @@ import torch
 
 from lexkit import positions
 from lexkit.positions.bias import alibi_slopes, t5_bucket
-
-from schemes_under_test import TEN, RELATIVE
+from schemes_under_test import RELATIVE, TEN
 
 
 def make(spec: str, n_heads: int = 4, head_dim: int = 16, **kw):

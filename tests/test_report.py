@@ -8,7 +8,8 @@ from lexkit.results import principles
 
 
 def run(scheme, seed, bpb_by_length, relative=True):
-    results = [{"length": n, "pattern": p, "bpb": v, "ppl": None if v is None else math.exp(v * math.log(2)), "bytes": 10}
+    results = [{"length": n, "pattern": p, "bpb": v, "ppl": None if v is None else math.exp(v * math.log(2)),
+                "bytes": 10}
                for (p, n), v in bpb_by_length.items()]
     return {"scheme": scheme, "seed": seed, "relative": relative, "family": "bias", "run": "runs/x",
             "eval": {"results": results, "by_position": [], "documents": 2, "bytes_per_document": 64},
@@ -18,7 +19,8 @@ def run(scheme, seed, bpb_by_length, relative=True):
 def results(runs):
     return {"train_len": 16, "lengths": [16, 64, 256], "patterns": ["causal", "window:16"], "runs": runs,
             "resolution_lengths": [16], "analytic": [], "config": {"seeds": 2, "resolution_texts": 1},
-            "data": {"spec": "toy", "fingerprint": {"files": 1, "bytes": 10}}, "model": {"n_layers": 1, "d_model": 8, "n_heads": 2},
+            "data": {"spec": "toy", "fingerprint": {"files": 1, "bytes": 10}},
+            "model": {"n_layers": 1, "d_model": 8, "n_heads": 2},
             "params": 100, "train": {"steps": 1, "batch": 1, "lr": 0.1}, "wall_seconds": 1.0,
             "work": {"ran": 1, "cached": 0}, "lexkit": "0", "torch": "0"}
 

@@ -285,7 +285,9 @@ def dense_reference(model: GPT, tokens: torch.Tensor, pattern: str):
     return torch.stack(curves), torch.stack(entropies)
 
 
-@pytest.mark.parametrize("scheme,pattern", [("xpos", "causal"), ("alibi", "bca:64"), ("rope", "window:40"), ("sinusoidal", "causal")])
+@pytest.mark.parametrize(
+    "scheme,pattern", [("xpos", "causal"), ("alibi", "bca:64"), ("rope", "window:40"), ("sinusoidal", "causal")]
+)
 def test_blockwise_accumulation_equals_dense(scheme, pattern):
     model = tiny(scheme)
     with torch.no_grad():  # larger weights: scores far from uniform
@@ -296,8 +298,9 @@ def test_blockwise_accumulation_equals_dense(scheme, pattern):
     out = res.empirical(model, tokens, pattern)
     curve, entropy = dense_reference(model, tokens, pattern)
     torch.testing.assert_close(out["curve"], curve, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(torch.tensor(out["entropy_per_head"], dtype=torch.float64), entropy, rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(torch.tensor(out["per_head"], dtype=torch.float64), res.resolution(curve), rtol=1e-5, atol=1e-7)
+    f64 = torch.float64
+    torch.testing.assert_close(torch.tensor(out["entropy_per_head"], dtype=f64), entropy, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(torch.tensor(out["per_head"], dtype=f64), res.resolution(curve), rtol=1e-5, atol=1e-7)
     assert out["pattern"] == model.pattern(pattern).spec and out["texts"] == 2
 
 
@@ -322,7 +325,8 @@ def test_cli_analytic_writes_json_and_png(tmp_path, capsys):
     doc = json.loads(js.read_text())
     assert {"version", "source", "scheme", "results"} <= set(doc)
     assert doc["source"] == "analytic" and doc["scheme"] == ["rope", "alibi"]
-    assert [(r["scheme"], r["length"]) for r in doc["results"]] == [("rope", 64), ("rope", 128), ("alibi", 64), ("alibi", 128)]
+    pairs = [(r["scheme"], r["length"]) for r in doc["results"]]
+    assert pairs == [("rope", 64), ("rope", 128), ("alibi", 64), ("alibi", 128)]
     for r in doc["results"]:
         assert {"length", "pattern", "resolution", "per_head", "per_layer", "entropy"} <= set(r)
         assert r["pattern"] == "window:64" and len(r["per_head"]) == 4 and 0 < r["resolution"] <= 1

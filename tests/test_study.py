@@ -133,8 +133,8 @@ def test_interrupted_study_resumes(tmp_path, data_dir, monkeypatch):
 
 def test_dry_run_lists_cells_and_trains_nothing(tmp_path, data_dir, capsys):
     out = tmp_path / "study"
-    code = main(["study", "--preset", "tiny", "--scheme", "alibi", "--scheme", "xpos:gamma=0.5", "--data", str(data_dir),
-                 "--lengths", "16,32", "--out", str(out), "--dry-run"])
+    code = main(["study", "--preset", "tiny", "--scheme", "alibi", "--scheme", "xpos:gamma=0.5",
+                 "--data", str(data_dir), "--lengths", "16,32", "--out", str(out), "--dry-run"])
     assert code == 0
     text = capsys.readouterr().out
     assert "2 training runs" in text and "xpos_gamma_0.5-s0-" in text and "estimated total" in text

@@ -45,7 +45,8 @@ def test_run_directory_layout_and_load(tmp_path, corpus):
     model_cfg, train_cfg = tiny()
     summary = train(tmp_path / "run", model_cfg, train_cfg, progress=False, corpus=corpus)
     run = tmp_path / "run"
-    assert {p.name for p in run.iterdir()} == {"config.json", "model.safetensors", "checkpoint.safetensors", "metrics.jsonl"}
+    files = {"config.json", "model.safetensors", "checkpoint.safetensors", "metrics.jsonl"}
+    assert {p.name for p in run.iterdir()} == files
     config = json.loads((run / "config.json").read_text())
     assert config["model"]["scheme"] == "alibi" and config["train"]["steps"] == 12
     assert config["data"]["fingerprint"] == corpus.fingerprint
@@ -160,7 +161,8 @@ def test_sigkill_then_resume_is_byte_identical(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL
-    state = json.loads(__import__("safetensors").safe_open(str(killed / "checkpoint.safetensors"), "pt").metadata()["trainer"])
+    metadata = __import__("safetensors").safe_open(str(killed / "checkpoint.safetensors"), "pt").metadata()
+    state = json.loads(metadata["trainer"])
     assert 10 <= state["step"] < 300
     resumed = _lexkit("train", "--resume", "--out", str(killed), "--threads", "1", "--quiet")
     assert resumed.returncode == 0, resumed.stderr

@@ -60,7 +60,9 @@ class Corpus:
 
 def encode(doc: bytes) -> Tensor:
     """BOS then the bytes: int64 [1 + len(doc)]."""
-    body = torch.frombuffer(bytearray(doc), dtype=torch.uint8).to(torch.int64) if doc else torch.empty(0, dtype=torch.int64)
+    if not doc:
+        return torch.tensor([BOS])
+    body = torch.frombuffer(bytearray(doc), dtype=torch.uint8).to(torch.int64)
     return torch.cat((torch.tensor([BOS]), body))
 
 
@@ -147,7 +149,8 @@ def _hf_docs(spec: str) -> list[tuple[str, bytes]]:
     try:
         rows = datasets.load_dataset(name, config or None, split=split or "train")
     except Exception as exc:  # datasets raises many types; one line for the user
-        raise DataError(f"cannot load {spec!r}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise DataError(f"cannot load {spec!r}: {reason}") from exc
     column = "text" if "text" in rows.column_names else next(
         (c for c, f in rows.features.items() if getattr(f, "dtype", None) in ("string", "large_string")), None
     )

@@ -3,8 +3,8 @@ unless asked. Every long-running library call takes ``progress: bool``."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from rich.console import Console
 from rich.progress import (
@@ -21,7 +21,7 @@ from rich.text import Text
 
 
 @contextmanager
-def bar(total: int, description: str, *, enabled: bool = True, unit: str = "it") -> Iterator["Bar"]:
+def bar(total: int, description: str, *, enabled: bool = True, unit: str = "it") -> Iterator[Bar]:
     """``with bar(100, "train") as b: b.advance(1, loss=...)``; shows the rate in ``unit``/s,
     elapsed time and ETA."""
     if not enabled:

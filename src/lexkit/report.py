@@ -213,7 +213,8 @@ def csv_rows(results: dict) -> list[dict]:
     rows = []
     for run in results["runs"]:
         for row in run["eval"]["results"]:
-            rows.append({"scheme": run["scheme"], "seed": run["seed"], "pattern": row["pattern"], "length": row["length"],
+            rows.append({"scheme": run["scheme"], "seed": run["seed"], "pattern": row["pattern"],
+                         "length": row["length"],
                          "bpb": row.get("bpb"), "ppl": row.get("ppl"), "bytes": row.get("bytes"),
                          "unavailable": row.get("unavailable", "")})
     return rows
@@ -271,7 +272,8 @@ def markdown(results: dict) -> str:
         _markdown(["item", "value"], [
             ["corpus", f"{results['data']['spec']}: {fp.get('files')} files, {fp.get('bytes', 0):,} bytes, "
                        f"Python {fp.get('python', '?')}, sha256 {fp.get('sha256', '?')}"],
-            ["model", f"{m['n_layers']} layers, d_model {m['d_model']}, {m['n_heads']} heads, {results['params']:,} parameters"],
+            ["model", f"{m['n_layers']} layers, d_model {m['d_model']}, {m['n_heads']} heads, "
+                      f"{results['params']:,} parameters"],
             ["training", f"{train['steps']} steps, batch {train['batch']}, lr {train['lr']}, length {t}"],
             ["seeds", str(seeds)],
             ["wall time", f"{results['wall_seconds']:.0f} s (this invocation; {results['work']['ran']} tasks ran, "

@@ -27,8 +27,9 @@ forms per scheme and why ``window:W`` and ``bca:W`` share the analytic R of caus
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -84,7 +85,8 @@ def make_scheme(
         return spec
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return positions.create(spec, n_heads=heads, head_dim=head_dim, max_len=max_len if max_len is not None else train_len)
+        table = max_len if max_len is not None else train_len
+        return positions.create(spec, n_heads=heads, head_dim=head_dim, max_len=table)
 
 
 def _pattern(pattern: str | Pattern | None, train_len: int | None = None) -> Pattern:

@@ -75,15 +75,16 @@ def principles(results: dict) -> list[dict]:
         runs = runs_of(results, scheme)
         one = evaluation(results, scheme, "causal", t)[0] if t in lengths else None
 
-        def ratio(n: int, pattern: str = "causal"):
-            value = evaluation(results, scheme, pattern, n)[0] if n in lengths else None
+        def ratio(n: int, scheme: str = scheme, one: float | None = one):
+            value = evaluation(results, scheme, "causal", n)[0] if n in lengths else None
             return value / one if value is not None and one else None
 
         falls = {}
         for pattern in results["patterns"]:
             inside, beyond = [], []
             for run in runs:
-                rows = [r for r in run["eval"]["by_position"] if r["length"] == max(lengths) and r["pattern"] == pattern]
+                rows = [r for r in run["eval"]["by_position"]
+                        if r["length"] == max(lengths) and r["pattern"] == pattern]
                 inside += [r["bpb"] for r in rows if not r["beyond_train"]][-1:]
                 beyond += [r["bpb"] for r in rows if r["beyond_train"]]
             if inside and beyond:

@@ -23,9 +23,10 @@ import dataclasses
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -132,7 +133,8 @@ class Study:
         out = []
         for scheme in self.cfg.schemes:
             for seed in range(self.cfg.seeds):
-                model_cfg, train_cfg = configs(self.cfg.preset, scheme, seed=seed, steps=self.cfg.steps, data=self.cfg.data)
+                model_cfg, train_cfg = configs(self.cfg.preset, scheme, seed=seed, steps=self.cfg.steps,
+                                               data=self.cfg.data)
                 key = digest({"model": dataclasses.asdict(model_cfg), "train": dataclasses.asdict(train_cfg),
                               "data": self.corpus.fingerprint})
                 out.append(Cell(model_cfg.scheme, seed, model_cfg, train_cfg, key))

@@ -205,7 +205,8 @@ def validation_bpb(model: GPT, stream: Stream, cfg: TrainConfig, length: int, de
     with eval_mode(model):
         for i in range(0, x.shape[0], cfg.batch):
             logits = model(x[i : i + cfg.batch].to(device))
-            nll = F.cross_entropy(logits.float().flatten(0, 1), y[i : i + cfg.batch].to(device).flatten(), reduction="sum")
+            target = y[i : i + cfg.batch].to(device).flatten()
+            nll = F.cross_entropy(logits.float().flatten(0, 1), target, reduction="sum")
             total, count = total + nll.item(), count + y[i : i + cfg.batch].numel()
     return total / count / LN2
 
@@ -299,7 +300,9 @@ def train(
             lock.release(out, fd)
 
 
-def _check(out: Path, train_cfg: TrainConfig, resume: bool, corpus: Corpus | None) -> tuple[TrainConfig, dict | None, bool]:
+def _check(
+    out: Path, train_cfg: TrainConfig, resume: bool, corpus: Corpus | None
+) -> tuple[TrainConfig, dict | None, bool]:
     """Before anything is written: the directory is a run to resume, or new and writable. Returns
     the settings with the corpus path made absolute, the stored config (on resume) and whether
     the corpus moved (a new ``--data`` on resume)."""

@@ -3,4 +3,7 @@
 from .kernels import KERNELS, Attention, choose_kernel, reference_attention
 from .patterns import Pattern, create, describe, names, register
 
-__all__ = ["KERNELS", "Attention", "Pattern", "choose_kernel", "create", "describe", "names", "reference_attention", "register"]
+__all__ = [
+    "KERNELS", "Attention", "Pattern", "choose_kernel", "create", "describe", "names", "reference_attention",
+    "register",
+]

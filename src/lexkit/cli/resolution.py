@@ -45,7 +45,8 @@ def add_parser(sub):
     p.add_argument("--lengths", default=None, metavar="N,N,...",
                    help=f"lengths (default: analytic {ANALYTIC_LENGTHS}; empirical the training length and twice it)")
     p.add_argument("--pattern", default="causal", metavar="SPEC",
-                   help="attention pattern: causal, window:W, bca:W (analytic needs W; a run defaults W to its training length)")
+                   help="attention pattern: causal, window:W, bca:W (analytic needs W; a run defaults W to its "
+                        "training length)")
     p.add_argument("--train-len", type=int, default=None, metavar="L",
                    help="analytic: the training length the schemes assume (a scaled RoPE's original_len, "
                    "ReRoPE's w, a pattern's W, log-n's L)")

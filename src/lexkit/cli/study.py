@@ -24,7 +24,8 @@ def add_parser(sub):
     p.add_argument("--preset", default="small", choices=list(presets.PRESETS), help="size preset (default: small)")
     p.add_argument("--scheme", action="append", metavar="SPEC",
                    help=f"repeatable; default: {' '.join(DEFAULT_SCHEMES)}")
-    p.add_argument("--pattern", action="append", metavar="SPEC", help=f"repeatable; default: {' '.join(DEFAULT_PATTERNS)}")
+    p.add_argument("--pattern", action="append", metavar="SPEC",
+                   help=f"repeatable; default: {' '.join(DEFAULT_PATTERNS)}")
     p.add_argument("--lengths", help="comma list (default: the training length x 1/2, 1, 2, 4, 8, 16)")
     p.add_argument("--seeds", type=int, default=1, help="seeds per scheme (mean ± std in every cell)")
     p.add_argument("--steps", type=int, help=f"training steps (default: the preset's, "
@@ -35,7 +36,8 @@ def add_parser(sub):
     p.add_argument("--device", default="auto")
     p.add_argument("--threads", type=int)
     p.add_argument("--extension-steps", type=int, default=60,
-                   help="steps of each fine-tune at 4x the training length in the context-extension table (default: 60)")
+                   help="steps of each fine-tune at 4x the training length in the context-extension "
+                   "table (default: 60)")
     p.add_argument("--no-extension", dest="extension", action="store_false",
                    help="skip the context-extension table (RoPE scalings, ReRoPE, log-n, sinks, fine-tunes)")
     p.add_argument("--dry-run", action="store_true", help="list the cells and estimate the time; train nothing")

@@ -98,7 +98,8 @@ def run(args) -> int:
     summary = train(args.out, model_cfg, train_cfg, resume=args.resume, device=args.device,
                     threads=args.threads, progress=not args.quiet, fsdp=args.fsdp, init=args.init)
     if "val_bpb" in summary:
-        print(f"{args.out}: {summary['step']} steps, loss {summary['loss']:.4f}, validation {summary['val_bpb']:.4f} bits/byte")
+        print(f"{args.out}: {summary['step']} steps, loss {summary['loss']:.4f}, "
+              f"validation {summary['val_bpb']:.4f} bits/byte")
     return 0
 
 

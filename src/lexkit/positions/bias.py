@@ -123,7 +123,10 @@ class Sandwich(BiasScheme):
     curve oscillates while decreasing on average; it is not strictly monotone."""
 
     name = "sandwich"
-    params = {"dim": Param(int, 128, "h', dimension of the sinusoids (even)", lambda x: x > 0 and x % 2 == 0, "a positive even integer")}
+    params = {
+        "dim": Param(int, 128, "h', dimension of the sinusoids (even)", lambda x: x > 0 and x % 2 == 0,
+                     "a positive even integer"),
+    }
     summary = "λ_h·(p_m·p_n - h'/2) with sinusoidal p"
 
     def __init__(self, n_heads: int, head_dim: int, **values) -> None:
