@@ -118,16 +118,11 @@ class Attention:
             k_start = 0 if reach is None else max(0, start - reach + 1)
             q_idx = torch.arange(start, stop, device=q.device)
             k_idx = torch.arange(k_start, stop, device=q.device)
-            scores = self.scheme.scores(
-                q[..., start:stop, :], k[..., k_start:stop, :], self.pos[start:stop], self.pos[k_start:stop],
-                transformed=pre, bias_table=table,
-            )  # [b, h, n_q, n_k]
-            visible = self.pattern.visible(q_idx[:, None], k_idx[None, :])  # [n_q, n_k]
-            scores = scores.masked_fill(~visible, float("-inf"))
-            probs = torch.softmax(scores.float(), dim=-1).to(v.dtype)
-            if self.hook is not None:
-                self.hook(layer, q_idx, k_idx, scores, probs)
-            out.append(probs @ v[..., k_start:stop, :])
+            out.append(attend_block(
+                self.scheme, self.pattern, q[..., start:stop, :], k[..., k_start:stop, :], v[..., k_start:stop, :],
+                q_idx, k_idx, self.pos[start:stop], self.pos[k_start:stop],
+                transformed=pre, bias_table=table, hook=self.hook, layer=layer,
+            ))
         return torch.cat(out, dim=-2)  # [b, h, n, d]
 
     def bias_table(self) -> Tensor:
@@ -148,6 +143,37 @@ class Attention:
                 return score + table[h, (q_idx - kv_idx).clamp(min=0)]
 
         return compiled_flex()(q, k, v, score_mod=score_mod, block_mask=block_mask)
+
+
+def attend_block(
+    scheme: Scheme,
+    pattern: Pattern,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    q_idx: Tensor,
+    k_idx: Tensor,
+    q_pos: Tensor,
+    k_pos: Tensor,
+    *,
+    transformed: bool,
+    bias_table: Tensor | None,
+    hook: ScoreHook | None = None,
+    layer: int = 0,
+) -> Tensor:
+    """One block of queries against the keys it may see: softmax(where(visible, scores, -inf)) @ v.
+
+    q: [b, h, n_q, d] at input indices q_idx [n_q] and positions q_pos [n_q]; k, v: [b, h, n_k, d]
+    at k_idx, k_pos [n_k]. Scores come from :meth:`Scheme.scores` (the reference path), the mask
+    from the pattern's predicate. The chunked kernel and the KV cache (``cache.py``) both call it.
+    """
+    scores = scheme.scores(q, k, q_pos, k_pos, transformed=transformed, bias_table=bias_table)  # [b, h, n_q, n_k]
+    visible = pattern.visible(q_idx[:, None], k_idx[None, :])  # [n_q, n_k]
+    scores = scores.masked_fill(~visible, float("-inf"))
+    probs = torch.softmax(scores.float(), dim=-1).to(v.dtype)
+    if hook is not None:
+        hook(layer, q_idx, k_idx, scores, probs)
+    return probs @ v  # [b, h, n_q, d]
 
 
 def choose_kernel(

@@ -12,6 +12,9 @@ the input (0 .. n-1), so a pattern's blocks do not move with a position ``offset
 
 ``reach`` bounds the distances a pattern can make visible (every visible pair has m - n < reach);
 kernels use it to skip keys that can never be seen (O(n·W) cost for local patterns).
+``retained(k_idx, q)`` says which keys some query at index >= q can still see: the KV cache
+(``cache.py``) keeps exactly those, so a pattern that is not a plain suffix of recent keys (e.g. a
+few always-visible first keys beside a window) plugs in by overriding it.
 """
 
 from __future__ import annotations
@@ -41,6 +44,15 @@ class Pattern:
     def reach(self) -> int | None:
         """Every visible pair has 0 <= m - n < reach (None: unbounded)."""
         return None
+
+    def retained(self, k_idx: Tensor, q: int) -> Tensor:
+        """Bool mask over key indices ``k_idx``: True where some query at index >= q may see the key.
+        Default from ``reach``: m - n < reach for some m >= q, i.e. n > q - reach (all keys when
+        the reach is unbounded). Must be True for every key at index >= q (causal self-attention)."""
+        reach = self.reach
+        if reach is None:
+            return k_idx >= k_idx.new_zeros(())
+        return k_idx > q - reach
 
     @property
     def spec(self) -> str:
@@ -123,6 +135,12 @@ class BCA(Pattern):
     def visible(self, q_idx: Tensor, k_idx: Tensor) -> Tensor:
         block = self.values["W"] // 2
         return causal(q_idx, k_idx) & (k_idx // block >= q_idx // block - 1)
+
+    def retained(self, k_idx: Tensor, q: int) -> Tensor:
+        """The previous block and the current one: queries from q on see no key before the
+        block preceding q's block."""
+        block = self.values["W"] // 2
+        return k_idx >= (q // block - 1) * block
 
     @property
     def reach(self) -> int:
