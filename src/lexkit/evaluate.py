@@ -29,6 +29,14 @@ L plus the training length T, so every bucket lies either inside (``to <= T``: p
 model was trained on) or beyond (``from >= T``) the training length. A model that uses its
 context well has a *falling* bpb across the buckets, including those beyond T.
 
+**Streaming** (``stream``). Under a pattern with finite reach (``window``, ``bca``) a window of
+L inputs is fed through the model in segments of ``SEGMENT`` tokens with a per-layer KV cache
+of the keys the pattern can still reach (:class:`lexkit.attention.KVCache`), and each segment's
+loss is taken from its own logits, so memory does not grow with L (no L x vocab logits, no
+L-long activations). The per-byte losses equal the one-pass ones up to float rounding. ``auto``
+streams when it saves memory: a finite reach and L > SEGMENT, on a model that has
+``new_cache`` and the ``auto``/``chunked`` kernel.
+
 A length a scheme cannot run (``learned`` past its table, a kernel refusing a span) is reported
 with ``bpb: None`` and ``unavailable: <reason>`` when some other (length, pattern) runs; when
 none can run, the reasons are raised as one ``ValueError``.
@@ -47,6 +55,7 @@ from torch import Tensor, nn
 
 from .attention import KERNELS, Pattern
 from .attention import create as create_pattern
+from .attention.cache import SEGMENT
 from .errors import DataError
 
 LN2 = math.log(2.0)
@@ -184,6 +193,8 @@ def evaluate(
     kernel: str = "auto",
     train_len: int | None = None,
     progress: bool = False,
+    stream: bool | str = "auto",
+    segment: int = SEGMENT,
 ) -> dict:
     """Bits per byte and perplexity of ``model`` on ``documents`` at every (length, pattern).
 
@@ -192,6 +203,8 @@ def evaluate(
     ``[b, n, vocab]`` (a :class:`lexkit.GPT`). Batches hold ``batch_size`` windows, by default
     as many as fit ``batch_tokens`` inputs (8192 on CPU), at least one: a single window at long
     lengths, so memory follows the kernel's cost at one length (O(n*W) for local patterns).
+    ``stream`` (``"auto"``, True, False) feeds each window in pieces of ``segment`` tokens through
+    a KV cache (module docstring); each result row records whether it streamed.
 
     Returns a JSON-ready dict: ``lengths``, ``patterns`` (canonical specs), ``stride``,
     ``documents`` (how many took part), ``bytes_per_document`` (= max(lengths)), ``train_len``,
@@ -206,7 +219,10 @@ def evaluate(
         raise ValueError(f"stride must be a positive integer, got {stride!r}")
     if batch_size is not None and (not isinstance(batch_size, int) or batch_size <= 0):
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if isinstance(segment, bool) or not isinstance(segment, int) or segment <= 0:
+        raise ValueError(f"segment must be a positive integer, got {segment!r}")
     patterns = resolve_patterns(model, pattern)
+    check_stream(model, stream, kernel)
     train_len = train_len if train_len is not None else _train_len(model)
     total = lengths[-1]
     docs = select_documents(documents, total, max_docs=max_docs, max_bytes=max_bytes)
@@ -231,8 +247,12 @@ def evaluate(
                 size = batch_size or max(1, batch_tokens // length)
                 for pat in patterns:
                     row = {"length": length, "pattern": pat.spec, "stride": min(stride or length, length)}
+                    streams = should_stream(model, stream, pat, length, kernel, segment)
+                    row["streamed"] = streams
                     try:
-                        sums, counts = _score(model, tokens, items, length, size, pat, kernel, device, meter)
+                        sums, counts = _score(
+                            model, tokens, items, length, size, pat, kernel, device, meter, segment if streams else None
+                        )
                     except _Unavailable as exc:
                         meter.advance(len(docs) * total)
                         results.append({**row, "bpb": None, "ppl": None, "bytes": 0, "unavailable": str(exc)})
@@ -274,8 +294,51 @@ class _Unavailable(Exception):
     """The first forward pass at a (length, pattern) raised ValueError: it cannot run."""
 
 
-def _score(model, tokens, items, length, size, pat, kernel, device, meter) -> tuple[Tensor, Tensor]:
-    """Summed NLL and counts per window index [length] over every window of ``items``."""
+def check_stream(model: nn.Module, stream: bool | str, kernel: str) -> None:
+    """Refuse a ``stream`` value that is not auto/True/False, or forced streaming that cannot run."""
+    if not isinstance(stream, bool) and stream != "auto":
+        raise ValueError(f"stream must be 'auto', True or False, got {stream!r}")
+    if stream is True:
+        if not callable(getattr(model, "new_cache", None)):
+            raise ValueError("stream=True needs a model with a KV cache (new_cache), such as lexkit.GPT")
+        if kernel not in ("auto", "chunked"):
+            raise ValueError(f"streaming runs the chunked block kernel; kernel {kernel!r} cannot stream (use auto or chunked)")
+
+
+def should_stream(model: nn.Module, stream: bool | str, pattern: Pattern, length: int, kernel: str, segment: int) -> bool:
+    """Whether a window of ``length`` streams: forced by True/False; under ``auto``, when it saves
+    memory (finite reach, longer than one segment) and the model and kernel allow it."""
+    if stream == "auto":
+        return (
+            pattern.reach is not None and length > segment and kernel in ("auto", "chunked")
+            and callable(getattr(model, "new_cache", None))
+        )
+    return stream
+
+
+def stream_nll(model: nn.Module, x: Tensor, y: Tensor, pattern: Pattern, segment: int = SEGMENT, *, offset: int = 0) -> Tensor:
+    """Per-token NLL (nats, float64) of targets y [b, n] given inputs x [b, n], fed in segments of
+    ``segment`` tokens through the model's KV cache: equal to the one-pass
+    ``cross_entropy(model(x, offset=offset))`` up to float rounding, with memory independent of n
+    under a local pattern (one segment's activations and logits, the cache's reach of keys)."""
+    cache = model.new_cache(pattern, offset=offset)
+    nll = torch.empty(x.shape, dtype=torch.float64)  # [b, n] on the CPU
+    for start in range(0, x.shape[1], segment):
+        stop = min(start + segment, x.shape[1])
+        logits = model(x[:, start:stop], pattern=pattern, cache=cache)  # [b, s, vocab]
+        nll[:, start:stop] = _nll(logits, y[:, start:stop])
+    return nll
+
+
+def _nll(logits: Tensor, y: Tensor) -> Tensor:
+    """[b, n, vocab], [b, n] -> [b, n] float64 on the CPU. The log-softmax runs in float64: the NLL
+    of the model's logits without float32 rounding on top."""
+    return F.cross_entropy(logits.double().flatten(0, 1), y.flatten(), reduction="none").view(y.shape).cpu()
+
+
+def _score(model, tokens, items, length, size, pat, kernel, device, meter, segment=None) -> tuple[Tensor, Tensor]:
+    """Summed NLL and counts per window index [length] over every window of ``items``; with a
+    ``segment``, each batch streams through the KV cache (:func:`stream_nll`)."""
     sums = torch.zeros(length, dtype=torch.float64)
     counts = torch.zeros(length, dtype=torch.int64)
     index = torch.arange(length)
@@ -284,14 +347,14 @@ def _score(model, tokens, items, length, size, pat, kernel, device, meter) -> tu
         x = torch.stack([tokens[d, s : s + length] for d, s, _ in batch]).to(device)
         y = torch.stack([tokens[d, s + 1 : s + length + 1] for d, s, _ in batch]).to(device)
         try:
-            logits = model(x, pattern=pat, kernel=kernel)
+            if segment is None:
+                nll = _nll(model(x, pattern=pat, kernel=kernel), y)  # [b, L]
+            else:
+                nll = stream_nll(model, x, y, pat, segment)
         except ValueError as exc:
             if i == 0:
                 raise _Unavailable(str(exc)) from exc
             raise
-        # float64 log-softmax: the NLL of the model's logits, without float32 rounding on top
-        nll = F.cross_entropy(logits.double().flatten(0, 1), y.flatten(), reduction="none")
-        nll = nll.view(len(batch), length).cpu()
         scored = index[None, :] >= torch.tensor([first for _, _, first in batch])[:, None]  # [b, L]
         sums += torch.where(scored, nll, 0.0).sum(0)
         counts += scored.sum(0)
@@ -338,6 +401,7 @@ def evaluate_run(
     kernel: str = "auto",
     device: str = "cpu",
     progress: bool = False,
+    stream: bool | str = "auto",
 ) -> dict:
     """Load a run directory and evaluate it (``lexkit eval``): the JSON report, with ``version``,
     ``run``, ``scheme``, ``train_len``, ``data`` (spec, split, fingerprint, counts) and
@@ -361,7 +425,7 @@ def evaluate_run(
         )
     result = evaluate(
         model, documents, lengths, patterns, stride=stride, max_docs=max_docs, max_bytes=max_bytes,
-        batch_size=batch_size, kernel=kernel, train_len=train_len, progress=progress,
+        batch_size=batch_size, kernel=kernel, train_len=train_len, progress=progress, stream=stream,
     )
     described["documents"] = result.pop("documents")
     described["bytes_per_document"] = result.pop("bytes_per_document")
@@ -373,6 +437,7 @@ def evaluate_run(
         "train_len": train_len,
         "data": described,
         "kernel": kernel,
+        "stream": stream,
         **result,
     }
 

@@ -35,6 +35,8 @@ from ..positions.base import Scheme
 from .kernels import CHUNK, attend_block
 from .patterns import Pattern
 
+SEGMENT = 4096  # tokens per cached forward when a long input is fed in pieces (eval, a long prompt)
+
 
 class _Rows:
     """A growable buffer of rows along dim -2 ([b, h, capacity, d]); live rows are [lo, hi).

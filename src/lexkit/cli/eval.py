@@ -8,6 +8,7 @@ results (atomically, and only once the evaluation has succeeded).
 
 from __future__ import annotations
 
+import argparse
 import csv
 import io
 import json
@@ -48,6 +49,11 @@ def add_parser(sub):
     p.add_argument("--device", default="auto", metavar="DEVICE", help="auto, cpu, cuda or mps (default: auto)")
     p.add_argument("--threads", type=int, metavar="N", help="CPU threads for torch")
     p.add_argument("--kernel", default="auto", choices=KERNELS, help="attention kernel (default: auto)")
+    p.add_argument(
+        "--stream", action=argparse.BooleanOptionalAction, default=None,
+        help="feed each window in segments through a KV cache trimmed to the pattern's reach (memory flat in the "
+        "length); default: auto, streaming under window/bca past one segment (4096 tokens)",
+    )
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     return p
 
@@ -65,6 +71,8 @@ def run(args) -> int:
                         ("--batch-size", args.batch_size), ("--threads", args.threads)):
         if value is not None and value <= 0:
             raise ValueError(f"{flag} must be a positive integer, got {value}")
+    if args.stream and args.kernel not in ("auto", "chunked"):
+        raise ValueError(f"--stream runs the chunked block kernel; --kernel {args.kernel} cannot stream (use auto or chunked)")
     for flag, path in (("--json", args.json), ("--csv", args.csv)):
         if path is not None:
             check_writable(flag, path)
@@ -80,6 +88,7 @@ def run(args) -> int:
         args.run_dir, lengths=lengths, patterns=patterns, data=args.data, stride=args.stride,
         max_docs=args.max_docs, max_bytes=args.max_bytes, batch_size=args.batch_size, kernel=args.kernel,
         device=device, progress=args.progress and sys.stderr.isatty(),
+        stream="auto" if args.stream is None else args.stream,
     )
     print(format_report(report))
     if args.json:

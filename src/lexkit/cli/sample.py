@@ -7,6 +7,7 @@ Deterministic given --seed; without one, the seed used is printed to stderr.
 
 from __future__ import annotations
 
+import argparse
 import codecs
 import random
 import sys
@@ -29,6 +30,11 @@ def add_parser(sub):
     p.add_argument("--device", default="auto", metavar="DEVICE", help="auto, cpu, cuda or mps (default: auto)")
     p.add_argument("--threads", type=int, metavar="N", help="CPU threads for torch")
     p.add_argument("--kernel", default="auto", choices=KERNELS, help="attention kernel (default: auto)")
+    p.add_argument(
+        "--cache", action=argparse.BooleanOptionalAction, default=None,
+        help="keep a KV cache trimmed to the pattern's reach, one token per step (default: on with the auto or "
+        "chunked kernel); --no-cache reruns the whole context for every byte",
+    )
     return p
 
 
@@ -37,6 +43,8 @@ def run(args) -> int:
     from ..sample import check_options, iter_generate
 
     check_options(args.n_bytes, args.temperature, args.top_k)
+    if args.cache and args.kernel not in ("auto", "chunked"):
+        raise ValueError(f"--cache runs the chunked block kernel; --kernel {args.kernel} cannot (use auto or chunked)")
     attention.create(args.pattern, default_window=2)  # syntax and parameter values, before loading
     if args.threads is not None and args.threads <= 0:
         raise ValueError(f"--threads must be a positive integer, got {args.threads}")
@@ -52,7 +60,7 @@ def run(args) -> int:
         print(f"seed {seed}", file=sys.stderr)
     stream = iter_generate(
         model, args.prompt, args.n_bytes, pattern=args.pattern, temperature=args.temperature,
-        top_k=args.top_k, seed=seed, kernel=args.kernel,
+        top_k=args.top_k, seed=seed, kernel=args.kernel, cache=args.cache,
     )
     out = sys.stdout
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
