@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from types import SimpleNamespace
 
 import pytest
@@ -13,7 +12,7 @@ import lexkit
 from lexkit import attention
 from lexkit.cli import main
 from lexkit.sample import generate, iter_generate
-from cli_checks import one_error_line
+from cli_checks import one_error_line, save_run
 
 
 def tiny_gpt(scheme="rope", train_len=16) -> lexkit.GPT:
@@ -79,13 +78,7 @@ def test_bad_options(kwargs, message):
 
 # -- lexkit sample --------------------------------------------------------------------------------
 def make_run(tmp_path, scheme="rope", train_len=16):
-    runs = pytest.importorskip("lexkit.runs")
-    model = tiny_gpt(scheme, train_len)
-    run = tmp_path / "run"
-    run.mkdir()
-    runs.save_weights(run, model)
-    runs.write_json(run / "config.json", {"model": dataclasses.asdict(model.cfg), "data": {"spec": "stdlib", "fingerprint": {}}})
-    return run
+    return save_run(tmp_path, tiny_gpt(scheme, train_len))
 
 
 def test_cli_sample_is_deterministic_with_a_seed(tmp_path, capsys):

@@ -5,7 +5,6 @@ its max_query_span. `evaluate(stream=...)` and `lexkit eval --stream/--no-stream
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
@@ -17,7 +16,7 @@ from lexkit import attention, positions
 from lexkit.attention.cache import _Rows
 from lexkit.cli import main
 from lexkit.evaluate import evaluate, stream_nll
-from cli_checks import one_error_line
+from cli_checks import one_error_line, save_run
 
 SCHEMES = positions.names()
 LOCAL = ["window:12", "bca:12"]  # bca:12 has blocks of 6
@@ -177,19 +176,8 @@ def test_evaluate_bad_stream_options(kwargs, message):
 
 
 # -- lexkit eval --stream ---------------------------------------------------------------------
-def make_run(tmp_path, scheme="alibi"):
-    from lexkit import runs
-
-    model = tiny(scheme)
-    run = tmp_path / "run"
-    run.mkdir()
-    runs.save_weights(run, model)
-    runs.write_json(run / "config.json", {"model": dataclasses.asdict(model.cfg), "data": {"spec": "stdlib", "fingerprint": {}}})
-    return run
-
-
 def test_cli_eval_stream_flags(tmp_path, capsys):
-    run = make_run(tmp_path)
+    run = save_run(tmp_path, tiny("alibi"))
     data = tmp_path / "doc.txt"
     data.write_bytes(bytes((5 * i) % 251 for i in range(5000)))
     base = ["eval", str(run), "--data", str(data), "--lengths", "4500", "--pattern", "window:12", "--no-progress"]
