@@ -6,6 +6,7 @@ its max_query_span. `evaluate(stream=...)` and `lexkit eval --stream/--no-stream
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -173,6 +174,21 @@ def test_evaluate_streamed_learned_past_its_table_is_unavailable_as_in_one_pass(
 def test_evaluate_bad_stream_options(kwargs, message):
     with pytest.raises(ValueError, match=message):
         evaluate(tiny("rope"), [bytes(100)], [32], "window:8", **kwargs)
+
+
+def test_a_model_without_a_cache_evaluates_in_one_pass_and_refuses_forced_streaming():
+    class NoCache(torch.nn.Module):  # the GPT call signature, uniform logits, no new_cache
+        def __init__(self):
+            super().__init__()
+            self.cfg, self.dummy = lexkit.ModelConfig(train_len=8), torch.nn.Parameter(torch.zeros(()))
+
+        def forward(self, tokens, pattern="causal", offset=0, *, kernel="auto", hook=None):
+            return torch.zeros(*tokens.shape, 257)
+
+    out = evaluate(NoCache(), [bytes(100)], [64], "window:8", segment=16)
+    assert out["results"][0]["streamed"] is False and abs(out["results"][0]["bpb"] - math.log2(257)) < 1e-12
+    with pytest.raises(ValueError, match="needs a model with a KV cache"):
+        evaluate(NoCache(), [bytes(100)], [64], "window:8", stream=True)
 
 
 # -- lexkit eval --stream ---------------------------------------------------------------------
