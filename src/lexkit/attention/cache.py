@@ -133,6 +133,20 @@ class CachedAttention:
                  keep: Tensor, table: Tensor | None) -> None:
         self.cache, self.q_idx, self.k_idx, self.q_pos, self.k_pos = cache, q_idx, k_idx, q_pos, k_pos
         self.keep, self.table = keep, table
+        self._plan: list[tuple[slice, slice | Tensor]] | None = None
+
+    def plan(self, block: int) -> list[tuple[slice, slice | Tensor]]:
+        """(queries, keys) per block of queries, shared by every layer: the keys some query of the
+        block may see (retained for its first query, not after its last)."""
+        if self._plan is None:
+            n = self.q_idx.shape[0]
+            self._plan = []
+            for start in range(0, n, block):
+                stop = min(start + block, n)
+                first, last = self.q_idx[start], self.q_idx[stop - 1]
+                sel = _span(self.cache.pattern.retained(self.k_idx, int(first)) & (self.k_idx <= last))
+                self._plan.append((slice(start, stop), sel))
+        return self._plan
 
     def __call__(self, q: Tensor, k: Tensor, v: Tensor, layer: int = 0) -> Tensor:
         """q, k, v: [batch, heads, n, head_dim] of the piece's tokens, before the position
@@ -143,19 +157,14 @@ class CachedAttention:
             q, k = scheme.transform_qk(q, k, self.q_pos, self.q_pos)
         keys = cache.keys[layer].append(k)  # [b, h, n_k, d]
         values = cache.values[layer].append(v)
-        block = min(CHUNK, scheme.max_query_span or CHUNK)
-        n = self.q_idx.shape[0]
-        out = []
-        for start in range(0, n, block):
-            stop = min(start + block, n)
-            q_idx = self.q_idx[start:stop]
-            # keys some query of this block may see: retained for its first query, not after its last
-            sel = _span(pattern.retained(self.k_idx, int(q_idx[0])) & (self.k_idx <= q_idx[-1]))
-            out.append(attend_block(
-                scheme, pattern, q[..., start:stop, :], keys[..., sel, :], values[..., sel, :],
-                q_idx, self.k_idx[sel], self.q_pos[start:stop], self.k_pos[sel],
+        out = [
+            attend_block(
+                scheme, pattern, q[..., qs, :], keys[..., ks, :], values[..., ks, :],
+                self.q_idx[qs], self.k_idx[ks], self.q_pos[qs], self.k_pos[ks],
                 transformed=pre, bias_table=self.table,
-            ))
+            )
+            for qs, ks in self.plan(min(CHUNK, scheme.max_query_span or CHUNK))
+        ]
         cache.keys[layer].keep(self.keep)
         cache.values[layer].keep(self.keep)
         return torch.cat(out, dim=-2)  # [b, h, n, d]
