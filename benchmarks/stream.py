@@ -162,6 +162,7 @@ def render(rows: list[dict], checks, meta: dict) -> str:
         f"scheme `{meta['scheme']}`. Every case ran in its own child process; peak RSS is that child's "
         f"`ru_maxrss`. A bare child (torch imported, model built) peaks at {meta['base_mb']:.0f} MB.",
         "",
+        *([meta["note"], ""] if meta.get("note") else []),
         "## Targets",
         "",
         "| target | measured | |",
@@ -170,8 +171,8 @@ def render(rows: list[dict], checks, meta: dict) -> str:
     lines += [f"| {name} | {value} | {'PASS' if ok else '**MISS**'} |" for name, value, ok in checks]
     lines += [
         "", "## Evaluation (one document, `lexkit.evaluate.evaluate`)", "",
-        "Rows in the order they ran; 4,096 ran before and after the long cases (the load of a shared machine "
-        "drifts), and the speed target compares with their mean.", "",
+        *(["Rows in the order they ran; 4,096 ran before and after the long cases (the load of a shared machine "
+           "drifts), and the speed target compares with their mean.", ""] if any("when" in r for r in rows) else []),
         "| pattern | bytes | mode | seconds | bytes/s | peak RSS MB | above base MB | bpb |",
         "|---|---:|---|---:|---:|---:|---:|---:|",
     ]
@@ -222,9 +223,17 @@ def main() -> int:
     p.add_argument("--scheme", default="alibi")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per case")
     p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks-stream.md"))
+    p.add_argument("--note", help="a paragraph printed under the header (e.g. the machine's load)")
+    p.add_argument("--render", metavar="JSON", help="re-render the tables of an earlier run's JSON (with --note)")
     args = p.parse_args()
     if args.child:
         print(json.dumps(child(json.loads(args.child))))
+        return 0
+
+    if args.render:
+        saved = json.loads(Path(args.render).read_text())
+        meta, rows = {**saved["meta"], "note": args.note or saved["meta"].get("note")}, saved["rows"]
+        write(Path(args.out), rows, targets(rows, 131072 if meta["quick"] else MIB), meta)
         return 0
 
     import torch
@@ -243,16 +252,19 @@ def main() -> int:
         "torch": torch.__version__, "threads": args.threads, "scheme": args.scheme,
         "load_before": load_before, "load_after": ", ".join(f"{x:.1f}" for x in os.getloadavg()),
         "minutes": (time.time() - start) / 60, "base_mb": base.get("peak_rss_mb", 0.0), "quick": args.quick,
+        "note": args.note,
     }
-    checks = targets(rows, big)
-    out = Path(args.out)
+    write(Path(args.out), rows, targets(rows, big), meta)
+    return 0
+
+
+def write(out: Path, rows: list[dict], checks, meta: dict) -> None:
     out.write_text(render(rows, checks, meta))
     out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows, "targets": [
         {"target": name, "measured": value, "pass": ok} for name, value, ok in checks]}, indent=2) + "\n")
     for name, value, ok in checks:
         print(f"{'PASS' if ok else 'MISS'}  {name}: {value}")
     print(f"wrote {out} and {out.with_suffix('.json')}")
-    return 0
 
 
 if __name__ == "__main__":
