@@ -208,8 +208,9 @@ def render(rows: list[dict], checks, meta: dict) -> str:
         "",
         "Memory model: a streamed window holds one segment's activations and logits (4,096 tokens) and, per "
         "layer, the keys and values the pattern can still reach (W - 1 under `window:W`, at most W - 1 under "
-        "`bca:W`), plus 8 bytes of loss per byte scored; the one-pass path holds every layer's activations and "
-        "the n x 257 logits at once. See docs/evaluation.md.",
+        "`bca:W`), plus the harness's per-byte state (tokens, inputs, targets, losses, per-position sums: tens of "
+        "bytes per byte); the one-pass path holds every layer's activations and the n x 257 logits at once. "
+        "See docs/evaluation.md.",
         "",
     ]
     return "\n".join(lines)
