@@ -344,8 +344,9 @@ def _score(model, tokens, items, length, size, pat, kernel, device, meter, segme
     index = torch.arange(length)
     for i in range(0, len(items), size):
         batch = items[i : i + size]
-        x = torch.stack([tokens[d, s : s + length] for d, s, _ in batch]).to(device)
-        y = torch.stack([tokens[d, s + 1 : s + length + 1] for d, s, _ in batch]).to(device)
+        # [b, L] each; one window is a view (no copy: at long lengths these are the per-byte state)
+        x = _rows([tokens[d, s : s + length] for d, s, _ in batch]).to(device)
+        y = _rows([tokens[d, s + 1 : s + length + 1] for d, s, _ in batch]).to(device)
         try:
             if segment is None:
                 nll = _nll(model(x, pattern=pat, kernel=kernel), y)  # [b, L]
@@ -356,10 +357,15 @@ def _score(model, tokens, items, length, size, pat, kernel, device, meter, segme
                 raise _Unavailable(str(exc)) from exc
             raise
         scored = index[None, :] >= torch.tensor([first for _, _, first in batch])[:, None]  # [b, L]
-        sums += torch.where(scored, nll, 0.0).sum(0)
+        sums += nll.masked_fill_(~scored, 0.0).sum(0)  # in place: no second [b, L] float64 buffer
         counts += scored.sum(0)
         meter.advance(int(scored.sum()), L=length, pattern=pat.spec, bpb=float(sums.sum()) / max(1, int(counts.sum())) / LN2)
     return sums, counts
+
+
+def _rows(rows: list[Tensor]) -> Tensor:
+    """[len(rows), n]: a view of the one row, or a stacked copy of several."""
+    return rows[0][None] if len(rows) == 1 else torch.stack(rows)
 
 
 def _device_of(model: nn.Module) -> torch.device:
