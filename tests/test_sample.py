@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from types import SimpleNamespace
 
 import pytest
@@ -13,7 +12,7 @@ import lexkit
 from lexkit import attention
 from lexkit.cli import main
 from lexkit.sample import generate, iter_generate
-from cli_checks import one_error_line
+from cli_checks import one_error_line, save_run
 
 
 def tiny_gpt(scheme="rope", train_len=16) -> lexkit.GPT:
@@ -79,13 +78,7 @@ def test_bad_options(kwargs, message):
 
 # -- lexkit sample --------------------------------------------------------------------------------
 def make_run(tmp_path, scheme="rope", train_len=16):
-    runs = pytest.importorskip("lexkit.runs")
-    model = tiny_gpt(scheme, train_len)
-    run = tmp_path / "run"
-    run.mkdir()
-    runs.save_weights(run, model)
-    runs.write_json(run / "config.json", {"model": dataclasses.asdict(model.cfg), "data": {"spec": "stdlib", "fingerprint": {}}})
-    return run
+    return save_run(tmp_path, tiny_gpt(scheme, train_len))
 
 
 def test_cli_sample_is_deterministic_with_a_seed(tmp_path, capsys):
@@ -112,3 +105,54 @@ def test_cli_sample_bad_input(tmp_path, capsys):
     assert "unknown attention pattern" in one_error_line(capsys)
     assert main(["sample", str(tmp_path / "missing")]) == 2
     assert "does not exist" in one_error_line(capsys)
+
+
+# -- KV-cached generation -------------------------------------------------------------------------
+@pytest.mark.parametrize("scheme", lexkit.positions.names())
+def test_greedy_with_the_cache_equals_greedy_without_for_every_pattern(scheme, monkeypatch):
+    """Token for token, past the training length and W, with the prompt prefilled in segments of 7
+    (monkeypatched) so the segmented prefill runs too; the cached path feeds one token a step."""
+    monkeypatch.setattr(lexkit.sample, "SEGMENT", 7)
+    torch.manual_seed(0)
+    cfg = lexkit.ModelConfig(scheme=scheme, n_layers=2, d_model=32, n_heads=2, train_len=16, max_len=128)
+    model = lexkit.GPT(cfg).eval()
+    with torch.no_grad():  # sharper than the init (which repeats one byte), so greedy outputs vary
+        for name, p in model.named_parameters():
+            if p.dim() == 2 and not name.startswith("embed"):
+                p.mul_(15)
+    prompt = b"for i in range(3):\n"  # 19 bytes + BOS
+    outputs = {}
+    for pattern in ("causal", "window:12", "bca:12"):
+        seen = []
+        handle = model.embed.register_forward_hook(lambda m, args, out: seen.append(args[0].shape[1]))
+        cached = generate(model, prompt, 24, pattern=pattern, temperature=0, cache=True)
+        handle.remove()
+        assert seen == [1, 7, 7, 6] + [1] * 23  # the length probe, the prefill, then one token a step
+        assert cached == generate(model, prompt, 24, pattern=pattern, temperature=0, cache=False), (scheme, pattern)
+        outputs[pattern] = cached
+    assert len(set(b"".join(outputs.values()))) >= 8  # not one byte repeated: the comparison has teeth
+    assert generate(model, prompt, 20, pattern="window:12", temperature=0) == outputs["window:12"][:20]  # auto: cached
+
+
+def test_cached_sampling_is_seeded_and_the_cache_option_is_checked():
+    model = tiny_gpt("alibi")
+    a = generate(model, b"x = ", 30, seed=5, cache=True)
+    assert generate(model, b"x = ", 30, seed=5, cache=True) == a and generate(model, b"x = ", 30, seed=6, cache=True) != a
+    with pytest.raises(ValueError, match="kernel 'dense' cannot"):
+        generate(model, b"x", 3, cache=True, kernel="dense")
+    with pytest.raises(ValueError, match="needs a model with a KV cache"):
+        generate(Favourite(1), b"x", 3, cache=True)
+    learned = tiny_gpt("learned", train_len=16)
+    with pytest.raises(ValueError, match="cannot continue a 2-byte prompt by 15 bytes.*learned"):
+        generate(learned, b"ab", 15, seed=0, cache=True)
+
+
+def test_cli_sample_cache_flags(tmp_path, capsys):
+    run = make_run(tmp_path)
+    argv = ["sample", str(run), "--prompt", "ab", "--bytes", "30", "--temperature", "0", "--pattern", "window:8"]
+    assert main(argv + ["--cache"]) == 0
+    with_cache = capsys.readouterr().out
+    assert main(argv + ["--no-cache"]) == 0
+    assert capsys.readouterr().out == with_cache
+    assert main(argv + ["--cache", "--kernel", "flex"]) == 2
+    assert "--kernel flex cannot" in one_error_line(capsys)

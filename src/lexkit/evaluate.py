@@ -29,6 +29,14 @@ L plus the training length T, so every bucket lies either inside (``to <= T``: p
 model was trained on) or beyond (``from >= T``) the training length. A model that uses its
 context well has a *falling* bpb across the buckets, including those beyond T.
 
+**Streaming** (``stream``). Under a pattern with finite reach (``window``, ``bca``) a window of
+L inputs is fed through the model in segments of ``SEGMENT`` tokens with a per-layer KV cache
+of the keys the pattern can still reach (:class:`lexkit.attention.KVCache`), and each segment's
+loss is taken from its own logits, so memory does not grow with L (no L x vocab logits, no
+L-long activations). The per-byte losses equal the one-pass ones up to float rounding. ``auto``
+streams when it saves memory: a finite reach and L > SEGMENT, on a model that has
+``new_cache`` and the ``auto``/``chunked`` kernel.
+
 A length a scheme cannot run (``learned`` past its table, a kernel refusing a span) is reported
 with ``bpb: None`` and ``unavailable: <reason>`` when some other (length, pattern) runs; when
 none can run (a model whose loss is NaN or inf everywhere included), the reasons are raised as
@@ -51,6 +59,7 @@ from .attention import KERNELS, Pattern
 from .attention import create as create_pattern
 from .data import LN2, encode, require_long
 from .device import device_of, eval_mode
+from .attention.cache import SEGMENT, cache_refusal
 from .errors import DataError
 from .specs import parse_lengths
 
@@ -152,6 +161,8 @@ def evaluate(
     kernel: str = "auto",
     train_len: int | None = None,
     progress: bool = False,
+    stream: bool | str = "auto",
+    segment: int = SEGMENT,
 ) -> dict:
     """Bits per byte and perplexity of ``model`` on ``documents`` at every (length, pattern).
 
@@ -160,6 +171,8 @@ def evaluate(
     ``[b, n, vocab]`` (a :class:`lexkit.GPT`). Batches hold ``batch_size`` windows, by default
     as many as fit ``batch_tokens`` inputs (8192 on CPU), at least one: a single window at long
     lengths, so memory follows the kernel's cost at one length (O(n*W) for local patterns).
+    ``stream`` (``"auto"``, True, False) feeds each window in pieces of ``segment`` tokens through
+    a KV cache (module docstring); each result row records whether it streamed.
 
     Returns a JSON-ready dict: ``lengths``, ``patterns`` (canonical specs), ``stride``,
     ``documents`` (how many took part), ``bytes_per_document`` (= max(lengths)), ``train_len``,
@@ -169,7 +182,10 @@ def evaluate(
     """
     lengths = parse_lengths(lengths)
     check_options(kernel=kernel, stride=stride, batch_size=batch_size)
+    if isinstance(segment, bool) or not isinstance(segment, int) or segment <= 0:
+        raise ValueError(f"segment must be a positive integer, got {segment!r}")
     patterns = resolve_patterns(model, pattern)
+    check_stream(model, stream, kernel)
     train_len = train_len if train_len is not None else _train_len(model)
     total = lengths[-1]
     docs = select_documents(documents, total, max_docs=max_docs, max_bytes=max_bytes)
@@ -177,7 +193,7 @@ def evaluate(
 
     results, by_position = score_windows(
         model, tokens, lengths, patterns, stride=stride, batch_size=batch_size, batch_tokens=batch_tokens,
-        kernel=kernel, train_len=train_len, progress=progress,
+        kernel=kernel, train_len=train_len, progress=progress, stream=stream, segment=segment,
     )
     return {
         "lengths": lengths,
@@ -214,6 +230,8 @@ def score_windows(
     train_len: int | None = None,
     progress: bool = False,
     nbytes: Tensor | None = None,
+    stream: bool | str = False,
+    segment: int = SEGMENT,
 ) -> tuple[list[dict], list[dict]]:
     """The measuring loop of the protocol, shared by byte models (:func:`evaluate`) and
     tokenizer models (:func:`lexkit.hf.evaluate`): every (length, pattern) over the
@@ -223,7 +241,8 @@ def score_windows(
     ``nbytes`` ``[D, total]``: the bytes of text each scored token covers; None for a byte model
     (one byte each). bpb = summed NLL / (ln 2 x bytes); ppl = e^(mean NLL per token). Returns
     ``(results, by_position)`` rows as :func:`evaluate` documents them; with ``nbytes`` each row
-    and bucket also carries ``tokens``. ValueError when no (length, pattern) can run."""
+    and bucket also carries ``tokens``. ``stream``/``segment``: as :func:`evaluate` (a model
+    without a KV cache never streams under ``auto``). ValueError when no (length, pattern) can run."""
     total = tokens.shape[1] - 1
     device = device_of(model)
     if batch_tokens is None:
@@ -242,9 +261,12 @@ def score_windows(
             size = batch_size or max(1, batch_tokens // length)
             scored_bytes = None if nbytes is None else _bytes_by_index(nbytes, items, length)  # [length]
             for pat in patterns:
-                row = {"length": length, "pattern": pat.spec, "stride": min(stride or length, length)}
+                streams = should_stream(model, stream, pat, length, kernel, segment)
+                row = {"length": length, "pattern": pat.spec, "stride": min(stride or length, length),
+                       "streamed": streams}
                 try:
-                    sums, counts = _score(model, tokens, items, length, size, pat, kernel, device, meter)
+                    sums, counts = _score(model, tokens, items, length, size, pat, kernel, device, meter,
+                                          segment if streams else None)
                 except _Unavailable as exc:
                     meter.advance(tokens.shape[0] * total)
                     results.append({**row, "bpb": None, "ppl": None, **extra(0), "bytes": 0, "unavailable": str(exc)})
@@ -286,29 +308,78 @@ class _Unavailable(Exception):
     """The first forward pass at a (length, pattern) raised ValueError: it cannot run."""
 
 
-def _score(model, tokens, items, length, size, pat, kernel, device, meter) -> tuple[Tensor, Tensor]:
-    """Summed NLL and counts per window index [length] over every window of ``items``."""
+def check_stream(model: nn.Module, stream: bool | str, kernel: str) -> None:
+    """Refuse a ``stream`` value that is not auto/True/False, or forced streaming that cannot run."""
+    if not isinstance(stream, bool) and stream != "auto":
+        raise ValueError(f"stream must be 'auto', True or False, got {stream!r}")
+    if stream is True:
+        if not callable(getattr(model, "new_cache", None)):
+            raise ValueError("stream=True needs a model with a KV cache (new_cache), such as lexkit.GPT")
+        if kernel not in ("auto", "chunked"):
+            raise ValueError(f"streaming runs the chunked block kernel; kernel {kernel!r} cannot stream (use auto or chunked)")
+
+
+def should_stream(model: nn.Module, stream: bool | str, pattern: Pattern, length: int, kernel: str, segment: int) -> bool:
+    """Whether a window of ``length`` streams: forced by True/False; under ``auto``, when it saves
+    memory (finite reach, longer than one segment) and the model and kernel allow it."""
+    if stream == "auto":
+        return (
+            pattern.reach is not None and length > segment and kernel in ("auto", "chunked")
+            and callable(getattr(model, "new_cache", None)) and cache_refusal(model.scheme, pattern) is None
+        )
+    return stream
+
+
+def stream_nll(model: nn.Module, x: Tensor, y: Tensor, pattern: Pattern, segment: int = SEGMENT, *, offset: int = 0) -> Tensor:
+    """Per-token NLL (nats, float64) of targets y [b, n] given inputs x [b, n], fed in segments of
+    ``segment`` tokens through the model's KV cache: equal to the one-pass
+    ``cross_entropy(model(x, offset=offset))`` up to float rounding, with memory independent of n
+    under a local pattern (one segment's activations and logits, the cache's reach of keys)."""
+    cache = model.new_cache(pattern, offset=offset)
+    nll = torch.empty(x.shape, dtype=torch.float64)  # [b, n] on the CPU
+    for start in range(0, x.shape[1], segment):
+        stop = min(start + segment, x.shape[1])
+        logits = model(x[:, start:stop], pattern=pattern, cache=cache)  # [b, s, vocab]
+        nll[:, start:stop] = _nll(logits, y[:, start:stop])
+    return nll
+
+
+def _nll(logits: Tensor, y: Tensor) -> Tensor:
+    """[b, n, vocab], [b, n] -> [b, n] float64 on the CPU. The log-softmax runs in float64: the NLL
+    of the model's logits without float32 rounding on top."""
+    return F.cross_entropy(logits.double().flatten(0, 1), y.flatten(), reduction="none").view(y.shape).cpu()
+
+
+def _score(model, tokens, items, length, size, pat, kernel, device, meter, segment=None) -> tuple[Tensor, Tensor]:
+    """Summed NLL and counts per window index [length] over every window of ``items``; with a
+    ``segment``, each batch streams through the KV cache (:func:`stream_nll`)."""
     sums = torch.zeros(length, dtype=torch.float64)
     counts = torch.zeros(length, dtype=torch.int64)
     index = torch.arange(length)
     for i in range(0, len(items), size):
         batch = items[i : i + size]
-        x = torch.stack([tokens[d, s : s + length] for d, s, _ in batch]).to(device)
-        y = torch.stack([tokens[d, s + 1 : s + length + 1] for d, s, _ in batch]).to(device)
+        # [b, L] each; one window is a view (no copy: at long lengths these are the per-byte state)
+        x = _rows([tokens[d, s : s + length] for d, s, _ in batch]).to(device)
+        y = _rows([tokens[d, s + 1 : s + length + 1] for d, s, _ in batch]).to(device)
         try:
-            logits = model(x, pattern=pat, kernel=kernel)
+            if segment is None:
+                nll = _nll(model(x, pattern=pat, kernel=kernel), y)  # [b, L]
+            else:
+                nll = stream_nll(model, x, y, pat, segment)
         except ValueError as exc:
             if i == 0:
                 raise _Unavailable(str(exc)) from exc
             raise
-        # float64 log-softmax: the NLL of the model's logits, without float32 rounding on top
-        nll = F.cross_entropy(logits.double().flatten(0, 1), y.flatten(), reduction="none")
-        nll = nll.view(len(batch), length).cpu()
         scored = index[None, :] >= torch.tensor([first for _, _, first in batch])[:, None]  # [b, L]
-        sums += torch.where(scored, nll, 0.0).sum(0)
+        sums += nll.masked_fill_(~scored, 0.0).sum(0)  # in place: no second [b, L] float64 buffer
         counts += scored.sum(0)
         meter.advance(int(scored.sum()), L=length, pattern=pat.spec, bpb=float(sums.sum()) / max(1, int(counts.sum())) / LN2)
     return sums, counts
+
+
+def _rows(rows: list[Tensor]) -> Tensor:
+    """[len(rows), n]: a view of the one row, or a stacked copy of several."""
+    return rows[0][None] if len(rows) == 1 else torch.stack(rows)
 
 
 # -- a run directory, end to end ----------------------------------------------------------------
@@ -344,6 +415,7 @@ def evaluate_run(
     progress: bool = False,
     scheme: str | None = None,
     logn: bool | None = None,
+    stream: bool | str = "auto",
 ) -> dict:
     """Load a run directory and evaluate it (``lexkit eval``): the JSON report, with ``version``,
     ``run``, ``scheme``, ``train_len``, ``data`` (spec, split, fingerprint, counts) and
@@ -379,7 +451,7 @@ def evaluate_run(
         )
     result = evaluate(
         model, documents, lengths, patterns, stride=stride, max_docs=max_docs, max_bytes=max_bytes,
-        batch_size=batch_size, kernel=kernel, train_len=train_len, progress=progress,
+        batch_size=batch_size, kernel=kernel, train_len=train_len, progress=progress, stream=stream,
     )
     described["documents"] = result.pop("documents")
     described["bytes_per_document"] = result.pop("bytes_per_document")
@@ -393,6 +465,7 @@ def evaluate_run(
         "train_len": train_len,
         "data": described,
         "kernel": kernel,
+        "stream": stream,
         **result,
     }
 

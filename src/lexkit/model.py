@@ -3,7 +3,9 @@
 Vocabulary: the 256 byte values plus BOS (id 256), which starts every document. One scheme
 module is shared by every layer (KERPLE and T5 share their parameters across layers, as their
 reference code does). ``forward(tokens, pattern=..., offset=...)`` runs any attention pattern at
-any length; ``offset`` is the position of the first token.
+any length; ``offset`` is the position of the first token. ``forward(tokens, cache=...)`` feeds one
+piece of a longer sequence through a :class:`KVCache` (``new_cache``): streaming evaluation and
+generation.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from . import positions
-from .attention import Attention, Pattern
+from .attention import Attention, KVCache, Pattern
 from .attention import create as create_pattern
 from .attention.kernels import ScoreHook
 
@@ -113,29 +115,50 @@ class GPT(nn.Module):
         *,
         kernel: str = "auto",
         hook: ScoreHook | None = None,
+        cache: KVCache | None = None,
     ) -> Tensor:
         """tokens: [b, n] int64 -> logits [b, n, vocab]. ``offset`` is the first token's position.
-        ``hook`` observes every layer's scores and probabilities (the instruments' path)."""
+        ``hook`` observes every layer's scores and probabilities (the instruments' path).
+
+        With ``cache`` (from :meth:`new_cache`), ``tokens`` continue the sequence the cache has
+        seen: their positions follow on from it and they attend to its kept keys (the cache's
+        own offset and pattern apply; ``pattern`` must resolve to the same one)."""
         n = tokens.shape[1]
-        pos = torch.arange(offset, offset + n, device=tokens.device)  # [n]
+        if cache is None:
+            pos = torch.arange(offset, offset + n, device=tokens.device)  # [n]
+        else:
+            if self.pattern(pattern) != cache.pattern or offset or hook is not None or kernel not in ("auto", "chunked"):
+                raise ValueError(
+                    f"a cached forward runs the cache's pattern ({cache.pattern.spec}) from its own offset on the "
+                    f"chunked block kernel, without a hook; got pattern {self.pattern(pattern).spec}, offset {offset}, "
+                    f"kernel {kernel!r}{', a hook' if hook is not None else ''}"
+                )
+            pos, attend = cache.extend(n, tokens.device)
         x = self.embed(tokens)  # [b, n, d]
         table = self.scheme.embed(pos)
         if table is not None:
             x = x + table.to(x.dtype)
         x = self.drop(x)
-        attend = Attention(
-            self.scheme,
-            self.pattern(pattern),
-            pos,
-            kernel=kernel,
-            hook=hook,
-            training=torch.is_grad_enabled() and self.training,
-            extent=n,
-            logn=self.cfg.train_len if self.cfg.logn else None,
-        )
+        if cache is None:
+            attend = Attention(
+                self.scheme,
+                self.pattern(pattern),
+                pos,
+                kernel=kernel,
+                hook=hook,
+                training=torch.is_grad_enabled() and self.training,
+                extent=n,
+                logn=self.cfg.train_len if self.cfg.logn else None,
+            )
         for layer, block in enumerate(self.blocks):
             x = block(x, attend, layer)
         return self.head(self.ln_f(x))  # [b, n, vocab]
+
+    def new_cache(self, pattern: str | Pattern = "causal", offset: int = 0) -> KVCache:
+        """An empty per-layer KV cache for one sequence starting at position ``offset``, trimmed to
+        what ``pattern`` can reach (inference only)."""
+        return KVCache(self.scheme, self.pattern(pattern), self.cfg.n_layers, offset=offset,
+                       logn=self.cfg.train_len if self.cfg.logn else None)
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -1,9 +1,10 @@
 """Attention patterns (mask predicates) and the kernels that run them."""
 
+from .cache import KVCache
 from .kernels import KERNELS, Attention, choose_kernel, reference_attention
 from .patterns import Pattern, create, describe, names, register
 
 __all__ = [
-    "KERNELS", "Attention", "Pattern", "choose_kernel", "create", "describe", "names", "reference_attention",
-    "register",
+    "KERNELS", "Attention", "KVCache", "Pattern", "choose_kernel", "create", "describe", "names",
+    "reference_attention", "register",
 ]

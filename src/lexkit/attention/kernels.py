@@ -135,20 +135,16 @@ class Attention:
             q_idx = torch.arange(start, stop, device=q.device)
             k_idx = self.pattern.keys(start, stop, device=q.device)  # [n_k]: sinks, then the reach
             k_sel = slice(int(k_idx[0]), stop) if len(k_idx) == stop - int(k_idx[0]) else k_idx
-            scores = self.scheme.scores(
-                q[..., start:stop, :], k[..., k_sel, :], self.pos[start:stop], self.pos[k_sel],
-                transformed=pre, bias_table=table,
-            )  # [b, h, n_q, n_k]
+            rescore = None
             if self.pattern.cache_positions:
-                scores = self._rescore_sinks(scores, raw_q[..., start:stop, :], raw_k, q_idx, k_idx, table)
-            if self.q_scale is not None:
-                scores = scores * self.q_scale[start:stop, None].to(scores.dtype)
-            visible = self.pattern.visible(q_idx[:, None], k_idx[None, :])  # [n_q, n_k]
-            scores = scores.masked_fill(~visible, float("-inf"))
-            probs = torch.softmax(scores.float(), dim=-1).to(v.dtype)
-            if self.hook is not None:
-                self.hook(layer, q_idx, k_idx, scores, probs)
-            out.append(probs @ v[..., k_sel, :])
+                def rescore(scores, s=start, e=stop, qi=q_idx, ki=k_idx):
+                    return self._rescore_sinks(scores, raw_q[..., s:e, :], raw_k, qi, ki, table)
+            out.append(attend_block(
+                self.scheme, self.pattern, q[..., start:stop, :], k[..., k_sel, :], v[..., k_sel, :],
+                q_idx, k_idx, self.pos[start:stop], self.pos[k_sel], transformed=pre, bias_table=table,
+                hook=self.hook, layer=layer, q_scale=None if self.q_scale is None else self.q_scale[start:stop],
+                rescore=rescore,
+            ))
         return torch.cat(out, dim=-2)  # [b, h, n, d]
 
     def _rescore_sinks(self, scores: Tensor, q: Tensor, k: Tensor, q_idx: Tensor, k_idx: Tensor, table) -> Tensor:
@@ -191,6 +187,45 @@ class Attention:
                 return score + table[h, (q_idx - kv_idx).clamp(min=0)]
 
         return compiled_flex()(q, k, v, score_mod=score_mod, block_mask=block_mask)
+
+
+def attend_block(
+    scheme: Scheme,
+    pattern: Pattern,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    q_idx: Tensor,
+    k_idx: Tensor,
+    q_pos: Tensor,
+    k_pos: Tensor,
+    *,
+    transformed: bool,
+    bias_table: Tensor | None,
+    hook: ScoreHook | None = None,
+    layer: int = 0,
+    q_scale: Tensor | None = None,
+    rescore: Callable[[Tensor], Tensor] | None = None,
+) -> Tensor:
+    """One block of queries against the keys it may see: softmax(where(visible, scores, -inf)) @ v.
+
+    q: [b, h, n_q, d] at input indices q_idx [n_q] and positions q_pos [n_q]; k, v: [b, h, n_k, d]
+    at k_idx, k_pos [n_k]. Scores come from :meth:`Scheme.scores` (the reference path), then
+    ``rescore`` (sinks at their cache slots) and log-n's per-query ``q_scale`` [n_q] (the whole
+    score, bias included); the mask from the pattern's predicate. The chunked kernel and the KV
+    cache (``cache.py``) both call it.
+    """
+    scores = scheme.scores(q, k, q_pos, k_pos, transformed=transformed, bias_table=bias_table)  # [b, h, n_q, n_k]
+    if rescore is not None:
+        scores = rescore(scores)
+    if q_scale is not None:
+        scores = scores * q_scale[:, None].to(scores.dtype)
+    visible = pattern.visible(q_idx[:, None], k_idx[None, :])  # [n_q, n_k]
+    scores = scores.masked_fill(~visible, float("-inf"))
+    probs = torch.softmax(scores.float(), dim=-1).to(v.dtype)
+    if hook is not None:
+        hook(layer, q_idx, k_idx, scores, probs)
+    return probs @ v  # [b, h, n_q, d]
 
 
 def choose_kernel(

@@ -23,6 +23,9 @@ first ``sinks`` and the last ``reach``.
 
 lexkit's window convention: ``window:W`` and ``sinks:W`` show W keys *including the query itself*
 (HF's sliding window; attention-gym's ``sliding_window(W)`` shows W + 1).
+``retained(k_idx, q)`` says which keys some query at index >= q can still see (by default the
+sinks and the keys within ``reach``; BCA overrides it): the KV cache (``cache.py``) keeps exactly
+those.
 """
 
 from __future__ import annotations
@@ -54,6 +57,16 @@ class Pattern:
     def reach(self) -> int | None:
         """Every visible pair has 0 <= m - n < reach (None: unbounded)."""
         return None
+
+    def retained(self, k_idx: Tensor, q: int) -> Tensor:
+        """Bool mask over key indices ``k_idx``: True where some query at index >= q may see the key.
+        Default from ``reach`` and ``sinks``: m - n < reach for some m >= q, i.e. n > q - reach, or
+        n < sinks (all keys when the reach is unbounded). Must be True for every key at index >= q
+        (causal self-attention)."""
+        reach = self.reach
+        if reach is None:
+            return k_idx >= k_idx.new_zeros(())
+        return (k_idx > q - reach) | (k_idx < self.sinks)
 
     @property
     def sinks(self) -> int:
@@ -159,6 +172,12 @@ class BCA(Pattern):
     def visible(self, q_idx: Tensor, k_idx: Tensor) -> Tensor:
         block = self.values["W"] // 2
         return causal(q_idx, k_idx) & (k_idx // block >= q_idx // block - 1)
+
+    def retained(self, k_idx: Tensor, q: int) -> Tensor:
+        """The previous block and the current one: queries from q on see no key before the
+        block preceding q's block."""
+        block = self.values["W"] // 2
+        return k_idx >= (q // block - 1) * block
 
     @property
     def reach(self) -> int:

@@ -56,6 +56,11 @@ def add_parser(sub):
     )
     p.add_argument("--logn", action=argparse.BooleanOptionalAction, default=None,
                    help="log-n attention scaling at evaluation (default: as the run trained)")
+    p.add_argument(
+        "--stream", action=argparse.BooleanOptionalAction, default=None,
+        help="feed each window in segments through a KV cache trimmed to the pattern's reach (memory flat in the "
+        "length); default: auto, streaming under window/bca past one segment (4096 tokens)",
+    )
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     hf_cli.add_eval_arguments(p)
     return p
@@ -81,6 +86,8 @@ def run(args) -> int:
         if value is not None and value <= 0:
             raise ValueError(f"{flag} must be a positive integer, got {value}")
         checks.number(flag, value, maximum=checks.MAX_COUNT if flag != "--threads" else 4096)
+    if args.stream and args.kernel not in ("auto", "chunked"):
+        raise ValueError(f"--stream runs the chunked block kernel; --kernel {args.kernel} cannot stream (use auto or chunked)")
     for flag, path in (("--json", args.json), ("--csv", args.csv)):
         if path is not None:
             checks.writable(flag, path)
@@ -104,6 +111,7 @@ def run(args) -> int:
         args.run_dir, lengths=lengths, patterns=patterns, data=args.data, stride=args.stride,
         max_docs=args.max_docs, max_bytes=args.max_bytes, batch_size=args.batch_size, kernel=args.kernel,
         device=device, progress=args.progress and sys.stderr.isatty(), scheme=args.scheme, logn=args.logn,
+        stream="auto" if args.stream is None else args.stream,
     )
     # the files first: a reader that closes the pipe early (`| head`) must not lose them
     if args.json:

@@ -7,6 +7,7 @@ Deterministic given --seed; without one, the seed used is printed to stderr.
 
 from __future__ import annotations
 
+import argparse
 import codecs
 import random
 import sys
@@ -29,6 +30,11 @@ def add_parser(sub):
     p.add_argument("--device", default="auto", metavar="DEVICE", help="auto, cpu, cuda or mps (default: auto)")
     p.add_argument("--threads", type=int, metavar="N", help="CPU threads for torch")
     p.add_argument("--kernel", default="auto", choices=KERNELS, help="attention kernel (default: auto)")
+    p.add_argument(
+        "--cache", action=argparse.BooleanOptionalAction, default=None,
+        help="keep a KV cache trimmed to the pattern's reach, one token per step (default: on with the auto or "
+        "chunked kernel); --no-cache reruns the whole context for every byte",
+    )
     return p
 
 
@@ -40,6 +46,8 @@ def run(args) -> int:
     checks.number("--bytes", args.n_bytes, maximum=checks.MAX_SAMPLE_BYTES, strict=False)
     checks.number("--top-k", args.top_k, maximum=checks.MAX_COUNT)
     checks.number("--seed", args.seed, maximum=2**63 - 1, strict=False)
+    if args.cache and args.kernel not in ("auto", "chunked"):
+        raise ValueError(f"--cache runs the chunked block kernel; --kernel {args.kernel} cannot (use auto or chunked)")
     attention.create(args.pattern, default_window=2)  # syntax and parameter values, before loading
     if args.threads is not None and args.threads <= 0:
         raise ValueError(f"--threads must be a positive integer, got {args.threads}")
@@ -57,7 +65,7 @@ def run(args) -> int:
     prompt = args.prompt.encode("utf-8", "surrogateescape")  # an argument's bytes, even if not UTF-8
     stream = iter_generate(
         model, prompt, args.n_bytes, pattern=args.pattern, temperature=args.temperature,
-        top_k=args.top_k, seed=seed, kernel=args.kernel,
+        top_k=args.top_k, seed=seed, kernel=args.kernel, cache=args.cache,
     )
     out = sys.stdout
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")

@@ -1,0 +1,191 @@
+"""A per-layer KV cache trimmed to what an attention pattern can still reach.
+
+A sequence is fed to the model in pieces (a segment of a long document, or one new byte during
+generation). For each piece the cache holds, per layer, the keys and values of earlier tokens
+that some later query may still see, decided by the pattern alone through
+:meth:`Pattern.retained` (``window:W``: the last W - 1 keys; ``bca:W``: the previous block of
+W/2 and the current one; ``causal``: every key). Memory is therefore O(reach) per layer under a
+local pattern, whatever the length of the sequence, and O(n) under ``causal``.
+
+Exactness. A query attends to its visible keys only; the keys the cache drops are invisible to
+every later query by the pattern's definition, so the softmax runs over the same keys with the
+same scores as a one-pass forward. Scores go through the shared block kernel
+(:func:`kernels.attend_block`, i.e. :meth:`Scheme.scores` plus the pattern's predicate), with
+queries in blocks of ``CHUNK`` as the chunked kernel. Positions and pattern indices follow a
+one-pass ``model(tokens, offset=o)``: token i of the whole sequence is at index i and position
+o + i.
+
+* Position-wise transforms (RoPE, and every scheme without ``max_query_span``) are applied once,
+  as tokens arrive; the cache keeps transformed keys.
+* ReRoPE keeps raw keys too: its scores are two passes over raw queries and keys.
+* xPos keeps raw keys: its decay is re-centred at the last query of each block (see
+  ``rotary.py``), so the query factor stays within e^30 and the key factor only shrinks, at any
+  position, far past ``max_query_span``.
+* Bias schemes gather from one bias table by distance, grown on demand (the bias depends on the
+  distance only, so a longer table holds the same values).
+
+Inference only: nothing here keeps a graph for backpropagation across pieces.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ..positions.base import Scheme
+from .kernels import CHUNK, attend_block
+from .logn import logn_scale
+from .patterns import Pattern
+
+SEGMENT = 4096  # tokens per cached forward when a long input is fed in pieces (eval, a long prompt)
+
+
+class _Rows:
+    """A growable buffer of rows along dim -2 ([b, h, capacity, d]); live rows are [lo, hi).
+    Appending is amortised O(new rows); dropping a prefix only moves ``lo``."""
+
+    def __init__(self) -> None:
+        self.data: Tensor | None = None
+        self.lo = self.hi = 0
+
+    def live(self) -> Tensor | None:
+        return None if self.data is None else self.data[..., self.lo : self.hi, :]
+
+    def append(self, x: Tensor) -> Tensor:
+        """Add rows x [b, h, n, d]; returns every live row (a view)."""
+        n = x.shape[-2]
+        if self.data is None:
+            self.data = torch.empty((*x.shape[:-2], max(2 * n, 16), x.shape[-1]), dtype=x.dtype, device=x.device)
+        elif self.hi + n > self.data.shape[-2]:  # compact, growing when more than half is live
+            live = self.hi - self.lo
+            cap = self.data.shape[-2]
+            if live + n > cap // 2:
+                cap = 2 * (live + n)
+            fresh = torch.empty((*self.data.shape[:-2], cap, self.data.shape[-1]), dtype=x.dtype, device=x.device)
+            fresh[..., :live, :] = self.data[..., self.lo : self.hi, :]
+            self.data, self.lo, self.hi = fresh, 0, live
+        self.data[..., self.hi : self.hi + n, :] = x
+        self.hi += n
+        return self.data[..., self.lo : self.hi, :]
+
+    def keep(self, mask: Tensor) -> None:
+        """Keep the live rows where ``mask`` [live] is True."""
+        if bool(mask.all()):
+            return
+        kept = torch.nonzero(mask).flatten()
+        first = int(kept[0]) if kept.numel() else int(mask.numel())
+        if kept.numel() == mask.numel() - first:  # a suffix: move the start
+            self.lo += first
+            return
+        rows = self.data[..., self.lo : self.hi, :].index_select(-2, kept)
+        self.data, self.lo, self.hi = None, 0, 0
+        self.append(rows)
+
+
+def _span(mask: Tensor) -> slice | Tensor:
+    """The True positions of a 1-D mask: a slice when they are contiguous, else an index tensor."""
+    where = torch.nonzero(mask).flatten()
+    if where.numel() == 0:
+        return slice(0, 0)
+    first, last = int(where[0]), int(where[-1])
+    return slice(first, last + 1) if last - first + 1 == where.numel() else where
+
+
+def cache_refusal(scheme: Scheme, pattern: Pattern) -> str | None:
+    """Why a cache cannot reproduce a one-pass forward of ``scheme`` under ``pattern`` exactly, or
+    None when it can. Keys are kept transformed as they arrive (raw for xPos and ReRoPE, whose
+    scores take raw keys), so a RoPE whose frequencies change with the length of each call
+    (dynamic NTK) and sinks scored at their cache slots are refused."""
+    if scheme.values.get("scaling") == "dynamic":
+        return f"scheme {scheme.spec} changes its frequencies with the length of each call"
+    if pattern.cache_positions:
+        return f"pattern {pattern.spec} rescores its sinks at their cache slots"
+    return None
+
+
+class KVCache:
+    """Keys and values of every layer for one sequence fed in pieces (``GPT.forward(...,
+    cache=...)``). ``offset`` is the position of the sequence's first token, as in a one-pass
+    forward; ``logn`` the training length of log-n scaling (None: off). ``seen`` counts the tokens
+    fed so far (the next token's index). A configuration :func:`cache_refusal` names is a
+    ValueError (evaluate it in one pass)."""
+
+    def __init__(self, scheme: Scheme, pattern: Pattern, n_layers: int, *, offset: int = 0,
+                 logn: int | None = None) -> None:
+        reason = cache_refusal(scheme, pattern)
+        if reason is not None:
+            raise ValueError(f"no KV cache for this model: {reason}; evaluate in one pass (--no-stream)")
+        self.scheme, self.pattern, self.offset, self.logn = scheme, pattern, int(offset), logn
+        self.seen = 0
+        self.keys = [_Rows() for _ in range(n_layers)]
+        self.values = [_Rows() for _ in range(n_layers)]
+        self.k_idx: Tensor | None = None  # [n_kept] input indices of the kept keys, ascending
+        self._table: Tensor | None = None  # [heads, distances] bias table, grown on demand
+
+    def __len__(self) -> int:
+        """How many keys each layer keeps now."""
+        return 0 if self.k_idx is None else int(self.k_idx.numel())
+
+    def extend(self, n: int, device: torch.device | str) -> tuple[Tensor, "CachedAttention"]:
+        """Start a piece of ``n`` tokens: their positions [n] and the attention every layer
+        calls (which appends the layer's keys and values, then trims them for the next piece)."""
+        if n <= 0:
+            raise ValueError(f"a cached forward needs at least one token, got {n}")
+        q_idx = torch.arange(self.seen, self.seen + n, device=device)
+        k_idx = q_idx if self.k_idx is None else torch.cat((self.k_idx.to(device), q_idx))
+        pos = q_idx + self.offset
+        self.seen += n
+        keep = self.pattern.retained(k_idx, self.seen)  # [n_k] what the next piece can still see
+        self.k_idx = k_idx[keep]
+        table = None
+        if self.scheme.has_bias:
+            need = int(q_idx[-1] - k_idx[0]) + 1  # the longest distance of this piece
+            if self._table is None or self._table.shape[1] < need:
+                self._table = self.scheme.bias_table(max(need, 2 * (0 if self._table is None else self._table.shape[1])), device=device)
+            table = self._table
+        return pos, CachedAttention(self, q_idx, k_idx, pos, k_idx + self.offset, keep, table)
+
+
+class CachedAttention:
+    """Attention for one piece: the queries of the piece against the cached and new keys."""
+
+    def __init__(self, cache: KVCache, q_idx: Tensor, k_idx: Tensor, q_pos: Tensor, k_pos: Tensor,
+                 keep: Tensor, table: Tensor | None) -> None:
+        self.cache, self.q_idx, self.k_idx, self.q_pos, self.k_pos = cache, q_idx, k_idx, q_pos, k_pos
+        self.keep, self.table = keep, table
+        self._plan: list[tuple[slice, slice | Tensor]] | None = None
+
+    def plan(self, block: int) -> list[tuple[slice, slice | Tensor]]:
+        """(queries, keys) per block of queries, shared by every layer: the keys some query of the
+        block may see (retained for its first query, not after its last)."""
+        if self._plan is None:
+            n = self.q_idx.shape[0]
+            self._plan = []
+            for start in range(0, n, block):
+                stop = min(start + block, n)
+                first, last = self.q_idx[start], self.q_idx[stop - 1]
+                sel = _span(self.cache.pattern.retained(self.k_idx, int(first)) & (self.k_idx <= last))
+                self._plan.append((slice(start, stop), sel))
+        return self._plan
+
+    def __call__(self, q: Tensor, k: Tensor, v: Tensor, layer: int = 0) -> Tensor:
+        """q, k, v: [batch, heads, n, head_dim] of the piece's tokens, before the position
+        transform -> [batch, heads, n, head_dim]."""
+        cache, scheme, pattern = self.cache, self.cache.scheme, self.cache.pattern
+        pre = scheme.max_query_span is None and scheme.separable  # position-wise: once, as tokens arrive
+        if pre:
+            q, k = scheme.transform_qk(q, k, self.q_pos, self.q_pos)
+        keys = cache.keys[layer].append(k)  # [b, h, n_k, d]
+        values = cache.values[layer].append(v)
+        scale = None if cache.logn is None else logn_scale(self.q_pos, cache.logn)  # [n] λ_m
+        out = [
+            attend_block(
+                scheme, pattern, q[..., qs, :], keys[..., ks, :], values[..., ks, :],
+                self.q_idx[qs], self.k_idx[ks], self.q_pos[qs], self.k_pos[ks],
+                transformed=pre, bias_table=self.table, q_scale=None if scale is None else scale[qs],
+            )
+            for qs, ks in self.plan(min(CHUNK, scheme.max_query_span or CHUNK))
+        ]
+        cache.keys[layer].keep(self.keep)
+        cache.values[layer].keep(self.keep)
+        return torch.cat(out, dim=-2)  # [b, h, n, d]
