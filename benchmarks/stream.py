@@ -48,7 +48,8 @@ def child(case: dict) -> dict:
 
     preset = get("small")
     torch.manual_seed(0)
-    cfg = lexkit.ModelConfig(scheme=case["scheme"], **{k: preset[k] for k in ("n_layers", "d_model", "n_heads", "train_len")})
+    size = {k: preset[k] for k in ("n_layers", "d_model", "n_heads", "train_len")}
+    cfg = lexkit.ModelConfig(scheme=case["scheme"], **size)
     model = lexkit.GPT(cfg).eval()
     g = torch.Generator().manual_seed(1)
     n = case.get("n", 0)
@@ -138,14 +139,16 @@ def targets(rows: list[dict], big: int) -> list[tuple[str, str, bool]]:
     for pattern in ("window:128", "bca:128"):
         at_big = get(kind="eval", pattern=pattern, n=big, stream=True)
         at_64k = get(kind="eval", pattern=pattern, n=65536, stream=True)
-        at_4k = [r for r in rows if r["kind"] == "eval" and r["pattern"] == pattern and r["n"] == 4096 and "error" not in r]
+        at_4k = [r for r in rows
+                 if r["kind"] == "eval" and r["pattern"] == pattern and r["n"] == 4096 and "error" not in r]
         if not (at_big and at_64k and at_4k):
             out.append((f"eval {pattern}", "a case failed", False))
             continue
         gb = at_big["peak_rss_mb"] / 1000
         out.append((f"eval {pattern}: peak RSS at {big:,} <= 1.5 GB", f"{gb:.2f} GB", gb <= 1.5))
         ratio = at_big["peak_rss_mb"] / at_64k["peak_rss_mb"]
-        out.append((f"eval {pattern}: peak RSS flat, {big:,} vs 65,536 streamed (<= 1.10x)", f"{ratio:.2f}x", ratio <= 1.10))
+        out.append((f"eval {pattern}: peak RSS flat, {big:,} vs 65,536 streamed (<= 1.10x)", f"{ratio:.2f}x",
+                    ratio <= 1.10))
         speed = at_big["bytes_per_s"] / (sum(r["bytes_per_s"] for r in at_4k) / len(at_4k))
         out.append((f"eval {pattern}: bytes/s at {big:,} >= 0.8x bytes/s at 4,096 (mean of before and after)",
                     f"{speed:.2f}x", speed >= 0.8))
@@ -201,7 +204,8 @@ def render(rows: list[dict], checks, meta: dict) -> str:
             lines.append(f"| {r['pattern']} | {r['n']:,} | {r['cache']} | error: {r['error']} | | | |")
             continue
         lines.append(
-            f"| {r['pattern']} | {r['n']:,} | {'yes' if r['cache'] else 'no'} | {r['generated']} | {r['first_s']:.2f} | "
+            f"| {r['pattern']} | {r['n']:,} | {'yes' if r['cache'] else 'no'} | {r['generated']} | "
+            f"{r['first_s']:.2f} | "
             f"{r['bytes_per_s']:,.1f} | {r['peak_rss_mb']:,.0f} |"
         )
     lines += [
@@ -249,7 +253,8 @@ def main() -> int:
     big = 131072 if args.quick else MIB
     base = next(r for r in rows if r["kind"] == "base")
     meta = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
         "torch": torch.__version__, "threads": args.threads, "scheme": args.scheme,
         "load_before": load_before, "load_after": ", ".join(f"{x:.1f}" for x in os.getloadavg()),
         "minutes": (time.time() - start) / 60, "base_mb": base.get("peak_rss_mb", 0.0), "quick": args.quick,

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 import lexkit
+from cli_checks import one_error_line
 from lexkit import attention
 from lexkit.attention import kernels
 from lexkit.cli import main
@@ -28,7 +29,6 @@ from lexkit.evaluate import (
     position_buckets,
     windows,
 )
-from cli_checks import one_error_line
 
 BOS = lexkit.BOS
 LOG2_257 = math.log2(257)
@@ -84,7 +84,8 @@ def counting(n: int) -> bytes:
 
 def tiny_gpt(scheme="alibi", train_len=16, **kw) -> lexkit.GPT:
     torch.manual_seed(0)
-    return lexkit.GPT(lexkit.ModelConfig(scheme=scheme, n_layers=2, d_model=32, n_heads=2, train_len=train_len, **kw)).eval()
+    cfg = lexkit.ModelConfig(scheme=scheme, n_layers=2, d_model=32, n_heads=2, train_len=train_len, **kw)
+    return lexkit.GPT(cfg).eval()
 
 
 def random_docs(sizes, seed=0) -> list[bytes]:
@@ -339,7 +340,8 @@ def test_cli_eval_defaults_to_the_runs_validation_split_and_default_lengths(tmp_
         (["--pattern", "window:0"], "out of range"),
         (["--pattern", "bca:3"], "out of range"),
         (["--stride", "0"], "--stride must be a positive integer"),
-        (["--lengths", "100000", "--data", "DOCS"], "no document is 100,000 bytes long (12 documents, the longest 400 bytes"),
+        (["--lengths", "100000", "--data", "DOCS"],
+         "no document is 100,000 bytes long (12 documents, the longest 400 bytes"),
         (["--data", "/no/such/path"], "does not exist"),
     ],
 )

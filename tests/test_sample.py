@@ -9,10 +9,10 @@ import torch
 from torch import nn
 
 import lexkit
+from cli_checks import one_error_line, save_run
 from lexkit import attention
 from lexkit.cli import main
 from lexkit.sample import generate, iter_generate
-from cli_checks import one_error_line, save_run
 
 
 def tiny_gpt(scheme="rope", train_len=16) -> lexkit.GPT:
@@ -47,7 +47,8 @@ def test_seeded_sampling_is_deterministic_and_runs_past_the_training_length():
     assert len(a) == 30 and isinstance(a, bytes)
     assert generate(model, prompt, 30, seed=7) == a
     assert generate(model, prompt, 30, seed=8) != a
-    assert generate(model, prompt, 30, seed=7, pattern="window") == generate(model, prompt, 30, seed=7, pattern="window:16")
+    window = generate(model, prompt, 30, seed=7, pattern="window")
+    assert window == generate(model, prompt, 30, seed=7, pattern="window:16")
 
 
 def test_greedy_and_top_1_pick_the_likeliest_byte_never_bos():
@@ -124,7 +125,7 @@ def test_greedy_with_the_cache_equals_greedy_without_for_every_pattern(scheme, m
     outputs = {}
     for pattern in ("causal", "window:12", "bca:12"):
         seen = []
-        handle = model.embed.register_forward_hook(lambda m, args, out: seen.append(args[0].shape[1]))
+        handle = model.embed.register_forward_hook(lambda m, args, out, seen=seen: seen.append(args[0].shape[1]))
         cached = generate(model, prompt, 24, pattern=pattern, temperature=0, cache=True)
         handle.remove()
         assert seen == [1, 7, 7, 6] + [1] * 23  # the length probe, the prefill, then one token a step
@@ -137,7 +138,8 @@ def test_greedy_with_the_cache_equals_greedy_without_for_every_pattern(scheme, m
 def test_cached_sampling_is_seeded_and_the_cache_option_is_checked():
     model = tiny_gpt("alibi")
     a = generate(model, b"x = ", 30, seed=5, cache=True)
-    assert generate(model, b"x = ", 30, seed=5, cache=True) == a and generate(model, b"x = ", 30, seed=6, cache=True) != a
+    assert generate(model, b"x = ", 30, seed=5, cache=True) == a
+    assert generate(model, b"x = ", 30, seed=6, cache=True) != a
     with pytest.raises(ValueError, match="kernel 'dense' cannot"):
         generate(model, b"x", 3, cache=True, kernel="dense")
     with pytest.raises(ValueError, match="needs a model with a KV cache"):

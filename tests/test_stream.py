@@ -13,11 +13,11 @@ import torch
 import torch.nn.functional as F
 
 import lexkit
+from cli_checks import one_error_line, save_run
 from lexkit import attention, positions
 from lexkit.attention.cache import _Rows
 from lexkit.cli import main
 from lexkit.evaluate import evaluate, stream_nll
-from cli_checks import one_error_line, save_run
 
 SCHEMES = positions.names()
 LOCAL = ["window:12", "bca:12"]  # bca:12 has blocks of 6
@@ -28,7 +28,7 @@ def tiny(scheme: str, train_len: int = 16, max_len: int | None = 4096) -> lexkit
     cfg = lexkit.ModelConfig(scheme=scheme, n_layers=2, d_model=32, n_heads=2, train_len=train_len, max_len=max_len)
     model = lexkit.GPT(cfg).eval()
     with torch.no_grad():  # learnable biases away from their init, so every head differs
-        for name, p in model.scheme.named_parameters():
+        for p in model.scheme.parameters():
             p.add_(0.3 * torch.randn_like(p)).abs_()
     model.scheme.constrain_()
     return model
@@ -129,7 +129,8 @@ def test_a_cached_forward_refuses_another_pattern_an_offset_or_a_kernel():
     cache = model.new_cache("window:12")
     x = torch.zeros((1, 3), dtype=torch.int64)
     with torch.inference_mode():
-        for kwargs in (dict(pattern="bca:12"), dict(pattern="window:12", offset=5), dict(pattern="window:12", kernel="dense")):
+        cases = (dict(pattern="bca:12"), dict(pattern="window:12", offset=5), dict(pattern="window:12", kernel="dense"))
+        for kwargs in cases:
             with pytest.raises(ValueError, match="cached forward runs the cache's pattern"):
                 model(x, cache=cache, **kwargs)
 

@@ -57,9 +57,9 @@ from torch import Tensor, nn
 
 from .attention import KERNELS, Pattern
 from .attention import create as create_pattern
+from .attention.cache import BLOCK_KERNELS, SEGMENT, cache_refusal, require_block_kernel
 from .data import LN2, encode, require_long
 from .device import device_of, eval_mode
-from .attention.cache import SEGMENT, cache_refusal
 from .errors import DataError
 from .specs import parse_lengths
 
@@ -315,22 +315,25 @@ def check_stream(model: nn.Module, stream: bool | str, kernel: str) -> None:
     if stream is True:
         if not callable(getattr(model, "new_cache", None)):
             raise ValueError("stream=True needs a model with a KV cache (new_cache), such as lexkit.GPT")
-        if kernel not in ("auto", "chunked"):
-            raise ValueError(f"streaming runs the chunked block kernel; kernel {kernel!r} cannot stream (use auto or chunked)")
+        require_block_kernel(kernel, "streaming", verb="stream")
 
 
-def should_stream(model: nn.Module, stream: bool | str, pattern: Pattern, length: int, kernel: str, segment: int) -> bool:
+def should_stream(
+    model: nn.Module, stream: bool | str, pattern: Pattern, length: int, kernel: str, segment: int
+) -> bool:
     """Whether a window of ``length`` streams: forced by True/False; under ``auto``, when it saves
     memory (finite reach, longer than one segment) and the model and kernel allow it."""
     if stream == "auto":
         return (
-            pattern.reach is not None and length > segment and kernel in ("auto", "chunked")
+            pattern.reach is not None and length > segment and kernel in BLOCK_KERNELS
             and callable(getattr(model, "new_cache", None)) and cache_refusal(model.scheme, pattern) is None
         )
     return stream
 
 
-def stream_nll(model: nn.Module, x: Tensor, y: Tensor, pattern: Pattern, segment: int = SEGMENT, *, offset: int = 0) -> Tensor:
+def stream_nll(
+    model: nn.Module, x: Tensor, y: Tensor, pattern: Pattern, segment: int = SEGMENT, *, offset: int = 0
+) -> Tensor:
     """Per-token NLL (nats, float64) of targets y [b, n] given inputs x [b, n], fed in segments of
     ``segment`` tokens through the model's KV cache: equal to the one-pass
     ``cross_entropy(model(x, offset=offset))`` up to float rounding, with memory independent of n
@@ -373,7 +376,8 @@ def _score(model, tokens, items, length, size, pat, kernel, device, meter, segme
         scored = index[None, :] >= torch.tensor([first for _, _, first in batch])[:, None]  # [b, L]
         sums += nll.masked_fill_(~scored, 0.0).sum(0)  # in place: no second [b, L] float64 buffer
         counts += scored.sum(0)
-        meter.advance(int(scored.sum()), L=length, pattern=pat.spec, bpb=float(sums.sum()) / max(1, int(counts.sum())) / LN2)
+        bpb = float(sums.sum()) / max(1, int(counts.sum())) / LN2
+        meter.advance(int(scored.sum()), L=length, pattern=pat.spec, bpb=bpb)
     return sums, counts
 
 

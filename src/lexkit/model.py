@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from . import positions
 from .attention import Attention, KVCache, Pattern
 from .attention import create as create_pattern
+from .attention.cache import BLOCK_KERNELS
 from .attention.kernels import ScoreHook
 
 VOCAB = 257
@@ -127,7 +128,7 @@ class GPT(nn.Module):
         if cache is None:
             pos = torch.arange(offset, offset + n, device=tokens.device)  # [n]
         else:
-            if self.pattern(pattern) != cache.pattern or offset or hook is not None or kernel not in ("auto", "chunked"):
+            if self.pattern(pattern) != cache.pattern or offset or hook is not None or kernel not in BLOCK_KERNELS:
                 raise ValueError(
                     f"a cached forward runs the cache's pattern ({cache.pattern.spec}) from its own offset on the "
                     f"chunked block kernel, without a hook; got pattern {self.pattern(pattern).spec}, offset {offset}, "

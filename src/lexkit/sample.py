@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from .attention import Pattern
-from .attention.cache import SEGMENT, cache_refusal
+from .attention.cache import BLOCK_KERNELS, SEGMENT, cache_refusal, require_block_kernel
 from .device import device_of, eval_mode
 from .errors import LexkitError
 from .model import BOS
@@ -43,13 +43,13 @@ def use_cache(model: nn.Module, kernel: str, cache: bool | None, pattern: Patter
     ``auto``/``chunked``; ``True`` insists (ValueError when it cannot)."""
     possible = callable(getattr(model, "new_cache", None))
     if cache is None:
-        if not possible or kernel not in ("auto", "chunked"):
+        if not possible or kernel not in BLOCK_KERNELS:
             return False
         return pattern is None or cache_refusal(model.scheme, pattern) is None
     if cache and not possible:
         raise ValueError("cache=True needs a model with a KV cache (new_cache), such as lexkit.GPT")
-    if cache and kernel not in ("auto", "chunked"):
-        raise ValueError(f"a cached generation runs the chunked block kernel; kernel {kernel!r} cannot (use auto or chunked)")
+    if cache:
+        require_block_kernel(kernel, "a cached generation")
     return bool(cache)
 
 

@@ -91,6 +91,19 @@ def _span(mask: Tensor) -> slice | Tensor:
     return slice(first, last + 1) if last - first + 1 == where.numel() else where
 
 
+#: The kernels a cached forward can run: the chunked kernel's block step (``auto`` resolves to it).
+BLOCK_KERNELS = ("auto", "chunked")
+
+
+def require_block_kernel(kernel: str, what: str, *, flag: bool = False, verb: str = "") -> None:
+    """ValueError naming ``what`` (streaming, a cached generation) for a kernel that is not the
+    chunked block kernel; ``flag``: name it as the command-line ``--kernel``."""
+    if kernel not in BLOCK_KERNELS:
+        name = f"--kernel {kernel}" if flag else f"kernel {kernel!r}"
+        raise ValueError(f"{what} runs the chunked block kernel; {name} cannot{' ' + verb if verb else ''} "
+                         "(use auto or chunked)")
+
+
 def cache_refusal(scheme: Scheme, pattern: Pattern) -> str | None:
     """Why a cache cannot reproduce a one-pass forward of ``scheme`` under ``pattern`` exactly, or
     None when it can. Keys are kept transformed as they arrive (raw for xPos and ReRoPE, whose
@@ -126,7 +139,7 @@ class KVCache:
         """How many keys each layer keeps now."""
         return 0 if self.k_idx is None else int(self.k_idx.numel())
 
-    def extend(self, n: int, device: torch.device | str) -> tuple[Tensor, "CachedAttention"]:
+    def extend(self, n: int, device: torch.device | str) -> tuple[Tensor, CachedAttention]:
         """Start a piece of ``n`` tokens: their positions [n] and the attention every layer
         calls (which appends the layer's keys and values, then trims them for the next piece)."""
         if n <= 0:
@@ -141,7 +154,8 @@ class KVCache:
         if self.scheme.has_bias:
             need = int(q_idx[-1] - k_idx[0]) + 1  # the longest distance of this piece
             if self._table is None or self._table.shape[1] < need:
-                self._table = self.scheme.bias_table(max(need, 2 * (0 if self._table is None else self._table.shape[1])), device=device)
+                have = 0 if self._table is None else self._table.shape[1]
+                self._table = self.scheme.bias_table(max(need, 2 * have), device=device)
             table = self._table
         return pos, CachedAttention(self, q_idx, k_idx, pos, k_idx + self.offset, keep, table)
 

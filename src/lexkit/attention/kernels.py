@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -280,7 +281,7 @@ def choose_kernel(
 
 # -- FlexAttention plumbing (compiled once, block masks cached) ---------------------------------
 _FLEX: Callable | None = None
-_BLOCK_MASKS: "OrderedDict[tuple, object]" = OrderedDict()
+_BLOCK_MASKS: OrderedDict[tuple, object] = OrderedDict()
 _BLOCK_MASK_CACHE = 16
 
 

@@ -165,7 +165,10 @@ class BCA(Pattern):
     its own block causally and the whole previous block."""
 
     name = "bca"
-    params = {"W": Param(int, None, "twice the block size (default: the training length; even)", lambda x: x > 0 and x % 2 == 0, "a positive even integer")}
+    params = {
+        "W": Param(int, None, "twice the block size (default: the training length; even)",
+                   lambda x: x > 0 and x % 2 == 0, "a positive even integer"),
+    }
     positional = "W"
     summary = "blocks of W/2: own block causally + the previous block"
 

@@ -15,6 +15,7 @@ import sys
 
 from .. import attention, checks
 from ..attention import KERNELS
+from ..attention.cache import require_block_kernel
 from . import hf as hf_cli
 from .table import format_table
 
@@ -40,10 +41,13 @@ def add_parser(sub):
         help="evaluate on these documents: stdlib (its validation split), a file, directory or glob, "
         "or hf:NAME[:CONFIG[:SPLIT]] (all of their documents); default: the run's own validation split",
     )
-    p.add_argument("--stride", type=int, metavar="S", help="sliding windows advancing by S bytes (default: non-overlapping chunks)")
+    p.add_argument("--stride", type=int, metavar="S",
+                   help="sliding windows advancing by S bytes (default: non-overlapping chunks)")
     p.add_argument("--max-docs", type=int, metavar="N", help="use at most N documents")
-    p.add_argument("--max-bytes", type=int, metavar="N", help="score at most about N bytes per length (at least one document)")
-    p.add_argument("--batch-size", type=int, metavar="N", help="windows per forward pass (default: by length, 8192 inputs on CPU)")
+    p.add_argument("--max-bytes", type=int, metavar="N",
+                   help="score at most about N bytes per length (at least one document)")
+    p.add_argument("--batch-size", type=int, metavar="N",
+                   help="windows per forward pass (default: by length, 8192 inputs on CPU)")
     p.add_argument("--json", metavar="FILE", help="write the full results (JSON)")
     p.add_argument("--csv", metavar="FILE", help="write one row per length and pattern (CSV)")
     p.add_argument("--device", default="auto", metavar="DEVICE", help="auto, cpu, cuda or mps (default: auto)")
@@ -86,8 +90,8 @@ def run(args) -> int:
         if value is not None and value <= 0:
             raise ValueError(f"{flag} must be a positive integer, got {value}")
         checks.number(flag, value, maximum=checks.MAX_COUNT if flag != "--threads" else 4096)
-    if args.stream and args.kernel not in ("auto", "chunked"):
-        raise ValueError(f"--stream runs the chunked block kernel; --kernel {args.kernel} cannot stream (use auto or chunked)")
+    if args.stream:
+        require_block_kernel(args.kernel, "--stream", flag=True, verb="stream")
     for flag, path in (("--json", args.json), ("--csv", args.csv)):
         if path is not None:
             checks.writable(flag, path)
@@ -118,7 +122,8 @@ def run(args) -> int:
         write_json(args.json, report)
     if args.csv:
         buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=list(csv_rows(report)[0]) if report["results"] else [], lineterminator="\n")
+        fields = list(csv_rows(report)[0]) if report["results"] else []
+        writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
         writer.writeheader()
         writer.writerows(csv_rows(report))
         atomic_write(args.csv, buffer.getvalue())
@@ -139,7 +144,8 @@ def format_report(report: dict) -> str:
         f"run {report['run']}  scheme {report['scheme']}"
         + (f" (trained as {report['trained_scheme']})" if report.get("trained_scheme") else "")
         + ("  log-n" if report.get("logn") else "") + f"  train_len {report['train_len']}",
-        f"data {data['spec']} ({data['split']}): {data['documents']} document{'' if data['documents'] == 1 else 's'} x {data['bytes_per_document']:,} bytes"
+        f"data {data['spec']} ({data['split']}): {data['documents']} document"
+        f"{'' if data['documents'] == 1 else 's'} x {data['bytes_per_document']:,} bytes"
         f" = {data['documents'] * data['bytes_per_document']:,} bytes scored per length"
         + (f"; sliding windows, stride {stride}" if stride else "; non-overlapping chunks"),
         "",
