@@ -48,6 +48,16 @@ def _mark(ax, train_len: int | None) -> None:
         ax.axvline(train_len, color="grey", linestyle=":", linewidth=1)
 
 
+def _bpb_axes(ax, train_len: int | None, title: str, xlabel: str) -> None:
+    """Bits per byte against a log2 x axis, the training length marked, the top capped."""
+    _mark(ax, train_len)
+    ax.set_xscale("log", base=2)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("bits per byte")
+    ax.set_ylim(top=min(BPB_TOP, ax.get_ylim()[1]))
+
+
 # -- the resolution command ---------------------------------------------------------------------
 def plot_analytic(curves: dict[str, Tensor], table: dict[str, dict[int, float | None]], path: str | Path,
                   *, marks: Sequence[int] = (), title: str = "") -> None:
@@ -141,12 +151,7 @@ def bpb_by_length(results: dict, path: str | Path) -> None:
             pts = [(n, v) for n in results["lengths"]
                    if (v := query.evaluation(results, scheme, pattern, n)[0]) is not None]
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=scheme)
-        _mark(ax, results["train_len"])
-        ax.set_xscale("log", base=2)
-        ax.set_title(pattern)
-        ax.set_xlabel("evaluation length (bytes)")
-        ax.set_ylabel("bits per byte")
-        ax.set_ylim(top=min(BPB_TOP, ax.get_ylim()[1]))
+        _bpb_axes(ax, results["train_len"], pattern, "evaluation length (bytes)")
     axes[0].legend(fontsize=7)
     save(fig, path)
 
@@ -209,12 +214,7 @@ def loss_by_position(results: dict, path: str | Path) -> None:
                          for r in query.by_position(results, scheme, pattern, longest))
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=scheme)
-        _mark(ax, results["train_len"])
-        ax.set_xscale("log", base=2)
-        ax.set_title(f"{pattern} at {longest}")
-        ax.set_xlabel("position in the chunk")
-        ax.set_ylabel("bits per byte")
-        ax.set_ylim(top=min(BPB_TOP, ax.get_ylim()[1]))
+        _bpb_axes(ax, results["train_len"], f"{pattern} at {longest}", "position in the chunk")
     axes[0].legend(fontsize=7)
     save(fig, path)
 
@@ -230,8 +230,7 @@ def extension(results: dict, path: str | Path) -> None:
     lengths = results["lengths"]
     for row in rows:
         pts = [(n, row["bpb"][n][0]) for n in lengths if row["bpb"][n][0] is not None]
-        label = f"{row['label']}" + ("" if row["pattern"] == "causal" else f" [{row['pattern']}]") + \
-            (" + log-n" if row["logn"] else "")
+        label = row["label"] + ("" if row["pattern"] == "causal" else f" [{row['pattern']}]")
         ax.plot([p[0] for p in pts], [p[1] for p in pts], "--" if row["finetune"] else "-", marker=".",
                 label=label, lw=1)
     for scheme in ("rope", "xpos"):
@@ -240,11 +239,7 @@ def extension(results: dict, path: str | Path) -> None:
         for pattern in results["patterns"][1:]:
             pts = [(n, v) for n in lengths if (v := query.evaluation(results, scheme, pattern, n)[0]) is not None]
             ax.plot([p[0] for p in pts], [p[1] for p in pts], ":", marker="x", label=f"{scheme} [{pattern}]", lw=1)
-    _mark(ax, results["train_len"])
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("evaluation length (bytes)")
-    ax.set_ylabel("bits per byte")
-    ax.set_ylim(top=min(BPB_TOP, ax.get_ylim()[1]))
+    _bpb_axes(ax, results["train_len"], "", "evaluation length (bytes)")
     ax.legend(fontsize=6, ncol=2)
     save(fig, path)
 

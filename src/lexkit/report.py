@@ -109,7 +109,7 @@ def extension_table(results: dict) -> Table:
     grid's rope and xpos rows for reference."""
     t = results["train_len"]
     header = ["configuration", "pattern"] + [_length_label(n, t) for n in results["lengths"]]
-    rows = [[row["label"], row["pattern"] + (" + log-n" if row["logn"] else "")]
+    rows = [[row["label"], row["pattern"]]
             + [_fmt(*row["bpb"][n]) for n in results["lengths"]] for row in query.extension_rows(results)]
     for scheme in ("rope", "xpos"):
         if scheme in query.schemes(results):
@@ -143,7 +143,7 @@ def extension_findings(results: dict) -> list[str]:
                 "loses past the training length" if d_far > CLEAR else "no clear change past the training length")
         inside = "; costs inside it" if d_one > CLEAR else ("; also helps inside it" if d_one < -CLEAR else "")
         verdict = past + inside
-        lines.append(f"- {row['label']} ({row['pattern']}{', log-n' if row['logn'] else ''}): "
+        lines.append(f"- {row['label']} ({row['pattern']}): "
                      f"{d_one:+.3f} bpb at {t} (1x), {d_far:+.3f} at {far} against plain rope: {verdict}.")
     return lines
 
