@@ -17,7 +17,7 @@ from .. import attention, checks
 from ..attention import KERNELS
 from ..attention.cache import require_block_kernel
 from . import hf as hf_cli
-from .table import format_table
+from .table import format_table, length_label
 
 
 def add_parser(sub):
@@ -152,7 +152,7 @@ def format_report(report: dict) -> str:
         "bits per byte (lower is better)",
     ]
     notes: dict[str, list[int]] = {}
-    rows = [["pattern"] + [_length_label(n, report["train_len"]) for n in lengths]]
+    rows = [["pattern"] + [length_label(n, report["train_len"]) for n in lengths]]
     for pat in patterns:
         row = [pat]
         for n in lengths:
@@ -185,12 +185,4 @@ def format_report(report: dict) -> str:
             ])
         lines += format_table(rows)
     return "\n".join(lines)
-
-
-def _length_label(n: int, train_len: int | None) -> str:
-    if not train_len:
-        return str(n)
-    ratio = n / train_len
-    text = f"{ratio:g}" if ratio >= 1 or ratio in (0.5, 0.25, 0.125) else f"{ratio:.2g}"
-    return f"{n} ({text}x)"
 

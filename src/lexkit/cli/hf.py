@@ -75,7 +75,7 @@ def run_eval(args, lengths, patterns, device: str) -> int:
 def format_eval(report: dict) -> str:
     """Header, then one table per measure (bpb, token perplexity; lengths as columns, one row
     per pattern), unavailable reasons, then bpb by position per pattern."""
-    from .eval import _length_label
+    from .table import length_label
 
     data, train_len = report["data"], report["train_len"]
     lengths, patterns = report["lengths"], report["patterns"]
@@ -89,7 +89,7 @@ def format_eval(report: dict) -> str:
     notes: dict[str, list[int]] = {}
     for key, title, fmt in (("bpb", "bits per byte (lower is better)", "{:.4f}"),
                             ("ppl", "token perplexity (this tokenizer's; lower is better)", "{:.3f}")):
-        rows = [["pattern"] + [_length_label(n, train_len) for n in lengths]]
+        rows = [["pattern"] + [length_label(n, train_len) for n in lengths]]
         for pat in patterns:
             row = [pat]
             for n in lengths:
@@ -126,7 +126,8 @@ def run_resolution(args) -> int:
     from .. import resolution as res
     from ..evaluate import eval_documents
     from ..specs import parse_lengths
-    from .resolution import _num, _write_json
+    from .resolution import write_output
+    from .table import number
 
     extra = [flag for flag, value in (("--scheme", args.scheme), ("--heads", args.heads),
                                       ("--head-dim", args.head_dim), ("--seed", args.seed)) if value is not None]
@@ -145,7 +146,7 @@ def run_resolution(args) -> int:
     analytic = hf.analytic(model, lengths, args.pattern)
     print(f"attention resolution R of {model.source} ({model.cfg.scheme}), pattern {analytic['pattern']} "
           "(mean over heads; 0 <= R <= 1)")
-    rows = [["", *map(str, lengths)], ["analytic"] + [_num(r["resolution"]) for r in analytic["results"]]]
+    rows = [["", *map(str, lengths)], ["analytic"] + [number(r["resolution"]) for r in analytic["results"]]]
     out = {"analytic": analytic}
     empirical = None
     try:
@@ -158,10 +159,10 @@ def run_resolution(args) -> int:
                                      batch_size=args.batch, progress=sys.stderr.isatty())
         results = empirical["results"]
         for layer in range(model.cfg.n_layers):
-            rows.append([f"layer {layer}"] + [_num(r["per_layer"][layer]) if r.get("per_layer") else "n/a"
+            rows.append([f"layer {layer}"] + [number(r["per_layer"][layer]) if r.get("per_layer") else "n/a"
                                               for r in results])
-        rows.append(["empirical"] + [_num(r["resolution"]) for r in results])
-        rows.append(["entropy (nats)"] + [_num(r.get("entropy")) for r in results])
+        rows.append(["empirical"] + [number(r["resolution"]) for r in results])
+        rows.append(["entropy (nats)"] + [number(r.get("entropy")) for r in results])
         out["empirical"] = res.to_json(empirical)
     print_table(rows)
     for doc in (analytic, empirical or {"results": []}):
@@ -172,7 +173,7 @@ def run_resolution(args) -> int:
         counts = ", ".join(f"{r['length']}: {r['texts']} texts" for r in empirical["results"])
         print(f"data {args.data or 'stdlib'}: {counts}")
     if args.json:
-        _write_json(args.json, out)
+        write_output(args.json, out)
     if args.plot:
         if empirical is not None and any(r.get("resolution") is not None for r in empirical["results"]):
             plots.plot_empirical(empirical, args.plot)

@@ -23,7 +23,7 @@ from .. import resolution as res
 from ..runs import write_json
 from ..specs import parse_lengths
 from . import hf as hf_cli
-from .table import print_table
+from .table import number, print_table
 
 ANALYTIC_LENGTHS = "1024,2048"
 
@@ -126,7 +126,7 @@ def _analytic(args) -> int:
     for doc in docs:
         row = [doc["scheme"]]
         for r in doc["results"]:
-            row.append(_num(r["resolution"]))
+            row.append(number(r["resolution"]))
             if r.get("note"):
                 notes.append(f"{doc['scheme']} at {r['length']}: {r['note']}")
         rows.append(row)
@@ -141,7 +141,7 @@ def _analytic(args) -> int:
             "heads": heads, "head_dim": head_dim, "seed": seed, "pattern": pattern,
             "results": [r for d in docs for r in d["results"]],
         }
-        _write_json(args.json, out)
+        write_output(args.json, out)
     if args.plot:
         longest = max(lengths)
         curves = {}
@@ -183,15 +183,15 @@ def _empirical(args) -> int:
             print(f"\n{title}")
         rows = [head]
         for layer in range(doc["layers"]):
-            rows.append([str(layer)] + [_num(r[key][layer] if r.get(key) else None) for r in results])
-        rows.append(["mean"] + [_num(r[total]) for r in results])
+            rows.append([str(layer)] + [number(r[key][layer] if r.get(key) else None) for r in results])
+        rows.append(["mean"] + [number(r[total]) for r in results])
         print_table(rows)
     print("texts: " + ", ".join(f"{r['length']}: {r['texts']}" for r in results))
     for r in results:
         if r.get("note"):
             print(f"n/a at {r['length']}: {r['note']}")
     if args.json:
-        _write_json(args.json, res.to_json(doc))
+        write_output(args.json, res.to_json(doc))
     if args.plot:
         plots.plot_empirical(doc, args.plot)
         print(f"wrote {args.plot}")
@@ -199,12 +199,7 @@ def _empirical(args) -> int:
 
 
 # -- output -------------------------------------------------------------------------------------
-def _num(x) -> str:
-    if x is None:
-        return "n/a"
-    return f"{x:.4f}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2e}"
-
-
-def _write_json(path: str, obj: dict) -> None:
-    write_json(checks.writable("--json", path), obj)  # strict JSON, atomically, like every JSON lexkit writes
+def write_output(path: str, obj: dict) -> None:
+    """``--json``: strict JSON, atomically, like every JSON lexkit writes; says where."""
+    write_json(checks.writable("--json", path), obj)
     print(f"wrote {path}")

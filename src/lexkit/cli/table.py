@@ -32,3 +32,19 @@ def print_table(rows: Sequence[Sequence[str]], align: str | None = None, *, titl
         print(title)
     for line in format_table(rows, align):
         print(line)
+
+
+def length_label(n: int, train_len: int | None) -> str:
+    """A length as a column label, with its multiple of the training length: ``512 (4x)``."""
+    if not train_len:
+        return str(n)
+    ratio = n / train_len
+    text = f"{ratio:g}" if ratio >= 1 or ratio in (0.5, 0.25, 0.125) else f"{ratio:.2g}"
+    return f"{n} ({text}x)"
+
+
+def number(x: float | None) -> str:
+    """A measured value (R, entropy) in a cell: 4 decimals, scientific below 1e-3, ``n/a`` for None."""
+    if x is None:
+        return "n/a"
+    return f"{x:.4f}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2e}"
