@@ -147,22 +147,6 @@ def test_lock_probe_and_release(tmp_path):
     assert not (tmp_path / "new" / ".lock").exists()
 
 
-def test_holding_decorator_locks_a_directory_attribute(tmp_path):
-    """What the study uses: ``@lock.holding("out")`` over ``Study.run``."""
-
-    class Job:
-        out = tmp_path / "study"
-
-        @lock.holding("out")
-        def run(self):
-            assert lock.is_locked(self.out)
-            with pytest.raises(lock.LockedError):
-                Job().run()  # a second study on the same directory
-            return "ran"
-
-    assert Job().run() == "ran" and not (tmp_path / "study" / ".lock").exists()
-
-
 # -- 2. integrity ---------------------------------------------------------------------------------
 def _data_offset(path: Path) -> int:
     return 8 + int.from_bytes(path.read_bytes()[:8], "little")

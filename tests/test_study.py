@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from lexkit import lock
 from lexkit.cli import main
 from lexkit.extension import finetunes, methods
 from lexkit.report import extension_table, length_table, pattern_table
@@ -129,6 +130,18 @@ def test_interrupted_study_resumes(tmp_path, data_dir, monkeypatch):
     resumed.run()
     ran = [(r["task"], r["name"].split("-")[0]) for r in resumed.record if r["action"] == "ran"]
     assert ran == [("resolution", "rope"), ("principles", "rope")]  # only the unfinished tasks
+
+
+def test_a_study_directory_has_one_writer(tmp_path, data_dir):
+    """While another process holds the study directory, a study refuses it and writes nothing;
+    the lock is released when the study ends."""
+    out = tmp_path / "study"
+    with lock.hold(out):
+        with pytest.raises(lock.LockedError, match="is being written by process"):
+            Study(config(data_dir, ("alibi",)), out, progress=False, echo=None).run()
+        assert sorted(p.name for p in out.iterdir()) == [lock.LOCK]
+    Study(config(data_dir, ("alibi",)), out, progress=False, echo=None).run()
+    assert not lock.is_locked(out) and not (out / lock.LOCK).exists()
 
 
 def test_dry_run_lists_cells_and_trains_nothing(tmp_path, data_dir, capsys):

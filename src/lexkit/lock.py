@@ -18,11 +18,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import functools
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from .errors import LexkitError
 
@@ -113,18 +111,3 @@ def hold(directory: str | Path) -> Iterator[None]:
         yield
     finally:
         release(directory, fd)
-
-
-def holding(attribute: str) -> Callable:
-    """Method decorator: hold the lock of the directory ``self.<attribute>`` for the call
-    (``@lock.holding("out")`` over ``Study.run``: one study writes a study directory at a time)."""
-
-    def wrap(method: Callable) -> Callable:
-        @functools.wraps(method)
-        def held(self, *args: Any, **kwargs: Any) -> Any:
-            with hold(getattr(self, attribute)):
-                return method(self, *args, **kwargs)
-
-        return held
-
-    return wrap

@@ -53,12 +53,6 @@ class ReRoPE(Scheme):
     def transform_qk(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
         raise ValueError(f"{self.spec} is not one transform of q and k; use kernel 'dense' or 'chunked'")
 
-    def relative_position(self, dist: Tensor) -> Tensor:
-        """The position ReRoPE gives distance m - n >= 0: min(d, w), or leaky w + (d - w)/k past w."""
-        w, k = self.values["w"], self.values["k"]
-        d = dist.to(torch.float64)
-        return torch.where(d < w, d, w + (d - w) / k)
-
     def scores(self, q, k, q_pos, k_pos, *, transformed=False, bias_table=None) -> Tensor:
         """[b, h, n_q, n_k]: RoPE scores where m - n < w, the clamped (or leaky) ones beyond."""
         if transformed:
