@@ -55,6 +55,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from . import checks
 from .attention import KERNELS, Pattern
 from .attention import create as create_pattern
 from .attention.cache import BLOCK_KERNELS, SEGMENT, cache_refusal, require_block_kernel
@@ -134,9 +135,8 @@ def select_documents(
     docs = [d.encode("utf-8") if isinstance(d, str) else bytes(d) for d in documents]
     if not docs:
         raise DataError("no documents to evaluate (0 documents)")
-    for name, cap in (("max_docs", max_docs), ("max_bytes", max_bytes)):
-        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap <= 0):
-            raise ValueError(f"{name} must be a positive integer, got {cap!r}")
+    checks.number("max_docs", max_docs)
+    checks.number("max_bytes", max_bytes)
     long = require_long(docs, length, what="")
     keep = len(long)
     if max_docs is not None:
@@ -182,8 +182,7 @@ def evaluate(
     """
     lengths = parse_lengths(lengths)
     check_options(kernel=kernel, stride=stride, batch_size=batch_size)
-    if isinstance(segment, bool) or not isinstance(segment, int) or segment <= 0:
-        raise ValueError(f"segment must be a positive integer, got {segment!r}")
+    checks.number("segment", segment)
     patterns = resolve_patterns(model, pattern)
     check_stream(model, stream, kernel)
     train_len = train_len if train_len is not None else _train_len(model)
@@ -211,10 +210,8 @@ def check_options(*, kernel: str, stride: int | None, batch_size: int | None) ->
     """ValueError for a kernel, stride or batch size no evaluation can take."""
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
-    if stride is not None and (isinstance(stride, bool) or not isinstance(stride, int) or stride <= 0):
-        raise ValueError(f"stride must be a positive integer, got {stride!r}")
-    if batch_size is not None and (not isinstance(batch_size, int) or batch_size <= 0):
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    checks.number("stride", stride)
+    checks.number("batch_size", batch_size)
 
 
 def score_windows(

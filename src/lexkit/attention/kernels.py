@@ -83,8 +83,7 @@ class Attention:
         self._mask: Tensor | None = None
         self._table: Tensor | None = None
         self.q_scale = None if logn is None else logn_scale(pos, logn)  # [n] λ_m, or None
-        # scores only through Scheme.scores (ReRoPE; sinks at cache positions)
-        self.by_scores = not scheme.separable or pattern.cache_positions
+        self.by_scores = by_scores(scheme, pattern)
 
     def __call__(self, q: Tensor, k: Tensor, v: Tensor, layer: int = 0) -> Tensor:
         """q, k, v: [batch, heads, n, head_dim] projections before the position transform."""
@@ -229,6 +228,13 @@ def attend_block(
     return probs @ v  # [b, h, n_q, d]
 
 
+def by_scores(scheme: Scheme, pattern: Pattern) -> bool:
+    """Whether attention must go through :meth:`Scheme.scores` block by block: a scheme that is
+    not one q/k transform (ReRoPE) or sinks scored at their cache slots. Dense then runs the
+    chunked computation as one block; flex cannot run it."""
+    return not scheme.separable or pattern.cache_positions
+
+
 def choose_kernel(
     kernel: str,
     scheme: Scheme,
@@ -247,14 +253,14 @@ def choose_kernel(
     extent = n if extent is None else extent
     span_ok = scheme.max_query_span is None or extent <= scheme.max_query_span
     on_cuda = torch.device(device).type == "cuda"
-    by_scores = not scheme.separable or pattern.cache_positions
+    scored = by_scores(scheme, pattern)
     if pattern.cache_positions and scheme.family == "absolute":
         raise ValueError(f"pattern {pattern.spec} assigns positions within the cache, which needs a relative "
                          f"scheme ({scheme.spec} adds its positions before attention); use pos=text")
     if kernel == "auto":
         if hooked:
             return "chunked"
-        if on_cuda and span_ok and flex_available() and not by_scores:
+        if on_cuda and span_ok and flex_available() and not scored:
             return "flex"
         local = pattern.reach is not None and n > LOCAL_DENSE_MAX
         return "dense" if n <= DENSE_MAX and span_ok and not local else "chunked"
@@ -263,7 +269,7 @@ def choose_kernel(
             f"{scheme.spec} over {extent} positions exceeds one query span ({scheme.max_query_span}); "
             f"use kernel='chunked' or 'auto'"
         )
-    if kernel == "flex" and by_scores:
+    if kernel == "flex" and scored:
         what = f"scheme {scheme.spec}" if not scheme.separable else f"pattern {pattern.spec}"
         raise ValueError(
             f"kernel 'flex' cannot run {what}: it needs two score passes per query (a different "
