@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 
 from ..positions.base import Scheme
-from .kernels import CHUNK, attend_block
+from .kernels import attend_block, query_block
 from .logn import logn_scale
 from .patterns import Pattern
 
@@ -167,6 +167,7 @@ class CachedAttention:
                  keep: Tensor, table: Tensor | None) -> None:
         self.cache, self.q_idx, self.k_idx, self.q_pos, self.k_pos = cache, q_idx, k_idx, q_pos, k_pos
         self.keep, self.table = keep, table
+        self.q_scale = None if cache.logn is None else logn_scale(q_pos, cache.logn)  # [n] λ_m, every layer's
         self._plan: list[tuple[slice, slice | Tensor]] | None = None
 
     def plan(self, block: int) -> list[tuple[slice, slice | Tensor]]:
@@ -191,14 +192,13 @@ class CachedAttention:
             q, k = scheme.transform_qk(q, k, self.q_pos, self.q_pos)
         keys = cache.keys[layer].append(k)  # [b, h, n_k, d]
         values = cache.values[layer].append(v)
-        scale = None if cache.logn is None else logn_scale(self.q_pos, cache.logn)  # [n] λ_m
         out = [
             attend_block(
                 scheme, pattern, q[..., qs, :], keys[..., ks, :], values[..., ks, :],
                 self.q_idx[qs], self.k_idx[ks], self.q_pos[qs], self.k_pos[ks],
-                transformed=pre, bias_table=self.table, q_scale=None if scale is None else scale[qs],
+                transformed=pre, bias_table=self.table, q_scale=None if self.q_scale is None else self.q_scale[qs],
             )
-            for qs, ks in self.plan(min(CHUNK, scheme.max_query_span or CHUNK))
+            for qs, ks in self.plan(query_block(scheme))
         ]
         cache.keys[layer].keep(self.keep)
         cache.values[layer].keep(self.keep)

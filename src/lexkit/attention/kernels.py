@@ -122,7 +122,7 @@ class Attention:
 
     # -- chunked ------------------------------------------------------------------------------
     def _chunked(self, q: Tensor, k: Tensor, v: Tensor, layer: int, block: int | None = None) -> Tensor:
-        block = block or min(CHUNK, self.scheme.max_query_span or CHUNK)
+        block = block or query_block(self.scheme)
         # a position-wise transform (all but xPos and ReRoPE) commutes with slicing: do it once
         pre = self.scheme.max_query_span is None and self.scheme.separable
         raw_q, raw_k = q, k
@@ -226,6 +226,12 @@ def attend_block(
     if hook is not None:
         hook(layer, q_idx, k_idx, scores, probs)
     return probs @ v  # [b, h, n_q, d]
+
+
+def query_block(scheme: Scheme) -> int:
+    """Queries per block of the chunked kernel and the KV cache: ``CHUNK``, fewer when one
+    transform may cover only ``max_query_span`` positions (xPos)."""
+    return min(CHUNK, scheme.max_query_span or CHUNK)
 
 
 def by_scores(scheme: Scheme, pattern: Pattern) -> bool:
