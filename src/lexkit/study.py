@@ -379,10 +379,10 @@ class Study:
         """Analytic R before training: each scheme as initialised under seed 0, at the study's
         model shape, for every pattern and resolution length (the resolution instrument's own
         :func:`~lexkit.resolution.analytic`)."""
-        rows = []
+        rows, shape, lengths = [], self._shape(), self.resolution_lengths()
         for spec in self.cfg.schemes:
             for pattern in self.patterns():
-                for row in analytic(spec, self.resolution_lengths(), pattern, **self._shape())["results"]:
+                for row in analytic(spec, lengths, pattern, **shape)["results"]:
                     rows.append({"scheme": spec, "pattern": pattern, "length": row["length"],
                                  "resolution": row["resolution"]})
         return rows
@@ -392,10 +392,10 @@ class Study:
         training length, the longest length): the curves the report plots. A scheme undefined
         at that length (``learned`` past its table) is left out."""
         n = min(4 * self.train_len(), max(self.lengths()))
-        curves = {}
+        curves, shape = {}, self._shape()
         for spec in self.cfg.schemes:
             try:
-                s = analytic_curve(spec, n, **self._shape()).mean(0)  # [n]
+                s = analytic_curve(spec, n, **shape).mean(0)  # [n]
             except ValueError:
                 continue
             curves[spec] = (s - s[0]).tolist()
