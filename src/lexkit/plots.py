@@ -9,15 +9,18 @@ from a model.
 
 from __future__ import annotations
 
+import io
 import math
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 import torch
 from torch import Tensor
 
 from . import results as query
+from .runs import atomic_write
 
 DPI = 110
 BPB_TOP = 8.5  # bpb axes stop here: a diverging scheme would squash every other line
@@ -32,8 +35,12 @@ def figure(width: float = 11.0, height: float = 4.2, panels: int = 1):
     return fig, list(axes)
 
 
-def save(fig, path: str | Path) -> None:
-    fig.savefig(str(path), dpi=DPI)
+def save(fig, path: str | Path | BinaryIO) -> None:
+    """Into a file (its format from its name) or a binary stream (PNG)."""
+    if isinstance(path, (str, Path)):
+        fig.savefig(str(path), dpi=DPI)
+    else:
+        fig.savefig(path, dpi=DPI, format="png")
 
 
 def _finite(x: Tensor) -> Tensor:
@@ -244,7 +251,8 @@ def extension(results: dict, path: str | Path) -> None:
     save(fig, path)
 
 
-#: The study report's figures: file name -> drawing function (the report links these names).
+#: The study report's figures: file name -> drawing function (the report links these names; each
+#: takes the results and a path or binary stream).
 REPORT_FIGURES = {
     "bpb_by_length.png": bpb_by_length,
     "s_curves.png": analytic_curves,
@@ -255,7 +263,15 @@ REPORT_FIGURES = {
 }
 
 
-def report_figures(results: dict, out: str | Path) -> None:
-    """Draw every figure of the study report into the directory ``out``."""
+def report_figures(results: dict, out: str | Path | None = None) -> dict[str, bytes]:
+    """Draw every figure of the study report, once each: name -> PNG bytes (a figure with nothing
+    to draw is absent), also written into the directory ``out`` when given."""
+    images = {}
     for name, draw in REPORT_FIGURES.items():
-        draw(results, Path(out) / name)
+        buffer = io.BytesIO()
+        draw(results, buffer)
+        if buffer.getvalue():
+            images[name] = buffer.getvalue()
+            if out is not None:
+                atomic_write(Path(out) / name, images[name])
+    return images

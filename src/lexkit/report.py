@@ -1,7 +1,9 @@
-"""The study report: markdown tables (the paper's Tables 2, 5 and 3 layouts plus the design
-principles) and CSV, rendered from ``results.json`` alone (no model, no scheme is built here),
-so a report can be rebuilt without the runs. The figures it links are drawn by
-:mod:`lexkit.plots` from the same document; the numbers come through :mod:`lexkit.results`.
+"""The study report: its tables (the paper's Tables 2, 5 and 3 layouts plus the design
+principles), text and figures as one list of blocks (:func:`document`), rendered as markdown
+(``report.md``) and as one self-contained HTML file (``report.html``, :mod:`lexkit.htmlreport`),
+plus CSV; all from ``results.json`` alone (no model, no scheme is built here), so a report can be
+rebuilt without the runs. The figures are drawn by :mod:`lexkit.plots` from the same document;
+the numbers come through :mod:`lexkit.results`.
 """
 
 from __future__ import annotations
@@ -11,6 +13,9 @@ import io
 from pathlib import Path
 
 from . import results as query
+from .blocks import Block, Bullets, Cell, Figure, Heading, Table, Text
+from .htmlreport import html
+from .plots import report_figures
 from .runs import atomic_write
 
 #: The paper's numbers (Sun et al. 2022; 24 layers, hidden 1024, Pile subset, trained at 1024):
@@ -28,33 +33,52 @@ PAPER_TABLE3 = {"lengths": [1024, 2048], "absolute": [0.87, 0.28], "alibi": [0.8
                 "xpos + bca": [0.98, 1.08], "xpos": [0.98, 0.54]}
 
 
-def _fmt(mean: float | None, std: float | None = None, digits: int = 3) -> str:
+def number(mean: float | None, std: float | None = None, digits: int = 3) -> str:
+    """A cell: ``mean`` (± ``std``) to ``digits`` decimals (3 significant digits from 1e4 up),
+    ``n/a`` for None; a value that rounds to zero reads ``0.000``, never ``-0.000``."""
     if mean is None:
         return "n/a"
-    text = f"{mean:.{digits}f}" if abs(mean) < 1e4 else f"{mean:.3g}"
-    return text + (f" ± {std:.{digits}f}" if std is not None else "")
+    return _unsigned_zero(f"{mean:.{digits}f}" if abs(mean) < 1e4 else f"{mean:.3g}") + (
+        f" ± {std:.{digits}f}" if std is not None else "")
 
 
-def _markdown(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
+def signed(x: float, digits: int = 3) -> str:
+    """A difference with its sign (``+0.012``, ``-0.120``); one that rounds to zero reads ``0.000``."""
+    text = f"{x:+.{digits}f}"
+    return text[1:] if float(text) == 0 else text
 
 
-def _length_label(n: int, train_len: int) -> str:
-    return f"{n}" + (" (extrap.)" if n > train_len else "")
+def _unsigned_zero(text: str) -> str:
+    return text.lstrip("-") if float(text) == 0 else text
 
 
-Table = tuple[list[str], list[list[str]]]  # (header, rows) of cells already formatted
+def multiple(n: int, train_len: int) -> str:
+    """``n`` as a multiple of the training length, at most two decimals: ``0.5x``, ``1x``,
+    ``16x``, ``1.03x``."""
+    ratio = n / train_len
+    text = f"{ratio:.2f}".rstrip("0").rstrip(".")
+    return (text if text != "0" else f"{ratio:.1g}") + "x"
+
+
+def cell(mean: float | None, std: float | None = None, digits: int = 3) -> Cell:
+    return Cell(number(mean, std, digits), mean)
+
+
+def length_label(n: int, train_len: int) -> str:
+    """A length as a column label, with its multiple of the training length: ``64 (4x)``."""
+    return f"{n} ({multiple(n, train_len)})"
+
+
+LOWEST_BPB = "best (lowest) bpb per column marked"
 
 
 def length_table(results: dict, key: str = "bpb") -> Table:
     """A, the paper's Table 2 layout: scheme x length under causal attention (``key``: bpb or ppl)."""
     t = results["train_len"]
-    header = ["scheme"] + [_length_label(n, t) for n in results["lengths"]]
-    rows = [[s] + [_fmt(*query.evaluation(results, s, "causal", n, key), digits=3 if key == "bpb" else 2)
+    header = ["scheme"] + [length_label(n, t) for n in results["lengths"]]
+    rows = [[s] + [cell(*query.evaluation(results, s, "causal", n, key), digits=3 if key == "bpb" else 2)
                    for n in results["lengths"]] for s in query.schemes(results)]
-    return header, rows
+    return Table.of(header, rows, "min", LOWEST_BPB if key == "bpb" else "best (lowest) perplexity per column marked")
 
 
 def pattern_table(results: dict) -> Table:
@@ -62,14 +86,14 @@ def pattern_table(results: dict) -> Table:
     training length (bpb)."""
     t = results["train_len"]
     beyond = [n for n in results["lengths"] if n > t] or results["lengths"]
-    header = ["scheme", "pattern"] + [_length_label(n, t) for n in beyond]
+    header = ["scheme", "pattern"] + [length_label(n, t) for n in beyond]
     rows = []
     for scheme in query.schemes(results):
         if not query.runs_of(results, scheme)[0]["relative"]:
             continue
         for pattern in results["patterns"]:
-            rows.append([scheme, pattern] + [_fmt(*query.evaluation(results, scheme, pattern, n)) for n in beyond])
-    return header, rows
+            rows.append([scheme, pattern] + [cell(*query.evaluation(results, scheme, pattern, n)) for n in beyond])
+    return Table.of(header, rows, "min", LOWEST_BPB)
 
 
 def resolution_table(results: dict) -> Table:
@@ -83,10 +107,10 @@ def resolution_table(results: dict) -> Table:
         for pattern in results["patterns"]:
             row = [scheme, pattern]
             for n in results["resolution_lengths"]:
-                row += [_fmt(*query.analytic_resolution(results, scheme, pattern, n)),
-                        _fmt(*query.empirical_resolution(results, scheme, pattern, n))]
+                row += [cell(*query.analytic_resolution(results, scheme, pattern, n)),
+                        cell(*query.empirical_resolution(results, scheme, pattern, n))]
             rows.append(row)
-    return header, rows
+    return Table.of(header, rows, "max", "best (highest) resolution per column marked")
 
 
 def principles_table(results: dict) -> Table:
@@ -97,31 +121,32 @@ def principles_table(results: dict) -> Table:
               "best pattern at 16x"] + [f"beyond − inside ({p})" for p in results["patterns"]]
     rows = []
     for p in query.principles(results):
-        row = [p["scheme"], _fmt(p["order_variance"], digits=3), _fmt(p["translation"], digits=4),
-               _fmt(p["ratio_4x"], digits=2), _fmt(p["ratio_16x"], digits=2), p["best_pattern_16x"] or "n/a"]
-        row += [_fmt(p["beyond_minus_inside"].get(pat), digits=3) for pat in results["patterns"]]
+        row = [p["scheme"], cell(p["order_variance"], digits=3), cell(p["translation"], digits=4),
+               cell(p["ratio_4x"], digits=2), cell(p["ratio_16x"], digits=2), p["best_pattern_16x"] or "n/a"]
+        row += [cell(p["beyond_minus_inside"].get(pat), digits=3) for pat in results["patterns"]]
         rows.append(row)
-    return header, rows
+    best = {3: "min", 4: "min"} | {6 + i: "min" for i in range(len(results["patterns"]))}
+    return Table.of(header, rows, best, "lowest extrapolation ratio and lowest beyond − inside per column marked "
+                    "(order variance and translation Δ describe a scheme, they are not scores: unmarked)")
 
 
 def extension_table(results: dict) -> Table:
     """E: the context-extension configurations of the rope run (bpb by length), then the main
     grid's rope and xpos rows for reference."""
     t = results["train_len"]
-    header = ["configuration", "pattern"] + [_length_label(n, t) for n in results["lengths"]]
+    header = ["configuration", "pattern"] + [length_label(n, t) for n in results["lengths"]]
     rows = [[row["label"], row["pattern"]]
-            + [_fmt(*row["bpb"][n]) for n in results["lengths"]] for row in query.extension_rows(results)]
+            + [cell(*row["bpb"][n]) for n in results["lengths"]] for row in query.extension_rows(results)]
     for scheme in ("rope", "xpos"):
         if scheme in query.schemes(results):
             rows += [[f"{scheme} (tables A, B)", pattern]
-                     + [_fmt(*query.evaluation(results, scheme, pattern, n)) for n in results["lengths"]]
+                     + [cell(*query.evaluation(results, scheme, pattern, n)) for n in results["lengths"]]
                      for pattern in results["patterns"]]
-    return header, rows
+    return Table.of(header, rows, "min", LOWEST_BPB)
 
 
 #: A bpb difference below this reads as "no clear change" in the report's findings.
 CLEAR = 0.005
-
 
 def extension_findings(results: dict) -> list[str]:
     """One line per no-fine-tune method: what it costs at 1x and what it gives at the longest
@@ -143,35 +168,34 @@ def extension_findings(results: dict) -> list[str]:
                 "loses past the training length" if d_far > CLEAR else "no clear change past the training length")
         inside = "; costs inside it" if d_one > CLEAR else ("; also helps inside it" if d_one < -CLEAR else "")
         verdict = past + inside
-        lines.append(f"- {row['label']} ({row['pattern']}): "
-                     f"{d_one:+.3f} bpb at {t} (1x), {d_far:+.3f} at {far} against plain rope: {verdict}.")
+        lines.append(f"{row['label']} ({row['pattern']}): "
+                     f"{signed(d_one)} bpb at {t} (1x), {signed(d_far)} at {far} against plain rope: {verdict}.")
     return lines
 
 
-def extension_sections(results: dict) -> list[str]:
+def extension_sections(results: dict) -> list[Block]:
     """Sections E (context extension) and F (the stated goal), when the study ran them."""
     ext = results.get("extension")
     if not ext:
         return []
     t = results["train_len"]
     out = [
-        "## E. Context extension: stretching RoPE, beside local attention and xPos",
-        f"The study's `rope` run evaluated without retraining under each method (every scaling set "
-        f"for the longest length: factor {ext['factor']:g}), and fine-tuned for {ext['finetune_steps']} "
-        f"steps at {ext['finetune_len']} bytes ({ext['finetune_len'] // t}x) with `--init` under no "
-        "scaling, PI and YaRN, each evaluated under causal attention and under window/BCA at its new "
-        "length. Bits per byte; the same bytes at every length.",
-        _markdown(*extension_table(results)),
-        "![context extension](extension.png)",
+        Heading("E. Context extension: stretching RoPE, beside local attention and xPos"),
+        Text(f"The study's `rope` run evaluated without retraining under each method (every scaling set "
+             f"for the longest length: factor {ext['factor']:.3g}), and fine-tuned for {ext['finetune_steps']} "
+             f"steps at {ext['finetune_len']} bytes ({multiple(ext['finetune_len'], t)}) with `--init` under no "
+             "scaling, PI and YaRN, each evaluated under causal attention and under window/BCA at its new "
+             "length. Bits per byte; the same bytes at every length."),
+        extension_table(results),
+        Figure("extension.png", "context extension"),
     ]
     findings = extension_findings(results)
     if findings:
-        out += ["Against plain rope under causal attention (lower is better):", "\n".join(findings)]
-    out += goal_section(results)
-    return out
+        out += [Text("Against plain rope under causal attention (lower is better):"), Bullets(findings)]
+    return out + goal_section(results)
 
 
-def goal_section(results: dict) -> list[str]:
+def goal_section(results: dict) -> list[Block]:
     """F: the configuration with the lowest bpb at 16x, and its margin below the best bpb any
     trained scheme reaches at 1x."""
     g = query.goal(results)
@@ -187,26 +211,137 @@ def goal_section(results: dict) -> list[str]:
                   f"against its own bpb at 1x ({own:.3f}) the gain from the longer context alone is "
                   f"{100 * (own - best['value']) / own:.1f} %.")
     return [
-        "## F. The stated goal: context that is used",
-        f"Of every configuration measured (tables A, B and E), the lowest bpb at {g['length']} bytes "
-        f"({g['length'] // t}x) is **{best['value']:.3f}**: {best['name']} under {best['pattern']}"
-        f"{' (fine-tuned)' if best['finetuned'] else ''}. The best any trained scheme reaches at {t} "
-        f"bytes (1x) is {one['value']:.3f} ({one['name']} under {one['pattern']}). Margin: "
-        f"**{100 * g['margin']:.1f} %** below (the aim is at least 5 %: {verdict}). Found by taking the "
-        "minimum over every configuration of the study (lexkit.results.goal); a longer search is a "
-        "matter of adding configurations to lexkit.extension." + caveat,
+        Heading("F. The stated goal: context that is used"),
+        Text(f"Of every configuration measured (tables A, B and E), the lowest bpb at {g['length']} bytes "
+             f"({multiple(g['length'], t)}) is **{best['value']:.3f}**: {best['name']} under {best['pattern']}"
+             f"{' (fine-tuned)' if best['finetuned'] else ''}. The best any trained scheme reaches at {t} "
+             f"bytes (1x) is {one['value']:.3f} ({one['name']} under {one['pattern']}). Margin: "
+             f"**{100 * g['margin']:.1f} %** below (the aim is at least 5 %: {verdict}). Found by taking the "
+             "minimum over every configuration of the study (lexkit.results.goal); a longer search is a "
+             "matter of adding configurations to lexkit.extension." + caveat),
     ]
 
 
-def _paper_tables() -> str:
-    parts = []
-    for title, table, digits in (("Table 2 (perplexity, causal)", PAPER_TABLE2, 2),
-                                 ("Table 5 (perplexity beyond 1024)", PAPER_TABLE5, 2),
-                                 ("Table 3 (attention resolution)", PAPER_TABLE3, 2)):
+def paper_tables() -> list[Block]:
+    out: list[Block] = []
+    for title, table, rule in (("Table 2 (perplexity, causal)", PAPER_TABLE2, "min"),
+                               ("Table 5 (perplexity beyond 1024)", PAPER_TABLE5, "min"),
+                               ("Table 3 (attention resolution)", PAPER_TABLE3, "max")):
         header = ["variant"] + [str(n) for n in table["lengths"]]
-        rows = [[k] + [f"{v:.{digits}f}" for v in vals] for k, vals in table.items() if k != "lengths"]
-        parts.append(f"**{title}**\n\n" + _markdown(header, rows))
-    return "\n\n".join(parts)
+        rows = [[k] + [cell(v, digits=2) for v in vals] for k, vals in table.items() if k != "lengths"]
+        what = "perplexity" if rule == "min" else "resolution"
+        out += [Text(f"**{title}**"), Table.of(header, rows, rule, f"best ({'lowest' if rule == 'min' else 'highest'}) "
+                                                               f"{what} per column marked")]
+    return out
+
+
+def provenance_value(value) -> str:
+    """One provenance entry as text: a dict as ``key value`` pairs, a list comma-separated."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {provenance_value(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(provenance_value(v) for v in value)
+    if value is None:
+        return "none"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def provenance_table(results: dict) -> Table:
+    """What the study ran on: corpus, model, training, seeds, time, versions, then every entry of
+    results.json's ``provenance`` (when the study recorded one) as it is."""
+    t, fp, m, train = results["train_len"], results["data"]["fingerprint"], results["model"], results["train"]
+    rows = [
+        ["corpus", f"{results['data']['spec']}: {fp.get('files')} files, {fp.get('bytes', 0):,} bytes, "
+                   f"Python {fp.get('python', '?')}, sha256 {fp.get('sha256', '?')}"],
+        ["model", f"{m['n_layers']} layers, d_model {m['d_model']}, {m['n_heads']} heads, "
+                  f"{results['params']:,} parameters"],
+        ["training", f"{train['steps']} steps, batch {train['batch']}, lr {train['lr']}, length {t}"],
+        ["seeds", str(results["config"]["seeds"])],
+        ["wall time", f"{results['wall_seconds']:.0f} s (this invocation; {results['work']['ran']} tasks ran, "
+                      f"{results['work']['cached']} cached)"],
+        ["versions", f"lexkit {results['lexkit']}, torch {results['torch']}"],
+    ]
+    rows += [[str(k), provenance_value(v)] for k, v in (results.get("provenance") or {}).items()]
+    return Table.of(["item", "value"], rows)
+
+
+def document(results: dict) -> list[Block]:
+    """The report, block by block."""
+    t = results["train_len"]
+    m = results["model"]
+    train = results["train"]
+    seeds = results["config"]["seeds"]
+    note = " (mean ± std over seeds)" if seeds > 1 else ""
+    docs = results["runs"][0]["eval"]["documents"] if results["runs"] else 0
+    per_doc = results["runs"][0]["eval"]["bytes_per_document"] if results["runs"] else 0
+    return [
+        Heading("lexkit study report", 1),
+        Text(f"Byte-level decoders ({m['n_layers']} layers, width {m['d_model']}, {m['n_heads']} heads, "
+             f"{results['params']:,} parameters) trained at **{t} bytes** for {train['steps']} steps "
+             f"(batch {train['batch']}), evaluated at {', '.join(map(str, results['lengths']))} bytes under "
+             f"{', '.join(results['patterns'])}. Every length scores the same bytes: the first "
+             f"{per_doc:,} bytes of {docs} validation documents (the paper's protocol). Numbers are bits "
+             f"per byte (lower is better){note}."),
+        Figure("bpb_by_length.png", "bpb by length"),
+        Heading("A. Perplexity by length, causal attention (the paper's Table 2 layout)"),
+        Text("Bits per byte; columns past the training length (1x) are extrapolation."),
+        length_table(results),
+        Text("Perplexity per byte (e^NLL):"),
+        length_table(results, "ppl"),
+        Heading("B. Relative schemes under each attention pattern beyond the training length (Table 5 layout)"),
+        Text("window:W is the essay's super-strong baseline (each query sees the last W keys); bca:W is the "
+             "paper's blockwise causal attention (blocks of W/2, each sees itself and the previous block)."),
+        pattern_table(results),
+        Heading("C. Attention resolution (Table 3 layout)"),
+        Text("Analytic: from the encoding alone, before training (learnable biases at their initial values); "
+             "empirical: measured per layer on the trained model (mean over heads, then layers) on "
+             f"{results['config']['resolution_texts']} validation texts. R lies in [0, 1] for any curve, so the "
+             "paper's 1.08 for xPos+BCA cannot come from the formula as printed."),
+        resolution_table(results),
+        Figure("s_curves.png", "s[n] curves"),
+        Figure("resolution_per_layer.png", "resolution per layer"),
+        Figure("entropy.png", "entropy"),
+        Heading("D. The design principles, measured"),
+        Text("Order variance: max |f(PX) − Pf(X)| / max|f(X)| for a random permutation P (0 = bag of words). "
+             f"Translation Δ: max change of the logits under a position offset of {t // 2}, relative (≈0 for "
+             "relative schemes). Extrapolation: bpb at 4x and 16x over bpb at 1x under causal attention "
+             "(≤ 1 extrapolates). Beyond − inside: bpb of positions past the training length minus bpb of the "
+             "last bucket inside it, at the longest length (negative: the model uses the extra context, "
+             "*A Length-Extrapolatable Transformer*'s \"not exploding is not extrapolating\")."),
+        principles_table(results),
+        Figure("loss_by_position.png", "loss by position"),
+        *extension_sections(results),
+        Heading("The paper's numbers, for orientation"),
+        Text("A different model (24 layers, hidden 1024), data (a Pile subset, BPE tokens) and scale: compare "
+             "shapes and orderings, not values."),
+        *paper_tables(),
+        Heading("Provenance"),
+        provenance_table(results),
+    ]
+
+
+def markdown_table(table: Table) -> str:
+    lines = ["| " + " | ".join(table.header) + " |", "|" + "|".join(" --- " for _ in table.header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in table.rows]
+    return "\n".join(lines)
+
+
+def markdown_block(block: Block) -> str:
+    if isinstance(block, Heading):
+        return "#" * block.level + " " + block.text
+    if isinstance(block, Text):
+        return block.text
+    if isinstance(block, Bullets):
+        return "\n".join(f"- {item}" for item in block.items)
+    if isinstance(block, Figure):
+        return f"![{block.alt}]({block.name})"
+    return markdown_table(block)
+
+
+def markdown(results: dict) -> str:
+    return "\n\n".join(markdown_block(b) for b in document(results)) + "\n"
 
 
 def csv_rows(results: dict) -> list[dict]:
@@ -220,74 +355,13 @@ def csv_rows(results: dict) -> list[dict]:
     return rows
 
 
-def markdown(results: dict) -> str:
-    t = results["train_len"]
-    fp = results["data"]["fingerprint"]
-    m = results["model"]
-    train = results["train"]
-    seeds = results["config"]["seeds"]
-    cell = " (mean ± std over seeds)" if seeds > 1 else ""
-    docs = results["runs"][0]["eval"]["documents"] if results["runs"] else 0
-    per_doc = results["runs"][0]["eval"]["bytes_per_document"] if results["runs"] else 0
-    sections = [
-        "# lexkit study report",
-        f"Byte-level decoders ({m['n_layers']} layers, width {m['d_model']}, {m['n_heads']} heads, "
-        f"{results['params']:,} parameters) trained at **{t} bytes** for {train['steps']} steps "
-        f"(batch {train['batch']}), evaluated at {', '.join(map(str, results['lengths']))} bytes under "
-        f"{', '.join(results['patterns'])}. Every length scores the same bytes: the first "
-        f"{per_doc:,} bytes of {docs} validation documents (the paper's protocol). Numbers are bits "
-        f"per byte (lower is better){cell}.",
-        "![bpb by length](bpb_by_length.png)",
-        "## A. Perplexity by length, causal attention (the paper's Table 2 layout)",
-        "Bits per byte; columns past the training length are extrapolation.",
-        _markdown(*length_table(results)),
-        "Perplexity per byte (e^NLL):",
-        _markdown(*length_table(results, "ppl")),
-        "## B. Relative schemes under each attention pattern beyond the training length (Table 5 layout)",
-        "window:W is the essay's super-strong baseline (each query sees the last W keys); bca:W is the "
-        "paper's blockwise causal attention (blocks of W/2, each sees itself and the previous block).",
-        _markdown(*pattern_table(results)),
-        "## C. Attention resolution (Table 3 layout)",
-        "Analytic: from the encoding alone, before training (learnable biases at their initial values); "
-        "empirical: measured per layer on the trained model (mean over heads, then layers) on "
-        f"{results['config']['resolution_texts']} validation texts. R lies in [0, 1] for any curve, so the "
-        "paper's 1.08 for xPos+BCA cannot come from the formula as printed.",
-        _markdown(*resolution_table(results)),
-        "![s[n] curves](s_curves.png)\n\n![resolution per layer](resolution_per_layer.png)\n\n![entropy](entropy.png)",
-        "## D. The design principles, measured",
-        "Order variance: max |f(PX) − Pf(X)| / max|f(X)| for a random permutation P (0 = bag of words). "
-        f"Translation Δ: max change of the logits under a position offset of {t // 2}, relative (≈0 for "
-        "relative schemes). Extrapolation: bpb at 4x and 16x over bpb at 1x under causal attention "
-        "(≤ 1 extrapolates). Beyond − inside: bpb of positions past the training length minus bpb of the "
-        "last bucket inside it, at the longest length (negative: the model uses the extra context, "
-        "*A Length-Extrapolatable Transformer*'s \"not exploding is not extrapolating\").",
-        _markdown(*principles_table(results)),
-        "![loss by position](loss_by_position.png)",
-        *extension_sections(results),
-        "## The paper's numbers, for orientation",
-        "A different model (24 layers, hidden 1024), data (a Pile subset, BPE tokens) and scale: compare "
-        "shapes and orderings, not values.",
-        _paper_tables(),
-        "## Provenance",
-        _markdown(["item", "value"], [
-            ["corpus", f"{results['data']['spec']}: {fp.get('files')} files, {fp.get('bytes', 0):,} bytes, "
-                       f"Python {fp.get('python', '?')}, sha256 {fp.get('sha256', '?')}"],
-            ["model", f"{m['n_layers']} layers, d_model {m['d_model']}, {m['n_heads']} heads, "
-                      f"{results['params']:,} parameters"],
-            ["training", f"{train['steps']} steps, batch {train['batch']}, lr {train['lr']}, length {t}"],
-            ["seeds", str(seeds)],
-            ["wall time", f"{results['wall_seconds']:.0f} s (this invocation; {results['work']['ran']} tasks ran, "
-                          f"{results['work']['cached']} cached)"],
-            ["versions", f"lexkit {results['lexkit']}, torch {results['torch']}"],
-        ]),
-    ]
-    return "\n\n".join(sections) + "\n"
-
-
 def write_report(results: dict, out: str | Path) -> None:
-    """``report.md`` and ``results.csv`` in the directory ``out`` (figures: :mod:`lexkit.plots`)."""
+    """In the directory ``out``: the figures (:func:`lexkit.plots.report_figures`), ``report.md``,
+    ``report.html`` (the same blocks, figures embedded) and ``results.csv``."""
     out = Path(out)
+    images = report_figures(results, out)
     atomic_write(out / "report.md", markdown(results))
+    atomic_write(out / "report.html", html(document(results), images))
     buffer = io.StringIO()
     rows = csv_rows(results)
     writer = csv.DictWriter(buffer, fieldnames=list(rows[0]) if rows else ["scheme"])

@@ -230,11 +230,9 @@ class Study:
             "work": {a: sum(1 for r in self.record if r["action"] == a) for a in ("ran", "cached")},
         }
         runs.write_json(self.out / "results.json", results)
-        from .plots import report_figures
         from .report import write_report
 
-        write_report(results, self.out)
-        report_figures(results, self.out)
+        write_report(results, self.out)  # report.md, report.html, results.csv and the figures
         return results
 
     def wait_for(self, cells: list[Cell]) -> None:

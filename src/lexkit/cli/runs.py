@@ -1,6 +1,10 @@
 """``lexkit runs [DIR]``: the training runs at or below DIR (default: the current directory), one
 line each: scheme, step / total steps, state (finished, stopped, or writing: a live process holds
-its lock), the last validation bits per byte, size on disk, and path."""
+its lock), the last validation bits per byte, size on disk, and path.
+
+With --tensorboard OUT, their metrics.jsonl rows are written as TensorBoard event files instead,
+one subdirectory of OUT per run named by its path below DIR (needs ``pip install 'lexkit[tb]'``):
+``tensorboard --logdir OUT`` then shows them side by side."""
 
 from __future__ import annotations
 
@@ -15,6 +19,9 @@ def add_parser(sub):
     p = sub.add_parser("runs", help="list the training runs in a directory", description=__doc__)
     p.add_argument("dir", nargs="?", default=".", metavar="DIR", help="where to look (default: .)")
     p.add_argument("--depth", type=int, default=4, metavar="N", help="directory levels to search (default: 4)")
+    p.add_argument("--tensorboard", metavar="OUT",
+                   help="write every run's metrics.jsonl as TensorBoard event files under OUT, one subdirectory "
+                   "per run (needs lexkit[tb])")
     return p
 
 
@@ -24,6 +31,8 @@ def run(args) -> int:
         raise RunError(f"{args.dir} is not a directory" if root.exists() else f"{args.dir} does not exist")
     if args.depth < 0 or args.depth > 64:
         raise ValueError(f"--depth {args.depth}: must be an integer from 0 to 64")
+    if args.tensorboard:
+        return export(root, Path(args.tensorboard), args.depth)
     rows = [("scheme", "step", "state", "val bpb", "size", "path")]
     for path in runs.find(root, depth=args.depth):
         try:
@@ -38,6 +47,21 @@ def run(args) -> int:
         print(f"no runs at or below {args.dir} (a run is a directory with config.json, made by `lexkit train`)")
         return 0
     print_table(rows, "lrlrrl")
+    return 0
+
+
+def export(root: Path, out: Path, depth: int) -> int:
+    from ..tensorboard import export_runs
+
+    if out.exists() and not out.is_dir():
+        raise RunError(f"--tensorboard {out}: not a directory (give a directory for the event files)")
+    done = export_runs(root, out, depth=depth)
+    if not done:
+        print(f"no runs with logged metrics at or below {root}; nothing written")
+        return 0
+    for name, count in done:
+        print(f"  {out / name}  ({count} rows)")
+    print(f"{len(done)} run(s) exported; view them with: tensorboard --logdir {out}")
     return 0
 
 

@@ -1,5 +1,6 @@
 """``lexkit study``: train each scheme at a short length, evaluate it at many lengths and
-patterns, measure resolution and the design principles, and write DIR/report.md.
+patterns, measure resolution and the design principles, and write DIR/report.md and
+DIR/report.html (one self-contained page: figures embedded, best value per column marked).
 
 Cached and resumable: a re-run skips finished work, an interrupted one resumes, and a new
 --scheme trains only that scheme. Under ``torchrun --nproc_per_node N`` the cells are shared out
@@ -9,6 +10,7 @@ over the N processes (nodes sharing --out too); rank 0 writes the report (docs/d
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from .. import checks, presets
 from ..device import resolve_device
@@ -40,6 +42,9 @@ def add_parser(sub):
                    "table (default: 60)")
     p.add_argument("--no-extension", dest="extension", action="store_false",
                    help="skip the context-extension table (RoPE scalings, ReRoPE, log-n, sinks, fine-tunes)")
+    p.add_argument("--tensorboard", nargs="?", const="", metavar="DIR",
+                   help="also write the evaluations (bpb by length per scheme and pattern) and the runs' "
+                   "training curves as TensorBoard event files (default DIR: OUT/tensorboard; needs lexkit[tb])")
     p.add_argument("--dry-run", action="store_true", help="list the cells and estimate the time; train nothing")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
@@ -53,6 +58,10 @@ def run(args) -> int:
         checks.number(flag, value, maximum=top)
     if args.lengths:
         checks.lengths("--lengths", parse_lengths(args.lengths), checks.MAX_EVAL_LENGTH)
+    if args.tensorboard is not None:
+        from ..tensorboard import require
+
+        require()  # before hours of work: a missing extra fails at once
     cfg = StudyConfig(
         preset=args.preset,
         schemes=args.scheme or list(DEFAULT_SCHEMES),
@@ -80,6 +89,15 @@ def run(args) -> int:
                                   ("beyond the training length, by pattern (B)", pattern_table(results))):
         align = "".join("l" if h in ("scheme", "pattern") else "r" for h in header)
         print_table([header] + rows, align, title=f"\n{title}")
-    print(f"report: {args.out}/report.md  (results.json, results.csv, plots); "
+    if args.tensorboard is not None:
+        from ..tensorboard import export_runs, write_study
+
+        logdir = Path(args.tensorboard or Path(args.out) / "tensorboard")
+        evals = write_study(results, logdir)
+        trained = export_runs(Path(args.out) / "runs", logdir / "runs")
+        print(f"tensorboard: the evaluations of {len(evals)} configurations and the training curves of "
+              f"{len(trained)} runs in {logdir} "
+              f"(view: tensorboard --logdir {logdir})")
+    print(f"report: {args.out}/report.md, report.html  (results.json, results.csv, plots); "
           f"{results['work']['ran']} tasks ran, {results['work']['cached']} cached, {results['wall_seconds']:.0f} s")
     return 0

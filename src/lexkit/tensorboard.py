@@ -1,0 +1,168 @@
+"""TensorBoard event files from what lexkit already records (the optional ``lexkit[tb]`` extra).
+
+``metrics.jsonl`` stays the source of truth; this module only copies it into the format
+``tensorboard --logdir`` reads, through tensorboardX (numpy and protobuf, not TensorFlow):
+
+* :func:`open_writer` / :class:`Writer`: one metrics row at a time, as a run trains
+  (``lexkit train --tensorboard``);
+* :func:`export_runs`: the runs below a directory, one subdirectory each, named by its path
+  (``lexkit runs DIR --tensorboard OUT``), so a study's runs share one TensorBoard;
+* :func:`write_study`: a study's evaluations, bpb by length per scheme and pattern (the
+  ``step`` axis is the evaluation length in bytes; ``lexkit study --tensorboard``).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from . import results as query
+from . import runs
+from .errors import LexkitError
+
+#: metrics.jsonl keys -> TensorBoard tags; any other numeric key ``k`` goes to ``train/k`` (``val/k``
+#: for a ``val_k``)
+TAGS = {
+    "loss": "train/loss",
+    "lr": "train/lr",
+    "grad_norm": "train/grad_norm",
+    "val_bpb": "val/bpb",
+    "bytes_per_s": "perf/bytes_per_s",
+    "step_seconds": "perf/step_seconds",
+    "mfu": "perf/mfu",
+}
+#: the file name ending of event files written by :func:`export_runs` (a re-export replaces them)
+EXPORT_SUFFIX = ".lexkit-export"
+INSTALL = "pip install 'lexkit[tb]'"
+
+
+def require():
+    """The tensorboardX module, or a LexkitError saying which extra to install."""
+    try:
+        import tensorboardX
+    except ImportError as exc:
+        raise LexkitError(f"TensorBoard output needs the tensorboardX package, which is not installed: "
+                          f"{INSTALL}") from exc
+    return tensorboardX
+
+
+def tag(key: str) -> str:
+    """The TensorBoard tag of a metrics.jsonl key."""
+    if key in TAGS:
+        return TAGS[key]
+    return f"val/{key[4:]}" if key.startswith("val_") else f"train/{key}"
+
+
+def scalars(record: dict) -> dict[str, float]:
+    """The numeric fields of one metrics row (``step`` excluded) by tag; booleans, strings and
+    None are not scalars."""
+    return {tag(k): float(v) for k, v in record.items()
+            if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+class Writer:
+    """Event files in ``logdir``: :meth:`add` one metrics row at a time; a context manager."""
+
+    def __init__(self, logdir: str | Path, *, suffix: str = "") -> None:
+        tbx = require()
+        Path(logdir).mkdir(parents=True, exist_ok=True)
+        self.logdir = Path(logdir)
+        self._writer = tbx.SummaryWriter(str(logdir), filename_suffix=suffix)
+
+    def add(self, record: dict) -> None:
+        """Every numeric field of ``record`` as a scalar at step ``record["step"]``."""
+        step = int(record["step"])
+        for name, value in scalars(record).items():
+            self.scalar(name, value, step)
+
+    def scalar(self, name: str, value: float, step: int) -> None:
+        self._writer.add_scalar(name, value, step)
+
+    def close(self) -> None:
+        self._writer.close()
+
+    def __enter__(self) -> Writer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def open_writer(logdir: str | Path) -> Writer:
+    """A :class:`Writer` into ``logdir`` (created); LexkitError when the extra is missing."""
+    return Writer(logdir)
+
+
+def run_name(run_dir: Path, root: Path) -> str:
+    """A run's subdirectory in an export: its path below ``root`` (``root``'s own name for
+    ``root`` itself)."""
+    rel = run_dir.relative_to(root)
+    return rel.as_posix() if rel.parts else (root.resolve().name or "run")
+
+
+def export_writer(logdir: Path) -> Writer:
+    """A :class:`Writer` into ``logdir`` whose event file replaces the one a previous export
+    left there (event files of other writers are kept)."""
+    for old in Path(logdir).glob(f"events.out.tfevents.*{EXPORT_SUFFIX}"):
+        old.unlink()
+    return Writer(logdir, suffix=EXPORT_SUFFIX)
+
+
+def export_runs(root: str | Path, logdir: str | Path, *, depth: int = 4) -> list[tuple[str, int]]:
+    """Every run at or below ``root`` (:func:`lexkit.runs.find`) with logged rows, written to
+    ``logdir/<its path below root>``; a previous export there is replaced, nothing else touched.
+    Returns (subdirectory, rows written) per run."""
+    require()
+    root, logdir = Path(root), Path(logdir)
+    done = []
+    for run_dir in runs.find(root, depth=depth):
+        rows = [r for r in runs.read_metrics(run_dir) if isinstance(r.get("step"), int)]
+        if not rows:
+            continue
+        name = run_name(run_dir, root)
+        with export_writer(logdir / name) as writer:
+            for row in rows:
+                writer.add(row)
+        done.append((name, len(rows)))
+    return done
+
+
+def slug(text: str) -> str:
+    """``text`` as one path component."""
+    return "".join(c if c.isalnum() or c in "-.=+" else "_" for c in text)
+
+
+def study_scalars(results: dict) -> dict[str, dict[str, dict[int, float]]]:
+    """A study's evaluations as TensorBoard would show them: subdirectory -> tag -> {length:
+    value}. One subdirectory per scheme (``eval/<scheme>``) and per context-extension
+    configuration (``extension/<label>``), tags ``bpb/<pattern>`` (and ``ppl/<pattern>``, causal
+    and beyond), means over seeds as in the report's tables; a cell with no value is left out."""
+    out: dict[str, dict[str, dict[int, float]]] = {}
+    for scheme in query.schemes(results):
+        tags = out.setdefault(f"eval/{slug(scheme)}", {})
+        for pattern in results["patterns"]:
+            for key in ("bpb", "ppl"):
+                points = {n: v for n in results["lengths"]
+                          if (v := query.evaluation(results, scheme, pattern, n, key)[0]) is not None}
+                if points:
+                    tags[f"{key}/{slug(pattern)}"] = points
+    for row in query.extension_rows(results):
+        points = {n: mean for n, (mean, _) in row["bpb"].items() if mean is not None}
+        if points:
+            out.setdefault(f"extension/{slug(row['label'])}", {})[f"bpb/{slug(row['pattern'])}"] = points
+    return out
+
+
+def write_study(results: dict, logdir: str | Path) -> list[str]:
+    """:func:`study_scalars` as event files under ``logdir`` (the ``step`` axis is the
+    evaluation length in bytes; non-finite values left out); returns the subdirectories."""
+    require()
+    written = []
+    for name, tags in study_scalars(results).items():
+        with export_writer(Path(logdir) / name) as writer:
+            for tag_name, points in tags.items():
+                for length, value in sorted(points.items()):
+                    if math.isfinite(value):
+                        writer.scalar(tag_name, value, length)
+        written.append(name)
+    return written

@@ -1,0 +1,132 @@
+"""TensorBoard event files, read back from disk: every numeric field of a metrics row is one scalar
+at its step, `lexkit runs --tensorboard` writes one subdirectory per run (a re-export replaces
+its own files), a study's evaluations are the means its report shows, and without the extra every
+entry point stops with one line naming it."""
+
+import importlib.util
+import json
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+from study_results import LENGTHS, bpb, study_results
+
+from lexkit.cli import main
+from lexkit.errors import LexkitError
+from lexkit.tensorboard import open_writer, write_study
+
+needs_tbx = pytest.mark.skipif(importlib.util.find_spec("tensorboardX") is None,
+                               reason="needs tensorboardX (pip install 'lexkit[tb]')")
+
+
+def read_events(folder: Path) -> list[tuple[str, int, float]]:
+    """(tag, step, value) of every scalar in the event files directly in ``folder``: TFRecord
+    frames (8-byte length, 4-byte CRC, the Event proto, 4-byte CRC)."""
+    from tensorboardX.proto import event_pb2
+
+    out = []
+    for path in sorted(folder.glob("events.out.tfevents.*")):
+        data, i = path.read_bytes(), 0
+        while i < len(data):
+            (n,) = struct.unpack("<Q", data[i:i + 8])
+            event = event_pb2.Event.FromString(data[i + 12:i + 12 + n])
+            i += 12 + n + 4
+            out += [(v.tag, event.step, v.simple_value) for v in event.summary.value]
+    return sorted(out)
+
+
+def f32(x: float) -> float:
+    """``x`` as the float32 an event file stores."""
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+#: what each metrics.jsonl key is called in TensorBoard (written out here, not taken from lexkit)
+TAGS = {"loss": "train/loss", "lr": "train/lr", "grad_norm": "train/grad_norm", "val_bpb": "val/bpb",
+        "bytes_per_s": "perf/bytes_per_s", "step_seconds": "perf/step_seconds", "mfu": "perf/mfu"}
+
+ROWS = [
+    {"step": 10, "loss": 5.5, "lr": 1e-3, "bytes_per_s": 1234.5, "grad_norm": 0.75, "step_seconds": 0.02},
+    {"step": 20, "loss": 4.25, "lr": 2e-3, "bytes_per_s": 1300, "val_bpb": 3.9, "mfu": 0.31,
+     "note": "text", "done": True, "skipped": None},
+]
+
+
+def expected(rows):
+    return sorted((TAGS[k], r["step"], f32(v)) for r in rows for k, v in r.items() if k in TAGS)
+
+
+@needs_tbx
+def test_writer_writes_each_numeric_field_at_its_step(tmp_path):
+    with open_writer(tmp_path / "tb") as writer:
+        for row in ROWS:
+            writer.add(row)
+    events = read_events(tmp_path / "tb")
+    assert events == expected(ROWS)
+    assert len(events) == 10  # strings, booleans and None are not scalars
+
+
+def write_run(folder: Path, rows: list[dict]) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    if rows:
+        (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+@needs_tbx
+def test_runs_export_one_subdirectory_per_run(tmp_path, capsys):
+    root = tmp_path / "study"
+    write_run(root / "runs" / "alibi", ROWS)
+    write_run(root / "rope", ROWS[:1])
+    write_run(root / "empty", [])
+    out = tmp_path / "tb"
+    assert main(["runs", str(root), "--tensorboard", str(out)]) == 0
+    assert read_events(out / "runs" / "alibi") == expected(ROWS)
+    assert read_events(out / "rope") == expected(ROWS[:1])
+    assert not (out / "empty").exists()
+    assert "2 run(s) exported" in capsys.readouterr().out
+    # a second export replaces its own files (no doubled curves) and keeps anyone else's
+    foreign = out / "rope" / "events.out.tfevents.1.other"
+    foreign.write_bytes(b"")
+    assert main(["runs", str(root), "--tensorboard", str(out)]) == 0
+    assert read_events(out / "rope") == expected(ROWS[:1])
+    assert len(list((out / "rope").iterdir())) == 2 and foreign.is_file()
+
+
+@needs_tbx
+def test_study_evaluations_are_the_report_means(tmp_path):
+    names = write_study(study_results(), tmp_path)
+    assert sorted(names) == ["eval/alibi", "eval/rope", "extension/rope_pi__fine-tuned_", "extension/rope_yarn"]
+    events = read_events(tmp_path / "eval" / "rope")
+    # mean over the fixture's two seeds, step = evaluation length
+    want = [(f"bpb/{slug}", n, f32((bpb("rope", p, n, 0) + bpb("rope", p, n, 1)) / 2))
+            for p, slug in (("causal", "causal"), ("window:16", "window_16")) for n in LENGTHS]
+    assert [e for e in events if e[0].startswith("bpb/")] == sorted(want)
+    ppl = [e for e in events if e[0] == "ppl/causal"]
+    assert [s for _, s, _ in ppl] == LENGTHS
+    assert ppl[0][2] == pytest.approx((2 ** bpb("rope", "causal", 8, 0) + 2 ** bpb("rope", "causal", 8, 1)) / 2,
+                                      rel=1e-6)
+    yarn = read_events(tmp_path / "extension" / "rope_yarn")
+    assert [(t, s) for t, s, _ in yarn] == [("bpb/causal", n) for n in LENGTHS]
+
+
+def test_without_the_extra_one_line_names_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "tensorboardX", None)  # import fails as if not installed
+    with pytest.raises(LexkitError, match=r"pip install 'lexkit\[tb\]'"):
+        open_writer(tmp_path / "tb")
+    write_run(tmp_path / "runs" / "a", ROWS)
+    assert main(["runs", str(tmp_path / "runs"), "--tensorboard", str(tmp_path / "tb")]) == 2
+    assert main(["study", "--preset", "tiny", "--out", str(tmp_path / "s"), "--tensorboard"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("error: ") and "lexkit[tb]" in line for line in err)
+    assert not (tmp_path / "tb").exists() and not (tmp_path / "s").exists()
+
+
+@needs_tbx
+def test_export_into_a_file_is_refused(tmp_path, capsys):
+    write_run(tmp_path / "runs" / "a", ROWS)
+    (tmp_path / "tb").write_text("keep")
+    assert main(["runs", str(tmp_path / "runs"), "--tensorboard", str(tmp_path / "tb")]) == 2
+    assert "not a directory" in capsys.readouterr().err
+    assert (tmp_path / "tb").read_text() == "keep"
