@@ -1,10 +1,32 @@
 """Report tables from results.json alone: seeds aggregate to mean ± sample standard deviation,
-unavailable cells read n/a, and Table D's ratios follow from the bpb cells."""
+unavailable cells read n/a, and Table D's ratios follow from the bpb cells; report.html holds the
+same tables and figures with nothing fetched from elsewhere, the best cell of each column marked."""
 
+import base64
 import math
+import re
+import shutil
+import struct
+import subprocess
+from html.parser import HTMLParser
 
-from lexkit.report import length_table, markdown, pattern_table
+import pytest
+
+from lexkit.blocks import Table
+from lexkit.report import (
+    document,
+    length_label,
+    length_table,
+    markdown,
+    multiple,
+    number,
+    pattern_table,
+    provenance_table,
+    signed,
+    write_report,
+)
 from lexkit.results import principles
+from study_results import study_results
 
 
 def run(scheme, seed, bpb_by_length, relative=True):
@@ -32,7 +54,7 @@ def test_seeds_give_mean_and_sample_std():
                          ("window:16", 64): 1.5, ("window:16", 256): 2.0})
     res = results([a, b])
     header, rows = length_table(res)
-    assert header == ["scheme", "16", "64 (extrap.)", "256 (extrap.)"]
+    assert header == ["scheme", "16 (1x)", "64 (4x)", "256 (16x)"]
     assert rows == [["alibi", f"2.500 ± {math.sqrt(0.5):.3f}", f"3.000 ± {math.sqrt(2.0):.3f}", "n/a"]]
     _, rows_b = pattern_table(res)
     assert rows_b[1] == ["alibi", "window:16", f"1.250 ± {math.sqrt(0.125):.3f}", f"1.500 ± {math.sqrt(0.5):.3f}"]
@@ -45,3 +67,132 @@ def test_absolute_schemes_are_left_out_of_pattern_table():
     res = results([run("sinusoidal", 0, {("causal", 64): 5.0}, relative=False), run("rope", 0, {("causal", 64): 3.0})])
     _, rows = pattern_table(res)
     assert {r[0] for r in rows} == {"rope"}
+
+
+def test_length_labels_share_one_format():
+    assert [multiple(n, 16) for n in (8, 16, 256)] == ["0.5x", "1x", "16x"]
+    assert multiple(33, 32) == "1.03x" and multiple(7, 32) == "0.22x"  # two decimals at most, both sides of 1x
+    assert multiple(1, 1024) == "0.001x" and length_label(64, 16) == "64 (4x)"
+
+
+def test_a_value_that_rounds_to_zero_has_no_sign():
+    assert number(-0.0001) == "0.000" and number(-0.00004, digits=4) == "0.0000"
+    assert number(-0.002) == "-0.002" and number(12345.6) == "1.23e+04"
+    assert signed(-0.0001) == "0.000" and signed(0.012) == "+0.012" and signed(-0.12) == "-0.120"
+    # the fixture's translation change is -1e-5 and -2e-5 over two seeds: shown as 0.0000
+    assert "| -0.0" not in markdown(study_results())
+
+
+class Page(HTMLParser):
+    """The parts of report.html a reader relies on: images, links, ids, tables (cell text and
+    whether a cell is marked best), and every URL-bearing attribute."""
+
+    def __init__(self):
+        super().__init__()
+        self.images, self.links, self.ids, self.urls, self.tags = [], [], set(), [], []
+        self.tables, self._cell = [], None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.tags.append(tag)
+        self.ids |= {attrs["id"]} if "id" in attrs else set()
+        self.urls += [v for k, v in attrs.items() if k in ("src", "href", "srcset", "action", "data") and v]
+        if tag == "img":
+            self.images.append(attrs["src"])
+        elif tag == "a":
+            self.links.append(attrs.get("href", ""))
+        elif tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self._cell = ["", "best" in (attrs.get("class") or "").split()]
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell[0] += data
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self.tables[-1][-1].append(tuple(self._cell))
+            self._cell = None
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """The fixture study's report directory and its report.html, parsed (written once: drawing
+    the figures is most of the time)."""
+    out = tmp_path_factory.mktemp("report")
+    write_report(study_results(), out)
+    page = Page()
+    page.feed((out / "report.html").read_text())
+    return out, page
+
+
+def test_html_report_is_self_contained_and_holds_every_table(written):
+    tmp_path, page = written
+    res = study_results()
+    text = (tmp_path / "report.html").read_text()
+    md = (tmp_path / "report.md").read_text()
+    # every figure of report.md is embedded, as the PNG file written beside it
+    figures = re.findall(r"!\[.*?\]\(([\w.]+\.png)\)", md)
+    assert len(page.images) == len(figures) == 6
+    for src, name in zip(page.images, figures):
+        assert src.startswith("data:image/png;base64,")
+        assert base64.b64decode(src.split(",", 1)[1]) == (tmp_path / name).read_bytes()
+    # nothing fetched from elsewhere: no URL but data: and #anchors, no script, stylesheet or font link
+    assert "http://" not in text and "https://" not in text
+    assert all(u.startswith(("data:", "#")) for u in page.urls)
+    assert not {"script", "link", "iframe", "object"} & set(page.tags)
+    # every table of report.md, cell for cell, from the same data
+    tables = [b for b in document(res) if isinstance(b, Table)]
+    assert len(page.tables) == len(tables) == md.count("\n| --- |") == 10
+    for table, parsed in zip(tables, page.tables):
+        assert [c[0] for c in parsed[0]] == table.header
+        assert [[c[0] for c in row] for row in parsed[1:]] == table.rows
+        assert "| " + " | ".join(table.header) + " |" in md
+    # the table of contents links every section, and every #link lands on an id
+    assert all(link[1:] in page.ids for link in page.links if link.startswith("#"))
+    assert len([h for h in page.links if h != "#contents"]) == md.count("\n## ")
+
+
+def test_html_marks_the_best_value_of_each_column(written):
+    _, page = written
+    marked = [[[c[1] for c in row] for row in t[1:]] for t in page.tables]
+    # A (bpb): alibi (2.0625 mean, formula in the fixture) beats rope (2.3125 and up) at every length
+    assert marked[0] == [[False] + [True] * 5, [False] * 6]
+    # B: the lowest of four rows per column is alibi under window:16 (2.0 against 2.0625, 2.25, ...)
+    assert [row[2:] for row in marked[2]] == [[False] * 3, [True] * 3, [False] * 3, [False] * 3]
+    # C (resolution, highest marked): analytic rope (0.01 above alibi) wins; empirical ties mark all
+    assert [row[2] for row in marked[3]] == [False, False, True, True] and all(row[3] for row in marked[3])
+    # D: order variance and translation are unmarked whatever their values
+    assert not any(row[1] or row[2] for row in marked[4])
+    # the paper's Table 3 (highest resolution): xpos + bca and xpos tie at 1024, xpos + bca alone at 2048
+    assert [row[1:] for row in marked[-2]] == [[False, False]] * 3 + [[True, True], [True, False]]
+    assert not any(any(row) for row in marked[-1])  # provenance: nothing scored
+
+
+def test_provenance_of_results_json_is_shown(tmp_path):
+    res = study_results()
+    rows = dict(provenance_table(res).rows)
+    assert rows["device"] == "type cpu, name x86_64, count 1" and rows["backend"] == "none"
+    assert rows["git_commit"] == "c19629d" and rows["world_size"] == "1"
+    del res["provenance"]  # a study written before provenance was recorded: the table still renders
+    assert "git_commit" not in dict(provenance_table(res).rows)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs chromium (apt-get install chromium)")
+def test_html_report_renders_in_headless_chromium(tmp_path):
+    """The page as a browser lays it out: the DOM after loading has every image decoded (a
+    natural width) and every table (checked by the fast test above through html.parser)."""
+    write_report(study_results(), tmp_path)
+    shot = tmp_path / "report.png"
+    proc = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={shot}",
+                           "--window-size=1280,2400", (tmp_path / "report.html").as_uri()],
+                          capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode()[-500:]
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", png[16:24])
+    assert (width, height) == (1280, 2400)

@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from study_results import LENGTHS, bpb, study_results
 
 from lexkit.cli import main
 from lexkit.errors import LexkitError
 from lexkit.tensorboard import open_writer, write_study
+from study_results import LENGTHS, bpb, study_results
 
 needs_tbx = pytest.mark.skipif(importlib.util.find_spec("tensorboardX") is None,
                                reason="needs tensorboardX (pip install 'lexkit[tb]')")
