@@ -13,6 +13,7 @@ from html.parser import HTMLParser
 import pytest
 
 from lexkit.blocks import Table
+from lexkit.plots import seed_mean
 from lexkit.report import (
     document,
     length_label,
@@ -81,6 +82,10 @@ def test_a_value_that_rounds_to_zero_has_no_sign():
     assert signed(-0.0001) == "0.000" and signed(0.012) == "+0.012" and signed(-0.12) == "-0.120"
     # the fixture's translation change is -1e-5 and -2e-5 over two seeds: shown as 0.0000
     assert "| -0.0" not in markdown(study_results())
+
+
+def test_seeds_plot_as_one_line_of_means():
+    assert seed_mean([(2, 1.0), (1, 3.0), (2, 2.0), (3, None)]) == [(1, 3.0), (2, 1.5)]
 
 
 class Page(HTMLParser):
@@ -167,6 +172,8 @@ def test_html_marks_the_best_value_of_each_column(written):
     assert [row[2] for row in marked[3]] == [False, False, True, True] and all(row[3] for row in marked[3])
     # D: order variance and translation are unmarked whatever their values
     assert not any(row[1] or row[2] for row in marked[4])
+    # cells that read the same tie (0.010 and 0.010 differ in the 17th digit): both marked
+    assert [row[7] for row in marked[4]] == [True, True]
     # the paper's Table 3 (highest resolution): xpos + bca and xpos tie at 1024, xpos + bca alone at 2048
     assert [row[1:] for row in marked[-2]] == [[False, False]] * 3 + [[True, True], [True, False]]
     assert not any(any(row) for row in marked[-1])  # provenance: nothing scored

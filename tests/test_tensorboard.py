@@ -130,3 +130,17 @@ def test_export_into_a_file_is_refused(tmp_path, capsys):
     assert main(["runs", str(tmp_path / "runs"), "--tensorboard", str(tmp_path / "tb")]) == 2
     assert "not a directory" in capsys.readouterr().err
     assert (tmp_path / "tb").read_text() == "keep"
+
+
+@needs_tbx
+def test_study_flag_writes_evaluations_and_run_curves(tmp_path, monkeypatch, capsys):
+    """`lexkit study --tensorboard` after the study (its run stood in for by the fixture's
+    results and one logged run): evaluations under eval/, training curves under runs/."""
+    out = tmp_path / "s"
+    write_run(out / "runs" / "alibi-s0", ROWS)
+    monkeypatch.setattr("lexkit.cli.study.Study.run", lambda self: study_results())
+    assert main(["study", "--preset", "tiny", "--out", str(out), "--tensorboard", "--quiet"]) == 0
+    logdir = out / "tensorboard"
+    assert read_events(logdir / "runs" / "alibi-s0") == expected(ROWS)
+    assert [s for t, s, _ in read_events(logdir / "eval" / "alibi") if t == "bpb/causal"] == LENGTHS
+    assert f"tensorboard --logdir {logdir}" in capsys.readouterr().out

@@ -149,6 +149,14 @@ def eval_report(report: dict, path: str | Path) -> None:
 
 
 # -- the study report ---------------------------------------------------------------------------
+def seed_mean(points) -> list[tuple[float, float]]:
+    """(x, y) points of every seed as one line: the mean y at each x, in x order."""
+    by_x = defaultdict(list)
+    for x, y in points:
+        by_x[x].append(y)
+    return [(x, mean) for x in sorted(by_x) if (mean := query.aggregate(by_x[x])[0]) is not None]
+
+
 def bpb_by_length(results: dict, path: str | Path) -> None:
     """bpb against evaluation length, one panel per pattern, one line per scheme."""
     patterns = results["patterns"]
@@ -200,8 +208,8 @@ def entropy_by_length(results: dict, path: str | Path) -> None:
     fig, (ax,) = figure(7, 4)
     for scheme in query.schemes(results):
         for pattern, style in (("causal", "-"), (patterns[-1] if len(patterns) > 1 else "causal", "--")):
-            pts = sorted((r["length"], r["entropy"]) for run in query.runs_of(results, scheme)
-                         for r in run["resolution"] if r["pattern"] == pattern and r.get("entropy") is not None)
+            pts = seed_mean((r["length"], r["entropy"]) for run in query.runs_of(results, scheme)
+                            for r in run["resolution"] if r["pattern"] == pattern and r.get("entropy") is not None)
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker=".", label=f"{scheme} {pattern}")
     ax.set_xscale("log", base=2)
@@ -217,8 +225,8 @@ def loss_by_position(results: dict, path: str | Path) -> None:
     fig, axes = figure(5 * len(patterns), 4, panels=len(patterns))
     for ax, pattern in zip(axes, patterns):
         for scheme in query.schemes(results):
-            pts = sorted(((r["from"] + r["to"]) / 2, r["bpb"])
-                         for r in query.by_position(results, scheme, pattern, longest))
+            pts = seed_mean(((r["from"] + r["to"]) / 2, r["bpb"])
+                            for r in query.by_position(results, scheme, pattern, longest))
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=scheme)
         _bpb_axes(ax, results["train_len"], f"{pattern} at {longest}", "position in the chunk")

@@ -61,7 +61,8 @@ def multiple(n: int, train_len: int) -> str:
 
 
 def cell(mean: float | None, std: float | None = None, digits: int = 3) -> Cell:
-    return Cell(number(mean, std, digits), mean)
+    """A number cell whose value is the mean as shown (so cells that read the same tie)."""
+    return Cell(number(mean, std, digits), None if mean is None else float(number(mean, digits=digits)))
 
 
 def length_label(n: int, train_len: int) -> str:
