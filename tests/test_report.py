@@ -79,6 +79,7 @@ def test_length_labels_share_one_format():
 def test_a_value_that_rounds_to_zero_has_no_sign():
     assert number(-0.0001) == "0.000" and number(-0.00004, digits=4) == "0.0000"
     assert number(-0.002) == "-0.002" and number(12345.6) == "1.23e+04"
+    assert number(0.00096, small=True) == "9.60e-04" and number(0.00096) == "0.001"  # resolution spans decades
     assert signed(-0.0001) == "0.000" and signed(0.012) == "+0.012" and signed(-0.12) == "-0.120"
     # the fixture's translation change is -1e-5 and -2e-5 over two seeds: shown as 0.0000
     assert "| -0.0" not in markdown(study_results())

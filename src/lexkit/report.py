@@ -33,11 +33,14 @@ PAPER_TABLE3 = {"lengths": [1024, 2048], "absolute": [0.87, 0.28], "alibi": [0.8
                 "xpos + bca": [0.98, 1.08], "xpos": [0.98, 0.54]}
 
 
-def number(mean: float | None, std: float | None = None, digits: int = 3) -> str:
-    """A cell: ``mean`` (± ``std``) to ``digits`` decimals (3 significant digits from 1e4 up),
-    ``n/a`` for None; a value that rounds to zero reads ``0.000``, never ``-0.000``."""
+def number(mean: float | None, std: float | None = None, digits: int = 3, *, small: bool = False) -> str:
+    """A cell: ``mean`` (± ``std``) to ``digits`` decimals (3 significant digits from 1e4 up, and
+    below 1e-3 when ``small``: a quantity spanning decades), ``n/a`` for None; a value that rounds
+    to zero reads ``0.000``, never ``-0.000``."""
     if mean is None:
         return "n/a"
+    if small and 0 < abs(mean) < 1e-3:
+        return f"{mean:.2e}" + (f" ± {std:.2e}" if std is not None else "")
     return _unsigned_zero(f"{mean:.{digits}f}" if abs(mean) < 1e4 else f"{mean:.3g}") + (
         f" ± {std:.{digits}f}" if std is not None else "")
 
@@ -60,9 +63,10 @@ def multiple(n: int, train_len: int) -> str:
     return (text if text != "0" else f"{ratio:.1g}") + "x"
 
 
-def cell(mean: float | None, std: float | None = None, digits: int = 3) -> Cell:
+def cell(mean: float | None, std: float | None = None, digits: int = 3, *, small: bool = False) -> Cell:
     """A number cell whose value is the mean as shown (so cells that read the same tie)."""
-    return Cell(number(mean, std, digits), None if mean is None else float(number(mean, digits=digits)))
+    shown = None if mean is None else float(number(mean, digits=digits, small=small))
+    return Cell(number(mean, std, digits, small=small), shown)
 
 
 def length_label(n: int, train_len: int) -> str:
@@ -99,7 +103,8 @@ def pattern_table(results: dict) -> Table:
 
 def resolution_table(results: dict) -> Table:
     """C, the paper's Table 3 layout: resolution per scheme (and pattern) at 1x, 2x, ... the
-    training length, analytic (before training) beside empirical (after)."""
+    training length, analytic (before training) beside empirical (after); R spans decades (a flat
+    curve gives 1/N^2), so values below 1e-3 are shown in scientific notation."""
     header = ["scheme", "pattern"]
     for n in results["resolution_lengths"]:
         header += [f"analytic {n}", f"empirical {n}"]
@@ -108,8 +113,8 @@ def resolution_table(results: dict) -> Table:
         for pattern in results["patterns"]:
             row = [scheme, pattern]
             for n in results["resolution_lengths"]:
-                row += [cell(*query.analytic_resolution(results, scheme, pattern, n)),
-                        cell(*query.empirical_resolution(results, scheme, pattern, n))]
+                row += [cell(*query.analytic_resolution(results, scheme, pattern, n), small=True),
+                        cell(*query.empirical_resolution(results, scheme, pattern, n), small=True)]
             rows.append(row)
     return Table.of(header, rows, "max", "best (highest) resolution per column marked")
 
