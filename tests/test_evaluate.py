@@ -310,7 +310,7 @@ def test_cli_eval_prints_a_table_and_writes_json_and_csv(tmp_path, capsys):
     assert causal.split()[-1] == "-"  # 32 is past the learned table
     report = json.loads(out_json.read_text())
     assert {"version", "run", "scheme", "train_len", "data", "results", "by_position"} <= set(report)
-    assert report["scheme"] == "learned" and report["train_len"] == 16
+    assert report["scheme"] == "learned:max_len=16" and report["train_len"] == 16  # the resolved spec that ran
     assert report["data"]["split"] == "all" and report["data"]["documents"] == 12
     assert report["data"]["fingerprint"]["files"] == 12
     assert [(r["length"], r["pattern"]) for r in report["results"]] == [
@@ -318,7 +318,7 @@ def test_cli_eval_prints_a_table_and_writes_json_and_csv(tmp_path, capsys):
     ]
     assert report["results"][-1]["bpb"] is None and "learned" in report["results"][-1]["unavailable"]
     lines = out_csv.read_text().splitlines()
-    assert lines[0] == "length,pattern,stride,bpb,ppl,bytes,unavailable" and len(lines) == 7
+    assert lines[0] == "length,pattern,stride,bpb,ppl,bytes,unavailable,scheme,logn,streamed" and len(lines) == 7
     assert csv_rows(report)[0]["bytes"] == 12 * 32
 
 
@@ -375,3 +375,21 @@ def test_cli_eval_cuda_without_cuda(tmp_path, capsys):
     run = make_run(tmp_path)
     assert main(["eval", str(run), "--device", "cuda"]) == 2
     assert "CUDA" in one_error_line(capsys)
+
+
+def test_the_report_and_csv_record_the_scheme_that_ran(tmp_path, capsys):
+    """--scheme rerope runs w = the training length (16), not the spec's default; yarn keeps its
+    original_len; the CSV carries scheme, log-n and whether each row streamed."""
+    import csv
+
+    run = make_run(tmp_path, "rope")
+    for spec, recorded in (("rerope", "rerope:w=16"), ("rope:scaling=yarn,factor=4", "original_len=16")):
+        out_json, out_csv = tmp_path / "r.json", tmp_path / "r.csv"
+        assert main(["eval", str(run), "--lengths", "16", "--scheme", spec, "--logn", "--json", str(out_json),
+                     "--csv", str(out_csv), "--no-progress"]) == 0
+        report = json.loads(out_json.read_text())
+        assert recorded in report["scheme"] and report["trained_scheme"] == "rope"
+        rows = list(csv.DictReader(out_csv.open()))
+        assert rows[0]["scheme"] == report["scheme"] and rows[0]["logn"] == "True"
+        assert rows[0]["streamed"] == "False"
+    capsys.readouterr()

@@ -28,15 +28,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from . import __version__, positions
 from .attention import Pattern
 from .attention import create as create_pattern
+from .attention.kernels import choose_kernel
 from .attention.logn import logn_scale
 from .attention.patterns import Causal
 from .device import device_of, eval_mode
@@ -244,6 +244,7 @@ def analytic_curve(
             s = s * scale[-1]
         return s.flip(-1).masked_fill(~seen, -math.inf)
     # absolute: q = k = p, one curve for all heads, mean over the visible pairs at each distance
+    _refuse_cache_positions(scheme, pattern, length)
     with torch.no_grad():
         table = scheme.embed(torch.arange(length, device=device))
     if table is None:
@@ -260,12 +261,19 @@ def analytic_curve(
     return acc.curve()[0].expand(scheme.n_heads, length).clone()
 
 
-def _header(source: str, scheme: Any) -> dict:
+def _refuse_cache_positions(scheme: Scheme, pattern: Pattern, length: int) -> None:
+    """Sinks at their cache slots need a relative scheme: the kernels' own rule and message."""
+    if pattern.cache_positions and not scheme.relative:
+        choose_kernel("chunked", scheme, pattern, length, torch.device("cpu"), False, False)
+
+
+def header(source: str, scheme: Any) -> dict:
+    """The first keys of every resolution document."""
     return {"version": FORMAT_VERSION, "lexkit": __version__, "source": source, "scheme": scheme}
 
 
 def analytic(
-    spec: str | Scheme,
+    spec: str | Scheme | nn.Module,
     lengths: Iterable[int] | str,
     pattern: str | Pattern | None = None,
     *,
@@ -286,11 +294,18 @@ def analytic(
     ``"resolution": null`` and a ``"note"`` with the reason instead of stopping the others.
     ``train_len`` (the training length the scheme assumes: a scaled RoPE's ``original_len``,
     ReRoPE's ``w``, a pattern's W, log-n's L) and ``logn`` are recorded when given.
+
+    ``spec`` may also be a loaded model (a :class:`lexkit.GPT`, or an ``hf:`` model whose
+    positions are its own: :func:`model_curve`); then the document names it (``run``, its
+    ``heads``, ``head_dim``, ``train_len``) and every length it cannot run gets a ``note``.
     """
     lengths = parse_lengths(lengths)
+    if isinstance(spec, nn.Module):
+        return _analytic_model(spec, lengths, pattern)
     scheme = make_scheme(spec, heads=heads, head_dim=head_dim, seed=seed, max_len=max_len, train_len=train_len)
     pat = _pattern(pattern, train_len)
-    doc = _header("analytic", scheme.spec)
+    _refuse_cache_positions(scheme, pat, lengths[-1])
+    doc = header("analytic", scheme.spec)
     doc.update(heads=scheme.n_heads, head_dim=scheme.head_dim, seed=seed, pattern=pat.spec)
     if train_len is not None or logn:
         doc.update(train_len=train_len, logn=logn)
@@ -302,6 +317,49 @@ def analytic(
         except ValueError as exc:
             if scheme.relative:
                 raise
+            row.update(resolution=None, per_head=None, per_layer=None, entropy=None, note=str(exc))
+        else:
+            row.update(resolution=float(r.mean()), per_head=[float(x) for x in r], per_layer=None, entropy=None)
+        doc["results"].append(row)
+    return doc
+
+
+def model_curve(model: nn.Module, length: int, pattern: str | Pattern | None = None) -> Tensor:
+    """The analytic s[n] of a loaded model's own positions, float64 [heads, length], -inf where
+    the pattern never shows distance n.
+
+    * A lexkit model, or an hf: model whose positions lexkit has as a scheme (Bloom's ALiBi with
+      its own slopes, GPT-2's learned table: ``position_scheme()``): :func:`analytic_curve` of it.
+    * An hf: RoPE model: q = k = all ones through its own rotary embedding at positions
+      0..length-1 (its theta, rotary dims and scaling, dynamic at this length; YaRN's attention
+      factor a): s[n] = (a^2 sum_i 2 cos(n f_i) + (h - r)) / sqrt(h), f_i its inverse
+      frequencies, r the rotated dims of h."""
+    cfg = model.cfg
+    pattern = model.pattern(pattern or "causal")
+    own = getattr(model, "position_scheme", None)
+    scheme = own() if own is not None else model.scheme
+    if scheme is not None:
+        logn = bool(getattr(cfg, "logn", False))
+        return analytic_curve(scheme, length, pattern, train_len=cfg.train_len if logn else None, logn=logn)
+    freqs, factor = model.rope_frequencies(length)  # [r/2], a
+    n = torch.arange(length, dtype=torch.float64)
+    rotated = 2 * torch.cos(n[:, None] * freqs[None, :]).sum(-1)  # [N]
+    s = (factor**2 * rotated + (cfg.head_dim - 2 * freqs.numel())) / math.sqrt(cfg.head_dim)
+    seen = visible_counts(pattern, length) > 0
+    return s.masked_fill(~seen, -math.inf).expand(cfg.n_heads, length).clone()
+
+
+def _analytic_model(model: nn.Module, lengths: list[int], pattern: str | Pattern | None) -> dict:
+    cfg = model.cfg
+    pat = model.pattern(pattern or "causal")
+    doc = header("analytic", cfg.scheme)
+    doc.update(run=getattr(model, "source", None), heads=cfg.n_heads, head_dim=cfg.head_dim, pattern=pat.spec,
+               train_len=cfg.train_len, results=[])
+    for n in lengths:
+        row: dict[str, Any] = {"scheme": cfg.scheme, "length": n, "pattern": pat.spec}
+        try:
+            r = resolution(model_curve(model, n, pat))  # [H]
+        except ValueError as exc:  # learned positions past their table
             row.update(resolution=None, per_head=None, per_layer=None, entropy=None, note=str(exc))
         else:
             row.update(resolution=float(r.mean()), per_head=[float(x) for x in r], per_layer=None, entropy=None)
@@ -366,20 +424,25 @@ def empirical(
     }
 
 
-def texts(docs: Sequence[bytes], length: int, count: int) -> Tensor:
-    """``[b, length]`` int64: the first ``length`` tokens (BOS + bytes) of each of the first
-    ``count`` documents at least that long (the paper's protocol reads long documents from
-    their start). ValueError when none is long enough."""
+def texts(docs: Sequence[bytes], length: int, count: int, *, model: nn.Module | None = None) -> Tensor:
+    """``[b, length]`` int64: the first ``length`` tokens (BOS + bytes; a tokenizer model's BOS
+    and tokens, :func:`lexkit.evaluate.token_documents`) of each of the first ``count``
+    documents at least that long (the paper's protocol reads long documents from their start).
+    ValueError when none is long enough."""
     from .data import encode, require_long
 
     if count <= 0:
         raise ValueError(f"--texts must be positive, got {count}")
+    if getattr(model, "unit", "bytes") == "tokens":
+        from .evaluate import token_documents
+
+        return token_documents(model, docs, length - 1, max_docs=count)[0]
     # ``length`` tokens are BOS and the first length - 1 bytes
     return torch.stack([encode(d)[:length] for d in require_long(docs, length - 1)[:count]])
 
 
 def empirical_run(
-    run_dir: str | Path,
+    target,
     lengths: Iterable[int] | str | None = None,
     pattern: str = "causal",
     *,
@@ -388,34 +451,48 @@ def empirical_run(
     progress: bool = False,
     scheme: str | None = None,
     logn: bool | None = None,
+    data: str | None = None,
+    rope_scaling: dict | str | None = None,
 ) -> dict:
-    """Empirical R of a trained run on its validation text, at each length (default: the
-    training length and twice it). Each result is :func:`empirical`'s dict (with tensors;
-    :func:`to_json` drops them). A length an absolute scheme cannot run (``learned`` past its
-    table) gets ``"resolution": null`` and a ``"note"``. ``scheme`` / ``logn`` measure the
-    trained weights under another scheme or log-n setting (:func:`lexkit.runs.load`)."""
-    from . import data, runs
+    """Empirical R of a run directory, an ``hf:PATH`` model or a loaded subject
+    (:func:`lexkit.load`) on its default documents (a run: its validation text; an hf: model:
+    stdlib's) or ``data``, at each length (default: the training length and twice it). Each
+    result is :func:`empirical`'s dict (with tensors; :func:`to_json` drops them). A length a
+    model cannot run (``learned`` past its table) gets ``"resolution": null`` and a ``"note"``.
+    ``scheme`` / ``logn`` measure a run's weights under another scheme or log-n setting
+    (:func:`lexkit.runs.load`); ``rope_scaling`` applies to hf: models."""
     from .progress import bar
+    from .subject import load
 
-    model, config = runs.load(run_dir, scheme=scheme, logn=logn)
-    train_len = int(config["model"]["train_len"])
-    lengths = parse_lengths(lengths) if lengths is not None else [train_len, 2 * train_len]
+    subject = target if hasattr(target, "documents") else load(target, scheme=scheme, logn=logn,
+                                                                rope_scaling=rope_scaling)
+    model, train_len = subject.model, subject.train_len
+    if lengths is not None:
+        lengths = parse_lengths(lengths)
+    elif train_len:
+        lengths = [train_len, 2 * train_len]
+    else:
+        raise ValueError(f"{subject.source}: the config gives no training length; pass --lengths")
     pat = model.pattern(pattern)  # validates the spec before any work
-    corpus = data.load_corpus(config["data"]["spec"])
-    batches = {n: texts(corpus.valid, n, texts_per_length) for n in lengths}
-    doc = _header("empirical", model.cfg.scheme)
+    refusal = getattr(model, "hook_refusal", lambda: None)()
+    if refusal is not None:
+        raise ValueError(refusal)
+    documents, described = subject.documents(data)
+    batches = {n: texts(documents, n, texts_per_length, model=model) for n in lengths}
+    doc = header("empirical", model.cfg.scheme)
     doc.update(
-        run=str(run_dir), data=config["data"]["spec"], train_len=train_len, layers=model.cfg.n_layers,
+        run=subject.source, data=described["spec"], train_len=train_len, layers=model.cfg.n_layers,
         heads=model.cfg.n_heads, head_dim=model.cfg.head_dim, pattern=pat.spec, results=[],
-        logn=model.cfg.logn,
+        logn=bool(getattr(model.cfg, "logn", False)),
     )
+    relative = getattr(getattr(model, "scheme", None), "relative", False)
     total = sum(-(-b.shape[0] // batch_size) for b in batches.values())
     with bar(total, "resolution", enabled=progress, unit="batch") as b:
         for n, toks in batches.items():
             try:
                 row = empirical(model, toks, pat, batch_size=batch_size, progress=b)
             except ValueError as exc:
-                if model.scheme.relative:
+                if relative:
                     raise
                 row = {"length": n, "pattern": pat.spec, "texts": int(toks.shape[0]), "resolution": None,
                        "per_layer": None, "per_head": None, "entropy": None, "note": str(exc)}

@@ -35,12 +35,12 @@ def print_table(rows: Sequence[Sequence[str]], align: str | None = None, *, titl
 
 
 def length_label(n: int, train_len: int | None) -> str:
-    """A length as a column label, with its multiple of the training length: ``512 (4x)``."""
+    """A length as a column label, with its multiple of the training length to three significant
+    digits: ``512 (4x)``, ``66 (1.03x)``, ``14 (0.219x)``."""
     if not train_len:
         return str(n)
-    ratio = n / train_len
-    text = f"{ratio:g}" if ratio >= 1 or ratio in (0.5, 0.25, 0.125) else f"{ratio:.2g}"
-    return f"{n} ({text}x)"
+    ratio = float(f"{n / train_len:.3g}")  # three significant digits, never in exponent form
+    return f"{n} ({ratio:g}x)" if ratio < 1e6 else f"{n} ({ratio:.0f}x)"
 
 
 def number(x: float | None) -> str:
