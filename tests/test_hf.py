@@ -600,3 +600,34 @@ def test_the_eval_report_and_csv_record_what_ran(tf, saved, tmp_path, capsys):
     assert rows[0]["scheme"].startswith("llama: rope") and rows[0]["logn"] == "False"
     assert rows[0]["streamed"] == "False" and rows[0]["tokens"] == str(int(rows[0]["tokens"]))
     capsys.readouterr()
+
+
+def test_eval_of_a_run_and_of_an_hf_model_go_through_one_function(tf, saved, tmp_path, capsys, monkeypatch):
+    """`lexkit eval hf:PATH` and `lexkit eval runs/x` both call lexkit.evaluate.evaluate_run:
+    patched once, it sees both targets (and both still produce their reports through it)."""
+    import lexkit
+    from lexkit import evaluate as ev
+    from lexkit.cli import main
+    from lexkit.model import ModelConfig
+    from lexkit.runs import save_weights, write_json
+
+    run = tmp_path / "run"
+    run.mkdir()
+    gpt = lexkit.GPT(ModelConfig(n_layers=1, d_model=16, n_heads=2, train_len=8))
+    save_weights(run, gpt)
+    write_json(run / "config.json", {"model": __import__("dataclasses").asdict(gpt.cfg), "data": {"spec": "stdlib"}})
+    data = tmp_path / "doc.txt"
+    data.write_bytes(CORPUS)
+    seen = []
+    original = ev.evaluate_run
+
+    def spy(target, **kwargs):
+        seen.append(str(target))
+        return original(target, **kwargs)
+
+    monkeypatch.setattr(ev, "evaluate_run", spy)
+    for target in (f"hf:{saved['llama']}", str(run)):
+        assert main(["eval", target, "--lengths", "16", "--data", str(data), "--no-progress"]) == 0
+    assert seen == [f"hf:{saved['llama']}", str(run)]
+    out = capsys.readouterr().out
+    assert "token perplexity" in out and f"run {run}" in out

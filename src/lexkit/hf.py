@@ -290,10 +290,10 @@ class HFModel(nn.Module):
                 continue
             module.register_buffer("inv_freq", original.clone(), persistent=False)
             module.max_seq_len_cached = module.original_max_seq_len
-            if hasattr(module, "_lexkit_scaling"):
-                module.attention_scaling = module._lexkit_scaling
+            if hasattr(module, "lexkit_scaling"):
+                module.attention_scaling = module.lexkit_scaling
             else:
-                module._lexkit_scaling = getattr(module, "attention_scaling", 1.0)
+                module.lexkit_scaling = getattr(module, "attention_scaling", 1.0)
 
     def rope_frequencies(self, length: int) -> tuple[Tensor, float]:
         """(inverse frequencies float64 [r/2], attention factor) of the model's own rotary
