@@ -393,3 +393,30 @@ def test_the_report_and_csv_record_the_scheme_that_ran(tmp_path, capsys):
         assert rows[0]["scheme"] == report["scheme"] and rows[0]["logn"] == "True"
         assert rows[0]["streamed"] == "False"
     capsys.readouterr()
+
+
+def test_the_top_level_api_and_the_subject_of_a_run(tmp_path):
+    """lexkit.load gives a subject (model, encode/decode, documents, description, refusals);
+    lexkit.evaluate / lexkit.resolution are the modules' main functions, the modules still import."""
+    import lexkit
+    from lexkit import resolution
+
+    run = make_run(tmp_path, "rope")
+    subject = lexkit.load(run)
+    tokens, nbytes = subject.encode("hé")
+    assert tokens.tolist() == [256, 104, 195, 169] and nbytes.tolist() == [1, 1, 1]
+    assert subject.decode(tokens) == "hé".encode() and subject.default_lengths() == [8, 16, 32, 64, 128, 256]
+    docs, described = subject.documents()
+    assert described["split"] == "validation" and subject.describe()["scheme"] == "rope"
+    with pytest.raises(ValueError, match="--rope-scaling is for hf: models"):
+        lexkit.load(run, rope_scaling="yarn:4")
+    greedy = subject.generate(tokens, 5)  # through the KV cache under causal
+    context = tokens.clone()
+    with torch.no_grad():
+        for _ in range(5):  # the same, one plain forward pass per token
+            context = torch.cat((context, subject.model(context[None])[0, -1].argmax()[None]))
+    assert greedy.tolist() == context[4:].tolist()
+    direct = evaluate(subject.model, docs, [16])
+    assert lexkit.evaluate(subject.model, docs, [16]) == direct and lexkit.evaluate.windows(4, 2) == [(0, 0), (2, 0)]
+    assert lexkit.resolution("rope", [64]) == resolution.analytic("rope", [64])
+    assert lexkit.resolution(subject, [16], texts_per_length=1)["results"][0]["texts"] == 1

@@ -539,7 +539,8 @@ def test_dynamic_ntk_eval_and_resolution_give_the_same_numbers_in_any_order(tf, 
     r = {}
     for lengths in ("64", "64,128"):
         out = tmp_path / f"res{lengths}.json"
-        assert main(["resolution", f"hf:{sharp}", "--lengths", lengths, "--texts", "1", "--json", str(out), *common]) == 0
+        argv = ["resolution", f"hf:{sharp}", "--lengths", lengths, "--texts", "1", "--json", str(out), *common]
+        assert main(argv) == 0
         doc = json.loads(out.read_text())
         r[lengths] = (doc["analytic"]["results"][0]["resolution"], doc["empirical"]["results"][0]["resolution"])
     assert r["64"] == pytest.approx(r["64,128"], rel=1e-9)

@@ -4,10 +4,10 @@ Position schemes (`lexkit.positions`), inference-time attention patterns and ker
 (`lexkit.attention`), a byte-level decoder (`lexkit.model`), training and evaluation at many
 lengths, and the attention-resolution instrument. The library in four calls::
 
-    subject = lexkit.load("runs/x")              # or "hf:PATH": a Hugging Face causal LM
+    lexkit.train("runs/y", *lexkit.train.configs("tiny", "rope"), corpus=corpus)
+    subject = lexkit.load("runs/y")              # or "hf:PATH": a Hugging Face causal LM
     report = lexkit.evaluate(subject.model, docs, [256, 1024], ["causal", "window"])
-    doc = lexkit.resolution(subject, [256, 1024])   # empirical R per layer (analytic: a scheme spec)
-    lexkit.train("runs/y", *lexkit.configs("tiny", "rope"))
+    doc = lexkit.resolution(subject, [256, 1024])   # empirical R per layer (a scheme spec: analytic)
 """
 
 __version__ = "0.1.0"
@@ -20,4 +20,15 @@ __all__ = ["BOS", "GPT", "VOCAB", "ModelConfig", "attention", "positions", "__ve
 
 from .subject import load  # noqa: E402
 
-__all__ += ["load"]
+
+def __getattr__(name: str):
+    """``lexkit.evaluate``, ``lexkit.train``, ``lexkit.resolution``: modules that are also their
+    main function (:mod:`lexkit.api`), imported on first use so ``import lexkit`` stays light."""
+    if name in ("evaluate", "train", "resolution"):
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'lexkit' has no attribute {name!r}")
+
+
+__all__ += ["evaluate", "load", "resolution", "train"]

@@ -54,6 +54,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from . import checks
+from .api import callable_module
 from .attention import KERNELS, Pattern
 from .attention import create as create_pattern
 from .attention.cache import SEGMENT, refusal_of
@@ -498,3 +499,6 @@ def csv_text(report: dict) -> str:
     writer.writeheader()
     writer.writerows(rows)
     return buffer.getvalue()
+
+
+callable_module(__name__, evaluate)  # lexkit.evaluate(model, documents, lengths, ...)

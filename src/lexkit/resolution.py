@@ -34,6 +34,7 @@ import torch
 from torch import Tensor, nn
 
 from . import __version__, positions
+from .api import callable_module
 from .attention import Pattern
 from .attention import create as create_pattern
 from .attention.kernels import choose_kernel
@@ -452,20 +453,23 @@ def empirical_run(
     scheme: str | None = None,
     logn: bool | None = None,
     data: str | None = None,
+    documents: Sequence[bytes] | None = None,
     rope_scaling: dict | str | None = None,
 ) -> dict:
     """Empirical R of a run directory, an ``hf:PATH`` model or a loaded subject
     (:func:`lexkit.load`) on its default documents (a run: its validation text; an hf: model:
-    stdlib's) or ``data``, at each length (default: the training length and twice it). Each
-    result is :func:`empirical`'s dict (with tensors; :func:`to_json` drops them). A length a
+    stdlib's), ``data`` (a data spec) or ``documents`` (bytes), at each length (default: the
+    training length and twice it). Each result is :func:`empirical`'s dict (with tensors; :func:`to_json` drops them). A length a
     model cannot run (``learned`` past its table) gets ``"resolution": null`` and a ``"note"``.
     ``scheme`` / ``logn`` measure a run's weights under another scheme or log-n setting
     (:func:`lexkit.runs.load`); ``rope_scaling`` applies to hf: models."""
     from .progress import bar
     from .subject import load
 
-    subject = target if hasattr(target, "documents") else load(target, scheme=scheme, logn=logn,
-                                                                rope_scaling=rope_scaling)
+    if hasattr(target, "documents"):
+        subject = target
+    else:
+        subject = load(target, scheme=scheme, logn=logn, rope_scaling=rope_scaling)
     model, train_len = subject.model, subject.train_len
     if lengths is not None:
         lengths = parse_lengths(lengths)
@@ -477,7 +481,10 @@ def empirical_run(
     refusal = getattr(model, "hook_refusal", lambda: None)()
     if refusal is not None:
         raise ValueError(refusal)
-    documents, described = subject.documents(data)
+    if documents is None:
+        documents, described = subject.documents(data)
+    else:
+        described = {"spec": "documents given"}
     batches = {n: texts(documents, n, texts_per_length, model=model) for n in lengths}
     doc = header("empirical", model.cfg.scheme)
     doc.update(
@@ -508,3 +515,21 @@ def to_json(doc: dict) -> dict:
     if isinstance(doc, list):
         return [to_json(v) for v in doc]
     return doc
+
+
+def measure(target, lengths: Iterable[int] | str | None = None, pattern: str = "causal", **options) -> dict:
+    """Attention resolution of anything lexkit measures (``lexkit.resolution(...)``): a scheme
+    spec or :class:`Scheme` gives the analytic document (:func:`analytic`, default lengths 1024
+    and 2048); a run directory, ``hf:PATH`` or a loaded subject (:func:`lexkit.load`) the
+    empirical one (:func:`empirical_run`). ``options`` go to that function."""
+    import os
+
+    if isinstance(target, (str, os.PathLike)) and (str(target).startswith("hf:") or os.path.isdir(target)):
+        return empirical_run(target, lengths, pattern, **options)
+    if hasattr(target, "documents"):
+        return empirical_run(target, lengths, pattern, **options)
+    return analytic(target, lengths if lengths is not None else [1024, 2048], pattern, **options)
+
+
+callable_module(__name__, measure)
+

@@ -103,7 +103,8 @@ def refusal(scheme: Scheme, pattern: Pattern, kernel: str = "auto") -> str | Non
     frequencies change with the length of each call (dynamic NTK) and sinks scored at their cache
     slots are refused; a cached forward runs the chunked kernel's block step."""
     if kernel not in BLOCK_KERNELS:
-        return f"kernel {kernel!r} cannot run through a KV cache (it runs the chunked block kernel: use auto or chunked)"
+        return (f"kernel {kernel!r} cannot run through a KV cache "
+                "(it runs the chunked block kernel: use auto or chunked)")
     if scheme.values.get("scaling") == "dynamic":
         return f"scheme {scheme.spec} changes its frequencies with the length of each call"
     if pattern.cache_positions:
@@ -116,7 +117,8 @@ def refusal_of(model, pattern: Pattern | str = "causal", kernel: str = "auto") -
     one has no KV cache."""
     ask = getattr(model, "cache_refusal", None)
     if ask is None:
-        return f"{type(model).__name__} has no KV cache: this needs a model with a KV cache (new_cache), such as lexkit.GPT"
+        return (f"{type(model).__name__} has no KV cache: this needs a model with a KV cache (new_cache), "
+                "such as lexkit.GPT")
     return ask(pattern, kernel)
 
 
