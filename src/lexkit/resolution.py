@@ -460,9 +460,10 @@ def empirical_run(
     (:func:`lexkit.load`) on its default documents (a run: its validation text; an hf: model:
     stdlib's), ``data`` (a data spec) or ``documents`` (bytes), at each length (default: the
     training length and twice it). Each result is :func:`empirical`'s dict (with tensors;
-    :func:`to_json` drops them). A length a model cannot run (``learned`` past its table) gets
-    ``"resolution": null`` and a ``"note"``. ``scheme`` / ``logn`` measure a run's weights under another scheme or log-n setting
-    (:func:`lexkit.runs.load`); ``rope_scaling`` applies to hf: models."""
+    :func:`to_json` drops them). A length a model cannot run (``learned`` past its table)
+    gets ``"resolution": null`` and a ``"note"``. ``scheme`` / ``logn`` measure a run's
+    weights under another scheme or log-n setting (:func:`lexkit.runs.load`);
+    ``rope_scaling`` applies to hf: models."""
     from .progress import bar
     from .subject import load
 
