@@ -68,9 +68,9 @@ def test_a_length_the_scheme_cannot_reach_fails_before_the_first_byte():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(n_bytes=-1), "bytes must be a non-negative integer"),
+    (dict(n_bytes=-1), "--bytes must be an integer >= 0"),
     (dict(n_bytes=4, temperature=-0.5), "temperature must be >= 0"),
-    (dict(n_bytes=4, top_k=0), "top-k must be a positive integer"),
+    (dict(n_bytes=4, top_k=0), "--top-k must be a positive integer"),
 ])
 def test_bad_options(kwargs, message):
     with pytest.raises(ValueError, match=message):

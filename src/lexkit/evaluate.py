@@ -76,9 +76,7 @@ def windows(total: int, length: int, stride: int | None = None) -> list[tuple[in
     length-1`` are scored: bytes ``start+first .. start+length-1``. Each byte exactly once."""
     if length > total:
         raise ValueError(f"length {length} exceeds the {total} bytes to score")
-    step = length if stride is None else min(stride, length)
-    if step <= 0:
-        raise ValueError(f"stride must be a positive integer, got {stride}")
+    step = length if stride is None else min(checks.number("--stride", stride), length)
     out = [(0, 0)]
     end = length  # bytes scored so far
     while end < total:

@@ -16,7 +16,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from . import positions
+from . import checks, positions
 from .attention import Attention, KVCache, Pattern
 from .attention import create as create_pattern
 from .attention.cache import refusal
@@ -42,8 +42,7 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         for key in ("n_layers", "d_model", "n_heads", "train_len"):
-            if getattr(self, key) <= 0:
-                raise ValueError(f"{key} must be a positive integer, got {getattr(self, key)}")
+            checks.number(key, getattr(self, key))
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         if not 0.0 <= self.dropout < 1.0:

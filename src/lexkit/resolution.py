@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from . import __version__, positions
+from . import __version__, checks, positions
 from .api import callable_module
 from .attention import Pattern
 from .attention import create as create_pattern
@@ -218,8 +218,7 @@ def analytic_curve(
     its sink keys scored at their cache distance and placed at their text distance, distances it
     does not see -inf.
     """
-    if int(length) <= 0:
-        raise ValueError(f"length must be positive, got {length}")
+    checks.number("length", int(length))
     if logn and train_len is None:
         raise ValueError("log-n scaling needs the training length (train_len)")
     length = int(length)
@@ -393,8 +392,7 @@ def empirical(
     """
     if tokens.ndim != 2 or tokens.shape[0] == 0 or tokens.shape[1] == 0:
         raise ValueError(f"tokens must be [texts, length] with both positive, got {tuple(tokens.shape)}")
-    if batch_size <= 0:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    checks.number("batch_size", batch_size)
     pat = model.pattern(pattern)
     cfg = model.cfg
     n = tokens.shape[1]
@@ -432,8 +430,7 @@ def texts(docs: Sequence[bytes], length: int, count: int, *, model: nn.Module | 
     ValueError when none is long enough."""
     from .data import encode, require_long
 
-    if count <= 0:
-        raise ValueError(f"--texts must be positive, got {count}")
+    checks.number("--texts", count)
     if getattr(model, "unit", "bytes") == "tokens":
         from .evaluate import token_documents
 

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor, nn
 
+from . import checks
 from .attention import Pattern
 from .attention.cache import SEGMENT, refusal_of
 from .device import device_of, eval_mode
@@ -29,12 +30,11 @@ class NonFiniteError(LexkitError, ValueError):
 
 
 def check_options(n_bytes: int, temperature: float, top_k: int | None) -> None:
-    if isinstance(n_bytes, bool) or not isinstance(n_bytes, int) or n_bytes < 0:
-        raise ValueError(f"bytes must be a non-negative integer, got {n_bytes!r}")
+    """ValueError (naming ``lexkit sample``'s flag) for a byte count, temperature or top-k it cannot take."""
+    checks.number("--bytes", n_bytes, maximum=checks.MAX_SAMPLE_BYTES, strict=False)
     if not 0 <= temperature < float("inf"):  # also refuses NaN
-        raise ValueError(f"temperature must be >= 0 and finite, got {temperature!r}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0):
-        raise ValueError(f"top-k must be a positive integer, got {top_k!r}")
+        raise ValueError(f"--temperature must be >= 0 and finite, got {temperature!r}")
+    checks.number("--top-k", top_k)
 
 
 def use_cache(model: nn.Module, kernel: str, cache: bool | None, pattern: Pattern | str = "causal") -> bool:

@@ -45,8 +45,6 @@ def run(args) -> int:
     from ..sample import check_options, iter_generate
 
     check_options(args.n_bytes, args.temperature, args.top_k)
-    checks.number("--bytes", args.n_bytes, maximum=checks.MAX_SAMPLE_BYTES, strict=False)
-    checks.number("--top-k", args.top_k, maximum=checks.MAX_COUNT)
     checks.number("--seed", args.seed, maximum=2**63 - 1, strict=False)
     attention.create(args.pattern, default_window=2)  # syntax and parameter values, before loading
     checks.number("--threads", args.threads, maximum=4096)
