@@ -420,3 +420,20 @@ def test_the_top_level_api_and_the_subject_of_a_run(tmp_path):
     assert lexkit.evaluate(subject.model, docs, [16]) == direct and lexkit.evaluate.windows(4, 2) == [(0, 0), (2, 0)]
     assert lexkit.resolution("rope", [64]) == resolution.analytic("rope", [64])
     assert lexkit.resolution(subject, [16], texts_per_length=1)["results"][0]["texts"] == 1
+
+
+def test_rows_are_typed_and_their_json_is_the_reports():
+    """Every result and bucket of a report is a typed row's to_json(): from_json(row).to_json()
+    gives the same dict back, key order included (the JSON on disk is unchanged)."""
+    from lexkit.rows import EvalRow, PositionRow, eval_rows, position_rows
+
+    report = evaluate(tiny_gpt("learned", train_len=16), random_docs([70, 90]), [8, 16, 32], ["causal", "window:4"])
+    rows = eval_rows(report)
+    assert [list(r.to_json().items()) for r in rows] == [list(r.items()) for r in report["results"]]
+    buckets = position_rows(report)
+    assert [list(r.to_json().items()) for r in buckets] == [list(r.items()) for r in report["by_position"]]
+    past = [r for r in rows if r.bpb is None]  # learned has 16 positions: 32 is past its table
+    assert {r.length for r in past} == {32} and all("learned" in r.unavailable for r in past)
+    assert "tokens" not in rows[0].to_json() and "unavailable" not in rows[0].to_json()
+    assert PositionRow.from_json(report["by_position"][0]).from_ == 0
+    assert EvalRow(8, "causal", 8, False, 1.0, 2.0, tokens=5, bytes=9).to_json()["tokens"] == 5

@@ -61,6 +61,7 @@ from .attention.cache import SEGMENT, refusal_of
 from .data import LN2, encode, require_long
 from .device import device_of, eval_mode
 from .errors import DataError
+from .rows import EvalRow, PositionRow
 from .specs import parse_lengths
 from .subject import DEFAULT_MULTIPLIERS, default_lengths, eval_documents, load
 
@@ -275,7 +276,7 @@ def score_windows(
         batch_tokens = BATCH_TOKENS.get(device.type, 32768)
     results: list[dict] = []
     by_position: list[dict] = []
-    extra = (lambda n_tok: {}) if nbytes is None else (lambda n_tok: {"tokens": n_tok})
+    tok = (lambda n: None) if nbytes is None else int  # rows count tokens only for a tokenizer model
     work = tokens.shape[0] * total * len(lengths) * len(patterns)
     from .progress import bar
 
@@ -288,32 +289,32 @@ def score_windows(
             scored_bytes = None if nbytes is None else _bytes_by_index(nbytes, items, length)  # [length]
             for pat in patterns:
                 streams = should_stream(model, stream, pat, length, kernel, segment)
-                row = {"length": length, "pattern": pat.spec, "stride": min(stride or length, length),
-                       "streamed": streams}
+                row = dict(length=length, pattern=pat.spec, stride=min(stride or length, length), streamed=streams)
                 try:
                     sums, counts = _score(model, tokens, items, length, size, pat, kernel, device, meter,
                                           segment if streams else None)
                 except _Unavailable as exc:
                     meter.advance(tokens.shape[0] * total)
-                    results.append({**row, "bpb": None, "ppl": None, **extra(0), "bytes": 0, "unavailable": str(exc)})
+                    results.append(EvalRow(**row, bpb=None, ppl=None, tokens=tok(0), unavailable=str(exc)).to_json())
                     continue
                 per_index = counts if scored_bytes is None else scored_bytes  # bytes at each window index
                 nll, n_tok, n_bytes = float(sums.sum()), int(counts.sum()), int(per_index.sum())
                 if not math.isfinite(nll):
-                    results.append({**row, "bpb": None, "ppl": None, **extra(n_tok), "bytes": n_bytes,
-                                    "unavailable": "non-finite loss (the model produced NaN or inf logits)"})
+                    why = "non-finite loss (the model produced NaN or inf logits)"
+                    results.append(EvalRow(**row, bpb=None, ppl=None, tokens=tok(n_tok), bytes=n_bytes,
+                                           unavailable=why).to_json())
                     continue
-                results.append({**row, "bpb": nll / n_bytes / LN2, "ppl": math.exp(min(nll / n_tok, 700.0)),
-                                **extra(n_tok), "bytes": n_bytes})
+                results.append(EvalRow(**row, bpb=nll / n_bytes / LN2, ppl=math.exp(min(nll / n_tok, 700.0)),
+                                       tokens=tok(n_tok), bytes=n_bytes).to_json())
                 for lo, hi in position_buckets(length, train_len):
                     n = int(per_index[lo:hi].sum())
                     if n == 0:
                         continue
-                    by_position.append({
-                        "length": length, "pattern": pat.spec, "from": lo, "to": hi,
-                        "beyond_train": None if train_len is None else lo >= train_len,
-                        "bpb": float(sums[lo:hi].sum()) / n / LN2, **extra(int(counts[lo:hi].sum())), "bytes": n,
-                    })
+                    by_position.append(PositionRow(
+                        length=length, pattern=pat.spec, from_=lo, to=hi,
+                        beyond_train=None if train_len is None else lo >= train_len,
+                        bpb=float(sums[lo:hi].sum()) / n / LN2, tokens=tok(counts[lo:hi].sum()), bytes=n,
+                    ).to_json())
     if all(r["bpb"] is None for r in results):  # non-finite everywhere included: nothing to report
         reasons = sorted({r["unavailable"] for r in results})
         raise ValueError("no requested length can run: " + "; ".join(reasons))

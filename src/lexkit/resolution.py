@@ -42,6 +42,7 @@ from .attention.logn import logn_scale
 from .attention.patterns import Causal
 from .device import device_of, eval_mode
 from .positions import Scheme
+from .rows import ResolutionRow
 from .specs import parse_lengths
 
 #: Version of the JSON document written by :func:`analytic`, :func:`empirical_run` and the CLI.
@@ -309,19 +310,26 @@ def analytic(
     doc.update(heads=scheme.n_heads, head_dim=scheme.head_dim, seed=seed, pattern=pat.spec)
     if train_len is not None or logn:
         doc.update(train_len=train_len, logn=logn)
-    doc["results"] = []
-    for n in lengths:
-        row: dict[str, Any] = {"scheme": scheme.spec, "length": n, "pattern": pat.spec}
-        try:
-            r = resolution(analytic_curve(scheme, n, pat, train_len=train_len, logn=logn))  # [H]
-        except ValueError as exc:
-            if scheme.relative:
-                raise
-            row.update(resolution=None, per_head=None, per_layer=None, entropy=None, note=str(exc))
-        else:
-            row.update(resolution=float(r.mean()), per_head=[float(x) for x in r], per_layer=None, entropy=None)
-        doc["results"].append(row)
+    curve = lambda n: analytic_curve(scheme, n, pat, train_len=train_len, logn=logn)  # noqa: E731
+    doc["results"] = analytic_rows(scheme.spec, lengths, pat, curve, raises=scheme.relative)
     return doc
+
+
+def analytic_rows(label: str, lengths: list[int], pattern: Pattern, curve, *, raises: bool = False) -> list[dict]:
+    """One :class:`~lexkit.rows.ResolutionRow` per length: R of ``curve(n)`` [H], or a ``note``
+    where the curve raises ValueError (learned positions past their table) unless ``raises``."""
+    out = []
+    for n in lengths:
+        try:
+            r = resolution(curve(n))  # [H]
+        except ValueError as exc:
+            if raises:
+                raise
+            row = ResolutionRow(label, n, pattern.spec, None, None, None, None, note=str(exc))
+        else:
+            row = ResolutionRow(label, n, pattern.spec, float(r.mean()), [float(x) for x in r], None, None)
+        out.append(row.to_json())
+    return out
 
 
 def model_curve(model: nn.Module, length: int, pattern: str | Pattern | None = None) -> Tensor:
@@ -354,16 +362,8 @@ def _analytic_model(model: nn.Module, lengths: list[int], pattern: str | Pattern
     pat = model.pattern(pattern or "causal")
     doc = header("analytic", cfg.scheme)
     doc.update(run=getattr(model, "source", None), heads=cfg.n_heads, head_dim=cfg.head_dim, pattern=pat.spec,
-               train_len=cfg.train_len, results=[])
-    for n in lengths:
-        row: dict[str, Any] = {"scheme": cfg.scheme, "length": n, "pattern": pat.spec}
-        try:
-            r = resolution(model_curve(model, n, pat))  # [H]
-        except ValueError as exc:  # learned positions past their table
-            row.update(resolution=None, per_head=None, per_layer=None, entropy=None, note=str(exc))
-        else:
-            row.update(resolution=float(r.mean()), per_head=[float(x) for x in r], per_layer=None, entropy=None)
-        doc["results"].append(row)
+               train_len=cfg.train_len)
+    doc["results"] = analytic_rows(cfg.scheme, lengths, pat, lambda n: model_curve(model, n, pat))
     return doc
 
 
