@@ -216,24 +216,31 @@ def evaluate(
     patterns = resolve_patterns(model, pattern)
     check_stream(model, stream, kernel, patterns)
     train_len = train_len if train_len is not None else _train_len(model)
-    total = lengths[-1]
-    if getattr(model, "unit", "bytes") == "tokens":
-        if max_bytes is not None:
-            raise ValueError("--max-bytes is for byte models; a tokenizer model caps tokens with --max-tokens")
-        tokens, nbytes = token_documents(model, documents, total, max_docs=max_docs, max_tokens=max_tokens)
-        counts = {"documents": int(tokens.shape[0]), "tokens_per_document": total, "bytes_scored": int(nbytes.sum())}
-    else:
-        if max_tokens is not None:
-            raise ValueError("--max-tokens is for tokenizer (hf:) models; a byte model caps bytes with --max-bytes")
-        docs = select_documents(documents, total, max_docs=max_docs, max_bytes=max_bytes)
-        tokens, nbytes = torch.stack([encode(d[:total]) for d in docs]), None  # [D, total + 1]
-        counts = {"documents": len(docs), "bytes_per_document": total}
+    tokens, nbytes, counts = scored_tokens(model, documents, lengths[-1], max_docs, max_bytes, max_tokens)
     results, by_position = score_windows(
         model, tokens, lengths, patterns, stride=stride, batch_size=batch_size, batch_tokens=batch_tokens,
         kernel=kernel, train_len=train_len, progress=progress, nbytes=nbytes, stream=stream, segment=segment,
     )
     return {"lengths": lengths, "patterns": [p.spec for p in patterns], "stride": stride, **counts,
             "train_len": train_len, "results": results, "by_position": by_position}
+
+
+def scored_tokens(model: nn.Module, documents: Sequence[bytes], total: int, max_docs: int | None,
+                  max_bytes: int | None, max_tokens: int | None) -> tuple[Tensor, Tensor | None, dict]:
+    """``(tokens [D, total + 1], nbytes [D, total] or None, counts)``: the protocol's documents
+    in the model's unit (:func:`select_documents` in bytes, :func:`token_documents` in tokens)
+    and what the report says of them."""
+    if getattr(model, "unit", "bytes") == "tokens":
+        if max_bytes is not None:
+            raise ValueError("--max-bytes is for byte models; a tokenizer model caps tokens with --max-tokens")
+        tokens, nbytes = token_documents(model, documents, total, max_docs=max_docs, max_tokens=max_tokens)
+        return tokens, nbytes, {"documents": int(tokens.shape[0]), "tokens_per_document": total,
+                                "bytes_scored": int(nbytes.sum())}
+    if max_tokens is not None:
+        raise ValueError("--max-tokens is for tokenizer (hf:) models; a byte model caps bytes with --max-bytes")
+    docs = select_documents(documents, total, max_docs=max_docs, max_bytes=max_bytes)
+    tokens = torch.stack([encode(d[:total]) for d in docs])  # [D, total + 1]
+    return tokens, None, {"documents": len(docs), "bytes_per_document": total}
 
 
 def check_options(*, kernel: str, stride: int | None, batch_size: int | None) -> None:
@@ -260,10 +267,9 @@ def score_windows(
     stream: bool | str = False,
     segment: int = SEGMENT,
 ) -> tuple[list[dict], list[dict]]:
-    """The measuring loop of the protocol, shared by byte models (:func:`evaluate`) and
-    tokenizer models (both through :func:`evaluate`): every (length, pattern) over the
-    :func:`windows` of ``tokens`` ``[D, total + 1]`` (the token before the first scored one, then
-    the ``total = max(lengths)`` scored ones).
+    """The measuring loop of :func:`evaluate` (byte and tokenizer models): every (length, pattern)
+    over the :func:`windows` of ``tokens`` ``[D, total + 1]`` (the token before the first scored
+    one, then the ``total = max(lengths)`` scored ones).
 
     ``nbytes`` ``[D, total]``: the bytes of text each scored token covers; None for a byte model
     (one byte each). bpb = summed NLL / (ln 2 x bytes); ppl = e^(mean NLL per token). Returns
@@ -298,27 +304,35 @@ def score_windows(
                     results.append(EvalRow(**row, bpb=None, ppl=None, tokens=tok(0), unavailable=str(exc)).to_json())
                     continue
                 per_index = counts if scored_bytes is None else scored_bytes  # bytes at each window index
-                nll, n_tok, n_bytes = float(sums.sum()), int(counts.sum()), int(per_index.sum())
-                if not math.isfinite(nll):
-                    why = "non-finite loss (the model produced NaN or inf logits)"
-                    results.append(EvalRow(**row, bpb=None, ppl=None, tokens=tok(n_tok), bytes=n_bytes,
-                                           unavailable=why).to_json())
-                    continue
-                results.append(EvalRow(**row, bpb=nll / n_bytes / LN2, ppl=math.exp(min(nll / n_tok, 700.0)),
-                                       tokens=tok(n_tok), bytes=n_bytes).to_json())
-                for lo, hi in position_buckets(length, train_len):
-                    n = int(per_index[lo:hi].sum())
-                    if n == 0:
-                        continue
-                    by_position.append(PositionRow(
-                        length=length, pattern=pat.spec, from_=lo, to=hi,
-                        beyond_train=None if train_len is None else lo >= train_len,
-                        bpb=float(sums[lo:hi].sum()) / n / LN2, tokens=tok(counts[lo:hi].sum()), bytes=n,
-                    ).to_json())
+                cell, buckets = _cell_rows(row, sums, counts, per_index, train_len, tok)
+                results.append(cell)
+                by_position += buckets
     if all(r["bpb"] is None for r in results):  # non-finite everywhere included: nothing to report
         reasons = sorted({r["unavailable"] for r in results})
         raise ValueError("no requested length can run: " + "; ".join(reasons))
     return results, by_position
+
+
+def _cell_rows(row: dict, sums: Tensor, counts: Tensor, per_index: Tensor, train_len: int | None,
+               tok) -> tuple[dict, list[dict]]:
+    """The result row and position buckets of one (length, pattern) from its summed NLL, token
+    counts and bytes per window index [length]; a non-finite loss is an unavailable row."""
+    nll, n_tok, n_bytes = float(sums.sum()), int(counts.sum()), int(per_index.sum())
+    if not math.isfinite(nll):
+        why = "non-finite loss (the model produced NaN or inf logits)"
+        return EvalRow(**row, bpb=None, ppl=None, tokens=tok(n_tok), bytes=n_bytes, unavailable=why).to_json(), []
+    cell = EvalRow(**row, bpb=nll / n_bytes / LN2, ppl=math.exp(min(nll / n_tok, 700.0)), tokens=tok(n_tok),
+                   bytes=n_bytes).to_json()
+    buckets = []
+    for lo, hi in position_buckets(row["length"], train_len):
+        n = int(per_index[lo:hi].sum())
+        if n:
+            buckets.append(PositionRow(
+                length=row["length"], pattern=row["pattern"], from_=lo, to=hi,
+                beyond_train=None if train_len is None else lo >= train_len,
+                bpb=float(sums[lo:hi].sum()) / n / LN2, tokens=tok(counts[lo:hi].sum()), bytes=n,
+            ).to_json())
+    return cell, buckets
 
 
 def _bytes_by_index(nbytes: Tensor, items: list[tuple[int, int, int]], length: int) -> Tensor:

@@ -439,6 +439,13 @@ def texts(docs: Sequence[bytes], length: int, count: int, *, model: nn.Module | 
     return torch.stack([encode(d)[:length] for d in require_long(docs, length - 1)[:count]])
 
 
+def resolution_lengths(subject) -> list[int]:
+    """The default lengths of a model's resolution: its training length and twice it."""
+    if not subject.train_len:
+        raise ValueError(f"{subject.source}: the config gives no training length; pass --lengths")
+    return [subject.train_len, 2 * subject.train_len]
+
+
 def empirical_run(
     target,
     lengths: Iterable[int] | str | None = None,
@@ -464,17 +471,10 @@ def empirical_run(
     from .progress import bar
     from .subject import load
 
-    if hasattr(target, "documents"):
-        subject = target
-    else:
-        subject = load(target, scheme=scheme, logn=logn, rope_scaling=rope_scaling)
+    subject = target if hasattr(target, "documents") else load(target, scheme=scheme, logn=logn,
+                                                                rope_scaling=rope_scaling)
     model, train_len = subject.model, subject.train_len
-    if lengths is not None:
-        lengths = parse_lengths(lengths)
-    elif train_len:
-        lengths = [train_len, 2 * train_len]
-    else:
-        raise ValueError(f"{subject.source}: the config gives no training length; pass --lengths")
+    lengths = parse_lengths(lengths if lengths is not None else resolution_lengths(subject))
     pat = model.pattern(pattern)  # validates the spec before any work
     refusal = getattr(model, "hook_refusal", lambda: None)()
     if refusal is not None:

@@ -203,11 +203,7 @@ def _model(args, subject) -> int:
     """The analytic R from the model's own positions (RoPE theta, rotary dims, scaling; ALiBi
     slopes; the learned table), then empirical R and entropy per layer through the score hook."""
     model = subject.model
-    lengths = parse_lengths(args.lengths) if args.lengths is not None else None
-    if lengths is None:
-        if not subject.train_len:
-            raise ValueError(f"{subject.source}: the config gives no training length; pass --lengths")
-        lengths = [subject.train_len, 2 * subject.train_len]
+    lengths = parse_lengths(args.lengths if args.lengths is not None else res.resolution_lengths(subject))
     analytic = res.analytic(model, lengths, args.pattern)
     print(f"attention resolution R of {subject.source} ({model.cfg.scheme}), pattern {analytic['pattern']} "
           "(mean over heads; 0 <= R <= 1)")
