@@ -228,22 +228,8 @@ def analytic_curve(
     device = device_of(scheme)
     scale = logn_scale(torch.arange(length), train_len).to(torch.float64) if logn else None  # [N] λ_m
     if scheme.relative:
-        # one query at N-1, keys at 0..N-1: score at distance n = scores[..., N-1-n]
-        q = torch.ones(1, scheme.n_heads, 1, scheme.head_dim, dtype=torch.float64, device=device)
-        k = torch.ones(1, scheme.n_heads, length, scheme.head_dim, dtype=torch.float64, device=device)
-        q_pos = torch.tensor([length - 1], device=device)
-        k_pos = torch.arange(length, device=device)
-        with torch.no_grad():
-            s = scheme.scores(q, k, q_pos, k_pos)[0, :, 0, :].to(torch.float64).cpu()  # [H, N] by key
-            seen = visible_counts(pattern, length) > 0
-            if pattern.cache_positions and pattern.sinks:  # StreamingLLM: sinks at their cache distance
-                n_s = min(pattern.sinks, length)
-                slot = pattern.sink_query_index(q_pos.cpu()).to(device)
-                s[:, :n_s] = scheme.scores(q, k[..., :n_s, :], slot, k_pos[:n_s])[0, :, 0, :].to(torch.float64).cpu()
-                seen = pattern.visible(torch.tensor(length - 1), torch.arange(length)).flip(-1)
-        if scale is not None:
-            s = s * scale[-1]
-        return s.flip(-1).masked_fill(~seen, -math.inf)
+        s, seen = _relative_scores(scheme, pattern, length)  # [H, N] by distance, [N]
+        return (s if scale is None else s * scale[-1]).masked_fill(~seen, -math.inf)
     # absolute: q = k = p, one curve for all heads, mean over the visible pairs at each distance
     _refuse_cache_positions(scheme, pattern, length)
     with torch.no_grad():
@@ -260,6 +246,26 @@ def analytic_curve(
             block = block * scale[start:stop, None]
         acc(0, torch.arange(start, stop), k_idx, block[None, None], None)
     return acc.curve()[0].expand(scheme.n_heads, length).clone()
+
+
+def _relative_scores(scheme: Scheme, pattern: Pattern, length: int) -> tuple[Tensor, Tensor]:
+    """(s [H, N] float64 by distance, seen [N] bool) of one query at N-1 against keys 0..N-1
+    (score at distance n = scores[..., N-1-n]); under ``sinks:...,pos=cache`` its sink keys are
+    scored at their cache slots and ``seen`` is that query's own view."""
+    device = device_of(scheme)
+    q = torch.ones(1, scheme.n_heads, 1, scheme.head_dim, dtype=torch.float64, device=device)
+    k = torch.ones(1, scheme.n_heads, length, scheme.head_dim, dtype=torch.float64, device=device)
+    q_pos = torch.tensor([length - 1], device=device)
+    k_pos = torch.arange(length, device=device)
+    with torch.no_grad():
+        s = scheme.scores(q, k, q_pos, k_pos)[0, :, 0, :].to(torch.float64).cpu()  # [H, N] by key
+        seen = visible_counts(pattern, length) > 0
+        if pattern.cache_positions and pattern.sinks:  # StreamingLLM: sinks at their cache distance
+            n_s = min(pattern.sinks, length)
+            slot = pattern.sink_query_index(q_pos.cpu()).to(device)
+            s[:, :n_s] = scheme.scores(q, k[..., :n_s, :], slot, k_pos[:n_s])[0, :, 0, :].to(torch.float64).cpu()
+            seen = pattern.visible(torch.tensor(length - 1), torch.arange(length)).flip(-1)
+    return s.flip(-1), seen
 
 
 def _refuse_cache_positions(scheme: Scheme, pattern: Pattern, length: int) -> None:
