@@ -632,3 +632,23 @@ def test_eval_of_a_run_and_of_an_hf_model_go_through_one_function(tf, saved, tmp
     assert seen == [f"hf:{saved['llama']}", str(run)]
     out = capsys.readouterr().out
     assert "token perplexity" in out and f"run {run}" in out
+
+
+def test_the_subject_of_an_hf_model(tf, saved):
+    """lexkit.load("hf:PATH"): the same protocol as a run's subject, in tokens; generation runs
+    plain forward passes (no lexkit KV cache for a transformers model) and refuses a forced one."""
+    import lexkit
+
+    subject = lexkit.load(f"hf:{saved['llama']}")
+    tokens, nbytes = subject.encode(VOCAB_TEXT[0])
+    assert subject.decode(tokens) == VOCAB_TEXT[0].encode() and int(nbytes.sum()) == len(VOCAB_TEXT[0].encode())
+    assert subject.model.cache_refusal() and subject.default_lengths() == [16, 32, 64, 128]
+    assert subject.describe()["scheme"].startswith("llama: rope") and subject.train_len == 32
+    greedy = subject.generate(tokens, 4)
+    context = tokens.clone()
+    with torch.no_grad():
+        for _ in range(4):
+            context = torch.cat((context, subject.model(context[None])[0, -1].argmax()[None]))
+    assert greedy.tolist() == context[-4:].tolist()
+    with pytest.raises(ValueError, match="--scheme is for lexkit runs"):
+        lexkit.load(f"hf:{saved['llama']}", scheme="rope")
