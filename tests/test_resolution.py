@@ -430,3 +430,12 @@ def test_length_labels_have_one_format():
 
     assert [length_label(n, 64) for n in (14, 32, 64, 66, 1024, 64000)] == [
         "14 (0.219x)", "32 (0.5x)", "64 (1x)", "66 (1.03x)", "1024 (16x)", "64000 (1000x)"]
+
+
+def test_logn_without_a_training_length_is_one_error_for_every_scheme(capsys):
+    """One rule, one message, from the library: an absolute scheme does not turn it into a note."""
+    for spec in ("sinusoidal", "rope"):
+        with pytest.raises(ValueError, match="--logn needs --train-len"):
+            res.analytic(spec, [16], logn=True)
+    assert main(["resolution", "--scheme", "sinusoidal", "--lengths", "16", "--logn"]) == 2
+    assert "--logn needs --train-len" in capsys.readouterr().err

@@ -220,8 +220,7 @@ def analytic_curve(
     does not see -inf.
     """
     checks.number("length", int(length))
-    if logn and train_len is None:
-        raise ValueError("log-n scaling needs the training length (train_len)")
+    _logn_needs_train_len(logn, train_len)
     length = int(length)
     scheme = make_scheme(scheme, heads=heads, head_dim=head_dim, seed=seed, max_len=max_len, train_len=train_len)
     pattern = _pattern(pattern, train_len)
@@ -268,6 +267,11 @@ def _relative_scores(scheme: Scheme, pattern: Pattern, length: int) -> tuple[Ten
     return s.flip(-1), seen
 
 
+def _logn_needs_train_len(logn: bool, train_len: int | None) -> None:
+    if logn and train_len is None:
+        raise ValueError("--logn needs --train-len L, the training length (log-n scales by ln(m+1)/ln L)")
+
+
 def _refuse_cache_positions(scheme: Scheme, pattern: Pattern, length: int) -> None:
     """Sinks at their cache slots need a relative scheme: the kernels' own rule and message."""
     if pattern.cache_positions and not scheme.relative:
@@ -309,6 +313,7 @@ def analytic(
     lengths = parse_lengths(lengths)
     if isinstance(spec, nn.Module):
         return _analytic_model(spec, lengths, pattern)
+    _logn_needs_train_len(logn, train_len)
     scheme = make_scheme(spec, heads=heads, head_dim=head_dim, seed=seed, max_len=max_len, train_len=train_len)
     pat = _pattern(pattern, train_len)
     _refuse_cache_positions(scheme, pat, lengths[-1])

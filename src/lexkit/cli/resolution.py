@@ -121,8 +121,6 @@ def _analytic(args) -> int:
         raise ValueError(f"--heads {heads} x --head-dim {head_dim} = {heads * head_dim}: at most {MAX_WIDTH} (memory)")
     lengths = parse_lengths(args.lengths if args.lengths is not None else ANALYTIC_LENGTHS)
     checks.number("--train-len", args.train_len, maximum=checks.MAX_TRAIN_LEN)
-    if args.logn and args.train_len is None:
-        raise ValueError("--logn needs --train-len L in the analytic form (log-n scales by ln(m+1)/ln L)")
     extra = {"train_len": args.train_len, "logn": bool(args.logn)}
     docs = [res.analytic(spec, lengths, args.pattern, heads=heads, head_dim=head_dim, seed=seed, **extra)
             for spec in args.scheme]
