@@ -14,7 +14,7 @@ Measured side by side in one run, each case in a fresh child process (peak RSS =
   the cache at 4,096;
 * a baseline child (torch imported, model built) for the memory every case starts from.
 
-Targets (issue 12): peak RSS at 1,048,576 <= 1.5 GB and flat (within 10% of 65,536 streamed);
+Targets: peak RSS at 1,048,576 <= 1.5 GB and flat (within 10% of 65,536 streamed);
 bytes/s at 1,048,576 >= 0.8x bytes/s at 4,096.
 """
 

@@ -1,4 +1,4 @@
-"""Context extension (issue 13): RoPE scalings, log-n scaling, ReRoPE, attention sinks, the
+"""Context extension: RoPE scalings, log-n scaling, ReRoPE, attention sinks, the
 instruments over them, `lexkit train --init` and evaluation under another scheme.
 
 Every expected value is written out here from the formulas (docs/context-extension.md), in plain
@@ -467,14 +467,16 @@ def test_eval_under_scaling_logn_and_sinks_without_retraining(run, tmp_path, cap
     kw = dict(lengths=[16, 32, 64], patterns=["causal", "sinks:16,K=2,pos=cache"], max_docs=2)
     base = evaluate_run(run, **kw)
     same = evaluate_run(run, scheme="rope:scaling=linear,factor=1", logn=True, **kw)
-    assert same["scheme"] == "rope:scaling=linear,factor=1.0" and same["trained_scheme"] == "rope" and same["logn"]
+    assert same["scheme"] == "rope:scaling=linear,factor=1.0,original_len=32" \
+        and same["trained_scheme"] == "rope" and same["logn"]
     for a, b in zip(base["results"], same["results"]):
         if a["length"] <= 32:  # factor 1 is RoPE and log-n is 1 inside the training length (32)
             assert a["bpb"] == pytest.approx(b["bpb"], rel=1e-9)
         else:  # past it log-n sharpens: different numbers
             assert a["bpb"] != pytest.approx(b["bpb"], rel=1e-9)
     yarn = evaluate_run(run, scheme="rope:scaling=yarn,factor=4", **kw)
-    assert yarn["scheme"] == "rope:scaling=yarn,factor=4.0" and all(r["bpb"] is not None for r in yarn["results"])
+    assert yarn["scheme"] == "rope:scaling=yarn,factor=4.0,original_len=32"
+    assert all(r["bpb"] is not None for r in yarn["results"])
     js = tmp_path / "e.json"
     argv = ["eval", str(run), "--lengths", "32,64", "--scheme", "rerope:w=16,k=8", "--logn", "--max-docs", "1",
             "--no-progress", "--pattern", "sinks:16", "--json", str(js)]

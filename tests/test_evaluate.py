@@ -310,7 +310,7 @@ def test_cli_eval_prints_a_table_and_writes_json_and_csv(tmp_path, capsys):
     assert causal.split()[-1] == "-"  # 32 is past the learned table
     report = json.loads(out_json.read_text())
     assert {"version", "run", "scheme", "train_len", "data", "results", "by_position"} <= set(report)
-    assert report["scheme"] == "learned" and report["train_len"] == 16
+    assert report["scheme"] == "learned:max_len=16" and report["train_len"] == 16  # the resolved spec that ran
     assert report["data"]["split"] == "all" and report["data"]["documents"] == 12
     assert report["data"]["fingerprint"]["files"] == 12
     assert [(r["length"], r["pattern"]) for r in report["results"]] == [
@@ -318,7 +318,7 @@ def test_cli_eval_prints_a_table_and_writes_json_and_csv(tmp_path, capsys):
     ]
     assert report["results"][-1]["bpb"] is None and "learned" in report["results"][-1]["unavailable"]
     lines = out_csv.read_text().splitlines()
-    assert lines[0] == "length,pattern,stride,bpb,ppl,bytes,unavailable" and len(lines) == 7
+    assert lines[0] == "length,pattern,stride,bpb,ppl,bytes,unavailable,scheme,logn,streamed" and len(lines) == 7
     assert csv_rows(report)[0]["bytes"] == 12 * 32
 
 
@@ -375,3 +375,65 @@ def test_cli_eval_cuda_without_cuda(tmp_path, capsys):
     run = make_run(tmp_path)
     assert main(["eval", str(run), "--device", "cuda"]) == 2
     assert "CUDA" in one_error_line(capsys)
+
+
+def test_the_report_and_csv_record_the_scheme_that_ran(tmp_path, capsys):
+    """--scheme rerope runs w = the training length (16), not the spec's default; yarn keeps its
+    original_len; the CSV carries scheme, log-n and whether each row streamed."""
+    import csv
+
+    run = make_run(tmp_path, "rope")
+    for spec, recorded in (("rerope", "rerope:w=16"), ("rope:scaling=yarn,factor=4", "original_len=16")):
+        out_json, out_csv = tmp_path / "r.json", tmp_path / "r.csv"
+        assert main(["eval", str(run), "--lengths", "16", "--scheme", spec, "--logn", "--json", str(out_json),
+                     "--csv", str(out_csv), "--no-progress"]) == 0
+        report = json.loads(out_json.read_text())
+        assert recorded in report["scheme"] and report["trained_scheme"] == "rope"
+        rows = list(csv.DictReader(out_csv.open()))
+        assert rows[0]["scheme"] == report["scheme"] and rows[0]["logn"] == "True"
+        assert rows[0]["streamed"] == "False"
+    capsys.readouterr()
+
+
+def test_the_top_level_api_and_the_subject_of_a_run(tmp_path):
+    """lexkit.load gives a subject (model, encode/decode, documents, description, refusals);
+    lexkit.evaluate / lexkit.resolution are the modules' main functions, the modules still import."""
+    import lexkit
+    from lexkit import resolution
+
+    run = make_run(tmp_path, "rope")
+    subject = lexkit.load(run)
+    tokens, nbytes = subject.encode("hé")
+    assert tokens.tolist() == [256, 104, 195, 169] and nbytes.tolist() == [1, 1, 1]
+    assert subject.decode(tokens) == "hé".encode() and subject.default_lengths() == [8, 16, 32, 64, 128, 256]
+    docs, described = subject.documents()
+    assert described["split"] == "validation" and subject.describe()["scheme"] == "rope"
+    with pytest.raises(ValueError, match="--rope-scaling is for hf: models"):
+        lexkit.load(run, rope_scaling="yarn:4")
+    greedy = subject.generate(tokens, 5)  # through the KV cache under causal
+    context = tokens.clone()
+    with torch.no_grad():
+        for _ in range(5):  # the same, one plain forward pass per token
+            context = torch.cat((context, subject.model(context[None])[0, -1].argmax()[None]))
+    assert greedy.tolist() == context[4:].tolist()
+    direct = evaluate(subject.model, docs, [16])
+    assert lexkit.evaluate(subject.model, docs, [16]) == direct and lexkit.evaluate.windows(4, 2) == [(0, 0), (2, 0)]
+    assert lexkit.resolution("rope", [64]) == resolution.analytic("rope", [64])
+    assert lexkit.resolution(subject, [16], texts_per_length=1)["results"][0]["texts"] == 1
+
+
+def test_rows_are_typed_and_their_json_is_the_reports():
+    """Every result and bucket of a report is a typed row's to_json(): from_json(row).to_json()
+    gives the same dict back, key order included (the JSON on disk is unchanged)."""
+    from lexkit.rows import EvalRow, PositionRow, eval_rows, position_rows
+
+    report = evaluate(tiny_gpt("learned", train_len=16), random_docs([70, 90]), [8, 16, 32], ["causal", "window:4"])
+    rows = eval_rows(report)
+    assert [list(r.to_json().items()) for r in rows] == [list(r.items()) for r in report["results"]]
+    buckets = position_rows(report)
+    assert [list(r.to_json().items()) for r in buckets] == [list(r.items()) for r in report["by_position"]]
+    past = [r for r in rows if r.bpb is None]  # learned has 16 positions: 32 is past its table
+    assert {r.length for r in past} == {32} and all("learned" in r.unavailable for r in past)
+    assert "tokens" not in rows[0].to_json() and "unavailable" not in rows[0].to_json()
+    assert PositionRow.from_json(report["by_position"][0]).from_ == 0
+    assert EvalRow(8, "causal", 8, False, 1.0, 2.0, tokens=5, bytes=9).to_json()["tokens"] == 5

@@ -13,7 +13,9 @@ import sys
 import pytest
 import torch
 
+from lexkit import resolution
 from lexkit.errors import LexkitError
+from lexkit.evaluate import evaluate
 
 VOCAB_TEXT = [
     "def f(x):\n    return x * 2  # doubled\n",
@@ -304,7 +306,7 @@ def test_evaluate_is_the_protocol_in_tokens(tf, saved):
     from lexkit import hf
 
     model = hf.load(saved["llama"])
-    report = hf.evaluate(model, [CORPUS, CORPUS[100:]], [16, 32, 48], ["causal", "window:8"])
+    report = evaluate(model, [CORPUS, CORPUS[100:]], [16, 32, 48], ["causal", "window:8"])
     eager = _eager(tf, saved["llama"])
     ids, nbytes = zip(*(model.encode(d) for d in (CORPUS, CORPUS[100:])))
     rows = {(r["length"], r["pattern"]): r for r in report["results"]}
@@ -337,24 +339,24 @@ def test_evaluate_reports_lengths_a_family_cannot_run(tf, saved):
     from lexkit.errors import DataError
 
     model = hf.load(saved["gpt2"])  # 48 learned positions
-    report = hf.evaluate(model, [CORPUS], [32, 64])
+    report = evaluate(model, [CORPUS], [32, 64])
     by = {r["length"]: r for r in report["results"]}
     assert by[32]["bpb"] is not None and by[64]["bpb"] is None
     assert "learned positions 0..47" in by[64]["unavailable"]
     with pytest.raises(ValueError, match="no requested length can run"):
-        hf.evaluate(model, [CORPUS], [64])
-    with pytest.raises(DataError, match="no document has 100,000 tokens"):
-        hf.evaluate(model, [CORPUS], [100_000])
+        evaluate(model, [CORPUS], [64])
+    with pytest.raises(DataError, match="no document has 100,000 tokens to score .* the longest has"):
+        evaluate(model, [CORPUS], [100_000])
 
 
 # -- resolution -----------------------------------------------------------------------------------
 def test_analytic_curve_of_rope_families(tf, saved):
     """Llama: lexkit's own analytic rope curve, (2/sqrt(h)) sum_i cos(n theta_i). GPT-NeoX
     (a quarter of the dims rotated): (sum over r/2 pairs of 2 cos(n theta_i) + h - r)/sqrt(h)."""
-    from lexkit import hf, resolution
+    from lexkit import hf
 
     llama = hf.load(saved["llama"])
-    ours = hf.analytic_curve(llama, 64)
+    ours = resolution.model_curve(llama, 64)
     ref = resolution.analytic_curve("rope", 64, heads=4, head_dim=8)
     torch.testing.assert_close(ours, ref, rtol=1e-6, atol=1e-6)
     neox = hf.load(saved["gpt_neox"])
@@ -362,8 +364,8 @@ def test_analytic_curve_of_rope_families(tf, saved):
     n = torch.arange(64, dtype=torch.float64)
     theta = 10000.0 ** (-torch.arange(0, r, 2, dtype=torch.float64) / r)
     expected = (2 * torch.cos(n[:, None] * theta).sum(-1) + (h - r)) / math.sqrt(h)
-    torch.testing.assert_close(hf.analytic_curve(neox, 64)[0], expected, rtol=1e-6, atol=1e-6)
-    windowed = hf.analytic_curve(llama, 64, "window:16")
+    torch.testing.assert_close(resolution.model_curve(neox, 64)[0], expected, rtol=1e-6, atol=1e-6)
+    windowed = resolution.model_curve(llama, 64, "window:16")
     assert torch.isinf(windowed[:, 16:]).all() and torch.equal(windowed[:, :16], ours[:, :16])
 
 
@@ -374,7 +376,7 @@ def test_analytic_curve_yarn_scales_by_the_attention_factor(tf, saved):
     yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16}
     model = hf.load(saved["llama"], rope_scaling=yarn)
     a = 0.1 * math.log(4.0) + 1
-    assert float(hf.analytic_curve(model, 32)[0, 0]) == pytest.approx(a * a * 8 / math.sqrt(8), rel=1e-6)
+    assert float(resolution.model_curve(model, 32)[0, 0]) == pytest.approx(a * a * 8 / math.sqrt(8), rel=1e-6)
 
 
 def test_analytic_curve_of_bloom_is_its_alibi(tf, saved):
@@ -383,7 +385,7 @@ def test_analytic_curve_of_bloom_is_its_alibi(tf, saved):
 
     from lexkit import hf
 
-    curve = hf.analytic_curve(hf.load(saved["bloom"]), 20)
+    curve = resolution.model_curve(hf.load(saved["bloom"]), 20)
     slopes = _get_alibi_slopes(4, torch.device("cpu")).double()
     expected = -slopes[:, None] * torch.arange(20, dtype=torch.float64)
     torch.testing.assert_close(curve - curve[:, :1], expected, rtol=1e-6, atol=1e-6)
@@ -396,19 +398,19 @@ def test_analytic_curve_of_gpt2_uses_its_position_table(tf, saved):
     model = hf.load(saved["gpt2"])
     p = model.hf.transformer.wpe.weight.detach().double()[:12]
     expected = torch.stack([(p[n:] * p[: 12 - n]).sum(-1).mean() for n in range(12)]) / math.sqrt(32)
-    torch.testing.assert_close(hf.analytic_curve(model, 12)[0], expected, rtol=1e-5, atol=1e-7)
-    doc = hf.analytic(model, [12, 64])
+    torch.testing.assert_close(resolution.model_curve(model, 12)[0], expected, rtol=1e-5, atol=1e-7)
+    doc = resolution.analytic(model, [12, 64])
     assert doc["results"][0]["resolution"] is not None
     assert doc["results"][1]["resolution"] is None and "learned positions" in doc["results"][1]["note"]
 
 
-def test_empirical_entropy_matches_transformers_attention_weights(tf, saved):
+def test_empirical_entropy_matches_transformers_attention_weights(tf, saved, tmp_path):
     """lexkit.resolution.empirical takes an HFModel as it is; its entropy per layer and head
     equals the entropy of transformers' own eager attention weights (output_attentions)."""
-    from lexkit import hf, resolution
+    from lexkit import hf
 
     model = hf.load(saved["qwen2"])
-    toks = hf.texts(model, [CORPUS, CORPUS[50:]], 24, 2)
+    toks = resolution.texts([CORPUS, CORPUS[50:]], 24, 2, model=model)
     assert toks.shape == (2, 24) and (toks[:, 0] == 0).all()  # BOS first
     doc = resolution.empirical(model, toks, "causal")
     with torch.no_grad():
@@ -418,7 +420,9 @@ def test_empirical_entropy_matches_transformers_attention_weights(tf, saved):
         ours = torch.tensor(doc["entropy_per_head"][layer], dtype=torch.float64)
         torch.testing.assert_close(ours, ent, rtol=1e-4, atol=1e-5)
     assert all(0 <= r <= 1 for r in doc["per_layer"])
-    run = hf.empirical_run(model, [CORPUS], [16, 24], texts_per_length=1)
+    data = tmp_path / "doc.txt"
+    data.write_bytes(CORPUS)
+    run = resolution.empirical_run(f"hf:{saved['qwen2']}", [16, 24], texts_per_length=1, data=str(data))
     assert [r["length"] for r in run["results"]] == [16, 24] and run["layers"] == 2
 
 
@@ -439,7 +443,7 @@ def test_cli_eval_and_resolution(tf, saved, tmp_path, capsys):
     assert code == 0, text
     assert "bits per byte" in text and "token perplexity" in text and "window:8" in text
     report = json.loads(out.read_text())
-    direct = hf.evaluate(hf.load(saved["llama"]), [CORPUS], [16, 32], ["causal", "window:8"])
+    direct = evaluate(hf.load(saved["llama"]), [CORPUS], [16, 32], ["causal", "window:8"])
     assert [r["bpb"] for r in report["results"]] == pytest.approx([r["bpb"] for r in direct["results"]], rel=1e-12)
     assert (tmp_path / "r.png").stat().st_size > 0 and (tmp_path / "r.csv").read_text().startswith("length,pattern")
 
@@ -490,3 +494,161 @@ def test_flex_kernel_matches_dense(tf, saved):
         for pattern in ("window:8", "bca:16"):
             torch.testing.assert_close(model(x, pattern=pattern, kernel="flex"),
                                        model(x, pattern=pattern, kernel="dense"), atol=1e-5, rtol=0)
+
+
+# -- every number true: state, refusals and labels ---------------------------------------------------
+@pytest.fixture(scope="module")
+def sharp(tf, tmp_path_factory):
+    """A tiny Llama with large weights (initializer_range=0.3), so that a change of RoPE
+    frequencies shows in its logits and scores."""
+    config = tf.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                            num_key_value_heads=2, max_position_embeddings=32, initializer_range=0.3, **SMALL)
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("sharp")
+    tf.AutoModelForCausalLM.from_config(config).save_pretrained(path)
+    _tokenizer(tf).save_pretrained(path)
+    return path
+
+
+def test_dynamic_ntk_runs_at_the_length_asked_whatever_ran_before(tf, sharp):
+    """transformers' dynamic RoPE keeps the frequencies of the longest call so far; a call at 64
+    after one at 128 must equal a call at 64 on a fresh model (and transformers' own eager model
+    called at 64 first)."""
+    from lexkit import hf
+
+    x64, x128 = _ids(64, batch=1), _ids(128, batch=1, seed=2)
+    with torch.no_grad():
+        fresh = hf.load(sharp, rope_scaling="dynamic:4")(x64)
+        model = hf.load(sharp, rope_scaling="dynamic:4")
+        model(x128)
+        again = model(x64)
+        eager = _eager(tf, sharp, rope_parameters={"rope_type": "dynamic", "factor": 4.0, "rope_theta": 10000.0})
+        theirs = eager(x64).logits
+    torch.testing.assert_close(fresh, theirs, atol=1e-4, rtol=0)
+    torch.testing.assert_close(again, fresh, atol=1e-5, rtol=0)
+
+
+def test_dynamic_ntk_eval_and_resolution_give_the_same_numbers_in_any_order(tf, sharp, tmp_path, capsys):
+    import json
+
+    from lexkit.cli import main
+
+    data = tmp_path / "doc.txt"
+    data.write_bytes(CORPUS)
+    common = ["--rope-scaling", "dynamic:4", "--data", str(data)]
+    r = {}
+    for lengths in ("64", "64,128"):
+        out = tmp_path / f"res{lengths}.json"
+        argv = ["resolution", f"hf:{sharp}", "--lengths", lengths, "--texts", "1", "--json", str(out), *common]
+        assert main(argv) == 0
+        doc = json.loads(out.read_text())
+        r[lengths] = (doc["analytic"]["results"][0]["resolution"], doc["empirical"]["results"][0]["resolution"])
+    assert r["64"] == pytest.approx(r["64,128"], rel=1e-9)
+    from lexkit import hf
+
+    model = hf.load(sharp, rope_scaling="dynamic:4")
+    with torch.no_grad():
+        model(_ids(128, batch=1))  # a longer call first
+    from lexkit.evaluate import evaluate
+
+    after = evaluate(model, [CORPUS], [64])["results"][0]["bpb"]
+    alone = evaluate(hf.load(sharp, rope_scaling="dynamic:4"), [CORPUS], [64])["results"][0]["bpb"]
+    assert after == pytest.approx(alone, rel=1e-9)
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["eval", "hf:{llama}", "--lengths", "16", "--pattern", "sinks:8,pos=cache"], "pos=cache"),
+    (["eval", "hf:{llama}", "--lengths", "16", "--stream"], "--stream"),
+    (["resolution", "hf:{llama}", "--lengths", "16", "--logn"], "--logn"),
+    (["resolution", "hf:{llama}", "--lengths", "16", "--train-len", "8"], "--train-len"),
+    (["eval", "hf:{truncated}", "--lengths", "16"], "model.safetensors"),
+    (["eval", "hf:{llama}", "--lengths", "100000"], "the longest has "),
+])
+def test_what_an_hf_model_cannot_honour_is_refused_by_name(tf, saved, tmp_path, capsys, argv, message):
+    from cli_checks import one_error_line
+    from lexkit.cli import main
+
+    truncated = tmp_path / "truncated"
+    truncated.mkdir()
+    for f in saved["llama"].iterdir():
+        (truncated / f.name).write_bytes(f.read_bytes())
+    weights = truncated / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    data = tmp_path / "doc.txt"
+    data.write_bytes(CORPUS)
+    argv = [a.format(llama=saved["llama"], truncated=truncated) for a in argv] + ["--data", str(data)]
+    assert main(argv) == 2
+    line = one_error_line(capsys)
+    assert message in line, line
+    if message == "the longest has ":  # how long the longest tokenized document was
+        from lexkit import hf
+
+        longest = hf.load(saved["llama"]).encode(CORPUS)[0].numel() - 1
+        assert f"the longest has {longest:,}" in line
+
+
+def test_the_eval_report_and_csv_record_what_ran(tf, saved, tmp_path, capsys):
+    import csv
+
+    from lexkit.cli import main
+
+    data = tmp_path / "doc.txt"
+    data.write_bytes(CORPUS)
+    out = tmp_path / "r.csv"
+    assert main(["eval", f"hf:{saved['llama']}", "--data", str(data), "--lengths", "16", "--csv", str(out)]) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert rows[0]["scheme"].startswith("llama: rope") and rows[0]["logn"] == "False"
+    assert rows[0]["streamed"] == "False" and rows[0]["tokens"] == str(int(rows[0]["tokens"]))
+    capsys.readouterr()
+
+
+def test_eval_of_a_run_and_of_an_hf_model_go_through_one_function(tf, saved, tmp_path, capsys, monkeypatch):
+    """`lexkit eval hf:PATH` and `lexkit eval runs/x` both call lexkit.evaluate.evaluate_run:
+    patched once, it sees both targets (and both still produce their reports through it)."""
+    import lexkit
+    from lexkit import evaluate as ev
+    from lexkit.cli import main
+    from lexkit.model import ModelConfig
+    from lexkit.runs import save_weights, write_json
+
+    run = tmp_path / "run"
+    run.mkdir()
+    gpt = lexkit.GPT(ModelConfig(n_layers=1, d_model=16, n_heads=2, train_len=8))
+    save_weights(run, gpt)
+    write_json(run / "config.json", {"model": __import__("dataclasses").asdict(gpt.cfg), "data": {"spec": "stdlib"}})
+    data = tmp_path / "doc.txt"
+    data.write_bytes(CORPUS)
+    seen = []
+    original = ev.evaluate_run
+
+    def spy(target, **kwargs):
+        seen.append(str(target))
+        return original(target, **kwargs)
+
+    monkeypatch.setattr(ev, "evaluate_run", spy)
+    for target in (f"hf:{saved['llama']}", str(run)):
+        assert main(["eval", target, "--lengths", "16", "--data", str(data), "--no-progress"]) == 0
+    assert seen == [f"hf:{saved['llama']}", str(run)]
+    out = capsys.readouterr().out
+    assert "token perplexity" in out and f"run {run}" in out
+
+
+def test_the_subject_of_an_hf_model(tf, saved):
+    """lexkit.load("hf:PATH"): the same protocol as a run's subject, in tokens; generation runs
+    plain forward passes (no lexkit KV cache for a transformers model) and refuses a forced one."""
+    import lexkit
+
+    subject = lexkit.load(f"hf:{saved['llama']}")
+    tokens, nbytes = subject.encode(VOCAB_TEXT[0])
+    assert subject.decode(tokens) == VOCAB_TEXT[0].encode() and int(nbytes.sum()) == len(VOCAB_TEXT[0].encode())
+    assert subject.model.cache_refusal() and subject.default_lengths() == [16, 32, 64, 128]
+    assert subject.describe()["scheme"].startswith("llama: rope") and subject.train_len == 32
+    greedy = subject.generate(tokens, 4)
+    context = tokens.clone()
+    with torch.no_grad():
+        for _ in range(4):
+            context = torch.cat((context, subject.model(context[None])[0, -1].argmax()[None]))
+    assert greedy.tolist() == context[-4:].tolist()
+    with pytest.raises(ValueError, match="--scheme is for lexkit runs"):
+        lexkit.load(f"hf:{saved['llama']}", scheme="rope")

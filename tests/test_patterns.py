@@ -151,3 +151,14 @@ def test_spec_forms_are_equivalent_and_canonical():
     assert attention.create("bca:64").spec == "bca:64"
     assert attention.create("causal").spec == "causal"
     assert attention.create("window:64") != attention.create("bca:64")
+
+
+def test_both_is_the_intersection_of_two_patterns():
+    from lexkit.attention import Both, create
+
+    window, bca = create("window:6"), create("bca:8")
+    both = Both(window, bca)
+    q, k = torch.arange(20)[:, None], torch.arange(20)[None, :]
+    assert torch.equal(both.visible(q, k), window.visible(q, k) & bca.visible(q, k))
+    assert both.reach == min(window.reach, bca.reach) and both.spec == "window:6&bca:8"
+    assert Both(create("causal"), create("causal")).reach is None

@@ -1,4 +1,4 @@
-"""Issue 10: run directories that cannot be corrupted, and every bad input answered in one line.
+"""Run directories that cannot be corrupted, and every bad input answered in one line.
 
 Each test reproduces one case found by trying lexkit as a demanding user and as an adversary
 (two writers, resume over finished weights, corrupt or foreign weights, NaN models, tracebacks,

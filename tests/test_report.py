@@ -72,7 +72,9 @@ def test_absolute_schemes_are_left_out_of_pattern_table():
 
 def test_length_labels_share_one_format():
     assert [multiple(n, 16) for n in (8, 16, 256)] == ["0.5x", "1x", "16x"]
-    assert multiple(33, 32) == "1.03x" and multiple(7, 32) == "0.22x"  # two decimals at most, both sides of 1x
+    assert multiple(33, 32) == "1.03x" and multiple(7, 32) == "0.219x"  # three significant digits, both sides of 1x
+    from lexkit.cli.table import length_label as cli_label  # the terminal's tables share the format
+    assert cli_label(7, 32) == length_label(7, 32) == "7 (0.219x)"
     assert multiple(1, 1024) == "0.001x" and length_label(64, 16) == "64 (4x)"
 
 

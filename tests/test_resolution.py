@@ -407,3 +407,35 @@ def test_accumulator_takes_any_index_order():
     torch.testing.assert_close(a.curve(), b.curve())
     torch.testing.assert_close(a.count(), b.count())
     torch.testing.assert_close(a.entropy(), b.entropy())
+
+
+def test_cli_analytic_refuses_cache_positions_for_absolute_schemes_as_eval_does(capsys):
+    assert main(["resolution", "--scheme", "sinusoidal", "--lengths", "64", "--pattern", "sinks:16,pos=cache"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "pos=text" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("rope:original_len=64", "original_len"),
+    ("xpos:original_len=64", "original_len"),
+])
+def test_spec_keys_that_change_nothing_are_refused(spec, words, capsys):
+    assert main(["resolution", "--scheme", spec, "--lengths", "64"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and words in err and "scaling" in err
+
+
+def test_length_labels_have_one_format():
+    from lexkit.cli.table import length_label
+
+    assert [length_label(n, 64) for n in (14, 32, 64, 66, 1024, 64000)] == [
+        "14 (0.219x)", "32 (0.5x)", "64 (1x)", "66 (1.03x)", "1024 (16x)", "64000 (1000x)"]
+
+
+def test_logn_without_a_training_length_is_one_error_for_every_scheme(capsys):
+    """One rule, one message, from the library: an absolute scheme does not turn it into a note."""
+    for spec in ("sinusoidal", "rope"):
+        with pytest.raises(ValueError, match="--logn needs --train-len"):
+            res.analytic(spec, [16], logn=True)
+    assert main(["resolution", "--scheme", "sinusoidal", "--lengths", "16", "--logn"]) == 2
+    assert "--logn needs --train-len" in capsys.readouterr().err

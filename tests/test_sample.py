@@ -68,9 +68,9 @@ def test_a_length_the_scheme_cannot_reach_fails_before_the_first_byte():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(n_bytes=-1), "bytes must be a non-negative integer"),
+    (dict(n_bytes=-1), "--bytes must be an integer >= 0"),
     (dict(n_bytes=4, temperature=-0.5), "temperature must be >= 0"),
-    (dict(n_bytes=4, top_k=0), "top-k must be a positive integer"),
+    (dict(n_bytes=4, top_k=0), "--top-k must be a positive integer"),
 ])
 def test_bad_options(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -140,7 +140,7 @@ def test_cached_sampling_is_seeded_and_the_cache_option_is_checked():
     a = generate(model, b"x = ", 30, seed=5, cache=True)
     assert generate(model, b"x = ", 30, seed=5, cache=True) == a
     assert generate(model, b"x = ", 30, seed=6, cache=True) != a
-    with pytest.raises(ValueError, match="kernel 'dense' cannot"):
+    with pytest.raises(ValueError, match="--cache.*kernel 'dense' cannot"):
         generate(model, b"x", 3, cache=True, kernel="dense")
     with pytest.raises(ValueError, match="needs a model with a KV cache"):
         generate(Favourite(1), b"x", 3, cache=True)
@@ -157,4 +157,12 @@ def test_cli_sample_cache_flags(tmp_path, capsys):
     assert main(argv + ["--no-cache"]) == 0
     assert capsys.readouterr().out == with_cache
     assert main(argv + ["--cache", "--kernel", "flex"]) == 2
-    assert "--kernel flex cannot" in one_error_line(capsys)
+    assert "kernel 'flex' cannot run through a KV cache" in one_error_line(capsys)
+
+
+def test_cli_sample_refusals_name_samples_own_flags(tmp_path, capsys):
+    """A cache that cannot run is refused in sample's words (--no-cache), never eval's (--no-stream)."""
+    run = make_run(tmp_path)
+    assert main(["sample", str(run), "--bytes", "4", "--cache", "--pattern", "sinks:8,pos=cache"]) == 2
+    line = one_error_line(capsys)
+    assert "--no-cache" in line and "--no-stream" not in line and "pos=cache" in line

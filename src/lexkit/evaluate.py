@@ -46,8 +46,6 @@ one ``ValueError``.
 from __future__ import annotations
 
 import math
-import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -56,24 +54,22 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from . import checks
+from .api import callable_module
 from .attention import KERNELS, Pattern
 from .attention import create as create_pattern
-from .attention.cache import BLOCK_KERNELS, SEGMENT, cache_refusal, require_block_kernel
+from .attention.cache import SEGMENT, refusal_of
 from .data import LN2, encode, require_long
 from .device import device_of, eval_mode
 from .errors import DataError
+from .rows import EvalRow, PositionRow
 from .specs import parse_lengths
+from .subject import DEFAULT_MULTIPLIERS, default_lengths, eval_documents, load
 
-DEFAULT_MULTIPLIERS = (0.5, 1, 2, 4, 8, 16)
+__all__ = ["DEFAULT_MULTIPLIERS", "default_lengths", "eval_documents", "evaluate", "evaluate_run"]
 BATCH_TOKENS = {"cpu": 8192}  # inputs per forward pass by device type; 32768 elsewhere
 
 
 # -- lengths, windows, buckets -----------------------------------------------------------------
-def default_lengths(train_len: int) -> list[int]:
-    """The training length times 1/2, 1, 2, 4, 8 and 16 (duplicates and zeros dropped)."""
-    return sorted({int(train_len * m) for m in DEFAULT_MULTIPLIERS} - {0})
-
-
 def windows(total: int, length: int, stride: int | None = None) -> list[tuple[int, int]]:
     """The windows that score bytes 0..total-1 of one document at ``length``: a list of
     ``(start, first)``. The window's inputs are tokens ``start .. start+length-1`` of the encoded
@@ -81,9 +77,7 @@ def windows(total: int, length: int, stride: int | None = None) -> list[tuple[in
     length-1`` are scored: bytes ``start+first .. start+length-1``. Each byte exactly once."""
     if length > total:
         raise ValueError(f"length {length} exceeds the {total} bytes to score")
-    step = length if stride is None else min(stride, length)
-    if step <= 0:
-        raise ValueError(f"stride must be a positive integer, got {stride}")
+    step = length if stride is None else min(checks.number("--stride", stride), length)
     out = [(0, 0)]
     end = length  # bytes scored so far
     while end < total:
@@ -135,8 +129,8 @@ def select_documents(
     docs = [d.encode("utf-8") if isinstance(d, str) else bytes(d) for d in documents]
     if not docs:
         raise DataError("no documents to evaluate (0 documents)")
-    checks.number("max_docs", max_docs)
-    checks.number("max_bytes", max_bytes)
+    checks.number("--max-docs", max_docs)
+    checks.number("--max-bytes", max_bytes)
     long = require_long(docs, length, what="")
     keep = len(long)
     if max_docs is not None:
@@ -144,6 +138,37 @@ def select_documents(
     if max_bytes is not None:
         keep = min(keep, max(1, max_bytes // length))
     return long[:keep]
+
+
+def token_documents(
+    model: nn.Module, documents: Sequence[bytes], total: int, *, max_docs: int | None = None,
+    max_tokens: int | None = None,
+) -> tuple[Tensor, Tensor]:
+    """A tokenizer model's twin of :func:`select_documents`: ``(tokens [D, total + 1], nbytes
+    [D, total])``, the first ``total`` scored tokens (plus the one before them, ``model.encode``'s
+    BOS) of every document that has them, capped by ``max_docs`` documents and ``max_tokens``
+    scored tokens per length; ``nbytes[d, j]`` is the bytes token j + 1 covers. DataError if
+    none is long enough, saying how long the longest tokenized document was."""
+    checks.number("--max-docs", max_docs)
+    checks.number("--max-tokens", max_tokens)
+    keep = len(documents) if max_docs is None else max_docs
+    if max_tokens is not None:
+        keep = min(keep, max(1, max_tokens // total))
+    rows = []
+    for doc in documents:
+        if len(rows) == keep:
+            break
+        if len(doc) < total // 2:  # every token covers a byte or more: too short, no need to tokenize
+            continue
+        ids, nbytes = model.encode(doc)
+        if ids.numel() > total:
+            rows.append((ids[: total + 1], nbytes[:total]))
+    if not rows:
+        longest = max((model.encode(d)[0].numel() - 1 for d in documents if len(d) == max(map(len, documents))),
+                      default=0)
+        raise DataError(f"no document has {total:,} tokens to score ({len(documents)} documents, the longest "
+                        f"has {longest:,} tokens); use shorter --lengths or more data")
+    return torch.stack([r[0] for r in rows]), torch.stack([r[1] for r in rows])
 
 
 # -- evaluation ---------------------------------------------------------------------------------
@@ -156,6 +181,7 @@ def evaluate(
     stride: int | None = None,
     max_docs: int | None = None,
     max_bytes: int | None = None,
+    max_tokens: int | None = None,
     batch_size: int | None = None,
     batch_tokens: int | None = None,
     kernel: str = "auto",
@@ -168,50 +194,61 @@ def evaluate(
 
     See the module docstring for the exact protocol (``stride=None``) and the sliding-window
     mode (``stride=S``). ``model(tokens [b, n], pattern=..., kernel=...)`` must return logits
-    ``[b, n, vocab]`` (a :class:`lexkit.GPT`). Batches hold ``batch_size`` windows, by default
-    as many as fit ``batch_tokens`` inputs (8192 on CPU), at least one: a single window at long
-    lengths, so memory follows the kernel's cost at one length (O(n*W) for local patterns).
-    ``stream`` (``"auto"``, True, False) feeds each window in pieces of ``segment`` tokens through
-    a KV cache (module docstring); each result row records whether it streamed.
+    ``[b, n, vocab]`` (a :class:`lexkit.GPT`, or a tokenizer model such as :class:`lexkit.hf.HFModel`
+    whose ``unit`` is ``"tokens"``: then lengths count tokens, the protocol reads tokens for
+    bytes, bpb = summed token NLL / (ln 2 x bytes those tokens cover), ``ppl`` is the token
+    perplexity and ``max_tokens`` caps the tokens scored). Batches hold ``batch_size`` windows,
+    by default as many as fit ``batch_tokens`` inputs (8192 on CPU), at least one: a single
+    window at long lengths, so memory follows the kernel's cost at one length (O(n*W) for local
+    patterns). ``stream`` (``"auto"``, True, False) feeds each window in pieces of ``segment``
+    tokens through a KV cache (module docstring); each result row records whether it streamed.
 
     Returns a JSON-ready dict: ``lengths``, ``patterns`` (canonical specs), ``stride``,
-    ``documents`` (how many took part), ``bytes_per_document`` (= max(lengths)), ``train_len``,
-    ``results`` (one row per length x pattern: ``length, pattern, stride, bpb, ppl, bytes`` and,
-    when it cannot run, ``unavailable``) and ``by_position`` (``length, pattern, from, to,
+    ``documents`` (how many took part), ``bytes_per_document`` (= max(lengths); a tokenizer
+    model: ``tokens_per_document`` and ``bytes_scored``), ``train_len``, ``results`` (one row per
+    length x pattern: ``length, pattern, stride, streamed, bpb, ppl, bytes`` (and ``tokens``)
+    and, when it cannot run, ``unavailable``) and ``by_position`` (``length, pattern, from, to,
     beyond_train, bpb, bytes``).
     """
     lengths = parse_lengths(lengths)
     check_options(kernel=kernel, stride=stride, batch_size=batch_size)
     checks.number("segment", segment)
     patterns = resolve_patterns(model, pattern)
-    check_stream(model, stream, kernel)
+    check_stream(model, stream, kernel, patterns)
     train_len = train_len if train_len is not None else _train_len(model)
-    total = lengths[-1]
-    docs = select_documents(documents, total, max_docs=max_docs, max_bytes=max_bytes)
-    tokens = torch.stack([encode(d[:total]) for d in docs])  # [D, total + 1]
-
+    tokens, nbytes, counts = scored_tokens(model, documents, lengths[-1], max_docs, max_bytes, max_tokens)
     results, by_position = score_windows(
         model, tokens, lengths, patterns, stride=stride, batch_size=batch_size, batch_tokens=batch_tokens,
-        kernel=kernel, train_len=train_len, progress=progress, stream=stream, segment=segment,
+        kernel=kernel, train_len=train_len, progress=progress, nbytes=nbytes, stream=stream, segment=segment,
     )
-    return {
-        "lengths": lengths,
-        "patterns": [p.spec for p in patterns],
-        "stride": stride,
-        "documents": len(docs),
-        "bytes_per_document": total,
-        "train_len": train_len,
-        "results": results,
-        "by_position": by_position,
-    }
+    return {"lengths": lengths, "patterns": [p.spec for p in patterns], "stride": stride, **counts,
+            "train_len": train_len, "results": results, "by_position": by_position}
+
+
+def scored_tokens(model: nn.Module, documents: Sequence[bytes], total: int, max_docs: int | None,
+                  max_bytes: int | None, max_tokens: int | None) -> tuple[Tensor, Tensor | None, dict]:
+    """``(tokens [D, total + 1], nbytes [D, total] or None, counts)``: the protocol's documents
+    in the model's unit (:func:`select_documents` in bytes, :func:`token_documents` in tokens)
+    and what the report says of them."""
+    if getattr(model, "unit", "bytes") == "tokens":
+        if max_bytes is not None:
+            raise ValueError("--max-bytes is for byte models; a tokenizer model caps tokens with --max-tokens")
+        tokens, nbytes = token_documents(model, documents, total, max_docs=max_docs, max_tokens=max_tokens)
+        return tokens, nbytes, {"documents": int(tokens.shape[0]), "tokens_per_document": total,
+                                "bytes_scored": int(nbytes.sum())}
+    if max_tokens is not None:
+        raise ValueError("--max-tokens is for tokenizer (hf:) models; a byte model caps bytes with --max-bytes")
+    docs = select_documents(documents, total, max_docs=max_docs, max_bytes=max_bytes)
+    tokens = torch.stack([encode(d[:total]) for d in docs])  # [D, total + 1]
+    return tokens, None, {"documents": len(docs), "bytes_per_document": total}
 
 
 def check_options(*, kernel: str, stride: int | None, batch_size: int | None) -> None:
     """ValueError for a kernel, stride or batch size no evaluation can take."""
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
-    checks.number("stride", stride)
-    checks.number("batch_size", batch_size)
+    checks.number("--stride", stride)
+    checks.number("--batch-size", batch_size)
 
 
 def score_windows(
@@ -230,10 +267,9 @@ def score_windows(
     stream: bool | str = False,
     segment: int = SEGMENT,
 ) -> tuple[list[dict], list[dict]]:
-    """The measuring loop of the protocol, shared by byte models (:func:`evaluate`) and
-    tokenizer models (:func:`lexkit.hf.evaluate`): every (length, pattern) over the
-    :func:`windows` of ``tokens`` ``[D, total + 1]`` (the token before the first scored one, then
-    the ``total = max(lengths)`` scored ones).
+    """The measuring loop of :func:`evaluate` (byte and tokenizer models): every (length, pattern)
+    over the :func:`windows` of ``tokens`` ``[D, total + 1]`` (the token before the first scored
+    one, then the ``total = max(lengths)`` scored ones).
 
     ``nbytes`` ``[D, total]``: the bytes of text each scored token covers; None for a byte model
     (one byte each). bpb = summed NLL / (ln 2 x bytes); ppl = e^(mean NLL per token). Returns
@@ -246,7 +282,7 @@ def score_windows(
         batch_tokens = BATCH_TOKENS.get(device.type, 32768)
     results: list[dict] = []
     by_position: list[dict] = []
-    extra = (lambda n_tok: {}) if nbytes is None else (lambda n_tok: {"tokens": n_tok})
+    tok = (lambda n: None) if nbytes is None else int  # rows count tokens only for a tokenizer model
     work = tokens.shape[0] * total * len(lengths) * len(patterns)
     from .progress import bar
 
@@ -259,36 +295,44 @@ def score_windows(
             scored_bytes = None if nbytes is None else _bytes_by_index(nbytes, items, length)  # [length]
             for pat in patterns:
                 streams = should_stream(model, stream, pat, length, kernel, segment)
-                row = {"length": length, "pattern": pat.spec, "stride": min(stride or length, length),
-                       "streamed": streams}
+                row = dict(length=length, pattern=pat.spec, stride=min(stride or length, length), streamed=streams)
                 try:
                     sums, counts = _score(model, tokens, items, length, size, pat, kernel, device, meter,
                                           segment if streams else None)
                 except _Unavailable as exc:
                     meter.advance(tokens.shape[0] * total)
-                    results.append({**row, "bpb": None, "ppl": None, **extra(0), "bytes": 0, "unavailable": str(exc)})
+                    results.append(EvalRow(**row, bpb=None, ppl=None, tokens=tok(0), unavailable=str(exc)).to_json())
                     continue
                 per_index = counts if scored_bytes is None else scored_bytes  # bytes at each window index
-                nll, n_tok, n_bytes = float(sums.sum()), int(counts.sum()), int(per_index.sum())
-                if not math.isfinite(nll):
-                    results.append({**row, "bpb": None, "ppl": None, **extra(n_tok), "bytes": n_bytes,
-                                    "unavailable": "non-finite loss (the model produced NaN or inf logits)"})
-                    continue
-                results.append({**row, "bpb": nll / n_bytes / LN2, "ppl": math.exp(min(nll / n_tok, 700.0)),
-                                **extra(n_tok), "bytes": n_bytes})
-                for lo, hi in position_buckets(length, train_len):
-                    n = int(per_index[lo:hi].sum())
-                    if n == 0:
-                        continue
-                    by_position.append({
-                        "length": length, "pattern": pat.spec, "from": lo, "to": hi,
-                        "beyond_train": None if train_len is None else lo >= train_len,
-                        "bpb": float(sums[lo:hi].sum()) / n / LN2, **extra(int(counts[lo:hi].sum())), "bytes": n,
-                    })
+                cell, buckets = _cell_rows(row, sums, counts, per_index, train_len, tok)
+                results.append(cell)
+                by_position += buckets
     if all(r["bpb"] is None for r in results):  # non-finite everywhere included: nothing to report
         reasons = sorted({r["unavailable"] for r in results})
         raise ValueError("no requested length can run: " + "; ".join(reasons))
     return results, by_position
+
+
+def _cell_rows(row: dict, sums: Tensor, counts: Tensor, per_index: Tensor, train_len: int | None,
+               tok) -> tuple[dict, list[dict]]:
+    """The result row and position buckets of one (length, pattern) from its summed NLL, token
+    counts and bytes per window index [length]; a non-finite loss is an unavailable row."""
+    nll, n_tok, n_bytes = float(sums.sum()), int(counts.sum()), int(per_index.sum())
+    if not math.isfinite(nll):
+        why = "non-finite loss (the model produced NaN or inf logits)"
+        return EvalRow(**row, bpb=None, ppl=None, tokens=tok(n_tok), bytes=n_bytes, unavailable=why).to_json(), []
+    cell = EvalRow(**row, bpb=nll / n_bytes / LN2, ppl=math.exp(min(nll / n_tok, 700.0)), tokens=tok(n_tok),
+                   bytes=n_bytes).to_json()
+    buckets = []
+    for lo, hi in position_buckets(row["length"], train_len):
+        n = int(per_index[lo:hi].sum())
+        if n:
+            buckets.append(PositionRow(
+                length=row["length"], pattern=row["pattern"], from_=lo, to=hi,
+                beyond_train=None if train_len is None else lo >= train_len,
+                bpb=float(sums[lo:hi].sum()) / n / LN2, tokens=tok(counts[lo:hi].sum()), bytes=n,
+            ).to_json())
+    return cell, buckets
 
 
 def _bytes_by_index(nbytes: Tensor, items: list[tuple[int, int, int]], length: int) -> Tensor:
@@ -305,26 +349,29 @@ class _Unavailable(Exception):
     """The first forward pass at a (length, pattern) raised ValueError: it cannot run."""
 
 
-def check_stream(model: nn.Module, stream: bool | str, kernel: str) -> None:
-    """Refuse a ``stream`` value that is not auto/True/False, or forced streaming that cannot run."""
+def check_stream(model: nn.Module, stream: bool | str, kernel: str, patterns: Sequence[Pattern] = ()) -> None:
+    """Refuse a ``stream`` value that is not auto/True/False, or forced streaming the model says
+    it cannot run (its ``cache_refusal``, the one answer for every caller)."""
+    check_stream_value(stream)
+    if stream is True:
+        for pattern in patterns or ["causal"]:
+            reason = refusal_of(model, pattern, kernel)
+            if reason is not None:
+                raise ValueError(f"cannot stream (--stream, stream=True): {reason}; evaluate in one pass (--no-stream)")
+
+
+def check_stream_value(stream: bool | str) -> None:
     if not isinstance(stream, bool) and stream != "auto":
         raise ValueError(f"stream must be 'auto', True or False, got {stream!r}")
-    if stream is True:
-        if not callable(getattr(model, "new_cache", None)):
-            raise ValueError("stream=True needs a model with a KV cache (new_cache), such as lexkit.GPT")
-        require_block_kernel(kernel, "streaming", verb="stream")
 
 
 def should_stream(
     model: nn.Module, stream: bool | str, pattern: Pattern, length: int, kernel: str, segment: int
 ) -> bool:
     """Whether a window of ``length`` streams: forced by True/False; under ``auto``, when it saves
-    memory (finite reach, longer than one segment) and the model and kernel allow it."""
+    memory (finite reach, longer than one segment) and the model can run it through its cache."""
     if stream == "auto":
-        return (
-            pattern.reach is not None and length > segment and kernel in BLOCK_KERNELS
-            and callable(getattr(model, "new_cache", None)) and cache_refusal(model.scheme, pattern) is None
-        )
+        return pattern.reach is not None and length > segment and refusal_of(model, pattern, kernel) is None
     return stream
 
 
@@ -383,26 +430,9 @@ def _rows(rows: list[Tensor]) -> Tensor:
     return rows[0][None] if len(rows) == 1 else torch.stack(rows)
 
 
-# -- a run directory, end to end ----------------------------------------------------------------
-def eval_documents(spec: str, *, own: bool = False) -> tuple[list[bytes], dict]:
-    """The documents to evaluate on and a description of them. ``own=True`` (a run's own corpus,
-    the default of ``lexkit eval``): its validation split. Otherwise (``--data SPEC``): the
-    validation split of the built-in ``stdlib`` corpus, every document of anything else (a user
-    path or an ``hf:`` dataset)."""
-    from .data import load_corpus
-
-    split = "split" if own or spec == "stdlib" else "all"
-    corpus = load_corpus(spec, split=split)
-    return corpus.valid, {
-        "spec": spec,
-        "split": "validation" if split == "split" else "all",
-        "fingerprint": corpus.fingerprint,
-        "documents_available": len(corpus.valid),
-    }
-
-
+# -- a run or an hf: model, end to end ----------------------------------------------------------
 def evaluate_run(
-    run_dir: str | Path,
+    target: str | Path,
     *,
     lengths: Sequence[int] | None = None,
     patterns: str | Sequence[str] = "causal",
@@ -410,6 +440,7 @@ def evaluate_run(
     stride: int | None = None,
     max_docs: int | None = None,
     max_bytes: int | None = None,
+    max_tokens: int | None = None,
     batch_size: int | None = None,
     kernel: str = "auto",
     device: str = "cpu",
@@ -417,85 +448,70 @@ def evaluate_run(
     scheme: str | None = None,
     logn: bool | None = None,
     stream: bool | str = "auto",
+    rope_scaling: dict | str | None = None,
+    dtype: str | None = None,
 ) -> dict:
-    """Load a run directory and evaluate it (``lexkit eval``): the JSON report, with ``version``,
-    ``run``, ``scheme``, ``train_len``, ``data`` (spec, split, fingerprint, counts) and
-    everything :func:`evaluate` returns. Default lengths: :func:`default_lengths` of the training
-    length; default data: the run's own corpus (its validation split). ``scheme`` / ``logn``
-    evaluate the trained weights under another scheme (a RoPE scaling, ReRoPE) or with log-n
-    scaling, without retraining (:func:`lexkit.runs.load`); the report's ``scheme`` and ``logn``
-    are what ran, and ``trained_scheme`` the run's own when they differ."""
+    """``lexkit eval TARGET``: load a run directory or an ``hf:PATH`` model
+    (:func:`lexkit.subject.load`) and evaluate it on its default documents (a run: its own
+    corpus's validation split; an hf: model: ``stdlib``'s) or ``data``, at its default lengths
+    (a run: the training length x 1/2 .. 16; an hf: model: x 1/2 .. 4) or ``lengths``.
+
+    The JSON report: ``version``, the subject's header (``run``, ``scheme``: the resolved spec
+    that ran, ``trained_scheme`` when ``scheme`` overrode it, ``logn``, ``train_len``; an hf:
+    model's ``model`` shape), ``data`` (spec, split, fingerprint, counts), ``kernel``,
+    ``stream`` and everything :func:`evaluate` returns. ``scheme`` / ``logn`` evaluate a run's
+    weights under another scheme or log-n setting; ``rope_scaling`` / ``dtype`` apply to hf:
+    models; an option the target cannot honour is a ValueError naming it."""
     from . import __version__
-    from .runs import load
+    from .positions import canonical
 
-    model, config = load(run_dir, device=device, scheme=scheme, logn=logn)
-    train_len = int(config["model"]["train_len"])
-    lengths = parse_lengths(lengths) if lengths is not None else default_lengths(train_len)
-    run_data = config.get("data") or {}
-    spec = data if data is not None else run_data.get("spec", "stdlib")
-    own = data is None or _is_run_corpus(data, run_data)
-    try:
-        documents, described = eval_documents(spec, own=own)
-    except DataError as exc:
-        if data is None and "does not exist" in str(exc):
-            raise DataError(f"the corpus {spec!r} recorded in {Path(run_dir) / 'config.json'} does not exist here; "
-                            "if it moved, give its new place with --data PATH (recognised by its fingerprint)") from exc
-        raise
-    if data is not None and own:
-        described["recorded_as"] = run_data.get("spec")  # the run's own corpus, moved: its validation split
-    if data is None and run_data.get("fingerprint") and run_data["fingerprint"] != described["fingerprint"]:
-        described["differs_from_run"] = True
-        print(
-            f"warning: corpus {spec!r} here differs from the one the run trained on "
-            f"({_short(run_data['fingerprint'])} there, {_short(described['fingerprint'])} here); "
-            f"its validation documents may differ", file=sys.stderr,
-        )
+    # every option that can be checked without the model, before it loads
+    check_options(kernel=kernel, stride=stride, batch_size=batch_size)
+    check_stream_value(stream)
+    for spec in [patterns] if isinstance(patterns, str) else patterns:
+        create_pattern(spec, default_window=2)  # syntax and parameter values
+    if scheme is not None:
+        canonical(scheme)
+    subject = load(target, device=device, scheme=scheme, logn=logn, rope_scaling=rope_scaling, dtype=dtype)
+    lengths = parse_lengths(lengths) if lengths is not None else subject.default_lengths()
+    documents, described = subject.documents(data)
     result = evaluate(
-        model, documents, lengths, patterns, stride=stride, max_docs=max_docs, max_bytes=max_bytes,
-        batch_size=batch_size, kernel=kernel, train_len=train_len, progress=progress, stream=stream,
+        subject.model, documents, lengths, patterns, stride=stride, max_docs=max_docs, max_bytes=max_bytes,
+        max_tokens=max_tokens, batch_size=batch_size, kernel=kernel, train_len=subject.train_len,
+        progress=progress, stream=stream,
     )
-    described["documents"] = result.pop("documents")
-    described["bytes_per_document"] = result.pop("bytes_per_document")
+    for key in ("documents", "bytes_per_document", "tokens_per_document", "bytes_scored"):
+        if key in result:
+            described[key] = result.pop(key)
     result.pop("train_len")
-    return {
-        "version": __version__,
-        "run": str(run_dir),
-        "scheme": config["model"]["scheme"],
-        **({"trained_scheme": config["trained"]["scheme"]} if "scheme" in config.get("overrides", {}) else {}),
-        "logn": bool(config["model"].get("logn", False)),
-        "train_len": train_len,
-        "data": described,
-        "kernel": kernel,
-        "stream": stream,
-        **result,
-    }
-
-
-def _is_run_corpus(spec: str, run_data: dict) -> bool:
-    """Whether ``--data SPEC`` points the run at its own training corpus, moved: the recorded
-    place is gone and SPEC has the recorded fingerprint. Then its validation split is evaluated,
-    as without --data (while the corpus is where it was, --data means all of SPEC's documents)."""
-    import glob
-
-    from .data import load_corpus, same_corpus
-
-    recorded = run_data.get("spec") or "stdlib"
-    if recorded == "stdlib" or recorded.startswith("hf:") or not run_data.get("fingerprint"):
-        return False
-    if os.path.exists(recorded) or glob.glob(recorded):
-        return False
-    return same_corpus(run_data["fingerprint"], load_corpus(spec, split="all").fingerprint)
-
-
-def _short(fingerprint: dict) -> str:
-    keys = ("python", "files", "bytes", "sha256")
-    return ", ".join(f"{k} {fingerprint[k]}" for k in keys if k in fingerprint)
+    return {"version": __version__, **subject.describe(), "data": described, "kernel": kernel, "stream": stream,
+            **result}
 
 
 # -- rows for tables and CSV --------------------------------------------------------------------
-CSV_FIELDS = ("length", "pattern", "stride", "bpb", "ppl", "bytes", "unavailable")
+CSV_FIELDS = ("length", "pattern", "stride", "bpb", "ppl", "tokens", "bytes", "unavailable", "scheme", "logn",
+              "streamed")
 
 
 def csv_rows(report: dict) -> list[dict]:
-    """One row per (length, pattern) with the :data:`CSV_FIELDS` (empty where not applicable)."""
-    return [{k: ("" if r.get(k) is None else r.get(k)) for k in CSV_FIELDS} for r in report["results"]]
+    """One row per (length, pattern) with the :data:`CSV_FIELDS` (empty where not applicable;
+    ``tokens`` only for a tokenizer model's report); ``scheme`` and ``logn`` are the report's."""
+    fields = [f for f in CSV_FIELDS if f != "tokens" or any("tokens" in r for r in report["results"])]
+    every = {"scheme": report.get("scheme"), "logn": bool(report.get("logn", False))}
+    return [{k: ("" if (v := {**every, **r}.get(k)) is None else v) for k in fields} for r in report["results"]]
+
+
+def csv_text(report: dict) -> str:
+    """The CSV of a report (:func:`csv_rows`, a header line first)."""
+    import csv
+    import io
+
+    rows = csv_rows(report)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]) if rows else list(CSV_FIELDS), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+callable_module(__name__, evaluate)  # lexkit.evaluate(model, documents, lengths, ...)

@@ -1,13 +1,14 @@
-"""Hugging Face causal LMs behind lexkit's patterns, kernels and instruments (optional extra ``hf``).
+"""Hugging Face causal LMs behind lexkit's patterns and kernels (optional extra ``hf``): the
+transformers adapter, and nothing else (the instruments take the model as they take a run's).
 
 ``load(path)`` returns an :class:`HFModel`: a transformers causal LM (a local ``save_pretrained``
 directory, or a hub name already in the local cache; nothing is downloaded) whose attention runs
 through lexkit. It is called like lexkit's own :class:`~lexkit.model.GPT`,
 ``model(tokens [b, n], pattern=..., kernel=..., hook=...) -> logits [b, n, vocab]``, and has a
-``cfg`` (layers, heads, head dim, training length) and ``pattern(spec)``, so
-:func:`lexkit.resolution.empirical` takes it as it is. Its text is tokens, not bytes: this
-module's :func:`evaluate` is the byte protocol of :mod:`lexkit.evaluate` read in tokens and
-reported in bits per byte (see there).
+``cfg`` (layers, heads, head dim, training length), ``pattern(spec)``, ``cache_refusal`` and
+``unit = "tokens"``, so :func:`lexkit.evaluate.evaluate` and :mod:`lexkit.resolution` take it as
+it is; ``lexkit.load("hf:PATH")`` (:mod:`lexkit.subject`) wraps it for the instruments. Its text
+is tokens, not bytes: :meth:`HFModel.encode` gives the bytes each token covers.
 
 How attention reaches lexkit (transformers' supported extension points, no model code patched):
 
@@ -47,16 +48,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from torch import Tensor, nn
 
 from . import positions
-from .attention import KERNELS, Attention, Pattern
+from .attention import Attention, Pattern
 from .attention import create as create_pattern
 from .attention.kernels import ScoreHook
-from .attention.patterns import Window
+from .attention.patterns import Both, Window
 from .device import device_of
-from .errors import DataError, LexkitError
-from .specs import parse_lengths
+from .errors import LexkitError
 
 ATTN = "lexkit"  # the name registered with transformers' attention and mask interfaces
 EXTRA = "pip install 'lexkit[hf]'"
@@ -125,28 +126,6 @@ def _nope(heads: int, head_dim: int, device) -> positions.Scheme:
 def _current() -> _Call:
     call = _CALL.get()
     return call if call is not None else _Call(create_pattern("causal"))
-
-
-class Both(Pattern):
-    """Visible under both patterns (a lexkit pattern inside the model's own sliding window)."""
-
-    name = "both"
-
-    def __init__(self, first: Pattern, second: Pattern) -> None:
-        super().__init__()
-        self.first, self.second = first, second
-
-    def visible(self, q_idx: Tensor, k_idx: Tensor) -> Tensor:
-        return self.first.visible(q_idx, k_idx) & self.second.visible(q_idx, k_idx)
-
-    @property
-    def reach(self) -> int | None:
-        reaches = [r for r in (self.first.reach, self.second.reach) if r is not None]
-        return min(reaches) if reaches else None
-
-    @property
-    def spec(self) -> str:
-        return f"{self.first.spec}&{self.second.spec}"
 
 
 def native_window(mask_function, local_size: int | None) -> int | None:
@@ -284,15 +263,66 @@ class HFModel(nn.Module):
         self.source = source
         self.cfg = _describe(model.config, family, train_len)
 
+    unit = "tokens"  # what a length counts (lexkit.GPT: bytes)
+
     def pattern(self, spec: str | Pattern = "causal") -> Pattern:
-        """A pattern spec resolved against this model (W defaults to its training length)."""
-        return create_pattern(spec, default_window=self.cfg.train_len)
+        """A pattern spec resolved against this model (W defaults to its training length).
+        ``sinks:...,pos=cache`` is refused: transformers rotates q and k before lexkit sees them,
+        so sinks can only keep their text positions here."""
+        pattern = create_pattern(spec, default_window=self.cfg.train_len)
+        if pattern.cache_positions:
+            raise ValueError(f"pattern {pattern.spec} assigns positions within the cache, but {self.cfg.model_type} "
+                             "applies its positions before lexkit's attention; use pos=text")
+        return pattern
+
+    def cache_refusal(self, pattern: str | Pattern = "causal", kernel: str = "auto") -> str:
+        """Why this model cannot run through lexkit's KV cache (always: see :meth:`GPT.cache_refusal`)."""
+        return (f"{self.source} runs whole sequences through transformers (lexkit's KV cache is for "
+                "lexkit's own models)")
+
+    def reset_positions(self) -> None:
+        """Put every rotary embedding back to its frequencies at the training length, so that a
+        dynamic RoPE scaling (which transformers recomputes only when a call is longer than
+        every earlier one) runs at the length of the next call, whatever ran before."""
+        for module in self.hf.modules():
+            original = getattr(module, "original_inv_freq", None)
+            if original is None or not hasattr(module, "max_seq_len_cached"):
+                continue
+            module.register_buffer("inv_freq", original.clone(), persistent=False)
+            module.max_seq_len_cached = module.original_max_seq_len
+            if hasattr(module, "lexkit_scaling"):
+                module.attention_scaling = module.lexkit_scaling
+            else:
+                module.lexkit_scaling = getattr(module, "attention_scaling", 1.0)
+
+    def rope_frequencies(self, length: int) -> tuple[Tensor, float]:
+        """(inverse frequencies float64 [r/2], attention factor) of the model's own rotary
+        embedding at a call of ``length`` tokens (its theta, rotated dims and scaling)."""
+        rotary = self.hf.base_model.rotary_emb
+        device = device_of(self)
+        self.reset_positions()
+        with torch.no_grad():  # a dynamic scaling adapts to the length here
+            rotary(torch.zeros(1, dtype=torch.float32, device=device), torch.arange(length, device=device)[None])
+        return rotary.inv_freq.detach().to(torch.float64).cpu(), float(getattr(rotary, "attention_scaling", 1.0))
+
+    def position_scheme(self) -> positions.Scheme | None:
+        """The model's positions as a lexkit scheme where lexkit has one (Bloom: ``alibi`` with
+        its head count, the same slopes; GPT-2: ``learned`` holding its position table); None
+        for RoPE (see :meth:`rope_frequencies`)."""
+        cfg = self.cfg
+        if cfg.positions == "alibi":
+            return positions.create("alibi", n_heads=cfg.n_heads, head_dim=cfg.head_dim)
+        if cfg.positions == "learned":
+            weight = self.hf.base_model.wpe.weight.detach().float().cpu()  # [positions, d_model]
+            scheme = positions.create("learned", n_heads=cfg.n_heads, head_dim=cfg.head_dim, max_len=weight.shape[0])
+            with torch.no_grad():
+                scheme.table.copy_(weight)
+            return scheme
+        return None
 
     def check(self, n: int, offset: int = 0, kernel: str = "auto", hooked: bool = False) -> None:
         """ValueError when this family cannot run the request (evaluation reports it per cell)."""
-        if kernel not in KERNELS:
-            raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
-        name = self.cfg.model_type
+        name = self.cfg.model_type  # (a kernel name is checked where it runs: lexkit's Attention)
         top = self.cfg.max_positions
         if top is not None and offset + n > top:
             raise ValueError(f"{name} has learned positions 0..{top - 1}; length {offset + n} runs past them")
@@ -302,8 +332,14 @@ class HFModel(nn.Module):
                                  "lexkit patterns reach it as a dense mask, so kernel must be auto or dense, "
                                  f"not {kernel}")
             if hooked:
-                raise ValueError(f"{name} does not run attention through lexkit's kernels, so the score hook "
-                                 "(empirical resolution) is unavailable; the analytic resolution is")
+                raise ValueError(self.hook_refusal())
+
+    def hook_refusal(self) -> str | None:
+        """Why lexkit's score hook (the empirical resolution) cannot observe this model, or None."""
+        if self.family.interface:
+            return None
+        return (f"{self.cfg.model_type} does not run attention through lexkit's kernels, so the score hook "
+                "(empirical resolution) is unavailable; the analytic resolution is")
 
     def forward(
         self,
@@ -322,6 +358,7 @@ class HFModel(nn.Module):
         extra = {}
         if self.family.positions != "alibi":
             extra["position_ids"] = torch.arange(offset, offset + n, device=tokens.device)[None].expand(b, n)
+        self.reset_positions()  # dynamic RoPE: at this call's length, whatever ran before
         call = _Call(pat, kernel, hook)
         token = _CALL.set(call)
         try:
@@ -358,6 +395,13 @@ class HFModel(nn.Module):
             ids = [prefix] + ids
             covered = torch.cat((torch.zeros(1, dtype=torch.int64), covered))
         return torch.tensor(ids, dtype=torch.int64), covered.diff()
+
+    def decode(self, tokens: Tensor | Sequence[int]) -> bytes:
+        """The UTF-8 bytes of the text of ``tokens`` (special tokens such as BOS left out)."""
+        if self.tokenizer is None:
+            raise LexkitError(f"{self.source} has no tokenizer: save one beside the model (tokenizer.save_pretrained)")
+        ids = tokens.tolist() if isinstance(tokens, Tensor) else list(tokens)
+        return self.tokenizer.decode(ids, skip_special_tokens=True).encode("utf-8")
 
 
 def _utf8_lengths(text: str) -> Tensor:
@@ -453,214 +497,12 @@ def load(
     try:
         model = tf.AutoModelForCausalLM.from_pretrained(
             name, config=config, attn_implementation=ATTN, local_files_only=True)
-    except (OSError, ValueError) as exc:
-        raise LexkitError(f"cannot load the model from {name!r}: {str(exc).splitlines()[0]}") from exc
+    except (OSError, ValueError, SafetensorError) as exc:  # a truncated or corrupt weights file included
+        raise LexkitError(f"cannot load the model from {name!r}: {(str(exc).splitlines() or [repr(exc)])[0]} "
+                          "(is model.safetensors complete?)") from exc
     try:
         tokenizer = tf.AutoTokenizer.from_pretrained(name, local_files_only=True)
     except (OSError, ValueError, TypeError):
         tokenizer = None  # logits still work; text needs one (HFModel.encode says so)
     model = model.to(device=device, dtype=dtype).eval()
     return HFModel(model, tokenizer, family, source if source.startswith("hf:") else f"hf:{source}", train_len)
-
-
-# -- evaluation: the byte protocol of lexkit.evaluate, read in tokens -------------------------------
-def documents_as_tokens(
-    model: HFModel, documents: Sequence[bytes], total: int, *, max_docs: int | None = None,
-    max_tokens: int | None = None,
-) -> tuple[Tensor, Tensor]:
-    """``(tokens [D, total + 1], nbytes [D, total])``: the first ``total`` scored tokens (plus
-    the one before them) of every document that has them, capped like
-    :func:`lexkit.evaluate.select_documents`; ``nbytes[d, j]`` is the bytes token j + 1 covers."""
-    for label, cap in (("max_docs", max_docs), ("max_tokens", max_tokens)):
-        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap <= 0):
-            raise ValueError(f"{label} must be a positive integer, got {cap!r}")
-    keep = len(documents) if max_docs is None else max_docs
-    if max_tokens is not None:
-        keep = min(keep, max(1, max_tokens // total))
-    rows, longest = [], 0
-    for doc in documents:
-        if len(rows) == keep:
-            break
-        if len(doc) < total // 2:  # every token covers a byte or more: too short, no need to tokenize
-            continue
-        ids, nbytes = model.encode(doc)
-        longest = max(longest, ids.numel() - 1)
-        if ids.numel() > total:
-            rows.append((ids[: total + 1], nbytes[:total]))
-    if not rows:
-        raise DataError(f"no document has {total:,} tokens to score ({len(documents)} documents, the longest "
-                        f"tokenized has {longest:,}); use shorter --lengths or more data")
-    return torch.stack([r[0] for r in rows]), torch.stack([r[1] for r in rows])
-
-
-def evaluate(
-    model: HFModel,
-    documents: Sequence[bytes],
-    lengths: Sequence[int],
-    pattern: str | Pattern | Sequence[str | Pattern] = "causal",
-    *,
-    stride: int | None = None,
-    max_docs: int | None = None,
-    max_tokens: int | None = None,
-    batch_size: int | None = None,
-    batch_tokens: int | None = None,
-    kernel: str = "auto",
-    progress: bool = False,
-) -> dict:
-    """Bits per byte and token perplexity of ``model`` at every (length, pattern), lengths in
-    tokens.
-
-    The protocol is :func:`lexkit.evaluate.evaluate`'s with tokens for bytes: with M the longest
-    length, the first M tokens of every document that has them are scored at every length (the
-    same tokens, so the same bytes, at every length), in non-overlapping windows of L tokens
-    (``stride=None``) or sliding ones (``stride=S``), through :mod:`lexkit.evaluate`'s own
-    windows and measuring loop (:func:`lexkit.evaluate.score_windows`). ``bpb`` = summed token
-    NLL / (ln 2 x bytes those tokens cover); ``ppl`` = e^(mean token NLL). Rows: ``length,
-    pattern, stride, bpb, ppl, tokens, bytes`` (``unavailable`` when the family cannot run it);
-    ``by_position`` rows carry ``bpb``, ``tokens`` and ``bytes`` per bucket of window index."""
-    from . import evaluate as ev
-
-    lengths = parse_lengths(lengths)
-    ev.check_options(kernel=kernel, stride=stride, batch_size=batch_size)
-    patterns = ev.resolve_patterns(model, pattern)
-    tokens, nbytes = documents_as_tokens(model, documents, lengths[-1], max_docs=max_docs, max_tokens=max_tokens)
-    results, by_position = ev.score_windows(
-        model, tokens, lengths, patterns, stride=stride, batch_size=batch_size, batch_tokens=batch_tokens,
-        kernel=kernel, train_len=model.cfg.train_len, progress=progress, nbytes=nbytes,
-    )
-    return {
-        "lengths": lengths, "patterns": [p.spec for p in patterns], "stride": stride,
-        "documents": int(tokens.shape[0]), "tokens_per_document": lengths[-1], "bytes_scored": int(nbytes.sum()),
-        "train_len": model.cfg.train_len, "results": results, "by_position": by_position,
-    }
-
-
-def evaluate_path(
-    path: str,
-    *,
-    lengths: Sequence[int] | None = None,
-    patterns: str | Sequence[str] = "causal",
-    data: str | None = None,
-    rope_scaling: dict | str | None = None,
-    dtype: str = "float32",
-    device: str = "cpu",
-    **options,
-) -> dict:
-    """``lexkit eval hf:PATH``: load, read ``data`` (default ``stdlib``'s validation split, as
-    :func:`lexkit.evaluate.eval_documents`), evaluate; the JSON report with ``version``, ``run``
-    (``hf:PATH``), ``scheme`` (a label), ``model`` (the shape), ``data`` and the results.
-    Default lengths: the training length x 1/2, 1, 2, 4 (from the config)."""
-    from . import __version__
-    from .evaluate import default_lengths, eval_documents
-
-    model = load(path, rope_scaling=rope_scaling, dtype=dtype, device=device)
-    if lengths is None:
-        if model.cfg.train_len is None:
-            raise ValueError(f"{model.source}: the config gives no training length; pass --lengths")
-        lengths = [n for n in default_lengths(model.cfg.train_len) if n <= 4 * model.cfg.train_len]
-    documents, described = eval_documents(data or "stdlib")
-    result = evaluate(model, documents, lengths, patterns, **options)
-    described["documents"] = result.pop("documents")
-    described["tokens_per_document"] = result.pop("tokens_per_document")
-    described["bytes_scored"] = result.pop("bytes_scored")
-    return {"version": __version__, "run": model.source, "scheme": model.cfg.scheme,
-            "model": dataclasses.asdict(model.cfg), "train_len": model.cfg.train_len, "data": described,
-            "kernel": options.get("kernel", "auto"), **result}
-
-
-# -- resolution ------------------------------------------------------------------------------------
-def analytic_curve(model: HFModel, length: int, pattern: str | Pattern | None = None) -> Tensor:
-    """The analytic s[n] of the model's own positions, float64 [heads, length], -inf where the
-    pattern never shows distance n (see :mod:`lexkit.resolution`).
-
-    * RoPE families: q = k = all ones through the model's own rotary embedding at positions
-      0..length-1 (so its theta, rotary dims and scaling, dynamic included): s[n] =
-      (a^2 sum_i 2 cos(n f_i) + (h - r)) / sqrt(h) with f_i its inverse frequencies, a its
-      attention factor (YaRN), r the rotated dims of h.
-    * ALiBi (Bloom): lexkit's ``alibi`` curve with the model's head count (the same slopes).
-    * learned (GPT-2): lexkit's absolute curve of the model's own position table."""
-    from . import resolution as res
-
-    cfg = model.cfg
-    pattern = model.pattern(pattern or "causal")
-    if cfg.positions == "alibi":
-        return res.analytic_curve("alibi", length, pattern, heads=cfg.n_heads, head_dim=cfg.head_dim)
-    if cfg.positions == "learned":
-        weight = model.hf.base_model.wpe.weight.detach().float().cpu()  # [positions, d_model]
-        scheme = positions.create("learned", n_heads=cfg.n_heads, head_dim=cfg.head_dim, max_len=weight.shape[0])
-        with torch.no_grad():
-            scheme.table.copy_(weight)
-        return res.analytic_curve(scheme, length, pattern)
-    rotary = model.hf.base_model.rotary_emb
-    device = device_of(model)
-    pos = torch.arange(length, device=device)[None]
-    with torch.no_grad():
-        rotary(torch.zeros(1, dtype=torch.float32, device=device), pos)  # dynamic scalings adapt to the length
-    freqs = rotary.inv_freq.detach().to(torch.float64).cpu()  # [r/2]
-    factor = float(getattr(rotary, "attention_scaling", 1.0))
-    n = torch.arange(length, dtype=torch.float64)
-    rotated = 2 * torch.cos(n[:, None] * freqs[None, :]).sum(-1)  # [N]
-    s = (factor**2 * rotated + (cfg.head_dim - 2 * freqs.numel())) / math.sqrt(cfg.head_dim)
-    seen = res.visible_counts(pattern, length) > 0
-    return s.masked_fill(~seen, -math.inf).expand(cfg.n_heads, length).clone()
-
-
-def analytic(model: HFModel, lengths: Sequence[int] | str, pattern: str | None = None) -> dict:
-    """Analytic R of the model at several lengths: :func:`lexkit.resolution.analytic`'s document
-    with ``source: "analytic"`` and the model's label as ``scheme``."""
-    from . import resolution as res
-
-    lengths = parse_lengths(lengths)
-    pat = model.pattern(pattern or "causal")
-    doc = res._header("analytic", model.cfg.scheme)
-    doc.update(run=model.source, heads=model.cfg.n_heads, head_dim=model.cfg.head_dim, pattern=pat.spec,
-               train_len=model.cfg.train_len, results=[])
-    for n in lengths:
-        row: dict[str, Any] = {"scheme": model.cfg.scheme, "length": n, "pattern": pat.spec}
-        try:
-            r = res.resolution(analytic_curve(model, n, pat))  # [H]
-        except ValueError as exc:  # learned positions past their table
-            row.update(resolution=None, per_head=None, per_layer=None, entropy=None, note=str(exc))
-        else:
-            row.update(resolution=float(r.mean()), per_head=[float(x) for x in r], per_layer=None, entropy=None)
-        doc["results"].append(row)
-    return doc
-
-
-def texts(model: HFModel, documents: Sequence[bytes], length: int, count: int) -> Tensor:
-    """[b, length] int64: the first ``length`` tokens (with the tokenizer's BOS) of each of the
-    first ``count`` documents that long (the token twin of :func:`lexkit.resolution.texts`)."""
-    if count <= 0:
-        raise ValueError(f"--texts must be positive, got {count}")
-    tokens, _ = documents_as_tokens(model, documents, length - 1, max_docs=count)
-    return tokens
-
-
-def empirical_run(
-    model: HFModel, documents: Sequence[bytes], lengths: Sequence[int] | str, pattern: str = "causal", *,
-    texts_per_length: int = 8, batch_size: int = 1, progress: bool = False,
-) -> dict:
-    """Empirical R and entropy per layer and head (:func:`lexkit.resolution.empirical`, through
-    lexkit's score hook) at each length, on the first tokens of ``documents``."""
-    from . import resolution as res
-    from .progress import bar
-
-    lengths = parse_lengths(lengths)
-    pat = model.pattern(pattern)
-    model.check(1, 0, "chunked", hooked=True)
-    batches = {n: texts(model, documents, n, texts_per_length) for n in lengths}
-    doc = res._header("empirical", model.cfg.scheme)
-    doc.update(run=model.source, train_len=model.cfg.train_len, layers=model.cfg.n_layers, heads=model.cfg.n_heads,
-               head_dim=model.cfg.head_dim, pattern=pat.spec, results=[])
-    total = sum(-(-b.shape[0] // batch_size) for b in batches.values())
-    with bar(total, "resolution", enabled=progress, unit="batch") as meter:
-        for n, toks in batches.items():
-            try:
-                row = res.empirical(model, toks, pat, batch_size=batch_size, progress=meter)
-            except ValueError as exc:  # learned positions past their table
-                row = {"length": n, "pattern": pat.spec, "texts": int(toks.shape[0]), "resolution": None,
-                       "per_layer": None, "per_head": None, "entropy": None, "note": str(exc)}
-            row["scheme"] = model.cfg.scheme
-            doc["results"].append(row)
-    return doc
-

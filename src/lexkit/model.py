@@ -16,10 +16,10 @@ import math
 import torch
 from torch import Tensor, nn
 
-from . import positions
+from . import checks, positions
 from .attention import Attention, KVCache, Pattern
 from .attention import create as create_pattern
-from .attention.cache import BLOCK_KERNELS
+from .attention.cache import refusal
 from .attention.kernels import ScoreHook
 
 VOCAB = 257
@@ -42,8 +42,7 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         for key in ("n_layers", "d_model", "n_heads", "train_len"):
-            if getattr(self, key) <= 0:
-                raise ValueError(f"{key} must be a positive integer, got {getattr(self, key)}")
+            checks.number(key, getattr(self, key))
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         if not 0.0 <= self.dropout < 1.0:
@@ -128,10 +127,11 @@ class GPT(nn.Module):
         if cache is None:
             pos = torch.arange(offset, offset + n, device=tokens.device)  # [n]
         else:
-            if self.pattern(pattern) != cache.pattern or offset or hook is not None or kernel not in BLOCK_KERNELS:
+            pat = self.pattern(pattern)
+            if pat != cache.pattern or offset or hook is not None or self.cache_refusal(pat, kernel):
                 raise ValueError(
                     f"a cached forward runs the cache's pattern ({cache.pattern.spec}) from its own offset on the "
-                    f"chunked block kernel, without a hook; got pattern {self.pattern(pattern).spec}, offset {offset}, "
+                    f"chunked block kernel, without a hook; got pattern {pat.spec}, offset {offset}, "
                     f"kernel {kernel!r}{', a hook' if hook is not None else ''}"
                 )
             pos, attend = cache.extend(n, tokens.device)
@@ -154,6 +154,14 @@ class GPT(nn.Module):
         for layer, block in enumerate(self.blocks):
             x = block(x, attend, layer)
         return self.head(self.ln_f(x))  # [b, n, vocab]
+
+    unit = "bytes"  # what a length counts (a tokenizer model: tokens)
+
+    def cache_refusal(self, pattern: str | Pattern = "causal", kernel: str = "auto") -> str | None:
+        """Why this model cannot run ``pattern`` on ``kernel`` through a KV cache exactly, or None
+        when it can (:func:`lexkit.attention.cache.refusal`): the question evaluation's
+        streaming, generation, the cached forward and the cache itself all ask here."""
+        return refusal(self.scheme, self.pattern(pattern), kernel)
 
     def new_cache(self, pattern: str | Pattern = "causal", offset: int = 0) -> KVCache:
         """An empty per-layer KV cache for one sequence starting at position ``offset``, trimmed to

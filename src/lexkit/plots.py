@@ -129,7 +129,7 @@ def plot_empirical(doc: dict, path: str | Path) -> None:
 # -- one evaluation report (lexkit eval --plot) -------------------------------------------------
 def eval_report(report: dict, path: str | Path) -> None:
     """Left: bpb against length, one line per pattern. Right: bpb by position in the window at
-    the longest length. ``report`` is :func:`lexkit.evaluate.evaluate`'s (or :func:`lexkit.hf.evaluate`'s)."""
+    the longest length. ``report`` is :func:`lexkit.evaluate.evaluate`'s (a run's or an hf: model's)."""
     fig, (left, right) = figure(panels=2)
     longest = max(report["lengths"])
     for pattern in report["patterns"]:

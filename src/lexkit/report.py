@@ -56,11 +56,10 @@ def _unsigned_zero(text: str) -> str:
 
 
 def multiple(n: int, train_len: int) -> str:
-    """``n`` as a multiple of the training length, at most two decimals: ``0.5x``, ``1x``,
-    ``16x``, ``1.03x``."""
-    ratio = n / train_len
-    text = f"{ratio:.2f}".rstrip("0").rstrip(".")
-    return (text if text != "0" else f"{ratio:.1g}") + "x"
+    """``n`` as a multiple of the training length to three significant digits, never in exponent
+    form: ``0.5x``, ``1x``, ``16x``, ``1.03x``, ``0.219x`` (the one format of every length label)."""
+    ratio = float(f"{n / train_len:.3g}")
+    return f"{ratio:g}x" if ratio < 1e6 else f"{ratio:.0f}x"
 
 
 def cell(mean: float | None, std: float | None = None, digits: int = 3, *, small: bool = False) -> Cell:

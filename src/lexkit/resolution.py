@@ -28,19 +28,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-from . import __version__, positions
+from . import __version__, checks, positions
+from .api import callable_module
 from .attention import Pattern
 from .attention import create as create_pattern
+from .attention.kernels import choose_kernel
 from .attention.logn import logn_scale
 from .attention.patterns import Causal
 from .device import device_of, eval_mode
 from .positions import Scheme
+from .rows import ResolutionRow
 from .specs import parse_lengths
 
 #: Version of the JSON document written by :func:`analytic`, :func:`empirical_run` and the CLI.
@@ -217,33 +219,18 @@ def analytic_curve(
     its sink keys scored at their cache distance and placed at their text distance, distances it
     does not see -inf.
     """
-    if int(length) <= 0:
-        raise ValueError(f"length must be positive, got {length}")
-    if logn and train_len is None:
-        raise ValueError("log-n scaling needs the training length (train_len)")
+    checks.number("length", int(length))
+    _logn_needs_train_len(logn, train_len)
     length = int(length)
     scheme = make_scheme(scheme, heads=heads, head_dim=head_dim, seed=seed, max_len=max_len, train_len=train_len)
     pattern = _pattern(pattern, train_len)
     device = device_of(scheme)
     scale = logn_scale(torch.arange(length), train_len).to(torch.float64) if logn else None  # [N] λ_m
     if scheme.relative:
-        # one query at N-1, keys at 0..N-1: score at distance n = scores[..., N-1-n]
-        q = torch.ones(1, scheme.n_heads, 1, scheme.head_dim, dtype=torch.float64, device=device)
-        k = torch.ones(1, scheme.n_heads, length, scheme.head_dim, dtype=torch.float64, device=device)
-        q_pos = torch.tensor([length - 1], device=device)
-        k_pos = torch.arange(length, device=device)
-        with torch.no_grad():
-            s = scheme.scores(q, k, q_pos, k_pos)[0, :, 0, :].to(torch.float64).cpu()  # [H, N] by key
-            seen = visible_counts(pattern, length) > 0
-            if pattern.cache_positions and pattern.sinks:  # StreamingLLM: sinks at their cache distance
-                n_s = min(pattern.sinks, length)
-                slot = pattern.sink_query_index(q_pos.cpu()).to(device)
-                s[:, :n_s] = scheme.scores(q, k[..., :n_s, :], slot, k_pos[:n_s])[0, :, 0, :].to(torch.float64).cpu()
-                seen = pattern.visible(torch.tensor(length - 1), torch.arange(length)).flip(-1)
-        if scale is not None:
-            s = s * scale[-1]
-        return s.flip(-1).masked_fill(~seen, -math.inf)
+        s, seen = _relative_scores(scheme, pattern, length)  # [H, N] by distance, [N]
+        return (s if scale is None else s * scale[-1]).masked_fill(~seen, -math.inf)
     # absolute: q = k = p, one curve for all heads, mean over the visible pairs at each distance
+    _refuse_cache_positions(scheme, pattern, length)
     with torch.no_grad():
         table = scheme.embed(torch.arange(length, device=device))
     if table is None:
@@ -260,12 +247,44 @@ def analytic_curve(
     return acc.curve()[0].expand(scheme.n_heads, length).clone()
 
 
-def _header(source: str, scheme: Any) -> dict:
+def _relative_scores(scheme: Scheme, pattern: Pattern, length: int) -> tuple[Tensor, Tensor]:
+    """(s [H, N] float64 by distance, seen [N] bool) of one query at N-1 against keys 0..N-1
+    (score at distance n = scores[..., N-1-n]); under ``sinks:...,pos=cache`` its sink keys are
+    scored at their cache slots and ``seen`` is that query's own view."""
+    device = device_of(scheme)
+    q = torch.ones(1, scheme.n_heads, 1, scheme.head_dim, dtype=torch.float64, device=device)
+    k = torch.ones(1, scheme.n_heads, length, scheme.head_dim, dtype=torch.float64, device=device)
+    q_pos = torch.tensor([length - 1], device=device)
+    k_pos = torch.arange(length, device=device)
+    with torch.no_grad():
+        s = scheme.scores(q, k, q_pos, k_pos)[0, :, 0, :].to(torch.float64).cpu()  # [H, N] by key
+        seen = visible_counts(pattern, length) > 0
+        if pattern.cache_positions and pattern.sinks:  # StreamingLLM: sinks at their cache distance
+            n_s = min(pattern.sinks, length)
+            slot = pattern.sink_query_index(q_pos.cpu()).to(device)
+            s[:, :n_s] = scheme.scores(q, k[..., :n_s, :], slot, k_pos[:n_s])[0, :, 0, :].to(torch.float64).cpu()
+            seen = pattern.visible(torch.tensor(length - 1), torch.arange(length)).flip(-1)
+    return s.flip(-1), seen
+
+
+def _logn_needs_train_len(logn: bool, train_len: int | None) -> None:
+    if logn and train_len is None:
+        raise ValueError("--logn needs --train-len L, the training length (log-n scales by ln(m+1)/ln L)")
+
+
+def _refuse_cache_positions(scheme: Scheme, pattern: Pattern, length: int) -> None:
+    """Sinks at their cache slots need a relative scheme: the kernels' own rule and message."""
+    if pattern.cache_positions and not scheme.relative:
+        choose_kernel("chunked", scheme, pattern, length, torch.device("cpu"), False, False)
+
+
+def header(source: str, scheme: Any) -> dict:
+    """The first keys of every resolution document."""
     return {"version": FORMAT_VERSION, "lexkit": __version__, "source": source, "scheme": scheme}
 
 
 def analytic(
-    spec: str | Scheme,
+    spec: str | Scheme | nn.Module,
     lengths: Iterable[int] | str,
     pattern: str | Pattern | None = None,
     *,
@@ -286,26 +305,76 @@ def analytic(
     ``"resolution": null`` and a ``"note"`` with the reason instead of stopping the others.
     ``train_len`` (the training length the scheme assumes: a scaled RoPE's ``original_len``,
     ReRoPE's ``w``, a pattern's W, log-n's L) and ``logn`` are recorded when given.
+
+    ``spec`` may also be a loaded model (a :class:`lexkit.GPT`, or an ``hf:`` model whose
+    positions are its own: :func:`model_curve`); then the document names it (``run``, its
+    ``heads``, ``head_dim``, ``train_len``) and every length it cannot run gets a ``note``.
     """
     lengths = parse_lengths(lengths)
+    if isinstance(spec, nn.Module):
+        return _analytic_model(spec, lengths, pattern)
+    _logn_needs_train_len(logn, train_len)
     scheme = make_scheme(spec, heads=heads, head_dim=head_dim, seed=seed, max_len=max_len, train_len=train_len)
     pat = _pattern(pattern, train_len)
-    doc = _header("analytic", scheme.spec)
+    _refuse_cache_positions(scheme, pat, lengths[-1])
+    doc = header("analytic", scheme.spec)
     doc.update(heads=scheme.n_heads, head_dim=scheme.head_dim, seed=seed, pattern=pat.spec)
     if train_len is not None or logn:
         doc.update(train_len=train_len, logn=logn)
-    doc["results"] = []
+    curve = lambda n: analytic_curve(scheme, n, pat, train_len=train_len, logn=logn)  # noqa: E731
+    doc["results"] = analytic_rows(scheme.spec, lengths, pat, curve, raises=scheme.relative)
+    return doc
+
+
+def analytic_rows(label: str, lengths: list[int], pattern: Pattern, curve, *, raises: bool = False) -> list[dict]:
+    """One :class:`~lexkit.rows.ResolutionRow` per length: R of ``curve(n)`` [H], or a ``note``
+    where the curve raises ValueError (learned positions past their table) unless ``raises``."""
+    out = []
     for n in lengths:
-        row: dict[str, Any] = {"scheme": scheme.spec, "length": n, "pattern": pat.spec}
         try:
-            r = resolution(analytic_curve(scheme, n, pat, train_len=train_len, logn=logn))  # [H]
+            r = resolution(curve(n))  # [H]
         except ValueError as exc:
-            if scheme.relative:
+            if raises:
                 raise
-            row.update(resolution=None, per_head=None, per_layer=None, entropy=None, note=str(exc))
+            row = ResolutionRow(label, n, pattern.spec, None, None, None, None, note=str(exc))
         else:
-            row.update(resolution=float(r.mean()), per_head=[float(x) for x in r], per_layer=None, entropy=None)
-        doc["results"].append(row)
+            row = ResolutionRow(label, n, pattern.spec, float(r.mean()), [float(x) for x in r], None, None)
+        out.append(row.to_json())
+    return out
+
+
+def model_curve(model: nn.Module, length: int, pattern: str | Pattern | None = None) -> Tensor:
+    """The analytic s[n] of a loaded model's own positions, float64 [heads, length], -inf where
+    the pattern never shows distance n.
+
+    * A lexkit model, or an hf: model whose positions lexkit has as a scheme (Bloom's ALiBi with
+      its own slopes, GPT-2's learned table: ``position_scheme()``): :func:`analytic_curve` of it.
+    * An hf: RoPE model: q = k = all ones through its own rotary embedding at positions
+      0..length-1 (its theta, rotary dims and scaling, dynamic at this length; YaRN's attention
+      factor a): s[n] = (a^2 sum_i 2 cos(n f_i) + (h - r)) / sqrt(h), f_i its inverse
+      frequencies, r the rotated dims of h."""
+    cfg = model.cfg
+    pattern = model.pattern(pattern or "causal")
+    own = getattr(model, "position_scheme", None)
+    scheme = own() if own is not None else model.scheme
+    if scheme is not None:
+        logn = bool(getattr(cfg, "logn", False))
+        return analytic_curve(scheme, length, pattern, train_len=cfg.train_len if logn else None, logn=logn)
+    freqs, factor = model.rope_frequencies(length)  # [r/2], a
+    n = torch.arange(length, dtype=torch.float64)
+    rotated = 2 * torch.cos(n[:, None] * freqs[None, :]).sum(-1)  # [N]
+    s = (factor**2 * rotated + (cfg.head_dim - 2 * freqs.numel())) / math.sqrt(cfg.head_dim)
+    seen = visible_counts(pattern, length) > 0
+    return s.masked_fill(~seen, -math.inf).expand(cfg.n_heads, length).clone()
+
+
+def _analytic_model(model: nn.Module, lengths: list[int], pattern: str | Pattern | None) -> dict:
+    cfg = model.cfg
+    pat = model.pattern(pattern or "causal")
+    doc = header("analytic", cfg.scheme)
+    doc.update(run=getattr(model, "source", None), heads=cfg.n_heads, head_dim=cfg.head_dim, pattern=pat.spec,
+               train_len=cfg.train_len)
+    doc["results"] = analytic_rows(cfg.scheme, lengths, pat, lambda n: model_curve(model, n, pat))
     return doc
 
 
@@ -334,8 +403,7 @@ def empirical(
     """
     if tokens.ndim != 2 or tokens.shape[0] == 0 or tokens.shape[1] == 0:
         raise ValueError(f"tokens must be [texts, length] with both positive, got {tuple(tokens.shape)}")
-    if batch_size <= 0:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    checks.number("batch_size", batch_size)
     pat = model.pattern(pattern)
     cfg = model.cfg
     n = tokens.shape[1]
@@ -366,20 +434,31 @@ def empirical(
     }
 
 
-def texts(docs: Sequence[bytes], length: int, count: int) -> Tensor:
-    """``[b, length]`` int64: the first ``length`` tokens (BOS + bytes) of each of the first
-    ``count`` documents at least that long (the paper's protocol reads long documents from
-    their start). ValueError when none is long enough."""
+def texts(docs: Sequence[bytes], length: int, count: int, *, model: nn.Module | None = None) -> Tensor:
+    """``[b, length]`` int64: the first ``length`` tokens (BOS + bytes; a tokenizer model's BOS
+    and tokens, :func:`lexkit.evaluate.token_documents`) of each of the first ``count``
+    documents at least that long (the paper's protocol reads long documents from their start).
+    ValueError when none is long enough."""
     from .data import encode, require_long
 
-    if count <= 0:
-        raise ValueError(f"--texts must be positive, got {count}")
+    checks.number("--texts", count)
+    if getattr(model, "unit", "bytes") == "tokens":
+        from .evaluate import token_documents
+
+        return token_documents(model, docs, length - 1, max_docs=count)[0]
     # ``length`` tokens are BOS and the first length - 1 bytes
     return torch.stack([encode(d)[:length] for d in require_long(docs, length - 1)[:count]])
 
 
+def resolution_lengths(subject) -> list[int]:
+    """The default lengths of a model's resolution: its training length and twice it."""
+    if not subject.train_len:
+        raise ValueError(f"{subject.source}: the config gives no training length; pass --lengths")
+    return [subject.train_len, 2 * subject.train_len]
+
+
 def empirical_run(
-    run_dir: str | Path,
+    target,
     lengths: Iterable[int] | str | None = None,
     pattern: str = "causal",
     *,
@@ -388,34 +467,48 @@ def empirical_run(
     progress: bool = False,
     scheme: str | None = None,
     logn: bool | None = None,
+    data: str | None = None,
+    documents: Sequence[bytes] | None = None,
+    rope_scaling: dict | str | None = None,
 ) -> dict:
-    """Empirical R of a trained run on its validation text, at each length (default: the
+    """Empirical R of a run directory, an ``hf:PATH`` model or a loaded subject
+    (:func:`lexkit.load`) on its default documents (a run: its validation text; an hf: model:
+    stdlib's), ``data`` (a data spec) or ``documents`` (bytes), at each length (default: the
     training length and twice it). Each result is :func:`empirical`'s dict (with tensors;
-    :func:`to_json` drops them). A length an absolute scheme cannot run (``learned`` past its
-    table) gets ``"resolution": null`` and a ``"note"``. ``scheme`` / ``logn`` measure the
-    trained weights under another scheme or log-n setting (:func:`lexkit.runs.load`)."""
-    from . import data, runs
+    :func:`to_json` drops them). A length a model cannot run (``learned`` past its table)
+    gets ``"resolution": null`` and a ``"note"``. ``scheme`` / ``logn`` measure a run's
+    weights under another scheme or log-n setting (:func:`lexkit.runs.load`);
+    ``rope_scaling`` applies to hf: models."""
     from .progress import bar
+    from .subject import load
 
-    model, config = runs.load(run_dir, scheme=scheme, logn=logn)
-    train_len = int(config["model"]["train_len"])
-    lengths = parse_lengths(lengths) if lengths is not None else [train_len, 2 * train_len]
+    subject = target if hasattr(target, "documents") else load(target, scheme=scheme, logn=logn,
+                                                                rope_scaling=rope_scaling)
+    model, train_len = subject.model, subject.train_len
+    lengths = parse_lengths(lengths if lengths is not None else resolution_lengths(subject))
     pat = model.pattern(pattern)  # validates the spec before any work
-    corpus = data.load_corpus(config["data"]["spec"])
-    batches = {n: texts(corpus.valid, n, texts_per_length) for n in lengths}
-    doc = _header("empirical", model.cfg.scheme)
+    refusal = getattr(model, "hook_refusal", lambda: None)()
+    if refusal is not None:
+        raise ValueError(refusal)
+    if documents is None:
+        documents, described = subject.documents(data)
+    else:
+        described = {"spec": "documents given"}
+    batches = {n: texts(documents, n, texts_per_length, model=model) for n in lengths}
+    doc = header("empirical", model.cfg.scheme)
     doc.update(
-        run=str(run_dir), data=config["data"]["spec"], train_len=train_len, layers=model.cfg.n_layers,
+        run=subject.source, data=described["spec"], train_len=train_len, layers=model.cfg.n_layers,
         heads=model.cfg.n_heads, head_dim=model.cfg.head_dim, pattern=pat.spec, results=[],
-        logn=model.cfg.logn,
+        logn=bool(getattr(model.cfg, "logn", False)),
     )
+    relative = getattr(getattr(model, "scheme", None), "relative", False)
     total = sum(-(-b.shape[0] // batch_size) for b in batches.values())
     with bar(total, "resolution", enabled=progress, unit="batch") as b:
         for n, toks in batches.items():
             try:
                 row = empirical(model, toks, pat, batch_size=batch_size, progress=b)
             except ValueError as exc:
-                if model.scheme.relative:
+                if relative:
                     raise
                 row = {"length": n, "pattern": pat.spec, "texts": int(toks.shape[0]), "resolution": None,
                        "per_layer": None, "per_head": None, "entropy": None, "note": str(exc)}
@@ -431,3 +524,21 @@ def to_json(doc: dict) -> dict:
     if isinstance(doc, list):
         return [to_json(v) for v in doc]
     return doc
+
+
+def measure(target, lengths: Iterable[int] | str | None = None, pattern: str = "causal", **options) -> dict:
+    """Attention resolution of anything lexkit measures (``lexkit.resolution(...)``): a scheme
+    spec or :class:`Scheme` gives the analytic document (:func:`analytic`, default lengths 1024
+    and 2048); a run directory, ``hf:PATH`` or a loaded subject (:func:`lexkit.load`) the
+    empirical one (:func:`empirical_run`). ``options`` go to that function."""
+    import os
+
+    if isinstance(target, (str, os.PathLike)) and (str(target).startswith("hf:") or os.path.isdir(target)):
+        return empirical_run(target, lengths, pattern, **options)
+    if hasattr(target, "documents"):
+        return empirical_run(target, lengths, pattern, **options)
+    return analytic(target, lengths if lengths is not None else [1024, 2048], pattern, **options)
+
+
+callable_module(__name__, measure)
+

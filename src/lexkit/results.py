@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+from .rows import eval_rows
+
 
 def aggregate(values: list) -> tuple[float | None, float | None]:
     """(mean, sample std) of the finite numbers in ``values``; std is None below two values."""
@@ -32,9 +34,10 @@ def runs_of(results: dict, scheme: str) -> list[dict]:
 
 
 def evaluation(results: dict, scheme: str, pattern: str, length: int, key: str = "bpb"):
-    """(mean, std) over seeds of one evaluation cell (``key``: ``bpb`` or ``ppl``)."""
-    return aggregate([row.get(key) for run in runs_of(results, scheme) for row in run["eval"]["results"]
-                      if row["pattern"] == pattern and row["length"] == length])
+    """(mean, std) over seeds of one evaluation cell (``key``: ``bpb`` or ``ppl``), read as
+    typed rows (:class:`lexkit.rows.EvalRow`)."""
+    return aggregate([getattr(row, key) for run in runs_of(results, scheme) for row in eval_rows(run["eval"])
+                      if row.pattern == pattern and row.length == length])
 
 
 def empirical_resolution(results: dict, scheme: str, pattern: str, length: int):

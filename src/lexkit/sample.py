@@ -17,8 +17,9 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor, nn
 
+from . import checks
 from .attention import Pattern
-from .attention.cache import BLOCK_KERNELS, SEGMENT, cache_refusal, require_block_kernel
+from .attention.cache import SEGMENT, refusal_of
 from .device import device_of, eval_mode
 from .errors import LexkitError
 from .model import BOS
@@ -29,27 +30,23 @@ class NonFiniteError(LexkitError, ValueError):
 
 
 def check_options(n_bytes: int, temperature: float, top_k: int | None) -> None:
-    if isinstance(n_bytes, bool) or not isinstance(n_bytes, int) or n_bytes < 0:
-        raise ValueError(f"bytes must be a non-negative integer, got {n_bytes!r}")
+    """ValueError (naming ``lexkit sample``'s flag) for a byte count, temperature or top-k it cannot take."""
+    checks.number("--bytes", n_bytes, maximum=checks.MAX_SAMPLE_BYTES, strict=False)
     if not 0 <= temperature < float("inf"):  # also refuses NaN
-        raise ValueError(f"temperature must be >= 0 and finite, got {temperature!r}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0):
-        raise ValueError(f"top-k must be a positive integer, got {top_k!r}")
+        raise ValueError(f"--temperature must be >= 0 and finite, got {temperature!r}")
+    checks.number("--top-k", top_k)
 
 
-def use_cache(model: nn.Module, kernel: str, cache: bool | None, pattern: Pattern | None = None) -> bool:
-    """Whether generation runs through a KV cache: ``None`` (auto) when the model has one that can
-    run ``pattern`` exactly (:func:`~lexkit.attention.cache.cache_refusal`) and the kernel is
-    ``auto``/``chunked``; ``True`` insists (ValueError when it cannot)."""
-    possible = callable(getattr(model, "new_cache", None))
+def use_cache(model: nn.Module, kernel: str, cache: bool | None, pattern: Pattern | str = "causal") -> bool:
+    """Whether generation runs through a KV cache: ``None`` (auto) when the model says it can run
+    ``pattern`` on ``kernel`` through one exactly (its ``cache_refusal``); ``True`` insists (a
+    ValueError with the model's reason, in this command's words, when it cannot)."""
+    reason = refusal_of(model, pattern, kernel)
     if cache is None:
-        if not possible or kernel not in BLOCK_KERNELS:
-            return False
-        return pattern is None or cache_refusal(model.scheme, pattern) is None
-    if cache and not possible:
-        raise ValueError("cache=True needs a model with a KV cache (new_cache), such as lexkit.GPT")
-    if cache:
-        require_block_kernel(kernel, "a cached generation")
+        return reason is None
+    if cache and reason is not None:
+        raise ValueError(f"cannot generate through a KV cache (--cache, cache=True): {reason}; "
+                         "generate without one (--no-cache)")
     return bool(cache)
 
 

@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from . import checks, distributed, lock, presets, runs
+from .api import callable_module
 from .data import LN2, Corpus, DataError, Stream, absolute_spec, load_corpus, same_corpus, tokens_of
 from .device import eval_mode
 from .errors import LexkitError, RunError
@@ -522,3 +523,5 @@ def _truncate_metrics(out: Path, step: int) -> None:
     rows = [r for r in runs.read_metrics(out) if r.get("step", 0) <= step]
     runs.atomic_write(out / runs.METRICS, "".join(checks.strict_json(r) + "\n" for r in rows))
 
+
+callable_module(__name__, train)  # lexkit.train(out, model_cfg, train_cfg, ...)

@@ -2,9 +2,9 @@
 
 from .cache import KVCache
 from .kernels import KERNELS, Attention, choose_kernel, reference_attention
-from .patterns import Pattern, create, describe, names, register
+from .patterns import Both, Pattern, create, describe, names, register
 
 __all__ = [
-    "KERNELS", "Attention", "KVCache", "Pattern", "choose_kernel", "create", "describe", "names",
+    "KERNELS", "Attention", "Both", "KVCache", "Pattern", "choose_kernel", "create", "describe", "names",
     "reference_attention", "register",
 ]

@@ -95,20 +95,16 @@ def _span(mask: Tensor) -> slice | Tensor:
 BLOCK_KERNELS = ("auto", "chunked")
 
 
-def require_block_kernel(kernel: str, what: str, *, flag: bool = False, verb: str = "") -> None:
-    """ValueError naming ``what`` (streaming, a cached generation) for a kernel that is not the
-    chunked block kernel; ``flag``: name it as the command-line ``--kernel``."""
+def refusal(scheme: Scheme, pattern: Pattern, kernel: str = "auto") -> str | None:
+    """Why a cache cannot reproduce a one-pass forward of ``scheme`` under ``pattern`` on
+    ``kernel`` exactly, or None when it can: the one answer to "can this run through a cache"
+    (``GPT.cache_refusal`` asks it; :func:`refusal_of` asks any model). Keys are kept transformed
+    as they arrive (raw for xPos and ReRoPE, whose scores take raw keys), so a RoPE whose
+    frequencies change with the length of each call (dynamic NTK) and sinks scored at their cache
+    slots are refused; a cached forward runs the chunked kernel's block step."""
     if kernel not in BLOCK_KERNELS:
-        name = f"--kernel {kernel}" if flag else f"kernel {kernel!r}"
-        raise ValueError(f"{what} runs the chunked block kernel; {name} cannot{' ' + verb if verb else ''} "
-                         "(use auto or chunked)")
-
-
-def cache_refusal(scheme: Scheme, pattern: Pattern) -> str | None:
-    """Why a cache cannot reproduce a one-pass forward of ``scheme`` under ``pattern`` exactly, or
-    None when it can. Keys are kept transformed as they arrive (raw for xPos and ReRoPE, whose
-    scores take raw keys), so a RoPE whose frequencies change with the length of each call
-    (dynamic NTK) and sinks scored at their cache slots are refused."""
+        return (f"kernel {kernel!r} cannot run through a KV cache "
+                "(it runs the chunked block kernel: use auto or chunked)")
     if scheme.values.get("scaling") == "dynamic":
         return f"scheme {scheme.spec} changes its frequencies with the length of each call"
     if pattern.cache_positions:
@@ -116,18 +112,28 @@ def cache_refusal(scheme: Scheme, pattern: Pattern) -> str | None:
     return None
 
 
+def refusal_of(model, pattern: Pattern | str = "causal", kernel: str = "auto") -> str | None:
+    """:func:`refusal` asked of a model: its ``cache_refusal(pattern, kernel)``; a model without
+    one has no KV cache."""
+    ask = getattr(model, "cache_refusal", None)
+    if ask is None:
+        return (f"{type(model).__name__} has no KV cache: this needs a model with a KV cache (new_cache), "
+                "such as lexkit.GPT")
+    return ask(pattern, kernel)
+
+
 class KVCache:
     """Keys and values of every layer for one sequence fed in pieces (``GPT.forward(...,
     cache=...)``). ``offset`` is the position of the sequence's first token, as in a one-pass
     forward; ``logn`` the training length of log-n scaling (None: off). ``seen`` counts the tokens
-    fed so far (the next token's index). A configuration :func:`cache_refusal` names is a
-    ValueError (evaluate it in one pass)."""
+    fed so far (the next token's index). A configuration :func:`refusal` names is a
+    ValueError."""
 
     def __init__(self, scheme: Scheme, pattern: Pattern, n_layers: int, *, offset: int = 0,
                  logn: int | None = None) -> None:
-        reason = cache_refusal(scheme, pattern)
+        reason = refusal(scheme, pattern)
         if reason is not None:
-            raise ValueError(f"no KV cache for this model: {reason}; evaluate in one pass (--no-stream)")
+            raise ValueError(f"no KV cache for this model: {reason}")
         self.scheme, self.pattern, self.offset, self.logn = scheme, pattern, int(offset), logn
         self.seen = 0
         self.keys = [_Rows() for _ in range(n_layers)]

@@ -227,6 +227,30 @@ class Sinks(Pattern):
         return q_idx.clamp(max=self.values["K"] + self.values["W"] - 1)
 
 
+class Both(Pattern):
+    """Visible under both patterns: ``Both(first, second).visible = first.visible & second.visible``
+    (e.g. a lexkit pattern inside a model's own sliding window). A combinator, not a registered
+    name: its spec is ``first&second``, its reach the smaller of the two."""
+
+    name = "both"
+
+    def __init__(self, first: Pattern, second: Pattern) -> None:
+        super().__init__()
+        self.first, self.second = first, second
+
+    def visible(self, q_idx: Tensor, k_idx: Tensor) -> Tensor:
+        return self.first.visible(q_idx, k_idx) & self.second.visible(q_idx, k_idx)
+
+    @property
+    def reach(self) -> int | None:
+        reaches = [r for r in (self.first.reach, self.second.reach) if r is not None]
+        return min(reaches) if reaches else None
+
+    @property
+    def spec(self) -> str:
+        return f"{self.first.spec}&{self.second.spec}"
+
+
 def create(spec: str | Pattern, *, default_window: int | None = None) -> Pattern:
     """Build a pattern from a spec: ``causal``, ``window:128``, ``window:W=128``, ``bca:256``.
 

@@ -1,22 +1,21 @@
-"""``lexkit eval``: bits per byte of a trained run at many lengths and attention patterns.
+"""``lexkit eval``: bits per byte of a trained run, or of a Hugging Face causal LM (``hf:PATH``),
+at many lengths and attention patterns.
 
 The paper's protocol by default (every length scores the same bytes: the first max(lengths)
-bytes of every document that long); ``--stride S`` for sliding windows. Prints a table (lengths
-as columns, one row per pattern) and the loss by position; ``--json``/``--csv`` write the
-results (atomically, and only once the evaluation has succeeded).
+bytes, or tokens, of every document that long); ``--stride S`` for sliding windows. Prints a table
+(lengths as columns, one row per pattern) and the loss by position; ``--json``/``--csv``/``--plot``
+write the results (atomically, and only once the evaluation has succeeded). Both kinds of model
+go through one function, :func:`lexkit.evaluate.evaluate_run`; see ``docs/pretrained.md`` for
+``hf:PATH``.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import sys
 
-from .. import attention, checks
+from .. import checks, evaluate
 from ..attention import KERNELS
-from ..attention.cache import require_block_kernel
-from . import hf as hf_cli
 from .table import format_table, length_label
 
 
@@ -66,123 +65,109 @@ def add_parser(sub):
         "length); default: auto, streaming under window/bca past one segment (4096 tokens)",
     )
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
-    hf_cli.add_eval_arguments(p)
+    p.add_argument("--plot", metavar="FILE.png", help="bpb by length per pattern, and by position")
+    group = p.add_argument_group("Hugging Face models (hf:PATH; needs pip install 'lexkit[hf]')")
+    add_hf_arguments(group)
+    group.add_argument("--max-tokens", type=int, metavar="N", help="score at most about N tokens per length")
     return p
 
 
+def add_hf_arguments(group) -> None:
+    """Flags that only an ``hf:PATH`` model reads (eval and resolution)."""
+    group.add_argument("--rope-scaling", metavar="SPEC",
+                       help="RoPE scaling through the model's config: TYPE:FACTOR (linear:2, dynamic:2, yarn:4), "
+                       "TYPE:key=value,... or a JSON object")
+    group.add_argument("--dtype", default=None, metavar="DTYPE", help="float32 (default), bfloat16 or float16")
+
+
 def run(args) -> int:
+    from .. import plots
     from ..device import resolve_device
-    from ..evaluate import csv_rows, evaluate_run
+    from ..runs import atomic_write, write_json
     from ..specs import parse_lengths
 
-    # Everything that can be checked without the model is checked before it loads.
+    # what only the command line knows is checked here; everything else by the library, before it loads
     lengths = parse_lengths(args.lengths) if args.lengths is not None else None
     checks.lengths("--lengths", lengths or [], checks.MAX_EVAL_LENGTH)
-    patterns = args.patterns or ["causal"]
-    for spec in patterns:
-        attention.create(spec, default_window=2)  # syntax and parameter values
-    if args.scheme is not None:
-        from ..positions import canonical
-
-        canonical(args.scheme)  # syntax and parameter values
-    for flag, value in (("--stride", args.stride), ("--max-docs", args.max_docs), ("--max-bytes", args.max_bytes),
-                        ("--batch-size", args.batch_size), ("--threads", args.threads)):
-        if value is not None and value <= 0:
-            raise ValueError(f"{flag} must be a positive integer, got {value}")
-        checks.number(flag, value, maximum=checks.MAX_COUNT if flag != "--threads" else 4096)
-    if args.stream:
-        require_block_kernel(args.kernel, "--stream", flag=True, verb="stream")
+    checks.number("--threads", args.threads, maximum=4096)
     for flag, path in (("--json", args.json), ("--csv", args.csv)):
         if path is not None:
             checks.writable(flag, path)
+    if args.plot is not None:
+        args.plot = checks.png_path("--plot", args.plot)
     device = str(resolve_device(args.device))
     if args.threads:
         import torch
 
         torch.set_num_threads(args.threads)
-
-    if hf_cli.is_hf(args.run_dir):  # a Hugging Face causal LM (lexkit.hf) in place of a run
-        for flag, value in (("--scheme", args.scheme), ("--logn", args.logn)):
-            if value is not None:
-                raise ValueError(f"{flag} is for lexkit runs (a hf: model's RoPE scaling is --rope-scaling)")
-        return hf_cli.run_eval(args, lengths, patterns, device)
-    for flag in ("rope_scaling", "dtype", "max_tokens", "plot"):
-        if getattr(args, flag) is not None:
-            raise ValueError(f"--{flag.replace('_', '-')} is for hf:PATH models")
-    from ..runs import atomic_write, write_json
-
-    report = evaluate_run(
-        args.run_dir, lengths=lengths, patterns=patterns, data=args.data, stride=args.stride,
-        max_docs=args.max_docs, max_bytes=args.max_bytes, batch_size=args.batch_size, kernel=args.kernel,
-        device=device, progress=args.progress and sys.stderr.isatty(), scheme=args.scheme, logn=args.logn,
-        stream="auto" if args.stream is None else args.stream,
+    report = evaluate.evaluate_run(
+        args.run_dir, lengths=lengths, patterns=args.patterns or ["causal"], data=args.data, stride=args.stride,
+        max_docs=args.max_docs, max_bytes=args.max_bytes, max_tokens=args.max_tokens, batch_size=args.batch_size,
+        kernel=args.kernel, device=device, progress=args.progress and sys.stderr.isatty(), scheme=args.scheme,
+        logn=args.logn, stream="auto" if args.stream is None else args.stream, rope_scaling=args.rope_scaling,
+        dtype=args.dtype,
     )
     # the files first: a reader that closes the pipe early (`| head`) must not lose them
     if args.json:
         write_json(args.json, report)
     if args.csv:
-        buffer = io.StringIO()
-        fields = list(csv_rows(report)[0]) if report["results"] else []
-        writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(csv_rows(report))
-        atomic_write(args.csv, buffer.getvalue())
+        atomic_write(args.csv, evaluate.csv_text(report))
+    if args.plot:
+        plots.eval_report(report, args.plot)
     print(format_report(report))
+    if args.plot:
+        print(f"wrote {args.plot}")
     return 0
 
 
 # -- terminal output ------------------------------------------------------------------------------
 def format_report(report: dict) -> str:
-    """The bpb table (lengths as columns, one row per pattern), bytes scored, unavailable reasons,
-    then loss by position per pattern."""
-    lengths = report["lengths"]
-    patterns = report["patterns"]
+    """The bpb table (lengths as columns, one row per pattern; a tokenizer model's token
+    perplexity below it), what was scored, unavailable reasons, then loss by position per pattern."""
+    lengths, patterns, train_len = report["lengths"], report["patterns"], report["train_len"]
+    tokens = "tokens_per_document" in report["data"]  # a tokenizer model: lengths count tokens
     cell = {(r["length"], r["pattern"]): r for r in report["results"]}
-    data = report["data"]
-    stride = report.get("stride")
-    lines = [
-        f"run {report['run']}  scheme {report['scheme']}"
-        + (f" (trained as {report['trained_scheme']})" if report.get("trained_scheme") else "")
-        + ("  log-n" if report.get("logn") else "") + f"  train_len {report['train_len']}",
-        f"data {data['spec']} ({data['split']}): {data['documents']} document"
-        f"{'' if data['documents'] == 1 else 's'} x {data['bytes_per_document']:,} bytes"
-        f" = {data['documents'] * data['bytes_per_document']:,} bytes scored per length"
-        + (f"; sliding windows, stride {stride}" if stride else "; non-overlapping chunks"),
-        "",
-        "bits per byte (lower is better)",
-    ]
+    data, stride = report["data"], report.get("stride")
+    docs = f"{data['documents']} document{'' if data['documents'] == 1 else 's'}"
+    if tokens:
+        lines = [f"model {report['run']}  {report['scheme']}  train_len {train_len}",
+                 f"data {data['spec']} ({data['split']}): {docs} x {data['tokens_per_document']:,} tokens "
+                 f"({data['bytes_scored']:,} bytes) scored per length"]
+        tables = (("bpb", "bits per byte (lower is better)", "{:.4f}"),
+                  ("ppl", "token perplexity (this tokenizer's; lower is better)", "{:.3f}"))
+    else:
+        lines = [f"run {report['run']}  scheme {report['scheme']}"
+                 + (f" (trained as {report['trained_scheme']})" if report.get("trained_scheme") else "")
+                 + ("  log-n" if report.get("logn") else "") + f"  train_len {train_len}",
+                 f"data {data['spec']} ({data['split']}): {docs} x {data['bytes_per_document']:,} bytes"
+                 f" = {data['documents'] * data['bytes_per_document']:,} bytes scored per length"]
+        tables = (("bpb", "bits per byte (lower is better)", "{:.4f}"),)
+    lines[-1] += f"; sliding windows, stride {stride}" if stride else "; non-overlapping chunks"
     notes: dict[str, list[int]] = {}
-    rows = [["pattern"] + [length_label(n, report["train_len"]) for n in lengths]]
-    for pat in patterns:
-        row = [pat]
-        for n in lengths:
-            r = cell.get((n, pat))
-            if r is None or r["bpb"] is None:
-                row.append("-")
-                if r is not None:
+    for key, title, fmt in tables:
+        rows = [["pattern"] + [length_label(n, train_len) for n in lengths]]
+        for pat in patterns:
+            row = [pat]
+            for n in lengths:
+                r = cell.get((n, pat))
+                row.append("-" if r is None or r[key] is None else fmt.format(r[key]))
+                if r is not None and r[key] is None:
                     notes.setdefault(r["unavailable"], []).append(n)
-            else:
-                row.append(f"{r['bpb']:.4f}")
-        rows.append(row)
-    lines += format_table(rows)
+            rows.append(row)
+        lines += ["", title] + format_table(rows)
     for reason, at in notes.items():
         lines.append(f"  - at {', '.join(map(str, sorted(set(at))))}: {reason}")
-    lines.append("  (x = multiple of the training length)")
-
+    lines.append("  (lengths in tokens; x = multiple of the training length)" if tokens
+                 else "  (x = multiple of the training length)")
+    where = "token position" if tokens else "position within the chunk"
     for pat in patterns:
-        buckets = [b for b in report["by_position"] if b["pattern"] == pat]
-        if not buckets:
+        at = {(b["from"], b["to"], b["length"]): b for b in report["by_position"] if b["pattern"] == pat}
+        if not at:
             continue
-        spans = sorted({(b["from"], b["to"]) for b in buckets})
-        at = {(b["from"], b["to"], b["length"]): b for b in buckets}
-        lines += ["", f"bits per byte by position within the chunk, pattern {pat} (* = beyond the training length)"]
+        lines += ["", f"bits per byte by {where}, pattern {pat} (* = beyond the training length)"]
         rows = [["positions"] + [str(n) for n in lengths]]
-        for lo, hi in spans:
-            beyond = report["train_len"] is not None and lo >= report["train_len"]
-            label = f"{lo}" if hi == lo + 1 else f"{lo}-{hi - 1}"
-            rows.append([label + (" *" if beyond else "")] + [
-                f"{at[(lo, hi, n)]['bpb']:.4f}" if (lo, hi, n) in at else "" for n in lengths
-            ])
+        for lo, hi in sorted({(lo, hi) for lo, hi, _ in at}):
+            label = (f"{lo}" if hi == lo + 1 else f"{lo}-{hi - 1}") + (" *" if train_len and lo >= train_len else "")
+            rows.append([label] + [f"{at[(lo, hi, n)]['bpb']:.4f}" if (lo, hi, n) in at else "" for n in lengths])
         lines += format_table(rows)
     return "\n".join(lines)
-

@@ -8,6 +8,10 @@ Empirical, on a trained run's validation text::
 
     lexkit resolution RUN_DIR [--lengths 128,256,1024] [--pattern window] [--texts 8]
 
+Both, of a Hugging Face causal LM (its own positions from its config, then the score hook on text)::
+
+    lexkit resolution hf:PATH [--rope-scaling yarn:4] [--data stdlib]
+
 R is per head, averaged over heads (and, empirically, over layers); 0 <= R <= 1.
 See ``docs/resolution.md``.
 """
@@ -22,7 +26,7 @@ from .. import checks, plots
 from .. import resolution as res
 from ..runs import write_json
 from ..specs import parse_lengths
-from . import hf as hf_cli
+from .eval import add_hf_arguments
 from .table import number, print_table
 
 ANALYTIC_LENGTHS = "1024,2048"
@@ -56,8 +60,9 @@ def add_parser(sub):
     p.add_argument("--batch", type=int, default=1, help="texts per forward pass (empirical; default 1)")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
     p.add_argument("--plot", metavar="FILE.png", help="write a figure (s[n] by distance, R by length)")
-    hf_cli.add_model_arguments(p).add_argument(
-        "--data", metavar="SPEC", help="text for the empirical R of an hf: model (default: stdlib)")
+    p.add_argument("--data", metavar="SPEC",
+                   help="text for the empirical R (default: a run's validation split; an hf: model: stdlib's)")
+    add_hf_arguments(p.add_argument_group("Hugging Face models (hf:PATH; needs pip install 'lexkit[hf]')"))
     return p
 
 
@@ -73,14 +78,22 @@ def run(args) -> int:
     checks.number("--seed", args.seed, maximum=2**63 - 1, strict=False)
     if args.lengths is not None:
         checks.lengths("--lengths", parse_lengths(args.lengths), checks.MAX_RESOLUTION_LENGTH)
-    if hf_cli.is_hf(args.run_dir):  # a Hugging Face causal LM (lexkit.hf)
-        return hf_cli.run_resolution(args)
-    for flag in ("rope_scaling", "dtype", "data"):
-        if getattr(args, flag) is not None:
-            raise ValueError(f"--{flag.replace('_', '-')} is for hf:PATH models")
-    if args.run_dir is not None:
-        return _empirical(args)
-    return _analytic(args)
+    if args.run_dir is None:
+        for flag in ("rope_scaling", "dtype", "data"):
+            if getattr(args, flag) is not None:
+                raise ValueError(f"--{flag.replace('_', '-')} needs a model (RUN_DIR or hf:PATH)")
+        return _analytic(args)
+    from ..subject import kind, load
+
+    scheme = args.scheme[0] if args.scheme else None
+    kind(args.run_dir).refuse(heads=args.heads, head_dim=args.head_dim, seed=args.seed, train_len=args.train_len,
+                              scheme=scheme, logn=args.logn, rope_scaling=args.rope_scaling, dtype=args.dtype)
+    if args.scheme and len(args.scheme) > 1:
+        raise ValueError("with a RUN_DIR, --scheme SPEC (once) measures the run under that scheme")
+    subject = load(args.run_dir, scheme=scheme, logn=args.logn, rope_scaling=args.rope_scaling, dtype=args.dtype)
+    if subject.model.unit == "tokens":  # its own positions: the analytic R too
+        return _model(args, subject)
+    return _empirical(args, subject)
 
 
 #: heads x head dimension of the analytic form, and --texts/--batch: at most this (memory)
@@ -104,15 +117,10 @@ def _analytic(args) -> int:
     heads = 16 if args.heads is None else args.heads
     head_dim = 64 if args.head_dim is None else args.head_dim
     seed = 0 if args.seed is None else args.seed
-    if heads <= 0 or head_dim <= 0:
-        raise ValueError(f"--heads and --head-dim must be positive, got {heads} and {head_dim}")
     if heads * head_dim > MAX_WIDTH:
         raise ValueError(f"--heads {heads} x --head-dim {head_dim} = {heads * head_dim}: at most {MAX_WIDTH} (memory)")
     lengths = parse_lengths(args.lengths if args.lengths is not None else ANALYTIC_LENGTHS)
-    if args.train_len is not None and args.train_len <= 0:
-        raise ValueError(f"--train-len must be a positive integer, got {args.train_len}")
-    if args.logn and args.train_len is None:
-        raise ValueError("--logn needs --train-len L in the analytic form (log-n scales by ln(m+1)/ln L)")
+    checks.number("--train-len", args.train_len, maximum=checks.MAX_TRAIN_LEN)
     extra = {"train_len": args.train_len, "logn": bool(args.logn)}
     docs = [res.analytic(spec, lengths, args.pattern, heads=heads, head_dim=head_dim, seed=seed, **extra)
             for spec in args.scheme]
@@ -159,20 +167,10 @@ def _analytic(args) -> int:
 
 
 # -- empirical ----------------------------------------------------------------------------------
-def _empirical(args) -> int:
-    extra = [flag for flag, value in (("--heads", args.heads), ("--head-dim", args.head_dim),
-                                      ("--seed", args.seed), ("--train-len", args.train_len)) if value is not None]
-    if extra:
-        raise ValueError(f"{', '.join(extra)}: only for the analytic form (no RUN_DIR); "
-                         "a run's model fixes its shape and length")
-    if args.scheme and len(args.scheme) > 1:
-        raise ValueError("with a RUN_DIR, --scheme SPEC (once) measures the run under that scheme")
+def _empirical(args, subject) -> int:
     texts = 8 if args.texts is None else args.texts
-    if texts <= 0 or args.batch <= 0:
-        raise ValueError(f"--texts and --batch must be positive, got {texts} and {args.batch}")
-    doc = res.empirical_run(args.run_dir, args.lengths, args.pattern, texts_per_length=texts,
-                            batch_size=args.batch, progress=sys.stderr.isatty(),
-                            scheme=args.scheme[0] if args.scheme else None, logn=args.logn)
+    doc = res.empirical_run(subject, args.lengths, args.pattern, texts_per_length=texts, batch_size=args.batch,
+                            progress=sys.stderr.isatty(), data=args.data)
     results = doc["results"]
     _require_finite(results, "the run's weights are damaged or its training diverged")
     print(f"attention resolution R, empirical: {doc['run']} ({doc['scheme']}, trained at {doc['train_len']}), "
@@ -194,6 +192,52 @@ def _empirical(args) -> int:
         write_output(args.json, res.to_json(doc))
     if args.plot:
         plots.plot_empirical(doc, args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+# -- a model with its own positions (hf:PATH): analytic, then empirical ----------------------------
+def _model(args, subject) -> int:
+    """The analytic R from the model's own positions (RoPE theta, rotary dims, scaling; ALiBi
+    slopes; the learned table), then empirical R and entropy per layer through the score hook."""
+    model = subject.model
+    lengths = parse_lengths(args.lengths if args.lengths is not None else res.resolution_lengths(subject))
+    analytic = res.analytic(model, lengths, args.pattern)
+    print(f"attention resolution R of {subject.source} ({model.cfg.scheme}), pattern {analytic['pattern']} "
+          "(mean over heads; 0 <= R <= 1)")
+    rows = [["", *map(str, lengths)], ["analytic"] + [number(r["resolution"]) for r in analytic["results"]]]
+    out = {"analytic": analytic}
+    empirical = None
+    if model.hook_refusal() is not None:
+        print(f"empirical: n/a ({model.hook_refusal()})")
+    else:
+        texts = 8 if args.texts is None else args.texts
+        empirical = res.empirical_run(subject, lengths, args.pattern, texts_per_length=texts, batch_size=args.batch,
+                                      progress=sys.stderr.isatty(), data=args.data)
+        results = empirical["results"]
+        for layer in range(model.cfg.n_layers):
+            rows.append([f"layer {layer}"] + [number(r["per_layer"][layer]) if r.get("per_layer") else "n/a"
+                                              for r in results])
+        rows.append(["empirical"] + [number(r["resolution"]) for r in results])
+        rows.append(["entropy (nats)"] + [number(r.get("entropy")) for r in results])
+        out["empirical"] = res.to_json(empirical)
+    print_table(rows)
+    for doc in (analytic, empirical or {"results": []}):
+        for r in doc["results"]:
+            if r.get("note"):
+                print(f"n/a at {r['length']}: {r['note']}")
+    if empirical is not None:
+        counts = ", ".join(f"{r['length']}: {r['texts']} texts" for r in empirical["results"])
+        print(f"data {args.data or 'stdlib'}: {counts}")
+    if args.json:
+        write_output(args.json, out)
+    if args.plot:
+        if empirical is not None and any(r.get("resolution") is not None for r in empirical["results"]):
+            plots.plot_empirical(empirical, args.plot)
+        else:
+            curve = res.model_curve(model, max(lengths), args.pattern)
+            table = {model.cfg.scheme: {r["length"]: r["resolution"] for r in analytic["results"]}}
+            plots.plot_analytic({model.cfg.scheme: curve}, table, args.plot, title=f"{subject.source}, analytic")
         print(f"wrote {args.plot}")
     return 0
 

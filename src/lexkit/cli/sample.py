@@ -14,7 +14,6 @@ import sys
 
 from .. import attention, checks
 from ..attention import KERNELS
-from ..attention.cache import require_block_kernel
 from ..device import resolve_device
 
 
@@ -46,14 +45,8 @@ def run(args) -> int:
     from ..sample import check_options, iter_generate
 
     check_options(args.n_bytes, args.temperature, args.top_k)
-    checks.number("--bytes", args.n_bytes, maximum=checks.MAX_SAMPLE_BYTES, strict=False)
-    checks.number("--top-k", args.top_k, maximum=checks.MAX_COUNT)
     checks.number("--seed", args.seed, maximum=2**63 - 1, strict=False)
-    if args.cache:
-        require_block_kernel(args.kernel, "--cache", flag=True)
     attention.create(args.pattern, default_window=2)  # syntax and parameter values, before loading
-    if args.threads is not None and args.threads <= 0:
-        raise ValueError(f"--threads must be a positive integer, got {args.threads}")
     checks.number("--threads", args.threads, maximum=4096)
     device = str(resolve_device(args.device))
     if args.threads:
@@ -64,7 +57,6 @@ def run(args) -> int:
     seed = args.seed
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
-        print(f"seed {seed}", file=sys.stderr)
     prompt = args.prompt.encode("utf-8", "surrogateescape")  # an argument's bytes, even if not UTF-8
     stream = iter_generate(
         model, prompt, args.n_bytes, pattern=args.pattern, temperature=args.temperature,
@@ -72,7 +64,9 @@ def run(args) -> int:
     )
     out = sys.stdout
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    first = next(stream, None)  # the length check runs here, before anything is printed
+    first = next(stream, None)  # the length and cache checks run here, before anything is printed
+    if args.seed is None:
+        print(f"seed {seed}", file=sys.stderr)
     if not args.continuation_only:
         out.write(prompt.decode("utf-8", "replace"))
     if first is not None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..report import multiple
+
 
 def format_table(rows: Sequence[Sequence[str]], align: str | None = None) -> list[str]:
     """Lines of ``rows`` (the first row is the header) in aligned columns two spaces apart.
@@ -35,12 +37,9 @@ def print_table(rows: Sequence[Sequence[str]], align: str | None = None, *, titl
 
 
 def length_label(n: int, train_len: int | None) -> str:
-    """A length as a column label, with its multiple of the training length: ``512 (4x)``."""
-    if not train_len:
-        return str(n)
-    ratio = n / train_len
-    text = f"{ratio:g}" if ratio >= 1 or ratio in (0.5, 0.25, 0.125) else f"{ratio:.2g}"
-    return f"{n} ({text}x)"
+    """A length as a column label, with its multiple of the training length (:func:`lexkit.report.multiple`):
+    ``512 (4x)``, ``66 (1.03x)``, ``14 (0.219x)``."""
+    return f"{n} ({multiple(n, train_len)})" if train_len else str(n)
 
 
 def number(x: float | None) -> str:

@@ -169,7 +169,12 @@ def parse(spec: str) -> tuple[type[Scheme], dict[str, Any]]:
     """Spec string -> (class, typed parameter values with defaults)."""
     name, items = split_spec(spec)
     cls = get(name)
-    return cls, parse_params(f"scheme {name}", cls.params, items)
+    values = parse_params(f"scheme {name}", cls.params, items)
+    if "scaling" in cls.params:  # a RoPE family: parameters given that change nothing are refused
+        from .scaling import unused
+
+        unused(f"scheme {name}", {item.partition("=")[0].strip() for item in items}, values)
+    return cls, values
 
 
 def canonical(spec: str) -> str:

@@ -99,6 +99,14 @@ SCALINGS: dict[str, Callable[[int, float, dict, int], tuple[Tensor, float]]] = {
 }
 
 
+def unused(owner: str, given: set[str], values: dict) -> None:
+    """ValueError for a parameter given in a spec that changes nothing: ``original_len``
+    without a scaling (an unscaled RoPE reads no training length)."""
+    if "original_len" in given and values.get("scaling", "none") == "none":
+        raise ValueError(f"{owner}: original_len changes nothing without a scaling; give "
+                         f"scaling={'|'.join(METHODS[1:])} with it, or leave it out")
+
+
 def check(owner: str, values: dict) -> None:
     """ValueError for a scaling that cannot work: unknown name, a missing factor or length, or a
     parameter given that the method does not read."""

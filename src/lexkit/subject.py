@@ -1,0 +1,265 @@
+"""The model seam: one loaded thing every instrument measures, a lexkit run or a Hugging Face model.
+
+``lexkit.load(target)`` takes a run directory (``runs/x``) or ``hf:PATH`` and returns a
+:class:`Subject`. The protocol an instrument may rely on (both :class:`RunSubject` and
+:class:`HFSubject` implement it)::
+
+    subject.model                  # forward(tokens [b, n], pattern=, offset=, kernel=, hook=) -> logits [b, n, V]
+                                   #   .cfg (n_layers, n_heads, head_dim, train_len), .pattern(spec),
+                                   #   .cache_refusal(pattern, kernel) -> None or why no KV cache here,
+                                   #   .unit: "bytes" (lexkit.GPT) or "tokens" (a tokenizer model)
+    subject.source                 # "runs/x" or "hf:PATH", as given
+    subject.train_len              # the training length (None when unknown), in the model's unit
+    subject.encode(text)           # (tokens [T] int64, BOS first; bytes each later token covers [T - 1])
+    subject.decode(tokens)         # bytes of the text of tokens (BOS left out)
+    subject.documents(data=None)   # (documents as bytes, a description): the default text to measure on
+    subject.default_lengths()      # the lengths ``lexkit eval`` measures when none are given
+    subject.describe()             # the report's header: run, scheme, train_len, ...
+    subject.refuse(**options)      # ValueError naming the first option given that it cannot honour
+    subject.generate(tokens, n)    # greedy continuation [n] (through a KV cache where the model allows it)
+
+What a subject refuses is a table (:attr:`Subject.refuses`: option -> reason), so an error names
+the option and says why, and a command never keeps its own list.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+from pathlib import Path
+from typing import ClassVar, Protocol
+
+import torch
+from torch import Tensor, nn
+
+from .attention.cache import SEGMENT, refusal_of
+from .data import encode
+from .device import eval_mode
+from .errors import DataError
+
+DEFAULT_MULTIPLIERS = (0.5, 1, 2, 4, 8, 16)
+
+
+def default_lengths(train_len: int) -> list[int]:
+    """The training length times 1/2, 1, 2, 4, 8 and 16 (duplicates and zeros dropped)."""
+    return sorted({int(train_len * m) for m in DEFAULT_MULTIPLIERS} - {0})
+
+
+class Subject(Protocol):
+    """A measurable model (see the module docstring)."""
+
+    model: nn.Module
+    source: str
+    refuses: ClassVar[dict[str, str]]
+
+    @property
+    def train_len(self) -> int | None: ...
+    def encode(self, text: bytes | str) -> tuple[Tensor, Tensor]: ...
+    def decode(self, tokens: Tensor) -> bytes: ...
+    def documents(self, data: str | None = None) -> tuple[list[bytes], dict]: ...
+    def default_lengths(self) -> list[int]: ...
+    def describe(self) -> dict: ...
+    def refuse(self, **options) -> None: ...
+    def generate(self, tokens: Tensor, n: int, *, pattern: str = "causal") -> Tensor: ...
+
+
+class _Base:
+    """What both kinds share: the refusal table and greedy generation."""
+
+    refuses: ClassVar[dict[str, str]] = {}
+    model: nn.Module
+
+    @classmethod
+    def refuse(cls, **options) -> None:
+        """ValueError naming the first option given (not None/False) this kind cannot honour."""
+        for name, value in options.items():
+            if value is not None and value is not False and name in cls.refuses:
+                raise ValueError(f"--{name.replace('_', '-')} {cls.refuses[name]}")
+
+    def generate(self, tokens: Tensor, n: int, *, pattern: str = "causal") -> Tensor:
+        """The ``n`` greedy next tokens after ``tokens`` [T] -> [n] int64: through the model's KV
+        cache when it can run ``pattern`` through one, else one plain forward per token."""
+        model = self.model
+        device = next(model.parameters()).device
+        context = tokens.to(device)
+        out = []
+        with eval_mode(model), torch.inference_mode():
+            if refusal_of(model, pattern) is None:
+                cache = model.new_cache(pattern)
+                for start in range(0, context.numel(), SEGMENT):
+                    logits = model(context[None, start : start + SEGMENT], pattern=pattern, cache=cache)[0, -1]
+                for i in range(n):
+                    out.append(int(logits.argmax()))
+                    if i + 1 < n:
+                        logits = model(torch.tensor([[out[-1]]], device=device), pattern=pattern, cache=cache)[0, -1]
+            else:
+                for _ in range(n):
+                    out.append(int(model(context[None], pattern=pattern)[0, -1].argmax()))
+                    context = torch.cat((context, torch.tensor(out[-1:], device=device)))
+        return torch.tensor(out, dtype=torch.int64)
+
+
+#: options of the analytic resolution without a model (a loaded model fixes them)
+ANALYTIC_ONLY = "is only for the analytic form (no RUN_DIR or hf:PATH): a model fixes its shape, values and length"
+
+
+class RunSubject(_Base):
+    """A lexkit run directory: a byte-level :class:`lexkit.GPT` (one token per byte, BOS first)."""
+
+    refuses = {
+        "heads": ANALYTIC_ONLY, "head_dim": ANALYTIC_ONLY, "seed": ANALYTIC_ONLY, "train_len": ANALYTIC_ONLY,
+        "rope_scaling": "is for hf: models (a run's RoPE scaling is --scheme rope:scaling=TYPE,factor=F)",
+        "dtype": "is for hf: models",
+    }
+
+    def __init__(self, run_dir: str | Path, *, device: str = "cpu", scheme: str | None = None,
+                 logn: bool | None = None) -> None:
+        from .runs import load as load_run
+
+        self.source = str(run_dir)
+        self.model, self.config = load_run(run_dir, device=device, scheme=scheme, logn=logn)
+
+    @property
+    def train_len(self) -> int:
+        return int(self.config["model"]["train_len"])
+
+    def encode(self, text: bytes | str) -> tuple[Tensor, Tensor]:
+        tokens = encode(text.encode("utf-8") if isinstance(text, str) else bytes(text))
+        return tokens, torch.ones(tokens.numel() - 1, dtype=torch.int64)
+
+    def decode(self, tokens: Tensor) -> bytes:
+        return bytes(int(t) for t in tokens.flatten() if int(t) < 256)
+
+    def default_lengths(self) -> list[int]:
+        return default_lengths(self.train_len)
+
+    def describe(self) -> dict:
+        """``run``, ``scheme`` (the resolved spec that ran, e.g. ReRoPE's w and YaRN's
+        original_len), ``trained_scheme`` when it differs, ``logn``, ``train_len``."""
+        config = self.config
+        return {
+            "run": self.source, "scheme": self.model.scheme.spec,
+            **({"trained_scheme": config["trained"]["scheme"]} if "scheme" in config.get("overrides", {}) else {}),
+            "logn": bool(config["model"].get("logn", False)), "train_len": self.train_len,
+        }
+
+    def documents(self, data: str | None = None) -> tuple[list[bytes], dict]:
+        """``data`` (see :func:`eval_documents`), or the run's own corpus's validation split (its
+        fingerprint checked: a differing corpus is a warning, a moved one is found by it)."""
+        run_data = self.config.get("data") or {}
+        spec = data if data is not None else run_data.get("spec", "stdlib")
+        own = data is None or _is_run_corpus(data, run_data)
+        try:
+            documents, described = eval_documents(spec, own=own)
+        except DataError as exc:
+            if data is None and "does not exist" in str(exc):
+                raise DataError(f"the corpus {spec!r} recorded in {Path(self.source) / 'config.json'} does not exist "
+                                "here; if it moved, give its new place with --data PATH (recognised by its "
+                                "fingerprint)") from exc
+            raise
+        if data is not None and own:
+            described["recorded_as"] = run_data.get("spec")  # the run's own corpus, moved: its validation split
+        if data is None and run_data.get("fingerprint") and run_data["fingerprint"] != described["fingerprint"]:
+            described["differs_from_run"] = True
+            print(f"warning: corpus {spec!r} here differs from the one the run trained on "
+                  f"({_short(run_data['fingerprint'])} there, {_short(described['fingerprint'])} here); "
+                  f"its validation documents may differ", file=sys.stderr)
+        return documents, described
+
+
+class HFSubject(_Base):
+    """A Hugging Face causal LM (:mod:`lexkit.hf`): tokens, not bytes; its positions are the
+    model's own, applied before lexkit's attention."""
+
+    refuses = {
+        "scheme": "is for lexkit runs (an hf: model's RoPE scaling is --rope-scaling)",
+        "logn": "is for lexkit runs: an hf: model keeps its own attention scaling",
+        "heads": ANALYTIC_ONLY, "head_dim": ANALYTIC_ONLY, "seed": ANALYTIC_ONLY, "train_len": ANALYTIC_ONLY,
+    }
+
+    def __init__(self, path: str, *, device: str = "cpu", rope_scaling: dict | str | None = None,
+                 dtype: str | None = None) -> None:
+        from . import hf
+
+        self.model = hf.load(path, rope_scaling=rope_scaling, dtype=dtype or "float32", device=device)
+        self.source = self.model.source
+
+    @property
+    def train_len(self) -> int | None:
+        return self.model.cfg.train_len
+
+    def encode(self, text: bytes | str) -> tuple[Tensor, Tensor]:
+        return self.model.encode(text)
+
+    def decode(self, tokens: Tensor) -> bytes:
+        return self.model.decode(tokens)
+
+    def default_lengths(self) -> list[int]:
+        """The training length x 1/2, 1, 2, 4 (from the config)."""
+        if self.train_len is None:
+            raise ValueError(f"{self.source}: the config gives no training length; pass --lengths")
+        return [n for n in default_lengths(self.train_len) if n <= 4 * self.train_len]
+
+    def describe(self) -> dict:
+        import dataclasses
+
+        cfg = self.model.cfg
+        return {"run": self.source, "scheme": cfg.scheme, "model": dataclasses.asdict(cfg), "train_len": cfg.train_len}
+
+    def documents(self, data: str | None = None) -> tuple[list[bytes], dict]:
+        return eval_documents(data or "stdlib")
+
+
+def kind(target: str | Path) -> type[RunSubject] | type[HFSubject]:
+    """The class of subject ``target`` names: ``hf:PATH`` or a run directory."""
+    return HFSubject if str(target).startswith("hf:") else RunSubject
+
+
+def load(target: str | Path, *, device: str = "cpu", scheme: str | None = None, logn: bool | None = None,
+         rope_scaling: dict | str | None = None, dtype: str | None = None) -> RunSubject | HFSubject:
+    """The subject at ``target``: ``hf:PATH`` (a Hugging Face causal LM, :func:`lexkit.hf.load`)
+    or a run directory (:func:`lexkit.runs.load`). ``scheme``/``logn`` evaluate a run's weights
+    under another scheme or log-n setting; ``rope_scaling``/``dtype`` apply to hf: models. An
+    option the kind cannot honour is a ValueError naming it."""
+    kind(target).refuse(scheme=scheme, logn=logn, rope_scaling=rope_scaling, dtype=dtype)
+    if kind(target) is HFSubject:
+        return HFSubject(str(target), device=device, rope_scaling=rope_scaling, dtype=dtype)
+    return RunSubject(target, device=device, scheme=scheme, logn=logn)
+
+
+# -- the documents to measure on ------------------------------------------------------------------
+def eval_documents(spec: str, *, own: bool = False) -> tuple[list[bytes], dict]:
+    """The documents to evaluate on and a description of them. ``own=True`` (a run's own corpus,
+    the default of ``lexkit eval``): its validation split. Otherwise (``--data SPEC``): the
+    validation split of the built-in ``stdlib`` corpus, every document of anything else (a user
+    path or an ``hf:`` dataset)."""
+    from .data import load_corpus
+
+    split = "split" if own or spec == "stdlib" else "all"
+    corpus = load_corpus(spec, split=split)
+    return corpus.valid, {
+        "spec": spec,
+        "split": "validation" if split == "split" else "all",
+        "fingerprint": corpus.fingerprint,
+        "documents_available": len(corpus.valid),
+    }
+
+
+def _is_run_corpus(spec: str, run_data: dict) -> bool:
+    """Whether ``--data SPEC`` points the run at its own training corpus, moved: the recorded
+    place is gone and SPEC has the recorded fingerprint. Then its validation split is evaluated,
+    as without --data (while the corpus is where it was, --data means all of SPEC's documents)."""
+    from .data import load_corpus, same_corpus
+
+    recorded = run_data.get("spec") or "stdlib"
+    if recorded == "stdlib" or recorded.startswith("hf:") or not run_data.get("fingerprint"):
+        return False
+    if os.path.exists(recorded) or glob.glob(recorded):
+        return False
+    return same_corpus(run_data["fingerprint"], load_corpus(spec, split="all").fingerprint)
+
+
+def _short(fingerprint: dict) -> str:
+    keys = ("python", "files", "bytes", "sha256")
+    return ", ".join(f"{k} {fingerprint[k]}" for k in keys if k in fingerprint)
