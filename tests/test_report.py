@@ -75,7 +75,7 @@ def test_length_labels_share_one_format():
     assert multiple(33, 32) == "1.03x" and multiple(7, 32) == "0.219x"  # three significant digits, both sides of 1x
     from lexkit.cli.table import length_label as cli_label  # the terminal's tables share the format
     assert cli_label(7, 32) == length_label(7, 32) == "7 (0.219x)"
-    assert multiple(1, 1024) == "0.001x" and length_label(64, 16) == "64 (4x)"
+    assert multiple(1, 1024) == "0.000977x" and length_label(64, 16) == "64 (4x)"
 
 
 def test_a_value_that_rounds_to_zero_has_no_sign():
