@@ -253,7 +253,7 @@ def test_os_errors_nobody_foresaw_are_one_line(run, capsys, monkeypatch):
     def denied(*a, **k):
         raise PermissionError(13, "Permission denied", str(run / "metrics.jsonl"))
 
-    monkeypatch.setattr("lexkit.train._truncate_metrics", denied)
+    monkeypatch.setattr("lexkit.runs.RunDir.truncate_metrics", denied)
     assert main(["train", "--resume", "--out", str(run), "--steps", "18", "--quiet"]) == 2
     assert one_error_line(capsys) == f"error: {run / 'metrics.jsonl'}: Permission denied"
 
