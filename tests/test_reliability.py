@@ -518,7 +518,7 @@ def test_runs_shows_a_run_being_written(run, capsys):
     finally:
         holder.kill()
         holder.wait()
-    assert capsys.readouterr().out.splitlines()[1].split()[2] == "writing"
+    assert capsys.readouterr().out.splitlines()[1].split()[3] == "writing"
 
 
 def test_help_shows_the_preset_defaults_and_presets_lists_them(capsys):
