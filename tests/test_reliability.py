@@ -253,7 +253,7 @@ def test_os_errors_nobody_foresaw_are_one_line(run, capsys, monkeypatch):
     def denied(*a, **k):
         raise PermissionError(13, "Permission denied", str(run / "metrics.jsonl"))
 
-    monkeypatch.setattr("lexkit.train._truncate_metrics", denied)
+    monkeypatch.setattr("lexkit.runs.RunDir.truncate_metrics", denied)
     assert main(["train", "--resume", "--out", str(run), "--steps", "18", "--quiet"]) == 2
     assert one_error_line(capsys) == f"error: {run / 'metrics.jsonl'}: Permission denied"
 
@@ -502,10 +502,11 @@ def test_runs_lists_each_run(made, tmp_path, capsys):
         holder.wait()
     out = capsys.readouterr().out.splitlines()
     bpb = {s: runs.read_metrics(made / s)[-1]["val_bpb"] for s in ("alibi", "rope")}
-    assert out[0].split() == ["scheme", "step", "state", "val", "bpb", "size", "path"]
+    assert out[0].split() == ["scheme", "length", "step", "state", "val", "bpb", "ranks", "device", "parent", "size",
+                              "path"]
     alibi = next(line for line in out if line.endswith(str(made / "alibi"))).split()
-    assert alibi[:4] == ["alibi", "12/12", "finished", f"{bpb['alibi']:.4f}"]
-    assert next(line for line in out if line.endswith(str(stopped))).split()[:3] == ["rope", "12/100", "stopped"]
+    assert alibi[:5] == ["alibi", "32", "12/12", "finished", f"{bpb['alibi']:.4f}"]
+    assert next(line for line in out if line.endswith(str(stopped))).split()[:4] == ["rope", "32", "12/100", "stopped"]
     assert main(["runs", str(tmp_path / "nowhere")]) == 2
     assert "does not exist" in one_error_line(capsys)
 
@@ -517,7 +518,7 @@ def test_runs_shows_a_run_being_written(run, capsys):
     finally:
         holder.kill()
         holder.wait()
-    assert capsys.readouterr().out.splitlines()[1].split()[2] == "writing"
+    assert capsys.readouterr().out.splitlines()[1].split()[3] == "writing"
 
 
 def test_help_shows_the_preset_defaults_and_presets_lists_them(capsys):

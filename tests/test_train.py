@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,7 +17,7 @@ from lexkit import runs
 from lexkit.cli import main
 from lexkit.data import Corpus
 from lexkit.errors import RunError
-from lexkit.train import TrainConfig, TrainError, configs, lr_at, train
+from lexkit.train import TrainConfig, TrainError, configs, configs_from_run, lr_at, train
 
 DOCS = [(f"def f{i}(x):\n    return x * {i} + {i * i}\n" * 40).encode() for i in range(30)]
 
@@ -213,3 +214,244 @@ class _nothing:
 
     def __exit__(self, *exc):
         return False
+
+
+# -- fine-tunes (--init): interrupted, resumed, refused ---------------------------------------------
+@pytest.fixture(scope="module")
+def parent(tmp_path_factory, corpus):
+    """A trained rope run to fine-tune from (12 steps at length 32)."""
+    out = tmp_path_factory.mktemp("parent") / "rope"
+    train(out, *tiny("rope"), progress=False, corpus=corpus)
+    return out
+
+
+def finetune(parent, **kw):
+    """A fine-tune of ``parent`` at twice its length: 8 steps, logged every 2, one checkpoint at the end."""
+    return configs_from_run(parent, **{"train_len": 64, "steps": 8, "eval_every": 4, "save_every": 100,
+                                       "log_every": 2, **kw})
+
+
+def stop_at(monkeypatch, at: int, action=None):
+    """Make the trainer stop when it reaches step index ``at`` (before that step): by default a
+    KeyboardInterrupt raised there (no chance to checkpoint), or ``action()``."""
+    import lexkit.train as T
+
+    real = T.lr_at
+
+    def patched(step, cfg):
+        if step == at:
+            if action is None:
+                raise KeyboardInterrupt
+            action()
+        return real(step, cfg)
+
+    monkeypatch.setattr(T, "lr_at", patched)
+    return lambda: monkeypatch.setattr(T, "lr_at", real)
+
+
+def numbers(run):
+    """The deterministic part of a run's metrics rows (not its timings)."""
+    keys = ("step", "loss", "lr", "grad_norm", "val_bpb")
+    return [{k: r[k] for k in keys if k in r} for r in runs.read_metrics(run)]
+
+
+def test_a_finetune_resumed_before_its_first_checkpoint_starts_again_from_its_parent(
+        tmp_path, corpus, parent, monkeypatch):
+    """Killed after its first metrics rows and before any checkpoint, a resumed fine-tune reloads
+    its parent (not random weights): the same rows and the same weights, byte for byte, as an
+    uninterrupted one."""
+    whole = tmp_path / "whole"
+    train(whole, *finetune(parent), progress=False, corpus=corpus, init=parent)
+    killed = tmp_path / "killed"
+    restore = stop_at(monkeypatch, 5)
+    with pytest.raises(KeyboardInterrupt):
+        train(killed, *finetune(parent), progress=False, corpus=corpus, init=parent)
+    restore()
+    assert not (killed / runs.CHECKPOINT).exists() and [r["step"] for r in runs.read_metrics(killed)] == [2, 4]
+    train(killed, *finetune(parent), resume=True, progress=False, corpus=corpus)
+    assert numbers(killed) == numbers(whole) and len(numbers(whole)) == 4
+    assert (killed / runs.WEIGHTS).read_bytes() == (whole / runs.WEIGHTS).read_bytes()
+
+
+def test_a_finetune_whose_parent_changed_or_went_is_not_resumed(tmp_path, corpus, parent, monkeypatch):
+    import shutil
+
+    moved = tmp_path / "parent"
+    shutil.copytree(parent, moved)
+    out = tmp_path / "ft"
+    restore = stop_at(monkeypatch, 3)
+    with pytest.raises(KeyboardInterrupt):
+        train(out, *finetune(moved), progress=False, corpus=corpus, init=moved)
+    restore()
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    other = tmp_path / "other"
+    train(other, *tiny("rope", seed=1), progress=False, corpus=corpus)
+    shutil.copy(other / runs.WEIGHTS, moved / runs.WEIGHTS)  # a valid weight file, but not the parent's
+    with pytest.raises(RunError, match=r"^cannot resume .* changed since \(sha256"):
+        train(out, *finetune(moved), resume=True, progress=False, corpus=corpus)
+    shutil.rmtree(moved)
+    with pytest.raises(RunError, match=r"^cannot resume .*model.safetensors is missing"):
+        train(out, *finetune(parent), resume=True, progress=False, corpus=corpus)
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before  # nothing touched
+
+
+def test_a_stop_signal_checkpoints_the_step_in_progress(tmp_path, corpus, monkeypatch, capsys):
+    """SIGINT or SIGTERM during training: the step in progress finishes, is checkpointed, the
+    command stops (exit 130, no lock left); resumed, the run ends with the same weights, byte
+    for byte, as an uninterrupted one."""
+    data = _data_dir(tmp_path)
+    common = ["--scheme", "rope", "--preset", "tiny", "--data", str(data), "--steps", "12", "--save-every", "6",
+              "--eval-every", "6", "--quiet", "--threads", "1"]
+    whole = tmp_path / "whole"
+    assert main(["train", "--out", str(whole), *common]) == 0
+    for sig, at in ((signal.SIGINT, 7), (signal.SIGTERM, 9)):
+        out = tmp_path / sig.name
+        restore = stop_at(monkeypatch, at, lambda s=sig: os.kill(os.getpid(), s))
+        assert main(["train", "--out", str(out), *common]) == 130
+        restore()
+        assert capsys.readouterr().err.strip() == "error: interrupted"
+        assert runs.trainer_state(out)["step"] == at + 1 and not (out / ".lock").exists()
+        assert signal.getsignal(sig) in (signal.default_int_handler, signal.SIG_DFL)  # handlers restored
+        assert main(["train", "--resume", "--out", str(out), "--quiet", "--threads", "1"]) == 0
+        assert (out / runs.WEIGHTS).read_bytes() == (whole / runs.WEIGHTS).read_bytes(), sig.name
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--dim", "64"], ["--dim", "shape is fixed"]),
+    (["--heads", "4", "--layers", "3"], ["--layers, --heads", "shape is fixed"]),
+    (["--scheme", "t5"], ["--scheme t5", "does not match", "needs parameters", "scheme.", "trained with rope"]),
+    (["--scheme", "learned:max_len=16"], ["--scheme learned:max_len=16", "cannot train at --train-len 64"]),
+])
+def test_finetune_refusals_name_the_flag_and_leave_nothing(tmp_path, parent, flags, words, capsys):
+    out = tmp_path / "ft"
+    assert main(["train", "--init", str(parent), "--train-len", "64", "--out", str(out), "--quiet", *flags]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and all(w in err[0] for w in words), err
+    assert "model.safetensors does not match config.json" not in err[0]  # the parent is not blamed
+    assert not out.exists()
+
+
+def test_a_corrupt_parent_leaves_nothing(tmp_path, parent, capsys):
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(parent, broken)
+    data = bytearray((broken / runs.WEIGHTS).read_bytes())
+    data[-1] ^= 0xFF
+    (broken / runs.WEIGHTS).write_bytes(bytes(data))
+    out = tmp_path / "ft"
+    assert main(["train", "--init", str(broken), "--out", str(out), "--quiet"]) == 2
+    assert "is corrupt" in capsys.readouterr().err and not out.exists()
+
+
+def test_a_learned_table_shorter_than_the_training_length_leaves_nothing(tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["train", "--scheme", "learned:max_len=16", "--preset", "tiny", "--train-len", "32", "--out", str(out),
+            "--data", str(_data_dir(tmp_path)), "--quiet"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "learned positions cover 0..15" in err[0] and "--train-len 32" in err[0]
+    assert not out.exists()
+
+
+def test_init_records_the_parent_by_absolute_path(tmp_path, parent, corpus, monkeypatch):
+    monkeypatch.chdir(parent.parent)
+    out = tmp_path / "ft"
+    train(out, *finetune(parent, steps=2, eval_every=2), progress=False, corpus=corpus, init=parent.name)
+    recorded = json.loads((out / runs.CONFIG).read_text())["init"]["run"]
+    assert recorded == str(parent.resolve())
+
+
+def test_logn_help_says_what_it_changes(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "changes nothing in training" in text and "under --init: the parent's" in text
+
+
+# -- what a run records: grad norm, step time, MFU, provenance ---------------------------------------
+def test_metrics_rows_carry_the_grad_norm_before_clipping_and_the_step_time(tmp_path, corpus):
+    """The step-1 row's grad_norm is the 2-norm of the first step's gradients, recomputed here
+    in float64 from the same seed and batch (the norm before clipping: above grad_clip)."""
+    from lexkit.data import Stream, tokens_of
+    from lexkit.model import GPT
+
+    model_cfg, train_cfg = tiny("alibi", log_every=1, grad_clip=0.5)
+    train(tmp_path / "run", model_cfg, train_cfg, progress=False, corpus=corpus)
+    rows = runs.read_metrics(tmp_path / "run")
+    assert [r["step"] for r in rows] == list(range(1, 13))
+    assert all(r["step_seconds"] > 0 and math.isfinite(r["grad_norm"]) and "mfu" not in r for r in rows)
+    torch.manual_seed(train_cfg.seed)
+    model = GPT(model_cfg)
+    x, y = Stream(tokens=tokens_of(corpus.train)).batch(0, train_cfg.batch, model_cfg.train_len, train_cfg.seed,
+                                                         rows=slice(0, train_cfg.batch))
+    torch.nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten()).backward()
+    norm = math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in model.parameters() if p.grad is not None))
+    assert norm > train_cfg.grad_clip and rows[0]["grad_norm"] == pytest.approx(norm, rel=1e-5)
+
+
+def test_mfu_is_logged_when_the_device_peak_is_known(tmp_path, corpus, monkeypatch):
+    from lexkit import provenance
+
+    monkeypatch.setattr(provenance, "device_name", lambda device: "Test Accelerator")
+    monkeypatch.setattr(provenance, "PEAK_FLOPS", (("Test Accelerator", {"float32": 1e12}),))
+    model_cfg, train_cfg = tiny("alibi", steps=2, log_every=1)
+    train(tmp_path / "run", model_cfg, train_cfg, progress=False, corpus=corpus)
+    model, _ = runs.load(tmp_path / "run")
+    t, n = model_cfg.train_len, model.num_params()
+    flops = (6 * n + 12 * model_cfg.n_layers * model_cfg.d_model * t) * train_cfg.batch * t
+    for row in runs.read_metrics(tmp_path / "run"):
+        assert row["mfu"] == pytest.approx(flops / row["step_seconds"] / 1e12, rel=1e-3)
+
+
+def test_config_records_provenance_and_keeps_earlier_sessions(tmp_path, corpus, monkeypatch):
+    out = tmp_path / "run"
+    restore = stop_at(monkeypatch, 8)
+    with pytest.raises(KeyboardInterrupt):
+        train(out, *tiny(), progress=False, corpus=corpus)
+    restore()
+    first = json.loads((out / runs.CONFIG).read_text())["provenance"]
+    assert first["world_size"] == 1 and first["device"] == {"type": "cpu", "name": first["device"]["name"],
+                                                              "count": 1}
+    assert "finished" not in first  # stopped
+    train(out, *tiny(), resume=True, progress=False, corpus=corpus)
+    second = json.loads((out / runs.CONFIG).read_text())["provenance"]
+    assert second["previous"] == [first] and second["wall_seconds"] > 0 and second["finished"] >= second["started"]
+    summary = runs.summary(out)
+    assert summary["world_size"] == 1 and summary["device"] == "cpu" and summary["train_len"] == 32
+
+
+# -- --tensorboard ------------------------------------------------------------------------------------
+def test_tensorboard_gets_every_metrics_row(tmp_path, monkeypatch):
+    import types
+
+    opened, received, closed = [], [], []
+
+    class Writer:
+        def add(self, record):
+            received.append(dict(record))
+
+        def close(self):
+            closed.append(True)
+
+    fake = types.ModuleType("lexkit.tensorboard")
+    fake.open_writer = lambda logdir: opened.append(Path(logdir)) or Writer()
+    monkeypatch.setitem(sys.modules, "lexkit.tensorboard", fake)
+    out = tmp_path / "run"
+    argv = ["train", "--scheme", "rope", "--preset", "tiny", "--steps", "4", "--eval-every", "2", "--out", str(out),
+            "--data", str(_data_dir(tmp_path)), "--quiet", "--tensorboard"]
+    assert main(argv) == 0
+    assert opened[-1] == out / "tb" and len(closed) == len(opened)  # the probe's writer closed too
+    assert received == runs.read_metrics(out) and len(received) == 2
+    assert json.loads((out / runs.CONFIG).read_text())["tensorboard"] == str((out / "tb").absolute())
+
+
+def test_tensorboard_without_its_extra_is_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "lexkit.tensorboard", None)  # import fails as without the extra
+    out = tmp_path / "run"
+    argv = ["train", "--scheme", "rope", "--preset", "tiny", "--out", str(out), "--quiet", "--tensorboard",
+            str(tmp_path / "tb")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: --tensorboard needs the TensorBoard extra: pip install 'lexkit[tb]'"]
+    assert not out.exists() and not (tmp_path / "tb").exists()

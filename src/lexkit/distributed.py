@@ -92,6 +92,13 @@ class World:
         dist.all_reduce(out, op=dist.ReduceOp.SUM)
         return out / self.size
 
+    def any(self, flag: bool, device: torch.device | str = "cpu") -> bool:
+        """Whether ``flag`` is true on any rank (a stop signal seen by one rank stops all at the
+        same step); ``device``: where the collective's tensor lives (this rank's, for NCCL)."""
+        if not self.parallel:
+            return flag
+        return bool(self.mean(torch.tensor(float(flag), device=device)).item() > 0)
+
     def barrier(self) -> None:
         if self.parallel:
             import torch.distributed as dist

@@ -215,16 +215,45 @@ def verify(path: Path, tensors: dict[str, torch.Tensor], meta: dict[str, str], m
                            f"({'; '.join(diff[:3])}): copied from another run?")
 
 
-def _load_model(model: GPT, tensors: dict[str, torch.Tensor], path: Path) -> None:
+def mismatch(model: GPT, tensors: dict[str, torch.Tensor]) -> tuple[list[str], list[str], list[str]]:
+    """How a weight file's ``tensors`` fail to fit ``model``: (names the model has and the file
+    lacks, names the file has and the model lacks, names whose shapes differ); all empty: it fits."""
     expected = model_tensors(model)
     missing = sorted(set(expected) - set(tensors))
     extra = sorted(set(tensors) - set(expected))
     bad = [k for k in expected if k in tensors and tensors[k].shape != expected[k].shape]
-    if missing or extra or bad:
-        raise RunError(
-            f"{path} does not match config.json (missing {missing[:3]}, unexpected {extra[:3]}, wrong shape {bad[:3]})"
-        )
-    model.load_state_dict(tensors, strict=False)
+    return missing, extra, bad
+
+
+def _load_model(model: GPT, tensors: dict[str, torch.Tensor], path: Path, scheme: str | None = None) -> None:
+    """Load ``tensors`` into ``model``. ``scheme``: the scheme the user asked for in place of the
+    run's own (a mismatch is then that scheme's parameters, not the file's fault)."""
+    missing, extra, bad = mismatch(model, tensors)
+    if not (missing or extra or bad):
+        model.load_state_dict(tensors, strict=False)
+        return
+    if scheme is not None:
+        raise RunError(f"--scheme {scheme} does not fit the weights of {path.parent}: " + fit_problem(
+            missing, extra, bad))
+    raise RunError(
+        f"{path} does not match config.json (missing {missing[:3]}, unexpected {extra[:3]}, wrong shape {bad[:3]})"
+    )
+
+
+def fit_problem(missing: list[str], extra: list[str], bad: list[str]) -> str:
+    """A :func:`mismatch` in words, naming the position scheme's parameters (``scheme.*``) it needs
+    and does not find, or finds and does not use."""
+    def names(keys: list[str]) -> str:
+        return ", ".join(keys[:4]) + (f" (+{len(keys) - 4} more)" if len(keys) > 4 else "")
+
+    parts = []
+    if missing:
+        parts.append(f"it needs parameters the weights do not have ({names(missing)})")
+    if extra:
+        parts.append(f"the weights have parameters it does not use ({names(extra)})")
+    if bad:
+        parts.append(f"parameters of another shape ({names(bad)})")
+    return "; ".join(parts) + " (give a scheme with the same parameters as the run's)"
 
 
 def read_config(run_dir: str | Path, *, training: bool = False) -> dict:
@@ -290,24 +319,28 @@ def load(
         config = {**config, "model": {**config["model"], **overrides}, "overrides": overrides,
                   "trained": config["model"]}
     model = build_model(config)
-    try:
-        load_weights(run_dir, model, recorded=config["trained"] if overrides else None)
-    except RunError as exc:
-        if scheme is not None:
-            raise RunError(f"scheme {scheme} does not fit the weights of {run_dir} ({exc})") from exc
-        raise
+    load_weights(run_dir, model, recorded=config["trained"] if overrides else None, scheme=scheme)
     return model.to(device).eval(), config
 
 
-def load_weights(run_dir: str | Path, model: GPT, *, recorded: dict | None = None) -> None:
+def load_weights(run_dir: str | Path, model: GPT, *, recorded: dict | None = None, scheme: str | None = None) -> None:
     """Load a run's trained weights into ``model`` (same architecture; the scheme may differ if it
     has the same tensors, e.g. rope -> rope:scaling=yarn,factor=4). ``recorded``: the run's own
-    model section, which the weight file is verified against when ``model`` is built otherwise."""
+    model section, which the weight file is verified against when ``model`` is built otherwise;
+    ``scheme``: the scheme the user gave for ``model`` (named in a mismatch, which is its fault)."""
     path = Path(run_dir) / WEIGHTS
     if not path.is_file():
         raise RunError(f"{run_dir} has no {WEIGHTS} yet (is the run still starting?)")
-    tensors, _ = _read(path, model, recorded)
-    _load_model(model, tensors, path)
+    _load_model(model, read_weights(run_dir, model, recorded=recorded), path, scheme)
+
+
+def read_weights(run_dir: str | Path, model: GPT, *, recorded: dict | None = None) -> dict[str, torch.Tensor]:
+    """A run's weight tensors, verified (content hash; the model config recorded in the file
+    against ``recorded``, the run's model section, or ``model``'s config), not loaded."""
+    path = Path(run_dir) / WEIGHTS
+    if not path.is_file():
+        raise RunError(f"{run_dir} has no {WEIGHTS} yet (is the run still starting?)")
+    return _read(path, model, recorded)[0]
 
 
 def read_metrics(run_dir: str | Path) -> list[dict]:
@@ -338,25 +371,32 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
 
 
 def summary(run_dir: str | Path) -> dict:
-    """One run at a glance (``lexkit runs``): scheme, step / total, finished, writing (locked by a
-    live process), last validation bpb, size in bytes. Raises RunError for a directory that is
-    not a readable run."""
+    """One run at a glance (``lexkit runs``): scheme, training length, step / total, finished,
+    writing (locked by a live process), the validation bpb of the checkpoint's weights (the last
+    one logged at or before its step: rows past it belong to steps a resume will redo), the
+    parent run of a fine-tune, world size and device (from the provenance), size in bytes.
+    Raises RunError for a directory that is not a readable run."""
     from . import lock
 
     run_dir = Path(run_dir)
     config = read_config(run_dir, training=True)
     state = trainer_state(run_dir) or {}
+    step = int(state.get("step", 0))
     try:
         rows = read_metrics(run_dir)
     except RunError:
         rows = []
-    bpb = [r["val_bpb"] for r in rows if r.get("val_bpb") is not None]
+    bpb = [r["val_bpb"] for r in rows if r.get("val_bpb") is not None and r.get("step", 0) <= step]
     size = sum(p.stat().st_size for p in run_dir.iterdir() if p.is_file())
+    origin = config.get("provenance") or {}
+    device = origin.get("device") or {}
     return {
-        "path": str(run_dir), "scheme": config["model"]["scheme"], "step": int(state.get("step", 0)),
-        "steps": int(config["train"]["steps"]),
-        "finished": bool(state.get("done")) and int(state.get("step", 0)) >= int(config["train"]["steps"]),
+        "path": str(run_dir), "scheme": config["model"]["scheme"], "train_len": config["model"].get("train_len"),
+        "step": step, "steps": int(config["train"]["steps"]),
+        "finished": bool(state.get("done")) and step >= int(config["train"]["steps"]),
         "writing": lock.is_locked(run_dir), "val_bpb": bpb[-1] if bpb else None, "bytes": size,
+        "parent": (config.get("init") or {}).get("run"), "world_size": origin.get("world_size"),
+        "device": device.get("type") if device.get("type") in (None, "cpu") else device.get("name") or device["type"],
     }
 
 
@@ -372,3 +412,138 @@ def find(root: str | Path, *, depth: int = 4) -> list[Path]:
         if CONFIG in filenames:
             found.append(here)
     return sorted(found)
+
+
+def check_new(out: Path) -> None:
+    """``out`` can become a new run: absent, or an empty directory, in a writable place."""
+    from . import lock
+
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise RunError(f"{out} exists and is not a directory; give a new --out")
+    if out.is_dir() and any(p.name != lock.LOCK for p in out.iterdir()):
+        raise RunError(f"{out} exists and is not empty; use --resume to continue it, or another --out")
+    parent = out if out.is_dir() else next((p for p in out.absolute().parents if p.exists()), None)
+    if parent is not None and not os.access(parent, os.W_OK):
+        raise RunError(f"--out {out}: {parent} is not writable")
+
+
+class RunDir:
+    """A run directory while one process writes it: the one owner of its lock, config.json, the
+    checkpoint, the metrics file and the provenance.
+
+    ::
+
+        with RunDir(out, resume=False) as run:          # directory created, locked, checked again
+            state = run.start(config, model, optimizer) # checkpoint loaded (resume), config.json written
+            run.log({"step": 10, "loss": 3.1})          # one metrics row
+            run.save(model, optimizer, state)           # checkpoint + weights, atomically
+            run.finish()                                # provenance: finished, wall seconds
+
+    Every check that needs no write happens before (:func:`check_new`, :func:`read_config`);
+    ``expected`` (on resume) is the config.json the caller checked, which must still be there
+    once the lock is held. On resume, metric rows past the checkpoint are dropped (they will
+    be logged again) and the provenance of earlier sessions is kept under ``"previous"``.
+    """
+
+    def __init__(self, path: str | Path, *, resume: bool = False, expected: dict | None = None) -> None:
+        self.path, self.resume, self.expected = Path(path), resume, expected
+        self.config: dict | None = None
+        self._fd: int | None = None
+        self._metrics = None
+        self._began = 0.0
+
+    # -- the lock ---------------------------------------------------------------------------
+    def open(self) -> RunDir:
+        """Create the directory if missing and take its lock; check it again under the lock
+        (another writer may have started meanwhile)."""
+        from . import lock
+
+        self._fd = lock.take(self.path)
+        try:
+            if not self.resume:
+                check_new(self.path)
+            elif read_config(self.path, training=True) != self.expected:
+                raise RunError(f"{self.path} changed while this command started; try again")
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        """Close the metrics file and release the lock (idempotent)."""
+        from . import lock
+
+        if self._metrics is not None:
+            self._metrics.close()
+            self._metrics = None
+        if self._fd is not None:
+            lock.release(self.path, self._fd)
+            self._fd = None
+
+    def __enter__(self) -> RunDir:
+        return self.open()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- the files --------------------------------------------------------------------------
+    @property
+    def has_checkpoint(self) -> bool:
+        return (self.path / CHECKPOINT).is_file()
+
+    def start(self, config: dict, model: GPT, optimizer: torch.optim.Optimizer) -> dict:
+        """The trainer state to start from: the checkpoint's (weights, optimizer and RNG state
+        restored) on resume when there is one, else step 0 (``model`` as the caller built or
+        loaded it). Then, unless the run is already finished, metrics are cut back to that step
+        and ``config`` is written as config.json (its ``"provenance"`` following the earlier
+        sessions'). Returns the trainer state."""
+        import time
+
+        self._began = time.perf_counter()
+        state: dict = {"step": 0, "done": False}
+        if self.resume and self.has_checkpoint:
+            state = load_checkpoint(self.path, model, optimizer)
+            if state.get("done") and state["step"] >= config["train"]["steps"]:
+                return state
+        if self.resume:
+            self.truncate_metrics(state["step"])
+            earlier = (self.expected or {}).get("provenance")
+            if earlier and "provenance" in config:
+                config = {**config, "provenance": {**config["provenance"], "previous": [
+                    {k: v for k, v in earlier.items() if k != "previous"}, *earlier.get("previous", [])]}}
+        self.config = config
+        write_json(self.path / CONFIG, config)
+        self._metrics = open(self.path / METRICS, "a")
+        return state
+
+    def log(self, row: dict) -> None:
+        """Append one metrics row (flushed: a reader sees it at once)."""
+        from .checks import strict_json
+
+        self._metrics.write(strict_json(row) + "\n")
+        self._metrics.flush()
+
+    def save(self, model: GPT, optimizer: torch.optim.Optimizer, state: dict) -> None:
+        """The checkpoint (weights, optimizer, RNG, ``state``) and the weights file."""
+        save_checkpoint(self.path, model, optimizer, state)
+        save_weights(self.path, model)
+
+    def finish(self) -> None:
+        """Record in config.json's provenance when this session ended and its wall seconds."""
+        import time
+
+        from .provenance import now
+
+        if self.config is None or "provenance" not in self.config:
+            return
+        self.config["provenance"] = {**self.config["provenance"], "finished": now(),
+                                     "wall_seconds": round(time.perf_counter() - self._began, 3)}
+        write_json(self.path / CONFIG, self.config)
+
+    def truncate_metrics(self, step: int) -> None:
+        """Drop metric rows past ``step`` (the checkpoint resumed from: they will be logged again)."""
+        from .checks import strict_json
+
+        rows = [r for r in read_metrics(self.path) if r.get("step", 0) <= step]
+        atomic_write(self.path / METRICS, "".join(strict_json(r) + "\n" for r in rows))

@@ -3,8 +3,9 @@
 A spec is ``name[:key=value,key=value,...]`` (``rope:base=10000``, ``window:W=128``). A pattern may
 also take one bare value for its first parameter (``window:128``). Values are typed by the
 parameter declaration (int, float, bool, str); a bad name, key or value raises ``ValueError``
-that names the bad part and lists what is valid. Floats must be finite and integers at most
-:data:`MAX_INT` in size, whatever else a parameter's rule says.
+that names the bad part and lists what is valid. Floats must be finite (or the parameter's own
+default, ``rerope:k=inf``) and integers at most :data:`MAX_INT` in size, whatever else a parameter's
+rule says.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ class Param:
             value = float(raw)
         elif not isinstance(raw, self.type) or (self.type is int and isinstance(raw, bool)):
             raise ValueError(f"{owner}: parameter {key}={raw} is not a valid {self.type.__name__}")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"{owner}: parameter {key}={raw} is not a finite number")
+        if isinstance(value, float) and not math.isfinite(value) and value != self.default:
+            raise ValueError(f"{owner}: parameter {key}={raw} is not a finite number")  # inf only as a default
         if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
             raise ValueError(f"{owner}: parameter {key}={raw} is out of range (at most {MAX_INT:,} in size)")
         if value is not None and self.check is not None and not self.check(value):

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from . import __version__, distributed, lock, positions, runs
+from . import __version__, distributed, lock, positions, provenance, runs
 from .attention import create as create_pattern
 from .data import Corpus, load_corpus
 from .device import resolve_device
@@ -188,6 +188,8 @@ class Study:
             torch.set_num_threads(self.cfg.threads)
         self.device = str(distributed.rank_device(self.cfg.device, self.world))
         started = time.perf_counter()
+        dtype = "bfloat16" if self.device.startswith("cuda") else "float32"  # the trainer's autocast
+        origin = provenance.collect(self.world, self.device, dtype)
         cells = self.cells()
         mine = cells[self.world.rank :: self.world.size]
         who = f"rank {self.world.rank}: " if self.world.parallel else ""
@@ -228,6 +230,8 @@ class Study:
             "extension": extension,
             "wall_seconds": round(time.perf_counter() - started, 1),
             "work": {a: sum(1 for r in self.record if r["action"] == a) for a in ("ran", "cached")},
+            "provenance": {**origin, "finished": provenance.now(),
+                           "wall_seconds": round(time.perf_counter() - started, 1)},
         }
         runs.write_json(self.out / "results.json", results)
         from .report import write_report
@@ -324,12 +328,8 @@ class Study:
                 rows.append({"label": method.label, "scheme": method.scheme, "pattern": ev["patterns"][0],
                              "logn": method.logn, "finetune": None, "seed": cell.seed, "results": ev["results"]})
             for ft in finetunes(t):
-                steps = self.cfg.extension_steps
-                model_cfg, train_cfg = configs_from_run(
-                    base, scheme=ft.scheme, train_len=ft.train_len, steps=steps, warmup=max(1, steps // 10),
-                    eval_every=steps, save_every=steps)
-                key = digest({"parent": cell.key, "model": dataclasses.asdict(model_cfg),
-                              "train": dataclasses.asdict(train_cfg)})
+                model_cfg, train_cfg, key = self.finetune(cell, ft)
+                steps = train_cfg.steps
                 run_dir = self.out / "runs" / f"{cell.name}-ft-{slug(ft.scheme)}-{key}"
                 self._trained(run_dir, model_cfg, train_cfg, init=base)
                 ev = self._cached("extension", f"{run_dir.name}", self._extension_path(cell, ft, key),
@@ -342,6 +342,20 @@ class Study:
                                  "seed": cell.seed, "results": [r for r in ev["results"] if r["pattern"] == pattern]})
         return {"factor": max(lengths) / t, "finetune_len": finetunes(t)[0].train_len,
                 "finetune_steps": self.cfg.extension_steps, "rows": rows}
+
+    def finetune(self, cell: Cell, ft) -> tuple[Any, Any, str]:
+        """The configs of one context-extension fine-tune of ``cell``'s run and its cache key. It
+        checkpoints like any run (4 times), so an interrupted study resumes it where it
+        stopped; the key leaves the checkpoint interval out (it does not change the run), so a
+        study cached before keeps its fine-tunes."""
+        steps = self.cfg.extension_steps
+        base = self.out / "runs" / cell.name
+        model_cfg, train_cfg = configs_from_run(
+            base, scheme=ft.scheme, train_len=ft.train_len, steps=steps, warmup=max(1, steps // 10),
+            eval_every=steps, save_every=max(1, -(-steps // 4)))
+        key = digest({"parent": cell.key, "model": dataclasses.asdict(model_cfg),
+                      "train": dataclasses.asdict(dataclasses.replace(train_cfg, save_every=steps))})
+        return model_cfg, train_cfg, key
 
     def _extension_path(self, cell: Cell, what, key: str = "") -> Path:
         digest_of = digest({"run": cell.key, "what": dataclasses.asdict(what), "ft": key, "lengths": self.lengths(),
@@ -437,6 +451,27 @@ class Study:
             eval_s = forward * self.cfg.eval_docs * len(lengths) * len(patterns) * 1.3
             per_scheme[scheme] = {"train_s": train_s, "eval_s": eval_s}
         total = sum(v["train_s"] + v["eval_s"] for v in per_scheme.values()) * self.cfg.seeds
+        extension = self.extension_plan(per_scheme.get("rope"))
+        total += sum(task["seconds"] for task in extension)
         done = {c.name for c in cells if (self.out / "runs" / c.name / runs.CHECKPOINT).is_file()}
         return {"cells": [{"scheme": c.scheme, "seed": c.seed, "run": c.name, "exists": c.name in done} for c in cells],
-                "lengths": lengths, "patterns": patterns, "per_scheme": per_scheme, "total_s": total}
+                "lengths": lengths, "patterns": patterns, "per_scheme": per_scheme, "extension": extension,
+                "total_s": total}
+
+    def extension_plan(self, rope: dict | None) -> list[dict]:
+        """The context-extension table's tasks (table E), one per seed of ``rope``: each method
+        evaluated without fine-tuning, and each fine-tune (``extension_steps`` steps at 4x the
+        training length) then evaluated under its patterns; empty when the table is off or
+        ``rope`` is not studied. ``rope``: its measured ``train_s``/``eval_s``, which the
+        seconds scale (a fine-tune step costs about 4x a training step, by tokens; one
+        evaluation costs the study's per-pattern one)."""
+        if not self.cfg.extension or rope is None:
+            return []
+        t, cell = self.train_len(), next(c for c in self.cells() if c.scheme == "rope")
+        per_eval = rope["eval_s"] / len(self.patterns())
+        per_step = rope["train_s"] / cell.train_cfg.steps
+        tasks = [{"kind": "evaluate", "label": m.label, "seconds": per_eval} for m in methods(t, max(self.lengths()))]
+        tasks += [{"kind": "fine-tune", "label": ft.label, "steps": self.cfg.extension_steps,
+                   "seconds": per_step * ft.train_len / t * self.cfg.extension_steps + per_eval * len(ft.patterns)}
+                  for ft in finetunes(t)]
+        return [dict(task, seed=seed) for seed in range(self.cfg.seeds) for task in tasks]

@@ -18,20 +18,23 @@ whole tensors either way.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import math
-import os
+import signal
+import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from . import checks, distributed, lock, presets, runs
+from . import checks, distributed, presets, provenance, runs
 from .api import callable_module
 from .data import LN2, Corpus, DataError, Stream, absolute_spec, load_corpus, same_corpus, tokens_of
 from .device import eval_mode
@@ -101,6 +104,12 @@ def configs_from_run(run_dir: str | Path, scheme: str | None = None, **overrides
     from .specs import split_spec
 
     old = runs.read_config(run_dir, training=True)
+    fixed = [f"{flag} {overrides[key]} ({old['model'][key]} in {run_dir})"
+             for key, flag in (("n_layers", "--layers"), ("d_model", "--dim"), ("n_heads", "--heads"))
+             if overrides.get(key) is not None and overrides[key] != old["model"].get(key)]
+    if fixed:
+        raise ValueError(f"--init fine-tunes the weights of {run_dir}, whose shape is fixed: {', '.join(fixed)} "
+                         "cannot load them")
     values = {**old["model"], **old["train"]}
     values.update({k: v for k, v in overrides.items() if v is not None})
     spec = scheme if scheme is not None else old["model"]["scheme"]
@@ -177,20 +186,36 @@ def train_step(
     the global batch's, the same on every rank, so a non-finite loss stops every rank at the
     same step; the gradients DDP/FSDP average in backward are the global ones, so clipping
     uses the global norm."""
+    return train_step_stats(model, optimizer, x, y, grad_clip=grad_clip, autocast=autocast, average=average)[0]
+
+
+def train_step_stats(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    grad_clip: float,
+    autocast: AbstractContextManager | None = None,
+    average: Callable[[torch.Tensor], torch.Tensor] | None = None,
+) -> tuple[float, torch.Tensor | float]:
+    """:func:`train_step`, also returning the total gradient norm before clipping (the 2-norm
+    over every parameter's gradient, as ``clip_grad_norm_`` computes it; a 0-d tensor, read it
+    only when logged; NaN when the loss was not finite and no step was taken)."""
     with autocast if autocast is not None else nullcontext():
         logits = model(x)  # [batch, length, vocab]
     loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
     value = (average(loss.detach()) if average is not None else loss).item()
     if not math.isfinite(value):
-        return value
+        return value, math.nan
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     optimizer.step()
     core = distributed.unwrap(model)
     if isinstance(core, GPT):
         core.scheme.constrain_()
-    return value
+    return value, norm.detach()
 
 
 def device_autocast(device: torch.device) -> AbstractContextManager:
@@ -252,11 +277,13 @@ def train(
     fsdp: bool = False,
     world: distributed.World | None = None,
     init: str | Path | None = None,
+    tensorboard: str | Path | None = None,
 ) -> dict:
     """Train (or resume) a run in ``out``; returns a summary (steps, final loss, validation bpb).
 
-    Every check that needs no write (settings, device, corpus, window length) runs before the
-    directory is created or touched; then ``out`` is locked (one writer) for the whole run.
+    Every check that needs no write (settings, device, corpus, window length, the parent's
+    tensors under ``init``, the TensorBoard extra) runs before the directory is created or
+    touched; then ``out`` is locked (one writer, :class:`lexkit.runs.RunDir`) for the whole run.
     ``train_cfg.data`` on resume may name the run's corpus at a new place: it is accepted when
     its fingerprint is the recorded one, and recorded from then on.
 
@@ -264,8 +291,16 @@ def train(
     one process without torchrun). ``fsdp``: shard parameters and optimizer state over them.
 
     ``init``: start from the weights of that trained run (a fresh optimizer and schedule), the
-    short fine-tune of context extension (:func:`configs_from_run`); its provenance (run, scheme,
-    training length, step, weight file digest) is written to ``config.json`` under ``"init"``.
+    short fine-tune of context extension (:func:`configs_from_run`); its provenance (absolute
+    path, scheme, training length, step, weight file digest) is written to ``config.json`` under
+    ``"init"``. A fine-tune resumed before its first checkpoint starts again from that parent,
+    whose weight file must still have the recorded digest.
+
+    ``tensorboard``: a directory for TensorBoard event files (``lexkit[tb]``); every metrics row
+    is written there too.
+
+    SIGINT and SIGTERM stop training after the step in progress, with a checkpoint of that step
+    (then KeyboardInterrupt: ``lexkit train`` exits 130); a second signal stops at once.
     """
     out = Path(out)
     w, dev = distributed.setup(device) if world is None else (world, distributed.rank_device(device, world))
@@ -275,48 +310,83 @@ def train(
     check_model(model_cfg)
     w.check_batch(train_cfg.batch)
     if fsdp and not w.parallel:
-        raise ValueError("--fsdp shards over processes: start with torchrun --nproc_per_node N (N > 1)")
-    train_cfg, old, moved = w.on_main(lambda: _check(out, train_cfg, resume, corpus))
-    corpus = _corpus(corpus, lambda: run_corpus(old, out, train_cfg.data if moved else None) if resume
+        raise ValueError("--fsdp shards over processes and this job has one (world size 1): it needs torchrun "
+                         "with more than one rank (torchrun --nproc_per_node 2 -m lexkit train ...); or leave out "
+                         "--fsdp")
+    tb = tensorboard_module() if tensorboard is not None and w.is_main else None  # before any write
+    plan = w.on_main(lambda: _check(out, train_cfg, resume, corpus, init))
+    train_cfg = plan.train_cfg
+    corpus = _corpus(corpus, lambda: run_corpus(plan.old, out, train_cfg.data if plan.moved else None) if resume
                      else load_corpus(train_cfg.data), w)
 
     torch.manual_seed(train_cfg.seed)
     model = GPT(model_cfg).to(dev)
     optimizer = make_optimizer(model, train_cfg)
-    held: list[int] = []  # rank 0's lock on ``out``, taken in _prepare, held to the end
+    config = w.on_main(lambda: _settle(plan, model, corpus, w, dev))
+    if tensorboard is not None:
+        config["tensorboard"] = str(Path(tensorboard).absolute())
+    run = runs.RunDir(out, resume=resume, expected=plan.old) if w.is_main else None
     try:
-        state = w.on_main(lambda: _prepare(out, model_cfg, train_cfg, corpus, old, moved, model, optimizer, held,
-                                           init))
-        start = state["step"]
-        if state.get("done") and start >= train_cfg.steps:
+        state = w.on_main(lambda: run.open().start(config, model, optimizer))
+        if state.get("done") and state["step"] >= train_cfg.steps:
             if progress and w.is_main:
-                print(f"{out}: already finished ({start} steps); nothing to do")
+                print(f"{out}: already finished ({state['step']} steps); nothing to do")
             return state
         model, optimizer = _spread(model, optimizer, train_cfg, w, dev, fsdp)
-        train_stream, valid_stream = _streams(corpus, train_cfg, model_cfg.train_len, w)
-        return _loop(out, model, optimizer, model_cfg, train_cfg, state, train_stream, valid_stream, w, dev,
-                     progress)
+        streams = _streams(corpus, train_cfg, model_cfg.train_len, w)
+        writer = tb.open_writer(Path(tensorboard)) if tb is not None else None
+        try:
+            summary = _loop(run, model, optimizer, state, streams, _Job(model_cfg, train_cfg, w, dev, progress, writer))
+        finally:
+            if writer is not None:
+                writer.close()
+        if run is not None:
+            run.finish()
+        return summary
     finally:
-        for fd in held:
-            lock.release(out, fd)
+        if run is not None:
+            run.close()
 
 
-def _check(
-    out: Path, train_cfg: TrainConfig, resume: bool, corpus: Corpus | None
-) -> tuple[TrainConfig, dict | None, bool]:
-    """Before anything is written: the directory is a run to resume, or new and writable. Returns
-    the settings with the corpus path made absolute, the stored config (on resume) and whether
-    the corpus moved (a new ``--data`` on resume)."""
+def tensorboard_module():
+    """:mod:`lexkit.tensorboard` with its extra, checked by opening a writer on a scratch
+    directory; a missing extra is one error line naming what to install."""
+    import importlib
+    import tempfile
+
+    try:
+        module = importlib.import_module("lexkit.tensorboard")
+    except ImportError as exc:
+        raise LexkitError("--tensorboard needs the TensorBoard extra: pip install 'lexkit[tb]'") from exc
+    with tempfile.TemporaryDirectory() as scratch:
+        module.open_writer(Path(scratch)).close()
+    return module
+
+
+@dataclasses.dataclass
+class _Plan:
+    """What this command does to ``out``, as rank 0 settles it before anything is written."""
+
+    out: Path
+    train_cfg: TrainConfig  # the corpus path made absolute
+    old: dict | None = None  # the stored config.json (on resume)
+    moved: bool = False  # the corpus at a new place (a new --data on resume)
+    init: str | Path | None = None  # the parent run (a new fine-tune)
+
+
+def _check(out: Path, train_cfg: TrainConfig, resume: bool, corpus: Corpus | None,
+           init: str | Path | None) -> _Plan:
+    """Before anything is written: the directory is a run to resume, or new and writable."""
     if resume:
         old = runs.read_config(out, training=True)
         moved = train_cfg.data != old["train"]["data"]
         if moved and corpus is None:
             train_cfg = dataclasses.replace(train_cfg, data=absolute_spec(train_cfg.data))
-        return train_cfg, old, moved
-    _check_new(out)
+        return _Plan(out, train_cfg, old, moved)
+    runs.check_new(out)
     if corpus is None:
         train_cfg = dataclasses.replace(train_cfg, data=absolute_spec(train_cfg.data))
-    return train_cfg, None, False
+    return _Plan(out, train_cfg, init=init)
 
 
 def _check_resume(out: Path, old: dict, new: dict, train_cfg: TrainConfig, corpus: Corpus, moved: bool) -> None:
@@ -336,16 +406,6 @@ def _check_resume(out: Path, old: dict, new: dict, train_cfg: TrainConfig, corpu
                        f"step 0 and overwrite them. To start over, remove {out} or train into another --out")
 
 
-def _check_new(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise RunError(f"{out} exists and is not a directory; give a new --out")
-    if out.is_dir() and any(p.name != lock.LOCK for p in out.iterdir()):
-        raise RunError(f"{out} exists and is not empty; use --resume to continue it, or another --out")
-    parent = out if out.is_dir() else next((p for p in out.absolute().parents if p.exists()), None)
-    if parent is not None and not os.access(parent, os.W_OK):
-        raise RunError(f"--out {out}: {parent} is not writable")
-
-
 def run_corpus(config: dict, out: Path, moved_to: str | None = None) -> Corpus:
     """The run's training corpus: where config.json recorded it, or ``moved_to`` (checked by the
     caller against the recorded fingerprint)."""
@@ -359,42 +419,54 @@ def run_corpus(config: dict, out: Path, moved_to: str | None = None) -> Corpus:
         raise
 
 
-def _prepare(out: Path, model_cfg: ModelConfig, train_cfg: TrainConfig, corpus: Corpus, old: dict | None,
-             moved: bool, model: GPT, optimizer: torch.optim.Optimizer, held: list[int],
-             init: str | Path | None = None) -> dict:
-    """Rank 0's part: the remaining checks (settings against the stored run, the window length),
-    then the lock on ``out`` (appended to ``held``), the weights of ``init`` (a new run) or the
-    checkpoint (on resume), and config.json; returns the trainer state to start from (the other
-    ranks get rank 0's weights in :func:`_spread`)."""
-    resume = old is not None
-    new = run_config(model_cfg, train_cfg, corpus)
-    if resume:
-        _check_resume(out, old, new, train_cfg, corpus, moved)
+def _settle(plan: _Plan, model: GPT, corpus: Corpus, w: distributed.World, dev: torch.device) -> dict:
+    """Rank 0's last checks, none of which writes: the settings against the stored run (on
+    resume), one training window fits the corpus and the scheme, and the parent's weights (under
+    ``init``, or a fine-tune resumed before its first checkpoint) loaded into ``model``. Returns
+    the config.json to write."""
+    model_cfg, out, old = model.cfg, plan.out, plan.old
+    new = run_config(model_cfg, plan.train_cfg, corpus)
+    new["provenance"] = provenance.collect(w, dev, "bfloat16" if dev.type == "cuda" else "float32")
+    if old is not None:
+        _check_resume(out, old, new, plan.train_cfg, corpus, plan.moved)
         if "init" in old:
             new["init"] = old["init"]
-    elif init is not None:
-        new["init"] = init_provenance(init)
+    elif plan.init is not None:
+        new["init"] = init_provenance(plan.init)
     tokens = sum(len(d) + 1 for d in corpus.train)  # BOS before every document
     if tokens < model_cfg.train_len + 1:
         raise DataError(f"--train-len {model_cfg.train_len}: the training split of {corpus.spec!r} has "
                         f"{tokens:,} tokens, fewer than one window of {model_cfg.train_len + 1}")
-    held.append(lock.take(out))
-    if not resume:
-        _check_new(out)  # again, under the lock: another writer may have started meanwhile
-    elif runs.read_config(out, training=True) != old:
-        raise RunError(f"{out} changed while this command started; try again")
-    start, state = 0, {"step": 0, "done": False}
-    if init is not None and not resume:
-        runs.load_weights(init, model, recorded=runs.read_config(init)["model"])
-    if resume and (out / runs.CHECKPOINT).is_file():
-        state = runs.load_checkpoint(out, model, optimizer)
-        start = state["step"]
-        if state.get("done") and start >= train_cfg.steps:
-            return state
-    if resume:
-        _truncate_metrics(out, start)
-    runs.write_json(out / runs.CONFIG, new)
-    return state
+    try:  # the scheme is defined at every training position (a learned table long enough)
+        model.scheme.embed(torch.tensor([0, model_cfg.train_len - 1], device=dev))
+    except ValueError as exc:
+        raise ValueError(f"--scheme {model_cfg.scheme} cannot train at --train-len {model_cfg.train_len}: "
+                         f"{exc}") from exc
+    if "init" in new and (old is None or not (out / runs.CHECKPOINT).is_file()):
+        load_parent(model, new["init"], resumed=old is not None, out=out)
+    return new
+
+
+def load_parent(model: GPT, parent: dict, *, resumed: bool, out: Path) -> None:
+    """Load the weights of a fine-tune's parent run (``parent``: config.json's ``"init"``) into
+    ``model``. On resume the parent's weight file must still be the one recorded (sha256); a
+    mismatch of tensors names the scheme parameters it needs or lacks, blaming ``--scheme``."""
+    run = Path(parent["run"])
+    weights = run / runs.WEIGHTS
+    if resumed:
+        where = f"cannot resume {out}: it fine-tunes {run} and has no checkpoint yet, so it starts again from {run}"
+        if not weights.is_file():
+            raise RunError(f"{where}, whose {runs.WEIGHTS} is missing; restore it, or start the fine-tune anew")
+        digest = hashlib.sha256(weights.read_bytes()).hexdigest()
+        if digest != parent.get("sha256"):
+            raise RunError(f"{where}, whose {runs.WEIGHTS} changed since (sha256 {digest[:12]}..., "
+                           f"{str(parent.get('sha256'))[:12]}... recorded); restore it, or start the fine-tune anew")
+    tensors = runs.read_weights(run, recorded=runs.read_config(run)["model"], model=model)
+    missing, extra, bad = runs.mismatch(model, tensors)
+    if missing or extra or bad:
+        raise RunError(f"--init {run}: --scheme {model.cfg.scheme} does not match the weights of {run} (trained "
+                       f"with {parent['scheme']}): " + runs.fit_problem(missing, extra, bad))
+    model.load_state_dict(tensors, strict=False)
 
 
 def _corpus(corpus: Corpus | None, load: Callable[[], Corpus], w: distributed.World) -> Corpus | None:
@@ -443,85 +515,139 @@ def _streams(corpus: Corpus | None, train_cfg: TrainConfig, length: int, w: dist
     return train_stream, Stream(tokens=w.broadcast(head))
 
 
-def _loop(out: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, model_cfg: ModelConfig,
-          train_cfg: TrainConfig, state: dict, train_stream: Stream, valid_stream: Stream,
-          w: distributed.World, dev: torch.device, progress: bool) -> dict:
-    start = state["step"]
-    length = model_cfg.train_len
+@dataclasses.dataclass
+class _Job:
+    """What the loop runs on: the settings, the ranks and device, the progress bar and the
+    TensorBoard writer (rank 0's, or None)."""
+
+    model_cfg: ModelConfig
+    train_cfg: TrainConfig
+    world: distributed.World
+    device: torch.device
+    progress: bool
+    writer: Any = None
+
+
+def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict,
+          streams: tuple[Stream, Stream], job: _Job) -> dict:
+    """The training loop from ``state["step"]`` on: batch, learning rate, step; a metrics row every
+    ``log_every`` steps (validation bpb every ``eval_every``), a checkpoint every ``save_every``
+    and at a stop signal. ``run`` is rank 0's run directory (None on the others)."""
+    cfg, w, dev, length = job.train_cfg, job.world, job.device, job.model_cfg.train_len
+    train_stream, valid_stream = streams
     autocast = device_autocast(dev)
+    rate_of = throughput(distributed.unwrap(model), job.model_cfg, cfg.batch // w.size, dev)
     model.train()
-    log = open(out / runs.METRICS, "a") if w.is_main else None
     loss_value, last = float("nan"), time.perf_counter()
     began, elapsed_before = last, float(state.get("elapsed", 0.0))
-    try:
-        with bar(train_cfg.steps, f"train {model_cfg.scheme}", enabled=progress and w.is_main) as pbar:
-            pbar.advance(start)
-            for step in range(start, train_cfg.steps):
-                x, y = train_stream.batch(step, train_cfg.batch, length, train_cfg.seed, rows=w.rows(train_cfg.batch))
-                x, y = x.to(dev), y.to(dev)
-                lr = lr_at(step, train_cfg)
-                for group in optimizer.param_groups:
-                    group["lr"] = lr
-                loss_value = train_step(model, optimizer, x, y, grad_clip=train_cfg.grad_clip, autocast=autocast,
-                                        average=w.mean)
-                if not math.isfinite(loss_value):
-                    kept = (f"the last good checkpoint (step {state['step']}) is kept in {out}"
-                            if (out / runs.CHECKPOINT).is_file() else "no checkpoint was written yet")
-                    raise TrainError(f"loss is {loss_value} at step {step + 1}; training stopped, {kept} "
-                                     f"(a lower --lr may help; it is {train_cfg.lr:g})")
-                done = step + 1
-                now = time.perf_counter()
-                rate = x.numel() * w.size / max(now - last, 1e-9)
-                last = now
-                last_step = done == train_cfg.steps
-                evaluate_now = done % train_cfg.eval_every == 0 or last_step
-                if evaluate_now or done % train_cfg.log_every == 0:
-                    row = {"step": done, "loss": round(loss_value, 6), "lr": lr, "bytes_per_s": round(rate, 1)}
-                    if evaluate_now:  # every rank (an FSDP2 forward is collective)
-                        bpb = validation_bpb(distributed.unwrap(model), valid_stream, train_cfg, length, dev)
-                        row["val_bpb"] = round(bpb, 6)
-                    if log is not None:
-                        log.write(checks.strict_json(row) + "\n")
-                        log.flush()
-                if done % train_cfg.save_every == 0 or done == train_cfg.steps:
-                    state = {"step": done, "done": done == train_cfg.steps, "loss": loss_value,
-                             "elapsed": round(elapsed_before + time.perf_counter() - began, 3)}
-                    whole, whole_optimizer = distributed.full_state(model, optimizer)  # collective under FSDP2
-                    if w.is_main:
-                        runs.save_checkpoint(out, whole, whole_optimizer, state)
-                        runs.save_weights(out, whole)
-                pbar.advance(1, loss=loss_value, bytes_s=rate)
-    finally:
-        if log is not None:
-            log.close()
+    with stop_signals() as stop, bar(cfg.steps, f"train {job.model_cfg.scheme}",
+                                     enabled=job.progress and w.is_main) as pbar:
+        pbar.advance(state["step"])
+        for step in range(state["step"], cfg.steps):
+            t0 = time.perf_counter()
+            x, y = train_stream.batch(step, cfg.batch, length, cfg.seed, rows=w.rows(cfg.batch))
+            x, y = x.to(dev), y.to(dev)
+            lr = lr_at(step, cfg)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            loss_value, grad_norm = train_step_stats(model, optimizer, x, y, grad_clip=cfg.grad_clip,
+                                                     autocast=autocast, average=w.mean)
+            if not math.isfinite(loss_value):
+                kept = (f"the last good checkpoint (step {state['step']}) is kept in {run.path}"
+                        if run is not None and run.has_checkpoint else "no checkpoint was written yet")
+                raise TrainError(f"loss is {loss_value} at step {step + 1}; training stopped, {kept} "
+                                 f"(a lower --lr may help; it is {cfg.lr:g})")
+            done = step + 1
+            now = time.perf_counter()
+            step_seconds, rate, last = now - t0, x.numel() * w.size / max(now - last, 1e-9), now
+            evaluate_now = done % cfg.eval_every == 0 or done == cfg.steps
+            if evaluate_now or done % cfg.log_every == 0:
+                row = {"step": done, "loss": round(loss_value, 6), "lr": lr, "bytes_per_s": round(rate, 1),
+                       "grad_norm": round(float(grad_norm), 6), "step_seconds": round(step_seconds, 6),
+                       **rate_of(step_seconds)}
+                if evaluate_now:  # every rank (an FSDP2 forward is collective)
+                    row["val_bpb"] = round(validation_bpb(distributed.unwrap(model), valid_stream, cfg, length, dev), 6)
+                if run is not None:
+                    run.log(row)
+                    if job.writer is not None:
+                        job.writer.add(row)
+            stopping = w.any(stop.requested, dev)
+            if done % cfg.save_every == 0 or done == cfg.steps or stopping:
+                state = {"step": done, "done": done == cfg.steps, "loss": loss_value,
+                         "elapsed": round(elapsed_before + time.perf_counter() - began, 3)}
+                whole, whole_optimizer = distributed.full_state(model, optimizer)  # collective under FSDP2
+                if run is not None:
+                    run.save(whole, whole_optimizer, state)
+            if stopping:
+                raise KeyboardInterrupt(f"stopped by a signal after step {done}, checkpoint written")
+            pbar.advance(1, loss=loss_value, bytes_s=rate)
     w.barrier()  # every rank leaves together (rank 0 wrote the last checkpoint)
-    summary = {"step": train_cfg.steps, "loss": loss_value, "elapsed": state.get("elapsed")}
-    rows = [r for r in runs.read_metrics(out) if "val_bpb" in r] if w.is_main else []
+    summary = {"step": cfg.steps, "loss": loss_value, "elapsed": state.get("elapsed")}
+    rows = [r for r in runs.read_metrics(run.path) if "val_bpb" in r] if run is not None else []
     if rows:
         summary["val_bpb"] = rows[-1]["val_bpb"]
     return summary
 
 
-def init_provenance(run_dir: str | Path) -> dict:
-    """What ``--init RUN`` started from: the run, its scheme and length, its step and the sha256
-    of its weight file (so the parent can be identified even if the directory moves)."""
-    import hashlib
+def throughput(model: GPT, model_cfg: ModelConfig, rows: int, dev: torch.device) -> Callable[[float], dict]:
+    """A function of a step's seconds giving ``{"mfu": ...}`` for one rank's ``rows`` windows of
+    the training length when the device's peak is known (:mod:`lexkit.provenance`), else ``{}``.
+    FLOPs per step = (6·N + 12·L·d·T)·rows·T (:func:`lexkit.provenance.flops_per_token`)."""
+    dtype = "bfloat16" if dev.type == "cuda" else "float32"
+    name = provenance.device_name(dev)
+    if provenance.peak_flops(name, dtype) is None:
+        return lambda seconds: {}
+    length = model_cfg.train_len
+    flops = provenance.flops_per_token(model.num_params(), model_cfg.n_layers, model_cfg.d_model, length) \
+        * rows * length
 
+    def rate(seconds: float) -> dict:
+        return {"mfu": round(provenance.mfu(flops / max(seconds, 1e-12), name, dtype), 6)}
+
+    return rate
+
+
+class _Stop:
+    """Whether a stop signal arrived (set by the handlers of :func:`stop_signals`)."""
+
+    requested = False
+
+
+@contextlib.contextmanager
+def stop_signals():
+    """SIGINT and SIGTERM set ``requested`` instead of stopping at once (the loop checkpoints
+    the step in progress and stops); a second one stops at once. In the main thread only (no
+    handler can be set elsewhere); the previous handlers come back on exit."""
+    stop = _Stop()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def handler(signum, frame):
+        if stop.requested:
+            raise KeyboardInterrupt
+        stop.requested = True
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def init_provenance(run_dir: str | Path) -> dict:
+    """What ``--init RUN`` started from: the run (its absolute path), its scheme and length, its
+    step and the sha256 of its weight file (so the parent can be identified even if it moves)."""
     old = runs.read_config(run_dir)
     weights = Path(run_dir) / runs.WEIGHTS
     if not weights.is_file():
         raise RunError(f"--init {run_dir}: it has no {runs.WEIGHTS} (train it first)")
     state = runs.trainer_state(run_dir) or {}
     return {
-        "run": str(run_dir), "scheme": old["model"]["scheme"], "train_len": old["model"]["train_len"],
+        "run": str(Path(run_dir).resolve()), "scheme": old["model"]["scheme"], "train_len": old["model"]["train_len"],
         "step": state.get("step"), "sha256": hashlib.sha256(weights.read_bytes()).hexdigest(),
     }
-
-
-def _truncate_metrics(out: Path, step: int) -> None:
-    """Drop metric rows past the checkpoint we resume from (they will be logged again)."""
-    rows = [r for r in runs.read_metrics(out) if r.get("step", 0) <= step]
-    runs.atomic_write(out / runs.METRICS, "".join(checks.strict_json(r) + "\n" for r in rows))
 
 
 callable_module(__name__, train)  # lexkit.train(out, model_cfg, train_cfg, ...)

@@ -1,6 +1,7 @@
 """``lexkit runs [DIR]``: the training runs at or below DIR (default: the current directory), one
-line each: scheme, step / total steps, state (finished, stopped, or writing: a live process holds
-its lock), the last validation bits per byte, size on disk, and path.
+line each: scheme, training length, step / total steps, state (finished, stopped, or writing: a live
+process holds its lock), the validation bits per byte of the checkpoint's weights, the ranks and
+device it trained on, the parent run a fine-tune (``--init``) started from, size on disk and path.
 
 With --tensorboard OUT, their metrics.jsonl rows are written as TensorBoard event files instead,
 one subdirectory of OUT per run named by its path below DIR (needs ``pip install 'lexkit[tb]'``):
@@ -33,20 +34,21 @@ def run(args) -> int:
         raise ValueError(f"--depth {args.depth}: must be an integer from 0 to 64")
     if args.tensorboard:
         return export(root, Path(args.tensorboard), args.depth)
-    rows = [("scheme", "step", "state", "val bpb", "size", "path")]
+    rows = [("scheme", "length", "step", "state", "val bpb", "ranks", "device", "parent", "size", "path")]
     for path in runs.find(root, depth=args.depth):
         try:
             s = runs.summary(path)
         except RunError as exc:
-            rows.append(("?", "-", "unreadable", "-", "-", f"{path}  ({exc})"))
+            rows.append(("?", "-", "-", "unreadable", "-", "-", "-", "-", "-", f"{path}  ({exc})"))
             continue
         state = "writing" if s["writing"] else "finished" if s["finished"] else "stopped"
         bpb = "-" if s["val_bpb"] is None else f"{s['val_bpb']:.4f}"
-        rows.append((s["scheme"], f"{s['step']}/{s['steps']}", state, bpb, _size(s["bytes"]), s["path"]))
+        rows.append((s["scheme"], _text(s["train_len"]), f"{s['step']}/{s['steps']}", state, bpb,
+                     _text(s["world_size"]), _text(s["device"]), _text(s["parent"]), _size(s["bytes"]), s["path"]))
     if len(rows) == 1:
         print(f"no runs at or below {args.dir} (a run is a directory with config.json, made by `lexkit train`)")
         return 0
-    print_table(rows, "lrlrrl")
+    print_table(rows, "lrrlrrllrl")
     return 0
 
 
@@ -63,6 +65,10 @@ def export(root: Path, out: Path, depth: int) -> int:
         print(f"  {out / name}  ({count} rows)")
     print(f"{len(done)} run(s) exported; view them with: tensorboard --logdir {out}")
     return 0
+
+
+def _text(value) -> str:
+    return "-" if value is None else str(value)
 
 
 def _size(n: int) -> str:

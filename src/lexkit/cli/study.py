@@ -80,6 +80,16 @@ def run(args) -> int:
             est = plan["per_scheme"][cell["scheme"]]
             state = "exists" if cell["exists"] else "to train"
             print(f"  {cell['run']:48s} {state:9s} train ~{est['train_s']:.0f} s, eval ~{est['eval_s']:.0f} s")
+        extension = plan["extension"]
+        if extension:
+            tunes = [task for task in extension if task["kind"] == "fine-tune"]
+            print(f"table E (context extension of rope): {len(extension) - len(tunes)} evaluations without "
+                  f"fine-tuning, {len(tunes)} fine-tunes of {tunes[0]['steps']} steps at 4x the training length, "
+                  f"~{sum(task['seconds'] for task in extension):.0f} s")
+            for task in extension:
+                print(f"  E {task['kind']:9s} {task['label']:40s} seed {task['seed']}  ~{task['seconds']:.0f} s")
+        else:
+            print("table E (context extension): skipped (--no-extension, or rope is not a studied scheme)")
         print(f"estimated total: {plan['total_s'] / 60:.1f} min on this machine (measured just now)")
         return 0
     results = study.run()

@@ -13,6 +13,7 @@ over N processes; ``--batch`` stays the global batch and must divide by N (docs/
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from .. import presets
 from ..distributed import setup
@@ -29,7 +30,10 @@ def add_parser(sub):
     p.add_argument("--init", metavar="RUN", help="start from the weights and settings of trained run RUN "
                    "(e.g. a longer --train-len with --scheme rope:scaling=yarn,factor=4; default scheme: RUN's)")
     p.add_argument("--logn", action=argparse.BooleanOptionalAction, default=None,
-                   help="log-n attention scaling, q_m <- max(1, ln(m+1)/ln train_len) q_m (default: off)")
+                   help="log-n attention scaling, q_m <- max(1, ln(m+1)/ln train_len) q_m, recorded with the run: "
+                   "it changes nothing in training (the scale is 1 at every position up to the training length, "
+                   "so the weights are the same) and applies when the run is evaluated longer (default: off; "
+                   "under --init: the parent's)")
     p.add_argument("--preset", default=None, choices=list(presets.PRESETS),
                    help="size preset (default: small; see `lexkit presets`)")
     for flag, key, kind, text in _PRESET_FLAGS:
@@ -42,6 +46,9 @@ def add_parser(sub):
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--fsdp", action="store_true",
                    help="under torchrun: shard parameters and optimizer state over the processes (FSDP2)")
+    p.add_argument("--tensorboard", nargs="?", const="", default=None, metavar="DIR",
+                   help="also write the metrics as TensorBoard event files in DIR (default DIR: RUN/tb; "
+                   "needs pip install 'lexkit[tb]')")
     return p
 
 
@@ -79,6 +86,11 @@ def run(args) -> int:
     if args.init is not None:
         if args.preset is not None:
             raise ValueError("--init takes its settings from RUN; --preset does not apply")
+        shape = [flag for flag, value in (("--layers", args.layers), ("--dim", args.dim), ("--heads", args.heads))
+                 if value is not None]
+        if shape:
+            raise ValueError(f"--init fine-tunes the weights of {args.init}, whose shape is fixed: leave out "
+                             f"{', '.join(shape)} (the parent's are used)")
         model_cfg, train_cfg = configs_from_run(args.init, args.scheme, **overrides)
     elif args.resume:
         # start from the run's own settings; what the command line gives is compared against them
@@ -95,8 +107,10 @@ def run(args) -> int:
         if args.scheme is None:
             raise ValueError("--scheme is required (see `lexkit schemes`)")
         model_cfg, train_cfg = configs(args.preset or "small", args.scheme, **overrides)
+    tensorboard = None if args.tensorboard is None else args.tensorboard or str(Path(args.out) / "tb")
     summary = train(args.out, model_cfg, train_cfg, resume=args.resume, device=args.device,
-                    threads=args.threads, progress=not args.quiet, fsdp=args.fsdp, init=args.init)
+                    threads=args.threads, progress=not args.quiet, fsdp=args.fsdp, init=args.init,
+                    tensorboard=tensorboard)
     if "val_bpb" in summary:
         print(f"{args.out}: {summary['step']} steps, loss {summary['loss']:.4f}, "
               f"validation {summary['val_bpb']:.4f} bits/byte")
