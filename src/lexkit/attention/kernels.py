@@ -25,6 +25,7 @@ the dense kernel as one block over all queries; flex refuses them with a clear e
 from __future__ import annotations
 
 import math
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Protocol
@@ -84,15 +85,19 @@ class Attention:
         self._table: Tensor | None = None
         self.q_scale = None if logn is None else logn_scale(pos, logn)  # [n] λ_m, or None
         self.by_scores = by_scores(scheme, pattern)
+        #: the kernel the last call actually ran: ``self.kernel``, or for flex the ladder's rung
+        #: (``flex``, ``flex:128x64/2``) or ``chunked`` when no flex kernel could be built
+        self.ran = self.kernel
 
     def __call__(self, q: Tensor, k: Tensor, v: Tensor, layer: int = 0) -> Tensor:
         """q, k, v: [batch, heads, n, head_dim] projections before the position transform."""
+        self.ran = self.kernel
         if self.kernel == "dense":
             if self.by_scores:  # the reference computation, one block of every query
                 return self._chunked(q, k, v, layer, block=max(1, self.n))
             return self._dense(q, k, v)
         if self.kernel == "flex":
-            return self._flex(q, k, v)
+            return self._flex(q, k, v, layer)  # sets self.ran: flex, a smaller flex, or chunked
         return self._chunked(q, k, v, layer)
 
     # -- dense --------------------------------------------------------------------------------
@@ -169,24 +174,54 @@ class Attention:
         return self._table
 
     # -- flex ---------------------------------------------------------------------------------
-    def _flex(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-        q, k = self.scheme.transform_qk(q, k, self.pos, self.pos)
-        q = self._scale_q(q)
-        block_mask = cached_block_mask(self.pattern, self.n, q.device)
-        score_mod = None
-        if self.scheme.has_bias and self.q_scale is not None:
-            table, lam = self.bias_table(), self.q_scale
+    def _flex(self, q: Tensor, k: Tensor, v: Tensor, layer: int) -> Tensor:
+        """The flex kernel through the ladder: torch's kernel options, then smaller tiles and fewer
+        stages (``FLEX_RUNGS``), then the chunked kernel; the first that compiles and launches is
+        remembered per (scheme, pattern, length, dtype, device) and reported in ``self.ran``."""
+        key = (self.scheme.spec, self.pattern.spec, self.n, str(q.dtype), str(q.device))
+        first = FLEX_DECISIONS.get(key, 0)
+        for rung in range(first, len(FLEX_RUNGS)):
+            try:
+                out = self._flex_pass(q, k, v, FLEX_RUNGS[rung], probe=key not in FLEX_DECISIONS)
+            except Exception as err:  # noqa: BLE001 - only kernel build/launch failures are caught
+                if not kernel_failure(err):
+                    raise
+                note_failure(key, rung, err)
+                continue
+            FLEX_DECISIONS[key] = rung
+            self.ran = flex_label(rung)
+            return out
+        FLEX_DECISIONS[key] = len(FLEX_RUNGS)
+        self.ran = "chunked"
+        return self._chunked(q, k, v, layer)
 
-            def score_mod(score, b, h, q_idx, kv_idx):
-                return score + table[h, (q_idx - kv_idx).clamp(min=0)] * lam[q_idx]
-
-        elif self.scheme.has_bias:
-            table = self.bias_table()
-
-            def score_mod(score, b, h, q_idx, kv_idx):
-                return score + table[h, (q_idx - kv_idx).clamp(min=0)]
-
-        return compiled_flex()(q, k, v, score_mod=score_mod, block_mask=block_mask)
+    def _flex_pass(self, q: Tensor, k: Tensor, v: Tensor, options: dict | None, probe: bool) -> Tensor:
+        """One FlexAttention evaluation with ``options``. Queries go in one call, or (xPos past
+        ``max_query_span``) in equal blocks, each with its decay re-centred at the block's last
+        query and all n keys (so every block has one compiled shape); the last block overlaps its
+        predecessor and keeps only its new rows. ``probe``: also run the backward once (training),
+        so a backward kernel that cannot be built fails here, inside the ladder."""
+        flex = compiled_flex()
+        bias = self.scheme.bias_fn(self.n, self.pos.device) if self.scheme.has_bias else None
+        outs, done = [], 0
+        for start, stop in flex_query_blocks(self.scheme, self.n):
+            whole = stop - start == self.n  # one call: the rotary factors are shared by every layer
+            q_pos = self.pos if whole else self.pos[start:stop]
+            tq, tk = self.scheme.transform_qk(q if whole else q[..., start:stop, :], k, q_pos, self.pos)
+            lam = None if self.q_scale is None else self.q_scale[start:stop]
+            if lam is not None:
+                tq = tq * lam[:, None].to(tq.dtype)
+            offset = None if whole else torch.tensor(start, device=q.device)
+            score_mod = flex_score_mod(bias, lam, offset)
+            block_mask = cached_block_mask(self.pattern, self.n, q.device, q_start=start, q_stop=stop)
+            out = flex(tq, tk, v, score_mod=score_mod, block_mask=block_mask, kernel_options=options)
+            outs.append(out[..., done - start:, :])
+            done = stop
+        out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)  # [b, h, n, d]
+        if probe and out.requires_grad:
+            inputs = tuple(t for t in (q, k, v) if t.requires_grad)
+            torch.autograd.grad(out, inputs, torch.zeros_like(out), retain_graph=True)
+        return out
 
 
 def attend_block(
@@ -241,23 +276,39 @@ def by_scores(scheme: Scheme, pattern: Pattern) -> bool:
     return not scheme.separable or pattern.cache_positions
 
 
+def sdpa_causal(scheme: Scheme, pattern: Pattern) -> bool:
+    """Whether the dense kernel runs as SDPA ``is_causal`` (no mask tensor; flash on CUDA): the
+    causal pattern and a scheme without a bias whose scores are one q/k transform."""
+    return pattern.name == "causal" and not scheme.has_bias and scheme.separable
+
+
 def choose_kernel(
     kernel: str,
     scheme: Scheme,
     pattern: Pattern,
     n: int,
-    device: torch.device,
+    device: torch.device | str,
     training: bool,
     hooked: bool,
     *,
     extent: int | None = None,
 ) -> str:
-    """Resolve ``auto`` and refuse combinations that cannot run (with a clear ValueError).
+    """Resolve ``auto`` and refuse combinations that cannot run (with a clear ValueError): a pure
+    function of the device type, scheme, pattern, training or evaluation, length and hook (the
+    table in docs/kernels.md).
 
-    ``extent`` is max(pos) - min(pos) + 1 (default n, contiguous positions): dense and flex
-    transform all queries at once, which xPos allows only within ``scheme.max_query_span``."""
+    ``auto``: a hook observes the chunked kernel. On CUDA: SDPA ``is_causal`` (:func:`sdpa_causal`,
+    flash attention), else flex for every mask and bias function it can express, else (ReRoPE,
+    sinks at cache positions) dense up to ``DENSE_MAX`` and chunked past it. On the CPU: dense up to
+    ``DENSE_MAX`` tokens (``LOCAL_DENSE_MAX`` under a local pattern) and chunked past it (a fresh
+    flex shape costs 4-24 s of compilation there, and flex has no backward).
+
+    ``extent`` is max(pos) - min(pos) + 1 (default n, contiguous positions). The dense kernel
+    transforms all queries at once, which xPos allows only within ``scheme.max_query_span``; flex
+    re-centres xPos per query block, which needs contiguous positions (extent == n)."""
     extent = n if extent is None else extent
     span_ok = scheme.max_query_span is None or extent <= scheme.max_query_span
+    flex_span_ok = span_ok or extent == n
     on_cuda = torch.device(device).type == "cuda"
     scored = by_scores(scheme, pattern)
     if pattern.cache_positions and scheme.family == "absolute":
@@ -266,11 +317,15 @@ def choose_kernel(
     if kernel == "auto":
         if hooked:
             return "chunked"
-        if on_cuda and span_ok and flex_available() and not scored:
-            return "flex"
+        if on_cuda:
+            if sdpa_causal(scheme, pattern) and span_ok:
+                return "dense"
+            if flex_available() and not scored and flex_span_ok:
+                return "flex"
+            return "dense" if n <= DENSE_MAX and span_ok else "chunked"
         local = pattern.reach is not None and n > LOCAL_DENSE_MAX
         return "dense" if n <= DENSE_MAX and span_ok and not local else "chunked"
-    if kernel in ("dense", "flex") and not span_ok:
+    if (kernel == "dense" and not span_ok) or (kernel == "flex" and not flex_span_ok):
         raise ValueError(
             f"{scheme.spec} over {extent} positions exceeds one query span ({scheme.max_query_span}); "
             f"use kernel='chunked' or 'auto'"
@@ -291,10 +346,97 @@ def choose_kernel(
     return kernel
 
 
-# -- FlexAttention plumbing (compiled once, block masks cached) ---------------------------------
+# -- FlexAttention plumbing (compiled once, block masks cached, the ladder) ------------------------
 _FLEX: Callable | None = None
 _BLOCK_MASKS: OrderedDict[tuple, object] = OrderedDict()
 _BLOCK_MASK_CACHE = 16
+FLEX_BLOCK = 128  # the block mask's tile (FlexAttention's default); kernel tiles must divide it
+
+#: The ladder's rungs: torch's own kernel options first, then smaller forward tiles with 3, 2 and
+#: 1 pipeline stages (a float32 tile per stage is what overflows Hopper's 227 KiB of shared
+#: memory), each with 64-wide backward tiles and 2 stages. Past the last rung: the chunked kernel.
+_BACKWARD_SMALL = {"bwd_BLOCK_M1": 64, "bwd_BLOCK_N1": 64, "bwd_BLOCK_M2": 64, "bwd_BLOCK_N2": 64,
+                   "bwd_num_stages": 2}
+FLEX_RUNGS: tuple[dict | None, ...] = (
+    None,
+    {"fwd_BLOCK_M": 128, "fwd_BLOCK_N": 64, "fwd_num_stages": 3, **_BACKWARD_SMALL},
+    {"fwd_BLOCK_M": 128, "fwd_BLOCK_N": 64, "fwd_num_stages": 2, **_BACKWARD_SMALL},
+    {"fwd_BLOCK_M": 128, "fwd_BLOCK_N": 64, "fwd_num_stages": 1, **_BACKWARD_SMALL},
+)
+#: (scheme spec, pattern spec, length, dtype, device) -> the first rung that worked (or
+#: len(FLEX_RUNGS): the chunked kernel), so later calls go straight to what works
+FLEX_DECISIONS: dict[tuple, int] = {}
+_WARNED: set[tuple] = set()
+#: exception type names and message fragments of a kernel that cannot be built or launched
+#: (matched by name: triton need not be installed for the ladder to be tested)
+FAILURE_TYPES = ("InductorError", "BackendCompilerFailed", "OutOfResources", "CompilationError",
+                 "CUDACompileError")
+FAILURE_TEXT = ("No valid triton configs", "out of resource", "OutOfResources")
+
+
+def flex_label(rung: int) -> str:
+    """How ``Attention.ran`` names a flex rung: ``flex`` (torch's options), ``flex:128x64/3``."""
+    if rung >= len(FLEX_RUNGS):
+        return "chunked"
+    options = FLEX_RUNGS[rung]
+    if options is None:
+        return "flex"
+    return f"flex:{options['fwd_BLOCK_M']}x{options['fwd_BLOCK_N']}/{options['fwd_num_stages']}"
+
+
+def kernel_failure(err: BaseException) -> bool:
+    """Whether ``err`` (or an exception it was raised from) says a flex kernel could not be
+    compiled or launched: Inductor/Triton errors, by type name or message."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if type(err).__name__ in FAILURE_TYPES or any(text in str(err) for text in FAILURE_TEXT):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
+def note_failure(key: tuple, rung: int, err: BaseException) -> None:
+    """Warn once per (scheme, pattern, length, dtype, device) naming what failed and what runs next."""
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
+    first = (str(err).strip().splitlines() or [""])[0][:200]
+    scheme, pattern, n, dtype, device = key
+    warnings.warn(
+        f"FlexAttention ({flex_label(rung)}) failed for {scheme} under {pattern} at length {n} ({dtype}, "
+        f"{device}): {type(err).__name__}: {first}; running {flex_label(rung + 1)} instead "
+        f"(the ladder tries {', '.join(flex_label(r) for r in range(rung + 1, len(FLEX_RUNGS) + 1))})",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+
+
+def flex_query_blocks(scheme: Scheme, n: int) -> list[tuple[int, int]]:
+    """Query blocks of one flex evaluation: [(0, n)], or for a scheme whose transform covers at most
+    ``max_query_span`` positions, equal blocks of a multiple of 128 queries within the span, the
+    last one ending at n (overlapping its predecessor: every block has the same shape)."""
+    span = scheme.max_query_span
+    if span is None or n <= span:
+        return [(0, n)]
+    size = span // FLEX_BLOCK * FLEX_BLOCK or span
+    starts = list(range(0, n - size, size)) + [n - size]
+    return [(start, start + size) for start in starts]
+
+
+def flex_score_mod(bias: Callable | None, lam: Tensor | None, offset: Tensor | None) -> Callable | None:
+    """FlexAttention ``score_mod`` from a scheme's :meth:`Scheme.bias_fn` (None: no bias), log-n's
+    λ [n_q] (the bias is scaled with the rest of the score; q is scaled before) and the index of
+    the first query of a block (None: 0)."""
+    if bias is None:
+        return None
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        m = q_idx if offset is None else q_idx + offset
+        bias_mn = bias(h, (m - kv_idx).clamp(min=0))
+        return score + (bias_mn if lam is None else bias_mn * lam[q_idx])
+
+    return score_mod
 
 
 def flex_available() -> bool:
@@ -321,23 +463,60 @@ def compiled_flex() -> Callable:
     return _FLEX
 
 
-def cached_block_mask(pattern: Pattern, n: int, device: torch.device):
-    """The pattern's block mask at length n, built with the compiled predicate (no n x n grid)."""
-    from torch.nn.attention.flex_attention import create_block_mask
-
-    key = (pattern.spec, n, str(device))
+def cached_block_mask(pattern: Pattern, n: int, device: torch.device, *, q_start: int = 0, q_stop: int | None = None):
+    """The pattern's block mask for queries q_start .. q_stop-1 (default all n) against n keys,
+    cached per (pattern, n, rows, device)."""
+    q_stop = n if q_stop is None else q_stop
+    key = (pattern.spec, n, q_start, q_stop, str(device))
     if key in _BLOCK_MASKS:
         _BLOCK_MASKS.move_to_end(key)
         return _BLOCK_MASKS[key]
-
-    def mask_mod(b, h, q_idx, kv_idx):
-        return pattern.visible(q_idx, kv_idx)
-
-    mask = create_block_mask(mask_mod, None, None, n, n, device=str(device), _compile=True)
+    mask = build_block_mask(pattern, n, torch.device(device), q_start=q_start, q_stop=q_stop)
     _BLOCK_MASKS[key] = mask
     while len(_BLOCK_MASKS) > _BLOCK_MASK_CACHE:
         _BLOCK_MASKS.popitem(last=False)
     return mask
+
+
+def build_block_mask(pattern: Pattern, n: int, device: torch.device, *, q_start: int = 0, q_stop: int | None = None):
+    """A FlexAttention ``BlockMask`` from block-level logic, without compiling and without an n x n
+    grid: for each 128-query tile the predicate is evaluated only on the key tiles holding keys the
+    pattern may show (:meth:`Pattern.keys`: the sinks and the keys within reach), each tile
+    classified empty, partial (``mask_mod`` applied in the kernel) or full (all pairs visible, in
+    range). O(n x reach) work for local patterns, O(n^2/2) booleans in tile-row pieces for causal.
+    Queries are rows q_start .. q_stop-1 (the kernel's q_idx counts from q_start)."""
+    from torch.nn.attention.flex_attention import BlockMask
+
+    q_stop = n if q_stop is None else q_stop
+    n_q, tile = q_stop - q_start, FLEX_BLOCK
+    q_tiles, k_tiles = math.ceil(n_q / tile), math.ceil(n / tile)
+    partial = torch.zeros(q_tiles, k_tiles, dtype=torch.bool)
+    full = torch.zeros(q_tiles, k_tiles, dtype=torch.bool)
+    lane = torch.arange(tile)
+    for i in range(q_tiles):
+        lo, hi = q_start + i * tile, min(q_start + (i + 1) * tile, q_stop)
+        cand = torch.unique(pattern.keys(lo, min(hi, n)) // tile)  # key tiles that may hold a visible key
+        cand = cand[cand < k_tiles]
+        keys = (cand[:, None] * tile + lane).reshape(-1)  # [T * tile]
+        q_idx = torch.arange(lo, lo + tile)
+        vis = pattern.visible(q_idx[:, None], keys[None, :]) & (keys < n) & (q_idx < hi)[:, None]
+        vis = vis.view(tile, len(cand), tile).permute(1, 0, 2).reshape(len(cand), -1)  # [T, tile*tile]
+        any_v, all_v = vis.any(-1), vis.all(-1)
+        partial[i, cand] = any_v & ~all_v
+        full[i, cand] = all_v
+
+    def indices(blocks: Tensor) -> tuple[Tensor, Tensor]:
+        counts = blocks.sum(-1).to(torch.int32)  # [q_tiles]
+        order = torch.argsort((~blocks).to(torch.int8), dim=-1, stable=True).to(torch.int32)  # visible first
+        return counts[None, None].to(device), order[None, None].to(device)
+
+    offset = torch.tensor(q_start, device=device)
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return pattern.visible(q_idx if q_start == 0 else q_idx + offset, kv_idx)
+
+    return BlockMask.from_kv_blocks(*indices(partial), *indices(full), BLOCK_SIZE=tile, mask_mod=mask_mod,
+                                    seq_lengths=(n_q, n))
 
 
 def reference_attention(q: Tensor, k: Tensor, v: Tensor, scheme: Scheme, pattern: Pattern, pos: Tensor) -> Tensor:

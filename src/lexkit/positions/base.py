@@ -5,8 +5,9 @@ A scheme does up to three things, each in one place:
 * ``embed(pos)``: absolute schemes return a ``[n, d_model]`` table added to token embeddings;
 * ``transform_qk(q, k, q_pos, k_pos)``: rotary schemes rotate (and scale) queries and keys;
 * ``bias(head, dist)``: bias schemes return the additive pre-softmax bias as a function of head
-  index and distance ``d = m - n >= 0``. That one function feeds the dense additive mask, the
-  FlexAttention ``score_mod`` (through :meth:`Scheme.bias_table`) and the resolution instrument.
+  index and distance ``d = m - n >= 0``. That one function feeds the dense additive mask (through
+  :meth:`Scheme.bias_table`), the FlexAttention ``score_mod`` (through :meth:`Scheme.bias_fn`, the
+  same formula with its per-forward pieces evaluated once) and the resolution instrument.
 
 :meth:`Scheme.scores` is the dense reference path every kernel and instrument is checked against.
 """
@@ -14,6 +15,7 @@ A scheme does up to three things, each in one place:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
@@ -75,6 +77,15 @@ class Scheme(nn.Module):
     def bias(self, head: Tensor, dist: Tensor) -> Tensor:
         """Additive bias for integer ``head`` (0-based) and distance ``dist >= 0``, broadcast."""
         raise NotImplementedError(f"{self.name} has no bias")
+
+    def bias_fn(self, n: int, device: torch.device | str | None = None) -> Callable[[Tensor, Tensor], Tensor]:
+        """The bias as ``f(head, dist)`` for one forward over distances 0 .. n-1, written in torch ops
+        that broadcast, so the same ``f`` runs on ``[H, 1, 1] x [n, n]`` index tensors (dense) and on
+        the scalar indices inside a FlexAttention ``score_mod``. What depends on neither head nor
+        distance is evaluated once here: closed forms capture per-head ``[H]`` vectors (a scalar load
+        per kernel program), table schemes a distance table with integer indices. Gradients reach
+        learnable parameters through ``f`` exactly as through :meth:`bias`. Default: :meth:`bias`."""
+        return self.bias
 
     def constrain_(self) -> None:
         """Clamp learnable parameters into their valid range in place (after optimizer steps)."""

@@ -1,7 +1,13 @@
 """Bias schemes: each defines ``bias(head, dist)`` once, for ``dist = m - n >= 0``.
 
-That definition feeds the dense additive mask, the FlexAttention ``score_mod`` (a gather from
-:meth:`Scheme.bias_table`) and the resolution instrument's analytic curve.
+That definition feeds the dense additive mask, the FlexAttention ``score_mod`` (through
+:meth:`Scheme.bias_fn`) and the resolution instrument's analytic curve. On FlexAttention a bias with
+a closed form is computed in the kernel from per-head ``[H]`` vectors (ALiBi's slopes, KERPLE's
+clamped parameters: one scalar load per program). Only a bias that *is* a table gathers one:
+Sandwich's distance curve (float32: half precision loses ~0.03 at its magnitude ~64) and T5's
+bucket index per distance (int8 up to 127 buckets), the smallest dtype that keeps the dense path's
+numbers (:func:`smallest_table`). A float32 [BLOCK_M, BLOCK_N] gather is what Triton multi-buffers
+through shared memory (docs/kernels.md).
 
 KERPLE and T5 are learnable. The model keeps one scheme module shared by all layers, as the
 reference gpt-neox (KERPLE) and T5 code do.
@@ -16,6 +22,26 @@ from torch import Tensor, nn
 
 from ..specs import Param, positive
 from .base import Scheme, register
+
+#: largest absolute change a table's dtype may make to the float32 bias (scores differ by at most this)
+TABLE_ATOL = 1e-6
+
+
+def smallest_table(values: Tensor, atol: float = TABLE_ATOL) -> Tensor:
+    """``values`` in the narrowest dtype that keeps them within ``atol`` of their float32 values:
+    integer values in int8/int16/int32, others in float16/bfloat16/float32, checked element-wise."""
+    exact = values.to(torch.float32)
+    if not values.is_floating_point():
+        for dtype in (torch.int8, torch.int16, torch.int32):
+            info = torch.iinfo(dtype)
+            if values.numel() == 0 or (int(values.min()) >= info.min and int(values.max()) <= info.max):
+                return values.to(dtype)
+        return values.to(torch.int64)
+    for dtype in (torch.float16, torch.bfloat16):
+        narrow = exact.to(dtype)
+        if torch.isfinite(narrow).all() and bool(((narrow.float() - exact).abs() <= atol).all()):
+            return narrow
+    return exact
 
 
 def alibi_slopes(n_heads: int) -> Tensor:
@@ -52,7 +78,7 @@ class ALiBi(BiasScheme):
         self.register_buffer("slopes", alibi_slopes(n_heads).to(torch.float32), persistent=False)
 
     def bias(self, head: Tensor, dist: Tensor) -> Tensor:
-        return -self.slopes[head] * dist
+        return -self.slopes[head] * dist  # flex: slope[h] * (kv_idx - q_idx), a captured [H] vector
 
 
 class Kerple(BiasScheme):
@@ -90,8 +116,15 @@ class KerplePower(Kerple):
     P_MAX = 2.0
 
     def bias(self, head: Tensor, dist: Tensor) -> Tensor:
-        a, p = self.effective()
-        return -a[head] * dist.to(a.dtype).pow(p[head])
+        return self.bias_fn(0)(head, dist)
+
+    def bias_fn(self, n: int, device=None):
+        a, p = self.effective()  # [H] each, clamped once per forward; gradients flow through the clamp
+
+        def power(head: Tensor, dist: Tensor) -> Tensor:
+            return -a[head] * dist.to(a.dtype).pow(p[head])
+
+        return power
 
 
 @register
@@ -102,8 +135,15 @@ class KerpleLog(Kerple):
     summary = "learnable -p_h·log(1 + a_h·d) (a, p >= 0.01)"
 
     def bias(self, head: Tensor, dist: Tensor) -> Tensor:
-        a, p = self.effective()
-        return -p[head] * torch.log1p(a[head] * dist.to(a.dtype))
+        return self.bias_fn(0)(head, dist)
+
+    def bias_fn(self, n: int, device=None):
+        a, p = self.effective()  # [H] each, clamped once per forward
+
+        def log(head: Tensor, dist: Tensor) -> Tensor:
+            return -p[head] * torch.log1p(a[head] * dist.to(a.dtype))
+
+        return log
 
 
 def sandwich_raw(dist: Tensor, dim: int) -> Tensor:
@@ -140,6 +180,16 @@ class Sandwich(BiasScheme):
         uniq, inverse = torch.unique(flat, return_inverse=True)
         raw = sandwich_raw(uniq, self.values["dim"]).to(torch.float32)[inverse].reshape(dist.shape)
         return raw / self.divisor[head]
+
+    def bias_fn(self, n: int, device=None):
+        device = device if device is not None else self.divisor.device
+        curve = smallest_table(sandwich_raw(torch.arange(n, device=device), self.values["dim"]))  # [n]
+        divisor = self.divisor
+
+        def sandwich(head: Tensor, dist: Tensor) -> Tensor:
+            return curve[dist].to(torch.float32) / divisor[head]
+
+        return sandwich
 
 
 def t5_bucket(dist: Tensor, buckets: int, max_distance: int) -> Tensor:
@@ -178,3 +228,14 @@ class T5(BiasScheme):
     def bias(self, head: Tensor, dist: Tensor) -> Tensor:
         bucket = t5_bucket(dist, self.values["buckets"], self.values["max_distance"])
         return self.table[bucket, head]
+
+    def bias_fn(self, n: int, device=None):
+        device = device if device is not None else self.table.device
+        dist = torch.arange(n, device=device)
+        bucket = smallest_table(t5_bucket(dist, self.values["buckets"], self.values["max_distance"]))  # [n] int8
+        table = self.table  # [buckets, H], learned: gradients reach it through the gather
+
+        def t5(head: Tensor, dist: Tensor) -> Tensor:
+            return table[bucket[dist].to(torch.int32), head]
+
+        return t5
