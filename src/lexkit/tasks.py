@@ -268,11 +268,11 @@ def _standard_passkey(rng, free: int, before: int, depth: float, size: int, spli
         key = str(int(rng.integers(1, min(50000, 10**digits - 1) + 1)))
         if held_out(key.encode()) == (split == "eval"):
             break
-    free += digits - len(key)  # shorter keys leave more filler, so the length is exact
+    free += 3 * (digits - len(key))  # the key is written three times: a shorter one leaves more filler
     before = min(before, free)
     prompt, start = _passkey_text(_grass(before), _grass(free - before), key)
     text = (prompt + " " + key).encode()
-    answer = (len(prompt) + 1, len(text))
+    answer = (len(prompt), len(text))  # with its leading space: the model continues "...is"
     return Document("passkey", text, answer, (start, start + len(key)), float(depth), len(DIGITS))
 
 
@@ -299,7 +299,7 @@ def _standard_multikey(rng, free: int, before: int, depth: float, split: str) ->
         spans[i] = (start, start + RULER_DIGITS)
         text += " " + needle
     text += grass[last:] + "\n" + RULER_QUESTION.format(word=needles[0][0])
-    answer = (len(text) + 1, len(text) + 1 + RULER_DIGITS)
+    answer = (len(text), len(text) + 1 + RULER_DIGITS)  # with its leading space
     text += " " + needles[0][1]
     return Document("multikey", text.encode(), answer, spans[0], float(depth), len(DIGITS) - 1,
                     tuple(spans[i] for i in range(1, MULTIKEY_NEEDLES)))
