@@ -161,3 +161,87 @@ def test_bad_grids(kwargs, message):
     args = dict(task="copy", lengths=[64], depths=[0], samples=1, style="bytes") | kwargs
     with pytest.raises(ValueError, match=message):
         retrieval.check_grid(**args)
+
+
+# -- the command ------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    from toy_corpus import write_corpus
+
+    from lexkit.data import load_corpus
+    from lexkit.train import configs, train
+
+    root = tmp_path_factory.mktemp("retrieval")
+    (root / "corpus").mkdir()
+    data = write_corpus(root / "corpus")
+    model_cfg, train_cfg = configs("tiny", "rope", steps=2, save_every=2, eval_every=2, data=str(data))
+    train(root / "run", model_cfg, train_cfg, progress=False, corpus=load_corpus(str(data)))
+    return root / "run"
+
+
+def test_cli_writes_table_json_csv_and_plot(run, tmp_path, capsys):
+    import json
+
+    from lexkit.cli import main
+
+    out = tmp_path / "r"
+    argv = [str(run), "--task", "copy", "--size", "4", "--lengths", "16,32", "--depths", "0,100", "--samples", "2",
+            "--pattern", "causal", "--pattern", "window:8", "--json", f"{out}.json", "--csv", f"{out}.csv",
+            "--plot", f"{out}.png"]
+    assert main(["retrieval", *argv]) == 0
+    text = capsys.readouterr().out
+    assert "exact match (%), window:8" in text and "32 (1x)" in text and "answer bits per byte" in text
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert len(report["rows"]) == 2 * 2 * 2 and report["patterns"] == ["causal", "window:8"]
+    assert report["rows"][0]["samples"] == 2 and report["style"] == "bytes"
+    assert len((tmp_path / "r.csv").read_text().splitlines()) == 1 + 8
+    assert (tmp_path / "r.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--task", "haystack"], "unknown task 'haystack'"),
+    (["--depths", "0,120"], r"depth 120.0 is outside \[0, 100\]"),
+    (["--lengths", "10"], "length 10 is shorter than the copy needle"),
+    (["--samples", "0"], "samples must be a positive integer, got 0"),
+    (["--depths", "half"], "--depths: 'half' is not a number"),
+])
+def test_cli_bad_input_is_one_line_and_writes_nothing(run, tmp_path, capsys, extra, message):
+    import re
+
+    from lexkit.cli import main
+
+    argv = ["retrieval", str(run), "--task", "copy", "--lengths", "64", "--json", str(tmp_path / "r.json"), *extra]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and re.search(message, err[0])
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_cli_on_a_tiny_saved_hf_model_offline(tmp_path, capsys):
+    tf = pytest.importorskip("transformers")
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    import json
+
+    from lexkit.cli import main
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<s>", "</s>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator([tasks.GRASS, tasks.PASSKEY_TASK, tasks.PASSKEY_NEEDLE, tasks.PASSKEY_QUESTION] * 3,
+                            trainer=trainer)
+    config = tf.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                            num_key_value_heads=2, max_position_embeddings=64, vocab_size=300, bos_token_id=0,
+                            eos_token_id=1)
+    torch.manual_seed(0)
+    tf.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path / "m")
+    tf.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>").save_pretrained(tmp_path / "m")
+    argv = ["retrieval", f"hf:{tmp_path / 'm'}", "--task", "passkey", "--lengths", "300", "--depths", "0,100",
+            "--samples", "2", "--json", str(tmp_path / "r.json"), "--device", "cpu"]
+    assert main(argv) == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["style"] == "standard" and len(report["rows"]) == 2
+    assert all(0 <= r["accuracy"] <= 1 and r["answer_bits"] > 0 for r in report["rows"])
+    assert "exact match (%), causal" in capsys.readouterr().out
