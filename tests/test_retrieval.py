@@ -166,10 +166,9 @@ def test_bad_grids(kwargs, message):
 # -- the command ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    from toy_corpus import write_corpus
-
     from lexkit.data import load_corpus
     from lexkit.train import configs, train
+    from toy_corpus import write_corpus
 
     root = tmp_path_factory.mktemp("retrieval")
     (root / "corpus").mkdir()
@@ -219,9 +218,9 @@ def test_cli_bad_input_is_one_line_and_writes_nothing(run, tmp_path, capsys, ext
 
 def test_cli_on_a_tiny_saved_hf_model_offline(tmp_path, capsys):
     tf = pytest.importorskip("transformers")
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
     import json
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     from lexkit.cli import main
 

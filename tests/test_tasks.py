@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import torch
 
 from lexkit import tasks
 
@@ -124,3 +125,73 @@ def test_without_needle_replaces_only_the_value():
 def test_bad_requests(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+# -- the training mix ----------------------------------------------------------------------------------
+def test_parse_mix():
+    from lexkit.data import format_mix, parse_mix
+
+    assert parse_mix("passkey:0.05, copy:0.1") == {"passkey": 0.05, "copy": 0.1}
+    assert parse_mix("") == {} and format_mix(parse_mix("copy:0.50")) == "copy:0.5"
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("passkey:1.5", r"fraction must be in \(0, 1\), got 1.5"),
+    ("passkey:0", r"fraction must be in \(0, 1\), got 0"),
+    ("passkey:1", r"fraction must be in \(0, 1\), got 1"),
+    ("needle:0.1", "unknown task 'needle'"),
+    ("passkey", "write TASK:FRACTION"),
+    ("copy:0.6,passkey:0.6", "sum to 1.2"),
+    ("copy:0.1,copy:0.2", "names copy twice"),
+])
+def test_bad_mixes(spec, message):
+    from lexkit.data import parse_mix
+
+    with pytest.raises(ValueError, match=message):
+        parse_mix(spec)
+
+
+def _stream():
+    from lexkit.data import MixedStream, tokens_of
+
+    docs = [(f"def f{i}(x):\n    return x * {i}\n" * 30).encode() for i in range(8)]
+    return MixedStream(tokens_of(docs), "copy:0.3,passkey:0.2")
+
+
+def test_mixed_stream_is_deterministic_and_splits_rows_by_rank():
+    stream = _stream()
+    x, y = stream.batch(7, 40, 64, seed=1)
+    assert torch.equal(x, stream.batch(7, 40, 64, seed=1)[0])  # a resumed run draws the same batch
+    halves = [stream.batch(7, 40, 64, seed=1, rows=slice(r * 20, (r + 1) * 20)) for r in range(2)]
+    assert torch.equal(torch.cat([h[0] for h in halves]), x) and torch.equal(torch.cat([h[1] for h in halves]), y)
+    assert torch.equal(x[:, 1:], y[:, :-1])
+    rows = [bytes(r[r < 256].tolist()) for r in x]
+    copies = sum(r.count(b"~") == 2 and b"pass key" not in r for r in rows)
+    keys = sum(r.count(b"\nthe pass key is ~") == 2 for r in rows)
+    assert copies + keys == sum(bool(r.count(b"~")) for r in rows) > 0
+    many = [stream.batch(s, 40, 64, seed=1)[0] for s in range(30)]
+    share = sum(bytes(r[r < 256].tolist()).count(b"~") == 2 for m in many for r in m) / (30 * 40)
+    assert 0.4 < share < 0.6  # copy 0.3 + passkey 0.2 of the rows
+
+
+def test_train_records_the_mix_and_resume_honours_it(tmp_path, capsys):
+    import json
+
+    from lexkit.cli import main
+    from toy_corpus import write_corpus
+
+    data = write_corpus(tmp_path)
+    out = tmp_path / "run"
+    base = ["train", "--preset", "tiny", "--scheme", "rope", "--out", str(out), "--data", str(data), "--quiet"]
+    assert main([*base, "--steps", "2", "--mix", "passkey:0.25"]) == 2  # tiny's 32 bytes cannot hold a passkey
+    assert "need at least 46 bytes, more than the training length 32" in capsys.readouterr().err
+    base += ["--train-len", "64"]
+    assert main([*base, "--steps", "2", "--mix", "copy:0.25", "--mix", "passkey:0.25"]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["train"]["mix"] == "copy:0.25,passkey:0.25" and config["data"]["mix"] == "copy:0.25,passkey:0.25"
+    capsys.readouterr()
+    assert main([*base, "--steps", "3", "--resume", "--mix", "copy:0.5"]) == 2
+    assert "train.mix" in capsys.readouterr().err
+    assert main([*base[:5], "--out", str(tmp_path / "new"), "--mix", "passkey:1.5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "fraction must be in (0, 1)" in err[0] and not (tmp_path / "new").exists()

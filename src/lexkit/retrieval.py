@@ -196,7 +196,8 @@ def _device(subject: Subject) -> torch.device:
         return torch.device("cpu")
 
 
-def exact_match(subject: Subject, doc: tasks.Document, pattern: Pattern, cache: bool | None = None) -> tuple[bool, bytes]:
+def exact_match(subject: Subject, doc: tasks.Document, pattern: Pattern,
+                cache: bool | None = None) -> tuple[bool, bytes]:
     """Whether greedy decoding reproduces the answer, and the bytes it produced."""
     with torch.inference_mode():
         out = subject.greedy(doc.prompt, len(doc.expected), pattern, cache)
