@@ -244,3 +244,14 @@ def test_cli_on_a_tiny_saved_hf_model_offline(tmp_path, capsys):
     assert report["style"] == "standard" and len(report["rows"]) == 2
     assert all(0 <= r["accuracy"] <= 1 and r["answer_bits"] > 0 for r in report["rows"])
     assert "exact match (%), causal" in capsys.readouterr().out
+
+
+def test_use_of_context_rows_beside_bpb(run):
+    rows = retrieval.use_of_context({"rope": str(run), "rope-pi": f"{run}@rope:scaling=linear,factor=2"},
+                                    task="copy", multiples=(2, 4), patterns=("causal", "window"), depths=(50,),
+                                    samples=1, max_docs=1)
+    assert [(r.config, r.pattern, r.multiple, r.length) for r in rows[:4]] == [
+        ("rope", "causal", 2, 64), ("rope", "window:32", 2, 64),
+        ("rope", "causal", 4, 128), ("rope", "window:32", 4, 128)]
+    assert len(rows) == 8 and all(r.bpb is not None and r.bpb > 0 and 0 <= r.accuracy <= 1 for r in rows)
+    assert rows[0].to_json()["config"] == "rope"

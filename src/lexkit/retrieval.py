@@ -298,3 +298,61 @@ def summary(rows: Sequence[Cell]) -> list[dict]:
                        "low": low, "high": high,
                        "answer_bits": sum(c.answer_bits * c.samples for c in cells) / n})
     return result
+
+
+# -- the study's "use of context" table ----------------------------------------------------------------
+@dataclasses.dataclass
+class ContextRow:
+    """One configuration at one multiple of its training length: retrieval beside bpb."""
+
+    config: str  # the run's label (scheme, method)
+    pattern: str
+    multiple: int  # length / training length
+    length: int
+    accuracy: float  # exact match over all depths
+    low: float  # 95 % Wilson interval
+    high: float
+    answer_bits: float
+    bpb: float | None  # bits per byte of the run's validation documents at this length and pattern
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def use_of_context(
+    targets: dict[str, str],
+    *,
+    task: str = "copy",
+    multiples: Sequence[int] = (1, 2, 4, 8, 16),
+    patterns: Sequence[str] = ("causal", "window", "bca"),
+    depths: Sequence[float] = DEFAULT_DEPTHS,
+    samples: int = 10,
+    seed: int = 0,
+    bpb: bool = True,
+    max_docs: int | None = 4,
+    progress: bool = False,
+) -> list[ContextRow]:
+    """For each labelled run (``{"rope+mix": "runs/rope-mix", ...}``; a run may be scored under
+    another scheme with ``"runs/rope-mix@rope:scaling=yarn,factor=16"``): exact match and answer
+    bits at every multiple of its training length under every pattern, and beside each its bpb at
+    that length (``lexkit.evaluate``, the run's validation documents, ``max_docs`` of them)."""
+    from .evaluate import eval_documents, evaluate
+
+    rows: list[ContextRow] = []
+    for label, target in targets.items():
+        path, _, scheme = target.partition("@")
+        subject, info = open_target(path, scheme=scheme or None)
+        lengths = [info["train_len"] * m for m in multiples]
+        docs, _ = eval_documents(info["data"] or "stdlib", own=True)
+        cells = score(subject, task, lengths, depths=depths, samples=samples, patterns=patterns,
+                      haystack=tasks.Haystack.from_documents(docs), seed=seed, progress=progress)
+        bits = {}
+        if bpb:
+            report = evaluate(subject.model, docs, lengths, list(patterns), max_docs=max_docs,
+                              train_len=info["train_len"])
+            bits = {(r["pattern"], r["length"]): r["bpb"] for r in report["results"]}
+        for line in summary(cells):
+            rows.append(ContextRow(label, line["pattern"], line["length"] // info["train_len"], line["length"],
+                                   line["accuracy"], line["low"], line["high"], line["answer_bits"],
+                                   bits.get((line["pattern"], line["length"]))))
+    return rows
