@@ -339,7 +339,10 @@ def check_mix(spec: str | None, length: int) -> None:
                              f"length {length}")
 
 
-#: copy segments / keys of the mix's documents: sizes drawn from MIN..tasks.SIZES (within the window)
+#: sizes of the mix's needles (letters of a copy segment, digits of a key), drawn uniformly from
+#: (low, high), high lowered to what fits the window: long copy segments make the induction
+#: signal strong (docs/retrieval.md, measured)
+MIX_SIZES = {"copy": (8, 30), "passkey": (5, 5), "multikey": (5, 5)}
 _MIX_MIN_SIZE = 4
 
 
@@ -375,10 +378,10 @@ class MixedStream(Stream):
                 continue
             task = list(self.mix)[slot]
             rng = np.random.default_rng([0x314, seed, step, i])
-            top = tasks.SIZES[task]
+            low, top = MIX_SIZES[task]
             while top > _MIX_MIN_SIZE and tasks.minimum_length(task, "bytes", top) > length:
                 top -= 1
-            size = int(rng.integers(_MIX_MIN_SIZE, top + 1))
+            size = int(rng.integers(min(low, top), top + 1))
             doc = tasks.make(task, length, float(rng.uniform(0, 100)), haystack=self.haystack, seed=seed,
                              index=step * batch + i, split="train", size=size)
             row = encode(doc.text)  # [length + 1]

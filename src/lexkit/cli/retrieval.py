@@ -28,7 +28,8 @@ def add_parser(sub):
     p.add_argument("target", metavar="TARGET", help="a run directory written by `lexkit train`, or hf:PATH")
     p.add_argument("--task", default="passkey", metavar="TASK", help="copy, passkey or multikey (default: passkey)")
     p.add_argument("--lengths", metavar="L,L,...",
-                   help="document lengths in bytes (default: the training length x 1, 2, 4, 8, 16)")
+                   help="document lengths in bytes (default: the training length x 1, 2, 4, 8, 16, those long "
+                   "enough for the needle)")
     p.add_argument("--depths", metavar="D,D,...", help="needle depths in percent, 0..100 (default: 0,10,...,100)")
     p.add_argument("--samples", type=int, default=10, metavar="N", help="documents per cell (default: 10)")
     p.add_argument("--size", type=int, metavar="N",
@@ -112,7 +113,11 @@ def run(args) -> int:
     if lengths is None:
         if not train_len:
             raise ValueError(f"{args.target} records no training length: give --lengths")
-        lengths = [train_len * k for k in DEFAULT_MULTIPLES]
+        need = tasks.minimum_length(args.task, style, args.size)
+        lengths = [train_len * k for k in DEFAULT_MULTIPLES if train_len * k >= need]  # those that hold the needle
+        if not lengths:
+            raise ValueError(f"the {args.task} needle and question need {need} bytes, more than "
+                             f"{DEFAULT_MULTIPLES[-1]}x the training length {train_len}: give --lengths")
     haystack = None
     data = args.data or info.get("data") or "stdlib"
     if args.task == "copy" or style == "bytes":
