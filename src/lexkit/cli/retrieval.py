@@ -89,6 +89,8 @@ def run(args) -> int:
         for flag, value in (("--scheme", args.scheme), ("--logn", args.logn)):
             if value is not None:
                 raise ValueError(f"{flag} is for lexkit runs (a hf: model's RoPE scaling is --rope-scaling)")
+        if args.cache:
+            raise ValueError("--cache is for lexkit runs: a hf: model decodes without lexkit's KV cache")
     elif args.rope_scaling is not None:
         raise ValueError("--rope-scaling is for hf:PATH models (a run takes --scheme)")
     if args.scheme is not None:
