@@ -57,7 +57,7 @@ def test_sinks_keep_the_first_keys(gpt):
 def test_greedy_through_the_cache_equals_greedy_without(gpt, pattern):
     subject = retrieval.ByteSubject(gpt)
     pat = subject.pattern(pattern)
-    for doc in tasks.documents("copy", 48, 30, 2, haystack=HAY, size=8):
+    for doc in tasks.documents("copy", 48, 30, 1, haystack=HAY, size=8):
         with_cache = subject.greedy(doc.prompt, 8, pat, True)
         without = subject.greedy(doc.prompt, 8, pat, False)
         assert with_cache == without and len(with_cache) == 8
@@ -216,6 +216,7 @@ def test_cli_bad_input_is_one_line_and_writes_nothing(run, tmp_path, capsys, ext
     assert not (tmp_path / "r.json").exists()
 
 
+@pytest.mark.slow  # fast sibling: test_cli_writes_table_json_csv_and_plot (a lexkit run)
 def test_cli_on_a_tiny_saved_hf_model_offline(tmp_path, capsys):
     tf = pytest.importorskip("transformers")
     import json
