@@ -158,7 +158,9 @@ def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    low = 0.0 if successes == 0 else max(0.0, centre - half)  # exact bounds, not a rounding residue
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return low, high
 
 
 def answer_tokens(nbytes: Tensor, start: int) -> Tensor:
