@@ -295,3 +295,95 @@ class Stream:
         x = windows[:-1].view(count, length)
         y = windows[1:].reshape(count, length)
         return x, y
+
+
+# -- the training mix: retrieval documents among the training windows ------------------------------
+def parse_mix(spec: str | None) -> dict[str, float]:
+    """``"passkey:0.05,copy:0.1"`` -> ``{"passkey": 0.05, "copy": 0.1}`` (``""``/None: no mix).
+    Each fraction in (0, 1), a task at most once, the fractions summing to at most 1."""
+    from . import tasks
+
+    out: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in (spec or "").split(","))):
+        task, colon, value = item.partition(":")
+        if not colon:
+            raise ValueError(f"--mix {item!r}: write TASK:FRACTION, e.g. passkey:0.05")
+        tasks.check_task(task)
+        try:
+            fraction = float(value)
+        except ValueError:
+            raise ValueError(f"--mix {item!r}: {value!r} is not a number") from None
+        if not 0 < fraction < 1:
+            raise ValueError(f"--mix {item!r}: the fraction must be in (0, 1), got {value}")
+        if task in out:
+            raise ValueError(f"--mix names {task} twice")
+        out[task] = fraction
+    if sum(out.values()) > 1 + 1e-9:
+        raise ValueError(f"--mix fractions sum to {sum(out.values()):g}, more than 1")
+    return out
+
+
+def format_mix(mix: dict[str, float]) -> str:
+    """The canonical text of a mix (as config.json records it)."""
+    return ",".join(f"{task}:{fraction:g}" for task, fraction in mix.items())
+
+
+def check_mix(spec: str | None, length: int) -> None:
+    """A ValueError when a task of the mix cannot fit a training window of ``length`` bytes."""
+    from . import tasks
+
+    for task in parse_mix(spec):
+        need = tasks.minimum_length(task, "bytes", _MIX_MIN_SIZE)
+        if need > length:
+            raise ValueError(f"--mix {task}: its documents need at least {need} bytes, more than the training "
+                             f"length {length}")
+
+
+#: sizes of the mix's needles (letters of a copy segment, digits of a key), drawn uniformly from
+#: (low, high), high lowered to what fits the window: long copy segments make the induction
+#: signal strong (docs/retrieval.md, measured)
+MIX_SIZES = {"copy": (8, 30), "passkey": (5, 5), "multikey": (5, 5)}
+_MIX_MIN_SIZE = 4
+
+
+class MixedStream(Stream):
+    """The training stream with retrieval documents (:mod:`lexkit.tasks`, byte style, training
+    needles) in place of a fraction of its windows: row i of step t is a task document of
+    ``length`` bytes (BOS, haystack drawn from the training stream itself, the needle at a random
+    depth) with the probability its task's fraction gives, decided by a generator seeded from
+    (seed, t) alone. So every rank of a torchrun run sees its own rows of the same global batch,
+    and a resumed run draws the batches an uninterrupted one would."""
+
+    def __init__(self, tokens: Tensor, mix: dict[str, float] | str) -> None:
+        from . import tasks
+
+        super().__init__(tokens=tokens)
+        self.mix = parse_mix(mix) if isinstance(mix, str) else dict(mix)
+        text = self.tokens.clamp(max=255).to(torch.uint8)  # BOS (256) -> 255, then a newline
+        text[self.tokens == BOS] = 10
+        self.haystack = tasks.Haystack(text.numpy().tobytes())
+
+    def batch(self, step: int, batch: int, length: int, seed: int, rows: slice = slice(None)) -> tuple[Tensor, Tensor]:
+        import numpy as np
+
+        from . import tasks
+
+        x, y = super().batch(step, batch, length, seed, rows)
+        chooser = np.random.default_rng([0x313, seed, step])
+        draws = chooser.random(batch)  # one per row of the global batch
+        edges = np.cumsum(list(self.mix.values()))
+        for local, i in enumerate(range(batch)[rows]):
+            slot = int(np.searchsorted(edges, draws[i], side="right"))
+            if slot >= len(self.mix):
+                continue
+            task = list(self.mix)[slot]
+            rng = np.random.default_rng([0x314, seed, step, i])
+            low, top = MIX_SIZES[task]
+            while top > _MIX_MIN_SIZE and tasks.minimum_length(task, "bytes", top) > length:
+                top -= 1
+            size = int(rng.integers(min(low, top), top + 1))
+            doc = tasks.make(task, length, float(rng.uniform(0, 100)), haystack=self.haystack, seed=seed,
+                             index=step * batch + i, split="train", size=size)
+            row = encode(doc.text)  # [length + 1]
+            x[local], y[local] = row[:-1], row[1:]
+        return x, y

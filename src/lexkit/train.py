@@ -36,7 +36,20 @@ import torch.nn.functional as F
 
 from . import checks, distributed, presets, provenance, runs
 from .api import callable_module
-from .data import LN2, Corpus, DataError, Stream, absolute_spec, load_corpus, same_corpus, tokens_of
+from .data import (
+    LN2,
+    Corpus,
+    DataError,
+    MixedStream,
+    Stream,
+    absolute_spec,
+    check_mix,
+    format_mix,
+    load_corpus,
+    parse_mix,
+    same_corpus,
+    tokens_of,
+)
 from .device import eval_mode
 from .errors import LexkitError, RunError
 from .model import GPT, ModelConfig
@@ -62,8 +75,10 @@ class TrainConfig:
     eval_windows: int = 64
     save_every: int = 250
     log_every: int = 10
+    mix: str = ""  # retrieval documents among the windows, "passkey:0.05,copy:0.1" (data.MixedStream)
 
     def __post_init__(self) -> None:
+        self.mix = format_mix(parse_mix(self.mix))
         for key in ("steps", "batch", "eval_every", "save_every", "log_every", "eval_windows"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -246,7 +261,8 @@ def run_config(model_cfg: ModelConfig, train_cfg: TrainConfig, corpus: Corpus) -
         "torch": torch.__version__,
         "model": dataclasses.asdict(model_cfg),
         "train": dataclasses.asdict(train_cfg),
-        "data": {"spec": corpus.spec, "fingerprint": corpus.fingerprint},
+        "data": {"spec": corpus.spec, "fingerprint": corpus.fingerprint,
+                 **({"mix": train_cfg.mix} if train_cfg.mix else {})},
     }
 
 
@@ -308,6 +324,7 @@ def train(
         checks.number("threads", threads, maximum=4096)
         torch.set_num_threads(threads)
     check_model(model_cfg)
+    check_mix(train_cfg.mix, model_cfg.train_len)
     w.check_batch(train_cfg.batch)
     if fsdp and not w.parallel:
         raise ValueError("--fsdp shards over processes and this job has one (world size 1): it needs torchrun "
@@ -509,6 +526,8 @@ def _streams(corpus: Corpus | None, train_cfg: TrainConfig, length: int, w: dist
     key = w.broadcast(hashlib.sha256(json.dumps(corpus.fingerprint, sort_keys=True).encode()).hexdigest()[:16]
                       if w.is_main else None)
     train_stream = Stream(tokens=distributed.shared_tokens(lambda: tokens_of(corpus.train), key, w))
+    if train_cfg.mix:
+        train_stream = MixedStream(train_stream.tokens, train_cfg.mix)
     if not w.parallel:
         return train_stream, Stream(corpus.valid)
     head = Stream(corpus.valid).tokens[: train_cfg.eval_windows * length + 1] if w.is_main else None

@@ -13,7 +13,7 @@ import warnings
 
 from ..errors import LexkitError
 
-COMMANDS = ("schemes", "patterns", "presets", "train", "runs", "eval", "sample", "resolution", "study")
+COMMANDS = ("schemes", "patterns", "presets", "train", "runs", "eval", "sample", "resolution", "retrieval", "study")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -40,6 +40,9 @@ def add_parser(sub):
         p.add_argument(flag, type=kind, help=f"{text} (default: the preset's, {_default(key)})")
     p.add_argument("--data", help="stdlib (default), a file, directory or glob, or hf:NAME[:CONFIG[:SPLIT]]; "
                    "on --resume: the run's corpus at a new place (checked by its fingerprint)")
+    p.add_argument("--mix", action="append", metavar="TASK:FRACTION",
+                   help="retrieval documents (copy, passkey, multikey; docs/retrieval.md) as this fraction of the "
+                   "training windows, e.g. passkey:0.05; repeatable (default: none)")
     p.add_argument("--seed", type=int, help="random seed (default: 0)")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps (default: auto)")
@@ -76,6 +79,7 @@ def _overrides(args) -> dict:
         "train_len": args.train_len, "steps": args.steps, "batch": args.batch, "n_layers": args.layers,
         "d_model": args.dim, "n_heads": args.heads, "lr": args.lr, "data": args.data, "seed": args.seed,
         "save_every": args.save_every, "eval_every": args.eval_every, "logn": args.logn,
+        "mix": ",".join(args.mix) if args.mix else None,
     }
 
 

@@ -1,0 +1,317 @@
+"""Retrieval tasks: documents that hide a needle in a haystack and ask for it back.
+
+Every document is ``text`` = haystack before + needle + haystack after + question + answer, and
+knows where its answer is: ``answer`` is the byte span the model must produce (the prompt is
+everything before it) and ``needle`` the span where the same bytes were given earlier. Three
+tasks, each in two styles:
+
+* ``copy`` (induction / repeated sequence, Olsson et al.; TransformerLens' ``induction_loss``): a
+  random segment of ``size`` letters a-z after a marker, the haystack, the marker again, the
+  segment again.
+* ``passkey``: ``size`` random digits to remember. Byte style (lexkit's byte models): the needle
+  ``\\nthe pass key is ~{key}.\\n`` and the question ``\\nthe pass key is ~``: the marker byte
+  ``~`` (rare in source code, and removed from every haystack) is the unique prefix a byte-level
+  induction head can match. Standard style (tokenizer models): exactly the prompt of Landmark
+  Attention's ``run_test.py``, copied by YaRN's ``eval/passkey.py`` and LongLoRA (task sentence,
+  the grass-is-green filler sliced in characters before and after the needle, "The pass key is
+  {k}. Remember it. {k} is the pass key.", "What is the pass key? The pass key is"; k uniform in
+  1..50000), so numbers for a pretrained model compare with the published ones.
+* ``multikey`` (RULER's ``niah_multikey``): ``MULTIKEY_NEEDLES`` needles of the same form with
+  distinct words and keys; one is asked for, so recall is separated from recency. Byte style
+  ``\\n{word} ~{key}\\n`` asked as ``\\n{word} ~``; standard style RULER's needle "One of the
+  special magic numbers for {word} is: {value}." in the grass filler.
+
+Depth (percent, the needle-in-a-haystack convention): the share of the haystack placed before
+the needle; 0 puts the needle first, 100 right before the question. The haystack of the byte
+style is text of a corpus (``Haystack``); the marker byte never occurs in it.
+
+No leaks between training and evaluation: a needle value (segment or key) belongs to the
+evaluation split or the training split by a hash of its bytes (:func:`held_out`), generators
+draw from seeds salted by split, and the training mix takes its haystack from the training
+documents, evaluation from validation documents.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+
+import numpy as np
+
+#: the marker byte of the byte-style needles (never in a haystack)
+MARK = b"~"
+TASKS = ("copy", "passkey", "multikey")
+STYLES = ("bytes", "standard")
+SPLITS = ("eval", "train")
+#: default needle size per task: letters of a copy segment, digits of a key
+SIZES = {"copy": 16, "passkey": 5, "multikey": 5}
+#: needles in a multikey document (one asked for, the others distractors)
+MULTIKEY_NEEDLES = 4
+LETTERS = b"abcdefghijklmnopqrstuvwxyz"
+DIGITS = b"0123456789"
+
+# The standard passkey prompt (Landmark Attention llama/run_test.py; YaRN eval/passkey.py; LongLoRA).
+PASSKEY_TASK = ("There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. "
+                "I will quiz you about the important information there.")
+GRASS = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
+PASSKEY_NEEDLE = "The pass key is {k}. Remember it. {k} is the pass key."
+PASSKEY_QUESTION = "What is the pass key? The pass key is"
+# RULER niah_multikey, over the same noise haystack.
+RULER_TASK = ("Some special magic numbers are hidden within the following text. Make sure to memorize it. "
+              "I will quiz you about the numbers afterwards.")
+RULER_NEEDLE = "One of the special magic numbers for {word} is: {value}."
+RULER_QUESTION = ("What is the special magic number for {word} mentioned in the provided text? "
+                  "The special magic number for {word} mentioned in the provided text is")
+RULER_DIGITS = 7
+
+_SALT = {"eval": 0x5E1EC7, "train": 0x7A1A}
+_TASK_ID = {name: i for i, name in enumerate(TASKS)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Document:
+    """One retrieval document. Spans are ``(start, end)`` byte offsets into ``text``."""
+
+    task: str
+    text: bytes
+    answer: tuple[int, int]  # what the model must produce; the prompt is text[:answer[0]]
+    needle: tuple[int, int]  # where the same value was given (the queried needle's value)
+    depth: float  # percent of the haystack before the needle
+    alphabet: int  # symbols an answer byte is drawn from (chance: log2(alphabet) bits per byte)
+    distractors: tuple[tuple[int, int], ...] = ()  # values of the other needles (multikey)
+
+    @property
+    def prompt(self) -> bytes:
+        return self.text[: self.answer[0]]
+
+    @property
+    def expected(self) -> bytes:
+        return self.text[self.answer[0] : self.answer[1]]
+
+    @property
+    def distance(self) -> int:
+        """Bytes from the needle's value to the answer."""
+        return self.answer[0] - self.needle[0]
+
+    def without_needle(self, filler: bytes | None = None) -> bytes:
+        """The text with the needle's value replaced by ``filler`` (default: as many ``x`` bytes):
+        what a model that cannot see the needle is left with."""
+        start, end = self.needle
+        filler = b"x" * (end - start) if filler is None else filler
+        if len(filler) != end - start:
+            raise ValueError(f"the filler must have the needle's {end - start} bytes, got {len(filler)}")
+        return self.text[:start] + filler + self.text[end:]
+
+
+def held_out(value: bytes) -> bool:
+    """Whether a needle value belongs to evaluation (else to training): one bit of its SHA-256,
+    which no model can read off the value, so the two sets never meet."""
+    return hashlib.sha256(b"lexkit-needle:" + value).digest()[0] & 1 == 1
+
+
+class Haystack:
+    """Filler text, drawn as contiguous slices at random offsets (wrapping around)."""
+
+    def __init__(self, text: bytes) -> None:
+        text = bytes(text).replace(MARK, b" ")
+        if not text:
+            raise ValueError("a haystack needs some text")
+        self.text = text
+        self._twice = text + text
+
+    @classmethod
+    def from_documents(cls, docs: list[bytes]) -> Haystack:
+        return cls(b"\n".join(docs))
+
+    def take(self, rng: np.random.Generator, n: int) -> bytes:
+        if n <= 0:
+            return b""
+        if n > len(self.text):
+            return (self.text * (n // len(self.text) + 1))[:n]
+        start = int(rng.integers(0, len(self.text)))
+        return self._twice[start : start + n]
+
+
+def check_task(task: str) -> None:
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; valid: {', '.join(TASKS)}")
+
+
+def check_depth(depth: float) -> None:
+    if not (isinstance(depth, (int, float)) and 0 <= depth <= 100):
+        raise ValueError(f"depth {depth!r} is outside [0, 100] (percent of the haystack before the needle)")
+
+
+def rng_for(task: str, split: str, seed: int, *key: int) -> np.random.Generator:
+    """The generator of one document: a function of (split, seed, task, key) alone."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    return np.random.default_rng([_SALT[split], int(seed), _TASK_ID[task], *(int(k) for k in key)])
+
+
+def _value(rng: np.random.Generator, alphabet: bytes, size: int, split: str, avoid: set[bytes] = frozenset()) -> bytes:
+    """A random value of ``size`` symbols that belongs to ``split`` (and is not in ``avoid``)."""
+    table = np.frombuffer(alphabet, dtype=np.uint8)
+    while True:
+        value = table[rng.integers(0, len(table), size)].tobytes()
+        if held_out(value) == (split == "eval") and value not in avoid:
+            return value
+
+
+def _word(rng: np.random.Generator, avoid: set[bytes]) -> bytes:
+    table = np.frombuffer(LETTERS, dtype=np.uint8)
+    while True:
+        word = table[rng.integers(0, 26, 6)].tobytes()
+        if word not in avoid:
+            return word
+
+
+def minimum_length(task: str, style: str = "bytes", size: int | None = None) -> int:
+    """The bytes of a document of ``task`` with no haystack at all (the shortest valid length)."""
+    check_task(task)
+    size = SIZES[task] if size is None else size
+    doc = _build(task, style, np.random.default_rng(0), Haystack(b"x"), 0, 0, 0.0, size, "eval")
+    return len(doc.text)
+
+
+_PASSKEY_NEEDLE_BYTES = b"\nthe pass key is " + MARK
+
+
+def make(task: str, length: int, depth: float, *, haystack: Haystack | None, seed: int = 0, index: int = 0,
+         style: str = "bytes", split: str = "eval", size: int | None = None) -> Document:
+    """Document ``index`` of a cell (task, length, depth): ``length`` bytes of text in all, the
+    needle at ``depth`` percent of the haystack. Deterministic in (split, seed, task, length,
+    depth, index). ``size``: letters of a copy segment / digits of a key (default
+    :data:`SIZES`). ValueError for an unknown task or style, a depth outside [0, 100] or a length
+    too short for the needle."""
+    check_task(task)
+    check_depth(depth)
+    if style not in STYLES:
+        raise ValueError(f"unknown style {style!r}; valid: {', '.join(STYLES)}")
+    size = SIZES[task] if size is None else size
+    if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+        raise ValueError(f"size must be a positive integer, got {size!r}")
+    need = minimum_length(task, style, size)
+    if length < need:
+        raise ValueError(f"length {length} is shorter than the {task} needle and question ({need} bytes); "
+                         f"use lengths of at least {need}")
+    if style == "bytes" and haystack is None:
+        raise ValueError("the byte style draws its haystack from text: give a Haystack")
+    rng = rng_for(task, split, seed, length, round(depth * 1000), index)
+    free = length - need
+    return _build(task, style, rng, haystack, free, round(free * depth / 100), float(depth), size, split)
+
+
+def _build(task: str, style: str, rng, haystack: Haystack | None, free: int, before: int, depth: float, size: int,
+           split: str) -> Document:
+    """A document with ``free`` bytes of haystack, ``before`` of them ahead of the needle."""
+    if style == "standard" and task == "passkey":
+        return _standard_passkey(rng, free, before, depth, size, split)
+    if style == "standard" and task == "multikey":
+        return _standard_multikey(rng, free, before, depth, split)
+    if task == "multikey":
+        return _byte_multikey(rng, haystack, free, before, depth, size, split)
+    alphabet = LETTERS if task == "copy" else DIGITS
+    value = _value(rng, alphabet, size, split)
+    needle = MARK if task == "copy" else _PASSKEY_NEEDLE_BYTES
+    tail = b"" if task == "copy" else b".\n"
+    head = haystack.take(rng, before) + needle
+    text = head + value + tail + haystack.take(rng, free - before) + needle
+    return Document(task, text + value, (len(text), len(text) + size), (len(head), len(head) + size), depth,
+                    len(alphabet))
+
+
+def _byte_multikey(rng, haystack: Haystack, free: int, before: int, depth: float, size: int, split: str) -> Document:
+    """Needles ``\\n{word} ~{key}\\n``; the queried one at ``depth``, distractors uniformly."""
+    words: set[bytes] = set()
+    keys: set[bytes] = set()
+    needles = []
+    for _ in range(MULTIKEY_NEEDLES):
+        word = _word(rng, words)
+        key = _value(rng, DIGITS, size, split, keys)
+        words.add(word)
+        keys.add(key)
+        needles.append((word, key))
+    cuts = [before] + sorted(int(c) for c in rng.integers(0, free + 1, MULTIKEY_NEEDLES - 1))
+    order = sorted(range(MULTIKEY_NEEDLES), key=lambda i: (cuts[i], i))
+    text, spans, last = b"", {}, 0
+    for i in order:
+        text += haystack.take(rng, cuts[i] - last)
+        last = cuts[i]
+        word, key = needles[i]
+        text += b"\n" + word + b" " + MARK
+        spans[i] = (len(text), len(text) + size)
+        text += key + b"\n"
+    text += haystack.take(rng, free - last) + b"\n" + needles[0][0] + b" " + MARK
+    answer = (len(text), len(text) + size)
+    return Document("multikey", text + needles[0][1], answer, spans[0], float(depth), len(DIGITS),
+                    tuple(spans[i] for i in range(1, MULTIKEY_NEEDLES)))
+
+
+def _grass(n: int) -> str:
+    """Landmark's filler: the grass sentences joined by spaces, sliced to ``n`` characters."""
+    return (" ".join([GRASS] * (n // (len(GRASS) + 1) + 1)))[:n]
+
+
+def _passkey_text(prefix: str, suffix: str, key: str) -> tuple[str, int]:
+    """The standard prompt (lines joined by newlines) and where the key of the needle starts."""
+    lines = [PASSKEY_TASK, prefix]
+    start = len("\n".join(lines)) + 1 + len("The pass key is ")
+    lines += [PASSKEY_NEEDLE.format(k=key), suffix, PASSKEY_QUESTION]
+    return "\n".join(lines), start
+
+
+def _standard_passkey(rng, free: int, before: int, depth: float, size: int, split: str) -> Document:
+    digits = max(1, size)
+    while True:  # Landmark: k uniform in 1..50000 (here: up to `size` digits, 5 by default)
+        key = str(int(rng.integers(1, min(50000, 10**digits - 1) + 1)))
+        if held_out(key.encode()) == (split == "eval"):
+            break
+    free += 3 * (digits - len(key))  # the key is written three times: a shorter one leaves more filler
+    before = min(before, free)
+    prompt, start = _passkey_text(_grass(before), _grass(free - before), key)
+    text = (prompt + " " + key).encode()
+    answer = (len(prompt), len(text))  # with its leading space: the model continues "...is"
+    return Document("passkey", text, answer, (start, start + len(key)), float(depth), len(DIGITS))
+
+
+def _standard_multikey(rng, free: int, before: int, depth: float, split: str) -> Document:
+    words: set[bytes] = set()
+    keys: set[bytes] = set()
+    needles = []
+    for _ in range(MULTIKEY_NEEDLES):
+        word = _word(rng, words)
+        key = _value(rng, DIGITS[1:], RULER_DIGITS, split, keys)
+        words.add(word)
+        keys.add(key)
+        needles.append((word.decode(), key.decode()))
+    grass = _grass(free)
+    cuts = [before] + sorted(int(c) for c in rng.integers(0, free + 1, MULTIKEY_NEEDLES - 1))
+    order = sorted(range(MULTIKEY_NEEDLES), key=lambda i: (cuts[i], i))
+    text, spans, last = RULER_TASK + "\n", {}, 0
+    for i in order:
+        text += grass[last : cuts[i]]
+        last = cuts[i]
+        word, key = needles[i]
+        needle = RULER_NEEDLE.format(word=word, value=key)
+        start = len(text) + 1 + needle.index(key)
+        spans[i] = (start, start + RULER_DIGITS)
+        text += " " + needle
+    text += grass[last:] + "\n" + RULER_QUESTION.format(word=needles[0][0])
+    answer = (len(text), len(text) + 1 + RULER_DIGITS)  # with its leading space
+    text += " " + needles[0][1]
+    return Document("multikey", text.encode(), answer, spans[0], float(depth), len(DIGITS) - 1,
+                    tuple(spans[i] for i in range(1, MULTIKEY_NEEDLES)))
+
+
+def documents(task: str, length: int, depth: float, count: int, *, haystack: Haystack | None, seed: int = 0,
+              style: str = "bytes", split: str = "eval", size: int | None = None) -> list[Document]:
+    """``count`` documents of one cell (see :func:`make`)."""
+    return [make(task, length, depth, haystack=haystack, seed=seed, index=i, style=style, split=split, size=size)
+            for i in range(count)]
+
+
+def chance_bits(doc: Document) -> float:
+    """Bits per answer byte of a uniform guess over the task's alphabet."""
+    return math.log2(doc.alphabet)

@@ -1,0 +1,258 @@
+"""lexkit.retrieval: what a pattern can see decides the answer's bits exactly; a model that copies
+scores high and a control scores at chance; decoding through the KV cache equals decoding without."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from lexkit import retrieval, tasks
+from lexkit.attention import create as create_pattern
+from lexkit.model import BOS, GPT, VOCAB, ModelConfig
+
+HAY = tasks.Haystack(b"def f(x):\n    return x + 1  # ok\n" * 20)
+
+
+@pytest.fixture(scope="module")
+def gpt():
+    torch.manual_seed(0)
+    return GPT(ModelConfig(n_layers=2, d_model=32, n_heads=2, train_len=32)).eval()
+
+
+def _bits(model, doc, pattern, text=None):
+    subject = retrieval.ByteSubject(model)
+    doc = doc if text is None else dataclasses.replace(doc, text=text)
+    return retrieval.answer_bits(subject, [doc], subject.pattern(pattern))[0]
+
+
+# -- what a pattern can see -----------------------------------------------------------------------
+@pytest.mark.parametrize("pattern, reach", [("window:8", 8), ("bca:8", 8), ("sinks:8,K=1", 8)])
+def test_a_needle_beyond_the_reach_of_the_pattern_cannot_change_the_answer(gpt, pattern, reach):
+    doc = tasks.make("copy", 72, 0, haystack=HAY, size=4)  # the needle at bytes 1..5, the answer at 68
+    # each of the 2 layers moves information back by at most reach - 1 positions; the answer's
+    # first logit is at token index doc.answer[0] (the token before it), the needle's last byte at needle[1]
+    assert doc.answer[0] - doc.needle[1] > gpt.cfg.n_layers * (reach - 1)
+    assert _bits(gpt, doc, pattern) == _bits(gpt, doc, pattern, doc.without_needle())
+    assert _bits(gpt, doc, "causal") != _bits(gpt, doc, "causal", doc.without_needle())  # causal sees it
+
+
+@pytest.mark.parametrize("pattern", ["window:8", "bca:8"])
+def test_a_needle_within_reach_changes_the_answer(gpt, pattern):
+    doc = tasks.make("copy", 72, 100, haystack=HAY, size=4)  # the needle right before the question
+    assert _bits(gpt, doc, pattern) != _bits(gpt, doc, pattern, doc.without_needle())
+
+
+def test_sinks_keep_the_first_keys(gpt):
+    doc = tasks.make("copy", 72, 0, haystack=HAY, size=4)  # tokens: BOS, '~', then the value at 2..5
+    assert _bits(gpt, doc, "sinks:8,K=8") != _bits(gpt, doc, "sinks:8,K=8", doc.without_needle())
+    assert _bits(gpt, doc, "sinks:8,K=2") == _bits(gpt, doc, "sinks:8,K=2", doc.without_needle())
+
+
+# -- decoding ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("pattern", ["causal", "window:8"])
+def test_greedy_through_the_cache_equals_greedy_without(gpt, pattern):
+    subject = retrieval.ByteSubject(gpt)
+    pat = subject.pattern(pattern)
+    for doc in tasks.documents("copy", 48, 30, 1, haystack=HAY, size=8):
+        with_cache = subject.greedy(doc.prompt, 8, pat, True)
+        without = subject.greedy(doc.prompt, 8, pat, False)
+        assert with_cache == without and len(with_cache) == 8
+        # and greedy decoding is the argmax of the uncached forward pass, token for token
+        ids = torch.tensor([[BOS, *doc.prompt, *with_cache[:-1]]])
+        argmax = gpt(ids, pattern=pat)[0, -8:, :BOS].argmax(-1)
+        assert bytes(argmax.tolist()) == with_cache
+
+
+# -- a model that copies, and a control ---------------------------------------------------------------
+class Induction(nn.Module):
+    """A hand-built induction model: at token t it looks for the latest earlier bigram equal to
+    (x[t-1], x[t]) among the keys the pattern lets t see, and predicts the byte that followed it
+    (logit 20); without one, a uniform guess over the letters."""
+
+    def __init__(self, train_len: int = 64) -> None:
+        super().__init__()
+        self.cfg = ModelConfig(n_layers=1, d_model=8, n_heads=1, train_len=train_len)
+        self.anchor = nn.Parameter(torch.zeros(()))
+
+    def pattern(self, spec="causal"):
+        return create_pattern(spec, default_window=self.cfg.train_len)
+
+    def forward(self, tokens, pattern="causal", offset=0, *, kernel="auto"):
+        pat = self.pattern(pattern)
+        b, n = tokens.shape
+        out = torch.full((b, n, VOCAB), -30.0)
+        out[..., list(tasks.LETTERS)] = 0.0
+        idx = torch.arange(n)
+        seen = pat.visible(idx[:, None], idx[None, :])  # [n, n]
+        for r in range(b):
+            x = tokens[r].tolist()
+            for t in range(1, n):
+                for j in range(t - 1, 0, -1):
+                    if x[j] == x[t] and x[j - 1] == x[t - 1] and seen[t, j - 1] and seen[t, j + 1]:
+                        out[r, t, x[j + 1]] = 20.0
+                        break
+        return out + self.anchor
+
+
+DOTS = tasks.Haystack(b"." * 400)  # no letters: a match can only be the needle
+
+
+def test_a_model_that_copies_scores_high_and_a_control_at_chance():
+    subject = retrieval.ByteSubject(Induction())
+    rows = retrieval.score(subject, "copy", [48, 64], depths=[10, 50, 90], samples=4, haystack=DOTS, size=6)
+    assert [r.accuracy for r in rows] == [1.0] * 6
+    assert all(r.answer_bits < 1e-6 for r in rows) and not any(r.cached for r in rows)
+    assert rows[0].low == pytest.approx(retrieval.wilson(4, 4)[0])
+
+    # control: the needle replaced by other random letters; nothing to copy
+    pat = subject.pattern("causal")
+    docs = tasks.documents("copy", 64, 50, 8, haystack=DOTS, size=6)
+    control = [dataclasses.replace(d, text=d.without_needle(tasks.make("copy", 64, 50, haystack=DOTS, size=6,
+                                                                           split="train", index=i).expected))
+               for i, d in enumerate(docs)]
+    assert not any(retrieval.exact_match(subject, d, pat)[0] for d in control)
+    bits = retrieval.answer_bits(subject, control, pat)
+    # the marker still points at the needle's first letter (confidently wrong); the rest is a uniform guess
+    assert all(b >= math.log2(26) for b in bits)
+
+
+def test_a_window_cannot_retrieve_what_it_cannot_see():
+    subject = retrieval.ByteSubject(Induction())
+    rows = retrieval.score(subject, "copy", [64], depths=[5, 95], samples=4, haystack=DOTS, size=6,
+                           patterns=["causal", "window:16"])
+    acc = {(r.pattern, r.depth): r.accuracy for r in rows}
+    assert acc == {("causal", 5.0): 1.0, ("window:16", 5.0): 0.0, ("causal", 95.0): 1.0, ("window:16", 95.0): 1.0}
+
+
+# -- measures and rows -------------------------------------------------------------------------------
+def test_wilson_interval_closed_form():
+    z = 1.959963984540054
+    for k, n in [(0, 10), (5, 10), (10, 10), (37, 50)]:
+        p = k / n
+        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+        half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+        assert retrieval.wilson(k, n) == pytest.approx((max(0, centre - half), min(1, centre + half)), abs=1e-12)
+    assert retrieval.wilson(0, 10)[1] == pytest.approx(z * z / (10 + z * z))  # 0 successes: z²/(n + z²)
+    with pytest.raises(ValueError):
+        retrieval.wilson(0, 0)
+
+
+def test_rows_to_json_and_summary():
+    subject = retrieval.ByteSubject(Induction())
+    rows = retrieval.score(subject, "copy", [48], depths=[20, 80], samples=2, haystack=DOTS, size=6)
+    row = rows[0].to_json()
+    assert row["task"] == "copy" and row["samples"] == 2 and row["chance_bits"] == pytest.approx(math.log2(26))
+    assert set(row) == {f.name for f in dataclasses.fields(retrieval.Cell)}
+    (line,) = retrieval.summary(rows)
+    assert (line["samples"], line["correct"], line["accuracy"]) == (4, 4, 1.0)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(task="find"), "unknown task 'find'"),
+    (dict(depths=[0, 110]), r"depth 110 is outside \[0, 100\]"),
+    (dict(lengths=[20]), "length 20 is shorter than the copy needle"),
+    (dict(samples=0), "samples must be a positive integer, got 0"),
+])
+def test_bad_grids(kwargs, message):
+    args = dict(task="copy", lengths=[64], depths=[0], samples=1, style="bytes") | kwargs
+    with pytest.raises(ValueError, match=message):
+        retrieval.check_grid(**args)
+
+
+# -- the command ------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    from lexkit.data import load_corpus
+    from lexkit.train import configs, train
+    from toy_corpus import write_corpus
+
+    root = tmp_path_factory.mktemp("retrieval")
+    (root / "corpus").mkdir()
+    data = write_corpus(root / "corpus")
+    model_cfg, train_cfg = configs("tiny", "rope", steps=2, save_every=2, eval_every=2, data=str(data))
+    train(root / "run", model_cfg, train_cfg, progress=False, corpus=load_corpus(str(data)))
+    return root / "run"
+
+
+def test_cli_writes_table_json_csv_and_plot(run, tmp_path, capsys):
+    import json
+
+    from lexkit.cli import main
+
+    out = tmp_path / "r"
+    argv = [str(run), "--task", "copy", "--size", "4", "--lengths", "16,32", "--depths", "0,100", "--samples", "2",
+            "--pattern", "causal", "--pattern", "window:8", "--json", f"{out}.json", "--csv", f"{out}.csv",
+            "--plot", f"{out}.png"]
+    assert main(["retrieval", *argv]) == 0
+    text = capsys.readouterr().out
+    assert "exact match (%), window:8" in text and "32 (1x)" in text and "answer bits per byte" in text
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert len(report["rows"]) == 2 * 2 * 2 and report["patterns"] == ["causal", "window:8"]
+    assert report["rows"][0]["samples"] == 2 and report["style"] == "bytes"
+    assert len((tmp_path / "r.csv").read_text().splitlines()) == 1 + 8
+    assert (tmp_path / "r.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--task", "haystack"], "unknown task 'haystack'"),
+    (["--depths", "0,120"], r"depth 120.0 is outside \[0, 100\]"),
+    (["--lengths", "10"], "length 10 is shorter than the copy needle"),
+    (["--samples", "0"], "samples must be a positive integer, got 0"),
+    (["--depths", "half"], "--depths: 'half' is not a number"),
+])
+def test_cli_bad_input_is_one_line_and_writes_nothing(run, tmp_path, capsys, extra, message):
+    import re
+
+    from lexkit.cli import main
+
+    argv = ["retrieval", str(run), "--task", "copy", "--lengths", "64", "--json", str(tmp_path / "r.json"), *extra]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and re.search(message, err[0])
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.slow  # fast sibling: test_cli_writes_table_json_csv_and_plot (a lexkit run)
+def test_cli_on_a_tiny_saved_hf_model_offline(tmp_path, capsys):
+    tf = pytest.importorskip("transformers")
+    import json
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    from lexkit.cli import main
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<s>", "</s>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator([tasks.GRASS, tasks.PASSKEY_TASK, tasks.PASSKEY_NEEDLE, tasks.PASSKEY_QUESTION] * 3,
+                            trainer=trainer)
+    config = tf.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                            num_key_value_heads=2, max_position_embeddings=64, vocab_size=300, bos_token_id=0,
+                            eos_token_id=1)
+    torch.manual_seed(0)
+    tf.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path / "m")
+    tf.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>").save_pretrained(tmp_path / "m")
+    argv = ["retrieval", f"hf:{tmp_path / 'm'}", "--task", "passkey", "--lengths", "300", "--depths", "0,100",
+            "--samples", "2", "--json", str(tmp_path / "r.json"), "--device", "cpu"]
+    assert main(argv) == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["style"] == "standard" and len(report["rows"]) == 2
+    assert all(0 <= r["accuracy"] <= 1 and r["answer_bits"] > 0 for r in report["rows"])
+    assert "exact match (%), causal" in capsys.readouterr().out
+
+
+def test_use_of_context_rows_beside_bpb(run):
+    rows = retrieval.use_of_context({"rope": str(run), "rope-pi": f"{run}@rope:scaling=linear,factor=2"},
+                                    task="copy", multiples=(2, 4), patterns=("causal", "window"), depths=(50,),
+                                    samples=1, max_docs=1)
+    assert [(r.config, r.pattern, r.multiple, r.length) for r in rows[:4]] == [
+        ("rope", "causal", 2, 64), ("rope", "window:32", 2, 64),
+        ("rope", "causal", 4, 128), ("rope", "window:32", 4, 128)]
+    assert len(rows) == 8 and all(r.bpb is not None and r.bpb > 0 and 0 <= r.accuracy <= 1 for r in rows)
+    assert rows[0].to_json()["config"] == "rope"
