@@ -7,13 +7,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pytest
 import torch
 
-torch.set_num_threads(min(2, os.cpu_count() or 1))
+THREADS = min(2, os.cpu_count() or 1)
+torch.set_num_threads(THREADS)
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "fixtures"))
 
 
 @pytest.fixture(autouse=True)
 def _seed():
+    """Seed 0 for every test; the thread count put back for the next one (``--threads 1`` sets it)."""
     torch.manual_seed(0)
+    yield
+    if torch.get_num_threads() != THREADS:
+        torch.set_num_threads(THREADS)
 
 
 @pytest.fixture(autouse=True)
@@ -26,3 +31,46 @@ def _device(request, monkeypatch):
         monkeypatch.setenv("LEXKIT_DEVICE", "cuda")
     else:
         monkeypatch.setenv("LEXKIT_DEVICE", "cpu")
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory):
+    """Finished tiny runs trained once for the whole session by ``lexkit train`` (flags ``TINY``) on
+    the toy corpus in ``data``: ``alibi`` and ``rope``. Read them only; copy one to change it
+    (the ``run`` fixture)."""
+    from lexkit.cli import main
+    from toy_corpus import TINY, write_corpus
+
+    root = tmp_path_factory.mktemp("trained")
+    data = write_corpus(root / "data")
+    for scheme in ("alibi", "rope"):
+        assert main(["train", "--scheme", scheme, "--out", str(root / scheme), "--data", str(data), *TINY]) == 0
+    torch.set_num_threads(THREADS)
+    return root
+
+
+@pytest.fixture
+def run(trained, tmp_path):
+    """A private copy of the finished alibi run (tests may damage it)."""
+    out = tmp_path / "run"
+    out.mkdir()
+    for f in (trained / "alibi").iterdir():
+        (out / f.name).write_bytes(f.read_bytes())
+    return out
+
+
+@pytest.fixture
+def eager_flex(monkeypatch):
+    """The flex kernel with FlexAttention run eagerly (no compile): the same score_mod, block mask
+    and ladder in lexkit at a fraction of a compile's cost on the CPU. The compiled kernel has its
+    own (slow, or shared-shape) tests."""
+    import warnings
+
+    from torch.nn.attention.flex_attention import flex_attention
+
+    from lexkit.attention import kernels
+
+    monkeypatch.setattr(kernels, "compiled_flex", lambda: flex_attention)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
+        yield
