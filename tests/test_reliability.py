@@ -7,6 +7,7 @@ cases about run directories (two writers, resume over finished weights, corrupt 
 weights, modes) are in test_lock.py and test_runs.py.
 """
 
+import io
 import json
 import os
 import re
@@ -184,6 +185,22 @@ def test_non_utf8_file_names_in_data(tmp_path):
     assert load_corpus(str(folder)).fingerprint == corpus.fingerprint  # stable
 
 
+def test_outputs_are_written_before_a_closed_pipe_stops_the_printing(run, tmp_path, monkeypatch):
+    """In-process sibling of the `| head -1` test: stdout refuses every write as a closed pipe does;
+    the command still writes its JSON and CSV and exits 0."""
+
+    class ClosedPipe(io.TextIOBase):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    j, c = tmp_path / "F.json", tmp_path / "G.csv"
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    assert main(["eval", str(run), "--lengths", "8,16", "--json", str(j), "--csv", str(c), "--no-progress"]) == 0
+    monkeypatch.undo()
+    assert json.loads(j.read_text())["lengths"] == [8, 16] and c.read_text().startswith("length,")
+
+
+@pytest.mark.slow  # fast sibling: test_outputs_are_written_before_a_closed_pipe_stops_the_printing
 def test_outputs_survive_a_closed_pipe(run, tmp_path):
     j, c = tmp_path / "F.json", tmp_path / "G.csv"
     env = {**os.environ, "PYTHONPATH": SRC}

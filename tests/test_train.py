@@ -130,6 +130,41 @@ def _data_dir(tmp_path):
     return folder
 
 
+def _train_main(argv: list[str]) -> None:
+    from lexkit.cli import main
+
+    os._exit(main(argv))
+
+
+def test_sigkill_of_a_forked_trainer_then_resume_is_byte_identical(tmp_path):
+    """Fast sibling of the CLI test below: the trainer is this process forked (no second import of
+    torch) and SIGKILLed after its first checkpoint; resumed and run whole in this process, the
+    weights match byte for byte and the metrics have no duplicated rows."""
+    import multiprocessing
+
+    data = _data_dir(tmp_path)
+    common = ["--scheme", "kerple-log", "--preset", "tiny", "--data", str(data), "--steps", "60",
+              "--save-every", "4", "--eval-every", "30", "--threads", "1", "--quiet"]
+    killed = tmp_path / "killed"
+    proc = multiprocessing.get_context("fork").Process(target=_train_main, args=(["train", "--out", str(killed),
+                                                                                  *common],))
+    proc.start()
+    deadline = time.time() + 60
+    while not (killed / "checkpoint.safetensors").exists() and time.time() < deadline:
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join()
+    assert proc.exitcode == -signal.SIGKILL
+    assert 4 <= runs.trainer_state(killed)["step"] < 60 and (killed / ".lock").exists()  # no cleanup ran
+    assert main(["train", "--resume", "--out", str(killed), "--threads", "1", "--quiet"]) == 0
+    whole = tmp_path / "whole"
+    assert main(["train", "--out", str(whole), *common]) == 0
+    assert (killed / "model.safetensors").read_bytes() == (whole / "model.safetensors").read_bytes()
+    steps = [r["step"] for r in runs.read_metrics(killed)]
+    assert steps == sorted(set(steps)) == [r["step"] for r in runs.read_metrics(whole)] and steps[-1] == 60
+
+
+@pytest.mark.slow  # fast sibling: test_sigkill_of_a_forked_trainer_then_resume_is_byte_identical
 def test_sigkill_then_resume_is_byte_identical(tmp_path):
     """Kill a CLI run with SIGKILL after its first checkpoint, resume it, and compare weights
     byte for byte with an uninterrupted run of the same seed."""
