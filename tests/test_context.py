@@ -1,9 +1,8 @@
-"""Context extension: RoPE scalings, log-n scaling, ReRoPE, attention sinks, the
-instruments over them, `lexkit train --init` and evaluation under another scheme.
+"""Context extension: log-n scaling, ReRoPE, attention sinks, the instruments over them,
+`lexkit train --init` and evaluation under another scheme (the RoPE scalings: test_scaling.py).
 
 Every expected value is written out here from the formulas (docs/context-extension.md), in plain
-Python / float64, independently of lexkit's implementation; transformers' own functions are a
-second reference when it is installed."""
+Python / float64, independently of lexkit's implementation."""
 
 import hashlib
 import json
@@ -16,194 +15,9 @@ from cli_checks import one_error_line
 from lexkit import attention, positions, resolution
 from lexkit.attention import Attention
 from lexkit.cli import main
-from lexkit.positions import scaling
+from rope_formulas import written_out
 
 H, HD = 2, 16
-
-
-# -- 1. RoPE scaling: frequencies and attention factors from the formulas written out ----------
-def theta(h, base):
-    return [base ** (-2 * i / h) for i in range(h // 2)]
-
-
-def written_out(method, h, base, s, L, n=0, beta_fast=32.0, beta_slow=1.0, low=1.0, high=4.0):
-    """(θ'_i list, a) straight from the formulas (HF modeling_rope_utils conventions)."""
-    if method == "linear":
-        return [t / s for t in theta(h, base)], 1.0
-    if method == "ntk":
-        return theta(h, base * s ** (h / (h - 2))), 1.0
-    if method == "dynamic":
-        n = max(n, L)
-        return theta(h, base * (s * n / L - (s - 1)) ** (h / (h - 2))), 1.0
-    if method == "yarn":
-        def corr(r):
-            return h * math.log(L / (r * 2 * math.pi)) / (2 * math.log(base))
-        lo, hi = max(math.floor(corr(beta_fast)), 0), min(math.ceil(corr(beta_slow)), h - 1)
-        if lo == hi:
-            hi += 0.001
-        out = []
-        for i, t in enumerate(theta(h, base)):
-            ramp = min(max((i - lo) / (hi - lo), 0.0), 1.0)
-            out.append(t * (1 - ramp) + t / s * ramp)
-        return out, 0.1 * math.log(s) + 1
-    if method == "llama3":
-        out = []
-        for t in theta(h, base):
-            lam = 2 * math.pi / t
-            if lam > L / low:
-                out.append(t / s)
-            elif lam < L / high:
-                out.append(t)
-            else:
-                sm = (L / lam - low) / (high - low)
-                out.append((1 - sm) * t / s + sm * t)
-        return out, 1.0
-    raise AssertionError(method)
-
-
-def scaled_spec(method, base, s, L, extra):
-    tail = "".join(f",{k}={v}" for k, v in extra.items())
-    return f"rope:base={base},scaling={method},factor={s},original_len={L}" + tail
-
-
-CASES = [
-    ("linear", 64, 10000.0, 4.0, 128, {}),
-    ("ntk", 64, 10000.0, 8.0, 128, {}),
-    ("yarn", 64, 10000.0, 16.0, 128, {}),
-    ("yarn", 128, 500000.0, 4.0, 4096, {"beta_fast": 16.0, "beta_slow": 2.0}),
-    ("llama3", 128, 500000.0, 8.0, 8192, {}),
-    ("llama3", 64, 10000.0, 4.0, 128, {"low_freq": 2.0, "high_freq": 8.0}),
-]
-
-
-@pytest.mark.parametrize("method, h, base, s, L, extra", CASES)
-def test_scaled_frequencies_match_written_out_formulas(method, h, base, s, L, extra):
-    spec = scaled_spec(method, base, s, L, extra)
-    rope = positions.create(spec, n_heads=1, head_dim=h)
-    got, a = rope.frequencies()
-    kw = {"beta_fast": extra.get("beta_fast", 32.0), "beta_slow": extra.get("beta_slow", 1.0),
-          "low": extra.get("low_freq", 1.0), "high": extra.get("high_freq", 4.0)}
-    want, want_a = written_out(method, h, base, s, L, **kw)
-    assert torch.allclose(got, torch.tensor(want, dtype=torch.float64), rtol=1e-12, atol=0)
-    assert a == pytest.approx(want_a, rel=1e-12)
-    if method in ("yarn", "llama3"):  # the highest frequency is never scaled, the lowest is divided by s
-        assert got[0] == pytest.approx(1.0) and got[-1] == pytest.approx(theta(h, base)[-1] / s)
-
-
-def test_dynamic_ntk_follows_the_current_length():
-    rope = positions.create("rope:scaling=dynamic,factor=4,original_len=64", n_heads=1, head_dim=32)
-    for n in (10, 64, 100, 256, 1000):
-        pos = torch.arange(n)
-        got, a = rope.frequencies(pos, pos)
-        want, _ = written_out("dynamic", 32, 10000.0, 4.0, 64, n=n)
-        assert torch.allclose(got, torch.tensor(want, dtype=torch.float64), rtol=1e-12) and a == 1.0
-        if n <= 64:  # inside the original length: plain RoPE
-            assert torch.allclose(got, torch.tensor(theta(32, 10000.0), dtype=torch.float64), rtol=1e-12)
-
-
-def test_scaled_rope_scores_are_the_rotation_by_the_new_frequencies_times_a_squared():
-    """score(m, n) = a²/√h Σ_i [(q_i k_i + q_j k_j) cos((m-n)θ'_i) + (q_j k_i - q_i k_j) sin((m-n)θ'_i)],
-    j = i + h/2 (rotate-half pairs): a direct float64 sum, for yarn and linear."""
-    for spec in ("rope:scaling=yarn,factor=8,original_len=32", "rope:scaling=linear,factor=2"):
-        rope = positions.create(spec, n_heads=1, head_dim=HD)
-        th, a = rope.frequencies()
-        q, k = torch.randn(1, 1, 5, HD, dtype=torch.float64), torch.randn(1, 1, 7, HD, dtype=torch.float64)
-        qp, kp = torch.tensor([3, 40, 41, 100, 300]), torch.arange(0, 70, 10)
-        got = rope.scores(q, k, qp, kp)[0, 0]
-        for x, m in enumerate(qp.tolist()):
-            for y, n in enumerate(kp.tolist()):
-                tot = 0.0
-                for i in range(HD // 2):
-                    j = i + HD // 2
-                    qi, qj, ki, kj = q[0, 0, x, i], q[0, 0, x, j], k[0, 0, y, i], k[0, 0, y, j]
-                    ang = (m - n) * float(th[i])
-                    tot += (qi * ki + qj * kj) * math.cos(ang) + (qi * kj - qj * ki) * math.sin(ang)
-                assert float(got[x, y]) == pytest.approx(a * a * float(tot) / math.sqrt(HD), rel=1e-9, abs=1e-12)
-    # linear: positions divided by s, exactly (m/2, n/2 under plain RoPE)
-    plain = positions.create("rope", n_heads=1, head_dim=HD)
-    lin = positions.create("rope:scaling=linear,factor=2", n_heads=1, head_dim=HD)
-    q, k = torch.randn(1, 1, 4, HD, dtype=torch.float64), torch.randn(1, 1, 4, HD, dtype=torch.float64)
-    p = torch.tensor([0, 2, 10, 64])
-    half = positions.create("rope", n_heads=1, head_dim=HD)
-    from lexkit.positions.rotary import rotary_angles, rotate_half
-    cos, sin = rotary_angles(p.double() / 2, HD, 10000.0)
-    want = rotate_half(q, cos, sin) @ rotate_half(k, cos, sin).transpose(-1, -2) / math.sqrt(HD)
-    assert torch.allclose(lin.scores(q, k, p, p), want, atol=1e-12)
-    assert not torch.allclose(plain.scores(q, k, p, p), want) and half is not None
-
-
-def test_xpos_takes_the_scalings_and_decays_as_before():
-    x = positions.create("xpos:scaling=linear,factor=4", n_heads=1, head_dim=HD)
-    assert torch.allclose(x.frequencies()[0], torch.tensor(theta(HD, 10000.0), dtype=torch.float64) / 4)
-    # decay=false + linear scaling is rope + linear scaling
-    a = positions.create("xpos:decay=false,scaling=linear,factor=4", n_heads=1, head_dim=HD)
-    b = positions.create("rope:scaling=linear,factor=4", n_heads=1, head_dim=HD)
-    q, k, p = torch.randn(1, 1, 6, HD), torch.randn(1, 1, 6, HD), torch.arange(6) * 7
-    assert torch.allclose(a.scores(q, k, p, p), b.scores(q, k, p, p), atol=1e-6)
-
-
-@pytest.mark.parametrize("spec, words", [
-    ("rope:scaling=yarn", ["needs a factor"]),
-    ("rope:factor=4", ["factor needs a scaling"]),
-    ("rope:scaling=warp,factor=2", ["scaling=warp", "linear", "yarn"]),
-    ("rope:scaling=linear,factor=2,beta_fast=8", ["beta_fast applies only to scaling=yarn"]),
-    ("rope:scaling=llama3,factor=8,original_len=64,low_freq=4,high_freq=2", ["low_freq < high_freq"]),
-    ("rope:scaling=linear,factor=0.5", ["factor=0.5", ">= 1"]),
-    ("xpos:scaling=dynamic,factor=2,original_len=64", ["dynamic", "decay=false"]),
-    ("rope:scaling=yarn,factor=4", ["original_len"]),  # no training length known here
-])
-def test_bad_scaling_specs_name_the_problem(spec, words):
-    with pytest.raises(ValueError) as info:
-        positions.create(spec, n_heads=1, head_dim=HD)
-    for w in words:
-        assert w in str(info.value), (spec, str(info.value))
-
-
-def test_training_length_fills_original_len_and_w():
-    assert positions.create("rope:scaling=yarn,factor=4", 1, HD, max_len=96).values["original_len"] == 96
-    pinned = positions.create("rope:scaling=yarn,factor=4,original_len=32", 1, HD, max_len=96)
-    assert pinned.values["original_len"] == 32
-    assert positions.create("rerope", 1, HD, max_len=96).values["w"] == 96
-    assert positions.create("rerope", 1, HD).values["w"] == 512  # the reference's w without a training length
-
-
-# -- the same functions as transformers, when it is installed ----------------------------------
-def hf_reference(method, h, base, s, L, n=None, extra=None):
-    tr = pytest.importorskip("transformers")
-    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
-
-    extra = dict(extra or {})
-    rename = {"low_freq": "low_freq_factor", "high_freq": "high_freq_factor"}
-    params = {"rope_type": method, "factor": s, "original_max_position_embeddings": L,
-              **{rename.get(k, k): v for k, v in extra.items()}}
-    if method == "llama3":
-        params.setdefault("low_freq_factor", 1.0)
-        params.setdefault("high_freq_factor", 4.0)
-    cfg = tr.LlamaConfig(hidden_size=h * 2, num_attention_heads=2, head_dim=h, max_position_embeddings=L)
-    if hasattr(cfg, "rope_parameters"):  # transformers 5: rope_parameters carries rope_theta
-        cfg.rope_parameters = {"rope_theta": base, **params}
-    else:  # 4.x
-        cfg.rope_theta = base
-        cfg.rope_scaling = params
-    compute = ROPE_INIT_FUNCTIONS[method]
-    return compute(cfg, "cpu", seq_len=n) if n is not None else compute(cfg, "cpu")
-
-
-@pytest.mark.parametrize("method, h, base, s, L, extra", [c for c in CASES if c[0] != "ntk"])
-def test_frequencies_equal_transformers(method, h, base, s, L, extra):
-    inv, a = hf_reference(method, h, base, s, L, extra=extra)
-    spec = scaled_spec(method, base, s, L, extra)
-    got, got_a = positions.create(spec, n_heads=1, head_dim=h).frequencies()
-    assert torch.allclose(got, inv.double(), rtol=1e-5, atol=0), (got, inv)  # HF works in float32
-    assert got_a == pytest.approx(float(a), rel=1e-6)
-
-
-def test_dynamic_equals_transformers_at_several_lengths():
-    for n in (32, 64, 200, 1024):
-        inv, _ = hf_reference("dynamic", 32, 10000.0, 4.0, 64, n=n)
-        rope = positions.create("rope:scaling=dynamic,factor=4,original_len=64", n_heads=1, head_dim=32)
-        pos = torch.arange(n)
-        assert torch.allclose(rope.frequencies(pos, pos)[0], inv.double(), rtol=1e-5)
 
 
 # -- 2. log-n scaling ----------------------------------------------------------------------------
@@ -234,14 +48,8 @@ def rel(got, want):
     return float((got.double() - want.double()).abs().max() / want.double().abs().max())
 
 
-@pytest.mark.parametrize("spec, pat, kernels", [
-    ("rope", "causal", ("dense", "chunked", "flex")),
-    ("alibi", "window:48", ("dense", "chunked", "flex")),
-    ("xpos", "bca:32", ("dense", "chunked")),
-    ("rope:scaling=yarn,factor=4,original_len=16", "causal", ("dense", "chunked")),
-    ("t5", "causal", ("dense", "chunked")),
-])
-def test_logn_on_every_kernel_equals_the_reference(spec, pat, kernels):
+def check_logn(spec, pat, kernels):
+    """Each kernel under log-n (training length 16) within 1e-4 of the float64 reference at 130 tokens."""
     s = positions.create(spec, n_heads=H, head_dim=HD, max_len=512)
     pattern = attention.create(pat)
     n, L = 130, 16
@@ -252,8 +60,36 @@ def test_logn_on_every_kernel_equals_the_reference(spec, pat, kernels):
         plain = reference(s, pattern, q.double(), k.double(), v.double(), pos)
         assert rel(plain, want) > 1e-3  # log-n changes the output here
         for kernel in kernels:
-            got = Attention(s, pattern, pos, kernel=kernel, logn=L)(q, k, v)
-            assert rel(got, want) <= 1e-4, (spec, pat, kernel, rel(got, want))
+            att = Attention(s, pattern, pos, kernel=kernel, logn=L)
+            got = att(q, k, v)
+            assert att.ran == kernel and rel(got, want) <= 1e-4, (spec, pat, kernel, att.ran, rel(got, want))
+
+
+@pytest.mark.parametrize("spec, pat, kernels", [
+    ("rope", "causal", ("dense", "chunked")),
+    ("alibi", "window:48", ("dense", "chunked")),
+    ("xpos", "bca:32", ("dense", "chunked")),
+    ("rope:scaling=yarn,factor=4,original_len=16", "causal", ("dense", "chunked")),
+    ("t5", "causal", ("dense", "chunked")),
+])
+def test_logn_on_every_kernel_equals_the_reference(spec, pat, kernels):
+    check_logn(spec, pat, kernels)
+
+
+LOGN_FLEX = [("rope", "causal"), ("alibi", "window:48")]  # λ in q alone; λ in q and in the bias score_mod
+
+
+@pytest.mark.parametrize("spec, pat", LOGN_FLEX)
+def test_logn_on_flex_run_eagerly_equals_the_reference(spec, pat, eager_flex):
+    """Fast sibling of the compiled test below: lexkit's flex path under log-n (λ in q and in the
+    bias score_mod, the block mask, the ladder) with FlexAttention run eagerly."""
+    check_logn(spec, pat, ("flex",))
+
+
+@pytest.mark.slow  # fast sibling: test_logn_on_flex_run_eagerly_equals_the_reference
+@pytest.mark.parametrize("spec, pat", LOGN_FLEX)
+def test_logn_on_compiled_flex_equals_the_reference(spec, pat):
+    check_logn(spec, pat, ("flex",))
 
 
 def test_logn_is_identity_inside_the_training_length_and_grows_as_written():
@@ -329,8 +165,8 @@ def test_sinks_predicate_keys_and_spec():
         attention.create("sinks:8,pos=disk")
 
 
-@pytest.mark.parametrize("spec, kernels", [("rope", ("dense", "chunked")), ("alibi", ("dense", "chunked", "flex"))])
-def test_sinks_text_positions_on_every_kernel(spec, kernels):
+def check_sinks_text(spec, kernels):
+    """Each kernel under sinks:40,K=3 (sinks at their text positions) within 1e-4 of the reference at 300 tokens."""
     s = positions.create(spec, n_heads=H, head_dim=HD)
     pattern = attention.create("sinks:40,K=3")
     n = 300
@@ -339,7 +175,24 @@ def test_sinks_text_positions_on_every_kernel(spec, kernels):
     with torch.no_grad():
         want = reference(s, pattern, q.double(), k.double(), v.double(), pos)
         for kernel in kernels:
-            assert rel(Attention(s, pattern, pos, kernel=kernel)(q, k, v), want) <= 1e-4, kernel
+            att = Attention(s, pattern, pos, kernel=kernel)
+            assert rel(att(q, k, v), want) <= 1e-4 and att.ran == kernel, (kernel, att.ran)
+
+
+@pytest.mark.parametrize("spec, kernels", [("rope", ("dense", "chunked")), ("alibi", ("dense", "chunked"))])
+def test_sinks_text_positions_on_every_kernel(spec, kernels):
+    check_sinks_text(spec, kernels)
+
+
+def test_sinks_text_positions_on_flex_run_eagerly(eager_flex):
+    """Fast sibling of the compiled test below: the sinks block mask and alibi's score_mod through
+    lexkit's flex path, FlexAttention run eagerly."""
+    check_sinks_text("alibi", ("flex",))
+
+
+@pytest.mark.slow  # fast sibling: test_sinks_text_positions_on_flex_run_eagerly
+def test_sinks_text_positions_on_compiled_flex():
+    check_sinks_text("alibi", ("flex",))
 
 
 @pytest.mark.parametrize("spec", ["rope", "alibi", "rerope:w=10"])
@@ -450,23 +303,19 @@ def test_resolution_cli_analytic_takes_train_len_and_logn(capsys, tmp_path):
     assert "--train-len" in one_error_line(capsys)
 
 
-# -- 6. runs: evaluation under another scheme, --init, the instruments on a run ------------------
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    from lexkit.train import configs, train
-
-    out = tmp_path_factory.mktemp("ctx") / "rope"
-    model_cfg, train_cfg = configs("tiny", "rope", steps=12, save_every=12, eval_every=12)
-    train(out, model_cfg, train_cfg, progress=False)
-    return out
+# -- 6. runs: evaluation under another scheme, --init, the instruments on a rope_run ------------------
+@pytest.fixture
+def rope_run(trained):
+    """The session's finished tiny rope rope_run (12 steps at length 32 on the toy corpus; read only)."""
+    return trained / "rope"
 
 
-def test_eval_under_scaling_logn_and_sinks_without_retraining(run, tmp_path, capsys):
+def test_eval_under_scaling_logn_and_sinks_without_retraining(rope_run, tmp_path, capsys):
     from lexkit.evaluate import evaluate_run
 
     kw = dict(lengths=[16, 32, 64], patterns=["causal", "sinks:16,K=2,pos=cache"], max_docs=2)
-    base = evaluate_run(run, **kw)
-    same = evaluate_run(run, scheme="rope:scaling=linear,factor=1", logn=True, **kw)
+    base = evaluate_run(rope_run, **kw)
+    same = evaluate_run(rope_run, scheme="rope:scaling=linear,factor=1", logn=True, **kw)
     assert same["scheme"] == "rope:scaling=linear,factor=1.0,original_len=32" \
         and same["trained_scheme"] == "rope" and same["logn"]
     for a, b in zip(base["results"], same["results"]):
@@ -474,86 +323,78 @@ def test_eval_under_scaling_logn_and_sinks_without_retraining(run, tmp_path, cap
             assert a["bpb"] == pytest.approx(b["bpb"], rel=1e-9)
         else:  # past it log-n sharpens: different numbers
             assert a["bpb"] != pytest.approx(b["bpb"], rel=1e-9)
-    yarn = evaluate_run(run, scheme="rope:scaling=yarn,factor=4", **kw)
+    yarn = evaluate_run(rope_run, scheme="rope:scaling=yarn,factor=4", **kw)
     assert yarn["scheme"] == "rope:scaling=yarn,factor=4.0,original_len=32"
     assert all(r["bpb"] is not None for r in yarn["results"])
     js = tmp_path / "e.json"
-    argv = ["eval", str(run), "--lengths", "32,64", "--scheme", "rerope:w=16,k=8", "--logn", "--max-docs", "1",
+    argv = ["eval", str(rope_run), "--lengths", "32,64", "--scheme", "rerope:w=16,k=8", "--logn", "--max-docs", "1",
             "--no-progress", "--pattern", "sinks:16", "--json", str(js)]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "scheme rerope:w=16,k=8.0 (trained as rope)  log-n" in out
     assert json.loads(js.read_text())["scheme"] == "rerope:w=16,k=8.0"
     for bad, words in ((["--scheme", "rope:scaling=yarn"], "needs a factor"), (["--scheme", "t5"], "does not fit")):
-        assert main(["eval", str(run), "--lengths", "32", "--no-progress", *bad]) == 2
+        assert main(["eval", str(rope_run), "--lengths", "32", "--no-progress", *bad]) == 2
         assert words in one_error_line(capsys)
     assert main(["eval", "hf:some/model", "--lengths", "32", "--logn"]) == 2  # refused before any load
     assert "--logn is for lexkit runs" in one_error_line(capsys)
 
 
-def test_train_init_continues_a_run_longer_with_a_scaling(run, tmp_path, capsys):
+def test_train_init_continues_a_run_longer_with_a_scaling(rope_run, tmp_path, capsys):
     from lexkit import runs
     from lexkit.train import configs_from_run, train
 
-    model_cfg, train_cfg = configs_from_run(run, "rope:scaling=yarn,factor=2", train_len=64, steps=1, lr=1e-12,
+    model_cfg, train_cfg = configs_from_run(rope_run, "rope:scaling=yarn,factor=2", train_len=64, steps=1, lr=1e-12,
                                             warmup=0)
     assert model_cfg.scheme == "rope:scaling=yarn,factor=2.0,original_len=32" and model_cfg.train_len == 64
     assert model_cfg.n_layers == 2 and train_cfg.batch == 8  # the run's own settings
     out = tmp_path / "ft"
-    train(out, model_cfg, train_cfg, progress=False, init=run)
-    parent, _ = runs.load(run)
+    train(out, model_cfg, train_cfg, progress=False, init=rope_run)
+    parent, _ = runs.load(rope_run)
     child, config = runs.load(out)
     for (name, a), b in zip(parent.state_dict().items(), child.state_dict().values()):
         assert torch.allclose(a, b, atol=1e-6), name  # started from the parent (one step at lr 1e-12)
     init = config["init"]
-    assert init["run"] == str(run) and init["scheme"] == "rope" and init["train_len"] == 32 and init["step"] == 12
-    assert init["sha256"] == hashlib.sha256((run / runs.WEIGHTS).read_bytes()).hexdigest()
+    assert init["run"] == str(rope_run) and init["scheme"] == "rope" and init["train_len"] == 32 and init["step"] == 12
+    assert init["sha256"] == hashlib.sha256((rope_run / runs.WEIGHTS).read_bytes()).hexdigest()
     # the command: --init with a longer length; the provenance survives --resume
     out2 = tmp_path / "ft2"
-    argv = ["train", "--init", str(run), "--scheme", "rope:scaling=linear,factor=2", "--train-len", "64",
+    argv = ["train", "--init", str(rope_run), "--scheme", "rope:scaling=linear,factor=2", "--train-len", "64",
             "--steps", "2", "--out", str(out2), "--quiet"]
     assert main(argv) == 0
     assert json.loads((out2 / "config.json").read_text())["init"]["sha256"] == init["sha256"]
     assert main(["train", "--out", str(out2), "--resume", "--steps", "3", "--quiet"]) == 0
     cfg2 = json.loads((out2 / "config.json").read_text())
-    assert cfg2["init"]["run"] == str(run)
+    assert cfg2["init"]["run"] == str(rope_run)
     assert cfg2["model"]["scheme"] == "rope:scaling=linear,factor=2.0,original_len=32"
     capsys.readouterr()
-    for bad, words in ((["--init", str(run), "--resume"], "give one of them"),
+    for bad, words in ((["--init", str(rope_run), "--resume"], "give one of them"),
                        (["--init", str(tmp_path / "nope")], "does not exist"),
-                       (["--init", str(run), "--scheme", "t5"], "does not match")):
+                       (["--init", str(rope_run), "--scheme", "t5"], "does not match")):
         assert main(["train", "--out", str(tmp_path / "x"), "--quiet", *bad]) == 2
         assert words in one_error_line(capsys)
 
 
-def test_instruments_on_a_run_under_extension(run):
+def test_instruments_on_a_run_under_extension(rope_run):
     """Entropy by length and the design-principle check run on every method; log-n lowers the
     first layer's entropy past the training length (softmax entropy falls as logits are scaled up:
     d H(βz)/dβ = -β Var(z) <= 0), and changes nothing inside it."""
     from lexkit.principles import measure_principles
     from lexkit.runs import load
 
-    plain = resolution.empirical_run(run, [32, 128], "causal", texts_per_length=2)
-    logn = resolution.empirical_run(run, [32, 128], "causal", texts_per_length=2, logn=True)
+    plain = resolution.empirical_run(rope_run, [32, 128], "causal", texts_per_length=2)
+    logn = resolution.empirical_run(rope_run, [32, 128], "causal", texts_per_length=2, logn=True)
     assert logn["logn"] and not plain["logn"]
     e_in = (plain["results"][0]["entropy_per_layer"][0], logn["results"][0]["entropy_per_layer"][0])
     e_out = (plain["results"][1]["entropy_per_layer"][0], logn["results"][1]["entropy_per_layer"][0])
     assert e_in[0] == pytest.approx(e_in[1], rel=1e-9) and e_out[1] < e_out[0]
     for spec in ("rope:scaling=yarn,factor=4", "rope:scaling=dynamic,factor=4", "rerope:w=16,k=8"):
-        doc = resolution.empirical_run(run, [64], "sinks:16,K=2,pos=cache", texts_per_length=1, scheme=spec)
+        doc = resolution.empirical_run(rope_run, [64], "sinks:16,K=2,pos=cache", texts_per_length=1, scheme=spec)
         assert 0 < doc["results"][0]["resolution"] <= 1 and doc["scheme"] == positions.canonical(spec)
-        model, _ = load(run, scheme=spec)
+        model, _ = load(rope_run, scheme=spec)
         p = measure_principles(model, [bytes(range(32, 127)) * 4])
         assert p["order_variance"] > 0 and math.isfinite(p["translation"])
         if spec.startswith("rope:scaling=yarn") or spec.startswith("rerope"):  # relative: translation invariant
             assert p["translation"] < 1e-4
 
 
-def test_scaling_registry_matches_docs():
-    assert set(scaling.SCALINGS) == {"none", "linear", "ntk", "dynamic", "yarn", "llama3"}
-    from pathlib import Path
-
-    doc = (Path(__file__).parents[1] / "docs" / "context-extension.md").read_text()
-    words = ("linear", "ntk", "dynamic", "yarn", "llama3", "rerope", "sinks", "logn", "--init", "modeling_rope_utils")
-    for name in words:
-        assert name in doc, name
