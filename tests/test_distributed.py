@@ -2,8 +2,8 @@
 rank-0-only output, resume, one error line, the sharded study.
 
 Fast tests start the ranks by forking this process (:func:`fork_ranks`: torchrun's environment
-variables, then ``lexkit.cli.main``; no second import of torch); the slow ones and
-test_batch_not_dividing_is_one_error_line go through the real ``torchrun``.
+variables, then ``lexkit.cli.main``; no second import of torch); the slow ones go through the
+real ``torchrun``.
 
 Exactness tolerance: the 2-process run averages per-rank mean gradients where one process takes the
 mean over the whole batch; the two differ only in float32 summation order. Measured on this machine
@@ -214,6 +214,16 @@ def test_two_processes_reach_the_one_process_weights(tmp_path, data_dir, referen
     _same_as_reference(out, reference)
 
 
+def test_batch_not_dividing_is_one_error_line_on_forked_ranks(tmp_path, data_dir, capfd):
+    out = tmp_path / "run"
+    codes = fork_ranks("train", "--out", str(out), "--data", str(data_dir), *TRAIN, "--batch", "7")
+    assert codes[0] == 2 and all(code != 0 for code in codes), codes
+    lines = errors(capfd.readouterr().err)
+    assert len(lines) == 1 and "--batch 7" in lines[0] and "world size 2" in lines[0], lines
+    assert not out.exists()
+
+
+@pytest.mark.slow  # fast sibling: test_batch_not_dividing_is_one_error_line_on_forked_ranks
 def test_batch_not_dividing_is_one_error_line(tmp_path, data_dir):
     out = tmp_path / "run"
     r = torchrun("train", "--out", str(out), "--data", str(data_dir), *TRAIN, "--batch", "7", timeout=120)
