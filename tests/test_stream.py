@@ -1,7 +1,7 @@
-"""Streaming: the KV cache keeps what a pattern can still reach, and a sequence fed in segments
-through it gives the one-pass losses (float32, within 1e-5) for every scheme under window and
-bca, at lengths that are not multiples of the segment or W, with an offset, and for xPos far past
-its max_query_span. `evaluate(stream=...)` and `lexkit eval --stream/--no-stream`."""
+"""Streaming: a sequence fed in segments through the KV cache (what it keeps: test_cache.py) gives
+the one-pass losses (float32, within 1e-5) for every scheme under window and bca, at lengths that
+are not multiples of the segment or W, with an offset, and for xPos far past its max_query_span.
+`evaluate(stream=...)` and `lexkit eval --stream/--no-stream`."""
 
 from __future__ import annotations
 
@@ -14,24 +14,13 @@ import torch.nn.functional as F
 
 import lexkit
 from cli_checks import one_error_line, save_run
-from lexkit import attention, positions
-from lexkit.attention.cache import _Rows
+from lexkit import positions
 from lexkit.cli import main
 from lexkit.evaluate import evaluate, stream_nll
+from tiny_gpt import tiny
 
 SCHEMES = positions.names()
 LOCAL = ["window:12", "bca:12"]  # bca:12 has blocks of 6
-
-
-def tiny(scheme: str, train_len: int = 16, max_len: int | None = 4096) -> lexkit.GPT:
-    torch.manual_seed(0)
-    cfg = lexkit.ModelConfig(scheme=scheme, n_layers=2, d_model=32, n_heads=2, train_len=train_len, max_len=max_len)
-    model = lexkit.GPT(cfg).eval()
-    with torch.no_grad():  # learnable biases away from their init, so every head differs
-        for p in model.scheme.parameters():
-            p.add_(0.3 * torch.randn_like(p)).abs_()
-    model.scheme.constrain_()
-    return model
 
 
 def one_pass_nll(model, x, y, pattern, offset=0, kernel="dense"):
@@ -44,50 +33,6 @@ def inputs(n: int, b: int = 2, seed: int = 1):
     g = torch.Generator().manual_seed(seed)
     tokens = torch.randint(0, 256, (b, n + 1), generator=g)
     return tokens[:, :-1], tokens[:, 1:]
-
-
-# -- what the cache keeps ---------------------------------------------------------------------
-@pytest.mark.parametrize("spec", ["causal", "window:12", "bca:12", "window:1", "bca:2"])
-def test_retained_is_exactly_the_keys_a_later_query_can_see(spec):
-    """retained(k, q) <=> some query q' >= q sees k (brute force over q' up to 200 > every key)."""
-    pat = attention.create(spec, default_window=12)
-    k = torch.arange(0, 80)
-    for q in range(0, 60):
-        later = torch.arange(q, 200)
-        seen = pat.visible(later[:, None], k[None, :]).any(0)  # [keys]
-        assert torch.equal(pat.retained(k, q), seen), (spec, q)
-
-
-@pytest.mark.parametrize("spec, kept", [
-    ("window:12", lambda n: min(n, 11)),  # the last W - 1 keys
-    ("bca:12", lambda n: n - max(0, (n // 6 - 1) * 6)),  # the previous block of 6 and the current one
-    ("causal", lambda n: n),
-])
-def test_the_cache_keeps_the_patterns_reach_and_its_memory_stays_flat(spec, kept):
-    model = tiny("rope")
-    cache = model.new_cache(spec)
-    fed = 0
-    with torch.inference_mode():
-        for piece in [1, 5, 7, 1, 13, 2, 30, 1, 1, 9] * 6:
-            model(torch.randint(0, 256, (1, piece)), pattern=spec, cache=cache)
-            fed += piece
-            assert cache.seen == fed and len(cache) == kept(fed)
-            assert torch.equal(cache.k_idx, torch.arange(fed - kept(fed), fed))
-            live = cache.keys[1].live()
-            assert live.shape[-2] == len(cache) and cache.values[1].live().shape[-2] == len(cache)
-    if spec != "causal":  # capacity bounded by the reach and the largest piece, not by what was fed
-        assert cache.keys[0].data.shape[-2] <= 2 * (12 + 30)
-
-
-def test_rows_keep_a_non_suffix_selection_in_order():
-    """A pattern whose kept keys are not a suffix (e.g. always-visible first keys) is gathered."""
-    rows = _Rows()
-    x = torch.arange(10.0).view(1, 1, 10, 1)
-    rows.append(x)
-    rows.keep(torch.tensor([True, True, False, False, False, False, True, True, True, True]))
-    assert rows.live().flatten().tolist() == [0, 1, 6, 7, 8, 9]
-    rows.append(torch.tensor([10.0]).view(1, 1, 1, 1))
-    assert rows.live().flatten().tolist() == [0, 1, 6, 7, 8, 9, 10]
 
 
 # -- exactness ------------------------------------------------------------------------------
@@ -122,17 +67,6 @@ def test_xpos_far_past_its_query_span_is_finite_and_translation_invariant(spec):
     assert torch.isfinite(far).all()
     assert (far - ref).abs().max() <= 1e-5
     assert (far - near).abs().max() <= 1e-5
-
-
-def test_a_cached_forward_refuses_another_pattern_an_offset_or_a_kernel():
-    model = tiny("alibi")
-    cache = model.new_cache("window:12")
-    x = torch.zeros((1, 3), dtype=torch.int64)
-    with torch.inference_mode():
-        cases = (dict(pattern="bca:12"), dict(pattern="window:12", offset=5), dict(pattern="window:12", kernel="dense"))
-        for kwargs in cases:
-            with pytest.raises(ValueError, match="cached forward runs the cache's pattern"):
-                model(x, cache=cache, **kwargs)
 
 
 # -- evaluate(stream=...) -------------------------------------------------------------------
@@ -233,29 +167,3 @@ def test_streaming_with_logn_and_sinks_equals_one_pass(scheme):
     assert (plain - ref).abs().max() > 1e-4
 
 
-def test_the_sinks_cache_keeps_the_first_keys_and_the_reach():
-    model = tiny("rope")
-    cache = model.new_cache("sinks:12,K=3")
-    with torch.inference_mode():
-        for _ in range(10):
-            model(torch.randint(0, 256, (1, 7)), pattern="sinks:12,K=3", cache=cache)
-    assert cache.k_idx.tolist() == [0, 1, 2] + list(range(70 - 11, 70))
-
-
-@pytest.mark.parametrize("scheme, spec, words", [
-    ("rope:scaling=dynamic,factor=4", "window:12", "changes its frequencies with the length of each call"),
-    ("rope", "sinks:12,pos=cache", "rescores its sinks at their cache slots"),
-])
-def test_what_the_cache_cannot_do_exactly_is_refused_and_auto_runs_one_pass(scheme, spec, words):
-    model = tiny(scheme)
-    with pytest.raises(ValueError, match=words):
-        model.new_cache(spec)
-    doc = bytes(range(256)) * 2
-    out = evaluate(model, [doc], [300], spec, stream="auto", segment=64)
-    assert out["results"][0]["streamed"] is False and out["results"][0]["bpb"] is not None
-    from lexkit.sample import generate, use_cache
-
-    assert use_cache(model, "auto", None, model.pattern(spec)) is False  # generation: no cache either
-    assert len(generate(model, b"ab", 5, pattern=spec, temperature=0)) == 5
-    with pytest.raises(ValueError, match=words):
-        generate(model, b"ab", 5, pattern=spec, temperature=0, cache=True)
