@@ -61,16 +61,20 @@ def run(trained, tmp_path):
 
 @pytest.fixture
 def eager_flex(monkeypatch):
-    """The flex kernel with FlexAttention run eagerly (no compile): the same score_mod, block mask
-    and ladder in lexkit at a fraction of a compile's cost on the CPU. The compiled kernel has its
-    own (slow, or shared-shape) tests."""
+    """Flex through unfused eager FlexAttention instead of the compiled one: the same score_mod,
+    block mask, query blocks and ladder in lexkit, no Inductor (a compile costs seconds per shape
+    and closure on the CPU), and a backward on the CPU (torch refuses it there only in an input
+    check, ``_validate_device``, written for the compiled kernels). Decisions of the ladder made
+    meanwhile are dropped afterwards. The compiled kernel has its own tests (test_kernels.py)."""
     import warnings
 
-    from torch.nn.attention.flex_attention import flex_attention
+    from torch.nn.attention import flex_attention as fa
 
     from lexkit.attention import kernels
 
-    monkeypatch.setattr(kernels, "compiled_flex", lambda: flex_attention)
+    monkeypatch.setattr(fa, "_validate_device", lambda *tensors: None)
+    monkeypatch.setattr(kernels, "compiled_flex", lambda: fa.flex_attention)
+    monkeypatch.setattr(kernels, "FLEX_DECISIONS", {})
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
-        yield
+        warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile")
+        yield fa.flex_attention

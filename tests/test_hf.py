@@ -482,18 +482,28 @@ def test_a_model_that_bypasses_lexkit_is_an_error_not_a_silent_causal_run(tf, sa
         model(_ids(8), pattern="window:4")
 
 
-@pytest.mark.slow
-def test_flex_kernel_matches_dense(tf, saved):
-    """Compiled FlexAttention (about a minute of compiling on 2 CPU cores; the fast siblings are
-    the dense and chunked parity tests above) under window and BCA on a GQA model."""
+def check_flex_against_dense(path) -> None:
     from lexkit import hf
 
-    model = hf.load(saved["mistral"])
+    model = hf.load(path)
     x = _ids(40)
     with torch.no_grad():
         for pattern in ("window:8", "bca:16"):
             torch.testing.assert_close(model(x, pattern=pattern, kernel="flex"),
                                        model(x, pattern=pattern, kernel="dense"), atol=1e-5, rtol=0)
+
+
+def test_flex_kernel_run_eagerly_matches_dense(tf, saved, eager_flex):
+    """Fast sibling of the compiled test below: lexkit's flex path under window and BCA on a GQA
+    model, FlexAttention run eagerly."""
+    check_flex_against_dense(saved["mistral"])
+
+
+@pytest.mark.slow  # fast sibling: test_flex_kernel_run_eagerly_matches_dense
+def test_flex_kernel_matches_dense(tf, saved):
+    """Compiled FlexAttention (about a minute of compiling on 2 CPU cores) under window and BCA on a
+    GQA model."""
+    check_flex_against_dense(saved["mistral"])
 
 
 # -- every number true: state, refusals and labels ---------------------------------------------------
