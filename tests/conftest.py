@@ -7,14 +7,17 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pytest
 import torch
 
-THREADS = min(2, os.cpu_count() or 1)
+#: one torch thread for every test: the tensors here are small, and on a shared 2-core machine
+#: (other processes, Inductor's compile workers) two spinning threads per op made the suite several
+#: times slower; ``--threads 1`` in a test changed the whole rest of the session before
+THREADS = 1
 torch.set_num_threads(THREADS)
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "fixtures"))
 
 
 @pytest.fixture(autouse=True)
 def _seed():
-    """Seed 0 for every test; the thread count put back for the next one (``--threads 1`` sets it)."""
+    """Seed 0 for every test; the thread count put back for the next one (``--threads N`` sets it)."""
     torch.manual_seed(0)
     yield
     if torch.get_num_threads() != THREADS:
