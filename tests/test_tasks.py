@@ -174,7 +174,6 @@ def test_mixed_stream_is_deterministic_and_splits_rows_by_rank():
     assert 0.4 < share < 0.6  # copy 0.3 + passkey 0.2 of the rows
 
 
-@pytest.mark.slow
 def test_train_records_the_mix_and_resume_honours_it(tmp_path, capsys):
     import json
 
