@@ -13,6 +13,7 @@ from cli_checks import one_error_line, save_run
 from lexkit import attention
 from lexkit.cli import main
 from lexkit.sample import generate, iter_generate
+from schemes_under_test import fast_one_of_each_kind
 
 
 def tiny_gpt(scheme="rope", train_len=16) -> lexkit.GPT:
@@ -109,7 +110,7 @@ def test_cli_sample_bad_input(tmp_path, capsys):
 
 
 # -- KV-cached generation -------------------------------------------------------------------------
-@pytest.mark.parametrize("scheme", lexkit.positions.names())
+@pytest.mark.parametrize("scheme", fast_one_of_each_kind(lexkit.positions.names()))
 def test_greedy_with_the_cache_equals_greedy_without_for_every_pattern(scheme, monkeypatch):
     """Token for token, past the training length and W, with the prompt prefilled in segments of 7
     (monkeypatched) so the segmented prefill runs too; the cached path feeds one token a step."""
