@@ -455,3 +455,20 @@ def test_tensorboard_without_its_extra_is_one_line_and_writes_nothing(tmp_path, 
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: --tensorboard needs the TensorBoard extra: pip install 'lexkit[tb]'"]
     assert not out.exists() and not (tmp_path / "tb").exists()
+
+
+def test_lexkit_train_is_the_module_and_its_main_function(tmp_path, corpus):
+    """`lexkit.train(...)` trains, `lexkit.train.configs` is the module's, and help() or
+    inspect show train()'s parameters (the module is callable, not shadowed by a function)."""
+    import inspect
+
+    import lexkit
+    import lexkit.train as module
+
+    assert lexkit.train is module and lexkit.train.configs is configs
+    assert inspect.signature(lexkit.train) == inspect.signature(train)
+    for name in ("evaluate", "resolution"):
+        target = getattr(lexkit, name)
+        assert inspect.signature(target) == inspect.signature(target.__main_function__)
+    summary = lexkit.train(tmp_path / "run", *tiny(steps=2, eval_every=2), progress=False, corpus=corpus)
+    assert summary["step"] == 2 and (tmp_path / "run" / runs.WEIGHTS).is_file()
