@@ -80,13 +80,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         self.mix = format_mix(parse_mix(self.mix))
         for key in ("steps", "batch", "eval_every", "save_every", "log_every", "eval_windows"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{key} must be a positive integer, got {value}")
-            checks.number(key, value)
+            checks.number(key, getattr(self, key))
         checks.number("warmup", self.warmup, strict=False)
-        if not (isinstance(self.lr, (int, float)) and self.lr > 0):
-            raise ValueError(f"lr must be positive, got {self.lr}")
         checks.number("lr", self.lr, maximum=checks.MAX_LR, integer=False)
         checks.number("min_lr_ratio", self.min_lr_ratio, maximum=1.0, strict=False, integer=False)
         checks.number("weight_decay", self.weight_decay, maximum=checks.MAX_LR, strict=False, integer=False)
