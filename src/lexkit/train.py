@@ -8,7 +8,11 @@ from the resume point on (so the rate rises at that point to its value under the
 
 Batch t is drawn from a generator seeded by (seed, t) alone, and the checkpoint keeps the
 optimizer and RNG state, so on CPU a killed and resumed run ends with the same weights, byte for
-byte, as an uninterrupted one.
+byte, as an uninterrupted one. SIGINT and SIGTERM stop training after the step in progress,
+with a checkpoint of that step (then KeyboardInterrupt: ``lexkit train`` exits 130); a second
+signal stops at once. Every check that needs no write (settings, device, corpus, window length,
+the parent's tensors under ``init``, the TensorBoard extra) runs before the run directory is
+created or touched; then it is locked (one writer, :class:`lexkit.runs.RunDir`) for the whole run.
 
 Under ``torchrun`` the same loop runs on every rank (:mod:`lexkit.distributed`): rank r trains on
 its contiguous share of every global batch through DistributedDataParallel (or FSDP2 with
@@ -291,40 +295,21 @@ def train(
     tensorboard: str | Path | None = None,
 ) -> dict:
     """Train (or resume) a run in ``out``; returns a summary (steps, final loss, validation bpb).
-
-    Every check that needs no write (settings, device, corpus, window length, the parent's
-    tensors under ``init``, the TensorBoard extra) runs before the directory is created or
-    touched; then ``out`` is locked (one writer, :class:`lexkit.runs.RunDir`) for the whole run.
     ``train_cfg.data`` on resume may name the run's corpus at a new place: it is accepted when
     its fingerprint is the recorded one, and recorded from then on.
 
     ``world``: the ranks to train over; by default torchrun's (:func:`lexkit.distributed.setup`;
     one process without torchrun). ``fsdp``: shard parameters and optimizer state over them.
+    ``tensorboard``: a directory for TensorBoard event files (``lexkit[tb]``) of every metrics row.
 
-    ``init``: start from the weights of that trained run (a fresh optimizer and schedule), the
-    short fine-tune of context extension (:func:`configs_from_run`); its provenance (absolute
-    path, scheme, training length, step, weight file digest) is written to ``config.json`` under
-    ``"init"``. A fine-tune resumed before its first checkpoint starts again from that parent,
-    whose weight file must still have the recorded digest.
-
-    ``tensorboard``: a directory for TensorBoard event files (``lexkit[tb]``); every metrics row
-    is written there too.
-
-    SIGINT and SIGTERM stop training after the step in progress, with a checkpoint of that step
-    (then KeyboardInterrupt: ``lexkit train`` exits 130); a second signal stops at once.
+    ``init``: start from that trained run's weights (a fresh optimizer and schedule: the fine-tune
+    of context extension, :func:`configs_from_run`), recorded under ``"init"`` in config.json
+    (absolute path, scheme, length, step, weight digest); resumed before its first checkpoint,
+    the fine-tune starts again from that parent, whose weights must still have that digest.
     """
     out = Path(out)
     w, dev = distributed.setup(device) if world is None else (world, distributed.rank_device(device, world))
-    if threads is not None:
-        checks.number("threads", threads, maximum=4096)
-        torch.set_num_threads(threads)
-    check_model(model_cfg)
-    check_mix(train_cfg.mix, model_cfg.train_len)
-    w.check_batch(train_cfg.batch)
-    if fsdp and not w.parallel:
-        raise ValueError("--fsdp shards over processes and this job has one (world size 1): it needs torchrun "
-                         "with more than one rank (torchrun --nproc_per_node 2 -m lexkit train ...); or leave out "
-                         "--fsdp")
+    check_job(model_cfg, train_cfg, w, fsdp=fsdp, threads=threads)
     tb = tensorboard_module() if tensorboard is not None and w.is_main else None  # before any write
     plan = w.on_main(lambda: _check(out, train_cfg, resume, corpus, init))
     train_cfg = plan.train_cfg
@@ -346,18 +331,30 @@ def train(
             return state
         model, optimizer = _spread(model, optimizer, train_cfg, w, dev, fsdp)
         streams = _streams(corpus, train_cfg, model_cfg.train_len, w)
-        writer = tb.open_writer(Path(tensorboard)) if tb is not None else None
-        try:
+        with contextlib.closing(tb.open_writer(Path(tensorboard))) if tb is not None else nullcontext() as writer:
             summary = _loop(run, model, optimizer, state, streams, _Job(model_cfg, train_cfg, w, dev, progress, writer))
-        finally:
-            if writer is not None:
-                writer.close()
         if run is not None:
             run.finish()
         return summary
     finally:
         if run is not None:
             run.close()
+
+
+def check_job(model_cfg: ModelConfig, train_cfg: TrainConfig, w: distributed.World, *, fsdp: bool = False,
+              threads: int | None = None) -> None:
+    """Refuse settings this job cannot train (the model, the mix, the batch over the ranks, FSDP
+    on one process) before anything is read or written; set the CPU threads."""
+    if threads is not None:
+        checks.number("threads", threads, maximum=4096)
+        torch.set_num_threads(threads)
+    check_model(model_cfg)
+    check_mix(train_cfg.mix, model_cfg.train_len)
+    w.check_batch(train_cfg.batch)
+    if fsdp and not w.parallel:
+        raise ValueError("--fsdp shards over processes and this job has one (world size 1): it needs torchrun "
+                         "with more than one rank (torchrun --nproc_per_node 2 -m lexkit train ...); or leave out "
+                         "--fsdp")
 
 
 def tensorboard_module():
