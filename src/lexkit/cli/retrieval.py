@@ -84,18 +84,7 @@ def run(args) -> int:
     retrieval.check_grid(args.task, lengths or [], depths, args.samples, style, args.size)
     for spec in args.patterns or ["causal"]:
         attention.create(spec, default_window=2)
-    if hf:
-        for flag, value in (("--scheme", args.scheme), ("--logn", args.logn)):
-            if value is not None:
-                raise ValueError(f"{flag} is for lexkit runs (a hf: model's RoPE scaling is --rope-scaling)")
-        if args.cache:
-            raise ValueError("--cache is for lexkit runs: a hf: model decodes without lexkit's KV cache")
-    elif args.rope_scaling is not None:
-        raise ValueError("--rope-scaling is for hf:PATH models (a run takes --scheme)")
-    if args.scheme is not None:
-        from ..positions import canonical
-
-        canonical(args.scheme)
+    check_target_flags(args, hf)
     checks.number("--threads", args.threads)
     for flag, path in (("--json", args.json), ("--csv", args.csv)):
         if path is not None:
@@ -134,6 +123,23 @@ def run(args) -> int:
     if args.plot:
         print(f"wrote {args.plot}")
     return 0
+
+
+def check_target_flags(args, hf: bool) -> None:
+    """The flags that only one kind of target takes (a run: --scheme, --logn, --cache; an hf:
+    model: --rope-scaling), refused by name for the other; --scheme parsed."""
+    if hf:
+        for flag, value in (("--scheme", args.scheme), ("--logn", args.logn)):
+            if value is not None:
+                raise ValueError(f"{flag} is for lexkit runs (a hf: model's RoPE scaling is --rope-scaling)")
+        if args.cache:
+            raise ValueError("--cache is for lexkit runs: a hf: model decodes without lexkit's KV cache")
+    elif args.rope_scaling is not None:
+        raise ValueError("--rope-scaling is for hf:PATH models (a run takes --scheme)")
+    if args.scheme is not None:
+        from ..positions import canonical
+
+        canonical(args.scheme)
 
 
 def build_report(args, info: dict, subject, rows, lengths, depths, style: str, haystack: str | None) -> dict:
