@@ -30,8 +30,12 @@ import torch
 #: vendors' spec sheets: NVIDIA H100 and H200 datasheets (SXM: 989.4 TFLOP/s BF16/FP16 dense, half
 #: the 1,979 quoted "with sparsity"; H100 PCIe: 756), NVIDIA A100 datasheet (312 TFLOP/s BF16/FP16
 #: dense, 624 with sparsity). Matched in order against the device name (``torch.cuda.get_device_name``),
-#: so the more specific "H100 PCIe" comes before "H100". Unknown devices (and CPUs) have no peak.
+#: so the more specific "H100 PCIe" comes before "H100". Unknown devices (and CPUs) have no peak;
+#: the NVL boards (H100 NVL, H200 NVL: lower clocks and power than SXM) are listed without one so
+#: that they are not read as their SXM namesakes.
 PEAK_FLOPS: tuple[tuple[str, dict[str, float]], ...] = (
+    ("H200 NVL", {}),
+    ("H100 NVL", {}),
     ("H200", {"bfloat16": 989.4e12, "float16": 989.4e12}),
     ("H100 PCIe", {"bfloat16": 756.0e12, "float16": 756.0e12}),
     ("H100", {"bfloat16": 989.4e12, "float16": 989.4e12}),
