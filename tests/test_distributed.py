@@ -196,6 +196,13 @@ def test_ddp_then_fsdp_resume_reach_the_one_process_weights(tmp_path, data_dir, 
     said = [line for line in capfd.readouterr().out.splitlines() if line.startswith(str(out))]
     assert len(said) == 2 and "8 steps" in said[1]  # rank 0 alone, once per job
     _same_as_reference(out, reference)
+    origin = json.loads((out / runs.CONFIG).read_text())["provenance"]  # how it was produced
+    assert (origin["world_size"], origin["backend"], origin["device"]["count"]) == (2, "gloo", 2)
+    assert origin["previous"][0]["world_size"] == 2 and origin["wall_seconds"] > 0  # the DDP session kept
+    from lexkit.cli import main
+
+    assert main(["runs", str(out)]) == 0
+    assert capfd.readouterr().out.splitlines()[1].split()[5:7] == ["2", "cpu"]  # ranks, device
 
 
 @pytest.mark.slow
