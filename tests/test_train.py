@@ -311,6 +311,7 @@ def test_a_stop_signal_checkpoints_the_step_in_progress(tmp_path, corpus, monkey
         restore()
         assert capsys.readouterr().err.strip() == "error: interrupted"
         assert runs.trainer_state(out)["step"] == at + 1 and not (out / ".lock").exists()
+        assert {"started", "finished", "wall_seconds"} <= set(json.loads((out / runs.CONFIG).read_text())["provenance"])
         assert signal.getsignal(sig) in (signal.default_int_handler, signal.SIG_DFL)  # handlers restored
         assert main(["train", "--resume", "--out", str(out), "--quiet", "--threads", "1"]) == 0
         assert (out / runs.WEIGHTS).read_bytes() == (whole / runs.WEIGHTS).read_bytes(), sig.name

@@ -590,6 +590,8 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
                 if run is not None:
                     run.save(whole, whole_optimizer, state)
             if stopping:
+                if run is not None:
+                    run.finish()  # the session's end and wall seconds, as for a completed one
                 raise KeyboardInterrupt(f"stopped by a signal after step {done}, checkpoint written")
             pbar.advance(1, loss=loss_value, bytes_s=rate)
     w.barrier()  # every rank leaves together (rank 0 wrote the last checkpoint)
