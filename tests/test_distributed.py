@@ -310,6 +310,11 @@ def test_study_shards_cells_over_ranks_and_rank0_reports(tmp_path, data_dir, cap
     assert len(log) == 2 * 4  # each cell's four tasks, once, by its own rank
     saved = json.loads((out / "results.json").read_text())
     assert [run["scheme"] for run in saved["runs"]] == ["alibi", "rope"]
+    origin = saved["provenance"]  # the study's own: its ranks, device, versions and time
+    assert origin["world_size"] == 2 and origin["device"] == {"type": "cpu", "name": origin["device"]["name"],
+                                                               "count": 2}
+    assert {"lexkit_version", "torch_version", "git_commit", "started", "finished"} <= set(origin)
+    assert origin["wall_seconds"] > 0 and origin["backend"] is None  # the ranks share no process group
     # a re-run (one process) finds everything cached and the same results
     cfg = StudyConfig(preset="tiny", schemes=["alibi", "rope"], patterns=["causal"], lengths=[16, 32, 64], steps=6,
                       data=str(data_dir), eval_docs=2, extension=False)

@@ -11,7 +11,8 @@ results.json::
 
 ``git_commit`` is the commit of the lexkit checkout the code runs from (an editable install of a
 git clone), null for an installed package; it never fails. ``device.count`` is the number of
-devices the job uses (one per rank), ``backend`` the process group's (null in one process).
+devices the job uses (one per rank), ``backend`` the process group's (null without one: one
+process, or a study's ranks, which share their work through the study directory).
 
 MFU (model FLOP utilisation, PaLM appendix B; nanoGPT's ``estimate_mfu``) is the model's FLOP/s
 over the device's dense peak at the training precision: :func:`mfu`, from :data:`PEAK_FLOPS`.
