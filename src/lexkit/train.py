@@ -563,11 +563,7 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
                 group["lr"] = lr
             loss_value, grad_norm = train_step_stats(model, optimizer, x, y, grad_clip=cfg.grad_clip,
                                                      autocast=autocast, average=w.mean)
-            if not math.isfinite(loss_value):
-                kept = (f"the last good checkpoint (step {state['step']}) is kept in {run.path}"
-                        if run is not None and run.has_checkpoint else "no checkpoint was written yet")
-                raise TrainError(f"loss is {loss_value} at step {step + 1}; training stopped, {kept} "
-                                 f"(a lower --lr may help; it is {cfg.lr:g})")
+            check_loss(loss_value, step, state, run, cfg)
             done = step + 1
             now = time.perf_counter()
             step_seconds, rate, last = now - t0, x.numel() * w.size / max(now - last, 1e-9), now
@@ -600,6 +596,15 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
     if rows:
         summary["val_bpb"] = rows[-1]["val_bpb"]
     return summary
+
+
+def check_loss(loss: float, step: int, state: dict, run: runs.RunDir | None, cfg: TrainConfig) -> None:
+    """TrainError for a non-finite loss at step index ``step``, saying which checkpoint is kept."""
+    if not math.isfinite(loss):
+        kept = (f"the last good checkpoint (step {state['step']}) is kept in {run.path}"
+                if run is not None and run.has_checkpoint else "no checkpoint was written yet")
+        raise TrainError(f"loss is {loss} at step {step + 1}; training stopped, {kept} "
+                         f"(a lower --lr may help; it is {cfg.lr:g})")
 
 
 def throughput(model: GPT, model_cfg: ModelConfig, rows: int, dev: torch.device) -> Callable[[float], dict]:
