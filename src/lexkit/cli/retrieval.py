@@ -80,12 +80,25 @@ def run(args) -> int:
     depths = parse_depths(args.depths) if args.depths is not None else list(retrieval.DEFAULT_DEPTHS)
     lengths = parse_lengths(args.lengths) if args.lengths is not None else None
     checks.lengths("--lengths", lengths or [], checks.MAX_EVAL_LENGTH)
-    checks.number("--size", args.size)
+    if args.size is not None and args.size <= 0:
+        raise ValueError(f"--size must be a positive integer, got {args.size}")
     retrieval.check_grid(args.task, lengths or [], depths, args.samples, style, args.size)
     for spec in args.patterns or ["causal"]:
         attention.create(spec, default_window=2)
-    check_target_flags(args, hf)
-    checks.number("--threads", args.threads)
+    if hf:
+        for flag, value in (("--scheme", args.scheme), ("--logn", args.logn)):
+            if value is not None:
+                raise ValueError(f"{flag} is for lexkit runs (a hf: model's RoPE scaling is --rope-scaling)")
+        if args.cache:
+            raise ValueError("--cache is for lexkit runs: a hf: model decodes without lexkit's KV cache")
+    elif args.rope_scaling is not None:
+        raise ValueError("--rope-scaling is for hf:PATH models (a run takes --scheme)")
+    if args.scheme is not None:
+        from ..positions import canonical
+
+        canonical(args.scheme)
+    if args.threads is not None and args.threads <= 0:
+        raise ValueError(f"--threads must be a positive integer, got {args.threads}")
     for flag, path in (("--json", args.json), ("--csv", args.csv)):
         if path is not None:
             checks.writable(flag, path)
@@ -123,23 +136,6 @@ def run(args) -> int:
     if args.plot:
         print(f"wrote {args.plot}")
     return 0
-
-
-def check_target_flags(args, hf: bool) -> None:
-    """The flags that only one kind of target takes (a run: --scheme, --logn, --cache; an hf:
-    model: --rope-scaling), refused by name for the other; --scheme parsed."""
-    if hf:
-        for flag, value in (("--scheme", args.scheme), ("--logn", args.logn)):
-            if value is not None:
-                raise ValueError(f"{flag} is for lexkit runs (a hf: model's RoPE scaling is --rope-scaling)")
-        if args.cache:
-            raise ValueError("--cache is for lexkit runs: a hf: model decodes without lexkit's KV cache")
-    elif args.rope_scaling is not None:
-        raise ValueError("--rope-scaling is for hf:PATH models (a run takes --scheme)")
-    if args.scheme is not None:
-        from ..positions import canonical
-
-        canonical(args.scheme)
 
 
 def build_report(args, info: dict, subject, rows, lengths, depths, style: str, haystack: str | None) -> dict:
