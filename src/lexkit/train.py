@@ -52,6 +52,7 @@ from .data import (
 )
 from .device import eval_mode
 from .errors import LexkitError, RunError
+from .attention import kernel_label, record_kernels
 from .model import GPT, ModelConfig
 from .progress import bar
 
@@ -569,8 +570,9 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
             lr = lr_at(step, cfg)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            loss_value, grad_norm = train_step_stats(model, optimizer, x, y, grad_clip=cfg.grad_clip,
-                                                     autocast=autocast, average=w.mean)
+            with record_kernels() as ran:  # the attention kernel this step actually ran (metrics "kernel")
+                loss_value, grad_norm = train_step_stats(model, optimizer, x, y, grad_clip=cfg.grad_clip,
+                                                         autocast=autocast, average=w.mean)
             if not math.isfinite(loss_value):
                 kept = (f"the last good checkpoint (step {state['step']}) is kept in {run.path}"
                         if run is not None and run.has_checkpoint else "no checkpoint was written yet")
@@ -583,7 +585,7 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
             if evaluate_now or done % cfg.log_every == 0:
                 row = {"step": done, "loss": round(loss_value, 6), "lr": lr, "bytes_per_s": round(rate, 1),
                        "grad_norm": round(float(grad_norm), 6), "step_seconds": round(step_seconds, 6),
-                       **rate_of(step_seconds)}
+                       **rate_of(step_seconds), "kernel": kernel_label(ran)}
                 if evaluate_now:  # every rank (an FSDP2 forward is collective)
                     row["val_bpb"] = round(validation_bpb(distributed.unwrap(model), valid_stream, cfg, length, dev), 6)
                 if run is not None:
