@@ -659,3 +659,52 @@ def test_record_kernels_collects_what_ran():
             Attention(s, attention.create("causal"), torch.arange(8), kernel="chunked")(q, k, v)
     assert outer == ["dense", "chunked"] and inner == ["chunked"]
     assert attention.kernel_label(outer) == "dense+chunked" and attention.kernel_label([]) is None
+
+
+# -- xPos on flex at any length: re-centred query blocks ---------------------------------------------
+def reference_rows(q, k, v, s, pattern, pos, rows: torch.Tensor) -> torch.Tensor:
+    """The float64 reference output of the query rows ``rows`` only (against all n keys), through
+    :meth:`Scheme.scores`, which transforms queries in groups within xPos's query span."""
+    idx = torch.arange(pos.shape[0])
+    q, k, v = q.double(), k.double(), v.double()
+    scores = s.scores(q[..., rows, :], k, pos[rows], pos)  # [b, h, rows, n]
+    scores = scores.masked_fill(~pattern.visible(rows[:, None], idx[None, :]), -math.inf)
+    return torch.softmax(scores, dim=-1) @ v
+
+
+@pytest.mark.parametrize("pattern_spec", ["causal", "window:64"])
+def test_flex_xpos_recentres_query_blocks_past_its_span(eager_flex, pattern_spec):
+    """Fast sibling of the 16,384 / 65,536 runs: xpos with scale_base=8 spans 191 query positions,
+    so N = 257 queries run as three re-centred blocks of 128 (the last overlapping its
+    predecessor), through the same code as the default xpos past 12,160 queries."""
+    s, pattern = scheme("xpos:scale_base=8"), attention.create(pattern_spec)
+    assert s.max_query_span == 191
+    assert kernels.flex_query_blocks(s, N) == [(0, 128), (128, 256), (129, 257)]
+    pos = torch.arange(N)
+    q, k, v = qkv(N)
+    with torch.no_grad():
+        att = Attention(s, pattern, pos, kernel="flex")
+        got = att(q, k, v)
+    want = reference_attention(q.double(), k.double(), v.double(), s, pattern, pos)
+    assert att.ran == "flex" and torch.isfinite(got).all() and err(got, want) <= TOL
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n, pattern_spec", [(16384, "causal"), (65536, "window:128"), (65536, "causal")])
+def test_flex_xpos_at_16384_and_65536_matches_float64(n, pattern_spec):
+    """The default xpos (query span 12,260) on compiled flex far past its span: rows at the start,
+    on both sides of every block boundary and at the end equal the float64 reference."""
+    s, pattern = scheme("xpos"), attention.create(pattern_spec)
+    blocks = kernels.flex_query_blocks(s, n)
+    assert len(blocks) > 1 and all(b - a == blocks[0][1] for a, b in blocks)
+    pos = torch.arange(n)
+    q, k, v = qkv(n, batch=1)
+    with torch.no_grad():
+        att = Attention(s, pattern, pos, kernel="flex")
+        got = att(q, k, v)
+    assert att.ran == "flex" and torch.isfinite(got).all()
+    edges = [a for a, _ in blocks[1:]]
+    rows = torch.cat([torch.arange(0, 32), torch.arange(n - 32, n)]
+                     + [torch.arange(e - 4, e + 4) for e in edges]).unique()
+    want = reference_rows(q, k, v, s, pattern, pos, rows)
+    assert err(got[..., rows, :], want) <= TOL
