@@ -288,6 +288,28 @@ def test_kernel_choice_and_refusals():
         choose_kernel("dense", rope, causal, 64, cpu, training=False, hooked=True)
 
 
+def choice_table() -> list[list[str]]:
+    """The rows of docs/kernels.md's table of what ``auto`` picks."""
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "docs" / "kernels.md").read_text()
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in text.splitlines()
+            if line.startswith(("| cpu |", "| cuda |"))]
+    assert len(rows) >= 20 and all(len(r) == 6 for r in rows)
+    return rows
+
+
+@pytest.mark.parametrize("device, spec, pattern_spec, mode, length, want", choice_table())
+def test_auto_choice_table_in_docs(device, spec, pattern_spec, mode, length, want):
+    """auto is a pure function of (device type, scheme, pattern, training or evaluation, length,
+    hook): each row of the documented table, on a CPU-only machine even for the CUDA rows."""
+    s, pattern = positions.create(spec, n_heads=8, head_dim=64, max_len=512), attention.create(pattern_spec)
+    got = choose_kernel("auto", s, pattern, int(length), device, mode == "train", mode == "hook")
+    assert got == want
+    assert choose_kernel("auto", s, pattern, int(length), torch.device(device), mode == "train",
+                         mode == "hook") == got  # a device or its type name: the same answer
+
+
 def test_xpos_query_span_limit_sends_long_inputs_to_chunked():
     """xpos:scale_base=8 may rotate at most ~190 queries per transform: dense/flex refuse longer
     inputs, auto picks chunked, and chunked (which splits the queries) matches float64."""
