@@ -22,7 +22,7 @@ import torch
 
 from lexkit import GPT, ModelConfig, attention, positions
 from lexkit.attention import Attention, choose_kernel, kernels, reference_attention
-from schemes_under_test import BIAS, TEN
+from schemes_under_test import TEN
 
 PATTERNS = ["causal", "window:64", "bca:64", "sinks:64"]  # sinks: K=4 first keys + a window of 64
 H, HD = 2, 16
@@ -519,8 +519,9 @@ class OutOfResources(Exception):
 def inductor_error() -> Exception:
     from torch._inductor.exc import InductorError
 
-    return InductorError(RuntimeError("No valid triton configs. OutOfMemoryError: out of resource: "
-                                      "triton_tem_fused_flex_attention_0 Required: 245760 Hardware limit: 232448"), None)
+    cause = RuntimeError("No valid triton configs. OutOfMemoryError: out of resource: "
+                         "triton_tem_fused_flex_attention_0 Required: 245760 Hardware limit: 232448")
+    return InductorError(cause, None)
 
 
 FAILURES = {
@@ -575,8 +576,7 @@ def tiny_model(spec: str) -> GPT:
 
 def train_losses(model: GPT, kernel: str, steps: int = 2) -> list[float]:
     """A few steps of lexkit's own train_step with the model attending through ``kernel``."""
-    from lexkit.train import make_optimizer, train_step
-    from lexkit.train import TrainConfig
+    from lexkit.train import TrainConfig, make_optimizer, train_step
 
     model.forward = functools.partial(type(model).forward, model, kernel=kernel)
     optimizer = make_optimizer(model, TrainConfig())

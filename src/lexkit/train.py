@@ -36,6 +36,7 @@ import torch.nn.functional as F
 
 from . import checks, distributed, presets, provenance, runs
 from .api import callable_module
+from .attention import kernel_label, record_kernels
 from .data import (
     LN2,
     Corpus,
@@ -52,7 +53,6 @@ from .data import (
 )
 from .device import eval_mode
 from .errors import LexkitError, RunError
-from .attention import kernel_label, record_kernels
 from .model import GPT, ModelConfig
 from .progress import bar
 
