@@ -6,14 +6,19 @@ definitions:
 * ``chunked``: queries in blocks; each block scores only the keys the pattern can make visible
   (``pattern.reach``) through the scheme's reference :meth:`Scheme.scores`. Exact, differentiable,
   O(n·W) time and memory for local patterns, and the path the score hook observes.
-* ``flex``: compiled FlexAttention with ``score_mod`` = a gather from the scheme's bias table and a
-  block mask built from the pattern predicate (compiled, never a dense n x n grid), cached per
-  (pattern, length). Forward only on CPU; forward and backward on CUDA.
+* ``flex``: compiled FlexAttention with ``score_mod`` from the scheme's :meth:`Scheme.bias_fn`
+  (closed forms from per-head vectors; a table gather only for Sandwich and T5) and a block mask
+  built from block-level logic (never a dense n x n grid), cached per (pattern, length). Forward
+  only on CPU; forward and backward on CUDA. A kernel that cannot be built or launched steps down
+  a ladder of smaller kernel options, then to the chunked kernel (``FLEX_RUNGS``), decided once
+  per (scheme, pattern, length, dtype, device), with one warning.
 
-``kernel="auto"`` picks: the chunked kernel when a hook observes scores; on CUDA, flex; on CPU,
-dense up to ``DENSE_MAX`` tokens (``LOCAL_DENSE_MAX`` under a local pattern, whose unseen keys
+``kernel="auto"`` picks (:func:`choose_kernel`, the table in docs/kernels.md): the chunked kernel
+when a hook observes scores; on CUDA, SDPA ``is_causal`` for causal without a bias, else flex; on
+CPU, dense up to ``DENSE_MAX`` tokens (``LOCAL_DENSE_MAX`` under a local pattern, whose unseen keys
 the chunked kernel skips) and chunked past it (on a 2-core CPU a fresh shape costs 4-24 s of
-compilation, more than the chunked kernel spends at the lengths we evaluate).
+compilation, more than the chunked kernel spends at the lengths we evaluate). What actually ran is
+``Attention.ran``, collected by :func:`record_kernels` for metrics and evaluation rows.
 
 Context extension (docs/context-extension.md): ``logn=L`` multiplies every query's scores by
 λ_m = max(1, ln(m+1)/ln L) (attention/logn.py) on every kernel. A scheme that is not one q/k
