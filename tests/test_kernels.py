@@ -571,7 +571,7 @@ def ladder(eager_flex, monkeypatch):
 
 def tiny_model(spec: str) -> GPT:
     torch.manual_seed(0)
-    return GPT(ModelConfig(scheme=spec, n_layers=2, d_model=32, n_heads=2, train_len=64))
+    return GPT(ModelConfig(scheme=spec, n_layers=1, d_model=32, n_heads=2, train_len=64))
 
 
 def train_losses(model: GPT, kernel: str, steps: int = 2) -> list[float]:
@@ -609,7 +609,7 @@ def test_ladder_steps_down_on_each_failure_kind(ladder, failure):
 def test_ladder_trains_like_dense_and_keeps_its_decision(ladder):
     """Training through a ladder whose first rung fails (Inductor's error): the losses are the
     dense path's, one warning in all, and the decision is kept per (scheme, pattern, length,
-    dtype, device): later steps and layers go straight to rung 1."""
+    dtype, device): later steps go straight to rung 1."""
     flex = ladder(FAILURES["InductorError"], fail={0})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
