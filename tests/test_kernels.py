@@ -201,6 +201,27 @@ def test_compiled_flex_matches_reference(compiled_fast, case):
     assert ran == "flex" and error <= TOL, (case, error, ran)
 
 
+def test_compiled_flex_compiles_once_per_shape(compiled_fast):
+    """Each forward builds a new score_mod closure over new [H] tensors (KERPLE's clamped parameters,
+    after an optimizer step moved them) and a new Attention: the graphs compiled for the fixture
+    run again without a recompile (the CPU sibling of the GPU lane's fail_on_recompile test)."""
+    torch.compiler.set_stance("fail_on_recompile")
+    try:
+        for case in [("kerple-power", "causal"), ("rope", "causal")]:
+            s, pattern = scheme(case[0]), attention.create(case[1])
+            if case[0] == "kerple-power":
+                with torch.no_grad():
+                    s.a.add_(0.25)
+            q, k, v = qkv(N)
+            with torch.no_grad():
+                att = Attention(s, pattern, torch.arange(5, 5 + N), kernel="flex")
+                got = att(q, k, v)
+            want = reference_attention(q.double(), k.double(), v.double(), s, pattern, torch.arange(5, 5 + N))
+            assert att.ran == "flex" and err(got, want) <= TOL
+    finally:
+        torch.compiler.set_stance("default")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("pattern_spec", PATTERNS)
 def test_compiled_flex_every_scheme_every_pattern(pattern_spec):
