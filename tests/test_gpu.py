@@ -80,7 +80,8 @@ def test_bf16_training_step_and_evaluation_auto_equal_dense(spec, pattern_spec):
             assert g["bpb"] is None
             continue
         assert g["bpb"] is not None and abs(g["bpb"] - w["bpb"]) <= 1e-3, (g, w)
-        assert ran_as_chosen(g["kernel"], choose_kernel("auto", model.scheme, pattern, g["length"], "cuda", False, False))
+        chosen = choose_kernel("auto", model.scheme, pattern, g["length"], "cuda", False, False)
+        assert ran_as_chosen(g["kernel"], chosen), (g["kernel"], chosen)
 
 
 @gpu
