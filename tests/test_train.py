@@ -382,6 +382,7 @@ def test_metrics_rows_carry_the_grad_norm_before_clipping_and_the_step_time(tmp_
     rows = runs.read_metrics(tmp_path / "run")
     assert [r["step"] for r in rows] == list(range(1, 13))
     assert all(r["step_seconds"] > 0 and math.isfinite(r["grad_norm"]) and "mfu" not in r for r in rows)
+    assert all(r["kernel"] == "dense" for r in rows)  # the attention kernel the step ran (auto on the CPU)
     torch.manual_seed(train_cfg.seed)
     model = GPT(model_cfg)
     x, y = Stream(tokens=tokens_of(corpus.train)).batch(0, train_cfg.batch, model_cfg.train_len, train_cfg.seed,

@@ -40,6 +40,7 @@ import torch.nn.functional as F
 
 from . import checks, distributed, presets, provenance, runs
 from .api import callable_module
+from .attention import kernel_label, record_kernels
 from .data import (
     LN2,
     Corpus,
@@ -561,8 +562,9 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
             lr = lr_at(step, cfg)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            loss_value, grad_norm = train_step_stats(model, optimizer, x, y, grad_clip=cfg.grad_clip,
-                                                     autocast=autocast, average=w.mean)
+            with record_kernels() as ran:  # the attention kernel this step actually ran (metrics "kernel")
+                loss_value, grad_norm = train_step_stats(model, optimizer, x, y, grad_clip=cfg.grad_clip,
+                                                         autocast=autocast, average=w.mean)
             check_loss(loss_value, step, state, run, cfg)
             done = step + 1
             now = time.perf_counter()
@@ -571,7 +573,7 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
             if evaluate_now or done % cfg.log_every == 0:
                 row = {"step": done, "loss": round(loss_value, 6), "lr": lr, "bytes_per_s": round(rate, 1),
                        "grad_norm": round(float(grad_norm), 6), "step_seconds": round(step_seconds, 6),
-                       **rate_of(step_seconds)}
+                       **rate_of(step_seconds), "kernel": kernel_label(ran)}
                 if evaluate_now:  # every rank (an FSDP2 forward is collective)
                     row["val_bpb"] = round(validation_bpb(distributed.unwrap(model), valid_stream, cfg, length, dev), 6)
                 if run is not None:
