@@ -250,6 +250,7 @@ def context_rows(
     documents: Sequence[bytes] | None = None,
     bpb_multiples: Sequence[int] | None = None,
     max_docs: int | None = 4,
+    train_len: int | None = None,
     decode: bool = True,
     progress: bool = False,
 ) -> tuple[list[ContextRow], list[Cell]]:
@@ -257,10 +258,12 @@ def context_rows(
     bits at every multiple of its training length under every pattern, and beside each its bpb
     at that length (:func:`lexkit.evaluate.evaluate` on ``documents``, default the subject's
     own validation documents; ``max_docs`` of them) where the multiple is in ``bpb_multiples``
-    (default: every multiple). Also the cells (depth by depth)."""
+    (default: every multiple). Lengths are multiples of ``train_len`` (default: the subject's
+    training length; a fine-tune's parent's, to line it up with its parent). Also the cells
+    (depth by depth)."""
     from .evaluate import evaluate
 
-    t = subject.train_len
+    t = train_len or subject.train_len
     lengths = [t * m for m in multiples]
     docs = list(documents) if documents is not None else subject.documents()[0]
     cells = score(subject, task, lengths, depths=depths, samples=samples, patterns=patterns,

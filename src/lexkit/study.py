@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from . import __version__, distributed, lock, positions, provenance, runs
+from . import __version__, distributed, lock, positions, presets, provenance, runs, study_retrieval
 from .attention import create as create_pattern
 from .data import Corpus, load_corpus
 from .device import resolve_device
@@ -65,6 +65,10 @@ class StudyConfig:
     threads: int | None = None
     extension: bool = True  # the context-extension comparison on the rope run (lexkit.extension)
     extension_steps: int = 60  # steps of each fine-tune at 4x the training length
+    retrieval: bool = True  # table G, use of context (lexkit.study_retrieval)
+    retrieval_steps: int = 2000  # training steps of each run with the retrieval mix
+    retrieval_preset: str = "quick"  # the size of those runs (the measured recipe's)
+    retrieval_samples: int = 10  # needle documents per (length, depth) in table G
 
     def __post_init__(self) -> None:
         if not self.schemes:
@@ -76,7 +80,8 @@ class StudyConfig:
             create_pattern(p, default_window=2)
         if self.seeds <= 0:
             raise ValueError(f"--seeds must be a positive integer, got {self.seeds}")
-        for key in ("eval_docs", "resolution_texts", "extension_steps"):
+        presets.get(self.retrieval_preset)  # an unknown preset fails now
+        for key in ("eval_docs", "resolution_texts", "extension_steps", "retrieval_steps", "retrieval_samples"):
             if getattr(self, key) <= 0:
                 raise ValueError(f"{key} must be a positive integer, got {getattr(self, key)}")
 
@@ -102,10 +107,11 @@ class Cell:
     model_cfg: Any
     train_cfg: Any
     key: str
+    prefix: str = ""  # "mix-": a run of table G, trained with the retrieval mix
 
     @property
     def name(self) -> str:
-        return f"{slug(self.scheme)}-s{self.seed}-{self.key}"
+        return f"{self.prefix}{slug(self.scheme)}-s{self.seed}-{self.key}"
 
 
 class Study:
@@ -150,8 +156,10 @@ class Study:
         t = self.train_len()
         return sorted({n for n in (t, 2 * t, 4 * t, max(self.lengths())) if n <= max(self.lengths())} | {t})
 
-    def patterns(self) -> list[str]:
-        return _unique([create_pattern(p, default_window=self.train_len()).spec for p in self.cfg.patterns])
+    def patterns(self, train_len: int | None = None) -> list[str]:
+        """The study's patterns resolved for a model trained at ``train_len`` (default: the study's)."""
+        t = train_len or self.train_len()
+        return _unique([create_pattern(p, default_window=t).spec for p in self.cfg.patterns])
 
     # -- run ----------------------------------------------------------------------------------
     def _log(self, task: str, name: str, action: str, seconds: float) -> None:
@@ -164,7 +172,7 @@ class Study:
         with open(self.out / "log.jsonl", "a") as handle:
             handle.write(json.dumps(entry) + "\n")
 
-    def _cached(self, task: str, name: str, path: Path, compute: Callable[[], dict]) -> dict:
+    def cached(self, task: str, name: str, path: Path, compute: Callable[[], dict]) -> dict:
         if path.is_file():
             self._log(task, name, "cached", 0.0)
             return json.loads(path.read_text())
@@ -211,6 +219,7 @@ class Study:
         analytic_rows = self.analytic()
         curves = self.analytic_curves()
         extension = self.extension()
+        retrieval = study_retrieval.run(self)
         results = {
             "schema": SCHEMA_VERSION,
             "lexkit": __version__,
@@ -228,6 +237,7 @@ class Study:
             "analytic": analytic_rows,
             "analytic_curves": curves,
             "extension": extension,
+            **({"retrieval": retrieval} if retrieval is not None else {}),
             "wall_seconds": round(time.perf_counter() - started, 1),
             "work": {a: sum(1 for r in self.record if r["action"] == a) for a in ("ran", "cached")},
             "provenance": {**origin, "finished": provenance.now(),
@@ -265,7 +275,7 @@ class Study:
         return {"eval": cache / f"eval-{eval_key}.json", "resolution": cache / f"resolution-{res_key}.json",
                 "principles": cache / f"principles-{pr_key}.json"}
 
-    def _trained(self, run_dir: Path, model_cfg, train_cfg, *, init: Path | None = None) -> None:
+    def trained(self, run_dir: Path, model_cfg, train_cfg, *, init: Path | None = None) -> None:
         """Train ``run_dir`` to its last step: nothing if it is done, resumed if it was
         interrupted, from scratch (or from ``init``'s weights) otherwise."""
         state = runs.trainer_state(run_dir) or {}
@@ -283,18 +293,18 @@ class Study:
 
     def run_cell(self, cell: Cell) -> dict:
         run_dir = self.out / "runs" / cell.name
-        self._trained(run_dir, cell.model_cfg, cell.train_cfg)
+        self.trained(run_dir, cell.model_cfg, cell.train_cfg)
         model, config = runs.load(run_dir, device=self.device)
         metrics = runs.read_metrics(run_dir)
         val = [r["val_bpb"] for r in metrics if "val_bpb" in r]
         train_seconds = (runs.trainer_state(run_dir) or {}).get("elapsed")
 
         lengths, patterns, paths = self.lengths(), self.patterns(), self.cache_paths(cell)
-        ev = self._cached("eval", cell.name, paths["eval"], lambda: evaluate(
+        ev = self.cached("eval", cell.name, paths["eval"], lambda: evaluate(
             model, self.corpus.valid, lengths, patterns, max_docs=self.cfg.eval_docs, progress=self.progress))
-        res = self._cached("resolution", cell.name, paths["resolution"],
+        res = self.cached("resolution", cell.name, paths["resolution"],
                            lambda: self.empirical(model, self.resolution_lengths(), patterns))
-        principles = self._cached("principles", cell.name, paths["principles"],
+        principles = self.cached("principles", cell.name, paths["principles"],
                                   lambda: measure_principles(model, self.corpus.valid))
         return {
             "scheme": cell.scheme, "seed": cell.seed, "run": str(run_dir.relative_to(self.out)),
@@ -322,7 +332,7 @@ class Study:
         for cell in rope:
             base = self.out / "runs" / cell.name
             for method in methods(t, max(lengths)):
-                ev = self._cached("extension", f"{cell.name} {method.label}", self._extension_path(cell, method),
+                ev = self.cached("extension", f"{cell.name} {method.label}", self._extension_path(cell, method),
                                   lambda m=method, b=base: self._evaluate(
                                       runs.load(b, device=self.device, scheme=m.scheme, logn=m.logn)[0], [m.pattern]))
                 rows.append({"label": method.label, "scheme": method.scheme, "pattern": ev["patterns"][0],
@@ -331,8 +341,8 @@ class Study:
                 model_cfg, train_cfg, key = self.finetune(cell, ft)
                 steps = train_cfg.steps
                 run_dir = self.out / "runs" / f"{cell.name}-ft-{slug(ft.scheme)}-{key}"
-                self._trained(run_dir, model_cfg, train_cfg, init=base)
-                ev = self._cached("extension", f"{run_dir.name}", self._extension_path(cell, ft, key),
+                self.trained(run_dir, model_cfg, train_cfg, init=base)
+                ev = self.cached("extension", f"{run_dir.name}", self._extension_path(cell, ft, key),
                                   lambda d=run_dir, f=ft: self._evaluate(runs.load(d, device=self.device)[0],
                                                                          list(f.patterns)))
                 for pattern in ev["patterns"]:
