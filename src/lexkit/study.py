@@ -463,10 +463,42 @@ class Study:
         total = sum(v["train_s"] + v["eval_s"] for v in per_scheme.values()) * self.cfg.seeds
         extension = self.extension_plan(per_scheme.get("rope"))
         total += sum(task["seconds"] for task in extension)
+        per_step, per_token = self.retrieval_costs(device)
+        retrieval = study_retrieval.plan(self, per_step, per_token) if per_step is not None else []
+        total += sum(task["seconds"] for task in retrieval)
         done = {c.name for c in cells if (self.out / "runs" / c.name / runs.CHECKPOINT).is_file()}
         return {"cells": [{"scheme": c.scheme, "seed": c.seed, "run": c.name, "exists": c.name in done} for c in cells],
                 "lengths": lengths, "patterns": patterns, "per_scheme": per_scheme, "extension": extension,
-                "total_s": total}
+                "retrieval": retrieval, "total_s": total}
+
+    def retrieval_costs(self, device) -> tuple[float | None, float | None]:
+        """Seconds of one training step of table G's runs (the median of three after a warm-up
+        step, at the recipe's batch) and of one token of their forward pass at 16x; (None, None)
+        when table G is off."""
+        from .device import eval_mode
+        from .model import GPT
+
+        found = study_retrieval.cells(self) if self.cfg.retrieval else []
+        if not found:
+            return None, None
+        cell = found[0]
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            model = GPT(cell.model_cfg).to(device)
+            x = torch.randint(0, 256, (cell.train_cfg.batch, cell.model_cfg.train_len), device=device)
+            n = max(study_retrieval.MULTIPLES) * cell.model_cfg.train_len
+            probe = torch.randint(0, 256, (1, n), device=device)
+        optimizer = make_optimizer(model, cell.train_cfg)
+        times = []
+        for _ in range(4):
+            t0 = time.perf_counter()
+            train_step(model, optimizer, x, x, grad_clip=cell.train_cfg.grad_clip, autocast=device_autocast(device))
+            times.append(time.perf_counter() - t0)
+        with eval_mode(model), torch.no_grad():
+            t0 = time.perf_counter()
+            model(probe)
+            per_token = (time.perf_counter() - t0) / n
+        return sorted(times[1:])[1], per_token
 
     def extension_plan(self, rope: dict | None) -> list[dict]:
         """The context-extension table's tasks (table E), one per seed of ``rope``: each method

@@ -164,25 +164,25 @@ def score(study: Study, run_dir: Path, config: Config, t: int) -> dict:
             "patterns": patterns, "rows": [r.to_json() for r in rows], "cells": [c.to_json() for c in found]}
 
 
-def plan(study: Study, per_step: float | None, per_token: float | None) -> list[dict]:
+def plan(study: Study, per_step: float, per_token: float) -> list[dict]:
     """The tasks of table G for ``--dry-run``: each run's training and each configuration's
-    scoring, with seconds scaled from the study's measurement (``per_step``: seconds of one
-    training step of the quick-sized model at the recipe's batch; ``per_token``: seconds of one
-    forward token at evaluation), or None when not measured."""
+    scoring, with seconds scaled from a measurement on this machine (``per_step``: one training
+    step of table G's model at the recipe's batch; ``per_token``: one token of its forward pass
+    at 16x): the needle documents and the bpb documents of every pattern, and a fine-tune's
+    steps at about :data:`FINETUNE_COST` times a training step."""
     if not study.cfg.retrieval or not schemes(study):
         return []
     t = train_len(study)
-    samples = len(DEPTHS) * study.cfg.retrieval_samples
-    tokens_per_pattern = (sum(m * t for m in MULTIPLES) * samples
-                          + sum(m * t for m in BPB_MULTIPLES) * study.cfg.eval_docs)
+    needles = len(DEPTHS) * study.cfg.retrieval_samples
+    tokens = sum(m * t for m in MULTIPLES) * needles + sum(m * t for m in BPB_MULTIPLES) * study.cfg.eval_docs
     out = []
     for cell in cells(study):
         exists = (study.out / "runs" / cell.name / runs.CHECKPOINT).is_file()
         out.append({"kind": "train", "label": f"{cell.scheme} + mix", "run": cell.name, "exists": exists,
-                    "seconds": None if per_step is None else per_step * cell.train_cfg.steps})
+                    "seconds": per_step * cell.train_cfg.steps})
         for config in configurations(study, cell):
-            seconds = None if per_token is None else per_token * tokens_per_pattern * len(config.patterns)
-            if config.kind == "fine-tune" and per_step is not None and seconds is not None:
+            seconds = per_token * tokens * len(config.patterns)
+            if config.kind == "fine-tune":
                 seconds += per_step * FINETUNE_COST * study.cfg.extension_steps
             out.append({"kind": config.kind, "label": config.label, "patterns": len(config.patterns),
                         "seconds": seconds})
