@@ -5,11 +5,12 @@ import json
 
 import pytest
 
-from lexkit import lock, study_retrieval
+from lexkit import lock
 from lexkit.cli import main
 from lexkit.extension import finetunes, methods
 from lexkit.report import extension_table, length_table, pattern_table, retrieval_table
 from lexkit.study import Study, StudyConfig
+from lexkit.study import retrieval as study_retrieval
 
 DOCS = [(f"def f{i}(x):\n    return x * {i} + {i * i}\n" * 30).encode() for i in range(40)]
 

@@ -140,7 +140,7 @@ def print_retrieval_plan(tasks: list[dict], cfg: StudyConfig) -> None:
         print("table G (use of context): skipped (--no-retrieval, or none of its schemes is studied)")
         return
     trains = [task for task in tasks if task["kind"] == "train"]
-    from ..study_retrieval import RECIPE
+    from ..study.retrieval import RECIPE
 
     runs = f"{len(trains)} run{'s' if len(trains) != 1 else ''}"
     print(f"table G (use of context): {runs} with --mix {RECIPE['mix']} ({cfg.retrieval_preset} preset, "

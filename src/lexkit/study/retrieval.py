@@ -27,11 +27,12 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import positions, runs
-from .extension import finetunes, methods
+from .. import positions, runs
+from ..extension import finetunes, methods
 
 if TYPE_CHECKING:
-    from .study import Cell, Study
+    from .execution import Study
+    from .plan import Cell
 
 #: the schemes table G trains with the mix (those of the study's schemes that are among these)
 SCHEMES = ("none", "rope", "xpos", "alibi", "kerple-log", "sandwich")
@@ -69,15 +70,14 @@ def schemes(study: Study) -> list[str]:
 def cells(study: Study) -> list[Cell]:
     """One run per scheme of :func:`schemes`, seed 0, trained with :data:`RECIPE` for the
     study's ``retrieval_steps`` at its ``retrieval_preset``."""
-    from .study import Cell, digest
-    from .train import configs
+    from ..train import configs
+    from .plan import Cell, digest
 
     cfg, out = study.cfg, []
     steps = cfg.retrieval_steps
     for scheme in schemes(study):
         model_cfg, train_cfg = configs(cfg.retrieval_preset, scheme, seed=0, steps=steps, batch=RECIPE["batch"],
-                                       lr=RECIPE["lr"], mix=RECIPE["mix"], data=cfg.data,
-                                       eval_every=max(1, steps // 4), save_every=max(1, steps // 4))
+                                       lr=RECIPE["lr"], mix=RECIPE["mix"], data=cfg.data)
         key = digest({"model": dataclasses.asdict(model_cfg), "train": dataclasses.asdict(train_cfg),
                       "data": study.corpus.fingerprint})
         out.append(Cell(model_cfg.scheme, 0, model_cfg, train_cfg, key, prefix="mix-"))
@@ -85,7 +85,7 @@ def cells(study: Study) -> list[Cell]:
 
 
 def train_len(study: Study) -> int:
-    from .train import configs
+    from ..train import configs
 
     return configs(study.cfg.retrieval_preset, "none")[0].train_len
 
@@ -105,7 +105,7 @@ def configurations(study: Study, cell: Cell) -> list[Config]:
 
 
 def cache_path(study: Study, key: str, config: Config) -> Path:
-    from .study import digest
+    from .plan import digest
 
     what = {"run": key, "scheme": config.scheme, "logn": config.logn, "patterns": config.patterns,
             "task": TASK, "size": SIZE, "multiples": MULTIPLES, "bpb": BPB_MULTIPLES, "depths": DEPTHS,
@@ -119,7 +119,7 @@ def run(study: Study) -> dict | None:
     or no studied scheme is among :data:`SCHEMES`."""
     if not study.cfg.retrieval or not schemes(study):
         return None
-    from .study import slug
+    from .plan import slug
 
     t = train_len(study)
     entries = []
@@ -151,8 +151,8 @@ def run(study: Study) -> dict | None:
 def score(study: Study, run_dir: Path, config: Config, t: int) -> dict:
     """One configuration's retrieval cells and bpb (exact match from the teacher-forced pass,
     :func:`lexkit.retrieval.score` with ``decode=False``)."""
-    from .retrieval import context_rows
-    from .subject import load
+    from ..retrieval import context_rows
+    from ..subject import load
 
     subject = load(run_dir, device=study.device, scheme=config.scheme, logn=config.logn)
     patterns = [subject.model.pattern(p).spec for p in config.patterns]
