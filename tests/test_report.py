@@ -233,12 +233,20 @@ def test_findings_say_where_each_configuration_stops_retrieving():
     assert stops_at(rows[("alibi", "causal")]) is None  # 97 % at 16x over all depths: keeps the skill
     never = dict(rows[("rope", "causal")], accuracy={1: 0.2, 2: 0.0})
     assert stops_at(never) == 1
-    lines = retrieval_findings(study_results())
+    res = study_results()
+    lines = retrieval_findings(res)
     assert lines == [
         "rope (causal): retrieves 100 % at 1x, stops at 2x (10 %); 0 % at 16x, where its bpb is 4.000.",
         "rope (window:16): retrieves 100 % at 1x, stops at 2x (33 %); 0 % at 16x, where its bpb is 2.040.",
         "YaRN x16 (causal): retrieves 100 % at 1x, stops at 16x (87 %); 87 % at 16x, where its bpb is 2.400.",
     ]
+    rope = res["retrieval"]["configs"][0]  # below 90 % from 1x on: its best length, or nothing at all
+    for row in rope["rows"]:
+        row["accuracy"] = 0.5 if row["multiple"] == 4 else 0.0
+    assert retrieval_findings(res)[0].startswith("rope (causal): never reaches 90 % (best 50 % at 4x); 0 % at 16x")
+    for row in rope["rows"]:
+        row["accuracy"] = 0.0
+    assert retrieval_findings(res)[0].startswith("rope (causal): retrieves nothing at any length; 0 % at 16x")
 
 
 def test_the_goal_needs_flat_bpb_and_retrieval_at_every_depth():
@@ -262,6 +270,9 @@ def test_the_goal_needs_flat_bpb_and_retrieval_at_every_depth():
     assert "**not met**. Nearest: rope (window:16): bpb 16x / 1x 1.020" in text
     assert "90 points short of 90 % at its worst depth" in text
     assert "Best retrieval at 16x whatever its bpb: YaRN x16 (causal)" in text
+    # YaRN keeps 90 % at every depth up to 8x (60 % at depth 0 at 16x); rope under causal only at 1x
+    assert goal["longest_reach"]["label"] == "YaRN x16" and goal["longest_reach"]["reach"] == 8
+    assert "at least 90 % at every depth: 8x (YaRN x16, causal)" in text
 
     # nothing flat either: the flattest is the nearest, and its bpb gap is stated
     for c in res["retrieval"]["configs"]:

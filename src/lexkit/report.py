@@ -268,9 +268,13 @@ def retrieval_findings(results: dict) -> list[str]:
         if stop is None:
             continue
         acc = row["accuracy"]
-        first = min(acc)
-        where = (f"does not retrieve even at {first}x ({100 * acc[first]:.0f} %)" if stop == first else
-                 f"retrieves {100 * acc[first]:.0f} % at {first}x, stops at {stop}x ({100 * acc[stop]:.0f} %)")
+        first, best = min(acc), max(acc, key=lambda m: (acc[m], -m))
+        if stop != first:
+            where = f"retrieves {100 * acc[first]:.0f} % at {first}x, stops at {stop}x ({100 * acc[stop]:.0f} %)"
+        elif acc[best] > 0:
+            where = f"never reaches 90 % (best {100 * acc[best]:.0f} % at {best}x)"
+        else:
+            where = "retrieves nothing at any length"
         bpb = row["bpb"].get(far)
         lines.append(f"{row['label']} ({row['pattern']}): {where}; {100 * acc[far]:.0f} % at {far}x"
                      + (f", where its bpb is {bpb:.3f}" if bpb is not None else "") + ".")
@@ -306,6 +310,11 @@ def context_goal_text(results: dict) -> Text | None:
         best = g["best_retrieval"]
         if best is not near:
             verdict += f" Best retrieval at {far}x whatever its bpb: {describe(best)}."
+    reach = g["longest_reach"]
+    if reach is not None and reach["reach"] < far:
+        verdict += (f" The longest length at which any configuration still retrieves at least "
+                    f"{100 * query.RETRIEVES:.0f} % at every depth: {reach['reach']}x "
+                    f"({reach['label']}, {reach['pattern']}).")
     return Text(f"The goal ({aim}; nothing tuned on the evaluation needles): {verdict}")
 
 

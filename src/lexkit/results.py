@@ -195,8 +195,10 @@ def context_goal(results: dict) -> dict | None:
     ``ratio`` = bpb far / bpb 1x, ``flat``, ``worst`` = its lowest per-depth exact match far,
     ``met``), ``met`` (the labels that meet it), ``nearest`` (a configuration that meets it, else
     the flat configuration that retrieves best at every depth, else the flattest) and
-    ``best_retrieval`` (the highest worst-depth exact match far, whatever its bpb); None when
-    the study ran no table G."""
+    ``best_retrieval`` (the highest worst-depth exact match far, whatever its bpb) and
+    ``longest_reach`` (the configuration whose ``reach``, the longest multiple up to which every
+    depth keeps :data:`RETRIEVES`, is longest; None when none retrieves at 1x); None when the
+    study ran no table G."""
     rows = retrieval_rows(results)
     if not rows:
         return None
@@ -218,5 +220,12 @@ def context_goal(results: dict) -> dict | None:
         nearest = max(met or flat, key=rank)
     else:
         nearest = min((r for r in scored if r["ratio"] is not None), key=lambda r: r["ratio"], default=scored[0])
+    for r in scored:  # the longest multiple up to which every depth keeps RETRIEVES
+        held = [m for m in sorted(r["worst_depth"])]
+        r["reach"] = next((held[i - 1] for i, m in enumerate(held) if r["worst_depth"][m] < RETRIEVES),
+                          held[-1] if held else None) if held and r["worst_depth"][held[0]] >= RETRIEVES else None
+    reaching = [r for r in scored if r["reach"] is not None]
     return {"multiple": far, "scored": scored, "met": [f"{r['label']} ({r['pattern']})" for r in met],
-            "nearest": nearest, "best_retrieval": max(scored, key=rank)}
+            "nearest": nearest, "best_retrieval": max(scored, key=rank),
+            "longest_reach": max(reaching, key=lambda r: (r["reach"], r["accuracy"].get(r["reach"], 0)),
+                                 default=None)}
