@@ -263,20 +263,23 @@ def retrieval_scatter(results: dict, path: str | Path) -> None:
     """Table G on both axes: bpb at 16x (x) against exact match at 16x over all depths (y), one
     point per configuration (scheme or method, and pattern), labelled and coloured by the goal:
     green meets it, blue is flat in bpb (within 3 % of its own 1x) but does not retrieve at
-    every depth, red is not flat; the 90 % line drawn. No file without table G."""
+    every depth, red is not flat; the 90 % line drawn. Points at 0 % are labelled only when they
+    have the lowest bpb (the heatmap names every configuration). No file without table G."""
     goal = query.context_goal(results)
     if goal is None:
         return
     far = goal["multiple"]
     fig, (ax,) = figure(9, 5.5)
     markers = {"scheme": "o", "method": "s", "fine-tune": "^"}
-    for r in goal["scored"]:
-        x, y = r["bpb"].get(far), r["accuracy"].get(far)
-        if x is None or y is None:
-            continue
+    points = [(r, r["bpb"].get(far), r["accuracy"].get(far)) for r in goal["scored"]]
+    points = [(r, x, y) for r, x, y in points if x is not None and y is not None]
+    lowest = min((x for _, x, _ in points), default=None)
+    for i, (r, x, y) in enumerate(points):
         ax.scatter([x], [y], marker=markers.get(r["kind"], "o"), s=36, color="tab:green" if r["met"] else
                    ("tab:blue" if r["flat"] else "tab:red"), alpha=0.8)
-        ax.annotate(f"{r['label']} [{r['pattern']}]", (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        if y > 0 or x == lowest:  # the points at 0 % would bury each other's labels
+            ax.annotate(f"{r['label']} [{r['pattern']}]", (x, y), fontsize=6, xytext=(3, 3 + 7 * (i % 3)),
+                        textcoords="offset points")
     ax.axhline(query.RETRIEVES, color="grey", linestyle=":", linewidth=1)
     ax.set_xlabel(f"bits per byte at {far}x the training length")
     ax.set_ylabel(f"exact match at {far}x (all depths)")
