@@ -1,14 +1,20 @@
 #!/usr/bin/env python
-"""GPU throughput of lexkit's FlexAttention path, per scheme, against bias-free SDPA causal: training
-and long evaluation on the ``medium`` preset's model, within a time budget. Without a CUDA device it
-says so and exits 0. What it measures: benchmarks/README.md.
+"""The GPU lane's measurements in one script: training tokens/s and MFU per scheme at the ``medium``
+preset (bf16 autocast, lexkit's own train step) through the ``auto`` kernel (flex for the biases, SDPA
+``is_causal`` for rope/xpos) against ``none`` on SDPA causal, x-transformers at the same size side by
+side when it is installed, and long evaluation (one sequence: speed, peak memory; 1,048,576 tokens
+streamed under window:512). It starts no measurement past its time budget (8 minutes in all by
+default), prints progress, and writes docs/benchmarks-gpu.md (+ .json). Without CUDA it says so and
+exits 0; ``--dry-run`` runs the whole lane on the CPU at the ``tiny`` preset and short lengths (the
+code path, not a measurement).
 
-    python benchmarks/gpu.py [--out docs/benchmarks-gpu.md] [--budget 420]
+    python benchmarks/gpu.py [--out docs/benchmarks-gpu.md] [--budget 420] [--dry-run]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import statistics
@@ -17,26 +23,45 @@ import time
 
 import torch
 
-from common import ROOT, gpu_facts, md_table, random_document, write_report
-from contenders import lexkit_model
-from lexkit.model import GPT
-from lexkit.train import device_autocast, make_optimizer, train_step
+from common import ROOT, cpu_facts, gpu_facts, installed, md_table, random_document, write_report
+from lexkit import provenance
+from lexkit.attention import kernel_label, record_kernels
+from lexkit.model import GPT, VOCAB
+from lexkit.train import configs, device_autocast, make_optimizer, train_step
 
-PRESET = "medium"
-SCHEMES = ("alibi", "rope", "xpos", "kerple-log", "t5", "sandwich")  # the first three come first
+SCHEMES = ("alibi", "rope", "xpos", "kerple-log", "t5", "sandwich", "kerple-power")  # the first three first
 BASELINE = ("none", "dense")  # scheme, kernel: SDPA causal without bias
-EVAL_LENGTHS = (16384, 65536)
-TRAIN_WARMUP, TRAIN_STEPS, EVAL_RUNS = 3, 10, 3
+XT_SCHEMES = ("alibi", "rope", "xpos")  # x-transformers has these three
+
+
+@dataclasses.dataclass(frozen=True)
+class Lane:
+    """What one run of the script measures."""
+
+    preset: str
+    eval_lengths: tuple[int, ...]  # one-pass evaluation lengths
+    stream_length: int  # the streamed evaluation (window = the training length)
+    warmup: int  # training steps before timing (compiles)
+    steps: int  # timed training steps
+    eval_runs: int  # evaluations per measurement (the first compiles; the median of the rest counts)
+
+
+GPU = Lane("medium", eval_lengths=(16384, 65536), stream_length=1_048_576, warmup=3, steps=10, eval_runs=3)
+DRY = Lane("tiny", eval_lengths=(256, 640), stream_length=4608, warmup=1, steps=1, eval_runs=2)
 
 
 class Budget:
     """Wall-clock budget: ``allows(cost)`` is False once ``cost`` seconds would overrun it."""
 
     def __init__(self, seconds: float) -> None:
-        self.deadline = time.perf_counter() + seconds
+        self.start = time.perf_counter()
+        self.deadline = self.start + seconds
 
     def allows(self, cost: float) -> bool:
         return time.perf_counter() + cost < self.deadline
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
 
 
 def sync(device: torch.device) -> None:
@@ -44,10 +69,19 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def build(scheme: str, device: torch.device):
+def reset_peak(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def peak_gb(device: torch.device) -> float | None:
+    return torch.cuda.max_memory_allocated(device) / 1024**3 if device.type == "cuda" else None
+
+
+def build(scheme: str, lane: Lane, device: torch.device):
     torch.manual_seed(0)
-    model, train_cfg = lexkit_model(scheme, PRESET)
-    return model.to(device), train_cfg
+    model_cfg, train_cfg = configs(lane.preset, scheme)
+    return GPT(model_cfg).to(device), train_cfg
 
 
 def with_kernel(model: GPT, kernel: str) -> GPT:
@@ -57,126 +91,208 @@ def with_kernel(model: GPT, kernel: str) -> GPT:
     return model
 
 
+def mfu(tokens_per_s: float, params: int, cfg, device: torch.device) -> float | None:
+    """Model FLOPs utilisation of a training rate (:mod:`lexkit.provenance`: 6N + 12·L·d·T per
+    token, bf16 peak of the device); None where the peak is unknown (the CPU)."""
+    flops = provenance.flops_per_token(params, cfg.n_layers, cfg.d_model, cfg.train_len) * tokens_per_s
+    return provenance.mfu(flops, provenance.device_name(device), "bfloat16" if device.type == "cuda" else "float32")
+
+
 # -- training ----------------------------------------------------------------------------------
-def bench_train(scheme: str, kernel: str, device: torch.device) -> dict:
-    """The step ``lexkit train`` runs (:func:`lexkit.train.train_step`, bf16 autocast on CUDA,
-    the optimizer of :func:`lexkit.train.make_optimizer`) with the given attention kernel."""
-    model, cfg = build(scheme, device)
-    model = with_kernel(model.train(), kernel)
-    optimizer, autocast = make_optimizer(model, cfg), device_autocast(device)
-    gen = torch.Generator(device="cpu").manual_seed(0)
-    window = torch.randint(0, 256, (cfg.batch, model.cfg.train_len + 1), generator=gen).to(device)
-    x, y = window[:, :-1], window[:, 1:]
+def time_steps(step, x: torch.Tensor, device: torch.device, lane: Lane) -> tuple[float, float, str | None]:
+    """(warm-up seconds, tokens/s over the timed steps, the attention kernel that ran)."""
 
     def steps(count: int) -> float:
         start = time.perf_counter()
         for _ in range(count):
-            train_step(model, optimizer, x, y, grad_clip=cfg.grad_clip, autocast=autocast)
+            step()
         sync(device)
         return time.perf_counter() - start
 
-    warmup_s = steps(TRAIN_WARMUP)
-    elapsed = steps(TRAIN_STEPS)
-    return {"scheme": scheme, "kernel": kernel, "warmup_s": warmup_s, "tokens_per_s": TRAIN_STEPS * x.numel() / elapsed}
+    warmup_s = steps(lane.warmup)
+    with record_kernels() as ran:
+        elapsed = steps(lane.steps)
+    return warmup_s, lane.steps * x.numel() / elapsed, kernel_label(ran)
+
+
+def batch(cfg, train_cfg, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    window = torch.randint(0, 256, (train_cfg.batch, cfg.train_len + 1), generator=gen).to(device)
+    return window[:, :-1], window[:, 1:]
+
+
+def bench_train(scheme: str, kernel: str, lane: Lane, device: torch.device) -> dict:
+    """The step ``lexkit train`` runs (:func:`lexkit.train.train_step`, bf16 autocast on CUDA,
+    the optimizer of :func:`lexkit.train.make_optimizer`) with the given attention kernel."""
+    model, train_cfg = build(scheme, lane, device)
+    model = with_kernel(model.train(), kernel)
+    optimizer, autocast = make_optimizer(model, train_cfg), device_autocast(device)
+    x, y = batch(model.cfg, train_cfg, device)
+    warmup_s, rate, ran = time_steps(
+        lambda: train_step(model, optimizer, x, y, grad_clip=train_cfg.grad_clip, autocast=autocast), x, device, lane)
+    return {"warmup_s": warmup_s, "tokens_per_s": rate, "ran": ran,
+            "mfu": mfu(rate, model.num_params(), model.cfg, device), "params": model.num_params()}
+
+
+def xt_model(scheme: str, cfg):
+    """x-transformers (``attn_flash=True``) at lexkit's size: the same width, depth, heads, head dim,
+    bias-free feed-forward, tied embedding, no absolute positions."""
+    from x_transformers import Decoder, TransformerWrapper
+
+    position = {"alibi": dict(alibi_pos_bias=True), "rope": dict(rotary_pos_emb=True),
+                "xpos": dict(rotary_xpos=True)}[scheme]
+    decoder = Decoder(dim=cfg.d_model, depth=cfg.n_layers, heads=cfg.n_heads, attn_dim_head=cfg.head_dim,
+                      ff_no_bias=True, attn_flash=True, **position)
+    return TransformerWrapper(num_tokens=VOCAB, max_seq_len=cfg.train_len, attn_layers=decoder,
+                              use_abs_pos_emb=False, tie_embedding=True)
+
+
+def bench_train_xt(scheme: str, lane: Lane, device: torch.device) -> dict:
+    """x-transformers through the same step, optimizer and batch as :func:`bench_train`."""
+    lexkit, train_cfg = build(scheme, lane, device)
+    torch.manual_seed(0)
+    model = xt_model(scheme, lexkit.cfg).to(device).train()
+    optimizer, autocast = make_optimizer(model, train_cfg), device_autocast(device)
+    x, y = batch(lexkit.cfg, train_cfg, device)
+    warmup_s, rate, _ = time_steps(
+        lambda: train_step(model, optimizer, x, y, grad_clip=train_cfg.grad_clip, autocast=autocast), x, device, lane)
+    params = sum(p.numel() for p in model.parameters())
+    return {"warmup_s": warmup_s, "tokens_per_s": rate, "ran": "x-transformers (attn_flash)",
+            "mfu": mfu(rate, params, lexkit.cfg, device), "params": params}
 
 
 # -- long evaluation ---------------------------------------------------------------------------
-def bench_eval(scheme: str, kernel: str, pattern: str, n: int, device: torch.device) -> dict:
+def bench_eval(scheme: str, kernel: str, pattern: str, n: int, lane: Lane, device: torch.device,
+               stream: bool = False) -> dict:
     from lexkit.evaluate import evaluate
 
-    model, _ = build(scheme, device)
+    model, _ = build(scheme, lane, device)
     model.eval()
     doc = random_document(n)
-    row = {"scheme": scheme, "kernel": kernel, "pattern": pattern, "n": n}
-    torch.cuda.reset_peak_memory_stats(device)
-    times = []
-    for _ in range(EVAL_RUNS):
+    reset_peak(device)
+    times, row = [], {}
+    for _ in range(1 if stream else lane.eval_runs):
         start = time.perf_counter()
-        result = evaluate(model, [doc], [n], pattern, kernel=kernel)
+        result = evaluate(model, [doc], [n], pattern, kernel=kernel, stream=stream)
         sync(device)
         times.append(time.perf_counter() - start)
-        unavailable = result["results"][0].get("unavailable")
-        if unavailable:
-            return {**row, "error": unavailable}
-    steady = statistics.median(times[1:])
-    return {**row, "first_s": times[0], "steady_s": steady, "tokens_per_s": n / steady,
-            "peak_gb": torch.cuda.max_memory_allocated(device) / 1024**3}
+        row = result["results"][0]
+        if row.get("unavailable"):
+            return {"error": row["unavailable"]}
+    steady = statistics.median(times[1:]) if len(times) > 1 else times[0]
+    return {"first_s": times[0], "steady_s": steady, "tokens_per_s": n / steady, "peak_gb": peak_gb(device),
+            "ran": row.get("kernel"), "bpb": row["bpb"], "streamed": row["streamed"]}
 
 
-def attempt(fn, *args) -> dict:
+def attempt(fn, *args, **kwargs) -> dict:
     """Run one measurement; a failure (out of memory, a refused combination) becomes a row."""
     try:
-        return fn(*args)
-    except (RuntimeError, ValueError) as exc:
-        torch.cuda.empty_cache()
-        return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"}
+        return fn(*args, **kwargs)
+    except (RuntimeError, ValueError, ImportError) as exc:
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        return {"error": f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]}"}
 
 
 # -- plan, run, report -------------------------------------------------------------------------
-def plan(window: int) -> list[tuple]:
-    """(kind, cost estimate in s, args) in priority order: the baseline and the paper's three
-    schemes first, the long length before the shorter one, the other bias schemes last."""
+def plan(lane: Lane, window: int, xt: bool, cuda: bool = True) -> list[tuple]:
+    """(kind, cost estimate in s, labels) in priority order: the baseline and the paper's three
+    schemes first (and rope through flex: on CUDA only, compiled flex has no backward on the CPU),
+    x-transformers beside them, the long length before the shorter one, the stream, then the other
+    bias schemes."""
     core, extra = SCHEMES[:3], SCHEMES[3:]
     local, block = f"window:{window}", f"bca:{window}"
-    long, short = max(EVAL_LENGTHS), min(EVAL_LENGTHS)
-    jobs = [("train", 40, BASELINE)] + [("train", 60, (s, "flex")) for s in core]
+    long, short = max(lane.eval_lengths), min(lane.eval_lengths)
+    jobs = [("train", 40, {"scheme": BASELINE[0], "kernel": BASELINE[1]})]
+    jobs += [("train", 60, {"scheme": s, "kernel": "auto"}) for s in core]
+    jobs += [("train", 60, {"scheme": "rope", "kernel": "flex"})] if cuda else []
+    if xt:
+        jobs += [("xt", 45, {"scheme": s, "kernel": "x-transformers"}) for s in XT_SCHEMES]
     for n in (long, short):
-        jobs += [("eval", 30, (*BASELINE, "causal", n))] + [("eval", 45, (s, "flex", local, n)) for s in core]
-    jobs += [("eval", 45, (s, "flex", block, long)) for s in ("alibi", "xpos")]
-    jobs += [("train", 60, (s, "flex")) for s in extra]
-    jobs += [("eval", 45, (s, "flex", local, long)) for s in extra]
+        jobs += [("eval", 30, {"scheme": BASELINE[0], "kernel": BASELINE[1], "pattern": "causal", "n": n})]
+        jobs += [("eval", 45, {"scheme": s, "kernel": "auto", "pattern": local, "n": n}) for s in core]
+    jobs += [("eval", 45, {"scheme": s, "kernel": "auto", "pattern": block, "n": long}) for s in ("alibi", "xpos")]
+    jobs += [("stream", 60, {"scheme": "alibi", "kernel": "auto", "pattern": local, "n": lane.stream_length})]
+    jobs += [("train", 60, {"scheme": s, "kernel": "auto"}) for s in extra]
+    jobs += [("eval", 45, {"scheme": s, "kernel": "auto", "pattern": local, "n": long}) for s in extra]
     return jobs
 
 
-def run_all(budget: Budget, device: torch.device, window: int) -> tuple[list, list, list]:
+def run_job(kind: str, labels: dict, lane: Lane, device: torch.device) -> dict:
+    if kind == "train":
+        return attempt(bench_train, labels["scheme"], labels["kernel"], lane, device)
+    if kind == "xt":
+        return attempt(bench_train_xt, labels["scheme"], lane, device)
+    return attempt(bench_eval, labels["scheme"], labels["kernel"], labels["pattern"], labels["n"], lane, device,
+                   stream=kind == "stream")
+
+
+def run_all(budget: Budget, device: torch.device, lane: Lane, window: int, xt: bool) -> tuple[list, list, list]:
     train, evals, skipped = [], [], []
-    for kind, cost, args in plan(window):
-        labels = dict(zip(("scheme", "kernel", "pattern", "n"), args))
+    jobs = plan(lane, window, xt, cuda=device.type == "cuda")
+    for i, (kind, cost, labels) in enumerate(jobs, 1):
+        text = " ".join(f"{k}={v}" for k, v in {"job": kind, **labels}.items())
         if not budget.allows(cost):
-            skipped.append(" ".join(f"{k}={v}" for k, v in {"job": kind, **labels}.items()))
+            skipped.append(text)
+            print(f"[{i}/{len(jobs)} {budget.elapsed():5.0f}s] skipped (time budget): {text}", flush=True)
             continue
-        row = {**labels, **attempt(bench_train if kind == "train" else bench_eval, *args, device)}
-        (train if kind == "train" else evals).append(row)
-        print(kind, json.dumps(row), flush=True)
+        print(f"[{i}/{len(jobs)} {budget.elapsed():5.0f}s] {text} ...", flush=True)
+        row = {"job": kind, **labels, **run_job(kind, labels, lane, device)}
+        (train if kind in ("train", "xt") else evals).append(row)
+        print(f"    {json.dumps(row)}", flush=True)
     return train, evals, skipped
 
 
-def render(facts: dict, train: list, evals: list, skipped: list) -> str:
+def fmt(value, spec: str, missing: str = "—") -> str:
+    return missing if value is None else format(value, spec)
+
+
+def render(facts: dict, lane: Lane, train: list, evals: list, skipped: list, dry_run: bool) -> str:
     base = next((r.get("tokens_per_s") for r in train if r["scheme"] == BASELINE[0]), None)
-    train_rows = [[r["scheme"], r["kernel"], f"{r['tokens_per_s']:,.0f}" if "error" not in r else r["error"],
-                   f"{r['tokens_per_s'] / base:.2f}x" if base and "error" not in r else "—",
-                   f"{r['warmup_s']:.1f}" if "error" not in r else "—"] for r in train]
+    train_rows = []
+    for r in train:
+        head = [r["scheme"], r["kernel"]]
+        if "error" in r:
+            train_rows.append(head + [r["error"]] + ["—"] * 5)
+            continue
+        train_rows.append(head + [r["ran"] or "—", f"{r['tokens_per_s']:,.0f}", fmt(r["mfu"], ".1%"),
+                                  f"{r['tokens_per_s'] / base:.2f}x" if base else "—", f"{r['warmup_s']:.1f}"])
     base_eval = {r["n"]: r.get("tokens_per_s") for r in evals if r["scheme"] == BASELINE[0]}
     eval_rows = []
     for r in evals:
         head = [r["scheme"], r["pattern"], r["kernel"], f"{r['n']:,}"]
         if "error" in r:
-            eval_rows.append(head + [r["error"], "—", "—", "—", "—"])
+            eval_rows.append(head + [r["error"]] + ["—"] * 6)
             continue
-        ref = base_eval.get(r["n"])
-        eval_rows.append(head + [f"{r['tokens_per_s']:,.0f}", f"{r['tokens_per_s'] / ref:.2f}x" if ref else "—",
-                                 f"{r['first_s']:.1f}", f"{r['steady_s']:.3f}", f"{r['peak_gb']:.2f}"])
+        ref = None if r["job"] == "stream" else base_eval.get(r["n"])
+        eval_rows.append(head + [f"{r['ran']}{' (streamed)' if r['streamed'] else ''}", f"{r['tokens_per_s']:,.0f}",
+                                 f"{r['tokens_per_s'] / ref:.2f}x" if ref else "—", f"{r['first_s']:.1f}",
+                                 f"{r['steady_s']:.3f}", fmt(r["peak_gb"], ".2f")])
     parts = [
-        "# GPU benchmarks: FlexAttention per scheme against SDPA causal",
-        f"Written by `python benchmarks/gpu.py`. Model: {preset_text()}.",
+        "# GPU benchmarks: the GPU lane (training per scheme, x-transformers, long evaluation)",
+        f"Written by `python benchmarks/gpu.py{' --dry-run' if dry_run else ''}`. Model: {preset_text(lane)}."
+        + ("\n\n**Dry run on the CPU** (the `tiny` preset, short lengths): it checks the script, it measures "
+           "nothing a GPU user needs." if dry_run else ""),
         "## Machine\n\n" + md_table(["fact", "value"], [[k, v] for k, v in facts.items()]),
-        "## Training (bf16 autocast; tokens/s over "
-        f"{TRAIN_STEPS} steps after {TRAIN_WARMUP} warmup steps)\n\n"
-        + md_table(["scheme", "kernel", "tokens/s", "vs none + SDPA causal", "warmup s (compile)"], train_rows),
+        f"## Training (bf16 autocast on CUDA; tokens/s over {lane.steps} steps after {lane.warmup} warm-up steps)\n\n"
+        "MFU: model FLOPs (6N + 12·L·d·T per token) over the device's bf16 peak. `ran`: the attention kernel "
+        "that actually ran (the flex ladder's rung, or `chunked` if flex could not be built).\n\n"
+        + md_table(["scheme", "kernel", "ran", "tokens/s", "MFU", "vs none + SDPA causal", "warm-up s (compile)"],
+                   train_rows),
         "## Long evaluation (one sequence, `lexkit.evaluate.evaluate`, float32)\n\n"
-        + md_table(["scheme", "pattern", "kernel", "n", "tokens/s", "vs none + SDPA causal", "first s", "steady s",
-                    "peak GB"], eval_rows),
+        + md_table(["scheme", "pattern", "kernel", "n", "ran", "tokens/s", "vs none + SDPA causal", "first s",
+                    "steady s", "peak GB"], eval_rows),
     ]
     if skipped:
         parts.append("## Skipped (time budget)\n\n" + "\n".join(f"- {s}" for s in skipped))
     return "\n\n".join(parts) + "\n"
 
 
-def preset_text() -> str:
+def preset_text(lane: Lane) -> str:
     from lexkit.presets import get
 
-    p = get(PRESET)
-    return (f"the `{PRESET}` preset ({p['n_layers']} layers, d_model {p['d_model']}, {p['n_heads']} heads, "
+    p = get(lane.preset)
+    return (f"the `{lane.preset}` preset ({p['n_layers']} layers, d_model {p['d_model']}, {p['n_heads']} heads, "
             f"training length {p['train_len']}, batch {p['batch']})")
 
 
@@ -184,18 +300,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks-gpu.md"))
     parser.add_argument("--budget", type=float, default=420.0, help="seconds within which measurements start")
+    parser.add_argument("--dry-run", action="store_true", help="the whole lane on the CPU at the tiny preset")
     args = parser.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("benchmarks/gpu.py: no CUDA device here; nothing to measure (the CPU benchmark is benchmarks/run.py)")
+    if not args.dry_run and not torch.cuda.is_available():
+        print("benchmarks/gpu.py: no CUDA device here; nothing to measure (the CPU benchmark is benchmarks/run.py; "
+              "--dry-run runs this script's code on the CPU)")
         return 0
     from lexkit.presets import get
 
-    device = torch.device("cuda")
-    budget = Budget(args.budget)
-    train, evals, skipped = run_all(budget, device, window=get(PRESET)["train_len"])
-    info = gpu_facts(device)
-    write_report(args.out, render(info, train, evals, skipped),
-                 {"machine": info, "train": train, "eval": evals, "skipped": skipped})
+    lane, device = (DRY, torch.device("cpu")) if args.dry_run else (GPU, torch.device("cuda"))
+    xt = installed("x-transformers") is not None
+    if not xt:
+        print("x-transformers is not installed: its rows are left out (pip install 'lexkit[bench]')", flush=True)
+    train, evals, skipped = run_all(Budget(args.budget), device, lane, window=get(lane.preset)["train_len"], xt=xt)
+    info = cpu_facts(torch.get_num_threads()) if args.dry_run else gpu_facts(device)
+    write_report(args.out, render(info, lane, train, evals, skipped, args.dry_run),
+                 {"machine": info, "lane": dataclasses.asdict(lane), "dry_run": args.dry_run, "train": train,
+                  "eval": evals, "skipped": skipped})
     print(f"wrote {args.out}")
     return 0
 

@@ -196,6 +196,13 @@ def test_ddp_then_fsdp_resume_reach_the_one_process_weights(tmp_path, data_dir, 
     said = [line for line in capfd.readouterr().out.splitlines() if line.startswith(str(out))]
     assert len(said) == 2 and "8 steps" in said[1]  # rank 0 alone, once per job
     _same_as_reference(out, reference)
+    origin = json.loads((out / runs.CONFIG).read_text())["provenance"]  # how it was produced
+    assert (origin["world_size"], origin["backend"], origin["device"]["count"]) == (2, "gloo", 2)
+    assert origin["previous"][0]["world_size"] == 2 and origin["wall_seconds"] > 0  # the DDP session kept
+    from lexkit.cli import main
+
+    assert main(["runs", str(out)]) == 0
+    assert capfd.readouterr().out.splitlines()[1].split()[5:7] == ["2", "cpu"]  # ranks, device
 
 
 @pytest.mark.slow
@@ -303,6 +310,11 @@ def test_study_shards_cells_over_ranks_and_rank0_reports(tmp_path, data_dir, cap
     assert len(log) == 2 * 4  # each cell's four tasks, once, by its own rank
     saved = json.loads((out / "results.json").read_text())
     assert [run["scheme"] for run in saved["runs"]] == ["alibi", "rope"]
+    origin = saved["provenance"]  # the study's own: its ranks, device, versions and time
+    assert origin["world_size"] == 2 and origin["device"] == {"type": "cpu", "name": origin["device"]["name"],
+                                                               "count": 2}
+    assert {"lexkit_version", "torch_version", "git_commit", "started", "finished"} <= set(origin)
+    assert origin["wall_seconds"] > 0 and origin["backend"] is None  # the ranks share no process group
     # a re-run (one process) finds everything cached and the same results
     cfg = StudyConfig(preset="tiny", schemes=["alibi", "rope"], patterns=["causal"], lengths=[16, 32, 64], steps=6,
                       data=str(data_dir), eval_docs=2, extension=False, retrieval=False)

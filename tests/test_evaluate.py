@@ -318,8 +318,11 @@ def test_cli_eval_prints_a_table_and_writes_json_and_csv(tmp_path, capsys):
     ]
     assert report["results"][-1]["bpb"] is None and "learned" in report["results"][-1]["unavailable"]
     lines = out_csv.read_text().splitlines()
-    assert lines[0] == "length,pattern,stride,bpb,ppl,bytes,unavailable,scheme,logn,streamed" and len(lines) == 7
+    assert lines[0] == "length,pattern,stride,bpb,ppl,bytes,unavailable,scheme,logn,streamed,kernel" and len(lines) == 7
     assert csv_rows(report)[0]["bytes"] == 12 * 32
+    # the kernel that ran, per cell (auto: dense on the CPU at these lengths); none where nothing ran
+    assert [r.get("kernel") for r in report["results"]] == ["dense"] * 4 + [None, None]
+    assert csv_rows(report)[0]["kernel"] == "dense" and "attention kernel auto: ran dense" in stdout
 
 
 def test_cli_eval_defaults_to_the_runs_validation_split_and_default_lengths(tmp_path, capsys):

@@ -1,24 +1,34 @@
-"""The three kernels (dense, chunked, compiled FlexAttention) against the float64 reference path.
+"""The three kernels (dense, chunked, FlexAttention compiled and eager) against the float64
+reference path, the flex ladder under injected kernel failures, and the ``auto`` choice.
 
-FlexAttention compiles on CPU (seconds per new shape, score_mod or mask): every case here uses the
-same head count and head dim (2 x 16) so compiled code is shared, and the bulk (other lengths) is
-marked slow; the fast 257-length grid runs the same code path for every scheme and pattern.
+FlexAttention compiles per shape and per score_mod/mask_mod on the CPU (seconds each, tens of
+seconds without Inductor's on-disk cache): the fast tests compile exactly two graphs, in one
+module-scoped fixture at one length (``N``, both under causal: no score_mod, and KERPLE-power's
+closed form); every (scheme, pattern) runs there through *eager* flex (the same score_mod,
+block mask and query blocks, unfused), forward and backward. The full compiled grid, other
+lengths and the long inputs are marked slow, each beside a fast sibling on the same code path.
 """
 
 from __future__ import annotations
 
+import copy
 import ctypes
+import functools
 import math
+import warnings
 
 import pytest
 import torch
 
 from lexkit import GPT, ModelConfig, attention, positions
 from lexkit.attention import Attention, choose_kernel, kernels, reference_attention
-from schemes_under_test import BIAS, TEN
+from schemes_under_test import TEN
 
-PATTERNS = ["causal", "window:64", "bca:64"]
+PATTERNS = ["causal", "window:64", "bca:64", "sinks:64"]  # sinks: K=4 first keys + a window of 64
 H, HD = 2, 16
+N = 257  # the one length of the fast flex tests: three 128-tiles, the last one partial
+TOL = 1e-5  # fp32 against the float64 reference: max |difference| of outputs and input gradients
+PARAM_RTOL = 5e-5  # ... of a learnable bias parameter's gradient, relative (see assert_parity)
 
 
 def scheme(spec: str, n_heads: int = H, head_dim: int = HD):
@@ -37,8 +47,12 @@ def rel(got: torch.Tensor, want: torch.Tensor) -> float:
     return float((got.double() - want.double()).abs().max() / want.double().abs().max())
 
 
-def check_all_kernels(specs, pattern_spec: str, n: int, offset: int = 5) -> None:
-    """dense, chunked and flex forward outputs within 1e-4 of max|output| of the float64 reference."""
+def err(got: torch.Tensor, want: torch.Tensor) -> float:
+    return float((got.detach().double() - want.detach().double()).abs().max())
+
+
+def check_all_kernels(specs, pattern_spec: str, n: int, offset: int = 5, kernel_names=("dense", "chunked", "flex")):
+    """Each kernel's forward output within 1e-4 of max|output| of the float64 reference."""
     pattern = attention.create(pattern_spec)
     pos = torch.arange(offset, offset + n)
     for spec in specs:
@@ -46,12 +60,13 @@ def check_all_kernels(specs, pattern_spec: str, n: int, offset: int = 5) -> None
         q, k, v = qkv(n)
         with torch.no_grad():
             want = reference_attention(q.double(), k.double(), v.double(), s, pattern, pos)
-            for kernel in ("dense", "chunked", "flex"):
+            for kernel in kernel_names:
                 att = Attention(s, pattern, pos, kernel=kernel)
                 assert att.kernel == kernel
                 got = att(q, k, v)
                 assert got.shape == want.shape and got.dtype == torch.float32
                 assert rel(got, want) <= 1e-4, (spec, pattern_spec, n, kernel, rel(got, want))
+                assert err(got, want) <= TOL, (spec, pattern_spec, n, kernel, err(got, want))
 
 
 # -- reference path is what it claims to be -----------------------------------------------------
@@ -70,30 +85,154 @@ def test_reference_attention_is_softmax_of_masked_scores():
             assert torch.allclose(out[0, hh, m], want, atol=1e-6)
 
 
-# -- dense == flex == chunked == reference --------------------------------------------------------
-NO_BIAS = ["none", "sinusoidal", "learned", "rope", "xpos"]
+# -- dense == chunked == reference; flex (compiled, eager) == reference ----------------------------
+@pytest.mark.parametrize("pattern_spec", PATTERNS)
+def test_dense_and_chunked_agree_with_reference(pattern_spec):
+    check_all_kernels(TEN, pattern_spec, N, kernel_names=("dense", "chunked"))
 
 
-@pytest.mark.parametrize(
-    "pattern_spec, specs",
-    [("causal", TEN), ("window:64", BIAS), ("bca:64", NO_BIAS)],
-)
-def test_kernels_agree_at_257(pattern_spec, specs):
-    """Fast sibling of the full grid: every scheme under causal, and under each local pattern
-    every scheme of one kind of score_mod (a gather from the bias table, or none), so every
-    compiled (pattern, score_mod) kind runs while FlexAttention compiles stay few."""
-    check_all_kernels(specs, pattern_spec, 257)
+@pytest.fixture
+def eager_flex(monkeypatch):
+    """Flex through unfused eager FlexAttention instead of the compiled one: the same score_mod,
+    block mask and query blocks, no Inductor, and a backward on the CPU (torch refuses it there only
+    in an input check, ``_validate_device``, written for the compiled kernels). torch's eager flex
+    (traced by dynamo with the eager backend) is the one whose backward reaches captured tensors:
+    with ``_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG`` KERPLE's and T5's parameters get no gradient."""
+    from torch.nn.attention import flex_attention as fa
+
+    monkeypatch.setattr(fa, "_validate_device", lambda *tensors: None)
+    monkeypatch.setattr(kernels, "compiled_flex", lambda: fa.flex_attention)
+    monkeypatch.setattr(kernels, "FLEX_DECISIONS", {})
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile")
+        yield fa.flex_attention
+
+
+class Decided(dict):
+    """FLEX_DECISIONS that holds a decision (rung 0) for every key: no probe backward."""
+
+    def __contains__(self, key) -> bool:
+        return True
+
+    def get(self, key, default=None):
+        return 0
+
+
+def flex_parity(spec: str, pattern_spec: str, n: int = N, offset: int = 5) -> dict:
+    """Eager flex forward and backward (inputs and the scheme's learnable parameters) against the
+    float64 reference with the same output gradient; returns the max errors."""
+    s, pattern = scheme(spec), attention.create(pattern_spec)
+    ref = copy.deepcopy(s).double()
+    pos = torch.arange(offset, offset + n)
+    base, grad_out = qkv(n), torch.randn(2, H, n, HD)
+    q, k, v = (t.clone().requires_grad_(True) for t in base)
+    out = Attention(s, pattern, pos, kernel="flex")(q, k, v)
+    (out * grad_out).sum().backward()
+    rq, rk, rv = (t.double().requires_grad_(True) for t in base)
+    want = reference_attention(rq, rk, rv, ref, pattern, pos)
+    (want * grad_out.double()).sum().backward()
+    params = [name for name, _ in s.named_parameters()] if s.has_bias else []
+    errors = {"out": err(out, want)}
+    for name, got, exp in [("q", q, rq), ("k", k, rk), ("v", v, rv)]:
+        errors[name] = err(got.grad, exp.grad)
+    for name in params:
+        got, exp = dict(s.named_parameters())[name].grad, dict(ref.named_parameters())[name].grad
+        assert got is not None and exp is not None and exp.abs().sum() > 0, (spec, name)
+        errors[name] = err(got, exp) / float(exp.abs().max())
+    return errors
+
+
+def assert_parity(errors: dict, case) -> None:
+    """Outputs and input gradients within TOL; a bias parameter's gradient (a float32 sum over
+    batch x heads x n^2 scores: about 1e-6 relative on the dense path, up to 1.2e-5 through torch's
+    eager flex backward, which accumulates the captured tensors' gradient in another order) within
+    PARAM_RTOL of its largest element."""
+    inputs = {k: e for k, e in errors.items() if k in ("out", "q", "k", "v")}
+    params = {k: e for k, e in errors.items() if k not in inputs}
+    assert max(inputs.values()) <= TOL and max(params.values(), default=0.0) <= PARAM_RTOL, (case, errors)
+
+
+#: the fast cover: every score_mod kind and every mask kind once, the learnable biases included
+FAST_EAGER = [("kerple-power", "causal"), ("kerple-log", "window:64"), ("t5", "sinks:64"), ("sandwich", "bca:64"),
+              ("alibi", "bca:64"), ("rope", "window:64")]
+
+
+@pytest.mark.parametrize("spec, pattern_spec", FAST_EAGER)
+def test_eager_flex_forward_and_gradients_match_reference(eager_flex, monkeypatch, spec, pattern_spec):
+    monkeypatch.setattr(kernels, "FLEX_DECISIONS", Decided())
+    assert_parity(flex_parity(spec, pattern_spec), (spec, pattern_spec))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("pattern_spec", PATTERNS)
-def test_kernels_agree_every_scheme_every_pattern_at_257(pattern_spec):
-    check_all_kernels(TEN, pattern_spec, 257)
+@pytest.mark.parametrize("spec", TEN)
+def test_eager_flex_forward_and_gradients_every_scheme_every_pattern(eager_flex, monkeypatch, spec, pattern_spec):
+    monkeypatch.setattr(kernels, "FLEX_DECISIONS", Decided())
+    assert_parity(flex_parity(spec, pattern_spec), (spec, pattern_spec))
+
+
+NO_BIAS = ["none", "sinusoidal", "learned", "rope", "xpos"]
+#: the fast compiled cases: two graphs (no score_mod; a closed-form learnable score_mod), causal
+#: (full and partial blocks), every no-bias scheme through the first
+FAST_COMPILED = [(spec, "causal") for spec in NO_BIAS] + [("kerple-power", "causal")]
+
+
+def compiled_case(spec: str, pattern_spec: str, n: int = N, offset: int = 5) -> tuple[float, str]:
+    s, pattern = scheme(spec), attention.create(pattern_spec)
+    pos = torch.arange(offset, offset + n)
+    q, k, v = qkv(n)
+    with torch.no_grad():
+        att = Attention(s, pattern, pos, kernel="flex")
+        got = att(q, k, v)
+        want = reference_attention(q.double(), k.double(), v.double(), s, pattern, pos)
+    return err(got, want), att.ran
+
+
+@pytest.fixture(scope="module")
+def compiled_fast():
+    """The fast compiled-flex results, computed once for the module: {(scheme, pattern): (max
+    error, kernel that ran)}."""
+    return {case: compiled_case(*case) for case in FAST_COMPILED}
+
+
+@pytest.mark.parametrize("case", FAST_COMPILED, ids="-".join)
+def test_compiled_flex_matches_reference(compiled_fast, case):
+    error, ran = compiled_fast[case]
+    assert ran == "flex" and error <= TOL, (case, error, ran)
+
+
+def test_compiled_flex_compiles_once_per_shape(compiled_fast):
+    """Each forward builds a new score_mod closure over new [H] tensors (KERPLE's clamped parameters,
+    after an optimizer step moved them) and a new Attention: the graphs compiled for the fixture
+    run again without a recompile (the CPU sibling of the GPU lane's fail_on_recompile test)."""
+    torch.compiler.set_stance("fail_on_recompile")
+    try:
+        for case in [("kerple-power", "causal"), ("rope", "causal")]:
+            s, pattern = scheme(case[0]), attention.create(case[1])
+            if case[0] == "kerple-power":
+                with torch.no_grad():
+                    s.a.add_(0.25)
+            q, k, v = qkv(N)
+            with torch.no_grad():
+                att = Attention(s, pattern, torch.arange(5, 5 + N), kernel="flex")
+                got = att(q, k, v)
+            want = reference_attention(q.double(), k.double(), v.double(), s, pattern, torch.arange(5, 5 + N))
+            assert att.ran == "flex" and err(got, want) <= TOL
+    finally:
+        torch.compiler.set_stance("default")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pattern_spec", PATTERNS)
+def test_compiled_flex_every_scheme_every_pattern(pattern_spec):
+    for spec in TEN:
+        error, ran = compiled_case(spec, pattern_spec)
+        assert ran == "flex" and error <= TOL, (spec, pattern_spec, error, ran)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("n", [64, 1024])
-@pytest.mark.parametrize("pattern_spec", PATTERNS)
+@pytest.mark.parametrize("pattern_spec", PATTERNS[:3])
 def test_kernels_agree_rope_alibi_at_64_and_1024(pattern_spec, n):
     check_all_kernels(["rope", "alibi"], pattern_spec, n)
 
@@ -108,13 +247,27 @@ def test_flex_raises_the_recompile_limit():
 
 
 # -- chunked == dense, with gradients --------------------------------------------------------------
+@pytest.mark.parametrize("pattern_spec, specs", [
+    ("causal", ["none", "rope", "kerple-power", "t5"]),
+    ("window:64", ["sinusoidal", "xpos", "alibi"]),
+    ("bca:64", ["learned", "kerple-log", "sandwich"]),
+])
+def test_chunked_equals_dense_with_gradients_at_300(pattern_spec, specs):
+    """Fast sibling of the 600 case: two chunks (256 + 44 queries), each scheme under one pattern."""
+    chunked_equals_dense_with_gradients(pattern_spec, 300, specs)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("pattern_spec", PATTERNS)
 def test_chunked_equals_dense_with_gradients_at_600(pattern_spec):
-    n = 600  # three chunks of 256
+    chunked_equals_dense_with_gradients(pattern_spec, 600, TEN)  # three chunks of 256, the last partial
+
+
+def chunked_equals_dense_with_gradients(pattern_spec: str, n: int, specs) -> None:
     assert kernels.CHUNK < n < 3 * kernels.CHUNK
     pattern = attention.create(pattern_spec)
     pos = torch.arange(n) + 11
-    for spec in TEN:
+    for spec in specs:
         s = scheme(spec)
         base = qkv(n, batch=1)
         grad_out = torch.randn(1, H, n, HD)
@@ -154,6 +307,28 @@ def test_kernel_choice_and_refusals():
         choose_kernel("flex", rope, causal, 64, cpu, training=True, hooked=False)
     with pytest.raises(ValueError, match="hook"):
         choose_kernel("dense", rope, causal, 64, cpu, training=False, hooked=True)
+
+
+def choice_table() -> list[list[str]]:
+    """The rows of docs/kernels.md's table of what ``auto`` picks."""
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "docs" / "kernels.md").read_text()
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in text.splitlines()
+            if line.startswith(("| cpu |", "| cuda |"))]
+    assert len(rows) >= 20 and all(len(r) == 6 for r in rows)
+    return rows
+
+
+@pytest.mark.parametrize("device, spec, pattern_spec, mode, length, want", choice_table())
+def test_auto_choice_table_in_docs(device, spec, pattern_spec, mode, length, want):
+    """auto is a pure function of (device type, scheme, pattern, training or evaluation, length,
+    hook): each row of the documented table, on a CPU-only machine even for the CUDA rows."""
+    s, pattern = positions.create(spec, n_heads=8, head_dim=64, max_len=512), attention.create(pattern_spec)
+    got = choose_kernel("auto", s, pattern, int(length), device, mode == "train", mode == "hook")
+    assert got == want
+    assert choose_kernel("auto", s, pattern, int(length), torch.device(device), mode == "train",
+                         mode == "hook") == got  # a device or its type name: the same answer
 
 
 def test_xpos_query_span_limit_sends_long_inputs_to_chunked():
@@ -298,6 +473,28 @@ def run_long_flex(n: int) -> None:
             assert used_dense > n * n * 4, used_dense
 
 
+def test_block_mask_of_a_long_window_holds_block_indices_only():
+    """Fast sibling of the long flex runs (whose flex window path the fast parity tests run at N):
+    the window:128 block mask at 16,384 is built from block-level logic, each query tile listing
+    only itself and the tile before, and equals the predicate on sampled tiles."""
+    n, tile = 16384, kernels.FLEX_BLOCK
+    pattern = attention.create("window:128")
+    mask = kernels.build_block_mask(pattern, n, torch.device("cpu"))
+    tiles = n // tile
+    assert mask.shape[-2:] == (n, n) and mask.kv_num_blocks.shape == (1, 1, tiles)
+    assert mask.kv_num_blocks[0, 0, 0] == 1 and (mask.kv_num_blocks[0, 0, 1:] == 2).all()  # partial tiles
+    assert mask.full_kv_num_blocks is None or int(mask.full_kv_num_blocks.sum()) == 0  # 128 < a full tile
+    rows = torch.arange(1, tiles)
+    assert (mask.kv_indices[0, 0, 1:, :2].sort(-1).values == torch.stack((rows - 1, rows), -1)).all()
+    for i in (0, 7, tiles - 1):  # the predicate on tile i's rows against its listed tiles
+        q = torch.arange(i * tile, (i + 1) * tile)
+        listed = set(mask.kv_indices[0, 0, i, : int(mask.kv_num_blocks[0, 0, i])].tolist())
+        k = torch.arange(n)
+        seen = {int(j) // tile for j in k[pattern.visible(q[:, None], k[None, :]).any(0)]}
+        assert seen == listed
+
+
+@pytest.mark.slow
 def test_long_input_flex_window_4096_memory():
     run_long_flex(4096)
 
@@ -307,16 +504,250 @@ def test_long_input_flex_window_65536():
     run_long_flex(65536)
 
 
+@pytest.mark.parametrize("spec", ["xpos", "t5"])
+def test_long_input_chunked_window_1024_matches_dense_tail(spec):
+    """Fast sibling of the 16,384 case: auto runs chunked past LOCAL_DENSE_MAX under a window."""
+    long_chunked_window(spec, 1024)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", ["rope", "xpos", "alibi", "t5"])
 def test_long_input_chunked_window_16384_matches_dense_tail(spec):
-    n, tail = 16384, 512
+    long_chunked_window(spec, 16384)
+
+
+def long_chunked_window(spec: str, n: int) -> None:
+    tail = 512
     model = small_model(spec)
     tokens = torch.randint(0, 256, (1, n))
     with torch.no_grad():
-        out = model(tokens, pattern="window:128", kernel="auto")  # auto: chunked past DENSE_MAX
+        assert choose_kernel("auto", model.scheme, model.pattern("window:128"), n, "cpu", False, False) == "chunked"
+        out = model(tokens, pattern="window:128", kernel="auto")  # auto: chunked past LOCAL_DENSE_MAX
         assert torch.isfinite(out).all()
         dense = model(tokens[:, -tail:], pattern="window:128", offset=n - tail, kernel="dense")
     keep = 2 * 127
     assert rel(out[:, -tail + keep:], dense[:, keep:]) <= 1e-4
     # the receptive-field argument is what makes this comparison valid: earlier outputs differ
     assert rel(out[:, -tail:-tail + 8], dense[:, :8]) > 1e-4
+
+
+# -- the flex ladder under injected kernel failures --------------------------------------------------
+class OutOfResources(Exception):
+    """Named like triton.runtime.errors.OutOfResources (the ladder matches by name: triton is not
+    installed on the CPU)."""
+
+
+def inductor_error() -> Exception:
+    from torch._inductor.exc import InductorError
+
+    cause = RuntimeError("No valid triton configs. OutOfMemoryError: out of resource: "
+                         "triton_tem_fused_flex_attention_0 Required: 245760 Hardware limit: 232448")
+    return InductorError(cause, None)
+
+
+FAILURES = {
+    "InductorError": inductor_error,
+    "no valid triton configs": lambda: RuntimeError("No valid triton configs. PassManager::run failed"),
+    "OutOfResources": lambda: OutOfResources("out of resource: shared memory, Required: 245760, Hardware limit: "
+                                             "232448. Reducing block sizes or `num_stages` may help."),
+}
+
+
+class FailingFlex:
+    """A stand-in for the compiled flex call: raises ``error()`` on the ladder's rungs in ``fail``
+    and runs eager FlexAttention (with its CPU backward) on the others; counts calls per rung."""
+
+    def __init__(self, error, fail) -> None:
+        from torch.nn.attention.flex_attention import flex_attention
+
+        self.error, self.fail, self.eager, self.calls = error, set(fail), flex_attention, []
+
+    def __call__(self, q, k, v, *, score_mod=None, block_mask=None, kernel_options=None):
+        rung = kernels.FLEX_RUNGS.index(kernel_options)
+        self.calls.append(rung)
+        if rung in self.fail:
+            raise self.error()
+        return self.eager(q, k, v, score_mod=score_mod, block_mask=block_mask)
+
+
+@pytest.fixture
+def ladder(eager_flex, monkeypatch):
+    """Install a FailingFlex (fresh decisions and warnings; flex allowed to train on the CPU, as on
+    CUDA, since the stand-in's eager flex has a backward)."""
+    monkeypatch.setattr(kernels, "_WARNED", set())
+    real = kernels.choose_kernel
+
+    def choose(kernel, scheme, pattern, n, device, training, hooked, **kw):
+        return real(kernel, scheme, pattern, n, device, False, hooked, **kw)
+
+    monkeypatch.setattr(kernels, "choose_kernel", choose)
+
+    def install(error, fail) -> FailingFlex:
+        flex = FailingFlex(error, fail)
+        monkeypatch.setattr(kernels, "compiled_flex", lambda: flex)
+        return flex
+
+    return install
+
+
+def tiny_model(spec: str) -> GPT:
+    torch.manual_seed(0)
+    return GPT(ModelConfig(scheme=spec, n_layers=1, d_model=32, n_heads=2, train_len=64))
+
+
+def train_losses(model: GPT, kernel: str, steps: int = 2) -> list[float]:
+    """A few steps of lexkit's own train_step with the model attending through ``kernel``."""
+    from lexkit.train import TrainConfig, make_optimizer, train_step
+
+    model.forward = functools.partial(type(model).forward, model, kernel=kernel)
+    optimizer = make_optimizer(model, TrainConfig())
+    gen = torch.Generator().manual_seed(1)
+    losses = []
+    for _ in range(steps):
+        window = torch.randint(0, 256, (2, 65), generator=gen)
+        losses.append(train_step(model.train(), optimizer, window[:, :-1], window[:, 1:], grad_clip=1.0))
+    return losses
+
+
+@pytest.mark.parametrize("failure", list(FAILURES))
+def test_ladder_steps_down_on_each_failure_kind(ladder, failure):
+    """torch's options fail with each error kind in turn: the next rung runs and gives the
+    reference's output, one warning names the failure and the kernel that runs instead."""
+    ladder(FAILURES[failure], fail={0})
+    s, pattern, pos = scheme("alibi"), attention.create("window:64"), torch.arange(N)
+    q, k, v = qkv(N)
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        att = Attention(s, pattern, pos, kernel="flex")
+        out = [att(q, k, v, layer) for layer in range(3)]
+    want = reference_attention(q.double(), k.double(), v.double(), s, pattern, pos)
+    assert att.ran == "flex:128x64/3" and all(err(o, want) <= TOL for o in out)
+    notes = [str(w.message) for w in caught if "FlexAttention failed" in str(w.message)]
+    name = "RuntimeError" if failure == "no valid triton configs" else failure
+    assert len(notes) == 1 and f"flex ({name}: " in notes[0] and "running flex:128x64/3 instead" in notes[0], notes
+
+
+def test_ladder_trains_like_dense_and_keeps_its_decision(ladder):
+    """Training through a ladder whose first rung fails (Inductor's error): the losses are the
+    dense path's, one warning in all, and the decision is kept per (scheme, pattern, length,
+    dtype, device): later steps go straight to rung 1."""
+    flex = ladder(FAILURES["InductorError"], fail={0})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = train_losses(tiny_model("kerple-log"), "flex")
+    want = train_losses(tiny_model("kerple-log"), "dense")
+    assert got == pytest.approx(want, abs=1e-5)
+    notes = [str(w.message) for w in caught if "FlexAttention failed" in str(w.message)]
+    assert len(notes) == 1 and "flex (InductorError: " in notes[0], notes
+    assert "kerple-log under causal at length 64 (torch.float32, cpu)" in notes[0]
+    key = ("kerple-log", "causal", 64, "torch.float32", "cpu")
+    assert kernels.FLEX_DECISIONS == {key: 1}
+    assert flex.calls[:2] == [0, 1] and set(flex.calls[2:]) == {1}  # rung 0 tried once, never again
+
+
+def test_ladder_falls_back_to_chunked_in_training_and_evaluation(ladder):
+    """Every flex rung fails: the chunked kernel runs; training and evaluation give the dense
+    path's numbers; the evaluation rows and the warning say what ran."""
+    from lexkit.evaluate import evaluate
+
+    flex = ladder(FAILURES["OutOfResources"], fail=range(len(kernels.FLEX_RUNGS)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = train_losses(tiny_model("alibi"), "flex")
+        doc = bytes(torch.randint(0, 256, (128,), generator=torch.Generator().manual_seed(2)).tolist())
+        model = tiny_model("alibi")
+        flex_eval = evaluate(model, [doc], [64], ["causal", "window:16"], kernel="flex")
+    assert got == pytest.approx(train_losses(tiny_model("alibi"), "dense"), abs=1e-5)
+    dense_eval = evaluate(model, [doc], [64], ["causal", "window:16"], kernel="dense")
+    for row, want in zip(flex_eval["results"], dense_eval["results"]):
+        assert row["bpb"] == pytest.approx(want["bpb"], abs=1e-6)
+        assert row["kernel"] == "chunked" and want["kernel"] == "dense"
+    notes = [str(w.message) for w in caught if "FlexAttention failed" in str(w.message)]
+    assert len(notes) == 2  # one per (pattern, length): training and evaluation at 64 causal share one
+    assert all("running chunked instead" in note and "flex:128x64/1 (OutOfResources" in note for note in notes)
+    assert set(kernels.FLEX_DECISIONS.values()) == {len(kernels.FLEX_RUNGS)}
+    calls = len(flex.calls)
+    evaluate(model, [doc], [64], ["causal"], kernel="flex")
+    assert len(flex.calls) == calls  # decided: straight to chunked
+
+
+def test_ladder_reraises_what_is_not_a_kernel_failure(ladder):
+    ladder(lambda: ValueError("a shape error of the caller"), fail={0})
+    s, pattern = scheme("alibi"), attention.create("causal")
+    q, k, v = qkv(8)
+    with pytest.raises(ValueError, match="a shape error"):
+        Attention(s, pattern, torch.arange(8), kernel="flex")(q, k, v)
+    assert kernels.FLEX_DECISIONS == {}
+
+
+def test_kernel_failure_recognises_errors_by_name_message_and_cause():
+    assert all(kernels.kernel_failure(make()) for make in FAILURES.values())
+    wrapped = RuntimeError("backend compiler failed")
+    wrapped.__cause__ = OutOfResources("out of resource: shared memory")
+    assert kernels.kernel_failure(wrapped)
+    assert not kernels.kernel_failure(RuntimeError("size mismatch"))
+    assert [kernels.flex_label(r) for r in range(len(kernels.FLEX_RUNGS) + 1)] == [
+        "flex", "flex:128x64/3", "flex:128x64/2", "flex:128x64/1", "chunked"]
+    for options in kernels.FLEX_RUNGS[1:]:  # tiles divide the block mask's; backward constraints
+        assert kernels.FLEX_BLOCK % options["fwd_BLOCK_M"] == 0 and kernels.FLEX_BLOCK % options["fwd_BLOCK_N"] == 0
+        assert options["bwd_BLOCK_N1"] % options["bwd_BLOCK_M1"] == 0
+        assert options["bwd_BLOCK_M2"] % options["bwd_BLOCK_N2"] == 0
+
+
+def test_record_kernels_collects_what_ran():
+    s, q, k, v = scheme("rope"), *qkv(8)
+    with attention.record_kernels() as outer:
+        Attention(s, attention.create("causal"), torch.arange(8), kernel="dense")(q, k, v)
+        with attention.record_kernels() as inner:
+            Attention(s, attention.create("causal"), torch.arange(8), kernel="chunked")(q, k, v)
+    assert outer == ["dense", "chunked"] and inner == ["chunked"]
+    assert attention.kernel_label(outer) == "dense+chunked" and attention.kernel_label([]) is None
+
+
+# -- xPos on flex at any length: re-centred query blocks ---------------------------------------------
+def reference_rows(q, k, v, s, pattern, pos, rows: torch.Tensor) -> torch.Tensor:
+    """The float64 reference output of the query rows ``rows`` only (against all n keys), through
+    :meth:`Scheme.scores`, which transforms queries in groups within xPos's query span."""
+    idx = torch.arange(pos.shape[0])
+    q, k, v = q.double(), k.double(), v.double()
+    scores = s.scores(q[..., rows, :], k, pos[rows], pos)  # [b, h, rows, n]
+    scores = scores.masked_fill(~pattern.visible(rows[:, None], idx[None, :]), -math.inf)
+    return torch.softmax(scores, dim=-1) @ v
+
+
+@pytest.mark.parametrize("pattern_spec", ["causal", "window:64"])
+def test_flex_xpos_recentres_query_blocks_past_its_span(eager_flex, pattern_spec):
+    """Fast sibling of the 16,384 / 65,536 runs: xpos with scale_base=8 spans 191 query positions,
+    so N = 257 queries run as three re-centred blocks of 128 (the last overlapping its
+    predecessor), through the same code as the default xpos past 12,160 queries."""
+    s, pattern = scheme("xpos:scale_base=8"), attention.create(pattern_spec)
+    assert s.max_query_span == 191
+    assert kernels.flex_query_blocks(s, N) == [(0, 128), (128, 256), (129, 257)]
+    pos = torch.arange(N)
+    q, k, v = qkv(N)
+    with torch.no_grad():
+        att = Attention(s, pattern, pos, kernel="flex")
+        got = att(q, k, v)
+    want = reference_attention(q.double(), k.double(), v.double(), s, pattern, pos)
+    assert att.ran == "flex" and torch.isfinite(got).all() and err(got, want) <= TOL
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n, pattern_spec", [(16384, "causal"), (65536, "window:128"), (65536, "causal")])
+def test_flex_xpos_at_16384_and_65536_matches_float64(n, pattern_spec):
+    """The default xpos (query span 12,260) on compiled flex far past its span: rows at the start,
+    on both sides of every block boundary and at the end equal the float64 reference."""
+    s, pattern = scheme("xpos"), attention.create(pattern_spec)
+    blocks = kernels.flex_query_blocks(s, n)
+    assert len(blocks) > 1 and all(b - a == blocks[0][1] for a, b in blocks)
+    pos = torch.arange(n)
+    q, k, v = qkv(n, batch=1)
+    with torch.no_grad():
+        att = Attention(s, pattern, pos, kernel="flex")
+        got = att(q, k, v)
+    assert att.ran == "flex" and torch.isfinite(got).all()
+    edges = [a for a, _ in blocks[1:]]
+    rows = torch.cat([torch.arange(0, 32), torch.arange(n - 32, n)]
+                     + [torch.arange(e - 4, e + 4) for e in edges]).unique()
+    want = reference_rows(q, k, v, s, pattern, pos, rows)
+    assert err(got[..., rows, :], want) <= TOL

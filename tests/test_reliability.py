@@ -212,7 +212,7 @@ def test_resume_with_weights_but_no_checkpoint_refuses(run, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["--lr", "inf"], "lr must be a finite number > 0 (at most 10), got inf"),
-    (["--lr", "nan"], "lr must be positive"),
+    (["--lr", "nan"], "lr must be a finite number > 0 (at most 10), got nan"),
     (["--train-len", "60000"], "fewer than one window of 60001"),
     (["--train-len", "100000"], "train_len must be a positive integer (at most 65,536), got 100000"),
     (["--steps", str(10**12)], "steps must be a positive integer (at most 2,147,483,648), got 1000000000000"),

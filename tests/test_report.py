@@ -194,6 +194,19 @@ def test_provenance_of_results_json_is_shown(tmp_path):
     assert "git_commit" not in dict(provenance_table(res).rows)
 
 
+def test_provenance_lists_the_attention_kernels_the_evaluations_ran():
+    runs = [run("alibi", 0, {("causal", 16): 1.0, ("causal", 64): 1.1, ("window:16", 256): 1.2}),
+            run("alibi", 1, {("causal", 16): 1.0})]
+    for row, kernel in zip(runs[0]["eval"]["results"], ["dense", "flex:128x64/2", "chunked"]):
+        row["kernel"] = kernel
+    runs[1]["eval"]["results"][0]["kernel"] = "dense"
+    assert dict(provenance_table(results(runs)).rows)["attention kernels"] == (
+        "dense at 16; flex:128x64/2 at 64; chunked at 256")
+    for row in runs[0]["eval"]["results"] + runs[1]["eval"]["results"]:
+        del row["kernel"]  # results recorded before rows carried the kernel: no row
+    assert "attention kernels" not in dict(provenance_table(results(runs)).rows)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="needs chromium (apt-get install chromium)")
 def test_html_report_renders_in_headless_chromium(tmp_path):

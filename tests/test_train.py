@@ -311,6 +311,7 @@ def test_a_stop_signal_checkpoints_the_step_in_progress(tmp_path, corpus, monkey
         restore()
         assert capsys.readouterr().err.strip() == "error: interrupted"
         assert runs.trainer_state(out)["step"] == at + 1 and not (out / ".lock").exists()
+        assert {"started", "finished", "wall_seconds"} <= set(json.loads((out / runs.CONFIG).read_text())["provenance"])
         assert signal.getsignal(sig) in (signal.default_int_handler, signal.SIG_DFL)  # handlers restored
         assert main(["train", "--resume", "--out", str(out), "--quiet", "--threads", "1"]) == 0
         assert (out / runs.WEIGHTS).read_bytes() == (whole / runs.WEIGHTS).read_bytes(), sig.name
@@ -381,6 +382,7 @@ def test_metrics_rows_carry_the_grad_norm_before_clipping_and_the_step_time(tmp_
     rows = runs.read_metrics(tmp_path / "run")
     assert [r["step"] for r in rows] == list(range(1, 13))
     assert all(r["step_seconds"] > 0 and math.isfinite(r["grad_norm"]) and "mfu" not in r for r in rows)
+    assert all(r["kernel"] == "dense" for r in rows)  # the attention kernel the step ran (auto on the CPU)
     torch.manual_seed(train_cfg.seed)
     model = GPT(model_cfg)
     x, y = Stream(tokens=tokens_of(corpus.train)).batch(0, train_cfg.batch, model_cfg.train_len, train_cfg.seed,
@@ -455,3 +457,20 @@ def test_tensorboard_without_its_extra_is_one_line_and_writes_nothing(tmp_path, 
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: --tensorboard needs the TensorBoard extra: pip install 'lexkit[tb]'"]
     assert not out.exists() and not (tmp_path / "tb").exists()
+
+
+def test_lexkit_train_is_the_module_and_its_main_function(tmp_path, corpus):
+    """`lexkit.train(...)` trains, `lexkit.train.configs` is the module's, and help() or
+    inspect show train()'s parameters (the module is callable, not shadowed by a function)."""
+    import inspect
+
+    import lexkit
+    import lexkit.train as module
+
+    assert lexkit.train is module and lexkit.train.configs is configs
+    assert inspect.signature(lexkit.train) == inspect.signature(train)
+    for name in ("evaluate", "resolution"):
+        target = getattr(lexkit, name)
+        assert inspect.signature(target) == inspect.signature(target.__main_function__)
+    summary = lexkit.train(tmp_path / "run", *tiny(steps=2, eval_every=2), progress=False, corpus=corpus)
+    assert summary["step"] == 2 and (tmp_path / "run" / runs.WEIGHTS).is_file()

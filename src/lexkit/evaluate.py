@@ -55,7 +55,7 @@ from torch import Tensor, nn
 
 from . import checks
 from .api import callable_module
-from .attention import KERNELS, Pattern
+from .attention import KERNELS, Pattern, kernel_label, record_kernels
 from .attention import create as create_pattern
 from .attention.cache import SEGMENT, refusal_of
 from .data import LN2, encode, require_long
@@ -297,14 +297,15 @@ def score_windows(
                 streams = should_stream(model, stream, pat, length, kernel, segment)
                 row = dict(length=length, pattern=pat.spec, stride=min(stride or length, length), streamed=streams)
                 try:
-                    sums, counts = _score(model, tokens, items, length, size, pat, kernel, device, meter,
-                                          segment if streams else None)
+                    with record_kernels() as ran:
+                        sums, counts = _score(model, tokens, items, length, size, pat, kernel, device, meter,
+                                              segment if streams else None)
                 except _Unavailable as exc:
                     meter.advance(tokens.shape[0] * total)
                     results.append(EvalRow(**row, bpb=None, ppl=None, tokens=tok(0), unavailable=str(exc)).to_json())
                     continue
                 per_index = counts if scored_bytes is None else scored_bytes  # bytes at each window index
-                cell, buckets = _cell_rows(row, sums, counts, per_index, train_len, tok)
+                cell, buckets = _cell_rows(row, sums, counts, per_index, train_len, tok, kernel_label(ran))
                 results.append(cell)
                 by_position += buckets
     if all(r["bpb"] is None for r in results):  # non-finite everywhere included: nothing to report
@@ -314,15 +315,17 @@ def score_windows(
 
 
 def _cell_rows(row: dict, sums: Tensor, counts: Tensor, per_index: Tensor, train_len: int | None,
-               tok) -> tuple[dict, list[dict]]:
+               tok, ran: str | None = None) -> tuple[dict, list[dict]]:
     """The result row and position buckets of one (length, pattern) from its summed NLL, token
-    counts and bytes per window index [length]; a non-finite loss is an unavailable row."""
+    counts and bytes per window index [length]; a non-finite loss is an unavailable row. ``ran``:
+    the attention kernel(s) that ran (:func:`lexkit.attention.kernel_label`)."""
     nll, n_tok, n_bytes = float(sums.sum()), int(counts.sum()), int(per_index.sum())
     if not math.isfinite(nll):
         why = "non-finite loss (the model produced NaN or inf logits)"
-        return EvalRow(**row, bpb=None, ppl=None, tokens=tok(n_tok), bytes=n_bytes, unavailable=why).to_json(), []
+        return EvalRow(**row, bpb=None, ppl=None, tokens=tok(n_tok), bytes=n_bytes, unavailable=why,
+                       kernel=ran).to_json(), []
     cell = EvalRow(**row, bpb=nll / n_bytes / LN2, ppl=math.exp(min(nll / n_tok, 700.0)), tokens=tok(n_tok),
-                   bytes=n_bytes).to_json()
+                   bytes=n_bytes, kernel=ran).to_json()
     buckets = []
     for lo, hi in position_buckets(row["length"], train_len):
         n = int(per_index[lo:hi].sum())
@@ -490,7 +493,7 @@ def evaluate_run(
 
 # -- rows for tables and CSV --------------------------------------------------------------------
 CSV_FIELDS = ("length", "pattern", "stride", "bpb", "ppl", "tokens", "bytes", "unavailable", "scheme", "logn",
-              "streamed")
+              "streamed", "kernel")
 
 
 def csv_rows(report: dict) -> list[dict]:

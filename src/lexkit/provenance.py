@@ -11,7 +11,8 @@ results.json::
 
 ``git_commit`` is the commit of the lexkit checkout the code runs from (an editable install of a
 git clone), null for an installed package; it never fails. ``device.count`` is the number of
-devices the job uses (one per rank), ``backend`` the process group's (null in one process).
+devices the job uses (one per rank), ``backend`` the process group's (null without one: one
+process, or a study's ranks, which share their work through the study directory).
 
 MFU (model FLOP utilisation, PaLM appendix B; nanoGPT's ``estimate_mfu``) is the model's FLOP/s
 over the device's dense peak at the training precision: :func:`mfu`, from :data:`PEAK_FLOPS`.
@@ -30,8 +31,12 @@ import torch
 #: vendors' spec sheets: NVIDIA H100 and H200 datasheets (SXM: 989.4 TFLOP/s BF16/FP16 dense, half
 #: the 1,979 quoted "with sparsity"; H100 PCIe: 756), NVIDIA A100 datasheet (312 TFLOP/s BF16/FP16
 #: dense, 624 with sparsity). Matched in order against the device name (``torch.cuda.get_device_name``),
-#: so the more specific "H100 PCIe" comes before "H100". Unknown devices (and CPUs) have no peak.
+#: so the more specific "H100 PCIe" comes before "H100". Unknown devices (and CPUs) have no peak;
+#: the NVL boards (H100 NVL, H200 NVL: lower clocks and power than SXM) are listed without one so
+#: that they are not read as their SXM namesakes.
 PEAK_FLOPS: tuple[tuple[str, dict[str, float]], ...] = (
+    ("H200 NVL", {}),
+    ("H100 NVL", {}),
     ("H200", {"bfloat16": 989.4e12, "float16": 989.4e12}),
     ("H100 PCIe", {"bfloat16": 756.0e12, "float16": 756.0e12}),
     ("H100", {"bfloat16": 989.4e12, "float16": 989.4e12}),

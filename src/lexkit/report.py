@@ -390,8 +390,23 @@ def provenance_table(results: dict) -> Table:
                       f"{results['work']['cached']} cached)"],
         ["versions", f"lexkit {results['lexkit']}, torch {results['torch']}"],
     ]
+    ran = kernels_ran(results)
+    if ran:
+        rows.append(["attention kernels", ran])
     rows += [[str(k), provenance_value(v)] for k, v in (results.get("provenance") or {}).items()]
     return Table.of(["item", "value"], rows)
+
+
+def kernels_ran(results: dict) -> str | None:
+    """The attention kernels the study's evaluations actually ran (each evaluation row's ``kernel``:
+    ``auto`` resolved, or the flex ladder's rung or fallback), each with the lengths it ran at;
+    None for results recorded before rows carried the kernel."""
+    at: dict[str, set[int]] = {}
+    for run in results.get("runs", []):
+        for row in run.get("eval", {}).get("results", []):
+            if row.get("kernel"):
+                at.setdefault(row["kernel"], set()).add(row["length"])
+    return "; ".join(f"{k} at {', '.join(map(str, sorted(n)))}" for k, n in at.items()) or None
 
 
 def document(results: dict) -> list[Block]:

@@ -41,9 +41,11 @@ class Row:
 @dataclasses.dataclass(frozen=True)
 class EvalRow(Row):
     """One (length, pattern) cell of an evaluation: bits per byte, perplexity (per token), the
-    bytes (and, for a tokenizer model, tokens) scored; ``unavailable`` says why a cell could not run."""
+    bytes (and, for a tokenizer model, tokens) scored; ``unavailable`` says why a cell could not run;
+    ``kernel`` the attention kernel that actually ran (``dense``, ``chunked``, ``flex``, a smaller
+    flex rung such as ``flex:128x64/2``; joined by ``+`` when several did)."""
 
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("tokens", "unavailable")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("tokens", "unavailable", "kernel")
 
     length: int
     pattern: str
@@ -54,6 +56,7 @@ class EvalRow(Row):
     tokens: int | None = None
     bytes: int = 0
     unavailable: str | None = None
+    kernel: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -39,6 +39,8 @@ import math
 
 import numpy as np
 
+from . import checks
+
 #: the marker byte of the byte-style needles (never in a haystack)
 MARK = b"~"
 TASKS = ("copy", "passkey", "multikey")
@@ -190,8 +192,7 @@ def make(task: str, length: int, depth: float, *, haystack: Haystack | None, see
     if style not in STYLES:
         raise ValueError(f"unknown style {style!r}; valid: {', '.join(STYLES)}")
     size = SIZES[task] if size is None else size
-    if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
-        raise ValueError(f"size must be a positive integer, got {size!r}")
+    checks.number("size", size)
     need = minimum_length(task, style, size)
     if length < need:
         raise ValueError(f"length {length} is shorter than the {task} needle and question ({need} bytes); "

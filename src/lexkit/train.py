@@ -8,7 +8,11 @@ from the resume point on (so the rate rises at that point to its value under the
 
 Batch t is drawn from a generator seeded by (seed, t) alone, and the checkpoint keeps the
 optimizer and RNG state, so on CPU a killed and resumed run ends with the same weights, byte for
-byte, as an uninterrupted one.
+byte, as an uninterrupted one. SIGINT and SIGTERM stop training after the step in progress,
+with a checkpoint of that step (then KeyboardInterrupt: ``lexkit train`` exits 130); a second
+signal stops at once. Every check that needs no write (settings, device, corpus, window length,
+the parent's tensors under ``init``, the TensorBoard extra) runs before the run directory is
+created or touched; then it is locked (one writer, :class:`lexkit.runs.RunDir`) for the whole run.
 
 Under ``torchrun`` the same loop runs on every rank (:mod:`lexkit.distributed`): rank r trains on
 its contiguous share of every global batch through DistributedDataParallel (or FSDP2 with
@@ -36,6 +40,7 @@ import torch.nn.functional as F
 
 from . import checks, distributed, presets, provenance, runs
 from .api import callable_module
+from .attention import kernel_label, record_kernels
 from .data import (
     LN2,
     Corpus,
@@ -80,13 +85,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         self.mix = format_mix(parse_mix(self.mix))
         for key in ("steps", "batch", "eval_every", "save_every", "log_every", "eval_windows"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{key} must be a positive integer, got {value}")
-            checks.number(key, value)
+            checks.number(key, getattr(self, key))
         checks.number("warmup", self.warmup, strict=False)
-        if not (isinstance(self.lr, (int, float)) and self.lr > 0):
-            raise ValueError(f"lr must be positive, got {self.lr}")
         checks.number("lr", self.lr, maximum=checks.MAX_LR, integer=False)
         checks.number("min_lr_ratio", self.min_lr_ratio, maximum=1.0, strict=False, integer=False)
         checks.number("weight_decay", self.weight_decay, maximum=checks.MAX_LR, strict=False, integer=False)
@@ -296,40 +296,21 @@ def train(
     tensorboard: str | Path | None = None,
 ) -> dict:
     """Train (or resume) a run in ``out``; returns a summary (steps, final loss, validation bpb).
-
-    Every check that needs no write (settings, device, corpus, window length, the parent's
-    tensors under ``init``, the TensorBoard extra) runs before the directory is created or
-    touched; then ``out`` is locked (one writer, :class:`lexkit.runs.RunDir`) for the whole run.
     ``train_cfg.data`` on resume may name the run's corpus at a new place: it is accepted when
     its fingerprint is the recorded one, and recorded from then on.
 
     ``world``: the ranks to train over; by default torchrun's (:func:`lexkit.distributed.setup`;
     one process without torchrun). ``fsdp``: shard parameters and optimizer state over them.
+    ``tensorboard``: a directory for TensorBoard event files (``lexkit[tb]``) of every metrics row.
 
-    ``init``: start from the weights of that trained run (a fresh optimizer and schedule), the
-    short fine-tune of context extension (:func:`configs_from_run`); its provenance (absolute
-    path, scheme, training length, step, weight file digest) is written to ``config.json`` under
-    ``"init"``. A fine-tune resumed before its first checkpoint starts again from that parent,
-    whose weight file must still have the recorded digest.
-
-    ``tensorboard``: a directory for TensorBoard event files (``lexkit[tb]``); every metrics row
-    is written there too.
-
-    SIGINT and SIGTERM stop training after the step in progress, with a checkpoint of that step
-    (then KeyboardInterrupt: ``lexkit train`` exits 130); a second signal stops at once.
+    ``init``: start from that trained run's weights (a fresh optimizer and schedule: the fine-tune
+    of context extension, :func:`configs_from_run`), recorded under ``"init"`` in config.json
+    (absolute path, scheme, length, step, weight digest); resumed before its first checkpoint,
+    the fine-tune starts again from that parent, whose weights must still have that digest.
     """
     out = Path(out)
     w, dev = distributed.setup(device) if world is None else (world, distributed.rank_device(device, world))
-    if threads is not None:
-        checks.number("threads", threads, maximum=4096)
-        torch.set_num_threads(threads)
-    check_model(model_cfg)
-    check_mix(train_cfg.mix, model_cfg.train_len)
-    w.check_batch(train_cfg.batch)
-    if fsdp and not w.parallel:
-        raise ValueError("--fsdp shards over processes and this job has one (world size 1): it needs torchrun "
-                         "with more than one rank (torchrun --nproc_per_node 2 -m lexkit train ...); or leave out "
-                         "--fsdp")
+    check_job(model_cfg, train_cfg, w, fsdp=fsdp, threads=threads)
     tb = tensorboard_module() if tensorboard is not None and w.is_main else None  # before any write
     plan = w.on_main(lambda: _check(out, train_cfg, resume, corpus, init))
     train_cfg = plan.train_cfg
@@ -351,18 +332,30 @@ def train(
             return state
         model, optimizer = _spread(model, optimizer, train_cfg, w, dev, fsdp)
         streams = _streams(corpus, train_cfg, model_cfg.train_len, w)
-        writer = tb.open_writer(Path(tensorboard)) if tb is not None else None
-        try:
+        with contextlib.closing(tb.open_writer(Path(tensorboard))) if tb is not None else nullcontext() as writer:
             summary = _loop(run, model, optimizer, state, streams, _Job(model_cfg, train_cfg, w, dev, progress, writer))
-        finally:
-            if writer is not None:
-                writer.close()
         if run is not None:
             run.finish()
         return summary
     finally:
         if run is not None:
             run.close()
+
+
+def check_job(model_cfg: ModelConfig, train_cfg: TrainConfig, w: distributed.World, *, fsdp: bool = False,
+              threads: int | None = None) -> None:
+    """Refuse settings this job cannot train (the model, the mix, the batch over the ranks, FSDP
+    on one process) before anything is read or written; set the CPU threads."""
+    if threads is not None:
+        checks.number("threads", threads, maximum=4096)
+        torch.set_num_threads(threads)
+    check_model(model_cfg)
+    check_mix(train_cfg.mix, model_cfg.train_len)
+    w.check_batch(train_cfg.batch)
+    if fsdp and not w.parallel:
+        raise ValueError("--fsdp shards over processes and this job has one (world size 1): it needs torchrun "
+                         "with more than one rank (torchrun --nproc_per_node 2 -m lexkit train ...); or leave out "
+                         "--fsdp")
 
 
 def tensorboard_module():
@@ -569,13 +562,10 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
             lr = lr_at(step, cfg)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            loss_value, grad_norm = train_step_stats(model, optimizer, x, y, grad_clip=cfg.grad_clip,
-                                                     autocast=autocast, average=w.mean)
-            if not math.isfinite(loss_value):
-                kept = (f"the last good checkpoint (step {state['step']}) is kept in {run.path}"
-                        if run is not None and run.has_checkpoint else "no checkpoint was written yet")
-                raise TrainError(f"loss is {loss_value} at step {step + 1}; training stopped, {kept} "
-                                 f"(a lower --lr may help; it is {cfg.lr:g})")
+            with record_kernels() as ran:  # the attention kernel this step actually ran (metrics "kernel")
+                loss_value, grad_norm = train_step_stats(model, optimizer, x, y, grad_clip=cfg.grad_clip,
+                                                         autocast=autocast, average=w.mean)
+            check_loss(loss_value, step, state, run, cfg)
             done = step + 1
             now = time.perf_counter()
             step_seconds, rate, last = now - t0, x.numel() * w.size / max(now - last, 1e-9), now
@@ -583,7 +573,7 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
             if evaluate_now or done % cfg.log_every == 0:
                 row = {"step": done, "loss": round(loss_value, 6), "lr": lr, "bytes_per_s": round(rate, 1),
                        "grad_norm": round(float(grad_norm), 6), "step_seconds": round(step_seconds, 6),
-                       **rate_of(step_seconds)}
+                       **rate_of(step_seconds), "kernel": kernel_label(ran)}
                 if evaluate_now:  # every rank (an FSDP2 forward is collective)
                     row["val_bpb"] = round(validation_bpb(distributed.unwrap(model), valid_stream, cfg, length, dev), 6)
                 if run is not None:
@@ -598,6 +588,8 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
                 if run is not None:
                     run.save(whole, whole_optimizer, state)
             if stopping:
+                if run is not None:
+                    run.finish()  # the session's end and wall seconds, as for a completed one
                 raise KeyboardInterrupt(f"stopped by a signal after step {done}, checkpoint written")
             pbar.advance(1, loss=loss_value, bytes_s=rate)
     w.barrier()  # every rank leaves together (rank 0 wrote the last checkpoint)
@@ -606,6 +598,15 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
     if rows:
         summary["val_bpb"] = rows[-1]["val_bpb"]
     return summary
+
+
+def check_loss(loss: float, step: int, state: dict, run: runs.RunDir | None, cfg: TrainConfig) -> None:
+    """TrainError for a non-finite loss at step index ``step``, saying which checkpoint is kept."""
+    if not math.isfinite(loss):
+        kept = (f"the last good checkpoint (step {state['step']}) is kept in {run.path}"
+                if run is not None and run.has_checkpoint else "no checkpoint was written yet")
+        raise TrainError(f"loss is {loss} at step {step + 1}; training stopped, {kept} "
+                         f"(a lower --lr may help; it is {cfg.lr:g})")
 
 
 def throughput(model: GPT, model_cfg: ModelConfig, rows: int, dev: torch.device) -> Callable[[float], dict]:

@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 
 from ..positions.base import Scheme
-from .kernels import attend_block, query_block
+from .kernels import attend_block, note_ran, query_block
 from .logn import logn_scale
 from .patterns import Pattern
 
@@ -208,4 +208,5 @@ class CachedAttention:
         ]
         cache.keys[layer].keep(self.keep)
         cache.values[layer].keep(self.keep)
+        note_ran("chunked")  # the chunked block kernel over the cached keys
         return torch.cat(out, dim=-2)  # [b, h, n, d]

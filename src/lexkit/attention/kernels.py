@@ -6,14 +6,19 @@ definitions:
 * ``chunked``: queries in blocks; each block scores only the keys the pattern can make visible
   (``pattern.reach``) through the scheme's reference :meth:`Scheme.scores`. Exact, differentiable,
   O(n·W) time and memory for local patterns, and the path the score hook observes.
-* ``flex``: compiled FlexAttention with ``score_mod`` = a gather from the scheme's bias table and a
-  block mask built from the pattern predicate (compiled, never a dense n x n grid), cached per
-  (pattern, length). Forward only on CPU; forward and backward on CUDA.
+* ``flex``: compiled FlexAttention with ``score_mod`` from the scheme's :meth:`Scheme.bias_fn`
+  (closed forms from per-head vectors; a table gather only for Sandwich and T5) and a block mask
+  built from block-level logic (never a dense n x n grid), cached per (pattern, length). Forward
+  only on CPU; forward and backward on CUDA. A kernel that cannot be built or launched steps down
+  a ladder of smaller kernel options, then to the chunked kernel (``FLEX_RUNGS``), decided once
+  per (scheme, pattern, length, dtype, device), with one warning.
 
-``kernel="auto"`` picks: the chunked kernel when a hook observes scores; on CUDA, flex; on CPU,
-dense up to ``DENSE_MAX`` tokens (``LOCAL_DENSE_MAX`` under a local pattern, whose unseen keys
+``kernel="auto"`` picks (:func:`choose_kernel`, the table in docs/kernels.md): the chunked kernel
+when a hook observes scores; on CUDA, SDPA ``is_causal`` for causal without a bias, else flex; on
+CPU, dense up to ``DENSE_MAX`` tokens (``LOCAL_DENSE_MAX`` under a local pattern, whose unseen keys
 the chunked kernel skips) and chunked past it (on a 2-core CPU a fresh shape costs 4-24 s of
-compilation, more than the chunked kernel spends at the lengths we evaluate).
+compilation, more than the chunked kernel spends at the lengths we evaluate). What actually ran is
+``Attention.ran``, collected by :func:`record_kernels` for metrics and evaluation rows.
 
 Context extension (docs/context-extension.md): ``logn=L`` multiplies every query's scores by
 λ_m = max(1, ln(m+1)/ln L) (attention/logn.py) on every kernel. A scheme that is not one q/k
@@ -24,10 +29,11 @@ the dense kernel as one block over all queries; flex refuses them with a clear e
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 import torch
@@ -94,11 +100,15 @@ class Attention:
         self.ran = self.kernel
         if self.kernel == "dense":
             if self.by_scores:  # the reference computation, one block of every query
-                return self._chunked(q, k, v, layer, block=max(1, self.n))
-            return self._dense(q, k, v)
-        if self.kernel == "flex":
-            return self._flex(q, k, v, layer)  # sets self.ran: flex, a smaller flex, or chunked
-        return self._chunked(q, k, v, layer)
+                out = self._chunked(q, k, v, layer, block=max(1, self.n))
+            else:
+                out = self._dense(q, k, v)
+        elif self.kernel == "flex":
+            out = self._flex(q, k, v, layer)  # sets self.ran: flex, a smaller flex, or chunked
+        else:
+            out = self._chunked(q, k, v, layer)
+        note_ran(self.ran)
+        return out
 
     # -- dense --------------------------------------------------------------------------------
     def dense_mask(self) -> Tensor:
@@ -178,21 +188,24 @@ class Attention:
         """The flex kernel through the ladder: torch's kernel options, then smaller tiles and fewer
         stages (``FLEX_RUNGS``), then the chunked kernel; the first that compiles and launches is
         remembered per (scheme, pattern, length, dtype, device) and reported in ``self.ran``."""
-        key = (self.scheme.spec, self.pattern.spec, self.n, str(q.dtype), str(q.device))
+        key = flex_key(self.scheme, self.pattern, self.n, q)
         first = FLEX_DECISIONS.get(key, 0)
+        failures: list[tuple[int, BaseException]] = []
         for rung in range(first, len(FLEX_RUNGS)):
             try:
                 out = self._flex_pass(q, k, v, FLEX_RUNGS[rung], probe=key not in FLEX_DECISIONS)
             except Exception as err:  # noqa: BLE001 - only kernel build/launch failures are caught
                 if not kernel_failure(err):
                     raise
-                note_failure(key, rung, err)
+                failures.append((rung, err))
                 continue
             FLEX_DECISIONS[key] = rung
             self.ran = flex_label(rung)
+            note_failures(key, failures, self.ran)
             return out
         FLEX_DECISIONS[key] = len(FLEX_RUNGS)
         self.ran = "chunked"
+        note_failures(key, failures, self.ran)
         return self._chunked(q, k, v, layer)
 
     def _flex_pass(self, q: Tensor, k: Tensor, v: Tensor, options: dict | None, probe: bool) -> Tensor:
@@ -346,6 +359,37 @@ def choose_kernel(
     return kernel
 
 
+# -- which kernel ran ------------------------------------------------------------------------------
+_RECORDS: list[list[str]] = []
+
+
+@contextlib.contextmanager
+def record_kernels() -> Iterator[list[str]]:
+    """Collects, in first-run order, the kernels every attention call inside the block actually
+    ran (``Attention.ran``: ``dense``, ``chunked``, ``flex`` or a ladder rung such as
+    ``flex:128x64/2``; the KV cache's ``chunked``). Training metrics and evaluation rows report
+    them through :func:`kernel_label`."""
+    ran: list[str] = []
+    _RECORDS.append(ran)
+    try:
+        yield ran
+    finally:
+        _RECORDS[:] = [r for r in _RECORDS if r is not ran]
+
+
+def note_ran(label: str) -> None:
+    """Tell every open :func:`record_kernels` that ``label`` ran."""
+    for ran in _RECORDS:
+        if label not in ran:
+            ran.append(label)
+
+
+def kernel_label(ran: list[str]) -> str | None:
+    """One field for a row: the kernels joined by ``+`` (``flex+chunked`` when the ladder fell
+    back part-way), or None when no attention ran."""
+    return "+".join(ran) or None
+
+
 # -- FlexAttention plumbing (compiled once, block masks cached, the ladder) ------------------------
 _FLEX: Callable | None = None
 _BLOCK_MASKS: OrderedDict[tuple, object] = OrderedDict()
@@ -396,17 +440,26 @@ def kernel_failure(err: BaseException) -> bool:
     return False
 
 
-def note_failure(key: tuple, rung: int, err: BaseException) -> None:
-    """Warn once per (scheme, pattern, length, dtype, device) naming what failed and what runs next."""
-    if key in _WARNED:
+def flex_key(scheme: Scheme, pattern: Pattern, n: int, q: Tensor) -> tuple[str, str, int, str, str]:
+    """What the ladder's decision is kept per: (scheme spec, pattern spec, length, dtype, device)."""
+    return scheme.spec, pattern.spec, n, str(q.dtype), str(q.device)
+
+
+def note_failures(key: tuple, failures: list[tuple[int, BaseException]], ran: str) -> None:
+    """Warn once per (scheme, pattern, length, dtype, device) when the ladder stepped down: every
+    rung that failed (with the first line of its error) and the kernel that runs instead."""
+    if not failures or key in _WARNED:
         return
     _WARNED.add(key)
-    first = (str(err).strip().splitlines() or [""])[0][:200]
     scheme, pattern, n, dtype, device = key
+
+    def why(err: BaseException) -> str:
+        return f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:160]}"
+
+    failed = "; ".join(f"{flex_label(rung)} ({why(err)})" for rung, err in failures)
     warnings.warn(
-        f"FlexAttention ({flex_label(rung)}) failed for {scheme} under {pattern} at length {n} ({dtype}, "
-        f"{device}): {type(err).__name__}: {first}; running {flex_label(rung + 1)} instead "
-        f"(the ladder tries {', '.join(flex_label(r) for r in range(rung + 1, len(FLEX_RUNGS) + 1))})",
+        f"FlexAttention failed for {scheme} under {pattern} at length {n} ({dtype}, {device}): {failed}; "
+        f"running {ran} instead (kept for this scheme, pattern, length, dtype and device)",
         RuntimeWarning,
         stacklevel=4,
     )

@@ -143,6 +143,9 @@ def format_report(report: dict) -> str:
                  f" = {data['documents'] * data['bytes_per_document']:,} bytes scored per length"]
         tables = (("bpb", "bits per byte (lower is better)", "{:.4f}"),)
     lines[-1] += f"; sliding windows, stride {stride}" if stride else "; non-overlapping chunks"
+    ran = list(dict.fromkeys(r["kernel"] for r in report["results"] if r.get("kernel")))
+    if ran:
+        lines.append(f"attention kernel {report.get('kernel', 'auto')}: ran {', '.join(ran)}")
     notes: dict[str, list[int]] = {}
     for key, title, fmt in tables:
         rows = [["pattern"] + [length_label(n, train_len) for n in lengths]]
