@@ -26,7 +26,7 @@ study: install
 	$(PYTHON) -m lexkit study --out study $(STUDY_ARGS)
 
 study-quick: install
-	$(PYTHON) -m lexkit study --preset quick --out study-quick $(STUDY_ARGS)
+	$(PYTHON) -m lexkit study --preset quick --out study-quick --no-retrieval $(STUDY_ARGS)
 
 bench: install
 	$(PYTHON) -m pip install -q -e '.[bench]'

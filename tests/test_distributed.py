@@ -311,7 +311,7 @@ def test_study_shards_cells_over_ranks_and_rank0_reports(tmp_path, data_dir, cap
     out = tmp_path / "study"
     args = ["study", "--preset", "tiny", "--scheme", "alibi", "--scheme", "rope", "--pattern", "causal",
             "--lengths", "16,32,64", "--steps", "6", "--data", str(data_dir), "--eval-docs", "2", "--out", str(out),
-            "--threads", "1", "--quiet", "--no-extension"]
+            "--threads", "1", "--quiet", "--no-extension", "--no-retrieval"]
     assert fork_ranks(*args) == [0, 0]
     assert capfd.readouterr().out.count("report: ") == 1  # rank 0 alone reports
     log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
@@ -327,7 +327,7 @@ def test_study_shards_cells_over_ranks_and_rank0_reports(tmp_path, data_dir, cap
     assert origin["wall_seconds"] > 0 and origin["backend"] is None  # the ranks share no process group
     # a re-run (one process) finds everything cached and the same results
     cfg = StudyConfig(preset="tiny", schemes=["alibi", "rope"], patterns=["causal"], lengths=[16, 32, 64], steps=6,
-                      data=str(data_dir), eval_docs=2, extension=False)
+                      data=str(data_dir), eval_docs=2, extension=False, retrieval=False)
     again = Study(cfg, out, progress=False, echo=None, world=distributed.SINGLE)
     assert again.run()["runs"] == saved["runs"]
     assert {e["action"] for e in again.record} == {"cached"}
@@ -345,7 +345,7 @@ def test_a_failing_cell_stops_the_study_with_its_rank_named(tmp_path, data_dir, 
     monkeypatch.setattr(Study, "run_cell", run_cell)  # inherited by the forked ranks
     codes = fork_ranks("study", "--preset", "tiny", "--scheme", "alibi", "--scheme", "rope", "--pattern", "causal",
                        "--lengths", "16,32", "--steps", "2", "--data", str(data_dir), "--eval-docs", "1",
-                       "--out", str(tmp_path / "study"), "--threads", "1", "--quiet")
+                       "--out", str(tmp_path / "study"), "--threads", "1", "--quiet", "--no-retrieval")
     assert codes[1] == 2 and codes[0] != 0  # rank 0, left waiting for rope, is stopped as torchrun would
     lines = errors(capfd.readouterr().err)
     assert len(lines) == 1 and lines[0].startswith("error: rank 1: rope-s0-")

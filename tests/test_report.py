@@ -15,6 +15,7 @@ import pytest
 from lexkit.blocks import Table
 from lexkit.plots import seed_mean
 from lexkit.report import (
+    answer_bits_table,
     document,
     length_label,
     length_table,
@@ -23,11 +24,13 @@ from lexkit.report import (
     number,
     pattern_table,
     provenance_table,
+    retrieval_findings,
+    retrieval_table,
     signed,
     write_report,
 )
-from lexkit.results import principles
-from study_results import study_results
+from lexkit.results import FLAT, RETRIEVES, context_goal, principles, retrieval_rows, stops_at
+from study_results import MULTIPLES, RETRIEVAL, RETRIEVAL_DEPTHS, study_results
 
 
 def run(scheme, seed, bpb_by_length, relative=True):
@@ -144,7 +147,7 @@ def test_html_report_is_self_contained_and_holds_every_table(written):
     md = (tmp_path / "report.md").read_text()
     # every figure of report.md is embedded, as the PNG file written beside it
     figures = re.findall(r"!\[.*?\]\(([\w.]+\.png)\)", md)
-    assert len(page.images) == len(figures) == 6
+    assert len(page.images) == len(figures) == 8
     for src, name in zip(page.images, figures):
         assert src.startswith("data:image/png;base64,")
         assert base64.b64decode(src.split(",", 1)[1]) == (tmp_path / name).read_bytes()
@@ -154,7 +157,7 @@ def test_html_report_is_self_contained_and_holds_every_table(written):
     assert not {"script", "link", "iframe", "object"} & set(page.tags)
     # every table of report.md, cell for cell, from the same data
     tables = [b for b in document(res) if isinstance(b, Table)]
-    assert len(page.tables) == len(tables) == md.count("\n| --- |") == 10
+    assert len(page.tables) == len(tables) == md.count("\n| --- |") == 12
     for table, parsed in zip(tables, page.tables):
         assert [c[0] for c in parsed[0]] == table.header
         assert [[c[0] for c in row] for row in parsed[1:]] == table.rows
@@ -219,3 +222,83 @@ def test_html_report_renders_in_headless_chromium(tmp_path):
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", png[16:24])
     assert (width, height) == (1280, 2400)
+
+
+# -- table G: use of context -------------------------------------------------------------------------
+def test_table_g_holds_the_stored_retrieval_beside_bpb():
+    res = study_results()
+    header, rows = retrieval_table(res)
+    assert header[2:7] == [f"exact {m}x (%)" for m in MULTIPLES] and header[7:] == ["bpb 1x", "bpb 16x", "bpb 16x / 1x"]
+    for row, ((label, _, pattern), (acc, one, far)) in zip(rows, RETRIEVAL.items()):
+        means = [sum(acc(m, d) for d in RETRIEVAL_DEPTHS) / len(RETRIEVAL_DEPTHS) for m in MULTIPLES]
+        assert row == [label, pattern] + [f"{100 * v:.0f}" for v in means] + [f"{one:.3f}", f"{far:.3f}",
+                                                                               f"{far / one:.2f}"]
+    _, bits = answer_bits_table(res)
+    assert bits[0] == ["rope", "causal", "0.00", "3.60", "4.00", "4.00", "4.00"]  # 4 x (1 - exact match)
+    # worst depth: the lowest per-depth exact match, not the mean
+    alibi = next(r for r in retrieval_rows(res) if r["label"] == "alibi")
+    assert alibi["worst_depth"][16] == 0.9 and alibi["accuracy"][16] == pytest.approx(2.9 / 3)
+
+
+def test_findings_say_where_each_configuration_stops_retrieving():
+    rows = {(r["label"], r["pattern"]): r for r in retrieval_rows(study_results())}
+    assert stops_at(rows[("rope", "causal")]) == 2 and stops_at(rows[("YaRN x16", "causal")]) == 16
+    assert stops_at(rows[("alibi", "causal")]) is None  # 97 % at 16x over all depths: keeps the skill
+    never = dict(rows[("rope", "causal")], accuracy={1: 0.2, 2: 0.0})
+    assert stops_at(never) == 1
+    res = study_results()
+    lines = retrieval_findings(res)
+    assert lines == [
+        "rope (causal): retrieves 100 % at 1x, stops at 2x (10 %); 0 % at 16x, where its bpb is 4.000.",
+        "rope (window:16): retrieves 100 % at 1x, stops at 2x (33 %); 0 % at 16x, where its bpb is 2.040.",
+        "YaRN x16 (causal): retrieves 100 % at 1x, stops at 16x (87 %); 87 % at 16x, where its bpb is 2.400.",
+    ]
+    rope = res["retrieval"]["configs"][0]  # below 90 % from 1x on: its best length, or nothing at all
+    for row in rope["rows"]:
+        row["accuracy"] = 0.5 if row["multiple"] == 4 else 0.0
+    assert retrieval_findings(res)[0].startswith("rope (causal): never reaches 90 % (best 50 % at 4x); 0 % at 16x")
+    for row in rope["rows"]:
+        row["accuracy"] = 0.0
+    assert retrieval_findings(res)[0].startswith("rope (causal): retrieves nothing at any length; 0 % at 16x")
+
+
+def test_the_goal_needs_flat_bpb_and_retrieval_at_every_depth():
+    res = study_results()
+    goal = context_goal(res)
+    # alibi: 2.16 / 2.1 = 1.029 <= 1.03 and 90 % at its worst depth at 16x: met (both bounds inclusive)
+    assert goal["met"] == ["alibi (causal)"] and goal["nearest"]["label"] == "alibi"
+    scored = {(r["label"], r["pattern"]): r for r in goal["scored"]}
+    assert scored[("rope", "window:16")]["flat"] and not scored[("rope", "window:16")]["met"]  # flat, retrieves 0 %
+    assert not scored[("YaRN x16", "causal")]["flat"]  # 2.4 / 2.2 = 1.09
+    assert (FLAT, RETRIEVES) == (0.03, 0.9)
+    assert "**met** by alibi (causal)" in markdown(res)
+
+    # without alibi: nothing meets it; the nearest is the flat configuration that retrieves best at
+    # its worst depth (rope under the window, 0 %), the best retrieval whatever its bpb is YaRN (60 %)
+    res["retrieval"]["configs"] = [c for c in res["retrieval"]["configs"] if c["label"] != "alibi"]
+    goal = context_goal(res)
+    assert goal["met"] == [] and goal["nearest"]["pattern"] == "window:16"
+    assert goal["best_retrieval"]["label"] == "YaRN x16" and goal["best_retrieval"]["worst"] == 0.6
+    text = markdown(res)
+    assert "**not met**. Nearest: rope (window:16): bpb 16x / 1x 1.020" in text
+    assert "90 points short of 90 % at its worst depth" in text
+    assert "Best retrieval at 16x whatever its bpb: YaRN x16 (causal)" in text
+    # YaRN keeps 90 % at every depth up to 8x (60 % at depth 0 at 16x); rope under causal only at 1x
+    assert goal["longest_reach"]["label"] == "YaRN x16" and goal["longest_reach"]["reach"] == 8
+    assert "at least 90 % at every depth: 8x (YaRN x16, causal)" in text
+
+    # nothing flat either: the flattest is the nearest, and its bpb gap is stated
+    for c in res["retrieval"]["configs"]:
+        for r in c["rows"]:
+            if r["multiple"] == 16:
+                r["bpb"] *= 1.5
+    goal = context_goal(res)
+    assert goal["nearest"]["pattern"] == "window:16" and not goal["nearest"]["flat"]
+    assert f"bpb {100 * (2.04 * 1.5 / 2.0 - 1):.1f} % above its 1x" in markdown(res)
+
+
+def test_a_study_without_table_g_reports_no_section_g():
+    res = study_results()
+    del res["retrieval"]
+    assert context_goal(res) is None and retrieval_rows(res) == []
+    assert "## G." not in markdown(res)

@@ -13,6 +13,7 @@ from torch import nn
 from lexkit import retrieval, tasks
 from lexkit.attention import create as create_pattern
 from lexkit.model import BOS, GPT, VOCAB, ModelConfig
+from lexkit.subject import RunSubject
 
 HAY = tasks.Haystack(b"def f(x):\n    return x + 1  # ok\n" * 20)
 
@@ -24,9 +25,9 @@ def gpt():
 
 
 def _bits(model, doc, pattern, text=None):
-    subject = retrieval.ByteSubject(model)
+    subject = RunSubject.of(model)
     doc = doc if text is None else dataclasses.replace(doc, text=text)
-    return retrieval.answer_bits(subject, [doc], subject.pattern(pattern))[0]
+    return retrieval.answer_bits(subject, [doc], model.pattern(pattern))[0]
 
 
 # -- what a pattern can see -----------------------------------------------------------------------
@@ -55,16 +56,40 @@ def test_sinks_keep_the_first_keys(gpt):
 # -- decoding ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("pattern", ["causal", "window:8"])
 def test_greedy_through_the_cache_equals_greedy_without(gpt, pattern):
-    subject = retrieval.ByteSubject(gpt)
-    pat = subject.pattern(pattern)
+    subject = RunSubject.of(gpt)
+    pat = gpt.pattern(pattern)
     for doc in tasks.documents("copy", 48, 30, 1, haystack=HAY, size=8):
-        with_cache = subject.greedy(doc.prompt, 8, pat, True)
-        without = subject.greedy(doc.prompt, 8, pat, False)
+        with_cache = subject.continue_text(doc.prompt, 8, pattern=pat, cache=True)
+        without = subject.continue_text(doc.prompt, 8, pattern=pat, cache=False)
         assert with_cache == without and len(with_cache) == 8
         # and greedy decoding is the argmax of the uncached forward pass, token for token
         ids = torch.tensor([[BOS, *doc.prompt, *with_cache[:-1]]])
         argmax = gpt(ids, pattern=pat)[0, -8:, :BOS].argmax(-1)
         assert bytes(argmax.tolist()) == with_cache
+
+
+def test_exact_match_from_the_teacher_forced_argmax_equals_greedy_decoding(gpt):
+    """A document whose answer is what the model decodes greedily is an exact match both ways; one
+    byte of it changed (first, last) is a miss both ways (the window: the Induction test below)."""
+    subject = RunSubject.of(gpt)
+    pat = gpt.pattern("causal")
+    doc = tasks.make("copy", 48, 30, haystack=HAY, size=6)
+    greedy = subject.continue_text(doc.prompt, 6, pattern=pat)
+    variants = [dataclasses.replace(doc, text=doc.prompt + greedy)] + [
+        dataclasses.replace(doc, text=doc.prompt + greedy[:i] + bytes([(greedy[i] + 1) % 256]) + greedy[i + 1:])
+        for i in (0, 5)]
+    teacher = [right for _, right in retrieval.answer_scores(subject, variants, pat)]
+    decoded = [retrieval.exact_match(subject, d, pat)[0] for d in variants]
+    assert teacher == decoded == [True, False, False]
+
+
+def test_scores_without_decoding_equal_scores_with(gpt):
+    subject = RunSubject.of(Induction())
+    grid = dict(depths=[5, 95], samples=3, haystack=DOTS, size=6, patterns=["causal", "window:16"])
+    decoded = retrieval.score(subject, "copy", [64], **grid)
+    forced = retrieval.score(subject, "copy", [64], decode=False, **grid)
+    assert [(r.correct, r.answer_bits) for r in decoded] == [(r.correct, r.answer_bits) for r in forced]
+    assert [r.correct for r in forced] == [3, 0, 3, 3] and not any(r.decoded for r in forced)
 
 
 # -- a model that copies, and a control ---------------------------------------------------------------
@@ -102,14 +127,14 @@ DOTS = tasks.Haystack(b"." * 400)  # no letters: a match can only be the needle
 
 
 def test_a_model_that_copies_scores_high_and_a_control_at_chance():
-    subject = retrieval.ByteSubject(Induction())
+    subject = RunSubject.of(Induction())
     rows = retrieval.score(subject, "copy", [48, 64], depths=[10, 50, 90], samples=4, haystack=DOTS, size=6)
     assert [r.accuracy for r in rows] == [1.0] * 6
     assert all(r.answer_bits < 1e-6 for r in rows) and not any(r.cached for r in rows)
     assert rows[0].low == pytest.approx(retrieval.wilson(4, 4)[0])
 
     # control: the needle replaced by other random letters; nothing to copy
-    pat = subject.pattern("causal")
+    pat = subject.model.pattern("causal")
     docs = tasks.documents("copy", 64, 50, 8, haystack=DOTS, size=6)
     control = [dataclasses.replace(d, text=d.without_needle(tasks.make("copy", 64, 50, haystack=DOTS, size=6,
                                                                            split="train", index=i).expected))
@@ -121,7 +146,7 @@ def test_a_model_that_copies_scores_high_and_a_control_at_chance():
 
 
 def test_a_window_cannot_retrieve_what_it_cannot_see():
-    subject = retrieval.ByteSubject(Induction())
+    subject = RunSubject.of(Induction())
     rows = retrieval.score(subject, "copy", [64], depths=[5, 95], samples=4, haystack=DOTS, size=6,
                            patterns=["causal", "window:16"])
     acc = {(r.pattern, r.depth): r.accuracy for r in rows}
@@ -142,7 +167,7 @@ def test_wilson_interval_closed_form():
 
 
 def test_rows_to_json_and_summary():
-    subject = retrieval.ByteSubject(Induction())
+    subject = RunSubject.of(Induction())
     rows = retrieval.score(subject, "copy", [48], depths=[20, 80], samples=2, haystack=DOTS, size=6)
     row = rows[0].to_json()
     assert row["task"] == "copy" and row["samples"] == 2 and row["chance_bits"] == pytest.approx(math.log2(26))

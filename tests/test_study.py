@@ -8,8 +8,9 @@ import pytest
 from lexkit import lock
 from lexkit.cli import main
 from lexkit.extension import finetunes, methods
-from lexkit.report import extension_table, length_table, pattern_table
+from lexkit.report import extension_table, length_table, pattern_table, retrieval_table
 from lexkit.study import Study, StudyConfig
+from lexkit.study import retrieval as study_retrieval
 
 DOCS = [(f"def f{i}(x):\n    return x * {i} + {i * i}\n" * 30).encode() for i in range(40)]
 
@@ -22,10 +23,11 @@ def data_dir(tmp_path_factory):
     return folder
 
 
-def config(data_dir, schemes=("alibi", "rope"), extension=False):
+def config(data_dir, schemes=("alibi", "rope"), extension=False, retrieval=False):
     return StudyConfig(preset="tiny", schemes=list(schemes), patterns=["causal", "window"], lengths=[16, 32, 64],
                        steps=6, data=str(data_dir), eval_docs=2, resolution_texts=1, extension=extension,
-                       extension_steps=3)
+                       extension_steps=3, retrieval=retrieval, retrieval_preset="tiny", retrieval_steps=2,
+                       retrieval_samples=1)
 
 
 def actions(study, task=None):
@@ -42,6 +44,7 @@ def test_tiny_study_end_to_end(tmp_path, data_dir):
         assert (out / name).is_file(), name
     saved = json.loads((out / "results.json").read_text())
     assert saved["schema"] == 2 and [r["scheme"] for r in saved["runs"]] == ["alibi", "rope"]
+    assert "retrieval" not in saved and not (out / "retrieval_scatter.png").exists()  # retrieval=False: no table G
     assert saved["patterns"] == ["causal", "window:32"] and saved["lengths"] == [16, 32, 64]
 
     # the analytic curves the report plots are stored, not recomputed by the report: ALiBi's is
@@ -151,7 +154,27 @@ def test_dry_run_lists_cells_and_trains_nothing(tmp_path, data_dir, capsys):
     assert code == 0
     text = capsys.readouterr().out
     assert "2 training runs" in text and "xpos_gamma_0.5-s0-" in text and "estimated total" in text
+    # table G trains alibi with the retrieval mix (xpos:gamma=0.5 is not one of its schemes)
+    assert "table G (use of context): 1 run with --mix copy:0.75 (quick preset, 2000 steps, batch 64)" in text
+    assert "G train     alibi + mix" in text and "to train" in text
     assert not (out / "runs").exists()
+
+
+def test_no_retrieval_reaches_the_study_and_its_plan(tmp_path, data_dir, capsys, monkeypatch):
+    seen = {}
+
+    def estimate(self):
+        seen.update(retrieval=self.cfg.retrieval, steps=self.cfg.retrieval_steps)
+        return {"cells": [], "lengths": [16], "patterns": ["causal"], "per_scheme": {}, "extension": [],
+                "retrieval": study_retrieval.plan(self, 1.0, 1.0), "total_s": 0.0}
+
+    monkeypatch.setattr(Study, "estimate", estimate)
+    argv = ["study", "--preset", "tiny", "--scheme", "alibi", "--data", str(data_dir), "--out", str(tmp_path / "s"),
+            "--dry-run"]
+    assert main(argv + ["--retrieval-steps", "7"]) == 0
+    assert seen == {"retrieval": True, "steps": 7} and "G train     alibi + mix" in capsys.readouterr().out
+    assert main(argv + ["--no-retrieval"]) == 0
+    assert seen["retrieval"] is False and "table G (use of context): skipped" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -159,9 +182,63 @@ def test_dry_run_lists_cells_and_trains_nothing(tmp_path, data_dir, capsys):
     (["--pattern", "bca:3"], "bca"),
     (["--lengths", "0,32"], "lengths must be positive integers"),
     (["--seeds", "0"], "--seeds must be a positive integer"),
+    (["--retrieval-steps", "0"], "--retrieval-steps must be a positive integer"),
 ])
 def test_study_bad_input(tmp_path, capsys, argv, message):
     assert main(["study", "--preset", "tiny", "--out", str(tmp_path / "s"), *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
     assert not (tmp_path / "s").exists()
+
+
+# -- table G: use of context ---------------------------------------------------------------------------
+def test_table_g_plan_runs_configurations_and_cache_keys(tmp_path, data_dir):
+    """Without training: one mix run per studied scheme of table G, named apart from the main
+    runs; on rope (with table E) its methods but plain rope and its fine-tunes; a cache key that
+    follows what is scored."""
+    study = Study(config(data_dir, ("alibi", "rope", "xpos:gamma=0.5"), extension=True, retrieval=True), tmp_path,
+                  progress=False, echo=None)
+    cells = study_retrieval.cells(study)
+    assert [c.scheme for c in cells] == ["alibi", "rope"] and all(c.name.startswith("mix-") for c in cells)
+    assert all(c.train_cfg.mix == "copy:0.75" and c.train_cfg.batch == 64 and c.train_cfg.steps == 2 for c in cells)
+    assert {c.key for c in cells}.isdisjoint({c.key for c in study.cells()})
+    t = study_retrieval.train_len(study)
+    rope = study_retrieval.configurations(study, cells[1])
+    assert rope[0] == study_retrieval.Config("rope", "scheme", None, None, ("causal", f"window:{t}"))
+    assert [c.label for c in rope[1:]] == ([m.label for m in methods(t, 16 * t)][1:] + [f.label for f in finetunes(t)])
+    assert study_retrieval.configurations(study, cells[0]) == [rope[0].__class__("alibi", "scheme", None, None,
+                                                                                  ("causal", f"window:{t}"))]
+    path = study_retrieval.cache_path(study, cells[1].key, rope[0])
+    assert path.parent == tmp_path / "cache" and path.name.startswith("retrieval-")
+    study.cfg.retrieval_samples = 2
+    assert study_retrieval.cache_path(study, cells[1].key, rope[0]) != path
+    study.cfg.retrieval = False
+    assert study_retrieval.run(study) is None and study_retrieval.plan(study, 1.0, 1.0) == []
+    only = Study(config(data_dir, ("xpos:gamma=0.5",), retrieval=True), tmp_path, progress=False, echo=None)
+    assert study_retrieval.schemes(only) == [] and study_retrieval.run(only) is None
+
+
+@pytest.mark.slow  # fast siblings: the test above (plan) and tests/test_report.py (table G from results.json)
+def test_tiny_study_writes_table_g_the_scatter_and_the_goal(tmp_path, data_dir):
+    out = tmp_path / "study"
+    first = Study(config(data_dir, ("rope",), retrieval=True), out, progress=False, echo=None)
+    first.run()
+    saved = json.loads((out / "results.json").read_text())
+    g = saved["retrieval"]
+    assert g["mix"] == "copy:0.75" and g["steps"] == 2 and g["multiples"] == [1, 2, 4, 8, 16]
+    (entry, window) = g["configs"]  # rope under causal and window (no table E here)
+    assert (entry["label"], entry["pattern"], window["pattern"]) == ("rope", "causal", f"window:{g['train_len']}")
+    assert len(entry["cells"]) == 5 * len(g["depths"]) and [r["multiple"] for r in entry["rows"]] == [1, 2, 4, 8, 16]
+    assert [r["bpb"] is not None for r in entry["rows"]] == [True, False, False, False, True]
+    config_json = json.loads((out / entry["run"] / "config.json").read_text())
+    assert config_json["train"]["mix"] == "copy:0.75" and config_json["train"]["steps"] == 2
+    report = (out / "report.md").read_text()
+    header, rows = retrieval_table(saved)
+    assert "## G. Use of context" in report and all("| " + " | ".join(r) + " |" in report for r in rows)
+    assert "The goal (bpb at 16x within 3 %" in report and ("**met**" in report or "**not met**" in report)
+    html = (out / "report.html").read_text()
+    assert "G. Use of context" in html and "retrieval_scatter.png" in html
+    assert (out / "retrieval_scatter.png").is_file() and (out / "retrieval_heatmap.png").is_file()
+    again = Study(config(data_dir, ("rope",), retrieval=True), out, progress=False, echo=None)
+    assert again.run()["retrieval"] == g
+    assert {a for t, a in actions(again) if t in ("retrieval", "train")} == {"cached"}

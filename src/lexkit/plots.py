@@ -259,6 +259,57 @@ def extension(results: dict, path: str | Path) -> None:
     save(fig, path)
 
 
+def retrieval_scatter(results: dict, path: str | Path) -> None:
+    """Table G on both axes: bpb at 16x (x) against exact match at 16x over all depths (y), one
+    point per configuration (scheme or method, and pattern), labelled and coloured by the goal:
+    green meets it, blue is flat in bpb (within 3 % of its own 1x) but does not retrieve at
+    every depth, red is not flat; the 90 % line drawn. Points at 0 % are labelled only when they
+    have the lowest bpb (the heatmap names every configuration). No file without table G."""
+    goal = query.context_goal(results)
+    if goal is None:
+        return
+    far = goal["multiple"]
+    fig, (ax,) = figure(9, 5.5)
+    markers = {"scheme": "o", "method": "s", "fine-tune": "^"}
+    points = [(r, r["bpb"].get(far), r["accuracy"].get(far)) for r in goal["scored"]]
+    points = [(r, x, y) for r, x, y in points if x is not None and y is not None]
+    lowest = min((x for _, x, _ in points), default=None)
+    for i, (r, x, y) in enumerate(points):
+        ax.scatter([x], [y], marker=markers.get(r["kind"], "o"), s=36, color="tab:green" if r["met"] else
+                   ("tab:blue" if r["flat"] else "tab:red"), alpha=0.8)
+        if y > 0 or x == lowest:  # the points at 0 % would bury each other's labels
+            ax.annotate(f"{r['label']} [{r['pattern']}]", (x, y), fontsize=6, xytext=(3, 3 + 7 * (i % 3)),
+                        textcoords="offset points")
+    ax.axhline(query.RETRIEVES, color="grey", linestyle=":", linewidth=1)
+    ax.set_xlabel(f"bits per byte at {far}x the training length")
+    ax.set_ylabel(f"exact match at {far}x (all depths)")
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_title("perplexity against use of context (green: goal met; blue: bpb flat within 3 % of 1x; "
+                 "red: not flat; circle scheme, square method, triangle fine-tune)", fontsize=8)
+    save(fig, path)
+
+
+def retrieval_heatmap(results: dict, path: str | Path) -> None:
+    """Exact match over all depths, configuration (rows) by multiple of the training length
+    (columns), each cell annotated in percent. No file without table G."""
+    rows = query.retrieval_rows(results)
+    if not rows:
+        return
+    multiples = results["retrieval"]["multiples"]
+    grid = [[r["accuracy"].get(m, math.nan) for m in multiples] for r in rows]
+    fig, (ax,) = figure(6.5, 1.2 + 0.24 * len(rows))
+    image = ax.imshow(grid, vmin=0.0, vmax=1.0, cmap="RdYlGn", aspect="auto")
+    for i, line in enumerate(grid):
+        for j, v in enumerate(line):
+            if not math.isnan(v):
+                ax.text(j, i, f"{100 * v:.0f}", ha="center", va="center", fontsize=6)
+    ax.set_xticks(range(len(multiples)), [f"{m}x" for m in multiples], fontsize=7)
+    ax.set_yticks(range(len(rows)), [f"{r['label']} [{r['pattern']}]" for r in rows], fontsize=6)
+    ax.set_xlabel("length (multiple of the training length)")
+    fig.colorbar(image, ax=ax, label="exact match", shrink=0.8)
+    save(fig, path)
+
+
 #: The study report's figures: file name -> drawing function (the report links these names; each
 #: takes the results and a path or binary stream).
 REPORT_FIGURES = {
@@ -268,6 +319,8 @@ REPORT_FIGURES = {
     "entropy.png": entropy_by_length,
     "loss_by_position.png": loss_by_position,
     "extension.png": extension,
+    "retrieval_scatter.png": retrieval_scatter,
+    "retrieval_heatmap.png": retrieval_heatmap,
 }
 
 

@@ -227,6 +227,128 @@ def goal_section(results: dict) -> list[Block]:
     ]
 
 
+def percent(x: float | None) -> Cell:
+    """An exact-match cell in percent (its value the fraction as shown)."""
+    return Cell("n/a", None) if x is None else Cell(f"{100 * x:.0f}", round(100 * x) / 100)
+
+
+def retrieval_table(results: dict) -> Table:
+    """G: exact match (%) of copy needles at every multiple of the training length, then bpb at
+    1x and 16x and their ratio, one row per configuration (scheme or method) and pattern."""
+    g = results["retrieval"]
+    ms, bms = g["multiples"], g["bpb_multiples"]
+    header = (["configuration", "pattern"] + [f"exact {m}x (%)" for m in ms] + [f"bpb {m}x" for m in bms]
+              + [f"bpb {bms[-1]}x / {bms[0]}x"])
+    rows = []
+    for row in query.retrieval_rows(results):
+        b = [row["bpb"].get(m) for m in bms]
+        ratio = b[-1] / b[0] if b[0] and b[-1] is not None else None
+        rows.append([row["label"], row["pattern"]] + [percent(row["accuracy"].get(m)) for m in ms]
+                    + [cell(v) for v in b] + [cell(ratio, digits=2)])
+    best = {2 + i: "max" for i in range(len(ms))} | {2 + len(ms) + i: "min" for i in range(len(bms) + 1)}
+    return Table.of(header, rows, best, "highest exact match and lowest bpb (and ratio) per column marked")
+
+
+def answer_bits_table(results: dict) -> Table:
+    """G, continuous: teacher-forced bits per answer byte by multiple (chance: log2 26 = 4.70)."""
+    g = results["retrieval"]
+    header = ["configuration", "pattern"] + [f"{m}x" for m in g["multiples"]]
+    rows = [[row["label"], row["pattern"]] + [cell(row["answer_bits"].get(m), digits=2) for m in g["multiples"]]
+            for row in query.retrieval_rows(results)]
+    return Table.of(header, rows, "min", "lowest answer bits per column marked")
+
+
+def retrieval_findings(results: dict) -> list[str]:
+    """One line per configuration that loses the skill: where it stops retrieving (below 90 %
+    exact match over all depths), with what it keeps at 16x and its bpb there."""
+    far = max(results["retrieval"]["multiples"])
+    lines = []
+    for row in query.retrieval_rows(results):
+        stop = query.stops_at(row)
+        if stop is None:
+            continue
+        acc = row["accuracy"]
+        first, best = min(acc), max(acc, key=lambda m: (acc[m], -m))
+        if stop != first:
+            where = f"retrieves {100 * acc[first]:.0f} % at {first}x, stops at {stop}x ({100 * acc[stop]:.0f} %)"
+        elif acc[best] > 0:
+            where = f"never reaches 90 % (best {100 * acc[best]:.0f} % at {best}x)"
+        else:
+            where = "retrieves nothing at any length"
+        bpb = row["bpb"].get(far)
+        lines.append(f"{row['label']} ({row['pattern']}): {where}; {100 * acc[far]:.0f} % at {far}x"
+                     + (f", where its bpb is {bpb:.3f}" if bpb is not None else "") + ".")
+    return lines
+
+
+def context_goal_text(results: dict) -> Text | None:
+    """The goal of table G, stated and measured: met by which configuration, or how far the
+    nearest one is."""
+    g = query.context_goal(results)
+    if g is None:
+        return None
+    far = g["multiple"]
+    aim = (f"bpb at {far}x within {100 * query.FLAT:.0f} % of its own bpb at 1x and at least "
+           f"{100 * query.RETRIEVES:.0f} % exact match at {far}x at every depth")
+
+    def describe(r):
+        ratio = "n/a" if r["ratio"] is None else f"{r['ratio']:.3f}"
+        return (f"{r['label']} ({r['pattern']}): bpb {far}x / 1x {ratio}, exact match at {far}x "
+                f"{100 * r['accuracy'].get(far, 0):.0f} % over all depths, {100 * r['worst']:.0f} % at its worst depth")
+
+    if g["met"]:
+        verdict = f"**met** by {', '.join(g['met'])}. Best: {describe(g['nearest'])}."
+    else:
+        near = g["nearest"]
+        gaps = []
+        if not near["flat"]:
+            gaps.append("bpb " + ("not measured" if near["ratio"] is None
+                                  else f"{100 * (near['ratio'] - 1):.1f} % above its 1x"))
+        gaps.append(f"{100 * (query.RETRIEVES - near['worst']):.0f} points short of "
+                    f"{100 * query.RETRIEVES:.0f} % at its worst depth")
+        verdict = f"**not met**. Nearest: {describe(near)} ({'; '.join(gaps)})."
+        best = g["best_retrieval"]
+        if best is not near:
+            verdict += f" Best retrieval at {far}x whatever its bpb: {describe(best)}."
+    reach = g["longest_reach"]
+    if reach is not None and reach["reach"] < far:
+        verdict += (f" The longest length at which any configuration still retrieves at least "
+                    f"{100 * query.RETRIEVES:.0f} % at every depth: {reach['reach']}x "
+                    f"({reach['label']}, {reach['pattern']}).")
+    return Text(f"The goal ({aim}; nothing tuned on the evaluation needles): {verdict}")
+
+
+def retrieval_sections(results: dict) -> list[Block]:
+    """Section G (use of context), when the study ran it."""
+    g = results.get("retrieval")
+    if not g:
+        return []
+    t = g["train_len"]
+    out = [
+        Heading("G. Use of context: retrieval at distance"),
+        Text(f"Perplexity rewards a model that survives a long input; it cannot tell it from one that uses it. "
+             f"One run per scheme ({g['preset']} preset, trained at {t} bytes for {g['steps']} steps, batch "
+             f"{g['batch']}, lr {g['lr']:g}, `--mix {g['mix']}`, {g['seeds']} seed), scored on held-out copy "
+             f"needles ({g['size']} random letters after a marker, validation filler, the marker again; "
+             f"{g['samples']} documents at each depth {', '.join(f'{d:g}' for d in g['depths'])} %): exact match "
+             "of greedy decoding at each multiple of the training length, beside the configuration's bpb. On "
+             f"the rope run, table E's methods (scalings at x{max(g['multiples'])}, ReRoPE, log-n, sinks; the "
+             f"fine-tunes run {g['finetune_steps']} steps at 4x with the same mix)."),
+        retrieval_table(results),
+        Figure("retrieval_scatter.png", "bpb against retrieval at 16x"),
+        Figure("retrieval_heatmap.png", "exact match by configuration and length"),
+        Text("Answer bits per byte (teacher-forced; a copying model scores near 0, a uniform guess over the "
+             "letters 4.70):"),
+        answer_bits_table(results),
+    ]
+    findings = retrieval_findings(results)
+    if findings:
+        out += [Text("Where each configuration that loses the skill stops retrieving (below 90 % over all "
+                     "depths):"), Bullets(findings)]
+    goal = context_goal_text(results)
+    return out + ([goal] if goal is not None else [])
+
+
 def paper_tables() -> list[Block]:
     out: list[Block] = []
     for title, table, rule in (("Table 2 (perplexity, causal)", PAPER_TABLE2, "min"),
@@ -333,6 +455,7 @@ def document(results: dict) -> list[Block]:
         principles_table(results),
         Figure("loss_by_position.png", "loss by position"),
         *extension_sections(results),
+        *retrieval_sections(results),
         Heading("The paper's numbers, for orientation"),
         Text("A different model (24 layers, hidden 1024), data (a Pile subset, BPE tokens) and scale: compare "
              "shapes and orderings, not values."),

@@ -151,3 +151,81 @@ def goal(results: dict) -> dict | None:
     if one is None or best is None:
         return None
     return {"length": far, "best": best, "one_x": one, "margin": (one["value"] - best["value"]) / one["value"]}
+
+
+# -- use of context (table G) -----------------------------------------------------------------
+#: the goal: bpb at 16x within this fraction of the configuration's own bpb at 1x ...
+FLAT = 0.03
+#: ... and at least this exact match at 16x at every needle depth
+RETRIEVES = 0.9
+
+
+def retrieval_rows(results: dict) -> list[dict]:
+    """Table G's configurations (empty when the study ran none), one per (label, pattern):
+    ``kind`` (scheme, method, fine-tune), ``scheme``, ``run``, and by multiple of the training
+    length: ``accuracy`` (exact match over every depth), ``low``/``high`` (its 95 % interval),
+    ``answer_bits``, ``bpb`` (None where not measured) and ``worst_depth`` (the lowest exact
+    match of any one depth)."""
+    g = results.get("retrieval") or {}
+    out = []
+    for entry in g.get("configs", []):
+        by = {r["multiple"]: r for r in entry["rows"]}
+        depth: dict[int, list[float]] = {}
+        for c in entry["cells"]:
+            depth.setdefault(c["length"] // g["train_len"], []).append(c["accuracy"])
+        out.append({"label": entry["label"], "pattern": entry["pattern"], "kind": entry["kind"],
+                    "scheme": entry["scheme"], "run": entry["run"],
+                    **{key: {m: r[key] for m, r in by.items()} for key in ("accuracy", "low", "high", "answer_bits",
+                                                                             "bpb")},
+                    "worst_depth": {m: min(v) for m, v in depth.items()}})
+    return out
+
+
+def stops_at(row: dict, level: float = RETRIEVES) -> int | None:
+    """The first multiple of the training length at which ``row`` (of :func:`retrieval_rows`)
+    retrieves below ``level`` over all depths (1 when it never retrieves); None when it keeps
+    ``level`` at every multiple measured."""
+    return next((m for m in sorted(row["accuracy"]) if row["accuracy"][m] < level), None)
+
+
+def context_goal(results: dict) -> dict | None:
+    """The stated goal of table G: a configuration whose bpb at the longest multiple (16x) is
+    within :data:`FLAT` of its own bpb at 1x *and* whose exact match there is at least
+    :data:`RETRIEVES` at every depth. Returns ``multiple``, ``scored`` (every configuration with
+    ``ratio`` = bpb far / bpb 1x, ``flat``, ``worst`` = its lowest per-depth exact match far,
+    ``met``), ``met`` (the labels that meet it), ``nearest`` (a configuration that meets it, else
+    the flat configuration that retrieves best at every depth, else the flattest) and
+    ``best_retrieval`` (the highest worst-depth exact match far, whatever its bpb) and
+    ``longest_reach`` (the configuration whose ``reach``, the longest multiple up to which every
+    depth keeps :data:`RETRIEVES`, is longest; None when none retrieves at 1x); None when the
+    study ran no table G."""
+    rows = retrieval_rows(results)
+    if not rows:
+        return None
+    far = max(results["retrieval"]["multiples"])
+    scored = []
+    for row in rows:
+        one, long = row["bpb"].get(1), row["bpb"].get(far)
+        ratio = long / one if one and long is not None else None
+        flat = ratio is not None and ratio <= 1 + FLAT
+        worst = row["worst_depth"].get(far, 0.0)
+        scored.append({**row, "ratio": ratio, "flat": flat, "worst": worst, "met": flat and worst >= RETRIEVES})
+
+    def rank(r):  # better retrieval first, then flatter
+        return (r["worst"], r["accuracy"].get(far, 0.0), -(r["ratio"] if r["ratio"] is not None else float("inf")))
+
+    met = [r for r in scored if r["met"]]
+    flat = [r for r in scored if r["flat"]]
+    if met or flat:
+        nearest = max(met or flat, key=rank)
+    else:
+        nearest = min((r for r in scored if r["ratio"] is not None), key=lambda r: r["ratio"], default=scored[0])
+    for r in scored:  # the longest multiple up to which every depth keeps RETRIEVES
+        held = [m for m in sorted(r["worst_depth"])]
+        r["reach"] = next((held[i - 1] for i, m in enumerate(held) if r["worst_depth"][m] < RETRIEVES),
+                          held[-1] if held else None) if held and r["worst_depth"][held[0]] >= RETRIEVES else None
+    reaching = [r for r in scored if r["reach"] is not None]
+    return {"multiple": far, "scored": scored, "met": [f"{r['label']} ({r['pattern']})" for r in met],
+            "nearest": nearest, "best_retrieval": max(scored, key=rank),
+            "longest_reach": max(reaching, key=lambda r: (r["reach"], r["accuracy"].get(r["reach"], 0)),
+                                 default=None)}

@@ -13,10 +13,10 @@ Two measures per document, both under an attention pattern:
 A cell (task, pattern, length, depth) holds ``samples`` documents; its accuracy carries a 95 %
 Wilson score interval (:func:`wilson`). Every pattern scores the same documents (paired).
 
-Models come through a small interface, :class:`Subject` (logits of a token sequence under a
-pattern, text <-> tokens, greedy decoding), with two adapters: :class:`ByteSubject` (a lexkit
-run) and :class:`HFSubject` (``hf:PATH``); :func:`open_target` is the one place that turns a
-command-line target into a subject.
+Models come through the model seam (:mod:`lexkit.subject`): ``lexkit.load(TARGET)`` for a run
+or ``hf:PATH``, :meth:`lexkit.subject.RunSubject.of` for a byte model in memory. Scoring uses the
+subject's model (logits under a pattern), ``encode`` (text -> tokens and the bytes each covers)
+and ``continue_text`` (greedy decoding, through the KV cache where the pattern allows it).
 
 Invariant (what a pattern can see): a needle whose value ends more than ``n_layers x (reach-1)``
 tokens before the answer's first predicting position cannot change the answer's logits under
@@ -29,8 +29,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from contextlib import nullcontext
-from typing import Protocol
 
 import torch
 from torch import Tensor
@@ -38,115 +36,17 @@ from torch import Tensor
 from . import tasks
 from .attention import Pattern
 from .device import eval_mode
+from .subject import Subject
 
 #: the needle-in-a-haystack depth grid: 0, 10, ..., 100 percent
 DEFAULT_DEPTHS = tuple(float(d) for d in range(0, 101, 10))
 Z95 = 1.959963984540054
 
 
-class Subject(Protocol):
-    """What retrieval scoring needs from a model."""
-
-    name: str
-    style: str  # "bytes" (lexkit's byte models) or "standard" (tokenizer models)
-    train_len: int | None
-    n_layers: int
-
-    def pattern(self, spec: str | Pattern) -> Pattern: ...
-
-    def encode(self, text: bytes) -> tuple[Tensor, Tensor]:
-        """(ids [T] with the start token first, bytes of text each of tokens 1.. covers [T-1])."""
-
-    def logits(self, ids: Tensor, pattern: Pattern) -> Tensor:
-        """ids [b, n] -> logits [b, n, vocab]."""
-
-    def greedy(self, prompt: bytes, n_bytes: int, pattern: Pattern, cache: bool | None) -> bytes:
-        """Greedy continuation of ``prompt`` covering at least ``n_bytes`` bytes."""
-
-
-class ByteSubject:
-    """A lexkit byte model (:class:`lexkit.model.GPT`): tokens are BOS then bytes."""
-
-    style = "bytes"
-
-    def __init__(self, model, name: str = "model", kernel: str = "auto") -> None:
-        self.model, self.name, self.kernel = model, name, kernel
-        self.train_len = model.cfg.train_len
-        self.n_layers = model.cfg.n_layers
-
-    def pattern(self, spec: str | Pattern) -> Pattern:
-        return self.model.pattern(spec)
-
-    def encode(self, text: bytes) -> tuple[Tensor, Tensor]:
-        from .data import encode
-
-        ids = encode(text)
-        return ids, torch.ones(ids.numel() - 1, dtype=torch.int64)
-
-    def logits(self, ids: Tensor, pattern: Pattern) -> Tensor:
-        return self.model(ids, pattern=pattern, kernel=self.kernel)
-
-    def greedy(self, prompt: bytes, n_bytes: int, pattern: Pattern, cache: bool | None) -> bytes:
-        from .sample import generate
-
-        return generate(self.model, prompt, n_bytes, pattern=pattern, temperature=0.0, kernel=self.kernel,
-                        cache=cache)
-
-
-class HFSubject:
-    """A Hugging Face causal LM (:class:`lexkit.hf.HFModel`): its tokenizer's tokens, decoded
-    greedily without a cache (one forward pass of the whole context per token)."""
-
-    style = "standard"
-
-    def __init__(self, model, kernel: str = "auto") -> None:
-        self.model, self.name, self.kernel = model, model.source, kernel
-        self.train_len = model.cfg.train_len
-        self.n_layers = model.cfg.n_layers
-
-    def pattern(self, spec: str | Pattern) -> Pattern:
-        return self.model.pattern(spec)
-
-    def encode(self, text: bytes) -> tuple[Tensor, Tensor]:
-        return self.model.encode(text)
-
-    def logits(self, ids: Tensor, pattern: Pattern) -> Tensor:
-        return self.model(ids, pattern=pattern, kernel=self.kernel)
-
-    def greedy(self, prompt: bytes, n_bytes: int, pattern: Pattern, cache: bool | None) -> bytes:
-        if cache:
-            raise ValueError("a hf: model decodes without lexkit's KV cache")
-        ids, _ = self.encode(prompt)
-        ids = ids.to(next(self.model.parameters()).device)[None]
-        start = ids.shape[1]
-        out = b""
-        for _ in range(n_bytes):  # every token covers at least one byte
-            nxt = self.logits(ids, pattern)[0, -1].argmax()
-            ids = torch.cat((ids, nxt.view(1, 1)), dim=1)
-            out = self.model.tokenizer.decode(ids[0, start:].tolist()).encode("utf-8")
-            if len(out) >= n_bytes:
-                break
-        return out
-
-
-def open_target(target: str, *, device: str = "cpu", scheme: str | None = None, logn: bool | None = None,
-                rope_scaling: str | None = None, kernel: str = "auto") -> tuple[Subject, dict]:
-    """A run directory or ``hf:PATH`` as a :class:`Subject`, and what it is (``scheme``,
-    ``train_len``, the run's ``data`` spec)."""
-    if target.startswith("hf:"):
-        from . import hf
-
-        model = hf.load(target, rope_scaling=rope_scaling, device=device)
-        return HFSubject(model, kernel), {"scheme": model.cfg.scheme, "train_len": model.cfg.train_len, "data": None}
-    from .runs import load
-
-    model, config = load(target, device=device, scheme=scheme, logn=logn)
-    info = {"scheme": config["model"]["scheme"], "train_len": int(config["model"]["train_len"]),
-            "logn": bool(config["model"].get("logn", False)),
-            "data": (config.get("data") or {}).get("spec", "stdlib")}
-    if "scheme" in config.get("overrides", {}):
-        info["trained_scheme"] = config["trained"]["scheme"]
-    return ByteSubject(model, str(target), kernel), info
+def style(subject: Subject) -> str:
+    """The document style a subject reads: ``"bytes"`` (lexkit's byte models) or ``"standard"``
+    (tokenizer models: the standard passkey prompt)."""
+    return "bytes" if getattr(subject.model, "unit", "bytes") == "bytes" else "standard"
 
 
 # -- measures -------------------------------------------------------------------------------------
@@ -170,39 +70,40 @@ def answer_tokens(nbytes: Tensor, start: int) -> Tensor:
 
 
 @torch.no_grad()
-def answer_bits(subject: Subject, docs: Sequence[tasks.Document], pattern: Pattern) -> list[float]:
-    """Teacher-forced bits per answer byte of each document (documents of one token count run
-    in one batch)."""
+def answer_scores(subject: Subject, docs: Sequence[tasks.Document], pattern: Pattern,
+                  kernel: str = "auto") -> list[tuple[float, bool]]:
+    """Per document, teacher-forced: (bits per answer byte, whether the argmax over text tokens
+    is right at every answer token). Documents of one token count run in one batch."""
     encoded = [subject.encode(d.text) for d in docs]
-    out: list[float] = [0.0] * len(docs)
+    out: list[tuple[float, bool]] = [(0.0, False)] * len(docs)
     groups: dict[int, list[int]] = {}
     for i, (ids, _) in enumerate(encoded):
         groups.setdefault(ids.numel(), []).append(i)
+    device = next(subject.model.parameters()).device
+    top = getattr(subject, "text_tokens", None)
     for idx in groups.values():
         ids = torch.stack([encoded[i][0] for i in idx])  # [b, T]
-        device = _device(subject)
-        logp = torch.log_softmax(subject.logits(ids[:, :-1].to(device), pattern).double(), dim=-1)  # [b, T-1, V]
-        nll = -logp.gather(-1, ids[:, 1:, None].to(device))[..., 0].cpu()  # [b, T-1]
+        logits = subject.model(ids[:, :-1].to(device), pattern=pattern, kernel=kernel).double()  # [b, T-1, V]
+        nll = -torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:, None].to(device))[..., 0].cpu()  # [b, T-1]
+        right = (logits[..., :top].argmax(-1).cpu() == ids[:, 1:])  # [b, T-1]
         for row, i in enumerate(idx):
             doc = docs[i]
             take = answer_tokens(encoded[i][1], doc.answer[0])
-            out[i] = float(nll[row][take].sum()) / math.log(2) / (doc.answer[1] - doc.answer[0])
+            bits = float(nll[row][take].sum()) / math.log(2) / (doc.answer[1] - doc.answer[0])
+            out[i] = (bits, bool(right[row][take].all()))
     return out
 
 
-def _device(subject: Subject) -> torch.device:
-    model = getattr(subject, "model", None)
-    try:
-        return next(model.parameters()).device
-    except (AttributeError, StopIteration):
-        return torch.device("cpu")
+def answer_bits(subject: Subject, docs: Sequence[tasks.Document], pattern: Pattern,
+                kernel: str = "auto") -> list[float]:
+    """Teacher-forced bits per answer byte of each document (:func:`answer_scores`)."""
+    return [bits for bits, _ in answer_scores(subject, docs, pattern, kernel)]
 
 
-def exact_match(subject: Subject, doc: tasks.Document, pattern: Pattern,
-                cache: bool | None = None) -> tuple[bool, bytes]:
+def exact_match(subject: Subject, doc: tasks.Document, pattern: Pattern, cache: bool | None = None,
+                kernel: str = "auto") -> tuple[bool, bytes]:
     """Whether greedy decoding reproduces the answer, and the bytes it produced."""
-    with torch.inference_mode():
-        out = subject.greedy(doc.prompt, len(doc.expected), pattern, cache)
+    out = subject.continue_text(doc.prompt, len(doc.expected), pattern=pattern, cache=cache, kernel=kernel)
     return out[: len(doc.expected)] == doc.expected, out
 
 
@@ -224,6 +125,7 @@ class Cell:
     distance: float  # mean bytes from the needle to the answer
     tokens: float  # mean tokens per document
     cached: bool  # greedy decoding ran through the KV cache
+    decoded: bool = True  # exact match by greedy decoding (False: by the teacher-forced argmax)
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -257,31 +159,44 @@ def score(
     seed: int = 0,
     size: int | None = None,
     cache: bool | None = None,
+    kernel: str = "auto",
+    decode: bool = True,
     progress: bool = False,
 ) -> list[Cell]:
-    """The grid length x depth x pattern for ``task`` (evaluation split of the needles)."""
+    """The grid length x depth x pattern for ``task`` (evaluation split of the needles).
+
+    ``decode=False`` (byte models only) takes exact match from the teacher-forced pass that gives
+    the answer bits: with one token per byte, greedy decoding reproduces the answer exactly when
+    the argmax is right at every answer token given the right bytes before it (the first wrong
+    argmax is where greedy decoding leaves the answer), so no decoding loop is needed."""
     from .progress import bar
     from .sample import use_cache
 
-    check_grid(task, lengths, depths, samples, subject.style, size)
-    pats = [subject.pattern(p) for p in patterns]
+    kind = style(subject)
+    if not decode and kind != "bytes":
+        raise ValueError("exact match without decoding needs a byte model (one token per byte)")
+    check_grid(task, lengths, depths, samples, kind, size)
+    pats = [subject.model.pattern(p) for p in patterns]
     rows: list[Cell] = []
-    model = getattr(subject, "model", None)
-    with eval_mode(model) if model is not None else nullcontext(), \
+    with eval_mode(subject.model), \
             bar(len(lengths) * len(depths) * len(pats), f"retrieval {task}", enabled=progress, unit="cell") as b:
         for length in lengths:
             for depth in depths:
-                docs = tasks.documents(task, length, depth, samples, haystack=haystack, seed=seed,
-                                       style=subject.style, size=size)
+                docs = tasks.documents(task, length, depth, samples, haystack=haystack, seed=seed, style=kind,
+                                       size=size)
                 tokens = sum(subject.encode(d.text)[0].numel() for d in docs) / len(docs)
                 for pat in pats:
-                    bits = answer_bits(subject, docs, pat)
-                    cached = subject.style == "bytes" and use_cache(subject.model, subject.kernel, cache, pat)
-                    hits = sum(exact_match(subject, d, pat, cached)[0] for d in docs)
+                    scored = answer_scores(subject, docs, pat, kernel)
+                    bits = [x for x, _ in scored]
+                    cached = decode and use_cache(subject.model, kernel, cache, pat)
+                    if decode:
+                        hits = sum(exact_match(subject, d, pat, cached, kernel)[0] for d in docs)
+                    else:
+                        hits = sum(right for _, right in scored)
                     low, high = wilson(hits, len(docs))
                     rows.append(Cell(task, pat.spec, length, float(depth), len(docs), hits, hits / len(docs), low,
                                      high, sum(bits) / len(bits), tasks.chance_bits(docs[0]),
-                                     sum(d.distance for d in docs) / len(docs), tokens, cached))
+                                     sum(d.distance for d in docs) / len(docs), tokens, cached, decode))
                     b.advance(1, acc=hits / len(docs))
     return rows
 
@@ -321,8 +236,9 @@ class ContextRow:
         return dataclasses.asdict(self)
 
 
-def use_of_context(
-    targets: dict[str, str],
+def context_rows(
+    subject: Subject,
+    label: str,
     *,
     task: str = "copy",
     multiples: Sequence[int] = (1, 2, 4, 8, 16),
@@ -330,31 +246,47 @@ def use_of_context(
     depths: Sequence[float] = DEFAULT_DEPTHS,
     samples: int = 10,
     seed: int = 0,
-    bpb: bool = True,
+    size: int | None = None,
+    documents: Sequence[bytes] | None = None,
+    bpb_multiples: Sequence[int] | None = None,
     max_docs: int | None = 4,
+    train_len: int | None = None,
+    decode: bool = True,
     progress: bool = False,
-) -> list[ContextRow]:
-    """For each labelled run (``{"rope+mix": "runs/rope-mix", ...}``; a run may be scored under
-    another scheme with ``"runs/rope-mix@rope:scaling=yarn,factor=16"``): exact match and answer
-    bits at every multiple of its training length under every pattern, and beside each its bpb at
-    that length (``lexkit.evaluate``, the run's validation documents, ``max_docs`` of them)."""
-    from .evaluate import eval_documents, evaluate
+) -> tuple[list[ContextRow], list[Cell]]:
+    """One configuration (a byte model's subject, shown as ``label``): exact match and answer
+    bits at every multiple of its training length under every pattern, and beside each its bpb
+    at that length (:func:`lexkit.evaluate.evaluate` on ``documents``, default the subject's
+    own validation documents; ``max_docs`` of them) where the multiple is in ``bpb_multiples``
+    (default: every multiple). Lengths are multiples of ``train_len`` (default: the subject's
+    training length; a fine-tune's parent's, to line it up with its parent). Also the cells
+    (depth by depth)."""
+    from .evaluate import evaluate
+
+    t = train_len or subject.train_len
+    lengths = [t * m for m in multiples]
+    docs = list(documents) if documents is not None else subject.documents()[0]
+    cells = score(subject, task, lengths, depths=depths, samples=samples, patterns=patterns,
+                  haystack=tasks.Haystack.from_documents(docs), seed=seed, size=size, decode=decode,
+                  progress=progress)
+    wanted = [t * m for m in (multiples if bpb_multiples is None else bpb_multiples)]
+    bits = {}
+    if wanted:
+        report = evaluate(subject.model, docs, wanted, list(patterns), max_docs=max_docs, train_len=t)
+        bits = {(r["pattern"], r["length"]): r["bpb"] for r in report["results"]}
+    rows = [ContextRow(label, line["pattern"], line["length"] // t, line["length"], line["accuracy"], line["low"],
+                       line["high"], line["answer_bits"], bits.get((line["pattern"], line["length"])))
+            for line in summary(cells)]
+    return rows, cells
+
+
+def use_of_context(targets: dict[str, str], **options) -> list[ContextRow]:
+    """:func:`context_rows` for each labelled run (``{"rope+mix": "runs/rope-mix", ...}``; a run
+    may be scored under another scheme with ``"runs/rope-mix@rope:scaling=yarn,factor=16"``)."""
+    from .subject import load
 
     rows: list[ContextRow] = []
     for label, target in targets.items():
         path, _, scheme = target.partition("@")
-        subject, info = open_target(path, scheme=scheme or None)
-        lengths = [info["train_len"] * m for m in multiples]
-        docs, _ = eval_documents(info["data"] or "stdlib", own=True)
-        cells = score(subject, task, lengths, depths=depths, samples=samples, patterns=patterns,
-                      haystack=tasks.Haystack.from_documents(docs), seed=seed, progress=progress)
-        bits = {}
-        if bpb:
-            report = evaluate(subject.model, docs, lengths, list(patterns), max_docs=max_docs,
-                              train_len=info["train_len"])
-            bits = {(r["pattern"], r["length"]): r["bpb"] for r in report["results"]}
-        for line in summary(cells):
-            rows.append(ContextRow(label, line["pattern"], line["length"] // info["train_len"], line["length"],
-                                   line["accuracy"], line["low"], line["high"], line["answer_bits"],
-                                   bits.get((line["pattern"], line["length"]))))
+        rows += context_rows(load(path, scheme=scheme or None), label, **options)[0]
     return rows

@@ -17,6 +17,7 @@
     subject.describe()             # the report's header: run, scheme, train_len, ...
     subject.refuse(**options)      # ValueError naming the first option given that it cannot honour
     subject.generate(tokens, n)    # greedy continuation [n] (through a KV cache where the model allows it)
+    subject.continue_text(prompt, n_bytes)  # the same from text to text (bytes), never a byte model's BOS
 
 What a subject refuses is a table (:attr:`Subject.refuses`: option -> reason), so an error names
 the option and says why, and a command never keeps its own list.
@@ -27,13 +28,15 @@ from __future__ import annotations
 import glob
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar, Protocol
 
 import torch
 from torch import Tensor, nn
 
-from .attention.cache import SEGMENT, refusal_of
+from .attention import Pattern
+from .attention.cache import SEGMENT
 from .data import encode
 from .device import eval_mode
 from .errors import DataError
@@ -61,7 +64,10 @@ class Subject(Protocol):
     def default_lengths(self) -> list[int]: ...
     def describe(self) -> dict: ...
     def refuse(self, **options) -> None: ...
-    def generate(self, tokens: Tensor, n: int, *, pattern: str = "causal") -> Tensor: ...
+    def generate(self, tokens: Tensor, n: int, *, pattern: str | Pattern = "causal", cache: bool | None = None,
+                 kernel: str = "auto") -> Tensor: ...
+    def continue_text(self, prompt: bytes, n_bytes: int, *, pattern: str | Pattern = "causal",
+                      cache: bool | None = None, kernel: str = "auto") -> bytes: ...
 
 
 class _Base:
@@ -77,27 +83,57 @@ class _Base:
             if value is not None and value is not False and name in cls.refuses:
                 raise ValueError(f"--{name.replace('_', '-')} {cls.refuses[name]}")
 
-    def generate(self, tokens: Tensor, n: int, *, pattern: str = "causal") -> Tensor:
-        """The ``n`` greedy next tokens after ``tokens`` [T] -> [n] int64: through the model's KV
-        cache when it can run ``pattern`` through one, else one plain forward per token."""
+    #: tokens below this id are text (a byte model's BOS, 256, is not); None: every token is
+    text_tokens: ClassVar[int | None] = None
+
+    def greedy(self, tokens: Tensor, *, pattern: str | Pattern = "causal", cache: bool | None = None,
+               kernel: str = "auto", text: bool = False) -> Iterator[int]:
+        """Greedy next tokens after ``tokens`` [T], one at a time, without end: through the
+        model's KV cache when ``cache`` is None and the model can run ``pattern`` through one
+        (:func:`lexkit.sample.use_cache`; True insists, False never), else one plain forward
+        per token. ``text``: only text tokens are chosen (never a byte model's BOS)."""
+        from .sample import use_cache
+
         model = self.model
         device = next(model.parameters()).device
         context = tokens.to(device)
-        out = []
+        top = self.text_tokens if text else None
         with eval_mode(model), torch.inference_mode():
-            if refusal_of(model, pattern) is None:
-                cache = model.new_cache(pattern)
+            if use_cache(model, kernel, cache, pattern):
+                kv = model.new_cache(pattern)
                 for start in range(0, context.numel(), SEGMENT):
-                    logits = model(context[None, start : start + SEGMENT], pattern=pattern, cache=cache)[0, -1]
-                for i in range(n):
-                    out.append(int(logits.argmax()))
-                    if i + 1 < n:
-                        logits = model(torch.tensor([[out[-1]]], device=device), pattern=pattern, cache=cache)[0, -1]
-            else:
-                for _ in range(n):
-                    out.append(int(model(context[None], pattern=pattern)[0, -1].argmax()))
-                    context = torch.cat((context, torch.tensor(out[-1:], device=device)))
-        return torch.tensor(out, dtype=torch.int64)
+                    logits = model(context[None, start : start + SEGMENT], pattern=pattern, cache=kv)[0, -1]
+                while True:
+                    token = int(logits[:top].argmax())
+                    yield token
+                    logits = model(torch.tensor([[token]], device=device), pattern=pattern, cache=kv)[0, -1]
+            while True:
+                token = int(model(context[None], pattern=pattern, kernel=kernel)[0, -1, :top].argmax())
+                yield token
+                context = torch.cat((context, torch.tensor([token], device=device)))
+
+    def generate(self, tokens: Tensor, n: int, *, pattern: str | Pattern = "causal", cache: bool | None = None,
+                 kernel: str = "auto") -> Tensor:
+        """The ``n`` greedy next tokens after ``tokens`` [T] -> [n] int64 (:meth:`greedy`)."""
+        steps = self.greedy(tokens, pattern=pattern, cache=cache, kernel=kernel)
+        out = torch.tensor([next(steps) for _ in range(n)], dtype=torch.int64)
+        steps.close()
+        return out
+
+    def continue_text(self, prompt: bytes, n_bytes: int, *, pattern: str | Pattern = "causal",
+                      cache: bool | None = None, kernel: str = "auto") -> bytes:
+        """The greedy continuation of the text ``prompt``, as bytes: tokens are decoded until
+        their text holds ``n_bytes`` bytes, at most ``n_bytes`` tokens (a token covers at least
+        one byte of text); never a byte model's BOS."""
+        tokens, _ = self.encode(prompt)
+        out: list[int] = []
+        text = b""
+        steps = self.greedy(tokens, pattern=pattern, cache=cache, kernel=kernel, text=True)
+        while len(text) < n_bytes and len(out) < n_bytes:
+            out.append(next(steps))
+            text = self.decode(torch.tensor(out, dtype=torch.int64))
+        steps.close()
+        return text
 
 
 #: options of the analytic resolution without a model (a loaded model fixes them)
@@ -113,12 +149,23 @@ class RunSubject(_Base):
         "dtype": "is for hf: models",
     }
 
+    text_tokens = 256  # BOS is not text
+
     def __init__(self, run_dir: str | Path, *, device: str = "cpu", scheme: str | None = None,
                  logn: bool | None = None) -> None:
         from .runs import load as load_run
 
         self.source = str(run_dir)
         self.model, self.config = load_run(run_dir, device=device, scheme=scheme, logn=logn)
+
+    @classmethod
+    def of(cls, model: nn.Module, source: str = "model") -> RunSubject:
+        """A byte model in memory (a :class:`lexkit.GPT` or any module with its ``cfg``,
+        ``pattern`` and ``forward``) as a subject, without a run directory."""
+        subject = cls.__new__(cls)
+        subject.source, subject.model = source, model
+        subject.config = {"model": {"train_len": model.cfg.train_len, "scheme": getattr(model.cfg, "scheme", None)}}
+        return subject
 
     @property
     def train_len(self) -> int:

@@ -72,6 +72,8 @@ def run(args) -> int:
     from .. import retrieval, tasks
     from ..device import resolve_device
     from ..specs import parse_lengths
+    from ..subject import kind
+    from ..subject import load as load_subject
 
     hf = args.target.startswith("hf:")
     style = "standard" if hf else "bytes"
@@ -85,14 +87,9 @@ def run(args) -> int:
     retrieval.check_grid(args.task, lengths or [], depths, args.samples, style, args.size)
     for spec in args.patterns or ["causal"]:
         attention.create(spec, default_window=2)
-    if hf:
-        for flag, value in (("--scheme", args.scheme), ("--logn", args.logn)):
-            if value is not None:
-                raise ValueError(f"{flag} is for lexkit runs (a hf: model's RoPE scaling is --rope-scaling)")
-        if args.cache:
-            raise ValueError("--cache is for lexkit runs: a hf: model decodes without lexkit's KV cache")
-    elif args.rope_scaling is not None:
-        raise ValueError("--rope-scaling is for hf:PATH models (a run takes --scheme)")
+    kind(args.target).refuse(scheme=args.scheme, logn=args.logn, rope_scaling=args.rope_scaling)
+    if hf and args.cache:
+        raise ValueError("--cache is for lexkit runs: a hf: model decodes without lexkit's KV cache")
     if args.scheme is not None:
         from ..positions import canonical
 
@@ -109,9 +106,10 @@ def run(args) -> int:
 
         torch.set_num_threads(args.threads)
 
-    subject, info = retrieval.open_target(args.target, device=str(resolve_device(args.device)), scheme=args.scheme,
-                                          logn=args.logn, rope_scaling=args.rope_scaling, kernel=args.kernel)
-    train_len = info["train_len"]
+    subject = load_subject(args.target, device=str(resolve_device(args.device)), scheme=args.scheme,
+                           logn=args.logn, rope_scaling=args.rope_scaling)
+    info = subject.describe()
+    train_len = subject.train_len
     if lengths is None:
         if not train_len:
             raise ValueError(f"{args.target} records no training length: give --lengths")
@@ -120,17 +118,14 @@ def run(args) -> int:
         if not lengths:
             raise ValueError(f"the {args.task} needle and question need {need} bytes, more than "
                              f"{DEFAULT_MULTIPLES[-1]}x the training length {train_len}: give --lengths")
-    haystack = None
-    data = args.data or info.get("data") or "stdlib"
+    haystack = data = None
     if args.task == "copy" or style == "bytes":
-        from ..evaluate import eval_documents
-
-        docs, _ = eval_documents(data, own=args.data is None and not hf)
-        haystack = tasks.Haystack.from_documents(docs)
+        docs, described = subject.documents(args.data)
+        haystack, data = tasks.Haystack.from_documents(docs), described["spec"]
     rows = retrieval.score(subject, args.task, lengths, depths=depths, samples=args.samples,
                            patterns=args.patterns or ["causal"], haystack=haystack, seed=args.seed, size=args.size,
-                           cache=args.cache, progress=args.progress and sys.stderr.isatty())
-    report = build_report(args, info, subject, rows, lengths, depths, style, data if haystack else None)
+                           cache=args.cache, kernel=args.kernel, progress=args.progress and sys.stderr.isatty())
+    report = build_report(args, info, rows, lengths, depths, style, data)
     write_outputs(report, args)
     print(format_report(report))
     if args.plot:
@@ -138,7 +133,7 @@ def run(args) -> int:
     return 0
 
 
-def build_report(args, info: dict, subject, rows, lengths, depths, style: str, haystack: str | None) -> dict:
+def build_report(args, info: dict, rows, lengths, depths, style: str, haystack: str | None) -> dict:
     from .. import __version__, retrieval
 
     return {

@@ -42,6 +42,15 @@ def add_parser(sub):
                    "table (default: 60)")
     p.add_argument("--no-extension", dest="extension", action="store_false",
                    help="skip the context-extension table (RoPE scalings, ReRoPE, log-n, sinks, fine-tunes)")
+    p.add_argument("--retrieval-steps", type=int, default=2000,
+                   help="training steps of each run with the retrieval mix in table G, use of context "
+                   "(default: 2000, where the measured recipe retrieves; docs/retrieval.md)")
+    p.add_argument("--retrieval-preset", default="quick", choices=list(presets.PRESETS),
+                   help="size preset of table G's runs (default: quick, the measured recipe's)")
+    p.add_argument("--retrieval-samples", type=int, default=10,
+                   help="copy needles per length and depth in table G (default: 10)")
+    p.add_argument("--no-retrieval", dest="retrieval", action="store_false",
+                   help="skip table G, use of context (runs trained with a retrieval mix, needles at 1-16x)")
     p.add_argument("--tensorboard", nargs="?", const="", metavar="DIR",
                    help="also write the evaluations (bpb by length per scheme and pattern) and the runs' "
                    "training curves as TensorBoard event files (default DIR: OUT/tensorboard; needs lexkit[tb])")
@@ -54,7 +63,9 @@ def run(args) -> int:
     resolve_device(args.device)  # before any timing or training: a missing CUDA fails at once
     for flag, value, top in (("--seeds", args.seeds, 1000), ("--steps", args.steps, checks.MAX_COUNT),
                              ("--eval-docs", args.eval_docs, checks.MAX_COUNT), ("--threads", args.threads, 4096),
-                             ("--extension-steps", args.extension_steps, checks.MAX_COUNT)):
+                             ("--extension-steps", args.extension_steps, checks.MAX_COUNT),
+                             ("--retrieval-steps", args.retrieval_steps, checks.MAX_COUNT),
+                             ("--retrieval-samples", args.retrieval_samples, checks.MAX_COUNT)):
         checks.number(flag, value, maximum=top)
     if args.lengths:
         checks.lengths("--lengths", parse_lengths(args.lengths), checks.MAX_EVAL_LENGTH)
@@ -69,6 +80,8 @@ def run(args) -> int:
         lengths=parse_lengths(args.lengths) if args.lengths else None,
         seeds=args.seeds, steps=args.steps, data=args.data, eval_docs=args.eval_docs,
         device=args.device, threads=args.threads, extension=args.extension, extension_steps=args.extension_steps,
+        retrieval=args.retrieval, retrieval_steps=args.retrieval_steps, retrieval_preset=args.retrieval_preset,
+        retrieval_samples=args.retrieval_samples,
     )
     study = Study(cfg, args.out, progress=not args.quiet)
     if not study.world.is_main and args.dry_run:
@@ -90,6 +103,7 @@ def run(args) -> int:
                 print(f"  E {task['kind']:9s} {task['label']:40s} seed {task['seed']}  ~{task['seconds']:.0f} s")
         else:
             print("table E (context extension): skipped (--no-extension, or rope is not a studied scheme)")
+        print_retrieval_plan(plan["retrieval"], cfg)
         print(f"estimated total: {plan['total_s'] / 60:.1f} min on this machine (measured just now)")
         return 0
     results = study.run()
@@ -99,6 +113,13 @@ def run(args) -> int:
                                   ("beyond the training length, by pattern (B)", pattern_table(results))):
         align = "".join("l" if h in ("scheme", "pattern") else "r" for h in header)
         print_table([header] + rows, align, title=f"\n{title}")
+    if results.get("retrieval"):
+        from ..report import context_goal_text, retrieval_table
+
+        header, rows = retrieval_table(results)
+        print_table([header] + rows, "ll" + "r" * (len(header) - 2), title="\nuse of context: exact match of copy "
+                    "needles (%) and bpb, by multiple of the training length (G)")
+        print(context_goal_text(results).text.replace("**", ""))
     if args.tensorboard is not None:
         from ..tensorboard import export_runs, write_study
 
@@ -111,3 +132,21 @@ def run(args) -> int:
     print(f"report: {args.out}/report.md, report.html  (results.json, results.csv, plots); "
           f"{results['work']['ran']} tasks ran, {results['work']['cached']} cached, {results['wall_seconds']:.0f} s")
     return 0
+
+
+def print_retrieval_plan(tasks: list[dict], cfg: StudyConfig) -> None:
+    """Table G's part of ``--dry-run``: its runs (trained or to train) and configurations."""
+    if not tasks:
+        print("table G (use of context): skipped (--no-retrieval, or none of its schemes is studied)")
+        return
+    trains = [task for task in tasks if task["kind"] == "train"]
+    from ..study.retrieval import RECIPE
+
+    runs = f"{len(trains)} run{'s' if len(trains) != 1 else ''}"
+    print(f"table G (use of context): {runs} with --mix {RECIPE['mix']} ({cfg.retrieval_preset} preset, "
+          f"{cfg.retrieval_steps} steps, batch {RECIPE['batch']}), {len(tasks) - len(trains)} configurations "
+          f"scored at 1-16x, ~{sum(task['seconds'] for task in tasks):.0f} s")
+    for task in tasks:
+        state = ("exists" if task["exists"] else "to train") if task["kind"] == "train" else ""
+        print(f"  G {task['kind']:9s} {task['label']:40s} {state:9s} ~{task['seconds']:.0f} s")
+

@@ -1,0 +1,33 @@
+"""The study: train each scheme at a short length, evaluate every (scheme, pattern, length),
+measure attention resolution (analytic and empirical) and the design principles, write a report.
+
+Every unit of work is cached in the study directory under a hash of its full config::
+
+    DIR/runs/<scheme>-s<seed>-<hash>/        a training run (resumed if interrupted)
+    DIR/cache/eval-<hash>.json               perplexity by length and pattern, loss by position
+    DIR/cache/resolution-<hash>.json         empirical resolution and entropy per layer
+    DIR/cache/principles-<hash>.json         order variance, translation invariance
+    DIR/cache/extension-<hash>.json          a context-extension configuration (table E)
+    DIR/runs/mix-<scheme>-s0-<hash>/         a run of table G, trained with the retrieval mix
+    DIR/cache/retrieval-<hash>.json          a table-G configuration's retrieval and bpb
+    DIR/log.jsonl                            one line per task and whether it ran or was cached
+
+so a re-run does nothing that is done, an interrupted study resumes where it stopped, and adding
+a scheme trains only that scheme. The report is rebuilt from the cache every time.
+
+Under ``torchrun`` (N processes, any number of nodes sharing DIR) rank r trains and evaluates cells
+r, r + N, r + 2N, ... on its own device; rank 0 then waits until every other cell's run and cache
+files exist (no collective: a cell may take hours) and writes the report from the cache.
+
+The package, one job per module: :mod:`~lexkit.study.plan` (configuration, cells, lengths,
+cache keys), :mod:`~lexkit.study.cache` (the cache and its log), :mod:`~lexkit.study.execution`
+(running, locally and under torchrun), :mod:`~lexkit.study.extension` (table E),
+:mod:`~lexkit.study.retrieval` (table G, use of context) and :mod:`~lexkit.study.estimate`
+(the dry run's time estimate).
+"""
+
+from .execution import Study
+from .plan import DEFAULT_PATTERNS, DEFAULT_SCHEMES, EVAL_VERSION, SCHEMA_VERSION, Cell, StudyConfig, digest, slug
+
+__all__ = ["DEFAULT_PATTERNS", "DEFAULT_SCHEMES", "EVAL_VERSION", "SCHEMA_VERSION", "Cell", "Study", "StudyConfig",
+           "digest", "slug"]

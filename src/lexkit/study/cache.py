@@ -1,0 +1,60 @@
+"""The study's cache and its log: every unit of work is stored under its key and computed once;
+``DIR/log.jsonl`` records one line per task, whether it ran or was read from the cache, with
+its seconds. Training runs are resumed from their last checkpoint when interrupted."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from .. import distributed, runs
+from ..train import train
+from .plan import Cell
+
+
+class CacheLog:
+    """Computing through the cache, training to the last step, and the log (mixed into
+    :class:`lexkit.study.Study`)."""
+
+    def log(self, task: str, name: str, action: str, seconds: float) -> None:
+        if self.gathering:
+            return
+        entry = {"task": task, "name": name, "action": action, "seconds": round(seconds, 2)}
+        if self.world.parallel:
+            entry["rank"] = self.world.rank
+        self.record.append(entry)
+        with open(self.out / "log.jsonl", "a") as handle:
+            handle.write(json.dumps(entry) + "\n")
+
+    def cached(self, task: str, name: str, path: Path, compute: Callable[[], dict]) -> dict:
+        if path.is_file():
+            self.log(task, name, "cached", 0.0)
+            return json.loads(path.read_text())
+        start = time.perf_counter()
+        result = compute()
+        runs.write_json(path, result)
+        self.log(task, name, "ran", time.perf_counter() - start)
+        return result
+
+    def trained(self, run_dir: Path, model_cfg, train_cfg, *, init: Path | None = None) -> None:
+        """Train ``run_dir`` to its last step: nothing if it is done, resumed if it was
+        interrupted, from scratch (or from ``init``'s weights) otherwise."""
+        state = runs.trainer_state(run_dir) or {}
+        start = time.perf_counter()
+        if state.get("done") and state["step"] >= train_cfg.steps:
+            self.log("train", run_dir.name, "cached", 0.0)
+            return
+        resume = (run_dir / runs.CONFIG).is_file()
+        if run_dir.exists() and not resume:  # a run killed before its first write
+            for child in run_dir.iterdir():
+                child.unlink()
+        train(run_dir, model_cfg, train_cfg, resume=resume, device=self.device, progress=self.progress,
+              corpus=self.corpus, world=distributed.SINGLE, init=None if resume else init)
+        self.log("train", run_dir.name, "ran", time.perf_counter() - start)
+
+    def finished(self, cell: Cell) -> bool:
+        state = runs.trainer_state(self.out / "runs" / cell.name) or {}
+        return bool(state.get("done") and state["step"] >= cell.train_cfg.steps
+                    and all(path.is_file() for path in self.cache_paths(cell).values()))

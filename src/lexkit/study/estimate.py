@@ -1,0 +1,93 @@
+"""The study's time estimate (``lexkit study --dry-run``): its cells and tables timed by a short
+measurement on this machine, nothing trained."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from .. import runs
+from ..device import resolve_device
+from ..train import device_autocast, make_optimizer, train_step
+from . import retrieval as study_retrieval
+
+
+class Estimate:
+    """The dry run (mixed into :class:`lexkit.study.Study`)."""
+
+    def estimate(self) -> dict:
+        """The cells, and a time estimate from a short measurement on this machine: the
+        trainer's own :func:`~lexkit.train.train_step`, 4 steps per scheme (the first is warm-up;
+        the median of the other three counts), and evaluation from one forward pass at the
+        longest length."""
+        from ..device import eval_mode
+        from ..model import GPT
+
+        device = resolve_device(self.cfg.device)
+        cells = self.cells()
+        lengths, patterns = self.lengths(), self.patterns()
+        per_scheme = {}
+        for scheme in self.cfg.schemes:
+            cell = next(c for c in cells if c.scheme == scheme)
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(0)
+                model = GPT(cell.model_cfg).to(device)
+                x = torch.randint(0, 256, (cell.train_cfg.batch, cell.model_cfg.train_len), device=device)
+                n = max(lengths)
+                probe = torch.randint(0, 256, (1, n), device=device)
+            optimizer = make_optimizer(model, cell.train_cfg)
+            step_times = []
+            for _ in range(4):
+                t0 = time.perf_counter()
+                train_step(model, optimizer, x, x, grad_clip=cell.train_cfg.grad_clip, autocast=device_autocast(device))
+                step_times.append(time.perf_counter() - t0)
+            train_s = sorted(step_times[1:])[1] * cell.train_cfg.steps
+            with eval_mode(model), torch.no_grad():
+                t0 = time.perf_counter()
+                try:
+                    model(probe)
+                except ValueError:
+                    pass
+                forward = time.perf_counter() - t0
+            eval_s = forward * self.cfg.eval_docs * len(lengths) * len(patterns) * 1.3
+            per_scheme[scheme] = {"train_s": train_s, "eval_s": eval_s}
+        total = sum(v["train_s"] + v["eval_s"] for v in per_scheme.values()) * self.cfg.seeds
+        extension = self.extension_plan(per_scheme.get("rope"))
+        total += sum(task["seconds"] for task in extension)
+        per_step, per_token = self.retrieval_costs(device)
+        retrieval = study_retrieval.plan(self, per_step, per_token) if per_step is not None else []
+        total += sum(task["seconds"] for task in retrieval)
+        done = {c.name for c in cells if (self.out / "runs" / c.name / runs.CHECKPOINT).is_file()}
+        return {"cells": [{"scheme": c.scheme, "seed": c.seed, "run": c.name, "exists": c.name in done} for c in cells],
+                "lengths": lengths, "patterns": patterns, "per_scheme": per_scheme, "extension": extension,
+                "retrieval": retrieval, "total_s": total}
+
+    def retrieval_costs(self, device) -> tuple[float | None, float | None]:
+        """Seconds of one training step of table G's runs (the median of three after a warm-up
+        step, at the recipe's batch) and of one token of their forward pass at 16x; (None, None)
+        when table G is off."""
+        from ..device import eval_mode
+        from ..model import GPT
+
+        found = study_retrieval.cells(self) if self.cfg.retrieval else []
+        if not found:
+            return None, None
+        cell = found[0]
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            model = GPT(cell.model_cfg).to(device)
+            x = torch.randint(0, 256, (cell.train_cfg.batch, cell.model_cfg.train_len), device=device)
+            n = max(study_retrieval.MULTIPLES) * cell.model_cfg.train_len
+            probe = torch.randint(0, 256, (1, n), device=device)
+        optimizer = make_optimizer(model, cell.train_cfg)
+        times = []
+        for _ in range(4):
+            t0 = time.perf_counter()
+            train_step(model, optimizer, x, x, grad_clip=cell.train_cfg.grad_clip, autocast=device_autocast(device))
+            times.append(time.perf_counter() - t0)
+        with eval_mode(model), torch.no_grad():
+            t0 = time.perf_counter()
+            model(probe)
+            per_token = (time.perf_counter() - t0) / n
+        return sorted(times[1:])[1], per_token

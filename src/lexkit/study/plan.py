@@ -1,0 +1,144 @@
+"""The study's plan: its configuration, its cells (one training run per scheme and seed), the
+lengths and patterns it evaluates, and the cache keys of every cell's work (a hash of its full
+config, so a change of any setting computes anew and nothing else)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from .. import positions, presets
+from ..attention import create as create_pattern
+from ..data import Corpus, load_corpus
+from ..evaluate import default_lengths
+from ..train import configs
+
+DEFAULT_SCHEMES = [
+    "none", "sinusoidal", "rope", "xpos", "xpos:rotate=false", "alibi", "kerple-log", "kerple-power", "sandwich",
+]
+DEFAULT_PATTERNS = ["causal", "window", "bca"]
+#: 2: ``analytic_curves`` (the analytic s[n] the report plots) is stored in results.json
+SCHEMA_VERSION = 2
+#: bump when the meaning of a cached evaluation changes (invalidates eval/resolution caches)
+EVAL_VERSION = 1
+
+
+@dataclasses.dataclass
+class StudyConfig:
+    preset: str = "small"
+    schemes: list[str] = dataclasses.field(default_factory=lambda: list(DEFAULT_SCHEMES))
+    patterns: list[str] = dataclasses.field(default_factory=lambda: list(DEFAULT_PATTERNS))
+    lengths: list[int] | None = None  # default: the training length x 1/2, 1, 2, 4, 8, 16
+    seeds: int = 1
+    data: str = "stdlib"
+    steps: int | None = None  # override the preset's training steps
+    eval_docs: int = 24  # validation documents per length (bytes scored = eval_docs x max(lengths))
+    resolution_texts: int = 4
+    device: str = "auto"
+    threads: int | None = None
+    extension: bool = True  # the context-extension comparison on the rope run (lexkit.extension)
+    extension_steps: int = 60  # steps of each fine-tune at 4x the training length
+    retrieval: bool = True  # table G, use of context (lexkit.study_retrieval)
+    retrieval_steps: int = 2000  # training steps of each run with the retrieval mix
+    retrieval_preset: str = "quick"  # the size of those runs (the measured recipe's)
+    retrieval_samples: int = 10  # needle documents per (length, depth) in table G
+
+    def __post_init__(self) -> None:
+        if not self.schemes:
+            raise ValueError("a study needs at least one --scheme")
+        if not self.patterns:
+            raise ValueError("a study needs at least one --pattern")
+        self.schemes = unique([positions.canonical(s) for s in self.schemes])
+        for p in self.patterns:  # validate now (W resolved per model later)
+            create_pattern(p, default_window=2)
+        if self.seeds <= 0:
+            raise ValueError(f"--seeds must be a positive integer, got {self.seeds}")
+        presets.get(self.retrieval_preset)  # an unknown preset fails now
+        for key in ("eval_docs", "resolution_texts", "extension_steps", "retrieval_steps", "retrieval_samples"):
+            if getattr(self, key) <= 0:
+                raise ValueError(f"{key} must be a positive integer, got {getattr(self, key)}")
+
+
+def unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def slug(spec: str) -> str:
+    return "".join(c if c.isalnum() or c in "-." else "_" for c in spec)
+
+
+@dataclasses.dataclass
+class Cell:
+    """One training run of the study: a scheme and a seed."""
+
+    scheme: str
+    seed: int
+    model_cfg: Any
+    train_cfg: Any
+    key: str
+    prefix: str = ""  # "mix-": a run of table G, trained with the retrieval mix
+
+    @property
+    def name(self) -> str:
+        return f"{self.prefix}{slug(self.scheme)}-s{self.seed}-{self.key}"
+
+
+class Plan:
+    """What a study runs, derived from its :class:`StudyConfig` alone (mixed into
+    :class:`lexkit.study.Study`)."""
+
+    @property
+    def corpus(self) -> Corpus:
+        if self._corpus is None:
+            self._corpus = load_corpus(self.cfg.data)
+        return self._corpus
+
+    def cells(self) -> list[Cell]:
+        out = []
+        for scheme in self.cfg.schemes:
+            for seed in range(self.cfg.seeds):
+                model_cfg, train_cfg = configs(self.cfg.preset, scheme, seed=seed, steps=self.cfg.steps,
+                                               data=self.cfg.data)
+                key = digest({"model": dataclasses.asdict(model_cfg), "train": dataclasses.asdict(train_cfg),
+                              "data": self.corpus.fingerprint})
+                out.append(Cell(model_cfg.scheme, seed, model_cfg, train_cfg, key))
+        return out
+
+    def train_len(self) -> int:
+        return configs(self.cfg.preset, "none")[0].train_len
+
+    def lengths(self) -> list[int]:
+        return sorted(set(self.cfg.lengths)) if self.cfg.lengths else default_lengths(self.train_len())
+
+    def resolution_lengths(self) -> list[int]:
+        t = self.train_len()
+        return sorted({n for n in (t, 2 * t, 4 * t, max(self.lengths())) if n <= max(self.lengths())} | {t})
+
+    def patterns(self, train_len: int | None = None) -> list[str]:
+        """The study's patterns resolved for a model trained at ``train_len`` (default: the study's)."""
+        t = train_len or self.train_len()
+        return unique([create_pattern(p, default_window=t).spec for p in self.cfg.patterns])
+
+    def cache_paths(self, cell: Cell) -> dict[str, Path]:
+        """Where a cell's evaluation, empirical resolution and principles are cached."""
+        eval_key = digest({"run": cell.key, "lengths": self.lengths(), "patterns": self.patterns(),
+                           "docs": self.cfg.eval_docs, "v": EVAL_VERSION})
+        res_key = digest({"run": cell.key, "lengths": self.resolution_lengths(), "patterns": self.patterns(),
+                          "texts": self.cfg.resolution_texts, "v": EVAL_VERSION})
+        pr_key = digest({"run": cell.key, "v": EVAL_VERSION})
+        cache = self.out / "cache"
+        return {"eval": cache / f"eval-{eval_key}.json", "resolution": cache / f"resolution-{res_key}.json",
+                "principles": cache / f"principles-{pr_key}.json"}
+
+    def shape(self) -> dict:
+        """The study's model shape, as the resolution instrument takes it (initial values under
+        seed 0, the random state of the process untouched)."""
+        cfg = self.cells()[0].model_cfg
+        return {"heads": cfg.n_heads, "head_dim": cfg.head_dim, "seed": 0, "max_len": cfg.max_len or cfg.train_len}
