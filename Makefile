@@ -13,8 +13,11 @@ install:
 lint: install
 	$(PYTHON) -m ruff check src tests benchmarks
 
+# the fast suite on 2 worker processes (pytest-xdist; each test runs single-threaded), the compiled
+# flex tests grouped on one worker so their graph compiles once
+TEST_WORKERS ?= 2
 test: install
-	$(PYTHON) -m pytest
+	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 test-slow: install
 	$(PYTHON) -m pytest -m slow
