@@ -41,7 +41,7 @@ class StudyConfig:
     threads: int | None = None
     extension: bool = True  # the context-extension comparison on the rope run (lexkit.extension)
     extension_steps: int = 60  # steps of each fine-tune at 4x the training length
-    retrieval: bool = True  # table G, use of context (lexkit.study_retrieval)
+    retrieval: bool = True  # table G, use of context (lexkit.study.retrieval)
     retrieval_steps: int = 2000  # training steps of each run with the retrieval mix
     retrieval_preset: str = "quick"  # the size of those runs (the measured recipe's)
     retrieval_samples: int = 10  # needle documents per (length, depth) in table G
