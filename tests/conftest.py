@@ -68,7 +68,9 @@ def eager_flex(monkeypatch):
     block mask, query blocks and ladder in lexkit, no Inductor (a compile costs seconds per shape
     and closure on the CPU), and a backward on the CPU (torch refuses it there only in an input
     check, ``_validate_device``, written for the compiled kernels). Decisions of the ladder made
-    meanwhile are dropped afterwards. The compiled kernel has its own tests (test_kernels.py)."""
+    meanwhile are dropped afterwards. The compiled kernel has its own tests (test_kernels.py). torch's
+    eager flex (traced by dynamo with the eager backend) is the one whose backward reaches captured
+    tensors: with ``_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG`` KERPLE's and T5's parameters get no gradient."""
     import warnings
 
     from torch.nn.attention import flex_attention as fa

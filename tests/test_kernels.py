@@ -91,23 +91,6 @@ def test_dense_and_chunked_agree_with_reference(pattern_spec):
     check_all_kernels(TEN, pattern_spec, N, kernel_names=("dense", "chunked"))
 
 
-@pytest.fixture
-def eager_flex(monkeypatch):
-    """Flex through unfused eager FlexAttention instead of the compiled one: the same score_mod,
-    block mask and query blocks, no Inductor, and a backward on the CPU (torch refuses it there only
-    in an input check, ``_validate_device``, written for the compiled kernels). torch's eager flex
-    (traced by dynamo with the eager backend) is the one whose backward reaches captured tensors:
-    with ``_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG`` KERPLE's and T5's parameters get no gradient."""
-    from torch.nn.attention import flex_attention as fa
-
-    monkeypatch.setattr(fa, "_validate_device", lambda *tensors: None)
-    monkeypatch.setattr(kernels, "compiled_flex", lambda: fa.flex_attention)
-    monkeypatch.setattr(kernels, "FLEX_DECISIONS", {})
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile")
-        yield fa.flex_attention
-
-
 class Decided(dict):
     """FLEX_DECISIONS that holds a decision (rung 0) for every key: no probe backward."""
 
