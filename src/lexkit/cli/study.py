@@ -87,39 +87,12 @@ def run(args) -> int:
     if not study.world.is_main and args.dry_run:
         return 0  # rank 0 prints the plan
     if args.dry_run:
-        plan = study.estimate()
-        print(f"{len(plan['cells'])} training runs; lengths {plan['lengths']}; patterns {plan['patterns']}")
-        for cell in plan["cells"]:
-            est = plan["per_scheme"][cell["scheme"]]
-            state = "exists" if cell["exists"] else "to train"
-            print(f"  {cell['run']:48s} {state:9s} train ~{est['train_s']:.0f} s, eval ~{est['eval_s']:.0f} s")
-        extension = plan["extension"]
-        if extension:
-            tunes = [task for task in extension if task["kind"] == "fine-tune"]
-            print(f"table E (context extension of rope): {len(extension) - len(tunes)} evaluations without "
-                  f"fine-tuning, {len(tunes)} fine-tunes of {tunes[0]['steps']} steps at 4x the training length, "
-                  f"~{sum(task['seconds'] for task in extension):.0f} s")
-            for task in extension:
-                print(f"  E {task['kind']:9s} {task['label']:40s} seed {task['seed']}  ~{task['seconds']:.0f} s")
-        else:
-            print("table E (context extension): skipped (--no-extension, or rope is not a studied scheme)")
-        print_retrieval_plan(plan["retrieval"], cfg)
-        print(f"estimated total: {plan['total_s'] / 60:.1f} min on this machine (measured just now)")
+        print_plan(study.estimate(), cfg)
         return 0
     results = study.run()
     if not study.world.is_main:
         return 0  # rank 0 prints the tables
-    for title, (header, rows) in (("bits per byte, causal (A)", length_table(results)),
-                                  ("beyond the training length, by pattern (B)", pattern_table(results))):
-        align = "".join("l" if h in ("scheme", "pattern") else "r" for h in header)
-        print_table([header] + rows, align, title=f"\n{title}")
-    if results.get("retrieval"):
-        from ..report import context_goal_text, retrieval_table
-
-        header, rows = retrieval_table(results)
-        print_table([header] + rows, "ll" + "r" * (len(header) - 2), title="\nuse of context: exact match of copy "
-                    "needles (%) and bpb, by multiple of the training length (G)")
-        print(context_goal_text(results).text.replace("**", ""))
+    print_tables(results)
     if args.tensorboard is not None:
         from ..tensorboard import export_runs, write_study
 
@@ -132,6 +105,42 @@ def run(args) -> int:
     print(f"report: {args.out}/report.md, report.html  (results.json, results.csv, plots); "
           f"{results['work']['ran']} tasks ran, {results['work']['cached']} cached, {results['wall_seconds']:.0f} s")
     return 0
+
+
+def print_plan(plan: dict, cfg: StudyConfig) -> None:
+    """The dry run: every training run, table E's and table G's tasks, each with its estimated time."""
+    print(f"{len(plan['cells'])} training runs; lengths {plan['lengths']}; patterns {plan['patterns']}")
+    for cell in plan["cells"]:
+        est = plan["per_scheme"][cell["scheme"]]
+        state = "exists" if cell["exists"] else "to train"
+        print(f"  {cell['run']:48s} {state:9s} train ~{est['train_s']:.0f} s, eval ~{est['eval_s']:.0f} s")
+    extension = plan["extension"]
+    if extension:
+        tunes = [task for task in extension if task["kind"] == "fine-tune"]
+        print(f"table E (context extension of rope): {len(extension) - len(tunes)} evaluations without "
+              f"fine-tuning, {len(tunes)} fine-tunes of {tunes[0]['steps']} steps at 4x the training length, "
+              f"~{sum(task['seconds'] for task in extension):.0f} s")
+        for task in extension:
+            print(f"  E {task['kind']:9s} {task['label']:40s} seed {task['seed']}  ~{task['seconds']:.0f} s")
+    else:
+        print("table E (context extension): skipped (--no-extension, or rope is not a studied scheme)")
+    print_retrieval_plan(plan["retrieval"], cfg)
+    print(f"estimated total: {plan['total_s'] / 60:.1f} min on this machine (measured just now)")
+
+
+def print_tables(results: dict) -> None:
+    """Tables A, B and (when the study has it) G in the terminal, then the goal of G."""
+    for title, (header, rows) in (("bits per byte, causal (A)", length_table(results)),
+                                  ("beyond the training length, by pattern (B)", pattern_table(results))):
+        align = "".join("l" if h in ("scheme", "pattern") else "r" for h in header)
+        print_table([header] + rows, align, title=f"\n{title}")
+    if results.get("retrieval"):
+        from ..report import context_goal_text, retrieval_table
+
+        header, rows = retrieval_table(results)
+        print_table([header] + rows, "ll" + "r" * (len(header) - 2), title="\nuse of context: exact match of copy "
+                    "needles (%) and bpb, by multiple of the training length (G)")
+        print(context_goal_text(results).text.replace("**", ""))
 
 
 def print_retrieval_plan(tasks: list[dict], cfg: StudyConfig) -> None:
