@@ -82,8 +82,8 @@ def run(args) -> int:
     depths = parse_depths(args.depths) if args.depths is not None else list(retrieval.DEFAULT_DEPTHS)
     lengths = parse_lengths(args.lengths) if args.lengths is not None else None
     checks.lengths("--lengths", lengths or [], checks.MAX_EVAL_LENGTH)
-    if args.size is not None and args.size <= 0:
-        raise ValueError(f"--size must be a positive integer, got {args.size}")
+    checks.number("--size", args.size)
+    checks.number("--threads", args.threads, maximum=4096)
     retrieval.check_grid(args.task, lengths or [], depths, args.samples, style, args.size)
     for spec in args.patterns or ["causal"]:
         attention.create(spec, default_window=2)
@@ -94,8 +94,6 @@ def run(args) -> int:
         from ..positions import canonical
 
         canonical(args.scheme)
-    if args.threads is not None and args.threads <= 0:
-        raise ValueError(f"--threads must be a positive integer, got {args.threads}")
     for flag, path in (("--json", args.json), ("--csv", args.csv)):
         if path is not None:
             checks.writable(flag, path)
