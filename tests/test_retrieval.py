@@ -180,7 +180,7 @@ def test_rows_to_json_and_summary():
     (dict(task="find"), "unknown task 'find'"),
     (dict(depths=[0, 110]), r"depth 110 is outside \[0, 100\]"),
     (dict(lengths=[20]), "length 20 is shorter than the copy needle"),
-    (dict(samples=0), "samples must be a positive integer, got 0"),
+    (dict(samples=0), r"--samples must be a positive integer \(at most [0-9,]+\), got 0"),
 ])
 def test_bad_grids(kwargs, message):
     args = dict(task="copy", lengths=[64], depths=[0], samples=1, style="bytes") | kwargs
@@ -226,7 +226,7 @@ def test_cli_writes_table_json_csv_and_plot(run, tmp_path, capsys):
     (["--task", "haystack"], "unknown task 'haystack'"),
     (["--depths", "0,120"], r"depth 120.0 is outside \[0, 100\]"),
     (["--lengths", "10"], "length 10 is shorter than the copy needle"),
-    (["--samples", "0"], "samples must be a positive integer, got 0"),
+    (["--samples", "0"], r"--samples must be a positive integer \(at most [0-9,]+\), got 0"),
     (["--depths", "half"], "--depths: 'half' is not a number"),
 ])
 def test_cli_bad_input_is_one_line_and_writes_nothing(run, tmp_path, capsys, extra, message):

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from . import tasks
+from . import checks, tasks
 from .attention import Pattern
 from .device import eval_mode
 from .subject import Subject
@@ -136,8 +136,7 @@ def check_grid(task: str, lengths: Sequence[int], depths: Sequence[float], sampl
     """ValueError for an unknown task, a depth outside [0, 100], a length too short for the
     needle or a sample count that is not positive: before any model loads."""
     tasks.check_task(task)
-    if isinstance(samples, bool) or not isinstance(samples, int) or samples <= 0:
-        raise ValueError(f"samples must be a positive integer, got {samples!r}")
+    checks.number("--samples", samples)
     for depth in depths:
         tasks.check_depth(depth)
     need = tasks.minimum_length(task, style, size)

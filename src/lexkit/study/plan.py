@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .. import positions, presets
+from .. import checks, positions, presets
 from ..attention import create as create_pattern
 from ..data import Corpus, load_corpus
 from ..evaluate import default_lengths
@@ -54,12 +54,10 @@ class StudyConfig:
         self.schemes = unique([positions.canonical(s) for s in self.schemes])
         for p in self.patterns:  # validate now (W resolved per model later)
             create_pattern(p, default_window=2)
-        if self.seeds <= 0:
-            raise ValueError(f"--seeds must be a positive integer, got {self.seeds}")
+        checks.number("--seeds", self.seeds, maximum=1000)
         presets.get(self.retrieval_preset)  # an unknown preset fails now
         for key in ("eval_docs", "resolution_texts", "extension_steps", "retrieval_steps", "retrieval_samples"):
-            if getattr(self, key) <= 0:
-                raise ValueError(f"{key} must be a positive integer, got {getattr(self, key)}")
+            checks.number(key, getattr(self, key))
 
 
 def unique(items: list[str]) -> list[str]:
