@@ -14,8 +14,9 @@ from lexkit.extension import finetunes
 from lexkit.report import extension_table
 from lexkit.study import Study, StudyConfig
 from lexkit.train import configs, train
+from toy_corpus import STUDY_DOCS as DOCS
+from toy_corpus import write_corpus
 
-DOCS = [(f"def f{i}(x):\n    return x * {i} + {i * i}\n" * 30).encode() for i in range(40)]
 #: table G (use of context), where this lexkit has it, is left out of these studies: its runs
 #: train for thousands of steps, and table E is what is measured here
 NO_G = {"retrieval": False} if "retrieval" in {f.name for f in dataclasses.fields(StudyConfig)} else {}
@@ -23,10 +24,7 @@ NO_G = {"retrieval": False} if "retrieval" in {f.name for f in dataclasses.field
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("data")
-    for i, doc in enumerate(DOCS):
-        (folder / f"doc{i}.py").write_bytes(doc)
-    return folder
+    return write_corpus(tmp_path_factory.mktemp("data"), DOCS)
 
 
 def kill_at(monkeypatch, steps: int, at: int, nth: int = 1):

@@ -11,16 +11,13 @@ from lexkit.extension import finetunes, methods
 from lexkit.report import extension_table, length_table, pattern_table, retrieval_table
 from lexkit.study import Study, StudyConfig
 from lexkit.study import retrieval as study_retrieval
-
-DOCS = [(f"def f{i}(x):\n    return x * {i} + {i * i}\n" * 30).encode() for i in range(40)]
+from toy_corpus import STUDY_DOCS as DOCS
+from toy_corpus import write_corpus
 
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("data")
-    for i, doc in enumerate(DOCS):
-        (folder / f"doc{i}.py").write_bytes(doc)
-    return folder
+    return write_corpus(tmp_path_factory.mktemp("data"), DOCS)
 
 
 def config(data_dir, schemes=("alibi", "rope"), extension=False, retrieval=False):

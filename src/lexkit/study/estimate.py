@@ -8,7 +8,7 @@ import time
 import torch
 
 from .. import runs
-from ..device import resolve_device
+from ..device import eval_mode, resolve_device
 from ..train import device_autocast, make_optimizer, train_step
 from . import retrieval as study_retrieval
 
@@ -21,28 +21,14 @@ class Estimate:
         trainer's own :func:`~lexkit.train.train_step`, 4 steps per scheme (the first is warm-up;
         the median of the other three counts), and evaluation from one forward pass at the
         longest length."""
-        from ..device import eval_mode
-        from ..model import GPT
-
         device = resolve_device(self.cfg.device)
         cells = self.cells()
         lengths, patterns = self.lengths(), self.patterns()
         per_scheme = {}
         for scheme in self.cfg.schemes:
             cell = next(c for c in cells if c.scheme == scheme)
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(0)
-                model = GPT(cell.model_cfg).to(device)
-                x = torch.randint(0, 256, (cell.train_cfg.batch, cell.model_cfg.train_len), device=device)
-                n = max(lengths)
-                probe = torch.randint(0, 256, (1, n), device=device)
-            optimizer = make_optimizer(model, cell.train_cfg)
-            step_times = []
-            for _ in range(4):
-                t0 = time.perf_counter()
-                train_step(model, optimizer, x, x, grad_clip=cell.train_cfg.grad_clip, autocast=device_autocast(device))
-                step_times.append(time.perf_counter() - t0)
-            train_s = sorted(step_times[1:])[1] * cell.train_cfg.steps
+            model, step_s, probe = timed_steps(cell, device, max(lengths))
+            train_s = step_s * cell.train_cfg.steps
             with eval_mode(model), torch.no_grad():
                 t0 = time.perf_counter()
                 try:
@@ -67,27 +53,33 @@ class Estimate:
         """Seconds of one training step of table G's runs (the median of three after a warm-up
         step, at the recipe's batch) and of one token of their forward pass at 16x; (None, None)
         when table G is off."""
-        from ..device import eval_mode
-        from ..model import GPT
-
         found = study_retrieval.cells(self) if self.cfg.retrieval else []
         if not found:
             return None, None
-        cell = found[0]
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            model = GPT(cell.model_cfg).to(device)
-            x = torch.randint(0, 256, (cell.train_cfg.batch, cell.model_cfg.train_len), device=device)
-            n = max(study_retrieval.MULTIPLES) * cell.model_cfg.train_len
-            probe = torch.randint(0, 256, (1, n), device=device)
-        optimizer = make_optimizer(model, cell.train_cfg)
-        times = []
-        for _ in range(4):
-            t0 = time.perf_counter()
-            train_step(model, optimizer, x, x, grad_clip=cell.train_cfg.grad_clip, autocast=device_autocast(device))
-            times.append(time.perf_counter() - t0)
+        n = max(study_retrieval.MULTIPLES) * found[0].model_cfg.train_len
+        model, step_s, probe = timed_steps(found[0], device, n)
         with eval_mode(model), torch.no_grad():
             t0 = time.perf_counter()
             model(probe)
             per_token = (time.perf_counter() - t0) / n
-        return sorted(times[1:])[1], per_token
+        return step_s, per_token
+
+
+def timed_steps(cell, device, n: int) -> tuple[torch.nn.Module, float, torch.Tensor]:
+    """A fresh model of ``cell`` (seed 0), the seconds of one training step with the trainer's own
+    :func:`~lexkit.train.train_step` (4 steps: the first is warm-up, the median of the other three
+    counts) and a random probe of ``n`` tokens for timing its forward pass."""
+    from ..model import GPT
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = GPT(cell.model_cfg).to(device)
+        x = torch.randint(0, 256, (cell.train_cfg.batch, cell.model_cfg.train_len), device=device)
+        probe = torch.randint(0, 256, (1, n), device=device)
+    optimizer = make_optimizer(model, cell.train_cfg)
+    times = []
+    for _ in range(4):
+        t0 = time.perf_counter()
+        train_step(model, optimizer, x, x, grad_clip=cell.train_cfg.grad_clip, autocast=device_autocast(device))
+        times.append(time.perf_counter() - t0)
+    return model, sorted(times[1:])[1], probe
