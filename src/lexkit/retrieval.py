@@ -40,6 +40,8 @@ from .subject import Subject
 
 #: the needle-in-a-haystack depth grid: 0, 10, ..., 100 percent
 DEFAULT_DEPTHS = tuple(float(d) for d in range(0, 101, 10))
+#: the lengths retrieval is scored at by default, as multiples of the training length
+DEFAULT_MULTIPLES = (1, 2, 4, 8, 16)
 Z95 = 1.959963984540054
 
 
@@ -240,7 +242,7 @@ def context_rows(
     label: str,
     *,
     task: str = "copy",
-    multiples: Sequence[int] = (1, 2, 4, 8, 16),
+    multiples: Sequence[int] = DEFAULT_MULTIPLES,
     patterns: Sequence[str] = ("causal", "window", "bca"),
     depths: Sequence[float] = DEFAULT_DEPTHS,
     samples: int = 10,

@@ -19,8 +19,6 @@ from .. import attention, checks
 from ..attention import KERNELS
 from .table import format_table, length_label
 
-DEFAULT_MULTIPLES = (1, 2, 4, 8, 16)
-
 
 def add_parser(sub):
     p = sub.add_parser("retrieval", help="exact match of needles at distance (copy, passkey, multikey)",
@@ -112,10 +110,11 @@ def run(args) -> int:
         if not train_len:
             raise ValueError(f"{args.target} records no training length: give --lengths")
         need = tasks.minimum_length(args.task, style, args.size)
-        lengths = [train_len * k for k in DEFAULT_MULTIPLES if train_len * k >= need]  # those that hold the needle
+        # the default multiples whose length holds the needle
+        lengths = [train_len * k for k in retrieval.DEFAULT_MULTIPLES if train_len * k >= need]
         if not lengths:
             raise ValueError(f"the {args.task} needle and question need {need} bytes, more than "
-                             f"{DEFAULT_MULTIPLES[-1]}x the training length {train_len}: give --lengths")
+                             f"{retrieval.DEFAULT_MULTIPLES[-1]}x the training length {train_len}: give --lengths")
     haystack = data = None
     if args.task == "copy" or style == "bytes":
         docs, described = subject.documents(args.data)

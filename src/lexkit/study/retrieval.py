@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from .. import positions, runs
 from ..extension import finetunes, methods
+from ..retrieval import DEFAULT_MULTIPLES
 
 if TYPE_CHECKING:
     from .execution import Study
@@ -40,7 +41,7 @@ SCHEMES = ("none", "rope", "xpos", "alibi", "kerple-log", "sandwich")
 RECIPE = {"preset": "quick", "batch": 64, "lr": 3e-3, "mix": "copy:0.75"}
 #: training steps of each run (``lexkit study --retrieval-steps``): where the recipe retrieved 97 %
 STEPS = 2000
-MULTIPLES = (1, 2, 4, 8, 16)
+MULTIPLES = DEFAULT_MULTIPLES  # 1x to 16x the training length
 BPB_MULTIPLES = (1, 16)
 DEPTHS = (0.0, 25.0, 50.0, 75.0, 100.0)
 SAMPLES = 10  # documents per (length, depth): 50 per length
