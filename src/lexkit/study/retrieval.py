@@ -24,16 +24,34 @@ needle mix copied nothing after 2,000 steps. One seed per scheme.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import positions, runs
 from ..extension import finetunes, methods
 from ..retrieval import DEFAULT_MULTIPLES
 
 if TYPE_CHECKING:
-    from .execution import Study
-    from .plan import Cell
+    from ..data import Corpus
+    from .plan import Cell, StudyConfig
+
+
+class StudyParts(Protocol):
+    """What table G uses of a :class:`lexkit.study.Study`, written out here rather than imported
+    (the study's execution imports this module; an import back would close a circle)."""
+
+    cfg: StudyConfig
+    out: Path
+    device: str
+    progress: bool
+
+    @property
+    def corpus(self) -> Corpus: ...
+    def patterns(self, train_len: int | None = None) -> list[str]: ...
+    def cached(self, task: str, name: str, path: Path, compute: Callable[[], dict]) -> dict: ...
+    def trained(self, run_dir: Path, model_cfg, train_cfg, *, init: Path | None = None) -> None: ...
+    def finetune(self, cell: Cell, ft) -> tuple[Any, Any, str]: ...
 
 #: the schemes table G trains with the mix (those of the study's schemes that are among these)
 SCHEMES = ("none", "rope", "xpos", "alibi", "kerple-log", "sandwich")
@@ -62,13 +80,13 @@ class Config:
     patterns: tuple[str, ...]
 
 
-def schemes(study: Study) -> list[str]:
+def schemes(study: StudyParts) -> list[str]:
     """The study's schemes that table G trains with the mix, in the study's order."""
     wanted = {positions.canonical(s) for s in SCHEMES}
     return [s for s in study.cfg.schemes if s in wanted]
 
 
-def cells(study: Study) -> list[Cell]:
+def cells(study: StudyParts) -> list[Cell]:
     """One run per scheme of :func:`schemes`, seed 0, trained with :data:`RECIPE` for the
     study's ``retrieval_steps`` at its ``retrieval_preset``."""
     from ..train import configs
@@ -85,13 +103,13 @@ def cells(study: Study) -> list[Cell]:
     return out
 
 
-def train_len(study: Study) -> int:
+def train_len(study: StudyParts) -> int:
     from ..train import configs
 
     return configs(study.cfg.retrieval_preset, "none")[0].train_len
 
 
-def configurations(study: Study, cell: Cell) -> list[Config]:
+def configurations(study: StudyParts, cell: Cell) -> list[Config]:
     """The scheme itself under every study pattern, then on ``rope`` (when the study runs table
     E) each no-fine-tune method of table E but plain rope, then each fine-tune."""
     t = train_len(study)
@@ -105,7 +123,7 @@ def configurations(study: Study, cell: Cell) -> list[Config]:
     return out
 
 
-def cache_path(study: Study, key: str, config: Config) -> Path:
+def cache_path(study: StudyParts, key: str, config: Config) -> Path:
     from .plan import digest
 
     what = {"run": key, "scheme": config.scheme, "logn": config.logn, "patterns": config.patterns,
@@ -114,7 +132,7 @@ def cache_path(study: Study, key: str, config: Config) -> Path:
     return study.out / "cache" / f"retrieval-{digest(what)}.json"
 
 
-def run(study: Study) -> dict | None:
+def run(study: StudyParts) -> dict | None:
     """Train (or find) every run of table G, score every configuration (or read it from the
     cache) and return what results.json stores under ``retrieval``; None when the table is off
     or no studied scheme is among :data:`SCHEMES`."""
@@ -149,7 +167,7 @@ def run(study: Study) -> dict | None:
             "finetune_steps": study.cfg.extension_steps, "configs": entries}
 
 
-def score(study: Study, run_dir: Path, config: Config, t: int) -> dict:
+def score(study: StudyParts, run_dir: Path, config: Config, t: int) -> dict:
     """One configuration's retrieval cells and bpb (exact match from the teacher-forced pass,
     :func:`lexkit.retrieval.score` with ``decode=False``)."""
     from ..retrieval import context_rows
@@ -165,7 +183,7 @@ def score(study: Study, run_dir: Path, config: Config, t: int) -> dict:
             "patterns": patterns, "rows": [r.to_json() for r in rows], "cells": [c.to_json() for c in found]}
 
 
-def plan(study: Study, per_step: float, per_token: float) -> list[dict]:
+def plan(study: StudyParts, per_step: float, per_token: float) -> list[dict]:
     """The tasks of table G for ``--dry-run``: each run's training and each configuration's
     scoring, with seconds scaled from a measurement on this machine (``per_step``: one training
     step of table G's model at the recipe's batch; ``per_token``: one token of its forward pass
