@@ -14,6 +14,7 @@ from cli_checks import one_error_line, snapshot
 from lexkit import lock, runs
 from lexkit.cli import main
 from lock_holder import Holder
+from stop import stop_at
 from toy_corpus import TINY, write_corpus
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -77,16 +78,7 @@ def test_two_trains_started_together_leave_one_consistent_run(tmp_path):
 def test_interrupt_releases_the_lock_and_keeps_the_checkpoint(trained, tmp_path, capsys, monkeypatch):
     """In-process sibling of the SIGINT test: KeyboardInterrupt at step 9 (after the step-6
     checkpoint) exits 130 and leaves no lock."""
-    import lexkit.train as T
-
-    real = T.lr_at
-
-    def interrupted(step, cfg):
-        if step == 8:
-            raise KeyboardInterrupt
-        return real(step, cfg)
-
-    monkeypatch.setattr(T, "lr_at", interrupted)
+    stop_at(monkeypatch, 8)
     out = tmp_path / "int"
     assert main(["train", "--scheme", "rope", "--out", str(out), "--data", str(trained / "data"), *TINY]) == 130
     assert one_error_line(capsys) == "error: interrupted"

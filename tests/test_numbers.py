@@ -14,6 +14,7 @@ from lexkit.extension import finetunes
 from lexkit.report import extension_table
 from lexkit.study import Study, StudyConfig
 from lexkit.train import configs, train
+from stop import stop_at
 from toy_corpus import STUDY_DOCS as DOCS
 from toy_corpus import write_corpus
 
@@ -140,18 +141,9 @@ def test_every_default_lexkit_schemes_shows_is_accepted_back(capsys):
 def test_runs_shows_the_bpb_of_the_checkpoint_not_of_steps_past_it(tmp_path, capsys, monkeypatch):
     """A run stopped at step 3 with its checkpoint at step 2 logged a validation bpb at step 3
     that belongs to weights nobody kept: `lexkit runs` shows step 2's."""
-    import lexkit.train as T
-
     corpus = Corpus("toy", [d * 2 for d in DOCS[:-3]], DOCS[-3:], {"source": "toy"})
     out = tmp_path / "run"
-    real = T.lr_at
-
-    def stop(step, cfg):
-        if step == 3:
-            raise KeyboardInterrupt
-        return real(step, cfg)
-
-    monkeypatch.setattr(T, "lr_at", stop)
+    stop_at(monkeypatch, 3)
     model_cfg, train_cfg = configs("tiny", "rope", steps=6, save_every=2, eval_every=1, log_every=1, eval_windows=2)
     with pytest.raises(KeyboardInterrupt):
         train(out, model_cfg, train_cfg, progress=False, corpus=corpus)

@@ -18,6 +18,7 @@ from lexkit.cli import main
 from lexkit.data import Corpus
 from lexkit.errors import RunError
 from lexkit.train import TrainConfig, TrainError, configs, configs_from_run, lr_at, train
+from stop import stop_at
 
 DOCS = [(f"def f{i}(x):\n    return x * {i} + {i * i}\n" * 40).encode() for i in range(30)]
 
@@ -247,24 +248,6 @@ def finetune(parent, **kw):
     """A fine-tune of ``parent`` at twice its length: 8 steps, logged every 2, one checkpoint at the end."""
     return configs_from_run(parent, **{"train_len": 64, "steps": 8, "eval_every": 4, "save_every": 100,
                                        "log_every": 2, **kw})
-
-
-def stop_at(monkeypatch, at: int, action=None):
-    """Make the trainer stop when it reaches step index ``at`` (before that step): by default a
-    KeyboardInterrupt raised there (no chance to checkpoint), or ``action()``."""
-    import lexkit.train as T
-
-    real = T.lr_at
-
-    def patched(step, cfg):
-        if step == at:
-            if action is None:
-                raise KeyboardInterrupt
-            action()
-        return real(step, cfg)
-
-    monkeypatch.setattr(T, "lr_at", patched)
-    return lambda: monkeypatch.setattr(T, "lr_at", real)
 
 
 def numbers(run):
