@@ -13,17 +13,21 @@ install:
 lint: install
 	$(PYTHON) -m ruff check src tests benchmarks
 
+# pytest with the plugins the suite uses and no others: whatever else is installed (anyio,
+# pytest-benchmark, ...) is neither imported nor assertion-rewritten in every worker
+PYTEST = PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 $(PYTHON) -m pytest -p xdist.plugin -p _hypothesis_pytestplugin
 # the fast suite on 2 worker processes (pytest-xdist; each test runs single-threaded), the compiled
-# flex tests grouped on one worker so their graph compiles once
+# flex tests grouped on one worker so their graph compiles once, the Hugging Face tests on one so
+# that transformers is imported and their tiny models built once
 TEST_WORKERS ?= 2
 test: install
-	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadgroup
 
 test-slow: install
-	$(PYTHON) -m pytest -m slow
+	$(PYTEST) -m slow -n $(TEST_WORKERS) --dist loadgroup
 
 test-gpu: install
-	$(PYTHON) -m pytest -m gpu
+	$(PYTEST) -m gpu
 
 study: install
 	$(PYTHON) -m lexkit study --out study $(STUDY_ARGS)

@@ -83,3 +83,13 @@ def eager_flex(monkeypatch):
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile")
         yield fa.flex_attention
+
+
+@pytest.fixture
+def no_figures(monkeypatch):
+    """Study reports written without their figures (matplotlib's layout and PNG encoding is about
+    half a second a figure): for tests about a study's cache, lock or ranks, not about its report.
+    The figures themselves are tested once, in test_study's end-to-end run and test_report."""
+    from lexkit import report
+
+    monkeypatch.setattr(report, "report_figures", lambda results, out=None: {})

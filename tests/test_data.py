@@ -65,6 +65,7 @@ def test_directory_glob_and_file(tmp_path):
     assert len(every.valid) == 40 and every.train == []
 
 
+@pytest.mark.xdist_group("hf")  # beside test_hf.py under `pytest -n`: one worker imports the HF stack
 def test_hf_dataset_from_a_local_directory(tmp_path):
     pytest.importorskip("datasets")  # an optional dependency: hf: specs need it
     with open(tmp_path / "train.jsonl", "w") as handle:

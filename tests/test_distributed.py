@@ -307,7 +307,7 @@ def _state(pid: int) -> str:
 
 
 # -- the sharded study ---------------------------------------------------------------------------------
-def test_study_shards_cells_over_ranks_and_rank0_reports(tmp_path, data_dir, capfd):
+def test_study_shards_cells_over_ranks_and_rank0_reports(tmp_path, data_dir, capfd, no_figures):
     out = tmp_path / "study"
     args = ["study", "--preset", "tiny", "--scheme", "alibi", "--scheme", "rope", "--pattern", "causal",
             "--lengths", "16,32,64", "--steps", "6", "--data", str(data_dir), "--eval-docs", "2", "--out", str(out),

@@ -24,6 +24,9 @@ VOCAB_TEXT = [
 ]
 CORPUS = ("".join(VOCAB_TEXT) * 30).encode()  # one long document (ASCII and multi-byte text)
 
+#: under `pytest -n`, one worker imports transformers and builds the module's tiny models, once
+pytestmark = pytest.mark.xdist_group("hf")
+
 
 # -- fixtures: tiny models and a byte-level BPE tokenizer ---------------------------------------
 @pytest.fixture(scope="module")

@@ -245,6 +245,7 @@ def test_study_checks_the_device_first(tmp_path, capsys):
     assert time.perf_counter() - start < 5 and not (tmp_path / "s").exists()
 
 
+@pytest.mark.xdist_group("hf")  # beside test_hf.py under `pytest -n`: one worker imports the HF stack
 def test_hf_data_without_network_fails_fast_and_quietly(monkeypatch, capsys):
     pytest.importorskip("datasets")
     import lexkit.data as D

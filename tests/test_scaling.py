@@ -143,6 +143,7 @@ def hf_reference(method, h, base, s, L, n=None, extra=None):
     return compute(cfg, "cpu", seq_len=n) if n is not None else compute(cfg, "cpu")
 
 
+@pytest.mark.xdist_group("hf")  # beside test_hf.py under `pytest -n`: one worker imports transformers
 @pytest.mark.parametrize("method, h, base, s, L, extra", [c for c in CASES if c[0] != "ntk"])
 def test_frequencies_equal_transformers(method, h, base, s, L, extra):
     inv, a = hf_reference(method, h, base, s, L, extra=extra)
@@ -152,6 +153,7 @@ def test_frequencies_equal_transformers(method, h, base, s, L, extra):
     assert got_a == pytest.approx(float(a), rel=1e-6)
 
 
+@pytest.mark.xdist_group("hf")
 def test_dynamic_equals_transformers_at_several_lengths():
     for n in (32, 64, 200, 1024):
         inv, _ = hf_reference("dynamic", 32, 10000.0, 4.0, 64, n=n)
