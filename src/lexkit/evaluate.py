@@ -308,10 +308,15 @@ def score_windows(
                 cell, buckets = _cell_rows(row, sums, counts, per_index, train_len, tok, kernel_label(ran))
                 results.append(cell)
                 by_position += buckets
-    if all(r["bpb"] is None for r in results):  # non-finite everywhere included: nothing to report
-        reasons = sorted({r["unavailable"] for r in results})
-        raise ValueError("no requested length can run: " + "; ".join(reasons))
-    return results, by_position
+    return _some_ran(results), by_position
+
+
+def _some_ran(results: list[dict]) -> list[dict]:
+    """``results``, unless no cell has a bpb (non-finite everywhere included): then a ValueError
+    with every reason."""
+    if all(r["bpb"] is None for r in results):
+        raise ValueError("no requested length can run: " + "; ".join(sorted({r["unavailable"] for r in results})))
+    return results
 
 
 def _cell_rows(row: dict, sums: Tensor, counts: Tensor, per_index: Tensor, train_len: int | None,

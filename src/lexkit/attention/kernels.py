@@ -323,7 +323,6 @@ def choose_kernel(
     span_ok = scheme.max_query_span is None or extent <= scheme.max_query_span
     flex_span_ok = span_ok or extent == n
     on_cuda = torch.device(device).type == "cuda"
-    scored = by_scores(scheme, pattern)
     if pattern.cache_positions and scheme.family == "absolute":
         raise ValueError(f"pattern {pattern.spec} assigns positions within the cache, which needs a relative "
                          f"scheme ({scheme.spec} adds its positions before attention); use pos=text")
@@ -333,7 +332,7 @@ def choose_kernel(
         if on_cuda:
             if sdpa_causal(scheme, pattern) and span_ok:
                 return "dense"
-            if flex_available() and not scored and flex_span_ok:
+            if flex_available() and not by_scores(scheme, pattern) and flex_span_ok:
                 return "flex"
             return "dense" if n <= DENSE_MAX and span_ok else "chunked"
         local = pattern.reach is not None and n > LOCAL_DENSE_MAX
@@ -343,20 +342,25 @@ def choose_kernel(
             f"{scheme.spec} over {extent} positions exceeds one query span ({scheme.max_query_span}); "
             f"use kernel='chunked' or 'auto'"
         )
-    if kernel == "flex" and scored:
+    if kernel == "flex":
+        _check_flex(scheme, pattern, training and not on_cuda)
+    if hooked and kernel != "chunked":
+        raise ValueError("a score hook observes the chunked kernel; use kernel='chunked' or 'auto'")
+    return kernel
+
+
+def _check_flex(scheme: Scheme, pattern: Pattern, cpu_training: bool) -> None:
+    """Refuse kernel 'flex' where it cannot run: two score passes, no flex_attention, a CPU backward."""
+    if by_scores(scheme, pattern):
         what = f"scheme {scheme.spec}" if not scheme.separable else f"pattern {pattern.spec}"
         raise ValueError(
             f"kernel 'flex' cannot run {what}: it needs two score passes per query (a different "
             f"relative position for some keys); use kernel 'dense' or 'chunked'"
         )
-    if kernel == "flex":
-        if not flex_available():
-            raise ValueError("kernel 'flex' needs torch.nn.attention.flex_attention (torch >= 2.5)")
-        if training and not on_cuda:
-            raise ValueError("kernel 'flex' has no backward on CPU; train with 'dense' or 'chunked'")
-    if hooked and kernel != "chunked":
-        raise ValueError("a score hook observes the chunked kernel; use kernel='chunked' or 'auto'")
-    return kernel
+    if not flex_available():
+        raise ValueError("kernel 'flex' needs torch.nn.attention.flex_attention (torch >= 2.5)")
+    if cpu_training:
+        raise ValueError("kernel 'flex' has no backward on CPU; train with 'dense' or 'chunked'")
 
 
 # -- which kernel ran ------------------------------------------------------------------------------

@@ -105,16 +105,8 @@ def run(args) -> int:
     subject = load_subject(args.target, device=str(resolve_device(args.device)), scheme=args.scheme,
                            logn=args.logn, rope_scaling=args.rope_scaling)
     info = subject.describe()
-    train_len = subject.train_len
     if lengths is None:
-        if not train_len:
-            raise ValueError(f"{args.target} records no training length: give --lengths")
-        need = tasks.minimum_length(args.task, style, args.size)
-        # the default multiples whose length holds the needle
-        lengths = [train_len * k for k in retrieval.DEFAULT_MULTIPLES if train_len * k >= need]
-        if not lengths:
-            raise ValueError(f"the {args.task} needle and question need {need} bytes, more than "
-                             f"{retrieval.DEFAULT_MULTIPLES[-1]}x the training length {train_len}: give --lengths")
+        lengths = default_lengths(args, subject.train_len, style)
     haystack = data = None
     if args.task == "copy" or style == "bytes":
         docs, described = subject.documents(args.data)
@@ -128,6 +120,20 @@ def run(args) -> int:
     if args.plot:
         print(f"wrote {args.plot}")
     return 0
+
+
+def default_lengths(args, train_len: int | None, style: str) -> list[int]:
+    """The default multiples of the training length (1-16x) whose length holds the needle."""
+    from .. import retrieval, tasks
+
+    if not train_len:
+        raise ValueError(f"{args.target} records no training length: give --lengths")
+    need = tasks.minimum_length(args.task, style, args.size)
+    lengths = [train_len * k for k in retrieval.DEFAULT_MULTIPLES if train_len * k >= need]
+    if not lengths:
+        raise ValueError(f"the {args.task} needle and question need {need} bytes, more than "
+                         f"{retrieval.DEFAULT_MULTIPLES[-1]}x the training length {train_len}: give --lengths")
+    return lengths
 
 
 def build_report(args, info: dict, rows, lengths, depths, style: str, haystack: str | None) -> dict:
