@@ -5,19 +5,30 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # tests never reach a hub
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest
-import torch
 
 #: one torch thread for every test: the tensors here are small, and on a shared 2-core machine
 #: (other processes, Inductor's compile workers) two spinning threads per op made the suite several
 #: times slower; ``--threads 1`` in a test changed the whole rest of the session before
 THREADS = 1
-torch.set_num_threads(THREADS)
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "fixtures"))
+
+
+def pytest_configure(config):
+    """``THREADS`` in every process that runs tests. torch is imported here and in the fixtures,
+    not at the top: the controller of ``pytest -n``, which runs no test, never imports it while
+    its workers collect."""
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        return
+    import torch
+
+    torch.set_num_threads(THREADS)
 
 
 @pytest.fixture(autouse=True)
 def _seed():
     """Seed 0 for every test; the thread count put back for the next one (``--threads N`` sets it)."""
+    import torch
+
     torch.manual_seed(0)
     yield
     if torch.get_num_threads() != THREADS:
@@ -28,6 +39,8 @@ def _seed():
 def _device(request, monkeypatch):
     """Tests about CPU behaviour run on the CPU even on a GPU machine (``auto`` means cpu); tests
     marked ``gpu`` need CUDA and are skipped without it (``make test-gpu`` runs them)."""
+    import torch
+
     if request.node.get_closest_marker("gpu") is not None:
         if not torch.cuda.is_available():
             pytest.skip("needs CUDA")
@@ -41,6 +54,8 @@ def trained(tmp_path_factory):
     """Finished tiny runs trained once for the whole session by ``lexkit train`` (flags ``TINY``) on
     the toy corpus in ``data``: ``alibi`` and ``rope``. Read them only; copy one to change it
     (the ``run`` fixture)."""
+    import torch
+
     from lexkit.cli import main
     from toy_corpus import TINY, write_corpus
 
@@ -93,3 +108,12 @@ def no_figures(monkeypatch):
     from lexkit import report
 
     monkeypatch.setattr(report, "report_figures", lambda results, out=None: {})
+
+
+def pytest_unconfigure(config):
+    """The session is over: freeze what is left, so that the interpreter's collections at exit do
+    not walk every object torch, dynamo and transformers made (about 2 s per process on 2 cores,
+    paid before ``pytest -n`` can report). Nothing in the suite relies on a finalizer at exit."""
+    import gc
+
+    gc.freeze()
