@@ -31,7 +31,7 @@ def actions(study, task=None):
     return [(r["task"], r["action"]) for r in study.record if task is None or r["task"] == task]
 
 
-def test_tiny_study_end_to_end(tmp_path, data_dir, monkeypatch):
+def test_tiny_study_end_to_end(tmp_path, data_dir, request):
     out = tmp_path / "study"
     first = Study(config(data_dir, extension=True), out, progress=False, echo=None)
     results = first.run()
@@ -69,7 +69,7 @@ def test_tiny_study_end_to_end(tmp_path, data_dir, monkeypatch):
 
     # a re-run retrains and re-evaluates nothing (its report is the same: the figures checked above
     # are not drawn again here)
-    monkeypatch.setattr("lexkit.report.report_figures", lambda results, out=None: {})
+    request.getfixturevalue("no_figures")
     again = Study(config(data_dir, extension=True), out, progress=False, echo=None)
     assert again.run()["runs"] == results["runs"]
     assert {a for _, a in actions(again)} == {"cached"}
