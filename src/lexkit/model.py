@@ -216,8 +216,8 @@ class GPT(nn.Module):
             key = (id(scheme), pattern.spec, id(temp) if temp is not None and temp.learned else
                    (temp.spec if temp is not None else None), block.sink is not None)
             if key not in built:
-                built[key] = Attention(scheme, pattern, pos, kernel=kernel, hook=hook, training=training, extent=len(pos),
-                                       temperature=temp, sink=block.sink is not None)
+                built[key] = Attention(scheme, pattern, pos, kernel=kernel, hook=hook, training=training,
+                                       extent=len(pos), temperature=temp, sink=block.sink is not None)
             out.append(built[key])
         return out
 
