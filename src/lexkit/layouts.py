@@ -125,16 +125,19 @@ def _expand(text: str, whole: str) -> list[str]:
     return out
 
 
-def parse_layer(text: str, *, scheme: str, train_len: int, where: str = "") -> Layer:
-    """One layer's text (``rope@window:16+logn``) -> :class:`Layer`, canonical; ``scheme`` fills an
-    omitted scheme. ValueError naming ``where`` (``layer 2``) and the bad part."""
+def parse_layer(text: str, *, scheme: str, train_len: int, max_len: int | None = None, where: str = "") -> Layer:
+    """One layer's text (``rope@window:16+logn``) -> :class:`Layer`, canonical and pinned: every value
+    that defaults to the training length written out (a pattern's W, ReRoPE's w, a scaled RoPE's
+    original_len at ``max_len or train_len``, Llama 4's floor), so the layer stays what it was when
+    the model trains or is fine-tuned at another length. ``scheme`` fills an omitted scheme.
+    ValueError naming ``where`` (``layer 2``) and the bad part."""
     head, *mods = [m.strip() for m in _MODIFIER.split(text.strip())]
     scheme_text, at, pattern_text = (s.strip() for s in head.partition("@"))
     prefix = f"{where}: " if where else ""
     if at and not pattern_text:
         raise LayoutError(f"{prefix}{text!r} has '@' and no pattern after it")
     try:
-        scheme_spec = positions.canonical(scheme_text or scheme)
+        scheme_spec = positions.pin(scheme_text or scheme, max_len or train_len)
         pattern = create_pattern(pattern_text or "causal", default_window=train_len)
         temperature, sink = None, False
         for mod in mods:
@@ -145,7 +148,7 @@ def parse_layer(text: str, *, scheme: str, train_len: int, where: str = "") -> L
             elif temperature is not None:
                 raise ValueError(f"two temperatures ({temperature} and {mod}); a layer takes one")
             else:
-                temperature = temperatures.canonical(mod)
+                temperature = temperatures.pin(mod, train_len)
     except (ValueError, KeyError) as exc:
         raise LayoutError(f"{prefix}{exc}") from None
     layer = Layer(scheme_spec, pattern.spec, temperature, sink)
@@ -155,15 +158,16 @@ def parse_layer(text: str, *, scheme: str, train_len: int, where: str = "") -> L
     return layer
 
 
-def parse(text: str, *, n_layers: int, train_len: int, scheme: str = "rope") -> list[Layer]:
+def parse(text: str, *, n_layers: int, train_len: int, scheme: str = "rope", max_len: int | None = None) -> list[Layer]:
     """A layout spec (named or written out) -> one :class:`Layer` per layer of an ``n_layers``
-    model trained at ``train_len``. :class:`LayoutError` (a ValueError) names the layer at fault."""
+    model trained at ``train_len`` (``max_len``: a learned table's size, default ``train_len``).
+    :class:`LayoutError` (a ValueError) names the layer at fault."""
     if not isinstance(text, str) or not text.strip():
         raise LayoutError(f"empty layout {text!r}")
     text = text.strip()
     name = split_spec(text)[0] if not re.search(r"[@;()+]", text) else None
     if name is not None and name in NAMED:
-        return NAMED.get(name).build(text, n_layers=n_layers, train_len=train_len)
+        return NAMED.get(name).build(text, n_layers=n_layers, train_len=train_len, max_len=max_len)
     if name is not None and name not in positions.names():
         raise LayoutError(f"unknown layout {name!r}: not a named layout ({', '.join(NAMED.names())}) nor a scheme "
                           f"({', '.join(positions.names())}); a written-out layout is SCHEME@PATTERN;...")
@@ -173,7 +177,8 @@ def parse(text: str, *, n_layers: int, train_len: int, scheme: str = "rope") -> 
                           f"layers (or a number that divides it, repeated to fit; '(...)xN' repeats)")
     pieces = pieces * (n_layers // len(pieces))
     where = (lambda i: f"layout layer {i} ({pieces[i]!r})") if len(pieces) > 1 else (lambda i: f"layout {text!r}")
-    layers = [parse_layer(p, scheme=scheme, train_len=train_len, where=where(i)) for i, p in enumerate(pieces)]
+    layers = [parse_layer(p, scheme=scheme, train_len=train_len, max_len=max_len, where=where(i))
+              for i, p in enumerate(pieces)]
     check(layers)
     return layers
 
@@ -286,16 +291,17 @@ def resolve_pattern(own: Sequence[Pattern], kinds: Sequence[str], spec: str | Pa
     return Layered(layers, ";".join(labels) or "causal")
 
 
-def override_schemes(layers: Sequence[Layer], spec: str) -> list[Layer]:
+def override_schemes(layers: Sequence[Layer], spec: str, length: int) -> list[Layer]:
     """``layers`` with the schemes an evaluation ``--scheme`` gives (``rope:scaling=yarn,factor=4``,
-    ``global=rerope:w=64``, ``L0-2=rope:base=500000``). Unqualified, it replaces the scheme of every
-    layer on a model with one scheme, and otherwise of the layers whose scheme is of its family
-    (RoPE scalings reach the layers with RoPE only); an error when none is."""
+    ``global=rerope:w=64``, ``L0-2=rope:base=500000``), pinned at the model's training ``length``.
+    Unqualified, it replaces the scheme of every layer on a model with one scheme, and otherwise of
+    the layers whose scheme is of its family (RoPE scalings reach the layers with RoPE only); an
+    error when none is."""
     plain, pairs = split_overrides(spec)
     out = list(layers)
     kinds = [layer.kind for layer in layers]
     if plain is not None:
-        new = positions.canonical(plain)
+        new = positions.pin(plain, length)
         family = positions.get(split_spec(new)[0]).family
         if len({layer.scheme for layer in layers}) == 1:
             chosen = list(range(len(layers)))
@@ -309,7 +315,7 @@ def override_schemes(layers: Sequence[Layer], spec: str) -> list[Layer]:
         for i in chosen:
             out[i] = dataclasses.replace(out[i], scheme=new)
     for selector, text in pairs:
-        new = positions.canonical(text)
+        new = positions.pin(text, length)
         for i in select(selector, kinds):
             out[i] = dataclasses.replace(out[i], scheme=new)
     check(out)
@@ -332,15 +338,15 @@ class NamedLayout:
         raise NotImplementedError
 
     @classmethod
-    def build(cls, text: str, *, n_layers: int, train_len: int) -> list[Layer]:
+    def build(cls, text: str, *, n_layers: int, train_len: int, max_len: int | None = None) -> list[Layer]:
         name, items = split_spec(text)
         try:
             values = parse_params(f"layout {name}", cls.params, items)
         except ValueError as exc:
             raise LayoutError(str(exc)) from None
         pieces = cls.pieces(values, n_layers, train_len)
-        layers = [parse_layer(p, scheme="rope", train_len=train_len, where=f"layout {text!r}, layer {i}")
-                  for i, p in enumerate(pieces)]
+        layers = [parse_layer(p, scheme="rope", train_len=train_len, max_len=max_len,
+                              where=f"layout {text!r}, layer {i}") for i, p in enumerate(pieces)]
         check(layers)
         return layers
 

@@ -70,7 +70,8 @@ class ModelConfig:
         """What every layer is (:mod:`lexkit.layouts`): the layout's layers, or the uniform model."""
         if self.layout is None:
             return layouts.uniform(self.scheme, self.n_layers, logn=self.logn)
-        return layouts.parse(self.layout, n_layers=self.n_layers, train_len=self.train_len, scheme=self.scheme)
+        return layouts.parse(self.layout, n_layers=self.n_layers, train_len=self.train_len, scheme=self.scheme,
+                             max_len=self.max_len)
 
     @property
     def label(self) -> str:

@@ -127,6 +127,15 @@ def canonical(spec: str) -> str:
     return format_spec(cls.name, cls.params, values)
 
 
+def pin(spec: str, train_len: int) -> str:
+    """The canonical spec with the parameters that default to the training length written out."""
+    cls, values = parse(spec)
+    for key in cls.train_len_params:
+        if values.get(key) is None:
+            values[key] = int(train_len)
+    return format_spec(cls.name, cls.params, values)
+
+
 def create(spec: str, n_heads: int, train_len: int) -> Temperature:
     """A temperature from its spec (``logn``, ``llama4:beta=0.1,floor=8192``, ``ssmax``); parameters
     in ``train_len_params`` the spec leaves out take ``train_len``."""
