@@ -140,11 +140,12 @@ def test_runs_lists_each_run(trained, tmp_path, capsys):
         holder.wait()
     out = capsys.readouterr().out.splitlines()
     bpb = {s: runs.read_metrics(trained / s)[-1]["val_bpb"] for s in ("alibi", "rope")}
-    assert out[0].split() == ["scheme", "layout", "length", "step", "state", "val", "bpb", "ranks", "device", "parent", "size",
-                              "path"]
+    assert out[0].split() == ["scheme", "layout", "length", "step", "state", "val", "bpb", "ranks", "device", "parent",
+                              "size", "path"]
     alibi = next(line for line in out if line.endswith(str(trained / "alibi"))).split()
     assert alibi[:6] == ["alibi", "-", "32", "12/12", "finished", f"{bpb['alibi']:.4f}"]
-    assert next(line for line in out if line.endswith(str(stopped))).split()[:5] == ["rope", "-", "32", "12/100", "stopped"]
+    stopped_row = next(line for line in out if line.endswith(str(stopped))).split()
+    assert stopped_row[:5] == ["rope", "-", "32", "12/100", "stopped"]
     assert main(["runs", str(tmp_path / "nowhere")]) == 2
     assert "does not exist" in one_error_line(capsys)
 

@@ -266,6 +266,23 @@ def split_overrides(text: str) -> tuple[str | None, list[tuple[str, str]]]:
     return plain, pairs
 
 
+def check_scheme(spec: str) -> None:
+    """ValueError for an evaluation ``--scheme`` no run could take (each part's scheme and
+    parameters), before any model loads; selectors are checked against the run."""
+    plain, pairs = split_overrides(spec)
+    for text in ([plain] if plain is not None else []) + [text for _, text in pairs]:
+        positions.canonical(text)
+
+
+def check_pattern(spec: str) -> None:
+    """ValueError for an evaluation pattern spec that no model could take (syntax, names, parameter
+    values), before any model loads; W may be left to the model. Selectors are checked against the
+    model when the spec resolves."""
+    plain, pairs = split_overrides(spec)
+    for text in ([plain] if plain is not None else []) + [text for _, text in pairs]:
+        create_pattern(text, default_window=2)
+
+
 def resolve_pattern(own: Sequence[Pattern], kinds: Sequence[str], spec: str | Pattern, *,
                     default_window: int | None) -> Pattern:
     """What an evaluation pattern means on a model whose layers have patterns ``own`` (module

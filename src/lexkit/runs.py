@@ -312,7 +312,7 @@ def load(
     layers of its family, :func:`lexkit.layouts.override_schemes`) and becomes the layout's."""
     run_dir = Path(run_dir)
     config = read_config(run_dir)
-    overrides = {k: v for k, v in (("scheme", scheme), ("logn", logn)) if v is not None}
+    overrides = {} if logn is None else {"logn": logn}
     if scheme is not None:
         overrides.update(scheme_overrides(config["model"], scheme))
     if logn is not None and config["model"].get("layout") is not None:
@@ -334,10 +334,10 @@ def scheme_overrides(model_section: dict, scheme: str) -> dict:
 
     cfg = ModelConfig(**model_section)
     plain, pairs = layouts.split_overrides(scheme)
-    if cfg.layout is None and not pairs and not cfg.logn:
+    if cfg.layout is None and not pairs:
         return {"scheme": canonical(plain)}
     layers = layouts.override_schemes(cfg.layers(), scheme, cfg.max_len or cfg.train_len)
-    return {"layout": layouts.canonical(layers), "logn": False}
+    return {"layout": layouts.canonical(layers), "logn": False}  # a uniform run's log-n is now each layer's
 
 
 def load_weights(run_dir: str | Path, model: GPT, *, recorded: dict | None = None, scheme: str | None = None) -> None:
