@@ -121,6 +121,14 @@ def run(args) -> int:
 
 
 # -- terminal output ------------------------------------------------------------------------------
+def layout_lines(info: dict) -> list[str]:
+    """The header line of a Hugging Face model whose layers differ (every table's): its layout
+    and the selectors ``--pattern NAME=SPEC`` takes; none for any other model."""
+    if not info.get("layout") or not info.get("selectors"):
+        return []
+    return [f"layout {info['layout']}  (selectors: {', '.join(info['selectors'])}, L<i>, L<i>-<j>)"]
+
+
 def format_report(report: dict) -> str:
     """The bpb table (lengths as columns, one row per pattern; a tokenizer model's token
     perplexity below it), what was scored, unavailable reasons, then loss by position per pattern."""
@@ -130,7 +138,7 @@ def format_report(report: dict) -> str:
     data, stride = report["data"], report.get("stride")
     docs = f"{data['documents']} document{'' if data['documents'] == 1 else 's'}"
     if tokens:
-        lines = [f"model {report['run']}  {report['scheme']}  train_len {train_len}",
+        lines = [f"model {report['run']}  {report['scheme']}  train_len {train_len}", *layout_lines(report),
                  f"data {data['spec']} ({data['split']}): {docs} x {data['tokens_per_document']:,} tokens "
                  f"({data['bytes_scored']:,} bytes) scored per length"]
         tables = (("bpb", "bits per byte (lower is better)", "{:.4f}"),

@@ -18,6 +18,7 @@ import sys
 from .. import checks
 from ..attention import KERNELS
 from ..layouts import check_pattern, check_scheme
+from .eval import layout_lines
 from .table import format_table, length_label
 
 
@@ -144,6 +145,7 @@ def build_report(args, info: dict, rows, lengths, depths, style: str, haystack: 
         "target": args.target,
         "scheme": info["scheme"],
         **({"trained_scheme": info["trained_scheme"]} if "trained_scheme" in info else {}),
+        **{key: info[key] for key in ("layout", "selectors") if key in info},
         "logn": info.get("logn", False),
         "train_len": info["train_len"],
         "task": args.task,
@@ -191,6 +193,7 @@ def format_report(report: dict) -> str:
         f"task {report['task']} ({report['style']} style), {report['samples']} documents per cell; "
         f"chance {chance:.2f} bits per answer byte",
     ]
+    lines[1:1] = layout_lines(report)
     cell = {(r["pattern"], r["length"], r["depth"]): r for r in rows}
     header = ["depth"] + [length_label(n, train_len) for n in lengths]
     for pattern in report["patterns"]:

@@ -170,7 +170,7 @@ class HFModel(nn.Module):
         type's on a model with RoPE per type); no frequencies for a layer without RoPE."""
         if not self.layers[layer].scheme.startswith("rope"):
             return torch.zeros(0, dtype=torch.float64), 1.0
-        rotary = self.hf.base_model.rotary_emb
+        rotary = next(m for name, m in self.hf.named_modules() if name.split(".")[-1] == "rotary_emb")
         device = device_of(self)
         self.reset_positions()
         typed = isinstance(getattr(rotary, "rope_type", None), dict)  # one rotary per layer type (Gemma 3)
