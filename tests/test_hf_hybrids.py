@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from lexkit.evaluate import evaluate
-from tiny_hf import CORPUS, TRAIN, W, eager, hybrid_configs, ids, save, tokenizer
+from tiny_hf import CORPUS, TRAIN, W, eager, hybrid_configs, ids, other_configs, save, tokenizer
 
 pytestmark = pytest.mark.xdist_group("hf")
 
@@ -32,7 +32,7 @@ def tf():
 @pytest.fixture(scope="module")
 def built(tf, tmp_path_factory):
     """model type -> the directory of its tiny hybrid, saved on first use."""
-    tok, configs, done = tokenizer(tf), hybrid_configs(tf), {}
+    tok, configs, done = tokenizer(tf), {**hybrid_configs(tf), **other_configs(tf)}, {}
 
     def get(name: str):
         if name not in done:
@@ -44,7 +44,7 @@ def built(tf, tmp_path_factory):
 
 def written(tf, name: str, tmp_path):
     """A directory holding only the config of a tiny hybrid (what loading reads before the weights)."""
-    hybrid_configs(tf)[name].save_pretrained(tmp_path)
+    {**hybrid_configs(tf), **other_configs(tf)}[name].save_pretrained(tmp_path)
     return tmp_path
 
 
@@ -59,9 +59,18 @@ LAYOUTS = {  # the families' per-layer rules, written out for the tiny configs
     "smollm3": "(rope:base=2000000@causal)x3;none@causal",
     "qwen3": "(rope:base=10000@causal)x2;(rope:base=10000@window:8)x2",
 }
+OTHERS = {  # the same rules in other model types (None: every layer RoPE under causal attention)
+    "mixtral": "(rope:base=1000000@window:8)x4", "phi3": "(rope:base=10000@window:8)x4",
+    "starcoder2": "(rope:base=10000@window:8)x4", "qwen3_moe": "(rope:base=10000@window:8)x4",
+    "qwen2_moe": "rope:base=10000@window:8;(rope:base=10000@causal)x3",  # odd layers below max_window_layers
+    "olmo3": "(rope:base=500000@window:8)x3;rope:base=500000@causal",
+    "exaone4": "(rope:base=10000@window:8)x3;none@causal",  # with a window, RoPE on the window layers only
+    "vaultgemma": "(rope:base=10000@window:8+softcap:50;rope:base=10000@causal+softcap:50)x2",
+    "gemma": None, "olmo2": None, "granite": None, "cohere": None,
+}
 
 
-@pytest.mark.parametrize("name", list(LAYOUTS))
+@pytest.mark.parametrize("name", list(LAYOUTS) + list(OTHERS))
 def test_every_layer_is_read_from_the_config(tf, name):
     """Gemma 2: sliding every other layer, logits capped; Gemma 3: five local per global, a base per
     type; GPT-OSS: alternating, a sink per head; Llama 4: chunked RoPE layers, every 4th NoPE with
@@ -69,13 +78,16 @@ def test_every_layer_is_read_from_the_config(tf, name):
     Qwen3: window layers from max_window_layers on."""
     from lexkit.hf import FAMILIES, layers_of
     from lexkit.hf.families import layout_text
+    from lexkit.hf.model import describe_config
 
-    config = hybrid_configs(tf)[name]
+    config = {**hybrid_configs(tf), **other_configs(tf)}[name]
     layers = layers_of(config, FAMILIES[name])
-    assert layout_text(layers) == LAYOUTS[name]
-    assert [layer.type for layer in layers] == list(config.layer_types)
-    assert [layer.kind for layer in layers] == ["global" if t == "full_attention" else "local"
-                                                for t in config.layer_types]
+    assert describe_config(config, FAMILIES[name], None, layers).layout == {**LAYOUTS, **OTHERS}[name]
+    if name in LAYOUTS:
+        assert layout_text(layers) == LAYOUTS[name]
+        assert [layer.type for layer in layers] == list(config.layer_types)
+        assert [layer.kind for layer in layers] == ["global" if t == "full_attention" else "local"
+                                                    for t in config.layer_types]
 
 
 def test_own_mask_reads_transformers_mask_functions(tf):
@@ -123,6 +135,24 @@ def test_the_attention_function_is_transformers_eager_with_sinks_and_soft_cappin
         hf.attention(module, q, k, v, own, scaling=0.3, alibi_slopes=torch.ones(heads))
     with pytest.raises(ValueError, match="sliding_window=4 but its mask is window:8"):
         hf.attention(module, q, k, v, own, sliding_window=4)
+
+
+@pytest.mark.parametrize("family, message", [
+    (dict(rope_layers="sliding", softcap=True),
+     r"layer 1 reaches attention as \(mask, softcap, sink, RoPE\) = \('causal', 1.0, False, True\), "
+     r"but lexkit read \('causal', 1.0, False, False\)"),
+    (dict(), r"layer 0 .* \('window:8', 1.0, False, True\), but lexkit read \('window:8', None, False, True\)"),
+])
+def test_a_rule_read_wrong_is_an_error_when_the_model_loads(tf, built, monkeypatch, family, message):
+    """The two probe passes at load check lexkit's reading of every layer against the model: here a
+    Gemma 2 read as RoPE on its sliding layers only, or without its soft cap."""
+    from lexkit import hf
+    from lexkit.errors import LexkitError
+    from lexkit.hf import families
+
+    monkeypatch.setitem(families.FAMILIES, "gemma2", families.Family("rope", True, **family))
+    with pytest.raises(LexkitError, match=message):
+        hf.load(built("gemma2"))
 
 
 # -- Gemma 2 end to end (fast) ----------------------------------------------------------------------
@@ -326,6 +356,12 @@ DROPPED = {  # transformers without the family's own rule: lexkit must not run t
 @pytest.mark.parametrize("name", list(DROPPED))
 def test_each_hybrid_reproduces_transformers_eager(tf, built, monkeypatch, name):
     check_parity(tf, built(name), monkeypatch, lambda path: DROPPED[name](tf, path))
+
+
+@pytest.mark.slow  # fast siblings: test_causal_reproduces_transformers_eager (test_hf.py), test_every_layer_is_read...
+@pytest.mark.parametrize("name", list(OTHERS))
+def test_other_model_types_reproduce_transformers_eager(tf, built, monkeypatch, name):
+    check_parity(tf, built(name), monkeypatch)
 
 
 @pytest.mark.slow  # fast sibling: test_rope_scaling_reaches_the_layers_that_rotate

@@ -16,7 +16,8 @@ The per-layer rules, from transformers 5.24's modelling code:
   sliding when the config has a ``sliding_window`` (Mistral).
 * RoPE on every layer, except where the family says (``rope_layers``): Llama 4 and SmolLM3 rotate
   the layers whose ``no_rope_layers[i]`` is 1 (the name reads backwards), Cohere 2 its sliding
-  layers only. Gemma 3 has a RoPE base per layer type (``rope_parameters[layer_type]``).
+  layers only (EXAONE 4 too when it has a window). Gemma 3 and OLMo 3 have RoPE parameters per
+  layer type (``rope_parameters[layer_type]``).
 * Llama 4 scales the queries of its NoPE layers by 1 + β·ln(⌊(m+1)/F⌋ + 1)
   (``attn_temperature_tuning``, β = ``attn_scale``, F = ``floor_scale``) before attention: lexkit's
   ``llama4`` temperature, applied by the model, so lexkit's kernels do not apply it again.
@@ -41,7 +42,8 @@ class Family:
 
     positions: str  # "rope", "learned" or "alibi"
     interface: bool  # attention goes through AttentionInterface (lexkit's kernels)
-    #: which layers apply RoPE: "all", "no_rope_layers" (1 = uses RoPE) or "sliding" (the window layers)
+    #: which layers apply RoPE: "all", "no_rope_layers" (1 = uses RoPE), "sliding" (the window layers) or
+    #: "sliding_or_all" (the window layers when the config has a window, else all: EXAONE 4)
     rope_layers: str = "all"
     temperature: bool = False  # NoPE layers scale their queries (Llama 4's attn_temperature_tuning)
     sinks: bool = False  # a learned sink logit per head on every layer (GPT-OSS)
@@ -62,6 +64,19 @@ FAMILIES = {
     "cohere2": Family("rope", True, rope_layers="sliding"),
     "smollm3": Family("rope", True, rope_layers="no_rope_layers"),
     "qwen3": Family("rope", True),
+    # the same per-layer rules in other model types whose attention goes through the interface
+    "mixtral": Family("rope", True),
+    "phi3": Family("rope", True),
+    "starcoder2": Family("rope", True),
+    "qwen2_moe": Family("rope", True),
+    "qwen3_moe": Family("rope", True),
+    "olmo3": Family("rope", True),
+    "exaone4": Family("rope", True, rope_layers="sliding_or_all"),
+    "vaultgemma": Family("rope", True, softcap=True),
+    "gemma": Family("rope", True),
+    "olmo2": Family("rope", True),
+    "granite": Family("rope", True),
+    "cohere": Family("rope", True),
 }
 
 #: transformers' layer type -> the config field that sizes its mask (None: causal)
@@ -145,7 +160,7 @@ def uses_rope(config, family: Family, types: list[str]) -> list[bool]:
         return [False] * len(types)
     if family.rope_layers == "no_rope_layers":
         return [bool(flag) for flag in config.no_rope_layers[: len(types)]]
-    if family.rope_layers == "sliding":
+    if family.rope_layers == "sliding" or (family.rope_layers == "sliding_or_all" and config.sliding_window):
         return [t == "sliding_attention" for t in types]
     return [True] * len(types)
 

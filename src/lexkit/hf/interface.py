@@ -70,6 +70,9 @@ class Call:
     seen: set = dataclasses.field(default_factory=set)  # which of mask / attention this call reached
     #: layer index -> (its own mask's spec, its soft cap, whether it passed a sink logit)
     layers: dict = dataclasses.field(default_factory=dict)
+    #: layer index -> the query of the first token as it reached attention (kept when ``probe``)
+    queries: dict = dataclasses.field(default_factory=dict)
+    probe: bool = False
 
     def layer_pattern(self, layer: int, own: Pattern) -> Pattern:
         """The pattern layer ``layer`` runs, given the mask the model gave it (``own``)."""
@@ -170,6 +173,8 @@ def attention(module, query: Tensor, key: Tensor, value: Tensor, attention_mask,
         raise ValueError(f"layer {layer}: transformers masks it as {attention_mask.spec}, but lexkit read "
                          f"{call.own[layer].spec} from the config (was the config changed after loading?)")
     call.layers[layer] = (attention_mask.spec, softcap, sink is not None)
+    if call.probe:
+        call.queries[layer] = query[0, :, 0].detach().clone()  # [heads, d]
     if key.shape[1] != heads:  # GQA: each key/value head serves heads / Hkv query heads
         key = key.repeat_interleave(heads // key.shape[1], dim=1)
         value = value.repeat_interleave(heads // value.shape[1], dim=1)

@@ -78,7 +78,7 @@ def describe_config(config, family: Family, train_len: int | None, layers: Seque
         rope.update({k: v for k, v in params.items() if k not in ("rope_type", "type", "rope_theta")})
         if per_type_rope(config):
             types = list(dict.fromkeys(layer.type for layer in rotated))
-            rope["thetas"] = [float(rope_parameters(config, t)["rope_theta"]) for t in types]
+            rope["thetas"] = list(dict.fromkeys(float(rope_parameters(config, t)["rope_theta"]) for t in types))
     if train_len is None:
         original = (rope or {}).get("original_max_position_embeddings")
         train_len = original or getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
@@ -128,21 +128,28 @@ class HFModel(nn.Module):
                 "lexkit's own models)")
 
     def verify_layout(self) -> None:
-        """One forward pass of one token checks :attr:`layers` against the model itself: every
-        layer's mask, sink logits and soft cap as transformers hands them to attention. A LexkitError
-        names the first layer lexkit read wrong (a rule of this model type it does not know)."""
+        """Two forward passes of one token, at positions 0 and 5, check :attr:`layers` against the
+        model itself: every layer's mask, sink logits and soft cap as transformers hands them to
+        attention, and its RoPE (a lone token's query is the same at both positions on a layer
+        without RoPE, rotated on one with it: nothing before attention depends on the position
+        otherwise). A LexkitError names the first layer lexkit read wrong (a rule of this model type
+        it does not know)."""
         if not self.family.interface:
             return
         device = device_of(self)
+        calls = [Call(create_pattern("causal"), probe=True) for _ in range(2)]
         with torch.no_grad():
-            call = Call(create_pattern("causal"))
-            self._run(torch.zeros(1, 1, dtype=torch.int64, device=device), call)
+            for call, offset in zip(calls, (0, 5)):
+                self._run(torch.zeros(1, 1, dtype=torch.int64, device=device), call, offset)
         for i, layer in enumerate(self.layers):
-            got = call.layers.get(i)
-            want = (layer.pattern, layer.softcap, layer.sink)
+            if i not in calls[0].layers:
+                raise LexkitError(f"{self.source}: layer {i} never reached lexkit's attention; lexkit cannot run it")
+            rotated = self.cfg.positions == "rope" and not torch.equal(calls[0].queries[i], calls[1].queries[i])
+            got = (*calls[0].layers[i], rotated)
+            want = (layer.pattern, layer.softcap, layer.sink, layer.scheme.startswith("rope"))
             if got != want:
-                raise LexkitError(f"{self.source}: layer {i} reaches attention as (mask, softcap, sink) = {got}, but "
-                                  f"lexkit read {want} from its {self.cfg.model_type} config; lexkit cannot run it")
+                raise LexkitError(f"{self.source}: layer {i} reaches attention as (mask, softcap, sink, RoPE) = {got}, "
+                                  f"but lexkit read {want} from its {self.cfg.model_type} config; lexkit cannot run it")
 
     def reset_positions(self) -> None:
         """Put every rotary embedding back to its frequencies at the training length (per layer
