@@ -267,7 +267,7 @@ class CachedAttention:
                 transformed=pre, bias_table=piece.table, sink=sink,
                 q_scale=None if self.q_scale is None else self.q_scale[..., qs],
             )
-            for qs, ks in piece.plan(query_block(scheme))
+            for qs, ks in piece.plan(query_block(scheme, len(piece.k_idx), q.shape[0] * q.shape[1]))
         ]
         cache.keys[layer].keep(piece.keep)
         cache.values[layer].keep(piece.keep)

@@ -52,6 +52,7 @@ KERNELS = ("auto", "dense", "chunked", "flex")
 DENSE_MAX = 2048  # CPU: longest input the auto choice sends to the dense kernel
 LOCAL_DENSE_MAX = 512  # ... under a local pattern (past it the chunked kernel skips unseen keys)
 CHUNK = 256  # query block of the chunked kernel
+SCORE_BUDGET = 1 << 25  # scores one block may hold (128 MB in float32); past it the query block shrinks
 
 
 class ScoreHook(Protocol):
@@ -157,7 +158,8 @@ class Attention:
     # -- chunked ------------------------------------------------------------------------------
     def _chunked(self, q: Tensor, k: Tensor, v: Tensor, layer: int, block: int | None = None,
                  sink: Tensor | None = None) -> Tensor:
-        block = block or query_block(self.scheme)
+        block = block or query_block(self.scheme, self.n if self.pattern.reach is None else
+                                     self.pattern.reach + CHUNK + self.pattern.sinks, q.shape[0] * q.shape[1])
         # a position-wise transform (all but xPos and ReRoPE) commutes with slicing: do it once
         pre = self.scheme.max_query_span is None and self.scheme.separable
         raw_q, raw_k = q, k
@@ -304,10 +306,13 @@ def attend_block(
     return probs @ v  # [b, h, n_q, d]
 
 
-def query_block(scheme: Scheme) -> int:
+def query_block(scheme: Scheme, keys: int = 0, rows: int = 1) -> int:
     """Queries per block of the chunked kernel and the KV cache: ``CHUNK``, fewer when one
-    transform may cover only ``max_query_span`` positions (xPos)."""
-    return min(CHUNK, scheme.max_query_span or CHUNK)
+    transform may cover only ``max_query_span`` positions (xPos), and fewer when a block's scores
+    ([rows = batch x heads, queries, keys]) would pass ``SCORE_BUDGET`` elements: a global layer
+    over a million keys scores 16 queries at a time, not 256 (4 GB)."""
+    fit = max(16, SCORE_BUDGET // max(1, rows * keys))
+    return min(CHUNK, scheme.max_query_span or CHUNK, fit)
 
 
 def by_scores(scheme: Scheme, pattern: Pattern) -> bool:
