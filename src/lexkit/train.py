@@ -279,6 +279,7 @@ def run_config(model_cfg: ModelConfig, train_cfg: TrainConfig, corpus: Corpus) -
         "lexkit": __version__,
         "torch": torch.__version__,
         "model": dataclasses.asdict(model_cfg),
+        "resolved": model_cfg.resolved(),  # every parameter of every layer, defaults included
         "train": dataclasses.asdict(train_cfg),
         "data": {"spec": corpus.spec, "fingerprint": corpus.fingerprint,
                  **({"mix": train_cfg.mix} if train_cfg.mix else {})},
