@@ -102,7 +102,8 @@ class Attention:
             if temperature is not None:
                 raise ValueError("give log-n scaling (logn=L) or a temperature, not both")
             temperature = LogN(scheme.n_heads, logn)
-        self.q_scale = None if temperature is None else temperature.scale(pos)  # [n] or [H, n], or None
+        self.temperature = temperature
+        self._scale: Tensor | None = None
         self.by_scores = by_scores(scheme, pattern)
         #: the kernel the last call actually ran: ``self.kernel``, or for flex the ladder's rung
         #: (``flex``, ``flex:128x64/2``) or ``chunked`` when no flex kernel could be built
@@ -123,6 +124,15 @@ class Attention:
             out = self._chunked(q, k, v, layer, sink=sink)
         note_ran(self.ran)
         return out
+
+    @property
+    def q_scale(self) -> Tensor | None:
+        """The temperature per query [n] or per head and query [H, n] (None: none), computed at the
+        first call, inside the layer's forward: a learned temperature's parameters belong to its
+        layer (under FSDP2 they are gathered only there)."""
+        if self._scale is None and self.temperature is not None:
+            self._scale = self.temperature.scale(self.pos)
+        return self._scale
 
     # -- dense --------------------------------------------------------------------------------
     def dense_mask(self) -> Tensor:
