@@ -51,6 +51,7 @@ from .data import (
     check_mix,
     format_mix,
     load_corpus,
+    mix_probe,
     parse_mix,
     same_corpus,
     tokens_of,
@@ -253,6 +254,23 @@ def validation_bpb(model: GPT, stream: Stream, cfg: TrainConfig, length: int, de
     return total / count / LN2
 
 
+@torch.no_grad()
+def validation_tasks(model: GPT, probe: dict, device: torch.device) -> dict:
+    """Each mix task's probe (:func:`lexkit.data.mix_probe`): teacher-forced bits per answer byte
+    (``val_<task>_bits``) and the share of documents whose argmax is right at every answer byte
+    (``val_<task>_exact``, what greedy decoding reproduces on a byte model). Logged beside the
+    validation bpb, so a run's curve shows when it learned the task (its phase change)."""
+    out = {}
+    with eval_mode(model):
+        for task, (x, y, mask) in probe.items():
+            logits = model(x.to(device)).float().cpu()  # [count, length, vocab]
+            nll = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view(y.shape)
+            right = (logits.argmax(-1) == y) | ~mask
+            out[f"val_{task}_bits"] = round(float(nll[mask].sum() / mask.sum()) / LN2, 6)
+            out[f"val_{task}_exact"] = round(float(right.all(-1).float().mean()), 6)
+    return out
+
+
 def run_config(model_cfg: ModelConfig, train_cfg: TrainConfig, corpus: Corpus) -> dict:
     from . import __version__
 
@@ -261,6 +279,7 @@ def run_config(model_cfg: ModelConfig, train_cfg: TrainConfig, corpus: Corpus) -
         "lexkit": __version__,
         "torch": torch.__version__,
         "model": dataclasses.asdict(model_cfg),
+        "resolved": model_cfg.resolved(),  # every parameter of every layer, defaults included
         "train": dataclasses.asdict(train_cfg),
         "data": {"spec": corpus.spec, "fingerprint": corpus.fingerprint,
                  **({"mix": train_cfg.mix} if train_cfg.mix else {})},
@@ -548,6 +567,7 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
     and at a stop signal. ``run`` is rank 0's run directory (None on the others)."""
     cfg, w, dev, length = job.train_cfg, job.world, job.device, job.model_cfg.train_len
     train_stream, valid_stream = streams
+    probe = mix_probe(valid_stream.tokens, cfg.mix, length) if cfg.mix else {}  # the mix's tasks, validated
     autocast = device_autocast(dev)
     rate_of = throughput(distributed.unwrap(model), job.model_cfg, cfg.batch // w.size, dev)
     model.train()
@@ -577,6 +597,7 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
                        **rate_of(step_seconds), "kernel": kernel_label(ran)}
                 if evaluate_now:  # every rank (an FSDP2 forward is collective)
                     row["val_bpb"] = round(validation_bpb(distributed.unwrap(model), valid_stream, cfg, length, dev), 6)
+                    row.update(validation_tasks(distributed.unwrap(model), probe, dev))
                 if run is not None:
                     run.log(row)
                     if job.writer is not None:

@@ -105,7 +105,7 @@ class Plan:
             for seed in range(self.cfg.seeds):
                 model_cfg, train_cfg = configs(self.cfg.preset, scheme, seed=seed, steps=self.cfg.steps,
                                                data=self.cfg.data)
-                key = digest({"model": dataclasses.asdict(model_cfg), "train": dataclasses.asdict(train_cfg),
+                key = digest({"model": model_cfg.identity(), "train": dataclasses.asdict(train_cfg),
                               "data": self.corpus.fingerprint})
                 out.append(Cell(model_cfg.scheme, seed, model_cfg, train_cfg, key))
         return out
