@@ -153,6 +153,8 @@ def test_bloom_keeps_alibi_under_a_window(tf, saved):
         model(x, kernel="chunked")
     with pytest.raises(ValueError, match="score hook"):
         model(x, hook=lambda *a: None)
+    with pytest.raises(ValueError, match=r"one mask for every layer, so a pattern per layer \(L0=window:4\) cannot"):
+        model(x, pattern="L0=window:4")
 
 
 def test_offset_shifts_positions(tf, saved):

@@ -146,9 +146,6 @@ def mask(batch_size, q_length=None, kv_length=None, q_offset=0, kv_offset=0, mas
     family = FAMILIES.get(getattr(config, "model_type", None))
     if family is None or family.interface:
         return own
-    if isinstance(call.pattern, Layered):
-        raise ValueError(f"{config.model_type} computes attention in its own module: lexkit's patterns reach it as "
-                         f"one mask for every layer, not one per layer ({call.pattern.spec})")
     idx = torch.arange(q_length, device=device)
     visible = call.layer_pattern(0, own).visible(idx[:, None], idx[None, :])  # [n, n]
     additive = torch.zeros(visible.shape, dtype=dtype, device=device).masked_fill(~visible, float("-inf"))

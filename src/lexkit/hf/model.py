@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import layouts, positions
-from ..attention import Pattern, layer_patterns
+from ..attention import Layered, Pattern, layer_patterns
 from ..attention import create as create_pattern
 from ..attention import temperature as temperatures
 from ..attention.kernels import ScoreHook
@@ -115,8 +115,12 @@ class HFModel(nn.Module):
         (:func:`lexkit.layouts.resolve_pattern`): unqualified, inside each layer's own mask;
         ``SELECTOR=PATTERN`` (a layer type, ``local``, ``global``, ``L3``, ``L0-2``) replacing the
         selected layers'. W defaults to the training length. ``sinks:...,pos=cache`` is refused:
-        transformers rotates q and k before lexkit sees them, so sinks keep their text positions."""
+        transformers rotates q and k before lexkit sees them, so sinks keep their text positions; so
+        is a pattern per layer on a family whose attention is its own (Bloom: one mask for all)."""
         pattern = layouts.resolve_pattern(self._own, self.kinds, spec, default_window=self.cfg.train_len)
+        if isinstance(pattern, Layered) and not self.family.interface:
+            raise ValueError(f"{self.cfg.model_type} computes attention in its own module: lexkit's patterns reach it "
+                             f"as one mask for every layer, so a pattern per layer ({pattern.spec}) cannot")
         if pattern.cache_positions:
             raise ValueError(f"pattern {pattern.spec} assigns positions within the cache, but {self.cfg.model_type} "
                              "applies its positions before lexkit's attention; use pos=text")
