@@ -252,6 +252,17 @@ def test_bpb_is_transformers_own_loss(tf, built):
     assert report["results"][0]["bpb"] != report["results"][1]["bpb"]
 
 
+def test_empirical_resolution_reads_each_layer_under_its_own_mask(tf, built):
+    """s_hat per layer: a window layer's is -inf from distance W on, a full layer's (after it, on
+    the same blocks of queries and keys) finite at every distance, whatever ran first."""
+    from lexkit import hf, resolution
+
+    doc = resolution.empirical(hf.load(built("gemma2")), ids(40, batch=1), "causal")
+    curve = doc["curve"]  # [layers, heads, 40]
+    assert torch.isinf(curve[0, :, W:]).all() and torch.isfinite(curve[0, :, :W]).all()
+    assert torch.isfinite(curve[1]).all() and torch.isfinite(curve[3]).all()
+
+
 def test_every_instrument_names_the_layout(tf, built, tmp_path, capsys):
     """lexkit eval, resolution and retrieval on the hybrid: the layout and the selectors in every
     header and report; resolution per layer type, analytic per group of equal layers."""

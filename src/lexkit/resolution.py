@@ -154,7 +154,7 @@ class Accumulator:
         self.counts = torch.zeros(layers, length, dtype=torch.float64)
         self.ent = torch.zeros(layers, heads, dtype=torch.float64)
         self.queries = torch.zeros(layers, dtype=torch.float64)
-        self._blocks: dict[tuple[int, int, int, int], tuple[Tensor, Tensor, Tensor]] = {}
+        self._blocks: dict[tuple[str, int, int, int, int], tuple[Tensor, Tensor, Tensor]] = {}
 
     def __call__(self, layer: int, q_idx: Tensor, k_idx: Tensor, scores: Tensor, probs: Tensor | None) -> None:
         q_idx, k_idx = q_idx.cpu(), k_idx.cpu()
@@ -164,9 +164,9 @@ class Accumulator:
         values = (values.sum(0) if batch > 1 else values[0]).cpu()
         if _contiguous(q_idx) and _contiguous(k_idx):
             # diagonals -> columns: no gather; d = q0 - k0 + n_q - column
-            key = (int(q_idx[0]), q_idx.numel(), int(k_idx[0]), k_idx.numel())
-            if key not in self._blocks:  # depends on the block only: once per block position
-                d = key[0] - key[2] + key[1] - torch.arange(key[1] + key[3] + 1)
+            key = (self.patterns[layer].spec, int(q_idx[0]), q_idx.numel(), int(k_idx[0]), k_idx.numel())
+            if key not in self._blocks:  # depends on the layer's pattern and the block: once per pair
+                d = key[1] - key[3] + key[2] - torch.arange(key[2] + key[4] + 1)
                 keep = (d >= 0) & (d < self.length)
                 self._blocks[key] = (d[keep], keep, diagonal_sums(vis)[keep])
             d, keep, count = self._blocks[key]
