@@ -30,9 +30,15 @@ def tf():
 
 
 @pytest.fixture(scope="module")
-def built(tf, tmp_path_factory):
+def configs(tf):
+    """model type -> its tiny config (read them only: a test that changes one builds its own)."""
+    return {**hybrid_configs(tf), **other_configs(tf)}
+
+
+@pytest.fixture(scope="module")
+def built(tf, configs, tmp_path_factory):
     """model type -> the directory of its tiny hybrid, saved on first use."""
-    tok, configs, done = tokenizer(tf), {**hybrid_configs(tf), **other_configs(tf)}, {}
+    tok, done = tokenizer(tf), {}
 
     def get(name: str):
         if name not in done:
@@ -42,10 +48,6 @@ def built(tf, tmp_path_factory):
     return get
 
 
-def written(tf, name: str, tmp_path):
-    """A directory holding only the config of a tiny hybrid (what loading reads before the weights)."""
-    {**hybrid_configs(tf), **other_configs(tf)}[name].save_pretrained(tmp_path)
-    return tmp_path
 
 
 # -- every layer read from the config ------------------------------------------------------------------
@@ -71,7 +73,7 @@ OTHERS = {  # the same rules in other model types (None: every layer RoPE under 
 
 
 @pytest.mark.parametrize("name", list(LAYOUTS) + list(OTHERS))
-def test_every_layer_is_read_from_the_config(tf, name):
+def test_every_layer_is_read_from_the_config(configs, name):
     """Gemma 2: sliding every other layer, logits capped; Gemma 3: five local per global, a base per
     type; GPT-OSS: alternating, a sink per head; Llama 4: chunked RoPE layers, every 4th NoPE with
     the temperature; Cohere 2: window RoPE layers, every 4th full NoPE; SmolLM3: no_rope_layers;
@@ -80,7 +82,7 @@ def test_every_layer_is_read_from_the_config(tf, name):
     from lexkit.hf.families import layout_text
     from lexkit.hf.model import describe_config
 
-    config = {**hybrid_configs(tf), **other_configs(tf)}[name]
+    config = configs[name]
     layers = layers_of(config, FAMILIES[name])
     assert describe_config(config, FAMILIES[name], None, layers).layout == {**LAYOUTS, **OTHERS}[name]
     if name in LAYOUTS:
@@ -306,15 +308,18 @@ def test_every_instrument_names_the_layout(tf, built, tmp_path, capsys):
     ("gemma3_text", ["--rope-scaling", "L0=linear:2"], "keeps one RoPE per layer type"),
     ("opt", [], "model type 'opt' is not supported"),
 ])
-def test_what_a_hybrid_cannot_honour_is_one_error_line(tf, built, tmp_path, capsys, name, argv, message):
+def test_what_a_hybrid_cannot_honour_is_one_error_line(tf, configs, built, tmp_path, capsys, name, argv, message):
     from cli_checks import one_error_line
     from lexkit.cli import main
 
     if name == "opt":
         tf.OPTConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, ffn_dim=32).save_pretrained(tmp_path)
         path = tmp_path
-    else:
-        path = built(name) if name == "gemma2" else written(tf, name, tmp_path)
+    elif name == "gemma2":
+        path = built(name)
+    else:  # only the config: loading reads it, and refuses, before the weights
+        configs[name].save_pretrained(tmp_path)
+        path = tmp_path
     data = tmp_path / "doc.txt"
     data.write_bytes(CORPUS)
     assert main(["eval", f"hf:{path}", "--lengths", "16", "--data", str(data), *argv]) == 2
