@@ -31,9 +31,10 @@ def add_parser(sub):
     )
     p.add_argument(
         "--pattern", dest="patterns", action="append", metavar="SPEC",
-        help="attention pattern (causal, window[:W], bca[:W], sinks[:W,K=4,pos=text|cache]; "
-        "W defaults to the training length); "
-        "repeatable (default: causal)",
+        help="attention pattern (causal, window[:W], bca[:W], chunk[:W], sinks[:W,K=4,pos=text|cache]; "
+        "W defaults to the training length); on a model whose layers differ, inside each layer's own, or "
+        "SELECTOR=SPEC for the layers a selector names (global=window:4096, local=causal, L0-2=..., an hf: "
+        "model's layer types); repeatable (default: causal)",
     )
     p.add_argument(
         "--data", metavar="SPEC",
@@ -76,7 +77,8 @@ def add_hf_arguments(group) -> None:
     """Flags that only an ``hf:PATH`` model reads (eval and resolution)."""
     group.add_argument("--rope-scaling", metavar="SPEC",
                        help="RoPE scaling through the model's config: TYPE:FACTOR (linear:2, dynamic:2, yarn:4), "
-                       "TYPE:key=value,... or a JSON object")
+                       "TYPE:key=value,... or a JSON object, on every layer with RoPE; SELECTOR=SPEC for the "
+                       "layers a selector names (global=yarn:4)")
     group.add_argument("--dtype", default=None, metavar="DTYPE", help="float32 (default), bfloat16 or float16")
 
 
