@@ -470,8 +470,8 @@ def evaluate_run(
     ``stream`` and everything :func:`evaluate` returns. ``scheme`` / ``logn`` evaluate a run's
     weights under another scheme or log-n setting; ``rope_scaling`` / ``dtype`` apply to hf:
     models; an option the target cannot honour is a ValueError naming it."""
-    from . import __version__
     from .positions import canonical
+    from .version import __version__
 
     # every option that can be checked without the model, before it loads
     check_options(kernel=kernel, stride=stride, batch_size=batch_size)

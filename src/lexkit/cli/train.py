@@ -17,8 +17,9 @@ from pathlib import Path
 
 from .. import presets
 from ..distributed import setup
-from ..runs import read_config
-from ..train import configs, configs_from_run, split_settings, train
+from ..runs import configs_from_run, read_config
+from ..settings import configs, split_settings
+from ..train import train
 
 
 def add_parser(sub):

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import torch
 
-from .. import __version__, distributed, lock, positions, provenance, runs
+from .. import distributed, lock, positions, provenance, runs
 from ..data import Corpus
 from ..evaluate import evaluate
 from ..principles import measure_principles
 from ..resolution import analytic, analytic_curve, empirical, texts, to_json
+from ..version import __version__
 from . import retrieval as study_retrieval
 from .cache import CacheLog
 from .estimate import Estimate

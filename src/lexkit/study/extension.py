@@ -10,7 +10,7 @@ from typing import Any
 from .. import runs
 from ..evaluate import evaluate
 from ..extension import finetunes, methods
-from ..train import configs_from_run
+from ..runs import configs_from_run
 from .plan import EVAL_VERSION, Cell, digest, slug
 
 

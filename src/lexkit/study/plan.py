@@ -14,7 +14,7 @@ from .. import checks, positions, presets
 from ..attention import create as create_pattern
 from ..data import Corpus, load_corpus
 from ..evaluate import default_lengths
-from ..train import configs
+from ..settings import configs
 
 DEFAULT_SCHEMES = [
     "none", "sinusoidal", "rope", "xpos", "xpos:rotate=false", "alibi", "kerple-log", "kerple-power", "sandwich",

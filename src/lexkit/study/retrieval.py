@@ -89,7 +89,7 @@ def schemes(study: StudyParts) -> list[str]:
 def cells(study: StudyParts) -> list[Cell]:
     """One run per scheme of :func:`schemes`, seed 0, trained with :data:`RECIPE` for the
     study's ``retrieval_steps`` at its ``retrieval_preset``."""
-    from ..train import configs
+    from ..settings import configs
     from .plan import Cell, digest
 
     cfg, out = study.cfg, []
@@ -104,7 +104,7 @@ def cells(study: StudyParts) -> list[Cell]:
 
 
 def train_len(study: StudyParts) -> int:
-    from ..train import configs
+    from ..settings import configs
 
     return configs(study.cfg.retrieval_preset, "none")[0].train_len
 
