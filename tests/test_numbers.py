@@ -94,23 +94,24 @@ def test_the_studys_finetune_checkpoints_and_resumes_to_the_same_weights(tmp_pat
     cfg = StudyConfig(preset="tiny", schemes=["rope"], patterns=["causal"], lengths=[32, 64], steps=3,
                       data=str(data_dir), eval_docs=1, resolution_texts=1, extension_steps=4, **NO_G)
     study = Study(cfg, tmp_path / "study", progress=False, echo=None)
-    cell = study.cells()[0]
+    plan = study.plan
+    cell = plan.cells()[0]
     base = tmp_path / "study" / "runs" / cell.name
-    train(base, cell.model_cfg, cell.train_cfg, progress=False, corpus=study.corpus)
+    train(base, cell.model_cfg, cell.train_cfg, progress=False, corpus=plan.corpus)
     ft = finetunes(32)[0]
-    model_cfg, train_cfg, key = study.finetune(cell, ft)
+    model_cfg, train_cfg, key = plan.finetune(base, cell, ft)
     assert train_cfg.save_every == 1 and model_cfg.train_len == ft.train_len
-    assert study.finetune(cell, ft)[2] == key
+    assert plan.finetune(base, cell, ft)[2] == key
     whole = tmp_path / "whole"
-    train(whole, model_cfg, train_cfg, progress=False, corpus=study.corpus, init=base)
+    train(whole, model_cfg, train_cfg, progress=False, corpus=plan.corpus, init=base)
     for at in (0, 2):
         out = tmp_path / f"killed{at}"
         restore = kill_at(monkeypatch, train_cfg.steps, at)
         with pytest.raises(KeyboardInterrupt):
-            train(out, model_cfg, train_cfg, progress=False, corpus=study.corpus, init=base)
+            train(out, model_cfg, train_cfg, progress=False, corpus=plan.corpus, init=base)
         restore()
         assert (runs.trainer_state(out) or {}).get("step", 0) == at
-        train(out, model_cfg, train_cfg, resume=True, progress=False, corpus=study.corpus)
+        train(out, model_cfg, train_cfg, resume=True, progress=False, corpus=plan.corpus)
         assert (out / runs.WEIGHTS).read_bytes() == (whole / runs.WEIGHTS).read_bytes(), at
 
 

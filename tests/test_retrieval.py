@@ -13,6 +13,7 @@ from torch import nn
 from lexkit import retrieval, tasks
 from lexkit.attention import create as create_pattern
 from lexkit.model import BOS, GPT, VOCAB, ModelConfig
+from lexkit.rows import RetrievalCell
 from lexkit.subject import RunSubject
 
 HAY = tasks.Haystack(b"def f(x):\n    return x + 1  # ok\n" * 20)
@@ -171,7 +172,7 @@ def test_rows_to_json_and_summary():
     rows = retrieval.score(subject, "copy", [48], depths=[20, 80], samples=2, haystack=DOTS, size=6)
     row = rows[0].to_json()
     assert row["task"] == "copy" and row["samples"] == 2 and row["chance_bits"] == pytest.approx(math.log2(26))
-    assert set(row) == {f.name for f in dataclasses.fields(retrieval.Cell)}
+    assert set(row) == {f.name for f in dataclasses.fields(RetrievalCell)}
     (line,) = retrieval.summary(rows)
     assert (line["samples"], line["correct"], line["accuracy"]) == (4, 4, 1.0)
 

@@ -26,7 +26,6 @@ through the first K keys under ``sinks:W,K``.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -36,6 +35,7 @@ from torch import Tensor
 from . import checks, tasks
 from .attention import Pattern
 from .device import eval_mode
+from .rows import ContextRow, RetrievalCell
 from .subject import Subject
 
 #: the needle-in-a-haystack depth grid: 0, 10, ..., 100 percent
@@ -109,30 +109,6 @@ def exact_match(subject: Subject, doc: tasks.Document, pattern: Pattern, cache: 
     return out[: len(doc.expected)] == doc.expected, out
 
 
-@dataclasses.dataclass
-class Cell:
-    """One cell of the grid: ``samples`` documents of a task at one length and depth, under one pattern."""
-
-    task: str
-    pattern: str
-    length: int
-    depth: float
-    samples: int
-    correct: int
-    accuracy: float
-    low: float  # 95 % Wilson interval of the accuracy
-    high: float
-    answer_bits: float  # mean teacher-forced bits per answer byte
-    chance_bits: float  # log2(alphabet): a uniform guess
-    distance: float  # mean bytes from the needle to the answer
-    tokens: float  # mean tokens per document
-    cached: bool  # greedy decoding ran through the KV cache
-    decoded: bool = True  # exact match by greedy decoding (False: by the teacher-forced argmax)
-
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
-
-
 def check_grid(task: str, lengths: Sequence[int], depths: Sequence[float], samples: int, style: str,
                size: int | None = None) -> None:
     """ValueError for an unknown task, a depth outside [0, 100], a length too short for the
@@ -163,7 +139,7 @@ def score(
     kernel: str = "auto",
     decode: bool = True,
     progress: bool = False,
-) -> list[Cell]:
+) -> list[RetrievalCell]:
     """The grid length x depth x pattern for ``task`` (evaluation split of the needles).
 
     ``decode=False`` (byte models only) takes exact match from the teacher-forced pass that gives
@@ -178,7 +154,7 @@ def score(
         raise ValueError("exact match without decoding needs a byte model (one token per byte)")
     check_grid(task, lengths, depths, samples, kind, size)
     pats = [subject.model.pattern(p) for p in patterns]
-    rows: list[Cell] = []
+    rows: list[RetrievalCell] = []
     with eval_mode(subject.model), \
             bar(len(lengths) * len(depths) * len(pats), f"retrieval {task}", enabled=progress, unit="cell") as b:
         for length in lengths:
@@ -195,16 +171,16 @@ def score(
                     else:
                         hits = sum(right for _, right in scored)
                     low, high = wilson(hits, len(docs))
-                    rows.append(Cell(task, pat.spec, length, float(depth), len(docs), hits, hits / len(docs), low,
-                                     high, sum(bits) / len(bits), tasks.chance_bits(docs[0]),
-                                     sum(d.distance for d in docs) / len(docs), tokens, cached, decode))
+                    rows.append(RetrievalCell(task, pat.spec, length, float(depth), len(docs), hits, hits / len(docs),
+                                              low, high, sum(bits) / len(bits), tasks.chance_bits(docs[0]),
+                                              sum(d.distance for d in docs) / len(docs), tokens, cached, decode))
                     b.advance(1, acc=hits / len(docs))
     return rows
 
 
-def summary(rows: Sequence[Cell]) -> list[dict]:
+def summary(rows: Sequence[RetrievalCell]) -> list[dict]:
     """Accuracy per (pattern, length) over all depths: the lines of the accuracy-vs-length plot."""
-    out: dict[tuple[str, int], list[Cell]] = {}
+    out: dict[tuple[str, int], list[RetrievalCell]] = {}
     for r in rows:
         out.setdefault((r.pattern, r.length), []).append(r)
     result = []
@@ -219,24 +195,6 @@ def summary(rows: Sequence[Cell]) -> list[dict]:
 
 
 # -- the study's "use of context" table ----------------------------------------------------------------
-@dataclasses.dataclass
-class ContextRow:
-    """One configuration at one multiple of its training length: retrieval beside bpb."""
-
-    config: str  # the run's label (scheme, method)
-    pattern: str
-    multiple: int  # length / training length
-    length: int
-    accuracy: float  # exact match over all depths
-    low: float  # 95 % Wilson interval
-    high: float
-    answer_bits: float
-    bpb: float | None  # bits per byte of the run's validation documents at this length and pattern
-
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
-
-
 def context_rows(
     subject: Subject,
     label: str,
@@ -254,7 +212,7 @@ def context_rows(
     train_len: int | None = None,
     decode: bool = True,
     progress: bool = False,
-) -> tuple[list[ContextRow], list[Cell]]:
+) -> tuple[list[ContextRow], list[RetrievalCell]]:
     """One configuration (a byte model's subject, shown as ``label``): exact match and answer
     bits at every multiple of its training length under every pattern, and beside each its bpb
     at that length (:func:`lexkit.evaluate.evaluate` on ``documents``, default the subject's

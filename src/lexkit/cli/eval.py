@@ -16,7 +16,8 @@ import sys
 
 from .. import checks, evaluate
 from ..attention import KERNELS
-from .table import format_table, length_label
+from ..formats import length_label
+from ..render import text_table
 
 
 def add_parser(sub):
@@ -157,7 +158,7 @@ def format_report(report: dict) -> str:
                 if r is not None and r[key] is None:
                     notes.setdefault(r["unavailable"], []).append(n)
             rows.append(row)
-        lines += ["", title] + format_table(rows)
+        lines += ["", title] + text_table(rows)
     for reason, at in notes.items():
         lines.append(f"  - at {', '.join(map(str, sorted(set(at))))}: {reason}")
     lines.append("  (lengths in tokens; x = multiple of the training length)" if tokens
@@ -172,5 +173,5 @@ def format_report(report: dict) -> str:
         for lo, hi in sorted({(lo, hi) for lo, hi, _ in at}):
             label = (f"{lo}" if hi == lo + 1 else f"{lo}-{hi - 1}") + (" *" if train_len and lo >= train_len else "")
             rows.append([label] + [f"{at[(lo, hi, n)]['bpb']:.4f}" if (lo, hi, n) in at else "" for n in lengths])
-        lines += format_table(rows)
+        lines += text_table(rows)
     return "\n".join(lines)

@@ -17,7 +17,8 @@ import sys
 
 from .. import attention, checks
 from ..attention import KERNELS
-from .table import format_table, length_label
+from ..formats import length_label
+from ..render import text_table
 
 
 def add_parser(sub):
@@ -197,16 +198,16 @@ def format_report(report: dict) -> str:
         table = [header]
         for d in report["depths"]:
             table.append([f"{d:g}%"] + [f"{100 * cell[(pattern, n, d)]['accuracy']:.0f}" for n in lengths])
-        lines += ["", f"exact match (%), {pattern}"] + format_table(table)
+        lines += ["", f"exact match (%), {pattern}"] + text_table(table)
     summary = {(s["pattern"], s["length"]): s for s in report["summary"]}
     table = [["pattern"] + [length_label(n, train_len) for n in lengths]]
     for pattern in report["patterns"]:
         table.append([pattern] + [
             f"{100 * s['accuracy']:.0f} [{100 * s['low']:.0f}-{100 * s['high']:.0f}]"
             for s in (summary[(pattern, n)] for n in lengths)])
-    lines += ["", "exact match (%) over all depths [95% interval]"] + format_table(table)
+    lines += ["", "exact match (%) over all depths [95% interval]"] + text_table(table)
     table = [["pattern"] + [length_label(n, train_len) for n in lengths]]
     for pattern in report["patterns"]:
         table.append([pattern] + [f"{summary[(pattern, n)]['answer_bits']:.3f}" for n in lengths])
-    lines += ["", "answer bits per byte (teacher-forced)"] + format_table(table)
+    lines += ["", "answer bits per byte (teacher-forced)"] + text_table(table)
     return "\n".join(lines)
