@@ -4,7 +4,6 @@ measurement on this machine, nothing trained."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -12,17 +11,15 @@ from .. import runs
 from ..device import eval_mode, resolve_device
 from ..model import GPT
 from ..train import device_autocast, make_optimizer, train_step
+from .cache import Cache
+from .plan import Plan, Section
 
-if TYPE_CHECKING:
-    from .execution import Study
 
-
-def estimate(study: Study) -> dict:
+def estimate(plan: Plan, cache: Cache, tables: list[Section]) -> dict:
     """The cells, and a time estimate from a short measurement on this machine: the trainer's own
     :func:`~lexkit.train.train_step`, 4 steps per scheme (the first is warm-up; the median of the
     other three counts), and evaluation from one forward pass at the longest length; then each
     table's tasks (:meth:`lexkit.study.plan.Section.tasks`) scaled from those."""
-    plan = study.plan
     device = resolve_device(plan.cfg.device)
     cells = plan.cells()
     lengths, patterns = plan.lengths(), plan.patterns()
@@ -40,11 +37,11 @@ def estimate(study: Study) -> dict:
         eval_s = forward * plan.cfg.eval_docs * len(lengths) * len(patterns) * 1.3
         per_scheme[scheme] = {"train_s": step_s * cell.train_cfg.steps, "eval_s": eval_s}
     total = sum(v["train_s"] + v["eval_s"] for v in per_scheme.values()) * plan.cfg.seeds
-    tables = {table.key: table.tasks(per_scheme, device) for table in study.tables}
-    total += sum(task["seconds"] for tasks in tables.values() for task in tasks)
-    done = {c.name for c in cells if (study.cache.run_dir(c) / runs.CHECKPOINT).is_file()}
+    work = {table.key: table.tasks(per_scheme, device) for table in tables}
+    total += sum(task["seconds"] for tasks in work.values() for task in tasks)
+    done = {c.name for c in cells if (cache.run_dir(c) / runs.CHECKPOINT).is_file()}
     return {"cells": [{"scheme": c.scheme, "seed": c.seed, "run": c.name, "exists": c.name in done} for c in cells],
-            "lengths": lengths, "patterns": patterns, "per_scheme": per_scheme, **tables, "total_s": total}
+            "lengths": lengths, "patterns": patterns, "per_scheme": per_scheme, **work, "total_s": total}
 
 
 def timed_steps(cell, device, n: int) -> tuple[torch.nn.Module, float, torch.Tensor]:

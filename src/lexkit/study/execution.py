@@ -51,7 +51,7 @@ class Study:
 
     def estimate(self) -> dict:
         """The dry run (:func:`lexkit.study.estimate.estimate`)."""
-        return estimate(self)
+        return estimate(self.plan, self.cache, self.tables)
 
     def run(self) -> StudyResults | dict:
         """Every cell (this rank's share under torchrun), then, on rank 0, results.json, the
