@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from lexkit import lock
+from lexkit import lock, tasks
 from lexkit.cli import main
 from lexkit.extension import finetunes, methods
 from lexkit.report import extension_table, length_table, pattern_table, retrieval_table
@@ -192,7 +192,7 @@ def test_study_bad_input(tmp_path, capsys, argv, message):
 
 
 # -- table G: use of context ---------------------------------------------------------------------------
-def test_table_g_plan_runs_configurations_and_cache_keys(tmp_path, data_dir):
+def test_table_g_plan_runs_configurations_and_cache_keys(tmp_path, data_dir, monkeypatch):
     """Without training: one mix run per studied scheme of table G, named apart from the main
     runs; on rope (with table E) its methods but plain rope and its fine-tunes; a cache key that
     follows what is scored."""
@@ -213,6 +213,11 @@ def test_table_g_plan_runs_configurations_and_cache_keys(tmp_path, data_dir):
     assert path.parent == tmp_path / "cache" and path.name.startswith("retrieval-")
     study.cfg.retrieval_samples = 2
     assert g.cache_path(cells[1].key, rope[0]) != path
+    # new documents (a task's builder, or how its seeds are drawn) are never served old scores or runs
+    main_keys = [c.key for c in study.plan.cells()]
+    monkeypatch.setattr(tasks.get("copy"), "version", 2)
+    assert g.cache_path(cells[1].key, rope[0]) != path and [c.key for c in g.cells()] != [c.key for c in cells]
+    assert [c.key for c in study.plan.cells()] == main_keys  # the grid's runs have no mix: kept
     study.cfg.retrieval = False
     assert g.run() is None and g.tasks_at(1.0, 1.0) == [] and g.tasks({}, "cpu") == []
     only = Study(config(data_dir, ("xpos:gamma=0.5",), retrieval=True), tmp_path, progress=False, echo=None)

@@ -25,14 +25,16 @@ def add_parser(sub):
     p = sub.add_parser("retrieval", help="exact match of needles at distance (copy, passkey, multikey)",
                        description=__doc__)
     p.add_argument("target", metavar="TARGET", help="a run directory written by `lexkit train`, or hf:PATH")
-    p.add_argument("--task", default="passkey", metavar="TASK", help="copy, passkey or multikey (default: passkey)")
+    p.add_argument("--task", default="passkey", metavar="TASK",
+                   help="a retrieval task of `lexkit tasks` (copy, passkey, multikey, or one --import registers; "
+                   "default: passkey)")
     p.add_argument("--lengths", metavar="L,L,...",
                    help="document lengths in bytes (default: the training length x 1, 2, 4, 8, 16, those long "
                    "enough for the needle)")
     p.add_argument("--depths", metavar="D,D,...", help="needle depths in percent, 0..100 (default: 0,10,...,100)")
     p.add_argument("--samples", type=int, default=10, metavar="N", help="documents per cell (default: 10)")
     p.add_argument("--size", type=int, metavar="N",
-                   help="letters of a copy segment / digits of a key (default: 16 / 5)")
+                   help="letters of a copy segment / digits of a key (default: the task's, `lexkit tasks`)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="which documents (default: 0)")
     p.add_argument("--pattern", dest="patterns", action="append", metavar="SPEC",
                    help="attention pattern (causal, window[:W], bca[:W], sinks[:W,K=4]); repeatable (default: causal)")

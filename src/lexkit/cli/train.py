@@ -42,7 +42,7 @@ def add_parser(sub):
     p.add_argument("--data", help="stdlib (default), a file, directory or glob, or hf:NAME[:CONFIG[:SPLIT]]; "
                    "on --resume: the run's corpus at a new place (checked by its fingerprint)")
     p.add_argument("--mix", action="append", metavar="TASK:FRACTION",
-                   help="retrieval documents (copy, passkey, multikey; docs/retrieval.md) as this fraction of the "
+                   help="retrieval documents (a task of `lexkit tasks`; docs/retrieval.md) as this fraction of the "
                    "training windows, e.g. passkey:0.05; repeatable (default: none)")
     p.add_argument("--seed", type=int, help="random seed (default: 0)")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")

@@ -11,9 +11,9 @@ import json
 from pathlib import Path
 from typing import Any, Protocol
 
-from .. import checks, positions, presets
+from .. import checks, positions, presets, tasks
 from ..attention import create as create_pattern
-from ..data import Corpus, load_corpus
+from ..data import Corpus, load_corpus, parse_mix
 from ..evaluate import default_lengths
 from ..extension import Finetune
 from ..rows import SCHEMA, Row
@@ -107,10 +107,14 @@ class Plan:
         return self._corpus
 
     def cell(self, preset: str, scheme: str, seed: int, prefix: str = "", **settings) -> Cell:
-        """One training run of ``scheme`` at ``preset`` with ``settings``, keyed by its full config."""
+        """One training run of ``scheme`` at ``preset`` with ``settings``, keyed by its full config,
+        the corpus and, for a run with a retrieval mix, what defines its tasks' documents
+        (:func:`lexkit.tasks.identity`: a new derivation trains it anew)."""
         model_cfg, train_cfg = configs(preset, scheme, seed=seed, data=self.cfg.data, **settings)
         key = {"model": dataclasses.asdict(model_cfg), "train": dataclasses.asdict(train_cfg),
                "data": self.corpus.fingerprint}
+        if train_cfg.mix:
+            key["tasks"] = [tasks.identity(task) for task in parse_mix(train_cfg.mix)]
         return Cell(model_cfg.scheme, seed, model_cfg, train_cfg, digest(key), prefix)
 
     def cells(self) -> list[Cell]:

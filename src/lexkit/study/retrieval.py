@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from .. import positions, runs
+from .. import positions, runs, tasks
 from ..device import eval_mode
 from ..extension import finetunes, methods
 from ..retrieval import DEFAULT_MULTIPLES
@@ -106,11 +106,13 @@ class RetrievalTable:
         return out
 
     def cache_path(self, key: str, config: Config) -> Path:
-        """Where one configuration's scores are cached: keyed by its run and everything scored."""
+        """Where one configuration's scores are cached: keyed by its run and everything scored,
+        what defines the needle documents included (:func:`lexkit.tasks.identity`)."""
         cfg = self.plan.cfg
         what = {"run": key, "scheme": config.scheme, "logn": config.logn, "patterns": config.patterns,
-                "task": TASK, "size": SIZE, "multiples": MULTIPLES, "bpb": BPB_MULTIPLES, "depths": DEPTHS,
-                "samples": cfg.retrieval_samples, "docs": cfg.eval_docs, "v": VERSION}
+                "task": TASK, "documents": tasks.identity(TASK), "size": SIZE, "multiples": MULTIPLES,
+                "bpb": BPB_MULTIPLES, "depths": DEPTHS, "samples": cfg.retrieval_samples, "docs": cfg.eval_docs,
+                "v": VERSION}
         return self.cache.out / "cache" / f"retrieval-{digest(what)}.json"
 
     def run(self) -> RetrievalSection | None:
