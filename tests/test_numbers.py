@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from kit import tiny_gpt
 from lexkit import positions, runs
 from lexkit.cli import main
 from lexkit.data import Corpus
@@ -165,9 +166,8 @@ def test_eval_under_another_scheme_blames_the_scheme_not_the_file(tmp_path, caps
     """A run's weights that do not fit the --scheme asked for: the message names the flag and the
     scheme's parameters, never "model.safetensors does not match config.json" (the file is fine)."""
     from cli_checks import one_error_line, save_run
-    from lexkit.model import GPT, ModelConfig
 
-    run = save_run(tmp_path, GPT(ModelConfig(n_layers=1, d_model=16, n_heads=2, train_len=8, scheme=trained)))
+    run = save_run(tmp_path, tiny_gpt(trained, n_layers=1, d_model=16, train_len=8, seed=None))
     data = tmp_path / "doc.txt"
     data.write_bytes(DOCS[0])
     assert main(["eval", str(run), "--scheme", asked, "--lengths", "8", "--data", str(data), "--no-progress"]) == 2

@@ -10,9 +10,10 @@ import pytest
 import torch
 from torch import nn
 
+from kit import tiny_gpt
 from lexkit import retrieval, tasks
 from lexkit.attention import create as create_pattern
-from lexkit.model import BOS, GPT, VOCAB, ModelConfig
+from lexkit.model import BOS, VOCAB, ModelConfig
 from lexkit.rows import RetrievalCell
 from lexkit.subject import RunSubject
 
@@ -21,8 +22,7 @@ HAY = tasks.Haystack(b"def f(x):\n    return x + 1  # ok\n" * 20)
 
 @pytest.fixture(scope="module")
 def gpt():
-    torch.manual_seed(0)
-    return GPT(ModelConfig(n_layers=2, d_model=32, n_heads=2, train_len=32)).eval()
+    return tiny_gpt("rope", train_len=32)
 
 
 def _bits(model, doc, pattern, text=None):
