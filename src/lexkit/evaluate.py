@@ -53,7 +53,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from . import checks, render
+from . import arguments, checks, render
 from .api import callable_module
 from .attention import KERNELS, Pattern, kernel_label, record_kernels
 from .attention import create as create_pattern
@@ -470,16 +470,13 @@ def evaluate_run(
     ``stream`` and everything :func:`evaluate` returns. ``scheme`` / ``logn`` evaluate a run's
     weights under another scheme or log-n setting; ``rope_scaling`` / ``dtype`` apply to hf:
     models; an option the target cannot honour is a ValueError naming it."""
-    from .positions import canonical
     from .version import __version__
 
     # every option that can be checked without the model, before it loads
     check_options(kernel=kernel, stride=stride, batch_size=batch_size)
     check_stream_value(stream)
-    for spec in [patterns] if isinstance(patterns, str) else patterns:
-        create_pattern(spec, default_window=2)  # syntax and parameter values
-    if scheme is not None:
-        canonical(scheme)
+    arguments.patterns(patterns)
+    arguments.scheme(scheme)
     subject = load(target, device=device, scheme=scheme, logn=logn, rope_scaling=rope_scaling, dtype=dtype)
     lengths = parse_lengths(lengths) if lengths is not None else subject.default_lengths()
     documents, described = subject.documents(data)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from .. import positions
+from .. import positions, presets
 from ..data import Corpus
 from ..errors import RunError
 from ..model import GPT, ModelConfig
@@ -109,8 +109,8 @@ def configs_from_run(run_dir: str | Path, scheme: str | None = None, **overrides
     longer ``train_len`` does not move it.
     """
     old = read_config(run_dir, training=True)
-    fixed = [f"{flag} {overrides[key]} ({old['model'][key]} in {run_dir})"
-             for key, flag in (("n_layers", "--layers"), ("d_model", "--dim"), ("n_heads", "--heads"))
+    fixed = [f"{presets.FLAGS[key]} {overrides[key]} ({old['model'][key]} in {run_dir})"
+             for key in ("n_layers", "d_model", "n_heads")
              if overrides.get(key) is not None and overrides[key] != old["model"].get(key)]
     if fixed:
         raise ValueError(f"--init fine-tunes the weights of {run_dir}, whose shape is fixed: {', '.join(fixed)} "
