@@ -53,7 +53,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from . import arguments, checks, render
+from . import checks, render
 from .api import callable_module
 from .attention import KERNELS, Pattern, kernel_label, record_kernels
 from .attention import create as create_pattern
@@ -61,6 +61,7 @@ from .attention.cache import SEGMENT, refusal_of
 from .data import LN2, encode, require_long
 from .device import device_of, eval_mode
 from .errors import DataError
+from .layouts import check_pattern, check_scheme
 from .rows import EvalRow, PositionRow
 from .specs import parse_lengths
 from .subject import DEFAULT_MULTIPLIERS, default_lengths, eval_documents, load
@@ -475,8 +476,10 @@ def evaluate_run(
     # every option that can be checked without the model, before it loads
     check_options(kernel=kernel, stride=stride, batch_size=batch_size)
     check_stream_value(stream)
-    arguments.patterns(patterns)
-    arguments.scheme(scheme)
+    for spec in [patterns] if isinstance(patterns, str) else patterns:
+        check_pattern(spec)  # syntax and parameter values
+    if scheme is not None:
+        check_scheme(scheme)
     subject = load(target, device=device, scheme=scheme, logn=logn, rope_scaling=rope_scaling, dtype=dtype)
     lengths = parse_lengths(lengths) if lengths is not None else subject.default_lengths()
     documents, described = subject.documents(data)

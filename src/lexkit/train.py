@@ -71,9 +71,10 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
 
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
     """AdamW (betas 0.9, 0.95) with weight decay on matrices only: not on biases, norms, or a
-    position scheme's own parameters (``scheme.*``: KERPLE's slopes, T5's table)."""
+    position scheme's own parameters (``scheme.*``/``schemes.*``: KERPLE's slopes, T5's table; a
+    layer's temperature and sink logits are vectors)."""
     def decays(name: str, p: torch.Tensor) -> bool:
-        return p.dim() >= 2 and not name.startswith("scheme.")
+        return p.dim() >= 2 and not name.startswith(("scheme.", "schemes."))
 
     decay = [p for n, p in model.named_parameters() if decays(n, p)]
     other = [p for n, p in model.named_parameters() if not decays(n, p)]
@@ -130,7 +131,7 @@ def train_step_stats(
     optimizer.step()
     core = distributed.unwrap(model)
     if isinstance(core, GPT):
-        core.scheme.constrain_()
+        core.constrain_()
     return value, norm.detach()
 
 
@@ -271,7 +272,7 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
     model.train()
     loss_value, last = float("nan"), time.perf_counter()
     began, elapsed_before = last, float(state.get("elapsed", 0.0))
-    with stop_signals() as stop, bar(cfg.steps, f"train {job.model_cfg.scheme}",
+    with stop_signals() as stop, bar(cfg.steps, f"train {job.model_cfg.label}",
                                      enabled=job.progress and w.is_main) as pbar:
         pbar.advance(state["step"])
         for step in range(state["step"], cfg.steps):

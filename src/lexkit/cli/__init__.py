@@ -13,8 +13,8 @@ import warnings
 
 from ..errors import LexkitError
 
-COMMANDS = ("schemes", "patterns", "tasks", "presets", "train", "runs", "eval", "sample", "resolution", "retrieval",
-            "study")
+COMMANDS = ("schemes", "patterns", "layouts", "tasks", "presets", "train", "runs", "eval", "sample", "resolution",
+            "retrieval", "study")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -8,7 +8,16 @@ hashes, the model config recorded in a weight file, how tensors fail to fit), :m
 checks, the corpus, a fine-tune's parent). ``lexkit.runs`` hands on the names of each.
 """
 
-from .config import SECTIONS, TRAINING_SECTIONS, build_model, configs_from_run, load, read_config, run_config
+from .config import (
+    SECTIONS,
+    TRAINING_SECTIONS,
+    build_model,
+    configs_from_run,
+    load,
+    read_config,
+    run_config,
+    scheme_overrides,
+)
 from .files import (
     CHECKPOINT,
     CONFIG,
@@ -29,6 +38,6 @@ __all__ = [
     "CHECKPOINT", "CONFIG", "FORMAT_VERSION", "METRICS", "SECTIONS", "TRAINING_SECTIONS", "WEIGHTS", "RunDir",
     "RunWarning", "atomic_write", "build_model", "check_new", "configs_from_run", "content_hash", "find",
     "fit_problem", "load", "load_checkpoint", "load_weights", "mismatch", "model_tensors", "read_config",
-    "read_metrics", "read_weights", "run_config", "save_checkpoint", "save_weights", "summary", "trainer_state",
-    "verify", "write_json",
+    "read_metrics", "read_weights", "run_config", "save_checkpoint", "save_weights", "scheme_overrides", "summary",
+    "trainer_state", "verify", "write_json",
 ]

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import torch
 
-from .. import positions, presets
+from .. import layouts, positions, presets
 from ..data import Corpus
 from ..errors import RunError
 from ..model import GPT, ModelConfig
 from ..settings import TrainConfig, split_settings
-from ..specs import split_spec
 from ..version import __version__
 from .files import CONFIG, FORMAT_VERSION
 from .weights import load_weights
@@ -71,18 +70,34 @@ def load(
     scaling switched, without retraining (``lexkit eval --scheme rope:scaling=yarn,factor=4``):
     the returned config's ``model`` then holds the overrides, ``"overrides"`` lists them and
     ``"trained"`` is the run's own model section (the weights are verified against it). A
-    scheme's training-length defaults (``original_len``, ReRoPE's ``w``) take the run's length."""
+    scheme's training-length defaults (``original_len``, ReRoPE's ``w``) take the run's length.
+    On a run with a layout, ``scheme`` may select layers (``global=rerope:w=64``; unqualified: the
+    layers of its family, :func:`lexkit.layouts.override_schemes`) and becomes the layout's."""
     run_dir = Path(run_dir)
     config = read_config(run_dir)
-    overrides = {k: v for k, v in (("scheme", scheme), ("logn", logn)) if v is not None}
+    overrides = {} if logn is None else {"logn": logn}
     if scheme is not None:
-        overrides["scheme"] = positions.canonical(scheme)
+        overrides.update(scheme_overrides(config["model"], scheme))
+    if logn is not None and config["model"].get("layout") is not None:
+        raise ValueError(f"--logn switches log-n on every layer; {run_dir} has a layout "
+                         f"({config['model']['layout']}), whose temperatures are per layer")
     if overrides:
         config = {**config, "model": {**config["model"], **overrides}, "overrides": overrides,
                   "trained": config["model"]}
     model = build_model(config)
     load_weights(run_dir, model, recorded=config["trained"] if overrides else None, scheme=scheme)
     return model.to(device).eval(), config
+
+
+def scheme_overrides(model_section: dict, scheme: str) -> dict:
+    """The model-config keys an evaluation ``--scheme`` changes: ``scheme`` on a uniform run given
+    one unqualified spec, else the run's ``layout`` with the selected layers' schemes replaced."""
+    cfg = ModelConfig(**model_section)
+    plain, pairs = layouts.split_overrides(scheme)
+    if cfg.layout is None and not pairs:
+        return {"scheme": positions.canonical(plain)}
+    layers = layouts.override_schemes(cfg.layers(), scheme, cfg.max_len or cfg.train_len)
+    return {"layout": layouts.canonical(layers), "logn": False}  # a uniform run's log-n is now each layer's
 
 
 def run_config(model_cfg: ModelConfig, train_cfg: TrainConfig, corpus: Corpus) -> dict:
@@ -117,14 +132,13 @@ def configs_from_run(run_dir: str | Path, scheme: str | None = None, **overrides
                          "cannot load them")
     values = {**old["model"], **old["train"]}
     values.update({k: v for k, v in overrides.items() if v is not None})
-    spec = scheme if scheme is not None else old["model"]["scheme"]
     length = old["model"].get("max_len") or old["model"]["train_len"]
-    head_dim = int(values["d_model"]) // int(values["n_heads"])
-    probe = positions.create(spec, n_heads=1, head_dim=head_dim, max_len=length)  # which fills it keeps
-    given = {item.partition("=")[0].strip() for item in split_spec(spec)[1]}
-    pinned = [f"{key}={length}" for key in probe.train_len_params
-              if key not in given and probe.values.get(key) is not None]
-    if pinned:
-        spec = spec + ("," if ":" in spec else ":") + ",".join(pinned)
+    if old["model"].get("layout") is not None and overrides.get("layout") is None:
+        # the parent's layers as they were at its length (every length default written out)
+        layers = ModelConfig(**old["model"]).layers()
+        if scheme is not None:
+            layers = layouts.override_schemes(layers, scheme, length)
+        values["layout"] = layouts.canonical(layers)
+        return split_settings(values.pop("scheme"), values)
     values.pop("scheme", None)
-    return split_settings(spec, values)
+    return split_settings(positions.pin(scheme if scheme is not None else old["model"]["scheme"], length), values)

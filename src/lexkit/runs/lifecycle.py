@@ -108,7 +108,7 @@ def settle(plan: Plan, model: GPT, corpus: Corpus, world, dev: torch.device) -> 
         raise DataError(f"--train-len {model_cfg.train_len}: the training split of {corpus.spec!r} has "
                         f"{tokens:,} tokens, fewer than one window of {model_cfg.train_len + 1}")
     try:  # the scheme is defined at every training position (a learned table long enough)
-        model.scheme.embed(torch.tensor([0, model_cfg.train_len - 1], device=dev))
+        model.embed_positions(torch.tensor([0, model_cfg.train_len - 1], device=dev))
     except ValueError as exc:
         raise ValueError(f"--scheme {model_cfg.scheme} cannot train at --train-len {model_cfg.train_len}: "
                          f"{exc}") from exc

@@ -13,7 +13,7 @@ from .weights import trainer_state
 
 
 def summary(run_dir: str | Path) -> dict:
-    """One run at a glance (``lexkit runs``): scheme, training length, step / total, finished,
+    """One run at a glance (``lexkit runs``): scheme, layout (None: uniform), training length, step / total, finished,
     writing (locked by a live process), the validation bpb of the checkpoint's weights (the last
     one logged at or before its step: rows past it belong to steps a resume will redo), the
     parent run of a fine-tune, world size and device (from the provenance), size in bytes.
@@ -31,7 +31,8 @@ def summary(run_dir: str | Path) -> dict:
     origin = config.get("provenance") or {}
     device = origin.get("device") or {}
     return {
-        "path": str(run_dir), "scheme": config["model"]["scheme"], "train_len": config["model"].get("train_len"),
+        "path": str(run_dir), "scheme": config["model"]["scheme"], "layout": config["model"].get("layout"),
+        "train_len": config["model"].get("train_len"),
         "step": step, "steps": int(config["train"]["steps"]),
         "finished": bool(state.get("done")) and step >= int(config["train"]["steps"]),
         "writing": lock.is_locked(run_dir), "val_bpb": bpb[-1] if bpb else None, "bytes": size,

@@ -11,11 +11,12 @@ import json
 from pathlib import Path
 from typing import Any, Protocol
 
-from .. import arguments, checks, positions, presets, tasks
+from .. import checks, positions, presets, tasks
 from ..attention import create as create_pattern
 from ..data import Corpus, load_corpus, parse_mix
 from ..evaluate import default_lengths
 from ..extension import Finetune
+from ..layouts import check_pattern
 from ..rows import SCHEMA, Row
 from ..runs import configs_from_run
 from ..settings import configs
@@ -56,7 +57,8 @@ class StudyConfig:
         if not self.patterns:
             raise ValueError("a study needs at least one --pattern")
         self.schemes = unique([positions.canonical(s) for s in self.schemes])
-        arguments.patterns(self.patterns)  # now (W resolved per model later)
+        for p in self.patterns:  # validate now (W resolved per model later)
+            check_pattern(p)
         checks.number("--seeds", self.seeds, maximum=1000)
         presets.get(self.retrieval_preset)  # an unknown preset fails now
         for key in ("eval_docs", "resolution_texts", "extension_steps", "retrieval_steps", "retrieval_samples"):
