@@ -192,7 +192,10 @@ def test_rows_to_json_and_summary():
     assert row["task"] == "copy" and row["samples"] == 2 and row["chance_bits"] == pytest.approx(math.log2(26))
     assert set(row) == {f.name for f in dataclasses.fields(RetrievalCell)}
     (line,) = retrieval.summary(rows)
-    assert (line["samples"], line["correct"], line["accuracy"]) == (4, 4, 1.0)
+    copied = sum(induction_copies(d) for depth in (20, 80)
+                 for d in tasks.documents("copy", 48, depth, 2, haystack=DOTS, size=6))
+    assert (line.samples, line.correct, line.accuracy) == (4, copied, copied / 4)
+    assert line.to_json()["correct"] == copied and list(line.to_json())[:2] == ["pattern", "length"]
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from . import results as query
-from .rows import StudyResults
+from .rows import RetrievalCell, RetrievalSummary, StudyResults, eval_rows, position_rows
 from .runs import atomic_write
 
 DPI = 110
@@ -63,6 +63,12 @@ def _bpb_axes(ax, train_len: int | None, title: str, xlabel: str) -> None:
     ax.set_xlabel(xlabel)
     ax.set_ylabel("bits per byte")
     ax.set_ylim(top=min(BPB_TOP, ax.get_ylim()[1]))
+
+
+def _line(ax, points: dict | list, *style, **options) -> None:
+    """One line through ``points`` (x -> y, or (x, y) pairs)."""
+    pts = list(points.items()) if isinstance(points, dict) else list(points)
+    ax.plot([p[0] for p in pts], [p[1] for p in pts], *style, **options)
 
 
 # -- the resolution command ---------------------------------------------------------------------
@@ -132,12 +138,12 @@ def eval_report(report: dict, path: str | Path) -> None:
     the longest length. ``report`` is :func:`lexkit.evaluate.evaluate`'s (a run's or an hf: model's)."""
     fig, (left, right) = figure(panels=2)
     longest = max(report["lengths"])
+    results, buckets = eval_rows(report), position_rows(report)
     for pattern in report["patterns"]:
-        pts = [(r["length"], r["bpb"]) for r in report["results"] if r["pattern"] == pattern and r["bpb"] is not None]
-        left.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=pattern)
-        pts = sorted(((b["from"] + b["to"]) / 2, b["bpb"]) for b in report["by_position"]
-                     if b["pattern"] == pattern and b["length"] == longest)
-        right.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=pattern)
+        _line(left, [(r.length, r.bpb) for r in results if r.pattern == pattern and r.bpb is not None], marker="o",
+              label=pattern)
+        _line(right, sorted(((b.from_ + b.to) / 2, b.bpb) for b in buckets
+                            if b.pattern == pattern and b.length == longest), marker=".", label=pattern)
     for ax, label in ((left, "length"), (right, f"position in the window (length {longest})")):
         _mark(ax, report.get("train_len"))
         ax.set_xscale("log", base=2)
@@ -149,12 +155,6 @@ def eval_report(report: dict, path: str | Path) -> None:
 
 
 # -- the study report: every figure from the typed results.json, through lexkit.results ------------
-def _line(ax, points: dict | list, *style, **options) -> None:
-    """One line through ``points`` (x -> y, or (x, y) pairs)."""
-    pts = list(points.items()) if isinstance(points, dict) else list(points)
-    ax.plot([p[0] for p in pts], [p[1] for p in pts], *style, **options)
-
-
 def bpb_by_length(doc: StudyResults, path: str | Path) -> None:
     """bpb against evaluation length, one panel per pattern, one line per scheme."""
     fig, axes = figure(5 * len(doc.patterns), 4, panels=len(doc.patterns))
@@ -334,7 +334,8 @@ def retrieval(report: dict, path: str | Path) -> None:
     then accuracy against length over all depths, one line per pattern with its 95 % interval.
     ``report`` is ``lexkit retrieval``'s JSON document."""
     patterns, lengths, depths = report["patterns"], report["lengths"], report["depths"]
-    cell = {(r["pattern"], r["length"], r["depth"]): r["accuracy"] for r in report["rows"]}
+    cell = {(r.pattern, r.length, r.depth): r.accuracy for r in map(RetrievalCell.from_json, report["rows"])}
+    summary = [RetrievalSummary.from_json(s) for s in report["summary"]]
     fig, axes = figure(4.2 * (len(patterns) + 1), 4.2, panels=len(patterns) + 1)
     image = None
     for ax, pattern in zip(axes, patterns):
@@ -349,8 +350,7 @@ def retrieval(report: dict, path: str | Path) -> None:
         fig.colorbar(image, ax=axes[: len(patterns)], label="exact match", shrink=0.8)
     lines = axes[-1]
     for pattern in patterns:
-        pts = sorted((s["length"], s["accuracy"], s["low"], s["high"]) for s in report["summary"]
-                     if s["pattern"] == pattern)
+        pts = sorted((s.length, s.accuracy, s.low, s.high) for s in summary if s.pattern == pattern)
         xs = [p[0] for p in pts]
         lines.plot(xs, [p[1] for p in pts], marker="o", label=pattern)
         lines.fill_between(xs, [p[2] for p in pts], [p[3] for p in pts], alpha=0.15)

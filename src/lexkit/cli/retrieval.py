@@ -5,20 +5,19 @@ TARGET is a run directory or hf:PATH (a Hugging Face causal LM: the standard pas
 Landmark Attention / YaRN / LongLoRA and RULER's multikey needles). Prints one table per pattern
 (depths as rows, lengths as columns, exact match in percent), then accuracy over all depths with
 its 95 % Wilson interval and the answer's bits per byte; ``--json``/``--csv``/``--plot`` write the
-results only once every cell has been scored. See docs/retrieval.md.
+results only once every cell has been scored. The report is built by the library,
+:func:`lexkit.retrieval.retrieval_run`, as ``lexkit eval``'s is; this module parses and prints. See
+docs/retrieval.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import sys
 
 from .. import checks
 from ..attention import KERNELS
 from ..formats import length_label
-from ..layouts import check_pattern, check_scheme
 from ..render import text_table
 
 
@@ -71,53 +70,31 @@ def parse_depths(text: str) -> list[float]:
 
 
 def run(args) -> int:
-    from .. import retrieval, tasks
+    from .. import retrieval
     from ..device import resolve_device
     from ..specs import parse_lengths
-    from ..subject import kind
-    from ..subject import load as load_subject
 
-    hf = args.target.startswith("hf:")
-    style = "standard" if hf else "bytes"
-    # everything that can be checked without the model is checked before it loads
-    tasks.check_task(args.task)
+    # what only the command line knows is checked here; everything else by the library, before it loads
     depths = parse_depths(args.depths) if args.depths is not None else list(retrieval.DEFAULT_DEPTHS)
     lengths = parse_lengths(args.lengths) if args.lengths is not None else None
     checks.lengths("--lengths", lengths or [], checks.MAX_EVAL_LENGTH)
     checks.number("--size", args.size)
     checks.number("--threads", args.threads, maximum=4096)
-    retrieval.check_grid(args.task, lengths or [], depths, args.samples, style, args.size)
-    for spec in args.patterns or ["causal"]:
-        check_pattern(spec)
-    kind(args.target).refuse(scheme=args.scheme, logn=args.logn, rope_scaling=args.rope_scaling)
-    if hf and args.cache:
-        raise ValueError("--cache is for lexkit runs: a hf: model decodes without lexkit's KV cache")
-    if args.scheme is not None:
-
-        check_scheme(args.scheme)
     for flag, path in (("--json", args.json), ("--csv", args.csv)):
         if path is not None:
             checks.writable(flag, path)
     if args.plot is not None:
         args.plot = checks.png_path("--plot", args.plot)
+    device = str(resolve_device(args.device))
     if args.threads:
         import torch
 
         torch.set_num_threads(args.threads)
-
-    subject = load_subject(args.target, device=str(resolve_device(args.device)), scheme=args.scheme,
-                           logn=args.logn, rope_scaling=args.rope_scaling)
-    info = subject.describe()
-    if lengths is None:
-        lengths = default_lengths(args, subject.train_len, style)
-    haystack = data = None
-    if args.task == "copy" or style == "bytes":
-        docs, described = subject.documents(args.data)
-        haystack, data = tasks.Haystack.from_documents(docs), described["spec"]
-    rows = retrieval.score(subject, args.task, lengths, depths=depths, samples=args.samples,
-                           patterns=args.patterns or ["causal"], haystack=haystack, seed=args.seed, size=args.size,
-                           cache=args.cache, kernel=args.kernel, progress=args.progress and sys.stderr.isatty())
-    report = build_report(args, info, rows, lengths, depths, style, data)
+    report = retrieval.retrieval_run(
+        args.target, args.task, lengths=lengths, depths=depths, samples=args.samples, size=args.size, seed=args.seed,
+        patterns=args.patterns or ["causal"], data=args.data, scheme=args.scheme, logn=args.logn,
+        rope_scaling=args.rope_scaling, cache=args.cache, kernel=args.kernel, device=device,
+        progress=args.progress and sys.stderr.isatty())
     write_outputs(report, args)
     print(format_report(report))
     if args.plot:
@@ -125,58 +102,15 @@ def run(args) -> int:
     return 0
 
 
-def default_lengths(args, train_len: int | None, style: str) -> list[int]:
-    """The default multiples of the training length (1-16x) whose length holds the needle."""
-    from .. import retrieval, tasks
-
-    if not train_len:
-        raise ValueError(f"{args.target} records no training length: give --lengths")
-    need = tasks.minimum_length(args.task, style, args.size)
-    lengths = [train_len * k for k in retrieval.DEFAULT_MULTIPLES if train_len * k >= need]
-    if not lengths:
-        raise ValueError(f"the {args.task} needle and question need {need} bytes, more than "
-                         f"{retrieval.DEFAULT_MULTIPLES[-1]}x the training length {train_len}: give --lengths")
-    return lengths
-
-
-def build_report(args, info: dict, rows, lengths, depths, style: str, haystack: str | None) -> dict:
-    from .. import __version__, retrieval
-
-    return {
-        "version": __version__,
-        "target": args.target,
-        "scheme": info["scheme"],
-        **({"trained_scheme": info["trained_scheme"]} if "trained_scheme" in info else {}),
-        "logn": info.get("logn", False),
-        "train_len": info["train_len"],
-        "task": args.task,
-        "style": style,
-        "size": args.size,
-        "seed": args.seed,
-        "haystack": haystack,
-        "samples": args.samples,
-        "lengths": list(lengths),
-        "depths": list(depths),
-        "patterns": list(dict.fromkeys(r.pattern for r in rows)),
-        "rows": [r.to_json() for r in rows],
-        "summary": retrieval.summary(rows),
-    }
-
-
 def write_outputs(report: dict, args) -> None:
     """The files first: a reader that closes the pipe early (``| head``) must not lose them."""
-    from .. import plots
+    from .. import plots, retrieval
     from ..runs import atomic_write, write_json
 
     if args.json:
         write_json(args.json, report)
     if args.csv:
-        buffer = io.StringIO()
-        fields = list(report["rows"][0])
-        writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(report["rows"])
-        atomic_write(args.csv, buffer.getvalue())
+        atomic_write(args.csv, retrieval.csv_text(report))
     if args.plot:
         plots.retrieval(report, args.plot)
 
