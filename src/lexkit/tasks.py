@@ -173,6 +173,11 @@ class Task:
     version: ClassVar[int] = 1
 
     @classmethod
+    def default_size(cls, style: str) -> int:
+        """The needle size when none is given (``size``; a task may choose by style)."""
+        return cls.size
+
+    @classmethod
     def build(cls, rng: np.random.Generator, haystack: Haystack | None, free: int, before: int, depth: float,
               size: int, split: str, style: str) -> Document:
         """A document with ``free`` bytes of haystack, ``before`` of them ahead of the needle (a
@@ -261,7 +266,7 @@ def _word(rng: np.random.Generator, avoid: set[bytes]) -> bytes:
 def minimum_length(task: str, style: str = "bytes", size: int | None = None) -> int:
     """The bytes of a document of ``task`` with no haystack at all (the shortest valid length)."""
     kind = get(task)
-    size = kind.size if size is None else size
+    size = kind.default_size(style) if size is None else size
     return len(kind.build(np.random.default_rng(0), Haystack(b"x"), 0, 0, 0.0, size, "eval", style).text)
 
 
@@ -279,7 +284,7 @@ def make(task: str, length: int, depth: float, *, haystack: Haystack | None, see
     check_depth(depth)
     if style not in kind.styles:
         raise ValueError(f"unknown style {style!r} for task {task!r}; valid: {', '.join(kind.styles)}")
-    size = kind.size if size is None else size
+    size = kind.default_size(style) if size is None else size
     checks.number("size", size)
     need = minimum_length(task, style, size)
     if length < need:

@@ -17,18 +17,7 @@ from ..plots import report_figures
 from ..render import csv_text, markdown
 from ..rows import StudyResults
 from ..runs import atomic_write
-from .findings import context_goal_finding, extension_findings, goal_finding, retrieval_findings
-from .tables import (
-    answer_bits_table,
-    extension_table,
-    length_table,
-    paper_tables,
-    pattern_table,
-    principles_table,
-    provenance_table,
-    resolution_table,
-    retrieval_table,
-)
+from . import findings, tables
 
 #: the columns of results.csv, one row per evaluation cell of every seed's run
 CSV_FIELDS = ("scheme", "seed", "pattern", "length", "bpb", "ppl", "bytes", "unavailable")
@@ -41,9 +30,9 @@ def document(results: StudyResults | dict) -> list[Block]:
             Heading("The paper's numbers, for orientation"),
             Text("A different model (24 layers, hidden 1024), data (a Pile subset, BPE tokens) and scale: compare "
                  "shapes and orderings, not values."),
-            *[block for title, table in paper_tables() for block in (Text(f"**{title}**"), table)],
+            *[block for title, table in tables.paper_tables() for block in (Text(f"**{title}**"), table)],
             Heading("Provenance"),
-            provenance_table(doc)]
+            tables.provenance_table(doc)]
 
 
 def grid_sections(doc: StudyResults) -> list[Block]:
@@ -63,19 +52,19 @@ def grid_sections(doc: StudyResults) -> list[Block]:
         Figure("bpb_by_length.png", "bpb by length"),
         Heading("A. Perplexity by length, causal attention (the paper's Table 2 layout)"),
         Text("Bits per byte; columns past the training length (1x) are extrapolation."),
-        length_table(doc),
+        tables.length_table(doc),
         Text("Perplexity per byte (e^NLL):"),
-        length_table(doc, "ppl"),
+        tables.length_table(doc, "ppl"),
         Heading("B. Relative schemes under each attention pattern beyond the training length (Table 5 layout)"),
         Text("window:W is the essay's super-strong baseline (each query sees the last W keys); bca:W is the "
              "paper's blockwise causal attention (blocks of W/2, each sees itself and the previous block)."),
-        pattern_table(doc),
+        tables.pattern_table(doc),
         Heading("C. Attention resolution (Table 3 layout)"),
         Text("Analytic: from the encoding alone, before training (learnable biases at their initial values); "
              "empirical: measured per layer on the trained model (mean over heads, then layers) on "
              f"{doc.config['resolution_texts']} validation texts. R lies in [0, 1] for any curve, so the "
              "paper's 1.08 for xPos+BCA cannot come from the formula as printed."),
-        resolution_table(doc),
+        tables.resolution_table(doc),
         Figure("s_curves.png", "s[n] curves"),
         Figure("resolution_per_layer.png", "resolution per layer"),
         Figure("entropy.png", "entropy"),
@@ -86,7 +75,7 @@ def grid_sections(doc: StudyResults) -> list[Block]:
              "(≤ 1 extrapolates). Beyond − inside: bpb of positions past the training length minus bpb of the "
              "last bucket inside it, at the longest length (negative: the model uses the extra context, "
              "*A Length-Extrapolatable Transformer*'s \"not exploding is not extrapolating\")."),
-        principles_table(doc),
+        tables.principles_table(doc),
         Figure("loss_by_position.png", "loss by position"),
     ]
 
@@ -103,13 +92,11 @@ def extension_sections(doc: StudyResults) -> list[Block]:
              f"steps at {ext.finetune_len} bytes ({multiple(ext.finetune_len, doc.train_len)}) with `--init` under "
              "no scaling, PI and YaRN, each evaluated under causal attention and under window/BCA at its new "
              "length. Bits per byte; the same bytes at every length."),
-        extension_table(doc),
+        tables.extension_table(doc),
         Figure("extension.png", "context extension"),
     ]
-    findings = extension_findings(doc)
-    if findings:
-        out += [Text("Against plain rope under causal attention (lower is better):"), Bullets(findings)]
-    goal = goal_finding(doc)
+    out += listed("Against plain rope under causal attention (lower is better):", findings.extension_findings(doc))
+    goal = findings.goal_finding(doc)
     return out + ([Heading("F. The stated goal: context that is used"), Text(goal)] if goal is not None else [])
 
 
@@ -128,19 +115,22 @@ def retrieval_sections(doc: StudyResults) -> list[Block]:
              "of greedy decoding at each multiple of the training length, beside the configuration's bpb. On "
              f"the rope run, table E's methods (scalings at x{max(g.multiples)}, ReRoPE, log-n, sinks; the "
              f"fine-tunes run {g.finetune_steps} steps at 4x with the same mix)."),
-        retrieval_table(doc),
+        tables.retrieval_table(doc),
         Figure("retrieval_scatter.png", "bpb against retrieval at 16x"),
         Figure("retrieval_heatmap.png", "exact match by configuration and length"),
         Text("Answer bits per byte (teacher-forced; a copying model scores near 0, a uniform guess over the "
              "letters 4.70):"),
-        answer_bits_table(doc),
+        tables.answer_bits_table(doc),
     ]
-    findings = retrieval_findings(doc)
-    if findings:
-        out += [Text("Where each configuration that loses the skill stops retrieving (below 90 % over all "
-                     "depths):"), Bullets(findings)]
-    goal = context_goal_finding(doc)
+    out += listed("Where each configuration that loses the skill stops retrieving (below 90 % over all depths):",
+                  findings.retrieval_findings(doc))
+    goal = findings.context_goal_finding(doc)
     return out + ([Text(goal)] if goal is not None else [])
+
+
+def listed(intro: str, items: list[str]) -> list[Block]:
+    """``items`` as bullets after ``intro``; nothing when there are none."""
+    return [Text(intro), Bullets(items)] if items else []
 
 
 def write_report(results: StudyResults | dict, out: str | Path) -> None:
