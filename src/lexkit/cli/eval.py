@@ -18,6 +18,7 @@ from .. import checks, evaluate
 from ..attention import KERNELS
 from ..formats import length_label
 from ..render import text_table
+from . import options
 
 
 def add_parser(sub):
@@ -83,24 +84,14 @@ def add_hf_arguments(group) -> None:
 
 def run(args) -> int:
     from .. import plots
-    from ..device import resolve_device
     from ..runs import atomic_write, write_json
     from ..specs import parse_lengths
 
     # what only the command line knows is checked here; everything else by the library, before it loads
     lengths = parse_lengths(args.lengths) if args.lengths is not None else None
     checks.lengths("--lengths", lengths or [], checks.MAX_EVAL_LENGTH)
-    checks.number("--threads", args.threads, maximum=4096)
-    for flag, path in (("--json", args.json), ("--csv", args.csv)):
-        if path is not None:
-            checks.writable(flag, path)
-    if args.plot is not None:
-        args.plot = checks.png_path("--plot", args.plot)
-    device = str(resolve_device(args.device))
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    options.check_outputs(args)
+    device = options.device(args)
     report = evaluate.evaluate_run(
         args.run_dir, lengths=lengths, patterns=args.patterns or ["causal"], data=args.data, stride=args.stride,
         max_docs=args.max_docs, max_bytes=args.max_bytes, max_tokens=args.max_tokens, batch_size=args.batch_size,

@@ -19,6 +19,7 @@ from .. import checks
 from ..attention import KERNELS
 from ..formats import length_label
 from ..render import text_table
+from . import options
 
 
 def add_parser(sub):
@@ -71,7 +72,6 @@ def parse_depths(text: str) -> list[float]:
 
 def run(args) -> int:
     from .. import retrieval
-    from ..device import resolve_device
     from ..specs import parse_lengths
 
     # what only the command line knows is checked here; everything else by the library, before it loads
@@ -79,17 +79,8 @@ def run(args) -> int:
     lengths = parse_lengths(args.lengths) if args.lengths is not None else None
     checks.lengths("--lengths", lengths or [], checks.MAX_EVAL_LENGTH)
     checks.number("--size", args.size)
-    checks.number("--threads", args.threads, maximum=4096)
-    for flag, path in (("--json", args.json), ("--csv", args.csv)):
-        if path is not None:
-            checks.writable(flag, path)
-    if args.plot is not None:
-        args.plot = checks.png_path("--plot", args.plot)
-    device = str(resolve_device(args.device))
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    options.check_outputs(args)
+    device = options.device(args)
     report = retrieval.retrieval_run(
         args.target, args.task, lengths=lengths, depths=depths, samples=args.samples, size=args.size, seed=args.seed,
         patterns=args.patterns or ["causal"], data=args.data, scheme=args.scheme, logn=args.logn,
