@@ -75,17 +75,17 @@ def test_a_study_killed_inside_a_finetune_reports_the_same_table_e(tmp_path, dat
     checkpointed = [(runs.trainer_state(d) or {}).get("step") for d in second]
     resumed = Study(cfg, out, progress=False, echo=None).run()
 
-    assert len(whole["extension"]["rows"]) == len(resumed["extension"]["rows"]) > len(finetunes(32))
+    assert len(whole.extension.rows) == len(resumed.extension.rows) > len(finetunes(32))
     assert extension_table(resumed) == extension_table(whole)
-    for a, b in zip(whole["extension"]["rows"], resumed["extension"]["rows"]):
-        assert (a["label"], a["pattern"]) == (b["label"], b["pattern"])
-        assert [r["bpb"] for r in a["results"]] == [r["bpb"] for r in b["results"]], a["label"]
+    for a, b in zip(whole.extension.rows, resumed.extension.rows):
+        assert (a.label, a.pattern) == (b.label, b.pattern)
+        assert [r.bpb for r in a.results] == [r.bpb for r in b.results], a.label
     assert checkpointed == [2]  # the second was resumed from its checkpoint at step 2
-    for row in resumed["extension"]["rows"]:
-        if row["finetune"]:
-            config = json.loads((out / row["finetune"]["run"] / runs.CONFIG).read_text())
+    for row in resumed.extension.rows:
+        if row.finetune:
+            config = json.loads((out / row.finetune.run / runs.CONFIG).read_text())
             assert config["init"]["run"] == str((out / "runs").resolve() / next(
-                r["run"] for r in resumed["runs"] if r["scheme"] == "rope").split("/")[-1])
+                r.run for r in resumed.runs if r.scheme == "rope").split("/")[-1])
 
 
 def test_the_studys_finetune_checkpoints_and_resumes_to_the_same_weights(tmp_path, data_dir, monkeypatch):

@@ -84,7 +84,6 @@ def add_hf_arguments(group) -> None:
 
 def run(args) -> int:
     from .. import plots
-    from ..runs import atomic_write, write_json
     from ..specs import parse_lengths
 
     # what only the command line knows is checked here; everything else by the library, before it loads
@@ -99,13 +98,7 @@ def run(args) -> int:
         logn=args.logn, stream="auto" if args.stream is None else args.stream, rope_scaling=args.rope_scaling,
         dtype=args.dtype,
     )
-    # the files first: a reader that closes the pipe early (`| head`) must not lose them
-    if args.json:
-        write_json(args.json, report)
-    if args.csv:
-        atomic_write(args.csv, evaluate.csv_text(report))
-    if args.plot:
-        plots.eval_report(report, args.plot)
+    options.write_outputs(args, report, evaluate.csv_text, plots.eval_report)
     print(format_report(report))
     if args.plot:
         print(f"wrote {args.plot}")

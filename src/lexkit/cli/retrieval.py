@@ -71,7 +71,7 @@ def parse_depths(text: str) -> list[float]:
 
 
 def run(args) -> int:
-    from .. import retrieval
+    from .. import plots, retrieval
     from ..specs import parse_lengths
 
     # what only the command line knows is checked here; everything else by the library, before it loads
@@ -86,24 +86,11 @@ def run(args) -> int:
         patterns=args.patterns or ["causal"], data=args.data, scheme=args.scheme, logn=args.logn,
         rope_scaling=args.rope_scaling, cache=args.cache, kernel=args.kernel, device=device,
         progress=args.progress and sys.stderr.isatty())
-    write_outputs(report, args)
+    options.write_outputs(args, report, retrieval.csv_text, plots.retrieval)
     print(format_report(report))
     if args.plot:
         print(f"wrote {args.plot}")
     return 0
-
-
-def write_outputs(report: dict, args) -> None:
-    """The files first: a reader that closes the pipe early (``| head``) must not lose them."""
-    from .. import plots, retrieval
-    from ..runs import atomic_write, write_json
-
-    if args.json:
-        write_json(args.json, report)
-    if args.csv:
-        atomic_write(args.csv, retrieval.csv_text(report))
-    if args.plot:
-        plots.retrieval(report, args.plot)
 
 
 def format_report(report: dict) -> str:
