@@ -45,7 +45,7 @@ import torch.nn.functional as F
 from . import checks, distributed, provenance, runs
 from .api import callable_module
 from .attention import kernel_label, record_kernels
-from .data import LN2, Corpus, Stream, check_mix
+from .data import LN2, Corpus, Stream, check_mix, mix_probe
 from .device import eval_mode
 from .errors import LexkitError
 from .model import GPT, ModelConfig
@@ -54,7 +54,8 @@ from .runs import configs_from_run, lifecycle
 from .settings import TrainConfig, check_model, configs, split_settings
 
 __all__ = ["TrainConfig", "TrainError", "check_job", "configs", "configs_from_run", "device_autocast", "lr_at",
-           "make_optimizer", "split_settings", "train", "train_step", "train_step_stats", "validation_bpb"]
+           "make_optimizer", "split_settings", "train", "train_step", "train_step_stats", "validation_bpb",
+           "validation_tasks"]
 
 
 class TrainError(LexkitError):
@@ -152,6 +153,23 @@ def validation_bpb(model: GPT, stream: Stream, cfg: TrainConfig, length: int, de
             nll = F.cross_entropy(logits.float().flatten(0, 1), target, reduction="sum")
             total, count = total + nll.item(), count + y[i : i + cfg.batch].numel()
     return total / count / LN2
+
+
+@torch.no_grad()
+def validation_tasks(model: GPT, probe: dict, device: torch.device) -> dict:
+    """Each mix task's probe (:func:`lexkit.data.mix_probe`): teacher-forced bits per answer byte
+    (``val_<task>_bits``) and the share of documents whose argmax is right at every answer byte
+    (``val_<task>_exact``, what greedy decoding reproduces on a byte model). Logged beside the
+    validation bpb, so a run's curve shows when it learned the task (its phase change)."""
+    out = {}
+    with eval_mode(model):
+        for task, (x, y, mask) in probe.items():
+            logits = model(x.to(device)).float().cpu()  # [count, length, vocab]
+            nll = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view(y.shape)
+            right = (logits.argmax(-1) == y) | ~mask
+            out[f"val_{task}_bits"] = round(float(nll[mask].sum() / mask.sum()) / LN2, 6)
+            out[f"val_{task}_exact"] = round(float(right.all(-1).float().mean()), 6)
+    return out
 
 
 def train(
@@ -267,6 +285,7 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
     and at a stop signal. ``run`` is rank 0's run directory (None on the others)."""
     cfg, w, dev, length = job.train_cfg, job.world, job.device, job.model_cfg.train_len
     train_stream, valid_stream = streams
+    probe = mix_probe(valid_stream.tokens, cfg.mix, length) if cfg.mix else {}  # the mix's tasks, validated
     autocast = device_autocast(dev)
     rate_of = throughput(distributed.unwrap(model), job.model_cfg, cfg.batch // w.size, dev)
     model.train()
@@ -296,6 +315,7 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
                        **rate_of(step_seconds), "kernel": kernel_label(ran)}
                 if evaluate_now:  # every rank (an FSDP2 forward is collective)
                     row["val_bpb"] = round(validation_bpb(distributed.unwrap(model), valid_stream, cfg, length, dev), 6)
+                    row.update(validation_tasks(distributed.unwrap(model), probe, dev))
                 if run is not None:
                     run.log(row)
                     if job.writer is not None:

@@ -52,6 +52,7 @@ KERNELS = ("auto", "dense", "chunked", "flex")
 DENSE_MAX = 2048  # CPU: longest input the auto choice sends to the dense kernel
 LOCAL_DENSE_MAX = 512  # ... under a local pattern (past it the chunked kernel skips unseen keys)
 CHUNK = 256  # query block of the chunked kernel
+SCORE_BUDGET = 1 << 25  # scores one block may hold (128 MB in float32); past it the query block shrinks
 
 
 class ScoreHook(Protocol):
@@ -101,7 +102,8 @@ class Attention:
             if temperature is not None:
                 raise ValueError("give log-n scaling (logn=L) or a temperature, not both")
             temperature = LogN(scheme.n_heads, logn)
-        self.q_scale = None if temperature is None else temperature.scale(pos)  # [n] or [H, n], or None
+        self.temperature = temperature
+        self._scale: Tensor | None = None
         self.by_scores = by_scores(scheme, pattern)
         #: the kernel the last call actually ran: ``self.kernel``, or for flex the ladder's rung
         #: (``flex``, ``flex:128x64/2``) or ``chunked`` when no flex kernel could be built
@@ -122,6 +124,15 @@ class Attention:
             out = self._chunked(q, k, v, layer, sink=sink)
         note_ran(self.ran)
         return out
+
+    @property
+    def q_scale(self) -> Tensor | None:
+        """The temperature per query [n] or per head and query [H, n] (None: none), computed at the
+        first call, inside the layer's forward: a learned temperature's parameters belong to its
+        layer (under FSDP2 they are gathered only there)."""
+        if self._scale is None and self.temperature is not None:
+            self._scale = self.temperature.scale(self.pos)
+        return self._scale
 
     # -- dense --------------------------------------------------------------------------------
     def dense_mask(self) -> Tensor:
@@ -157,7 +168,8 @@ class Attention:
     # -- chunked ------------------------------------------------------------------------------
     def _chunked(self, q: Tensor, k: Tensor, v: Tensor, layer: int, block: int | None = None,
                  sink: Tensor | None = None) -> Tensor:
-        block = block or query_block(self.scheme)
+        block = block or query_block(self.scheme, self.n if self.pattern.reach is None else
+                                     self.pattern.reach + CHUNK + self.pattern.sinks, q.shape[0] * q.shape[1])
         # a position-wise transform (all but xPos and ReRoPE) commutes with slicing: do it once
         pre = self.scheme.max_query_span is None and self.scheme.separable
         raw_q, raw_k = q, k
@@ -304,10 +316,13 @@ def attend_block(
     return probs @ v  # [b, h, n_q, d]
 
 
-def query_block(scheme: Scheme) -> int:
+def query_block(scheme: Scheme, keys: int = 0, rows: int = 1) -> int:
     """Queries per block of the chunked kernel and the KV cache: ``CHUNK``, fewer when one
-    transform may cover only ``max_query_span`` positions (xPos)."""
-    return min(CHUNK, scheme.max_query_span or CHUNK)
+    transform may cover only ``max_query_span`` positions (xPos), and fewer when a block's scores
+    ([rows = batch x heads, queries, keys]) would pass ``SCORE_BUDGET`` elements: a global layer
+    over a million keys scores 16 queries at a time, not 256 (4 GB)."""
+    fit = max(16, SCORE_BUDGET // max(1, rows * keys))
+    return min(CHUNK, scheme.max_query_span or CHUNK, fit)
 
 
 def by_scores(scheme: Scheme, pattern: Pattern) -> bool:

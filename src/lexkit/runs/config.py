@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import warnings
 from pathlib import Path
 
 import torch
@@ -15,7 +16,7 @@ from ..errors import RunError
 from ..model import GPT, ModelConfig
 from ..settings import TrainConfig, split_settings
 from ..version import __version__
-from .files import CONFIG, FORMAT_VERSION
+from .files import CONFIG, FORMAT_VERSION, RunWarning
 from .weights import load_weights
 
 
@@ -75,18 +76,34 @@ def load(
     layers of its family, :func:`lexkit.layouts.override_schemes`) and becomes the layout's."""
     run_dir = Path(run_dir)
     config = read_config(run_dir)
+    trained = config["model"]
+    section = {**trained, **as_recorded(config, run_dir)}
     overrides = {} if logn is None else {"logn": logn}
     if scheme is not None:
-        overrides.update(scheme_overrides(config["model"], scheme))
-    if logn is not None and config["model"].get("layout") is not None:
+        overrides.update(scheme_overrides(section, scheme))
+    if logn is not None and section.get("layout") is not None:
         raise ValueError(f"--logn switches log-n on every layer; {run_dir} has a layout "
-                         f"({config['model']['layout']}), whose temperatures are per layer")
-    if overrides:
-        config = {**config, "model": {**config["model"], **overrides}, "overrides": overrides,
-                  "trained": config["model"]}
+                         f"({section['layout']}), whose temperatures are per layer")
+    if overrides or section != trained:
+        config = {**config, "model": {**section, **overrides}, "overrides": overrides, "trained": trained}
     model = build_model(config)
-    load_weights(run_dir, model, recorded=config["trained"] if overrides else None, scheme=scheme)
+    load_weights(run_dir, model, recorded=config.get("trained"), scheme=scheme)
     return model.to(device).eval(), config
+
+
+def as_recorded(config: dict, run_dir: Path) -> dict:
+    """The model settings that rebuild a run as it trained: nothing when today's defaults resolve its
+    layers to what it recorded (config.json's ``resolved``; runs written before it was recorded
+    cannot be checked), else its recorded layers as the layout, with a warning naming both."""
+    recorded = config.get("resolved")
+    if recorded is None:
+        return {}
+    today = ModelConfig(**config["model"]).resolved()
+    if today == recorded:
+        return {}
+    warnings.warn(f"{run_dir} trained with {recorded}; today's defaults would make it {today}: it runs as it "
+                  "trained", RunWarning, stacklevel=3)
+    return {"layout": recorded, "logn": False}
 
 
 def scheme_overrides(model_section: dict, scheme: str) -> dict:
@@ -107,6 +124,7 @@ def run_config(model_cfg: ModelConfig, train_cfg: TrainConfig, corpus: Corpus) -
         "lexkit": __version__,
         "torch": torch.__version__,
         "model": dataclasses.asdict(model_cfg),
+        "resolved": model_cfg.resolved(),  # every parameter of every layer, defaults included
         "train": dataclasses.asdict(train_cfg),
         "data": {"spec": corpus.spec, "fingerprint": corpus.fingerprint,
                  **({"mix": train_cfg.mix} if train_cfg.mix else {})},

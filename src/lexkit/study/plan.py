@@ -112,8 +112,7 @@ class Plan:
         the corpus and, for a run with a retrieval mix, what defines its tasks' documents
         (:func:`lexkit.tasks.identity`: a new derivation trains it anew)."""
         model_cfg, train_cfg = configs(preset, scheme, seed=seed, data=self.cfg.data, **settings)
-        key = {"model": dataclasses.asdict(model_cfg), "train": dataclasses.asdict(train_cfg),
-               "data": self.corpus.fingerprint}
+        key = {"model": model_cfg.identity(), "train": dataclasses.asdict(train_cfg), "data": self.corpus.fingerprint}
         if train_cfg.mix:
             key["tasks"] = [tasks.identity(task) for task in parse_mix(train_cfg.mix)]
         return Cell(model_cfg.scheme, seed, model_cfg, train_cfg, digest(key), prefix)
@@ -159,7 +158,7 @@ class Plan:
         model_cfg, train_cfg = configs_from_run(
             base, scheme=ft.scheme, train_len=ft.train_len, steps=steps, warmup=max(1, steps // 10),
             eval_every=steps, save_every=max(1, -(-steps // 4)))
-        key = digest({"parent": cell.key, "model": dataclasses.asdict(model_cfg),
+        key = digest({"parent": cell.key, "model": model_cfg.identity(),
                       "train": dataclasses.asdict(dataclasses.replace(train_cfg, save_every=steps))})
         return model_cfg, train_cfg, key
 
