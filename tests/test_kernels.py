@@ -20,7 +20,8 @@ import warnings
 import pytest
 import torch
 
-from lexkit import GPT, ModelConfig, attention, positions
+from kit import rel, tiny_gpt
+from lexkit import GPT, attention, positions
 from lexkit.attention import Attention, choose_kernel, kernels, reference_attention
 from schemes_under_test import TEN
 
@@ -41,10 +42,6 @@ def scheme(spec: str, n_heads: int = H, head_dim: int = HD):
 
 def qkv(n: int, dtype=torch.float32, batch: int = 2):
     return tuple(torch.randn(batch, H, n, HD, dtype=dtype) for _ in range(3))
-
-
-def rel(got: torch.Tensor, want: torch.Tensor) -> float:
-    return float((got.double() - want.double()).abs().max() / want.double().abs().max())
 
 
 def err(got: torch.Tensor, want: torch.Tensor) -> float:
@@ -384,17 +381,17 @@ def test_chunked_hook_sees_the_reference_scores():
 
 # -- long inputs ----------------------------------------------------------------------------------
 def small_model(spec: str, **kw) -> GPT:
-    cfg = ModelConfig(scheme=spec, n_layers=2, d_model=64, n_heads=2, train_len=128, **kw)
-    return GPT(cfg).eval()
+    return tiny_gpt(spec, **{"d_model": 64, "train_len": 128, **kw}, seed=None)
 
 
-def _can_measure_peak() -> bool:
+def _peak_unmeasurable() -> str | None:
+    """Why this process's peak memory cannot be measured here (None: it can)."""
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
-        return _status("VmHWM") is not None
-    except OSError:
-        return False
+    except OSError as exc:
+        return f"/proc/self/clear_refs cannot reset the peak ({exc.strerror or exc})"
+    return None if _status("VmHWM") is not None else "/proc/self/status has no VmHWM"
 
 
 def _status(key: str) -> int | None:
@@ -442,8 +439,9 @@ def run_long_flex(n: int) -> None:
         dense = model(tokens[:, -tail:], pattern=pattern, offset=n - tail, kernel="dense")
         keep = 2 * 127  # two layers: the first 254 tail outputs see keys before the tail
         assert rel(logits[:, -tail + keep:], dense[:, keep:]) <= 1e-4
-        if not _can_measure_peak():
-            return
+        why = _peak_unmeasurable()
+        if why is not None:  # the mask and the numbers above were checked; the memory claim cannot be
+            pytest.skip(f"peak memory not measured: {why}")
         # q, k, v laid out as the model's (same strides: no recompile)
         q, k, v = torch.randn(1, n, 3, 2, 32).permute(2, 0, 3, 1, 4)
         pos = torch.arange(n)
@@ -577,8 +575,7 @@ def ladder(eager_flex, monkeypatch):
 
 
 def tiny_model(spec: str) -> GPT:
-    torch.manual_seed(0)
-    return GPT(ModelConfig(scheme=spec, n_layers=1, d_model=32, n_heads=2, train_len=64))
+    return tiny_gpt(spec, n_layers=1, train_len=64).train()
 
 
 def train_losses(model: GPT, kernel: str, steps: int = 2) -> list[float]:

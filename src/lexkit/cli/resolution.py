@@ -24,10 +24,11 @@ import sys
 
 from .. import checks, plots
 from .. import resolution as res
+from ..formats import number
 from ..runs import write_json
 from ..specs import parse_lengths
 from .eval import add_hf_arguments, layout_lines
-from .table import number, print_table
+from .table import print_table
 
 ANALYTIC_LENGTHS = "1024,2048"
 
@@ -100,6 +101,12 @@ def run(args) -> int:
 MAX_WIDTH = 4096
 
 
+def measured(x: float | None) -> str:
+    """A measured value (R, entropy) in a cell: 4 decimals, 3 significant digits below 1e-3, ``n/a``
+    for None (:func:`lexkit.formats.number`)."""
+    return number(x, digits=4, small=True)
+
+
 def _require_finite(results: list[dict], what: str) -> None:
     """A NaN or inf R means NaN/inf scores (damaged weights, or a scheme's values overflowing)."""
     for r in results:
@@ -134,7 +141,7 @@ def _analytic(args) -> int:
     for doc in docs:
         row = [doc["scheme"]]
         for r in doc["results"]:
-            row.append(number(r["resolution"]))
+            row.append(measured(r["resolution"]))
             if r.get("note"):
                 notes.append(f"{doc['scheme']} at {r['length']}: {r['note']}")
         rows.append(row)
@@ -181,8 +188,8 @@ def _empirical(args, subject) -> int:
             print(f"\n{title}")
         rows = [head]
         for layer in range(doc["layers"]):
-            rows.append([str(layer)] + [number(r[key][layer] if r.get(key) else None) for r in results])
-        rows.append(["mean"] + [number(r[total]) for r in results])
+            rows.append([str(layer)] + [measured(r[key][layer] if r.get(key) else None) for r in results])
+        rows.append(["mean"] + [measured(r[total]) for r in results])
         print_table(rows)
     print("texts: " + ", ".join(f"{r['length']}: {r['texts']}" for r in results))
     for r in results:
@@ -213,7 +220,7 @@ def _model(args, subject) -> int:
     rows = [["", *map(str, lengths)]]
     for label in groups:
         rows.append(["analytic" + (f" {label}" if len(groups) > 1 else "")]
-                    + [number(r["resolution"]) for r in analytic["results"] if r["scheme"] == label])
+                    + [measured(r["resolution"]) for r in analytic["results"] if r["scheme"] == label])
     out = {"analytic": analytic}
     empirical = None
     if model.hook_refusal() is not None:
@@ -271,11 +278,11 @@ def _layer_rows(model, results: list[dict]) -> list[list[str]]:
     rows = []
     for layer in range(model.cfg.n_layers):
         label = f"layer {layer}" + (f" {types[layer]}" if types else "")
-        rows.append([label] + [number(r["per_layer"][layer]) if r.get("per_layer") else "n/a" for r in results])
+        rows.append([label] + [measured(r["per_layer"][layer]) if r.get("per_layer") else "n/a" for r in results])
     for kind, by_length in _per_type(model, results).items():
-        rows.append([f"{kind} (mean)"] + [number(by_length[r["length"]]) for r in results])
-    rows.append(["empirical"] + [number(r["resolution"]) for r in results])
-    rows.append(["entropy (nats)"] + [number(r.get("entropy")) for r in results])
+        rows.append([f"{kind} (mean)"] + [measured(by_length[r["length"]]) for r in results])
+    rows.append(["empirical"] + [measured(r["resolution"]) for r in results])
+    rows.append(["entropy (nats)"] + [measured(r.get("entropy")) for r in results])
     return rows
 
 
