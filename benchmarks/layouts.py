@@ -41,6 +41,18 @@ CONFIGS: dict[str, tuple[list[str], int, list[str]]] = {
     "none-shift": (["--scheme", "none", "--token-shift", "0.5"], 6000, ["causal"]),
     "rope-shift": (["--scheme", "rope", "--token-shift", "0.5"], 6000, ["causal"]),
     "hwfa16-4l": (["--layout", "hwfa:W=16", "--layers", "4"], 6000, ["causal"]),
+    # the same with token shift (the previous-token feature given: hwfa16 alone never changed phase in 6,000 steps)
+    "hwfa16-shift-nologn": (["--layout", "hwfa:W=16,logn=false", "--token-shift", "0.5"], 6000, ["causal"]),
+    "hwfa16-shift-llama4": (["--layout", "rope@window:16;none@causal+llama4:floor=64", "--token-shift", "0.5"], 6000,
+                            ["causal"]),
+    "hwfa16-shift-ssmax": (["--layout", "rope@window:16;none@causal+ssmax", "--token-shift", "0.5"], 6000, ["causal"]),
+    "hwfa2-16-shift": (["--layout", "hwfa2:W=16", "--token-shift", "0.5"], 6000, ["causal"]),
+    "hwfa32-shift": (["--layout", "hwfa:W=32", "--token-shift", "0.5"], 6000, ["causal"]),
+    "hwfa16-shift-sink": (["--layout", "rope@window:16+sink;none@causal+logn+sink", "--token-shift", "0.5"], 6000,
+                          ["causal"]),
+    "irope-bca16-shift": (["--layout", "rope@bca:16;none@causal+llama4:floor=64", "--token-shift", "0.5"], 6000,
+                          ["causal"]),
+    "hwfa16-shift-4l": (["--layout", "hwfa:W=16", "--layers", "4", "--token-shift", "0.5"], 6000, ["causal"]),
 }
 RECIPE = ["--preset", "quick", "--batch", "64", "--lr", "3e-3", "--mix", "copy:0.75", "--eval-every", "100",
           "--save-every", "500"]
