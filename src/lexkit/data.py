@@ -300,12 +300,13 @@ class Stream:
 # -- the training mix: retrieval documents among the training windows ------------------------------
 def parse_mix(spec: str | None) -> dict[str, float]:
     """``"passkey:0.05,copy:0.1"`` -> ``{"passkey": 0.05, "copy": 0.1}`` (``""``/None: no mix).
-    Each fraction in (0, 1), a task at most once, the fractions summing to at most 1."""
+    Each fraction in (0, 1), a task at most once, the fractions summing to at most 1 (an exact
+    sum, :func:`math.fsum`); spaces around a task or a fraction are ignored."""
     from . import tasks
 
     out: dict[str, float] = {}
     for item in filter(None, (part.strip() for part in (spec or "").split(","))):
-        task, colon, value = item.partition(":")
+        task, colon, value = (part.strip() for part in item.partition(":"))
         if not colon:
             raise ValueError(f"--mix {item!r}: write TASK:FRACTION, e.g. passkey:0.05")
         tasks.check_task(task)
@@ -318,14 +319,17 @@ def parse_mix(spec: str | None) -> dict[str, float]:
         if task in out:
             raise ValueError(f"--mix names {task} twice")
         out[task] = fraction
-    if sum(out.values()) > 1 + 1e-9:
-        raise ValueError(f"--mix fractions sum to {sum(out.values()):g}, more than 1")
+    total = math.fsum(out.values())
+    if total > 1 + 1e-9:
+        raise ValueError(f"--mix fractions sum to {total!r}, more than 1")
     return out
 
 
 def format_mix(mix: dict[str, float]) -> str:
-    """The canonical text of a mix (as config.json records it)."""
-    return ",".join(f"{task}:{fraction:g}" for task, fraction in mix.items())
+    """The canonical text of a mix (as config.json records it): each fraction as the shortest
+    text that reads back as the same float (``0.75``, ``0.3333335``), so that
+    ``parse_mix(format_mix(m)) == m`` for every mix :func:`parse_mix` accepts."""
+    return ",".join(f"{task}:{fraction!r}" for task, fraction in mix.items())
 
 
 def check_mix(spec: str | None, length: int) -> None:
