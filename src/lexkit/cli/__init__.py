@@ -14,6 +14,8 @@ import warnings
 from ..errors import LexkitError
 
 COMMANDS = ("schemes", "patterns", "presets", "train", "runs", "eval", "sample", "resolution", "retrieval", "study")
+#: the commands that compute with torch: their CPU threads follow lexkit.threads' policy
+COMPUTING = ("train", "eval", "sample", "resolution", "retrieval", "study")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -80,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .. import threads
+
+    probe = threads.Probe()  # other processes' CPU time while the commands import (lexkit.threads)
     parser = build_parser()
     args = parser.parse_args(argv)
     with warnings.catch_warnings():
@@ -87,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         warnings.showwarning = _warning_line  # restored on exit: one `warning: ...` line each
         try:
             import_modules(args.imports)
+            if args.command in COMPUTING:
+                threads.apply(getattr(args, "threads", None), probe)
             return int(args.run(args) or 0)
         except (LexkitError, ValueError, FileNotFoundError, NotADirectoryError) as exc:
             from ..distributed import reports

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import checks, evaluate
+from .. import checks, evaluate, threads
 from ..attention import KERNELS
 from .table import format_table, length_label
 
@@ -50,7 +50,7 @@ def add_parser(sub):
     p.add_argument("--json", metavar="FILE", help="write the full results (JSON)")
     p.add_argument("--csv", metavar="FILE", help="write one row per length and pattern (CSV)")
     p.add_argument("--device", default="auto", metavar="DEVICE", help="auto, cpu, cuda or mps (default: auto)")
-    p.add_argument("--threads", type=int, metavar="N", help="CPU threads for torch")
+    p.add_argument("--threads", type=int, metavar="N", help=threads.HELP)
     p.add_argument("--kernel", default="auto", choices=KERNELS, help="attention kernel (default: auto)")
     p.add_argument(
         "--scheme", metavar="SPEC",
@@ -89,17 +89,12 @@ def run(args) -> int:
     # what only the command line knows is checked here; everything else by the library, before it loads
     lengths = parse_lengths(args.lengths) if args.lengths is not None else None
     checks.lengths("--lengths", lengths or [], checks.MAX_EVAL_LENGTH)
-    checks.number("--threads", args.threads, maximum=4096)
     for flag, path in (("--json", args.json), ("--csv", args.csv)):
         if path is not None:
             checks.writable(flag, path)
     if args.plot is not None:
         args.plot = checks.png_path("--plot", args.plot)
     device = str(resolve_device(args.device))
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
     report = evaluate.evaluate_run(
         args.run_dir, lengths=lengths, patterns=args.patterns or ["causal"], data=args.data, stride=args.stride,
         max_docs=args.max_docs, max_bytes=args.max_bytes, max_tokens=args.max_tokens, batch_size=args.batch_size,

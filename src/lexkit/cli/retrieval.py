@@ -15,7 +15,7 @@ import csv
 import io
 import sys
 
-from .. import attention, checks
+from .. import attention, checks, threads
 from ..attention import KERNELS
 from .table import format_table, length_label
 
@@ -49,7 +49,7 @@ def add_parser(sub):
     p.add_argument("--csv", metavar="FILE", help="write one row per cell (CSV)")
     p.add_argument("--plot", metavar="FILE.png", help="needle-in-a-haystack heatmaps and accuracy against length")
     p.add_argument("--device", default="auto", metavar="DEVICE", help="auto, cpu, cuda or mps (default: auto)")
-    p.add_argument("--threads", type=int, metavar="N", help="CPU threads for torch")
+    p.add_argument("--threads", type=int, metavar="N", help=threads.HELP)
     p.add_argument("--kernel", default="auto", choices=KERNELS, help="attention kernel (default: auto)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     return p
@@ -81,7 +81,6 @@ def run(args) -> int:
     lengths = parse_lengths(args.lengths) if args.lengths is not None else None
     checks.lengths("--lengths", lengths or [], checks.MAX_EVAL_LENGTH)
     checks.number("--size", args.size)
-    checks.number("--threads", args.threads, maximum=4096)
     retrieval.check_grid(args.task, lengths or [], depths, args.samples, style, args.size)
     for spec in args.patterns or ["causal"]:
         attention.create(spec, default_window=2)
@@ -97,10 +96,6 @@ def run(args) -> int:
             checks.writable(flag, path)
     if args.plot is not None:
         args.plot = checks.png_path("--plot", args.plot)
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
 
     subject = load_subject(args.target, device=str(resolve_device(args.device)), scheme=args.scheme,
                            logn=args.logn, rope_scaling=args.rope_scaling)

@@ -22,6 +22,8 @@ class Estimate:
         the median of the other three counts), and evaluation from one forward pass at the
         longest length."""
         device = resolve_device(self.cfg.device)
+        if self.cfg.threads:  # timed at the thread count the study will run at
+            torch.set_num_threads(self.cfg.threads)
         cells = self.cells()
         lengths, patterns = self.lengths(), self.patterns()
         per_scheme = {}
