@@ -213,6 +213,7 @@ class HFConfig:
     positions: str
     rope: dict | None  # rope_type, theta, rotary dims, scaling parameters
     max_positions: int | None  # learned tables: positions 0 .. max_positions - 1
+    vocab_size: int | None = None  # logits per token
 
     @property
     def scheme(self) -> str:
@@ -249,6 +250,7 @@ def _describe(config, family: Family, train_len: int | None) -> HFConfig:
         n_kv_heads=getattr(config, "num_key_value_heads", None) or heads, head_dim=head_dim,
         train_len=train_len, positions=family.positions, rope=rope,
         max_positions=getattr(config, "n_positions", None) if family.positions == "learned" else None,
+        vocab_size=getattr(config, "vocab_size", None),
     )
 
 
@@ -401,7 +403,7 @@ class HFModel(nn.Module):
         if self.tokenizer is None:
             raise LexkitError(f"{self.source} has no tokenizer: save one beside the model (tokenizer.save_pretrained)")
         ids = tokens.tolist() if isinstance(tokens, Tensor) else list(tokens)
-        return self.tokenizer.decode(ids, skip_special_tokens=True).encode("utf-8")
+        return self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False).encode("utf-8")
 
 
 def _utf8_lengths(text: str) -> Tensor:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from pathlib import Path
 
 from . import results as query
@@ -56,10 +57,27 @@ def _unsigned_zero(text: str) -> str:
 
 
 def multiple(n: int, train_len: int) -> str:
-    """``n`` as a multiple of the training length to three significant digits, never in exponent
-    form: ``0.5x``, ``1x``, ``16x``, ``1.03x``, ``0.219x`` (the one format of every length label)."""
-    ratio = float(f"{n / train_len:.3g}")
-    return f"{ratio:g}x" if ratio < 1e6 else f"{ratio:.0f}x"
+    """``n`` as a multiple of the training length: exact when whole (``1x``, ``16x``, ``1024x``),
+    else to three significant digits and every digit of its whole part, never in exponent form
+    (``0.5x``, ``1.03x``, ``0.219x``, ``0.000977x``): the one format of every length label."""
+    ratio = n / train_len
+    if ratio == int(ratio):
+        return f"{int(ratio)}x"
+    digits = max(3, len(str(int(ratio))))
+    decimals = max(0, digits - 1 - math.floor(math.log10(ratio)))
+    return f"{ratio:.{decimals}f}".rstrip("0").rstrip(".") + "x"
+
+
+def percent_text(x: float) -> str:
+    """A proportion in percent, whole unless rounding would make it read 0 or 100 when it is
+    neither: ``97``, ``99.8`` (not ``100``), ``0.2``; ``>99.9`` and ``<0.1`` beyond that."""
+    v = 100 * x
+    text = f"{v:.0f}"
+    if text in ("0", "100") and v not in (0.0, 100.0):
+        text = f"{v:.1f}"
+        if text in ("0.0", "100.0"):
+            text = "<0.1" if v < 50 else ">99.9"
+    return text
 
 
 def cell(mean: float | None, std: float | None = None, digits: int = 3, *, small: bool = False) -> Cell:
@@ -228,8 +246,11 @@ def goal_section(results: dict) -> list[Block]:
 
 
 def percent(x: float | None) -> Cell:
-    """An exact-match cell in percent (its value the fraction as shown)."""
-    return Cell("n/a", None) if x is None else Cell(f"{100 * x:.0f}", round(100 * x) / 100)
+    """An exact-match cell in percent (:func:`percent_text`; its value the fraction as shown)."""
+    if x is None:
+        return Cell("n/a", None)
+    text = percent_text(x)
+    return Cell(text, float(text) / 100 if text[0].isdigit() else x)
 
 
 def retrieval_table(results: dict) -> Table:

@@ -26,12 +26,12 @@ def add_parser(sub):
     p.add_argument("target", metavar="TARGET", help="a run directory written by `lexkit train`, or hf:PATH")
     p.add_argument("--task", default="passkey", metavar="TASK", help="copy, passkey or multikey (default: passkey)")
     p.add_argument("--lengths", metavar="L,L,...",
-                   help="document lengths in bytes (default: the training length x 1, 2, 4, 8, 16, those long "
-                   "enough for the needle)")
+                   help="document lengths in the model's unit: bytes for a lexkit run, tokens for hf: (default: "
+                   "the training length x 1, 2, 4, 8, 16, those long enough for the needle)")
     p.add_argument("--depths", metavar="D,D,...", help="needle depths in percent, 0..100 (default: 0,10,...,100)")
     p.add_argument("--samples", type=int, default=10, metavar="N", help="documents per cell (default: 10)")
     p.add_argument("--size", type=int, metavar="N",
-                   help="letters of a copy segment / digits of a key (default: 16 / 5)")
+                   help="letters of a copy segment / digits of a key (default: 16 / 5; hf: multikey 7, as RULER)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="which documents (default: 0)")
     p.add_argument("--pattern", dest="patterns", action="append", metavar="SPEC",
                    help="attention pattern (causal, window[:W], bca[:W], sinks[:W,K=4]); repeatable (default: causal)")
@@ -101,7 +101,7 @@ def run(args) -> int:
                            logn=args.logn, rope_scaling=args.rope_scaling)
     info = subject.describe()
     if lengths is None:
-        lengths = default_lengths(args, subject.train_len, style)
+        lengths = default_lengths(args, subject)
     haystack = data = None
     if args.task == "copy" or style == "bytes":
         docs, described = subject.documents(args.data)
@@ -109,7 +109,7 @@ def run(args) -> int:
     rows = retrieval.score(subject, args.task, lengths, depths=depths, samples=args.samples,
                            patterns=args.patterns or ["causal"], haystack=haystack, seed=args.seed, size=args.size,
                            cache=args.cache, kernel=args.kernel, progress=args.progress and sys.stderr.isatty())
-    report = build_report(args, info, rows, lengths, depths, style, data)
+    report = build_report(args, info, rows, style, data)
     write_outputs(report, args)
     print(format_report(report))
     if args.plot:
@@ -117,21 +117,26 @@ def run(args) -> int:
     return 0
 
 
-def default_lengths(args, train_len: int | None, style: str) -> list[int]:
-    """The default multiples of the training length (1-16x) whose length holds the needle."""
-    from .. import retrieval, tasks
+def default_lengths(args, subject) -> list[int]:
+    """The default multiples of the training length (1-16x) whose length holds the needle, in
+    the subject's unit (bytes; tokens for hf:)."""
+    from .. import retrieval
 
+    train_len = subject.train_len
     if not train_len:
         raise ValueError(f"{args.target} records no training length: give --lengths")
-    need = tasks.minimum_length(args.task, style, args.size)
+    need = retrieval.minimum_length(subject, args.task, args.size)
     lengths = [train_len * k for k in retrieval.DEFAULT_MULTIPLES if train_len * k >= need]
     if not lengths:
-        raise ValueError(f"the {args.task} needle and question need {need} bytes, more than "
+        unit = retrieval.unit(subject)
+        raise ValueError(f"the {args.task} needle and question need {need} {unit}, more than "
                          f"{retrieval.DEFAULT_MULTIPLES[-1]}x the training length {train_len}: give --lengths")
     return lengths
 
 
-def build_report(args, info: dict, rows, lengths, depths, style: str, haystack: str | None) -> dict:
+def build_report(args, info: dict, rows, style: str, haystack: str | None) -> dict:
+    """The JSON document: what ran (lengths, depths and patterns as scored, each once; lengths in
+    ``unit``), the cells and their summary."""
     from .. import __version__, retrieval
 
     return {
@@ -143,12 +148,13 @@ def build_report(args, info: dict, rows, lengths, depths, style: str, haystack: 
         "train_len": info["train_len"],
         "task": args.task,
         "style": style,
+        "unit": "tokens" if style == "standard" else "bytes",
         "size": args.size,
         "seed": args.seed,
         "haystack": haystack,
         "samples": args.samples,
-        "lengths": list(lengths),
-        "depths": list(depths),
+        "lengths": list(dict.fromkeys(r.length for r in rows)),
+        "depths": list(dict.fromkeys(r.depth for r in rows)),
         "patterns": list(dict.fromkeys(r.pattern for r in rows)),
         "rows": [r.to_json() for r in rows],
         "summary": retrieval.summary(rows),
@@ -175,29 +181,31 @@ def write_outputs(report: dict, args) -> None:
 
 def format_report(report: dict) -> str:
     """Header; per pattern, exact match (%) by depth (rows) and length (columns); then the
-    summary over depths: accuracy with its 95 % interval and the answer's bits per byte."""
+    summary over depths: accuracy with its 95 % interval and the answer's bits per byte.
+    Percentages are whole unless that would round them to 0 or 100 (:func:`lexkit.report.percent_text`)."""
+    from ..report import percent_text
+
     lengths, train_len = report["lengths"], report["train_len"]
     rows = report["rows"]
-    chance = rows[0]["chance_bits"] if rows else float("nan")
     lines = [
         f"{report['target']}  scheme {report['scheme']}"
         + (f" (trained as {report['trained_scheme']})" if report.get("trained_scheme") else "")
         + f"  train_len {train_len}",
-        f"task {report['task']} ({report['style']} style), {report['samples']} documents per cell; "
-        f"chance {chance:.2f} bits per answer byte",
+        f"task {report['task']} ({report['style']} style), {report['samples']} documents per cell, lengths in "
+        f"{report.get('unit', 'bytes')}; {chance_line(report)}",
     ]
     cell = {(r["pattern"], r["length"], r["depth"]): r for r in rows}
     header = ["depth"] + [length_label(n, train_len) for n in lengths]
     for pattern in report["patterns"]:
         table = [header]
         for d in report["depths"]:
-            table.append([f"{d:g}%"] + [f"{100 * cell[(pattern, n, d)]['accuracy']:.0f}" for n in lengths])
+            table.append([f"{d:g}%"] + [percent_text(cell[(pattern, n, d)]["accuracy"]) for n in lengths])
         lines += ["", f"exact match (%), {pattern}"] + format_table(table)
     summary = {(s["pattern"], s["length"]): s for s in report["summary"]}
     table = [["pattern"] + [length_label(n, train_len) for n in lengths]]
     for pattern in report["patterns"]:
         table.append([pattern] + [
-            f"{100 * s['accuracy']:.0f} [{100 * s['low']:.0f}-{100 * s['high']:.0f}]"
+            f"{percent_text(s['accuracy'])} [{percent_text(s['low'])}-{percent_text(s['high'])}]"
             for s in (summary[(pattern, n)] for n in lengths)])
     lines += ["", "exact match (%) over all depths [95% interval]"] + format_table(table)
     table = [["pattern"] + [length_label(n, train_len) for n in lengths]]
@@ -205,3 +213,18 @@ def format_report(report: dict) -> str:
         table.append([pattern] + [f"{summary[(pattern, n)]['answer_bits']:.3f}" for n in lengths])
     lines += ["", "answer bits per byte (teacher-forced)"] + format_table(table)
     return "\n".join(lines)
+
+
+def chance_line(report: dict) -> str:
+    """What a uniform guess scores: its bits per answer byte, and how often it matches a whole
+    answer (alphabet ** -symbols: 3.8 % for one letter, so a tiny --size is not read as use of
+    context)."""
+    from ..tasks import default_size
+
+    if not report["rows"]:
+        return "no cells"
+    bits = report["rows"][0]["chance_bits"]
+    symbols = report["size"] or default_size(report["task"], report["style"])
+    match = 100 * 2.0 ** (-bits * symbols)
+    return (f"chance {bits:.2f} bits per answer byte, exact match by a uniform guess "
+            f"{f'{match:.2g}' if match >= 0.01 else '<0.01'} %")
