@@ -79,6 +79,21 @@ def test_length_labels_share_one_format():
     from lexkit.cli.table import length_label as cli_label  # the terminal's tables share the format
     assert cli_label(7, 32) == length_label(7, 32) == "7 (0.219x)"
     assert multiple(1, 1024) == "0.000977x" and length_label(64, 16) == "64 (4x)"
+    # exact when whole, every digit of the whole part (three significant digits read 1020x, 4100x)
+    assert [multiple(n, 64) for n in (65536, 262144, 65600)] == ["1024x", "4096x", "1025x"]
+    assert multiple(64 * 1024 + 32, 64) == "1024x" and multiple(1000001, 1) == "1000001x"
+
+
+@pytest.mark.parametrize("x, text", [
+    (0.97, "97"), (0.998, "99.8"), (0.9996, ">99.9"), (0.995, "99.5"), (1.0, "100"),
+    (0.002, "0.2"), (0.0004, "<0.1"), (0.0, "0"), (0.5, "50"), (0.954, "95"),
+])
+def test_percentages_never_round_to_0_or_100(x, text):
+    """'99 [95-100]' hid 99.8: a proportion is whole unless rounding would make it read 0 or 100."""
+    from lexkit.report import percent, percent_text
+
+    assert percent_text(x) == text
+    assert percent(x).text == text
 
 
 def test_a_value_that_rounds_to_zero_has_no_sign():
