@@ -15,7 +15,7 @@ import argparse
 import sys
 
 from .. import checks, evaluate, threads
-from ..attention import KERNELS
+from ..attention import KERNELS, kernels
 from .table import format_table, length_label
 
 
@@ -95,6 +95,7 @@ def run(args) -> int:
     if args.plot is not None:
         args.plot = checks.png_path("--plot", args.plot)
     device = str(resolve_device(args.device))
+    kernels.refuse_cpu_flex(args.kernel, device)
     report = evaluate.evaluate_run(
         args.run_dir, lengths=lengths, patterns=args.patterns or ["causal"], data=args.data, stride=args.stride,
         max_docs=args.max_docs, max_bytes=args.max_bytes, max_tokens=args.max_tokens, batch_size=args.batch_size,

@@ -16,7 +16,7 @@ import io
 import sys
 
 from .. import attention, checks, threads
-from ..attention import KERNELS
+from ..attention import KERNELS, kernels
 from .table import format_table, length_label
 
 
@@ -97,7 +97,9 @@ def run(args) -> int:
     if args.plot is not None:
         args.plot = checks.png_path("--plot", args.plot)
 
-    subject = load_subject(args.target, device=str(resolve_device(args.device)), scheme=args.scheme,
+    device = str(resolve_device(args.device))
+    kernels.refuse_cpu_flex(args.kernel, device)
+    subject = load_subject(args.target, device=device, scheme=args.scheme,
                            logn=args.logn, rope_scaling=args.rope_scaling)
     info = subject.describe()
     if lengths is None:
