@@ -431,14 +431,14 @@ def test_tensorboard_gets_every_metrics_row(tmp_path, monkeypatch):
     opened, received, closed = [], [], []
 
     class Writer:
-        def add(self, record):
+        def add(self, record, flush=True):
             received.append(dict(record))
 
         def close(self):
             closed.append(True)
 
     fake = types.ModuleType("lexkit.tensorboard")
-    fake.open_writer = lambda logdir: opened.append(Path(logdir)) or Writer()
+    fake.open_writer = lambda logdir, run=None: opened.append(Path(logdir)) or Writer()
     monkeypatch.setitem(sys.modules, "lexkit.tensorboard", fake)
     out = tmp_path / "run"
     argv = ["train", "--scheme", "rope", "--preset", "tiny", "--steps", "4", "--eval-every", "2", "--out", str(out),

@@ -313,6 +313,8 @@ def train(
     check_job(model_cfg, train_cfg, w, fsdp=fsdp, threads=threads)
     tb = tensorboard_module() if tensorboard is not None and w.is_main else None  # before any write
     plan = w.on_main(lambda: _check(out, train_cfg, resume, corpus, init))
+    if tensorboard is None and w.is_main:  # a resumed run that had curves keeps them going
+        tensorboard, tb = continued_curves(plan.old)
     train_cfg = plan.train_cfg
     corpus = _corpus(corpus, lambda: run_corpus(plan.old, out, train_cfg.data if plan.moved else None) if resume
                      else load_corpus(train_cfg.data), w)
@@ -332,7 +334,8 @@ def train(
             return state
         model, optimizer = _spread(model, optimizer, train_cfg, w, dev, fsdp)
         streams = _streams(corpus, train_cfg, model_cfg.train_len, w)
-        with contextlib.closing(tb.open_writer(Path(tensorboard))) if tb is not None else nullcontext() as writer:
+        with contextlib.closing(tb.open_writer(Path(tensorboard), run.path)) if tb is not None else nullcontext() \
+                as writer:
             summary = _loop(run, model, optimizer, state, streams, _Job(model_cfg, train_cfg, w, dev, progress, writer))
         if run is not None:
             run.finish()
@@ -371,6 +374,27 @@ def tensorboard_module():
     with tempfile.TemporaryDirectory() as scratch:
         module.open_writer(Path(scratch)).close()
     return module
+
+
+def continued_curves(old: dict | None) -> tuple[str | None, Any]:
+    """(logdir, :mod:`lexkit.tensorboard`) for a resumed run whose config.json records TensorBoard
+    curves, given no ``--tensorboard``: they go on, with one line saying where; without the extra
+    now, one warning that they stop. (None, None) for any other run."""
+    logdir = (old or {}).get("tensorboard")
+    if not logdir:
+        return None, None
+    try:
+        module = tensorboard_module()
+    except LexkitError as exc:
+        import warnings
+
+        warnings.warn(f"{exc}: the run's TensorBoard curves in {logdir} stop at this resume", RuntimeWarning,
+                      stacklevel=2)
+        return None, None
+    import sys
+
+    print(f"tensorboard: the curves go on in {logdir} (recorded in config.json)", file=sys.stderr)
+    return logdir, module
 
 
 @dataclasses.dataclass
