@@ -24,10 +24,16 @@ class _Parser(argparse.ArgumentParser):
 
 
 def import_modules(modules: list[str] | None) -> None:
-    """``--import MODULE``: load user modules that register schemes or patterns. Any failure
-    (missing, a syntax error, an exception while it runs) is one line naming the module. (A
-    module that replaces a built-in scheme or pattern, ``register(cls, replace=True)``, gets the
-    registry's warning, printed as one ``warning:`` line.)"""
+    """``--import MODULE``: load user modules that register schemes or patterns, found as
+    ``python -m`` finds them: the working directory first, then ``sys.path`` (a console script's
+    own ``sys.path`` lacks the working directory). Any failure (missing, a syntax error, an
+    exception while it runs) is one line naming the module. (A module that replaces a built-in
+    scheme or pattern, ``register(cls, replace=True)``, gets the registry's warning, printed as
+    one ``warning:`` line.)"""
+    import os
+
+    if modules and os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
     for name in modules or []:
         try:
             importlib.import_module(name)
