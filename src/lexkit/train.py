@@ -49,6 +49,7 @@ from .data import (
     Stream,
     absolute_spec,
     check_mix,
+    check_splits,
     format_mix,
     load_corpus,
     parse_mix,
@@ -318,6 +319,8 @@ def train(
     train_cfg = plan.train_cfg
     corpus = _corpus(corpus, lambda: run_corpus(plan.old, out, train_cfg.data if plan.moved else None) if resume
                      else load_corpus(train_cfg.data), w)
+    if corpus is not None:
+        check_splits(corpus, model_cfg.train_len)  # before the run directory is made
 
     torch.manual_seed(train_cfg.seed)
     model = GPT(model_cfg).to(dev)
