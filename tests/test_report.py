@@ -317,3 +317,49 @@ def test_a_study_without_table_g_reports_no_section_g():
     del res["retrieval"]
     assert context_goal(res) is None and retrieval_rows(res) == []
     assert "## G." not in markdown(res)
+
+
+def test_scatter_labels_never_cover_each_other(monkeypatch):
+    """Table G's scatter printed labels on top of each other where points coincide (rope
+    window:64 and bca:64, the sinks pair): every label's box is now clear of every other's and
+    inside the axes, with four configurations on one point and two more close by."""
+    import copy
+
+    from matplotlib.text import Text
+
+    from lexkit import plots
+
+    results = study_results()
+    g = results["retrieval"]
+    base = next(c for c in g["configs"] if c["label"] == "alibi")  # retrieves at 16x: labelled
+    for pattern in ("bca:16", "sinks:16", "sinks:16,pos=cache"):  # the same numbers: one point
+        twin = copy.deepcopy(base)
+        twin["pattern"] = pattern
+        for row in twin["rows"]:
+            row["pattern"] = pattern
+        g["configs"].append(twin)
+    for label, shift in (("alibi near", 0.002), ("alibi nearer", -0.001)):  # close by
+        near = copy.deepcopy(base)
+        near["label"] = label
+        for row in near["rows"]:
+            row["bpb"] = None if row["bpb"] is None else row["bpb"] + shift
+        g["configs"].append(near)
+    drawn = []
+    monkeypatch.setattr(plots, "save", lambda fig, path: drawn.append(fig))
+    plots.retrieval_scatter(results, "unused.png")
+    (fig,) = drawn
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    (ax,) = fig.axes
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw_without_rendering()
+    boxes = []
+    for t in ax.texts:  # the text alone, where it is drawn (an annotation's line left out)
+        t.update_positions(renderer)
+        boxes.append(Text.get_window_extent(t, renderer))
+    assert len(boxes) >= 6 and sum(t.get_text().startswith("alibi [") for t in ax.texts) == 4
+    frame = ax.get_window_extent(renderer)
+    for i, a in enumerate(boxes):
+        assert frame.contains(a.x0, a.y0) and frame.contains(a.x1, a.y1), ax.texts[i].get_text()
+        for j in range(i):
+            assert not a.overlaps(boxes[j]), (ax.texts[i].get_text(), ax.texts[j].get_text())
