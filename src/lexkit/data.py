@@ -241,10 +241,10 @@ def load_corpus(spec: str = "stdlib", *, split: str = "split") -> Corpus:
     return Corpus(spec, train, valid, fingerprint)
 
 
-def check_splits(corpus: Corpus, length: int) -> None:
-    """A DataError, before a run is written, for a corpus training cannot use: no training or no
-    validation documents (a :class:`Corpus` built by hand), or a training split shorter than one
-    window of ``length`` bytes."""
+def check_splits(corpus: Corpus, length: int) -> Corpus:
+    """``corpus``, or a DataError (before a run is written) when training cannot use it: no
+    training or no validation documents (a :class:`Corpus` built by hand), or a training split
+    shorter than one window of ``length`` bytes."""
     for what, docs in (("training", corpus.train), ("validation", corpus.valid)):
         if not any(docs):
             raise DataError(f"corpus {corpus.spec!r} has no {what} documents: training draws its batches from the "
@@ -252,6 +252,7 @@ def check_splits(corpus: Corpus, length: int) -> None:
     total = sum(len(d) + 1 for d in corpus.train)  # BOS before each
     if total < length + 1:
         raise DataError(f"the training split has {total:,} tokens, fewer than one window of {length + 1}")
+    return corpus
 
 
 def require_long(docs: list[bytes], length: int, what: str = "validation") -> list[bytes]:

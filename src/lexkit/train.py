@@ -312,15 +312,11 @@ def train(
     out = Path(out)
     w, dev = distributed.setup(device) if world is None else (world, distributed.rank_device(device, world))
     check_job(model_cfg, train_cfg, w, fsdp=fsdp, threads=threads)
-    tb = tensorboard_module() if tensorboard is not None and w.is_main else None  # before any write
     plan = w.on_main(lambda: _check(out, train_cfg, resume, corpus, init))
-    if tensorboard is None and w.is_main:  # a resumed run that had curves keeps them going
-        tensorboard, tb = continued_curves(plan.old)
+    tensorboard, tb = curves(tensorboard, plan.old, w.is_main)  # before any write
     train_cfg = plan.train_cfg
     corpus = _corpus(corpus, lambda: run_corpus(plan.old, out, train_cfg.data if plan.moved else None) if resume
-                     else load_corpus(train_cfg.data), w)
-    if corpus is not None:
-        check_splits(corpus, model_cfg.train_len)  # before the run directory is made
+                     else load_corpus(train_cfg.data), w, model_cfg.train_len)
 
     torch.manual_seed(train_cfg.seed)
     model = GPT(model_cfg).to(dev)
@@ -337,8 +333,7 @@ def train(
             return state
         model, optimizer = _spread(model, optimizer, train_cfg, w, dev, fsdp)
         streams = _streams(corpus, train_cfg, model_cfg.train_len, w)
-        with contextlib.closing(tb.open_writer(Path(tensorboard), run.path)) if tb is not None else nullcontext() \
-                as writer:
+        with contextlib.closing(tb.open_writer(tensorboard, run.path)) if tb is not None else nullcontext() as writer:
             summary = _loop(run, model, optimizer, state, streams, _Job(model_cfg, train_cfg, w, dev, progress, writer))
         if run is not None:
             run.finish()
@@ -377,6 +372,15 @@ def tensorboard_module():
     with tempfile.TemporaryDirectory() as scratch:
         module.open_writer(Path(scratch)).close()
     return module
+
+
+def curves(logdir: str | Path | None, old: dict | None, main: bool) -> tuple[str | Path | None, Any]:
+    """(logdir, :mod:`lexkit.tensorboard`) of the job's TensorBoard curves: the logdir asked for
+    (the extra checked before anything is written), else a resumed run's recorded one
+    (:func:`continued_curves`); no module off rank 0, which writes nothing."""
+    if not main:
+        return logdir, None
+    return (logdir, tensorboard_module()) if logdir is not None else continued_curves(old)
 
 
 def continued_curves(old: dict | None) -> tuple[str | None, Any]:
@@ -506,11 +510,12 @@ def load_parent(model: GPT, parent: dict, *, resumed: bool, out: Path) -> None:
     model.load_state_dict(tensors, strict=False)
 
 
-def _corpus(corpus: Corpus | None, load: Callable[[], Corpus], w: distributed.World) -> Corpus | None:
+def _corpus(corpus: Corpus | None, load: Callable[[], Corpus], w: distributed.World, length: int) -> Corpus | None:
     """The corpus, loaded by one rank per node under torchrun (None on the others), the same
-    (by fingerprint) on every node."""
-    if corpus is None and w.local_rank == 0:
-        corpus = w.agree(load)
+    (by fingerprint) on every node, and one training can use (:func:`lexkit.data.check_splits`,
+    before the run directory is made; a refusal on any rank is raised on every rank)."""
+    if corpus is not None or w.local_rank == 0:
+        corpus = w.agree(lambda: check_splits(corpus if corpus is not None else load(), length))
     elif w.parallel:
         w.agree(lambda: None)  # the loading ranks' collective
     prints = w.gather(corpus.fingerprint if corpus is not None else None)
