@@ -37,7 +37,10 @@ from toy_corpus import DOCS, write_corpus
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 TOL = 1e-6
-TRAIN = ["--scheme", "kerple-log", "--preset", "tiny", "--save-every", "2", "--eval-every", "2", "--threads", "1",
+#: the model of the exactness tests: a layout with a learnable scheme shared by its layers, a learned sink on the
+#: local layer and a learned temperature on the global one (under FSDP2 each lives with its block or the root)
+LAYOUT = "kerple-log@window:16+sink;kerple-log@causal+ssmax"
+TRAIN = ["--layout", LAYOUT, "--preset", "tiny", "--save-every", "2", "--eval-every", "2", "--threads", "1",
          "--quiet"]
 
 
@@ -160,7 +163,7 @@ def test_fsdp_without_torchrun_is_refused(tmp_path, data_dir):
 def reference(tmp_path_factory, data_dir):
     """One process: 4 steps, then resumed to 8 (the runs the torchrun jobs must reproduce)."""
     out = tmp_path_factory.mktemp("one") / "run"
-    common = dict(save_every=2, eval_every=2, data=str(data_dir))
+    common = dict(save_every=2, eval_every=2, data=str(data_dir), layout=LAYOUT)
     train(out, *configs("tiny", "kerple-log", steps=4, **common), progress=False, threads=1, world=distributed.SINGLE)
     train(out, *configs("tiny", "kerple-log", steps=8, **common), resume=True, progress=False, threads=1,
           world=distributed.SINGLE)
@@ -202,7 +205,7 @@ def test_ddp_then_fsdp_resume_reach_the_one_process_weights(tmp_path, data_dir, 
     from lexkit.cli import main
 
     assert main(["runs", str(out)]) == 0
-    assert capfd.readouterr().out.splitlines()[1].split()[5:7] == ["2", "cpu"]  # ranks, device
+    assert capfd.readouterr().out.splitlines()[1].split()[6:8] == ["2", "cpu"]  # ranks, device
 
 
 @pytest.mark.slow

@@ -364,6 +364,58 @@ MIX_SIZES = {"copy": (8, 30), "passkey": (5, 5), "multikey": (5, 5)}
 _MIX_MIN_SIZE = 4
 
 
+def haystack_of(tokens: Tensor):
+    """A token stream as a :class:`lexkit.tasks.Haystack` (BOS read as a newline)."""
+    from . import tasks
+
+    text = tokens.clamp(max=255).to(torch.uint8)  # BOS (256) -> 255, then a newline
+    text[tokens == BOS] = 10
+    return tasks.Haystack(text.numpy().tobytes())
+
+
+def mix_size(task: str, length: int, rng) -> int:
+    """A needle size for ``task`` drawn from :data:`MIX_SIZES`, its top lowered to what fits ``length``."""
+    from . import tasks
+
+    low, top = MIX_SIZES[task]
+    while top > _MIX_MIN_SIZE and tasks.minimum_length(task, "bytes", top) > length:
+        top -= 1
+    return int(rng.integers(min(low, top), top + 1))
+
+
+#: documents per task of a mix's probe (validation of the retrieval skill during training)
+PROBE_DOCUMENTS = 32
+
+
+def mix_probe(tokens: Tensor, mix: dict[str, float] | str, length: int,
+              count: int = PROBE_DOCUMENTS) -> dict[str, tuple[Tensor, Tensor, Tensor]]:
+    """Fixed documents per task of a mix, to see a run learn it: ``count`` documents of ``length``
+    bytes whose haystack is ``tokens`` (the validation stream), evaluation-split needles (never
+    trained on), depths spread evenly from 0 to 100 %, needle sizes drawn as the mix draws them.
+    Per task: (inputs [count, length], targets [count, length], answer mask [count, length], True
+    where the target is an answer byte)."""
+    import numpy as np
+
+    from . import tasks
+
+    haystack = haystack_of(tokens)
+    out = {}
+    for task in (parse_mix(mix) if isinstance(mix, str) else mix):
+        xs, ys, masks = [], [], []
+        for i in range(count):
+            size = mix_size(task, length, np.random.default_rng([0x315, i]))
+            doc = tasks.make(task, length, 100.0 * i / max(1, count - 1), haystack=haystack, seed=0x315, index=i,
+                             split="eval", size=size)
+            row = encode(doc.text)  # [length + 1], BOS first: target j is text byte j
+            mask = torch.zeros(length, dtype=torch.bool)
+            mask[doc.answer[0]:doc.answer[1]] = True
+            xs.append(row[:-1])
+            ys.append(row[1:])
+            masks.append(mask)
+        out[task] = (torch.stack(xs), torch.stack(ys), torch.stack(masks))
+    return out
+
+
 class MixedStream(Stream):
     """The training stream with retrieval documents (:mod:`lexkit.tasks`, byte style, training
     needles) in place of a fraction of its windows: row i of step t is a task document of
@@ -373,13 +425,9 @@ class MixedStream(Stream):
     and a resumed run draws the batches an uninterrupted one would."""
 
     def __init__(self, tokens: Tensor, mix: dict[str, float] | str) -> None:
-        from . import tasks
-
         super().__init__(tokens=tokens)
         self.mix = parse_mix(mix) if isinstance(mix, str) else dict(mix)
-        text = self.tokens.clamp(max=255).to(torch.uint8)  # BOS (256) -> 255, then a newline
-        text[self.tokens == BOS] = 10
-        self.haystack = tasks.Haystack(text.numpy().tobytes())
+        self.haystack = haystack_of(self.tokens)
 
     def batch(self, step: int, batch: int, length: int, seed: int, rows: slice = slice(None)) -> tuple[Tensor, Tensor]:
         import numpy as np
@@ -396,10 +444,7 @@ class MixedStream(Stream):
                 continue
             task = list(self.mix)[slot]
             rng = np.random.default_rng([0x314, seed, step, i])
-            low, top = MIX_SIZES[task]
-            while top > _MIX_MIN_SIZE and tasks.minimum_length(task, "bytes", top) > length:
-                top -= 1
-            size = int(rng.integers(min(low, top), top + 1))
+            size = mix_size(task, length, rng)
             doc = tasks.make(task, length, float(rng.uniform(0, 100)), haystack=self.haystack, seed=seed,
                              index=step * batch + i, split="train", size=size)
             row = encode(doc.text)  # [length + 1]

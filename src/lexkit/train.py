@@ -52,6 +52,7 @@ from .data import (
     check_splits,
     format_mix,
     load_corpus,
+    mix_probe,
     parse_mix,
     same_corpus,
     tokens_of,
@@ -117,7 +118,6 @@ def configs_from_run(run_dir: str | Path, scheme: str | None = None, **overrides
     longer ``train_len`` does not move it.
     """
     from . import positions
-    from .specs import split_spec
 
     old = runs.read_config(run_dir, training=True)
     fixed = [f"{flag} {overrides[key]} ({old['model'][key]} in {run_dir})"
@@ -128,17 +128,18 @@ def configs_from_run(run_dir: str | Path, scheme: str | None = None, **overrides
                          "cannot load them")
     values = {**old["model"], **old["train"]}
     values.update({k: v for k, v in overrides.items() if v is not None})
-    spec = scheme if scheme is not None else old["model"]["scheme"]
     length = old["model"].get("max_len") or old["model"]["train_len"]
-    head_dim = int(values["d_model"]) // int(values["n_heads"])
-    probe = positions.create(spec, n_heads=1, head_dim=head_dim, max_len=length)  # which fills it keeps
-    given = {item.partition("=")[0].strip() for item in split_spec(spec)[1]}
-    pinned = [f"{key}={length}" for key in probe.train_len_params
-              if key not in given and probe.values.get(key) is not None]
-    if pinned:
-        spec = spec + ("," if ":" in spec else ":") + ",".join(pinned)
+    if old["model"].get("layout") is not None and overrides.get("layout") is None:
+        # the parent's layers as they were at its length (every length default written out)
+        from . import layouts
+
+        layers = ModelConfig(**old["model"]).layers()
+        if scheme is not None:
+            layers = layouts.override_schemes(layers, scheme, length)
+        values["layout"] = layouts.canonical(layers)
+        return split_settings(values.pop("scheme"), values)
     values.pop("scheme", None)
-    return split_settings(spec, values)
+    return split_settings(positions.pin(scheme if scheme is not None else old["model"]["scheme"], length), values)
 
 
 def split_settings(scheme: str, values: dict) -> tuple[ModelConfig, TrainConfig]:
@@ -171,9 +172,10 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
 
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
     """AdamW (betas 0.9, 0.95) with weight decay on matrices only: not on biases, norms, or a
-    position scheme's own parameters (``scheme.*``: KERPLE's slopes, T5's table)."""
+    position scheme's own parameters (``scheme.*``/``schemes.*``: KERPLE's slopes, T5's table; a
+    layer's temperature and sink logits are vectors)."""
     def decays(name: str, p: torch.Tensor) -> bool:
-        return p.dim() >= 2 and not name.startswith("scheme.")
+        return p.dim() >= 2 and not name.startswith(("scheme.", "schemes."))
 
     decay = [p for n, p in model.named_parameters() if decays(n, p)]
     other = [p for n, p in model.named_parameters() if not decays(n, p)]
@@ -230,7 +232,7 @@ def train_step_stats(
     optimizer.step()
     core = distributed.unwrap(model)
     if isinstance(core, GPT):
-        core.scheme.constrain_()
+        core.constrain_()
     return value, norm.detach()
 
 
@@ -253,6 +255,23 @@ def validation_bpb(model: GPT, stream: Stream, cfg: TrainConfig, length: int, de
     return total / count / LN2
 
 
+@torch.no_grad()
+def validation_tasks(model: GPT, probe: dict, device: torch.device) -> dict:
+    """Each mix task's probe (:func:`lexkit.data.mix_probe`): teacher-forced bits per answer byte
+    (``val_<task>_bits``) and the share of documents whose argmax is right at every answer byte
+    (``val_<task>_exact``, what greedy decoding reproduces on a byte model). Logged beside the
+    validation bpb, so a run's curve shows when it learned the task (its phase change)."""
+    out = {}
+    with eval_mode(model):
+        for task, (x, y, mask) in probe.items():
+            logits = model(x.to(device)).float().cpu()  # [count, length, vocab]
+            nll = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view(y.shape)
+            right = (logits.argmax(-1) == y) | ~mask
+            out[f"val_{task}_bits"] = round(float(nll[mask].sum() / mask.sum()) / LN2, 6)
+            out[f"val_{task}_exact"] = round(float(right.all(-1).float().mean()), 6)
+    return out
+
+
 def run_config(model_cfg: ModelConfig, train_cfg: TrainConfig, corpus: Corpus) -> dict:
     from . import __version__
 
@@ -261,6 +280,7 @@ def run_config(model_cfg: ModelConfig, train_cfg: TrainConfig, corpus: Corpus) -
         "lexkit": __version__,
         "torch": torch.__version__,
         "model": dataclasses.asdict(model_cfg),
+        "resolved": model_cfg.resolved(),  # every parameter of every layer, defaults included
         "train": dataclasses.asdict(train_cfg),
         "data": {"spec": corpus.spec, "fingerprint": corpus.fingerprint,
                  **({"mix": train_cfg.mix} if train_cfg.mix else {})},
@@ -479,7 +499,7 @@ def _settle(plan: _Plan, model: GPT, corpus: Corpus, w: distributed.World, dev: 
         raise DataError(f"--train-len {model_cfg.train_len}: the training split of {corpus.spec!r} has "
                         f"{tokens:,} tokens, fewer than one window of {model_cfg.train_len + 1}")
     try:  # the scheme is defined at every training position (a learned table long enough)
-        model.scheme.embed(torch.tensor([0, model_cfg.train_len - 1], device=dev))
+        model.embed_positions(torch.tensor([0, model_cfg.train_len - 1], device=dev))
     except ValueError as exc:
         raise ValueError(f"--scheme {model_cfg.scheme} cannot train at --train-len {model_cfg.train_len}: "
                          f"{exc}") from exc
@@ -579,12 +599,13 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
     and at a stop signal. ``run`` is rank 0's run directory (None on the others)."""
     cfg, w, dev, length = job.train_cfg, job.world, job.device, job.model_cfg.train_len
     train_stream, valid_stream = streams
+    probe = mix_probe(valid_stream.tokens, cfg.mix, length) if cfg.mix else {}  # the mix's tasks, validated
     autocast = device_autocast(dev)
     rate_of = throughput(distributed.unwrap(model), job.model_cfg, cfg.batch // w.size, dev)
     model.train()
     loss_value, last = float("nan"), time.perf_counter()
     began, elapsed_before = last, float(state.get("elapsed", 0.0))
-    with stop_signals() as stop, bar(cfg.steps, f"train {job.model_cfg.scheme}",
+    with stop_signals() as stop, bar(cfg.steps, f"train {job.model_cfg.label}",
                                      enabled=job.progress and w.is_main) as pbar:
         pbar.advance(state["step"])
         for step in range(state["step"], cfg.steps):
@@ -608,6 +629,7 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
                        **rate_of(step_seconds), "kernel": kernel_label(ran)}
                 if evaluate_now:  # every rank (an FSDP2 forward is collective)
                     row["val_bpb"] = round(validation_bpb(distributed.unwrap(model), valid_stream, cfg, length, dev), 6)
+                    row.update(validation_tasks(distributed.unwrap(model), probe, dev))
                 if run is not None:
                     run.log(row)
                     if job.writer is not None:

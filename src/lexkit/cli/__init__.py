@@ -13,7 +13,8 @@ import warnings
 
 from ..errors import LexkitError
 
-COMMANDS = ("schemes", "patterns", "presets", "train", "runs", "eval", "sample", "resolution", "retrieval", "study")
+COMMANDS = ("schemes", "patterns", "layouts", "presets", "train", "runs", "eval", "sample", "resolution", "retrieval",
+            "study")
 #: the commands that compute with torch: their CPU threads follow lexkit.threads' policy
 COMPUTING = ("train", "eval", "sample", "resolution", "retrieval", "study")
 

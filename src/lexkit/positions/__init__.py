@@ -13,6 +13,6 @@ from . import rotary  # noqa: F401
 from . import bias  # noqa: F401
 from . import rerope  # noqa: F401  (context extension, after the ten schemes of the two source documents)
 # isort: on
-from .base import Scheme, canonical, create, describe, get, names, parse, register
+from .base import Scheme, canonical, create, describe, full, get, names, parse, pin, register
 
-__all__ = ["Scheme", "canonical", "create", "describe", "get", "names", "parse", "register"]
+__all__ = ["Scheme", "canonical", "create", "describe", "full", "get", "names", "parse", "pin", "register"]

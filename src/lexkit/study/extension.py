@@ -61,7 +61,7 @@ class ExtensionTable:
         model_cfg, train_cfg = configs_from_run(
             base, scheme=ft.scheme, train_len=ft.train_len, steps=steps, warmup=max(1, steps // 10),
             eval_every=steps, save_every=max(1, -(-steps // 4)))
-        key = digest({"parent": cell.key, "model": dataclasses.asdict(model_cfg),
+        key = digest({"parent": cell.key, "model": model_cfg.identity(),
                       "train": dataclasses.asdict(dataclasses.replace(train_cfg, save_every=steps))})
         return model_cfg, train_cfg, key
 

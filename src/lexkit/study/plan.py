@@ -14,6 +14,7 @@ from .. import checks, positions, presets
 from ..attention import create as create_pattern
 from ..data import Corpus, load_corpus
 from ..evaluate import default_lengths
+from ..layouts import check_pattern
 from ..train import configs
 
 DEFAULT_SCHEMES = [
@@ -53,7 +54,7 @@ class StudyConfig:
             raise ValueError("a study needs at least one --pattern")
         self.schemes = unique([positions.canonical(s) for s in self.schemes])
         for p in self.patterns:  # validate now (W resolved per model later)
-            create_pattern(p, default_window=2)
+            check_pattern(p)
         checks.number("--seeds", self.seeds, maximum=1000)
         presets.get(self.retrieval_preset)  # an unknown preset fails now
         for key in ("eval_docs", "resolution_texts", "extension_steps", "retrieval_steps", "retrieval_samples"):
@@ -104,7 +105,7 @@ class Plan:
             for seed in range(self.cfg.seeds):
                 model_cfg, train_cfg = configs(self.cfg.preset, scheme, seed=seed, steps=self.cfg.steps,
                                                data=self.cfg.data)
-                key = digest({"model": dataclasses.asdict(model_cfg), "train": dataclasses.asdict(train_cfg),
+                key = digest({"model": model_cfg.identity(), "train": dataclasses.asdict(train_cfg),
                               "data": self.corpus.fingerprint})
                 out.append(Cell(model_cfg.scheme, seed, model_cfg, train_cfg, key))
         return out

@@ -97,7 +97,7 @@ def cells(study: StudyParts) -> list[Cell]:
     for scheme in schemes(study):
         model_cfg, train_cfg = configs(cfg.retrieval_preset, scheme, seed=0, steps=steps, batch=RECIPE["batch"],
                                        lr=RECIPE["lr"], mix=RECIPE["mix"], data=cfg.data)
-        key = digest({"model": dataclasses.asdict(model_cfg), "train": dataclasses.asdict(train_cfg),
+        key = digest({"model": model_cfg.identity(), "train": dataclasses.asdict(train_cfg),
                       "data": study.corpus.fingerprint})
         out.append(Cell(model_cfg.scheme, 0, model_cfg, train_cfg, key, prefix="mix-"))
     return out
