@@ -89,21 +89,3 @@ def test_commands_follow_the_policy(monkeypatch, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("error: LEXKIT_THREADS='lots': expected a number of threads")
-
-
-def test_study_dry_run_times_at_the_threads_asked(tmp_path, monkeypatch, capsys):
-    """--dry-run timed with every core whatever --threads said (143 min estimated, 12.5 ran)."""
-    from lexkit.study import Study
-
-    seen = []
-
-    def estimate(self):
-        seen.append(torch.get_num_threads())
-        return {"cells": [], "lengths": [16], "patterns": ["causal"], "per_scheme": {}, "extension": [],
-                "retrieval": [], "total_s": 0.0}
-
-    monkeypatch.setattr(Study, "estimate", estimate)
-    argv = ["study", "--preset", "tiny", "--scheme", "alibi", "--out", str(tmp_path / "s"), "--dry-run",
-            "--no-retrieval", "--threads", "2"]
-    assert main(argv) == 0
-    assert seen == [2]
