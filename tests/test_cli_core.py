@@ -7,7 +7,8 @@ import sys
 import pytest
 import torch
 
-from lexkit import GPT, ModelConfig, attention, positions
+from kit import tiny_gpt
+from lexkit import attention, positions
 from lexkit.attention.patterns import PATTERNS
 from lexkit.cli import main
 from lexkit.positions.base import SCHEMES
@@ -31,7 +32,7 @@ def fresh_registry(monkeypatch):
 def assert_dense_equals_chunked(scheme: str, pattern: str) -> None:
     """A one-layer model with ``scheme`` runs ``pattern`` at 40 tokens: dense (additive mask) and
     chunked kernels agree and are finite."""
-    model = GPT(ModelConfig(scheme=scheme, n_layers=1, d_model=16, n_heads=2, train_len=32)).eval()
+    model = tiny_gpt(scheme, n_layers=1, d_model=16, train_len=32)
     x = torch.randint(0, 256, (1, 40))
     with torch.no_grad():
         dense = model(x, pattern=pattern, kernel="dense")

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from cli_checks import one_error_line
+from kit import rel
 from lexkit import attention, positions, resolution
 from lexkit.attention import Attention
 from lexkit.cli import main
@@ -42,10 +43,6 @@ def reference(scheme, pattern, q, k, v, pos, *, logn=None, distance=None):
 
 def qkv(n, batch=1, dtype=torch.float32):
     return tuple(torch.randn(batch, H, n, HD, dtype=dtype) for _ in range(3))
-
-
-def rel(got, want):
-    return float((got.double() - want.double()).abs().max() / want.double().abs().max())
 
 
 def check_logn(spec, pat, kernels):

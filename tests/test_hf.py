@@ -13,6 +13,7 @@ import sys
 import pytest
 import torch
 
+from kit import tiny_gpt
 from lexkit import resolution
 from lexkit.errors import LexkitError
 from lexkit.evaluate import evaluate
@@ -612,15 +613,13 @@ def test_the_eval_report_and_csv_record_what_ran(tf, saved, tmp_path, capsys):
 def test_eval_of_a_run_and_of_an_hf_model_go_through_one_function(tf, saved, tmp_path, capsys, monkeypatch):
     """`lexkit eval hf:PATH` and `lexkit eval runs/x` both call lexkit.evaluate.evaluate_run:
     patched once, it sees both targets (and both still produce their reports through it)."""
-    import lexkit
     from lexkit import evaluate as ev
     from lexkit.cli import main
-    from lexkit.model import ModelConfig
     from lexkit.runs import save_weights, write_json
 
     run = tmp_path / "run"
     run.mkdir()
-    gpt = lexkit.GPT(ModelConfig(n_layers=1, d_model=16, n_heads=2, train_len=8))
+    gpt = tiny_gpt("rope", n_layers=1, d_model=16, train_len=8, seed=None)
     save_weights(run, gpt)
     write_json(run / "config.json", {"model": __import__("dataclasses").asdict(gpt.cfg), "data": {"spec": "stdlib"}})
     data = tmp_path / "doc.txt"

@@ -19,7 +19,8 @@ import warnings
 import pytest
 import torch
 
-from lexkit import GPT, ModelConfig, attention, positions
+from kit import rel, tiny_gpt
+from lexkit import GPT, attention, positions
 from lexkit.attention import Attention, choose_kernel, kernels, reference_attention
 from schemes_under_test import TEN
 
@@ -40,10 +41,6 @@ def scheme(spec: str, n_heads: int = H, head_dim: int = HD):
 
 def qkv(n: int, dtype=torch.float32, batch: int = 2):
     return tuple(torch.randn(batch, H, n, HD, dtype=dtype) for _ in range(3))
-
-
-def rel(got: torch.Tensor, want: torch.Tensor) -> float:
-    return float((got.double() - want.double()).abs().max() / want.double().abs().max())
 
 
 def err(got: torch.Tensor, want: torch.Tensor) -> float:
@@ -243,8 +240,7 @@ def test_compiled_flex_is_refused_on_the_cpu(tmp_path, capsys, trained):
     with pytest.raises(ValueError, match=message):
         choose_kernel("flex", rope, causal, 40, "cpu", training=False, hooked=False)
     with pytest.raises(ValueError, match=message):
-        GPT(ModelConfig(n_layers=1, d_model=16, n_heads=2, train_len=16)).eval()(torch.randint(0, 256, (1, 40)),
-                                                                          kernel="flex")
+        tiny_gpt("rope", n_layers=1, d_model=16, train_len=16)(torch.randint(0, 256, (1, 40)), kernel="flex")
     assert choose_kernel("flex", rope, causal, 40, "cuda", training=True, hooked=False) == "flex"
     run = str(trained / "rope")
     for argv in (["eval", run, "--lengths", "40"], ["retrieval", run, "--task", "copy", "--lengths", "40"],
@@ -345,8 +341,7 @@ def test_chunked_hook_sees_the_reference_scores():
 
 # -- long inputs ----------------------------------------------------------------------------------
 def small_model(spec: str, **kw) -> GPT:
-    cfg = ModelConfig(scheme=spec, n_layers=2, d_model=64, n_heads=2, train_len=128, **kw)
-    return GPT(cfg).eval()
+    return tiny_gpt(spec, **{"d_model": 64, "train_len": 128, **kw}, seed=None)
 
 
 def test_block_mask_of_a_long_window_holds_block_indices_only():
@@ -457,8 +452,7 @@ def ladder(eager_flex, monkeypatch):
 
 
 def tiny_model(spec: str) -> GPT:
-    torch.manual_seed(0)
-    return GPT(ModelConfig(scheme=spec, n_layers=1, d_model=32, n_heads=2, train_len=64))
+    return tiny_gpt(spec, n_layers=1, train_len=64).train()
 
 
 def train_losses(model: GPT, kernel: str, steps: int = 2) -> list[float]:

@@ -357,10 +357,8 @@ def check_mix(spec: str | None, length: int) -> None:
                              f"length {length}")
 
 
-#: sizes of the mix's needles (letters of a copy segment, digits of a key), drawn uniformly from
-#: (low, high), high lowered to what fits the window: long copy segments make the induction
-#: signal strong (docs/retrieval.md, measured)
-MIX_SIZES = {"copy": (8, 30), "passkey": (5, 5), "multikey": (5, 5)}
+#: the smallest needle a training mix draws (its sizes, :func:`lexkit.tasks.mix_sizes`, are lowered
+#: to what fits the window, down to this)
 _MIX_MIN_SIZE = 4
 
 
@@ -374,10 +372,11 @@ def haystack_of(tokens: Tensor):
 
 
 def mix_size(task: str, length: int, rng) -> int:
-    """A needle size for ``task`` drawn from :data:`MIX_SIZES`, its top lowered to what fits ``length``."""
+    """A needle size for ``task`` drawn uniformly from its mix range (:func:`lexkit.tasks.mix_sizes`),
+    the top lowered to what fits ``length``."""
     from . import tasks
 
-    low, top = MIX_SIZES[task]
+    low, top = tasks.mix_sizes(task)
     while top > _MIX_MIN_SIZE and tasks.minimum_length(task, "bytes", top) > length:
         top -= 1
     return int(rng.integers(min(low, top), top + 1))

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from . import __version__, checks, positions
+from . import checks, positions
 from .api import callable_module
 from .attention import Pattern, layer_patterns
 from .attention import create as create_pattern
@@ -45,6 +45,7 @@ from .device import device_of, eval_mode
 from .positions import Scheme
 from .rows import ResolutionRow
 from .specs import parse_lengths
+from .version import __version__
 
 #: Version of the JSON document written by :func:`analytic`, :func:`empirical_run` and the CLI.
 FORMAT_VERSION = 1

@@ -34,9 +34,10 @@ from collections.abc import Iterable, Sequence
 import torch
 from torch import Tensor
 
-from . import checks, tasks
+from . import checks, render, tasks
 from .attention import Pattern
 from .device import eval_mode
+from .rows import ContextRow, RetrievalCell, RetrievalSummary
 from .subject import Subject
 
 #: the needle-in-a-haystack depth grid: 0, 10, ..., 100 percent
@@ -140,30 +141,6 @@ def exact_match(subject: Subject, doc: tasks.Document, pattern: Pattern, cache: 
     """Whether greedy decoding reproduces the answer, and the bytes it produced."""
     out = subject.continue_text(doc.prompt, len(doc.expected), pattern=pattern, cache=cache, kernel=kernel)
     return out[: len(doc.expected)] == doc.expected, out
-
-
-@dataclasses.dataclass
-class Cell:
-    """One cell of the grid: ``samples`` documents of a task at one length and depth, under one pattern."""
-
-    task: str
-    pattern: str
-    length: int
-    depth: float
-    samples: int
-    correct: int
-    accuracy: float
-    low: float  # 95 % Wilson interval of the accuracy
-    high: float
-    answer_bits: float  # mean teacher-forced bits per answer byte
-    chance_bits: float  # log2(alphabet): a uniform guess
-    distance: float  # mean bytes from the needle to the answer
-    tokens: float  # mean tokens the model read per document (its length in tokens)
-    cached: bool  # greedy decoding ran through the KV cache
-    decoded: bool = True  # exact match by greedy decoding (False: by the teacher-forced argmax)
-
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 def check_grid(task: str, lengths: Sequence[int], depths: Sequence[float], samples: int, style: str,
@@ -274,7 +251,7 @@ def score(
     kernel: str = "auto",
     decode: bool = True,
     progress: bool = False,
-) -> list[Cell]:
+) -> list[RetrievalCell]:
     """The grid length x depth x pattern for ``task`` (evaluation split of the needles); lengths
     in the subject's unit (bytes; tokens for a tokenizer model, :func:`cell_documents`). A
     length, depth or pattern given twice (patterns compared once resolved: ``window`` is
@@ -294,7 +271,7 @@ def score(
     depths = unique("depths", depths, [float(d) for d in depths])
     resolved = [subject.model.pattern(p) for p in _listed("patterns", patterns, "['causal', 'window']")]
     pats = unique("patterns", resolved, [p.spec for p in resolved])
-    rows: list[Cell] = []
+    rows: list[RetrievalCell] = []
     with eval_mode(subject.model), \
             bar(len(lengths) * len(depths) * len(pats), f"retrieval {task}", enabled=progress, unit="cell") as b:
         for length in lengths:
@@ -307,7 +284,7 @@ def score(
 
 
 def _cell(subject: Subject, task: str, length: int, depth: float, docs: list[tasks.Document], pat: Pattern,
-          cache: bool | None, kernel: str, decode: bool) -> Cell:
+          cache: bool | None, kernel: str, decode: bool) -> RetrievalCell:
     """One cell: exact match (greedy decoding, or the teacher-forced argmax) and answer bits."""
     from .sample import use_cache
 
@@ -320,13 +297,14 @@ def _cell(subject: Subject, task: str, length: int, depth: float, docs: list[tas
         hits = sum(right for _, right in scored)
     low, high = wilson(hits, len(docs))
     tokens = sum(read_tokens(subject, d.text) for d in docs) / len(docs)
-    return Cell(task, pat.spec, length, depth, len(docs), hits, hits / len(docs), low, high, sum(bits) / len(bits),
-                tasks.chance_bits(docs[0]), sum(d.distance for d in docs) / len(docs), tokens, cached, decode)
+    return RetrievalCell(task, pat.spec, length, depth, len(docs), hits, hits / len(docs), low, high,
+                         sum(bits) / len(bits), tasks.chance_bits(docs[0]), sum(d.distance for d in docs) / len(docs),
+                         tokens, cached, decode)
 
 
-def summary(rows: Sequence[Cell]) -> list[dict]:
+def summary(rows: Sequence[RetrievalCell]) -> list[RetrievalSummary]:
     """Accuracy per (pattern, length) over all depths: the lines of the accuracy-vs-length plot."""
-    out: dict[tuple[str, int], list[Cell]] = {}
+    out: dict[tuple[str, int], list[RetrievalCell]] = {}
     for r in rows:
         out.setdefault((r.pattern, r.length), []).append(r)
     result = []
@@ -334,31 +312,12 @@ def summary(rows: Sequence[Cell]) -> list[dict]:
         n = sum(c.samples for c in cells)
         k = sum(c.correct for c in cells)
         low, high = wilson(k, n)
-        result.append({"pattern": pattern, "length": length, "samples": n, "correct": k, "accuracy": k / n,
-                       "low": low, "high": high,
-                       "answer_bits": sum(c.answer_bits * c.samples for c in cells) / n})
+        result.append(RetrievalSummary(pattern, length, n, k, k / n, low, high,
+                                       sum(c.answer_bits * c.samples for c in cells) / n))
     return result
 
 
 # -- the study's "use of context" table ----------------------------------------------------------------
-@dataclasses.dataclass
-class ContextRow:
-    """One configuration at one multiple of its training length: retrieval beside bpb."""
-
-    config: str  # the run's label (scheme, method)
-    pattern: str
-    multiple: int  # length / training length
-    length: int
-    accuracy: float  # exact match over all depths
-    low: float  # 95 % Wilson interval
-    high: float
-    answer_bits: float
-    bpb: float | None  # bits per byte of the run's validation documents at this length and pattern
-
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
-
-
 def context_rows(
     subject: Subject,
     label: str,
@@ -376,7 +335,7 @@ def context_rows(
     train_len: int | None = None,
     decode: bool = True,
     progress: bool = False,
-) -> tuple[list[ContextRow], list[Cell]]:
+) -> tuple[list[ContextRow], list[RetrievalCell]]:
     """One configuration (a byte model's subject, shown as ``label``): exact match and answer
     bits at every multiple of its training length under every pattern, and beside each its bpb
     at that length (:func:`lexkit.evaluate.evaluate` on ``documents``, default the subject's
@@ -397,9 +356,8 @@ def context_rows(
     if wanted:
         report = evaluate(subject.model, docs, wanted, list(patterns), max_docs=max_docs, train_len=t)
         bits = {(r["pattern"], r["length"]): r["bpb"] for r in report["results"]}
-    rows = [ContextRow(label, line["pattern"], line["length"] // t, line["length"], line["accuracy"], line["low"],
-                       line["high"], line["answer_bits"], bits.get((line["pattern"], line["length"])))
-            for line in summary(cells)]
+    rows = [ContextRow(label, line.pattern, line.length // t, line.length, line.accuracy, line.low, line.high,
+                       line.answer_bits, bits.get((line.pattern, line.length))) for line in summary(cells)]
     return rows, cells
 
 
@@ -413,3 +371,107 @@ def use_of_context(targets: dict[str, str], **options) -> list[ContextRow]:
         path, _, scheme = target.partition("@")
         rows += context_rows(load(path, scheme=scheme or None), label, **options)[0]
     return rows
+
+
+# -- lexkit retrieval, end to end ----------------------------------------------------------------------
+def retrieval_run(
+    target: str,
+    task: str = "passkey",
+    *,
+    lengths: Sequence[int] | None = None,
+    depths: Sequence[float] = DEFAULT_DEPTHS,
+    samples: int = 10,
+    size: int | None = None,
+    seed: int = 0,
+    patterns: Sequence[str] = ("causal",),
+    data: str | None = None,
+    scheme: str | None = None,
+    logn: bool | None = None,
+    rope_scaling: dict | str | None = None,
+    cache: bool | None = None,
+    kernel: str = "auto",
+    device: str = "cpu",
+    progress: bool = False,
+) -> dict:
+    """``lexkit retrieval TARGET``: load a run directory or an ``hf:PATH`` model
+    (:func:`lexkit.subject.load`), score ``task`` on the grid lengths x depths x patterns
+    (:func:`score`; default lengths: the training length x 1-16, those that hold the needle) with
+    haystacks from its documents (a run's own validation split, or ``data``) and return the
+    report (:func:`report`). Every option that can be checked without the model is checked before
+    it loads; an option the target cannot honour is a ValueError naming it."""
+    from .layouts import check_pattern, check_scheme
+    from .subject import kind, load
+
+    hf = str(target).startswith("hf:")
+    kind_of = "standard" if hf else "bytes"
+    tasks.check_task(task)
+    check_grid(task, lengths or [], depths, samples, kind_of, size)
+    for spec in patterns:
+        check_pattern(spec)
+    kind(target).refuse(scheme=scheme, logn=logn, rope_scaling=rope_scaling)
+    if hf and cache:
+        raise ValueError("--cache is for lexkit runs: a hf: model decodes without lexkit's KV cache")
+    if scheme is not None:
+        check_scheme(scheme)
+    subject = load(target, device=device, scheme=scheme, logn=logn, rope_scaling=rope_scaling)
+    if lengths is None:
+        lengths = needle_lengths(subject, task, size, target)
+    haystack = corpus = None
+    if task == "copy" or kind_of == "bytes":
+        docs, described = subject.documents(data)
+        haystack, corpus = tasks.Haystack.from_documents(docs), described["spec"]
+    rows = score(subject, task, lengths, depths=depths, samples=samples, patterns=patterns, haystack=haystack,
+                 seed=seed, size=size, cache=cache, kernel=kernel, progress=progress)
+    return report(target, subject.describe(), rows, task=task, style=kind_of, size=size, seed=seed,
+                  haystack=corpus, samples=samples, lengths=lengths, depths=depths)
+
+
+def needle_lengths(subject: Subject, task: str, size: int | None, target: str) -> list[int]:
+    """The default lengths of ``lexkit retrieval``: the multiples of the training length
+    (:data:`DEFAULT_MULTIPLES`) whose length holds the needle and question, in the subject's unit
+    (bytes; tokens for a tokenizer model)."""
+    train_len = subject.train_len
+    if not train_len:
+        raise ValueError(f"{target} records no training length: give --lengths")
+    need = minimum_length(subject, task, size)
+    lengths = [train_len * k for k in DEFAULT_MULTIPLES if train_len * k >= need]
+    if not lengths:
+        raise ValueError(f"the {task} needle and question need {need} {unit(subject)}, more than "
+                         f"{DEFAULT_MULTIPLES[-1]}x the training length {train_len}: give --lengths")
+    return lengths
+
+
+def report(target: str, info: dict, rows: Sequence[RetrievalCell], *, task: str, style: str, size: int | None,
+           seed: int, haystack: str | None, samples: int, lengths: Sequence[int], depths: Sequence[float]) -> dict:
+    """The JSON document of ``lexkit retrieval``: the lexkit version, the subject's header (``info``:
+    its scheme, the scheme it trained with when another was given, log-n, training length), the
+    grid's settings (lengths, depths and patterns as scored, each once; lengths in ``unit``), every
+    cell (:class:`~lexkit.rows.RetrievalCell`) and the summary over depths
+    (:class:`~lexkit.rows.RetrievalSummary`)."""
+    from .version import __version__
+
+    return {
+        "version": __version__,
+        "target": target,
+        "scheme": info["scheme"],
+        **({"trained_scheme": info["trained_scheme"]} if "trained_scheme" in info else {}),
+        "logn": info.get("logn", False),
+        "train_len": info["train_len"],
+        "task": task,
+        "style": style,
+        "unit": "bytes" if style == "bytes" else "tokens",
+        "size": size,
+        "seed": seed,
+        "haystack": haystack,
+        "samples": samples,
+        "lengths": list(dict.fromkeys(r.length for r in rows)) or list(lengths),
+        "depths": list(dict.fromkeys(r.depth for r in rows)) or list(depths),
+        "patterns": list(dict.fromkeys(r.pattern for r in rows)),
+        "rows": [r.to_json() for r in rows],
+        "summary": [s.to_json() for s in summary(rows)],
+    }
+
+
+def csv_text(report: dict) -> str:
+    """The CSV of a report: one line per cell, the fields of :class:`~lexkit.rows.RetrievalCell`."""
+    return render.csv_text(report["rows"], [f.name for f in dataclasses.fields(RetrievalCell)])

@@ -23,6 +23,7 @@ from pathlib import Path
 from . import results as query
 from . import runs
 from .errors import LexkitError
+from .rows import StudyResults
 
 #: metrics.jsonl keys -> TensorBoard tags; any other numeric key ``k`` goes to ``train/k`` (``val/k``
 #: for a ``val_k``)
@@ -174,28 +175,28 @@ def tag_slug(text: str) -> str:
     return re.sub(r"[^-\w.]", "_", text)
 
 
-def study_scalars(results: dict) -> dict[str, dict[str, dict[int, float]]]:
+def study_scalars(results: StudyResults | dict) -> dict[str, dict[str, dict[int, float]]]:
     """A study's evaluations as TensorBoard would show them: subdirectory -> tag -> {length:
     value}. One subdirectory per scheme (``eval/<scheme>``) and per context-extension
     configuration (``extension/<label>``), tags ``bpb/<pattern>`` (and ``ppl/<pattern>``, causal
     and beyond), means over seeds as in the report's tables; a cell with no value is left out."""
+    doc = query.read(results)
     out: dict[str, dict[str, dict[int, float]]] = {}
-    for scheme in query.schemes(results):
+    for scheme in query.schemes(doc):
         tags = out.setdefault(f"eval/{slug(scheme)}", {})
-        for pattern in results["patterns"]:
+        for pattern in doc.patterns:
             for key in ("bpb", "ppl"):
-                points = {n: v for n in results["lengths"]
-                          if (v := query.evaluation(results, scheme, pattern, n, key)[0]) is not None}
+                points = query.curve(doc, scheme, pattern, key)
                 if points:
                     tags[f"{key}/{tag_slug(pattern)}"] = points
-    for row in query.extension_rows(results):
-        points = {n: mean for n, (mean, _) in row["bpb"].items() if mean is not None}
+    for line in query.extension_lines(doc):
+        points = {n: mean for n, (mean, _) in line.bpb.items() if mean is not None}
         if points:
-            out.setdefault(f"extension/{slug(row['label'])}", {})[f"bpb/{tag_slug(row['pattern'])}"] = points
+            out.setdefault(f"extension/{slug(line.label)}", {})[f"bpb/{tag_slug(line.pattern)}"] = points
     return out
 
 
-def write_study(results: dict, logdir: str | Path) -> list[str]:
+def write_study(results: StudyResults | dict, logdir: str | Path) -> list[str]:
     """:func:`study_scalars` as event files under ``logdir`` (the ``step`` axis is the
     evaluation length in bytes; non-finite values left out); returns the subdirectories."""
     require()

@@ -13,8 +13,8 @@ import warnings
 
 from ..errors import LexkitError
 
-COMMANDS = ("schemes", "patterns", "layouts", "presets", "train", "runs", "eval", "sample", "resolution", "retrieval",
-            "study")
+COMMANDS = ("schemes", "patterns", "layouts", "tasks", "presets", "train", "runs", "eval", "sample", "resolution",
+            "retrieval", "study")
 #: the commands that compute with torch: their CPU threads follow lexkit.threads' policy
 COMPUTING = ("train", "eval", "sample", "resolution", "retrieval", "study")
 
@@ -25,7 +25,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def import_modules(modules: list[str] | None) -> None:
-    """``--import MODULE``: load user modules that register schemes or patterns, found as
+    """``--import MODULE``: load user modules that register schemes, patterns or tasks, found as
     ``python -m`` finds them: the working directory first, then ``sys.path`` (a console script's
     own ``sys.path`` lacks the working directory). Any failure (missing, a syntax error, an
     exception while it runs) is one line naming the module. (A module that replaces a built-in
@@ -64,7 +64,7 @@ def _warning_line(message, category, filename, lineno, file=None, line=None) -> 
 def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--import", dest="imports", action="append", metavar="MODULE", default=[],
-        help="import MODULE first (it may register schemes or patterns); repeatable",
+        help="import MODULE first (it may register schemes, patterns or retrieval tasks); repeatable",
     )
 
 
@@ -76,12 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f".{name}", __name__)
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise
-            continue  # a command not built yet
+        module = importlib.import_module(f".{name}", __name__)
         sub_parser = module.add_parser(sub)
         add_common(sub_parser)
         sub_parser.set_defaults(run=module.run)

@@ -15,8 +15,10 @@ import argparse
 import sys
 
 from .. import checks, evaluate, threads
-from ..attention import KERNELS, kernels
-from .table import format_table, length_label
+from ..attention import KERNELS
+from ..formats import length_label
+from ..render import text_table
+from . import options
 
 
 def add_parser(sub):
@@ -82,20 +84,13 @@ def add_hf_arguments(group) -> None:
 
 def run(args) -> int:
     from .. import plots
-    from ..device import resolve_device
-    from ..runs import atomic_write, write_json
     from ..specs import parse_lengths
 
     # what only the command line knows is checked here; everything else by the library, before it loads
     lengths = parse_lengths(args.lengths) if args.lengths is not None else None
     checks.lengths("--lengths", lengths or [], checks.MAX_EVAL_LENGTH)
-    for flag, path in (("--json", args.json), ("--csv", args.csv)):
-        if path is not None:
-            checks.writable(flag, path)
-    if args.plot is not None:
-        args.plot = checks.png_path("--plot", args.plot)
-    device = str(resolve_device(args.device))
-    kernels.refuse_cpu_flex(args.kernel, device)
+    options.check_outputs(args)
+    device = options.device(args)
     report = evaluate.evaluate_run(
         args.run_dir, lengths=lengths, patterns=args.patterns or ["causal"], data=args.data, stride=args.stride,
         max_docs=args.max_docs, max_bytes=args.max_bytes, max_tokens=args.max_tokens, batch_size=args.batch_size,
@@ -103,13 +98,7 @@ def run(args) -> int:
         logn=args.logn, stream="auto" if args.stream is None else args.stream, rope_scaling=args.rope_scaling,
         dtype=args.dtype,
     )
-    # the files first: a reader that closes the pipe early (`| head`) must not lose them
-    if args.json:
-        write_json(args.json, report)
-    if args.csv:
-        atomic_write(args.csv, evaluate.csv_text(report))
-    if args.plot:
-        plots.eval_report(report, args.plot)
+    options.write_outputs(args, report, evaluate.csv_text, plots.eval_report)
     print(format_report(report))
     if args.plot:
         print(f"wrote {args.plot}")
@@ -153,7 +142,7 @@ def format_report(report: dict) -> str:
                 if r is not None and r[key] is None:
                     notes.setdefault(r["unavailable"], []).append(n)
             rows.append(row)
-        lines += ["", title] + format_table(rows)
+        lines += ["", title] + text_table(rows)
     for reason, at in notes.items():
         lines.append(f"  - at {', '.join(map(str, sorted(set(at))))}: {reason}")
     lines.append("  (lengths in tokens; x = multiple of the training length)" if tokens
@@ -168,5 +157,5 @@ def format_report(report: dict) -> str:
         for lo, hi in sorted({(lo, hi) for lo, hi, _ in at}):
             label = (f"{lo}" if hi == lo + 1 else f"{lo}-{hi - 1}") + (" *" if train_len and lo >= train_len else "")
             rows.append([label] + [f"{at[(lo, hi, n)]['bpb']:.4f}" if (lo, hi, n) in at else "" for n in lengths])
-        lines += format_table(rows)
+        lines += text_table(rows)
     return "\n".join(lines)

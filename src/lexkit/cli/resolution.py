@@ -24,10 +24,11 @@ import sys
 
 from .. import checks, plots
 from .. import resolution as res
+from ..formats import number
 from ..runs import write_json
 from ..specs import parse_lengths
 from .eval import add_hf_arguments
-from .table import number, print_table
+from .table import print_table
 
 ANALYTIC_LENGTHS = "1024,2048"
 
@@ -100,6 +101,12 @@ def run(args) -> int:
 MAX_WIDTH = 4096
 
 
+def measured(x: float | None) -> str:
+    """A measured value (R, entropy) in a cell: 4 decimals, 3 significant digits below 1e-3, ``n/a``
+    for None (:func:`lexkit.formats.number`)."""
+    return number(x, digits=4, small=True)
+
+
 def _require_finite(results: list[dict], what: str) -> None:
     """A NaN or inf R means NaN/inf scores (damaged weights, or a scheme's values overflowing)."""
     for r in results:
@@ -134,7 +141,7 @@ def _analytic(args) -> int:
     for doc in docs:
         row = [doc["scheme"]]
         for r in doc["results"]:
-            row.append(number(r["resolution"]))
+            row.append(measured(r["resolution"]))
             if r.get("note"):
                 notes.append(f"{doc['scheme']} at {r['length']}: {r['note']}")
         rows.append(row)
@@ -181,8 +188,8 @@ def _empirical(args, subject) -> int:
             print(f"\n{title}")
         rows = [head]
         for layer in range(doc["layers"]):
-            rows.append([str(layer)] + [number(r[key][layer] if r.get(key) else None) for r in results])
-        rows.append(["mean"] + [number(r[total]) for r in results])
+            rows.append([str(layer)] + [measured(r[key][layer] if r.get(key) else None) for r in results])
+        rows.append(["mean"] + [measured(r[total]) for r in results])
         print_table(rows)
     print("texts: " + ", ".join(f"{r['length']}: {r['texts']}" for r in results))
     for r in results:
@@ -205,7 +212,7 @@ def _model(args, subject) -> int:
     analytic = res.analytic(model, lengths, args.pattern)
     print(f"attention resolution R of {subject.source} ({model.cfg.scheme}), pattern {analytic['pattern']} "
           "(mean over heads; 0 <= R <= 1)")
-    rows = [["", *map(str, lengths)], ["analytic"] + [number(r["resolution"]) for r in analytic["results"]]]
+    rows = [["", *map(str, lengths)], ["analytic"] + [measured(r["resolution"]) for r in analytic["results"]]]
     out = {"analytic": analytic}
     empirical = None
     if model.hook_refusal() is not None:
@@ -216,10 +223,10 @@ def _model(args, subject) -> int:
                                       progress=sys.stderr.isatty(), data=args.data)
         results = empirical["results"]
         for layer in range(model.cfg.n_layers):
-            rows.append([f"layer {layer}"] + [number(r["per_layer"][layer]) if r.get("per_layer") else "n/a"
+            rows.append([f"layer {layer}"] + [measured(r["per_layer"][layer]) if r.get("per_layer") else "n/a"
                                               for r in results])
-        rows.append(["empirical"] + [number(r["resolution"]) for r in results])
-        rows.append(["entropy (nats)"] + [number(r.get("entropy")) for r in results])
+        rows.append(["empirical"] + [measured(r["resolution"]) for r in results])
+        rows.append(["entropy (nats)"] + [measured(r.get("entropy")) for r in results])
         out["empirical"] = res.to_json(empirical)
     print_table(rows)
     for doc in (analytic, empirical or {"results": []}):

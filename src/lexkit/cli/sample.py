@@ -14,8 +14,8 @@ import sys
 
 from .. import checks, threads
 from ..attention import KERNELS
-from ..device import resolve_device
 from ..layouts import check_pattern
+from . import options
 
 
 def add_parser(sub):
@@ -48,8 +48,7 @@ def run(args) -> int:
     check_options(args.n_bytes, args.temperature, args.top_k)
     checks.number("--seed", args.seed, maximum=2**63 - 1, strict=False)
     check_pattern(args.pattern)  # syntax and parameter values, before loading
-    device = str(resolve_device(args.device))
-    model, config = load(args.run_dir, device=device)
+    model, config = load(args.run_dir, device=options.device(args))
     seed = args.seed
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)

@@ -15,6 +15,8 @@ from pathlib import Path
 from .. import checks, presets, threads
 from ..device import resolve_device
 from ..report import length_table, pattern_table
+from ..results import read
+from ..rows import StudyResults
 from ..specs import parse_lengths
 from ..study import DEFAULT_PATTERNS, DEFAULT_SCHEMES, Study, StudyConfig
 from .table import print_table
@@ -92,6 +94,7 @@ def run(args) -> int:
     results = study.run()
     if not study.world.is_main:
         return 0  # rank 0 prints the tables
+    results = read(results)
     print_tables(results)
     if args.tensorboard is not None:
         from ..tensorboard import export_runs, write_study
@@ -103,7 +106,7 @@ def run(args) -> int:
               f"{len(trained)} runs in {logdir} "
               f"(view: tensorboard --logdir {logdir})")
     print(f"report: {args.out}/report.md, report.html  (results.json, results.csv, plots); "
-          f"{results['work']['ran']} tasks ran, {results['work']['cached']} cached, {results['wall_seconds']:.0f} s")
+          f"{results.work['ran']} tasks ran, {results.work['cached']} cached, {results.wall_seconds:.0f} s")
     return 0
 
 
@@ -128,19 +131,19 @@ def print_plan(plan: dict, cfg: StudyConfig) -> None:
     print(f"estimated total: {plan['total_s'] / 60:.1f} min on this machine (measured just now)")
 
 
-def print_tables(results: dict) -> None:
+def print_tables(results: StudyResults) -> None:
     """Tables A, B and (when the study has it) G in the terminal, then the goal of G."""
-    for title, (header, rows) in (("bits per byte, causal (A)", length_table(results)),
-                                  ("beyond the training length, by pattern (B)", pattern_table(results))):
-        align = "".join("l" if h in ("scheme", "pattern") else "r" for h in header)
-        print_table([header] + rows, align, title=f"\n{title}")
-    if results.get("retrieval"):
-        from ..report import context_goal_text, retrieval_table
+    for title, table in (("bits per byte, causal (A)", length_table(results)),
+                         ("beyond the training length, by pattern (B)", pattern_table(results))):
+        align = "".join("l" if h in ("scheme", "pattern") else "r" for h in table.header)
+        print_table(table, align, title=f"\n{title}")
+    if results.retrieval:
+        from ..report import context_goal_finding, retrieval_table
 
-        header, rows = retrieval_table(results)
-        print_table([header] + rows, "ll" + "r" * (len(header) - 2), title="\nuse of context: exact match of copy "
+        table = retrieval_table(results)
+        print_table(table, "ll" + "r" * (len(table.header) - 2), title="\nuse of context: exact match of copy "
                     "needles (%) and bpb, by multiple of the training length (G)")
-        print(context_goal_text(results).text.replace("**", ""))
+        print(context_goal_finding(results).replace("**", ""))
 
 
 def print_retrieval_plan(tasks: list[dict], cfg: StudyConfig) -> None:
