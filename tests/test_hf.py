@@ -17,13 +17,10 @@ from kit import tiny_gpt
 from lexkit import resolution
 from lexkit.errors import LexkitError
 from lexkit.evaluate import evaluate
-
-VOCAB_TEXT = [
-    "def f(x):\n    return x * 2  # doubled\n",
-    "The quick brown fox jumps over the lazy dog. ",
-    "naïve café — größer 東京 ✓ emoji 🙂 end",
-]
-CORPUS = ("".join(VOCAB_TEXT) * 30).encode()  # one long document (ASCII and multi-byte text)
+from tiny_hf import CORPUS, SMALL, VOCAB, VOCAB_TEXT, save
+from tiny_hf import eager as _eager
+from tiny_hf import ids as _ids
+from tiny_hf import tokenizer as _tokenizer
 
 #: under `pytest -n`, one worker imports transformers and builds the module's tiny models, once
 pytestmark = pytest.mark.xdist_group("hf")
@@ -33,24 +30,6 @@ pytestmark = pytest.mark.xdist_group("hf")
 @pytest.fixture(scope="module")
 def tf():
     return pytest.importorskip("transformers")
-
-
-def _tokenizer(tf, bos: bool = True):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    specials = ["<s>", "</s>"] if bos else []
-    alphabet = pre_tokenizers.ByteLevel.alphabet()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=specials, initial_alphabet=alphabet)
-    tok.train_from_iterator(VOCAB_TEXT * 3, trainer=trainer)
-    kwargs = {"bos_token": "<s>", "eos_token": "</s>"} if bos else {}
-    return tf.PreTrainedTokenizerFast(tokenizer_object=tok, **kwargs)
-
-
-VOCAB = 300
-SMALL = dict(vocab_size=VOCAB, bos_token_id=0, eos_token_id=1)
 
 
 def _configs(tf) -> dict:
@@ -71,30 +50,8 @@ def _configs(tf) -> dict:
 @pytest.fixture(scope="module")
 def saved(tf, tmp_path_factory):
     """family -> directory holding a tiny random model and a byte-level BPE tokenizer."""
-    out = {}
-    tokenizer = _tokenizer(tf)
-    for name, config in _configs(tf).items():
-        torch.manual_seed(0)
-        model = tf.AutoModelForCausalLM.from_config(config)
-        with torch.no_grad():  # random biases too (several families start them at zero)
-            for p in model.parameters():
-                p.add_(0.02 * torch.randn_like(p))
-        path = tmp_path_factory.mktemp(name)
-        model.save_pretrained(path)
-        tokenizer.save_pretrained(path)
-        out[name] = path
-    return out
-
-
-def _eager(tf, path, **config_changes):
-    config = tf.AutoConfig.from_pretrained(path)
-    for key, value in config_changes.items():
-        setattr(config, key, value)
-    return tf.AutoModelForCausalLM.from_pretrained(path, config=config, attn_implementation="eager").eval()
-
-
-def _ids(n: int, batch: int = 2, seed: int = 1) -> torch.Tensor:
-    return torch.randint(2, VOCAB, (batch, n), generator=torch.Generator().manual_seed(seed))
+    tok = _tokenizer(tf)
+    return {name: save(tf, config, tmp_path_factory.mktemp(name), tok) for name, config in _configs(tf).items()}
 
 
 # -- parity with transformers ---------------------------------------------------------------------
@@ -129,20 +86,32 @@ def test_chunked_kernel_matches_eager_across_blocks(tf, saved, family, monkeypat
     torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=0)
 
 
-def test_window_reproduces_transformers_sliding_window(tf, saved):
+def test_window_reproduces_transformers_sliding_window(tf, saved, tmp_path):
     """lexkit window:W on a Mistral without a window = transformers' own sliding_window=W; and
-    the model's own window is kept under lexkit's causal pattern."""
+    the model's own window is kept under lexkit's causal pattern; a config changed after loading
+    is an error naming the layer, never a silent run under the old reading."""
     from lexkit import hf
 
     w, x = 8, _ids(30)
+    windowed = tmp_path / "windowed"
+    config = tf.AutoConfig.from_pretrained(saved["mistral"])
+    config.sliding_window = w
+    windowed.mkdir()
+    config.save_pretrained(windowed)
+    for name in ("model.safetensors", "tokenizer.json", "tokenizer_config.json"):
+        (windowed / name).write_bytes((saved["mistral"] / name).read_bytes())
     with torch.no_grad():
         theirs = _eager(tf, saved["mistral"], sliding_window=w)(x).logits
         full = _eager(tf, saved["mistral"])(x).logits
         ours = hf.load(saved["mistral"])(x, pattern=f"window:{w}")
         ours_chunked = hf.load(saved["mistral"])(x, pattern=f"window:{w}", kernel="chunked")
-        native = hf.load(saved["mistral"])
-        native.hf.config.sliding_window = w
+        native = hf.load(windowed)
         kept = native(x, pattern="causal")
+        changed = hf.load(saved["mistral"])
+        changed.hf.config.sliding_window = w
+        with pytest.raises(ValueError, match="layer 0: transformers masks it as window:8, but lexkit read causal"):
+            changed(x)
+    assert native.layers[0].pattern == f"window:{w}" and native.cfg.layout == f"(rope:base=10000@window:{w})x2"
     assert (theirs - full).abs().max() > 1e-3  # the window changes the logits
     torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=0)
     torch.testing.assert_close(ours_chunked, theirs, atol=1e-4, rtol=0)
@@ -185,6 +154,8 @@ def test_bloom_keeps_alibi_under_a_window(tf, saved):
         model(x, kernel="chunked")
     with pytest.raises(ValueError, match="score hook"):
         model(x, hook=lambda *a: None)
+    with pytest.raises(ValueError, match=r"one mask for every layer, so a pattern per layer \(L0=window:4\) cannot"):
+        model(x, pattern="L0=window:4")
 
 
 def test_offset_shifts_positions(tf, saved):

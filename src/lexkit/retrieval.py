@@ -444,9 +444,10 @@ def needle_lengths(subject: Subject, task: str, size: int | None, target: str) -
 def report(target: str, info: dict, rows: Sequence[RetrievalCell], *, task: str, style: str, size: int | None,
            seed: int, haystack: str | None, samples: int, lengths: Sequence[int], depths: Sequence[float]) -> dict:
     """The JSON document of ``lexkit retrieval``: the lexkit version, the subject's header (``info``:
-    its scheme, the scheme it trained with when another was given, log-n, training length), the
-    grid's settings (lengths, depths and patterns as scored, each once; lengths in ``unit``), every
-    cell (:class:`~lexkit.rows.RetrievalCell`) and the summary over depths
+    its scheme, the scheme it trained with when another was given, an hf: model's layout and
+    selectors, log-n, training length), the grid's settings (lengths, depths and patterns as
+    scored, each once; lengths in ``unit``), every cell (:class:`~lexkit.rows.RetrievalCell`) and
+    the summary over depths
     (:class:`~lexkit.rows.RetrievalSummary`)."""
     from .version import __version__
 
@@ -455,6 +456,7 @@ def report(target: str, info: dict, rows: Sequence[RetrievalCell], *, task: str,
         "target": target,
         "scheme": info["scheme"],
         **({"trained_scheme": info["trained_scheme"]} if "trained_scheme" in info else {}),
+        **{key: info[key] for key in ("layout", "selectors") if key in info},  # an hf: model whose layers differ
         "logn": info.get("logn", False),
         "train_len": info["train_len"],
         "task": task,

@@ -280,10 +280,16 @@ class HFSubject(_Base):
         return [n for n in default_lengths(self.train_len) if n <= 4 * self.train_len]
 
     def describe(self) -> dict:
+        """``run``, ``scheme`` (a label), ``model`` (its :class:`~lexkit.hf.HFConfig`), ``train_len``;
+        on a model whose layers differ, ``layout`` (every layer as lexkit writes a layout) and
+        ``selectors`` (the names ``--pattern NAME=SPEC`` takes: its layer types, local, global)."""
         import dataclasses
 
         cfg = self.model.cfg
-        return {"run": self.source, "scheme": cfg.scheme, "model": dataclasses.asdict(cfg), "train_len": cfg.train_len}
+        out = {"run": self.source, "scheme": cfg.scheme, "model": dataclasses.asdict(cfg), "train_len": cfg.train_len}
+        if cfg.layout is not None:
+            out.update(layout=cfg.layout, selectors=list(dict.fromkeys(n for k in self.model.kinds for n in k)))
+        return out
 
     def documents(self, data: str | None = None) -> tuple[list[bytes], dict]:
         return eval_documents(data or "stdlib")

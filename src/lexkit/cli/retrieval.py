@@ -20,6 +20,7 @@ from ..attention import KERNELS
 from ..formats import length_label, percent
 from ..render import text_table
 from . import options
+from .eval import layout_lines
 
 
 def add_parser(sub):
@@ -106,6 +107,7 @@ def format_report(report: dict) -> str:
         f"task {report['task']} ({report['style']} style), {report['samples']} documents per cell, lengths in "
         f"{report.get('unit', 'bytes')}; {chance_line(report)}",
     ]
+    lines[1:1] = layout_lines(report)
     cell = {(r["pattern"], r["length"], r["depth"]): r for r in rows}
     header = ["depth"] + [length_label(n, train_len) for n in lengths]
     for pattern in report["patterns"]:
