@@ -414,9 +414,26 @@ def choose_kernel(
         _check_flex(scheme, pattern, training and not on_cuda)
         if sink:
             raise ValueError("kernel 'flex' cannot run a learned sink logit (a virtual key); use 'dense' or 'chunked'")
+        refuse_cpu_flex(kernel, device)
     if hooked and kernel != "chunked":
         raise ValueError("a score hook observes the chunked kernel; use kernel='chunked' or 'auto'")
     return kernel
+
+
+#: Why kernel 'flex' is refused off CUDA: compiled FlexAttention on the CPU (torch 2.13) returned
+#: wrong outputs or NaN at lengths below 128 that are 8 mod 16 and head dims 8 and 16, and two
+#: calls could differ (docs/kernels.md). None lifts the refusal: the tests run flex through eager
+#: FlexAttention there, a reference path (tests/conftest.py, ``eager_flex``).
+CPU_FLEX_REFUSAL: str | None = (
+    "kernel 'flex' runs on CUDA only: compiled FlexAttention on the CPU returns wrong numbers or NaN at some "
+    "lengths and head dims (torch 2.13; docs/kernels.md); use auto, dense or chunked")
+
+
+def refuse_cpu_flex(kernel: str, device: torch.device | str) -> None:
+    """ValueError for kernel 'flex' on a device other than CUDA (:data:`CPU_FLEX_REFUSAL`); the
+    commands call it before a model loads."""
+    if kernel == "flex" and torch.device(device).type != "cuda" and CPU_FLEX_REFUSAL:
+        raise ValueError(CPU_FLEX_REFUSAL)
 
 
 def _check_flex(scheme: Scheme, pattern: Pattern, cpu_training: bool) -> None:

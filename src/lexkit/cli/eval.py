@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import checks, evaluate
+from .. import checks, evaluate, threads
 from ..attention import KERNELS
 from ..formats import length_label
 from ..render import text_table
@@ -53,7 +53,7 @@ def add_parser(sub):
     p.add_argument("--json", metavar="FILE", help="write the full results (JSON)")
     p.add_argument("--csv", metavar="FILE", help="write one row per length and pattern (CSV)")
     p.add_argument("--device", default="auto", metavar="DEVICE", help="auto, cpu, cuda or mps (default: auto)")
-    p.add_argument("--threads", type=int, metavar="N", help="CPU threads for torch")
+    p.add_argument("--threads", type=int, metavar="N", help=threads.HELP)
     p.add_argument("--kernel", default="auto", choices=KERNELS, help="attention kernel (default: auto)")
     p.add_argument(
         "--scheme", metavar="SPEC",

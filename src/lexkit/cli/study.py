@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .. import checks, presets
+from .. import checks, presets, threads
 from ..device import resolve_device
 from ..report import length_table, pattern_table
 from ..results import read
@@ -38,7 +38,7 @@ def add_parser(sub):
     p.add_argument("--eval-docs", type=int, default=24, help="validation documents scored per length")
     p.add_argument("--out", default="study", help="study directory (default: ./study)")
     p.add_argument("--device", default="auto")
-    p.add_argument("--threads", type=int)
+    p.add_argument("--threads", type=int, metavar="N", help=threads.HELP)
     p.add_argument("--extension-steps", type=int, default=60,
                    help="steps of each fine-tune at 4x the training length in the context-extension "
                    "table (default: 60)")

@@ -21,6 +21,8 @@ def estimate(plan: Plan, cache: Cache, tables: list[Section]) -> dict:
     other three counts), and evaluation from one forward pass at the longest length; then each
     table's tasks (:meth:`lexkit.study.plan.Section.tasks`) scaled from those."""
     device = resolve_device(plan.cfg.device)
+    if plan.cfg.threads:  # timed at the thread count the study will run at
+        torch.set_num_threads(plan.cfg.threads)
     cells = plan.cells()
     lengths, patterns = plan.lengths(), plan.patterns()
     per_scheme = {}
