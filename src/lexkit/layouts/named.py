@@ -26,18 +26,29 @@ class NamedLayout:
         raise NotImplementedError
 
     @classmethod
+    def all_params(cls) -> dict[str, Param]:
+        """The design's parameters and those every named layout takes (``shift``)."""
+        return {**cls.params, **COMMON}
+
+    @classmethod
     def build(cls, text: str, *, n_layers: int, train_len: int, max_len: int | None = None) -> list[Layer]:
         name, items = split_spec(text)
         try:
-            values = parse_params(f"layout {name}", cls.params, items)
+            values = parse_params(f"layout {name}", cls.all_params(), items)
         except ValueError as exc:
             raise LayoutError(str(exc)) from None
         pieces = cls.pieces(values, n_layers, train_len)
+        if values["shift"]:
+            pieces = [f"{piece}+shift:{values['shift']:g}" for piece in pieces]
         layers = [parse_layer(p, scheme="rope", train_len=train_len, max_len=max_len,
                               where=f"layout {text!r}, layer {i}") for i, p in enumerate(pieces)]
         check(layers)
         return layers
 
+
+#: parameters every named layout takes
+COMMON = {"shift": Param(float, 0.0, "token shift on every layer: the fraction of features from the position before "
+                                      "(0.5: x-transformers' shift_tokens=1)", lambda x: 0 <= x < 1, "in [0, 1)")}
 
 #: Every named layout; ``@lexkit.layouts.register`` adds a user's own (``--import MODULE``).
 NAMED: Registry[type[NamedLayout]] = Registry("layout", NamedLayout)
@@ -194,4 +205,4 @@ class GPTOSS(NamedLayout):
 
 def describe() -> list[tuple[str, str, str, str]]:
     """(name, parameters with defaults, summary, source) of every named layout."""
-    return [(c.name, describe_params(c.params), c.summary, c.source) for c in NAMED]
+    return [(c.name, describe_params(c.all_params()), c.summary, c.source) for c in NAMED]
