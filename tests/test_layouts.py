@@ -360,3 +360,26 @@ def test_a_global_layer_over_many_keys_scores_fewer_queries_at_a_time(monkeypatc
         ref = F.cross_entropy(logits.double().flatten(0, 1), y.flatten(), reduction="none").view(y.shape)
         assert (stream_nll(model, x, y, model.pattern("causal"), segment=37) - ref).abs().max() <= 1e-5
         assert (model(x, kernel="dense") - logits).abs().max() <= 1e-5
+
+
+def test_a_study_trains_a_layout_beside_its_schemes(tmp_path, no_figures):
+    """`lexkit study --layout`: a row of the grid labelled with the layout as given, family
+    ``layout``, its analytic R before training the mean over its layers of each layer's own."""
+    from lexkit.results import read
+    from lexkit.study.execution import layer_mean
+
+    data = write_corpus(tmp_path / "data")
+    argv = ["study", "--preset", "tiny", "--scheme", "rope", "--layout", "hwfa:W=8,shift=0.5", "--lengths", "16,32",
+            "--pattern", "causal", "--steps", "4", "--no-extension", "--no-retrieval", "--data", str(data),
+            "--out", str(tmp_path / "s"), "--quiet"]
+    assert main(argv) == 0
+    results = read(json.loads((tmp_path / "s" / "results.json").read_text()))
+    assert [(r.scheme, r.family) for r in results.runs] == [("rope", "rotary"), ("hwfa:W=8,shift=0.5", "layout")]
+    model = GPT(ModelConfig(layout="hwfa:W=8,shift=0.5", n_layers=2, d_model=32, n_heads=2, train_len=32))
+    want = layer_mean(model, [32], "causal")[32]
+    got = [r.resolution for r in results.analytic if r.scheme == "hwfa:W=8,shift=0.5" and r.length == 32]
+    assert got == [pytest.approx(want)]
+    from lexkit.study import StudyConfig
+
+    with pytest.raises(ValueError, match="layout irope"):
+        StudyConfig(preset="tiny", layouts=["irope"])  # irope needs 4 layers; tiny has 2
