@@ -75,6 +75,15 @@ def hwfa_window(n_layers: int, train_len: int, alpha: float = 0.75) -> int:
     return max(2, min(train_len, round((alpha * train_len - 1) / max(1, n_layers - 1)) + 1))
 
 
+def windows_under(name: str, full: str, values: dict[str, Any], n_layers: int, train_len: int) -> list[str]:
+    """HWFA's shape: L - 1 RoPE layers under ``window:W`` (W: ``values["W"]``, else Su's rule), then
+    the ``full`` layer, with log-n when ``values["logn"]``."""
+    if n_layers < 2:
+        raise LayoutError(f"layout {name} needs at least 2 layers (window layers under one full layer)")
+    w = values["W"] or hwfa_window(n_layers, train_len)
+    return [f"rope@window:{w}"] * (n_layers - 1) + [full + ("+logn" if values["logn"] else "")]
+
+
 @register
 class HWFA(NamedLayout):
     """HWFA (Su 2023, "Hybrid Window-Full Attention"): layers 0..L-2 RoPE under window:W, the last
@@ -89,10 +98,7 @@ class HWFA(NamedLayout):
 
     @classmethod
     def pieces(cls, values, n_layers, train_len):
-        if n_layers < 2:
-            raise LayoutError("layout hwfa needs at least 2 layers (window layers under one full layer)")
-        w = values["W"] or hwfa_window(n_layers, train_len)
-        return [f"rope@window:{w}"] * (n_layers - 1) + ["none@causal" + ("+logn" if values["logn"] else "")]
+        return windows_under(cls.name, "none@causal", values, n_layers, train_len)
 
 
 @register
@@ -110,11 +116,7 @@ class HWFA2(NamedLayout):
 
     @classmethod
     def pieces(cls, values, n_layers, train_len):
-        if n_layers < 2:
-            raise LayoutError("layout hwfa2 needs at least 2 layers (window layers under one full layer)")
-        w = values["W"] or hwfa_window(n_layers, train_len)
-        full = f"rerope:w={values['w'] or train_len}@causal" + ("+logn" if values["logn"] else "")
-        return [f"rope@window:{w}"] * (n_layers - 1) + [full]
+        return windows_under(cls.name, f"rerope:w={values['w'] or train_len}@causal", values, n_layers, train_len)
 
 
 @register
