@@ -54,6 +54,9 @@ CONFIGS: dict[str, tuple[list[str], int, list[str]]] = {
                           ["causal"]),
     "hwfa16-shift-4l": (["--layout", "hwfa:W=16", "--layers", "4", "--token-shift", "0.5"], 6000, ["causal"]),
 }
+#: configurations scored under another scheme than they trained with (`lexkit eval --scheme`): HWFA2's full layer
+#: trains as RoPE and runs under ReRoPE with w inside the training length (N/2)
+EVAL_SCHEME = {"hwfa2-16": "global=rerope:w=32", "hwfa2-16-shift": "global=rerope:w=32"}
 RECIPE = ["--preset", "quick", "--batch", "64", "--lr", "3e-3", "--mix", "copy:0.75", "--eval-every", "100",
           "--save-every", "500"]
 MULTIPLES = (1, 2, 4, 8, 16)
@@ -81,7 +84,7 @@ def score(out: Path, name: str, threads: int) -> dict:
 
     torch.set_num_threads(threads)
     run = out / "runs" / name
-    subject = lexkit.load(str(run))
+    subject = lexkit.load(str(run), scheme=EVAL_SCHEME.get(name))
     rows, cells = context_rows(subject, name, task="copy", multiples=MULTIPLES, patterns=CONFIGS[name][2],
                                depths=DEPTHS, samples=SAMPLES, size=12, bpb_multiples=(1, 16), max_docs=8,
                                decode=False)
@@ -90,6 +93,7 @@ def score(out: Path, name: str, threads: int) -> dict:
     curve = [(r["step"], r["val_copy_exact"], r["val_copy_bits"]) for r in metrics if "val_copy_exact" in r]
     phase = next((step for step, exact, _ in curve if exact >= 0.5), None)
     doc = {"name": name, "flags": CONFIGS[name][0], "steps": CONFIGS[name][1], "phase_change": phase,
+           "eval_scheme": EVAL_SCHEME.get(name),
            "probe": curve, "rows": [r.to_json() for r in rows], "cells": [c.to_json() for c in cells],
            "layout": subject.describe().get("layout"), "entropy": entropy}
     (out / f"{name}.json").write_text(json.dumps(doc, indent=1))

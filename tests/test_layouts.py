@@ -58,7 +58,7 @@ def test_written_layouts_parse_to_their_canonical_form(text, n_layers, want):
     ("hwfa", 2, 64, "rope@window:48;none@causal+logn"),  # Su's rule: (W-1)(L-1)+1 = 3/4 N -> 48
     ("hwfa", 4, 128, "(rope@window:33)x3;none@causal+logn"),  # (W-1)*3 + 1 = 96 -> W = 32.67 -> 33
     ("hwfa:W=16,logn=false", 2, 64, "rope@window:16;none@causal"),
-    ("hwfa2:W=16", 2, 64, "rope@window:16;rerope:w=64@causal+logn"),
+    ("hwfa2:W=16", 2, 64, "rope@window:16;rope@causal+logn"),
     ("rnope-swa", 4, 64, "(rope@window:16)x3;none@causal"),
     ("irope", 4, 64, "(rope@chunk:16)x3;none@causal+llama4:floor=16"),
     ("irope:chunk=8,local=bca,every=2", 4, 64,

@@ -103,20 +103,19 @@ class HWFA(NamedLayout):
 
 @register
 class HWFA2(NamedLayout):
-    """HWFA2 (Su 2023): HWFA whose full layer has RoPE in training and ReRoPE at inference. Written
-    as ``rerope:w=N`` on the full layer: inside the training length N it is RoPE exactly, past it
-    the relative positions stay at N (never out of distribution)."""
+    """HWFA2 (Su 2023): HWFA whose full layer has RoPE, trained as RoPE and run under ReRoPE:
+    evaluate it with ``--scheme global=rerope:w=W``, W inside the training length (N/2 measured;
+    docs/layouts.md). Run as trained, its full layer is plain RoPE, which does not extrapolate, and
+    ReRoPE at w = N clamps every far key to a relative position training never reached."""
 
     name = "hwfa2"
-    params = {"W": HWFA.params["W"], "logn": HWFA.params["logn"],
-              "w": Param(int, None, "ReRoPE window of the full layer (default: the training length)",
-                         lambda x: x >= 1, ">= 1")}
-    summary = "HWFA with RoPE on the full layer, run as ReRoPE"
+    params = {"W": HWFA.params["W"], "logn": HWFA.params["logn"]}
+    summary = "HWFA with RoPE on the full layer; evaluate with --scheme global=rerope:w=W"
     source = "Su 2023, kexue.fm/archives/9708"
 
     @classmethod
     def pieces(cls, values, n_layers, train_len):
-        return windows_under(cls.name, f"rerope:w={values['w'] or train_len}@causal", values, n_layers, train_len)
+        return windows_under(cls.name, "rope@causal", values, n_layers, train_len)
 
 
 @register
