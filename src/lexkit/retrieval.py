@@ -111,14 +111,15 @@ def exact_match(subject: Subject, doc: tasks.Document, pattern: Pattern, cache: 
 
 
 def check_grid(task: str, lengths: Sequence[int], depths: Sequence[float], samples: int, style: str,
-               size: int | None = None) -> None:
-    """ValueError for an unknown task, a depth outside [0, 100], a length too short for the
-    needle or a sample count that is not positive: before any model loads."""
+               size: int | None = None, format: str | None = None) -> None:
+    """ValueError for an unknown task or needle format, a depth outside [0, 100], a length too
+    short for the needle or a sample count that is not positive: before any model loads."""
     tasks.check_task(task)
+    tasks.check_format(task, format)
     checks.number("--samples", samples)
     for depth in depths:
         tasks.check_depth(depth)
-    need = tasks.minimum_length(task, style, size)
+    need = tasks.minimum_length(task, style, size, format)
     for length in lengths:
         if length < need:
             raise ValueError(f"length {length} is shorter than the {task} needle and question ({need} bytes); "
@@ -140,8 +141,10 @@ def score(
     kernel: str = "auto",
     decode: bool = True,
     progress: bool = False,
+    format: str | None = None,
 ) -> list[RetrievalCell]:
-    """The grid length x depth x pattern for ``task`` (evaluation split of the needles).
+    """The grid length x depth x pattern for ``task`` (evaluation split of the needles), its
+    needles in ``format`` (:mod:`lexkit.needles`) for a task that takes one (``copy``).
 
     ``decode=False`` (byte models only) takes exact match from the teacher-forced pass that gives
     the answer bits: with one token per byte, greedy decoding reproduces the answer exactly when
@@ -153,7 +156,7 @@ def score(
     kind = style(subject)
     if not decode and kind != "bytes":
         raise ValueError("exact match without decoding needs a byte model (one token per byte)")
-    check_grid(task, lengths, depths, samples, kind, size)
+    check_grid(task, lengths, depths, samples, kind, size, format)
     pats = [subject.model.pattern(p) for p in patterns]
     rows: list[RetrievalCell] = []
     with eval_mode(subject.model), \
@@ -161,7 +164,7 @@ def score(
         for length in lengths:
             for depth in depths:
                 docs = tasks.documents(task, length, depth, samples, haystack=haystack, seed=seed, style=kind,
-                                       size=size)
+                                       size=size, format=format)
                 tokens = sum(subject.encode(d.text)[0].numel() for d in docs) / len(docs)
                 for pat in pats:
                     scored = answer_scores(subject, docs, pat, kernel)
@@ -212,6 +215,7 @@ def context_rows(
     train_len: int | None = None,
     decode: bool = True,
     progress: bool = False,
+    format: str | None = None,
 ) -> tuple[list[ContextRow], list[RetrievalCell]]:
     """One configuration (a byte model's subject, shown as ``label``): exact match and answer
     bits at every multiple of its training length under every pattern, and beside each its bpb
@@ -219,7 +223,7 @@ def context_rows(
     own validation documents; ``max_docs`` of them) where the multiple is in ``bpb_multiples``
     (default: every multiple). Lengths are multiples of ``train_len`` (default: the subject's
     training length; a fine-tune's parent's, to line it up with its parent). Also the cells
-    (depth by depth)."""
+    (depth by depth). ``format``: the needles' format (:func:`score`)."""
     from .evaluate import evaluate
 
     t = train_len or subject.train_len
@@ -227,7 +231,7 @@ def context_rows(
     docs = list(documents) if documents is not None else subject.documents()[0]
     cells = score(subject, task, lengths, depths=depths, samples=samples, patterns=patterns,
                   haystack=tasks.Haystack.from_documents(docs), seed=seed, size=size, decode=decode,
-                  progress=progress)
+                  progress=progress, format=format)
     wanted = [t * m for m in (multiples if bpb_multiples is None else bpb_multiples)]
     bits = {}
     if wanted:
@@ -269,20 +273,23 @@ def retrieval_run(
     kernel: str = "auto",
     device: str = "cpu",
     progress: bool = False,
+    format: str | None = None,
 ) -> dict:
     """``lexkit retrieval TARGET``: load a run directory or an ``hf:PATH`` model
     (:func:`lexkit.subject.load`), score ``task`` on the grid lengths x depths x patterns
     (:func:`score`; default lengths: the training length x 1-16, those that hold the needle) with
     haystacks from its documents (a run's own validation split, or ``data``) and return the
     report (:func:`report`). Every option that can be checked without the model is checked before
-    it loads; an option the target cannot honour is a ValueError naming it."""
+    it loads; an option the target cannot honour is a ValueError naming it. ``format``: the
+    needles' format for a task that takes one (``copy``; :mod:`lexkit.needles`, trained or held
+    out), so a run can be checked for the skill rather than its training format."""
     from .layouts import check_pattern, check_scheme
     from .subject import kind, load
 
     hf = str(target).startswith("hf:")
     kind_of = "standard" if hf else "bytes"
     tasks.check_task(task)
-    check_grid(task, lengths or [], depths, samples, kind_of, size)
+    check_grid(task, lengths or [], depths, samples, kind_of, size, format)
     for spec in patterns:
         check_pattern(spec)
     kind(target).refuse(scheme=scheme, logn=logn, rope_scaling=rope_scaling)
@@ -292,23 +299,24 @@ def retrieval_run(
         check_scheme(scheme)
     subject = load(target, device=device, scheme=scheme, logn=logn, rope_scaling=rope_scaling)
     if lengths is None:
-        lengths = needle_lengths(subject.train_len, task, kind_of, size, target)
+        lengths = needle_lengths(subject.train_len, task, kind_of, size, target, format)
     haystack = corpus = None
     if task == "copy" or kind_of == "bytes":
         docs, described = subject.documents(data)
         haystack, corpus = tasks.Haystack.from_documents(docs), described["spec"]
     rows = score(subject, task, lengths, depths=depths, samples=samples, patterns=patterns, haystack=haystack,
-                 seed=seed, size=size, cache=cache, kernel=kernel, progress=progress)
+                 seed=seed, size=size, cache=cache, kernel=kernel, progress=progress, format=format)
     return report(target, subject.describe(), rows, task=task, style=kind_of, size=size, seed=seed,
-                  haystack=corpus, samples=samples, lengths=lengths, depths=depths)
+                  haystack=corpus, samples=samples, lengths=lengths, depths=depths, format=format)
 
 
-def needle_lengths(train_len: int | None, task: str, style: str, size: int | None, target: str) -> list[int]:
+def needle_lengths(train_len: int | None, task: str, style: str, size: int | None, target: str,
+                   format: str | None = None) -> list[int]:
     """The default lengths of ``lexkit retrieval``: the multiples of the training length
     (:data:`DEFAULT_MULTIPLES`) whose length holds the needle and question."""
     if not train_len:
         raise ValueError(f"{target} records no training length: give --lengths")
-    need = tasks.minimum_length(task, style, size)
+    need = tasks.minimum_length(task, style, size, format)
     lengths = [train_len * k for k in DEFAULT_MULTIPLES if train_len * k >= need]
     if not lengths:
         raise ValueError(f"the {task} needle and question need {need} bytes, more than "
@@ -317,7 +325,8 @@ def needle_lengths(train_len: int | None, task: str, style: str, size: int | Non
 
 
 def report(target: str, info: dict, rows: Sequence[RetrievalCell], *, task: str, style: str, size: int | None,
-           seed: int, haystack: str | None, samples: int, lengths: Sequence[int], depths: Sequence[float]) -> dict:
+           seed: int, haystack: str | None, samples: int, lengths: Sequence[int], depths: Sequence[float],
+           format: str | None = None) -> dict:
     """The JSON document of ``lexkit retrieval``: the lexkit version, the subject's header (``info``:
     its scheme, the scheme it trained with when another was given, log-n, training length), the
     grid's settings, every cell (:class:`~lexkit.rows.RetrievalCell`) and the summary over depths
@@ -332,6 +341,7 @@ def report(target: str, info: dict, rows: Sequence[RetrievalCell], *, task: str,
         "logn": info.get("logn", False),
         "train_len": info["train_len"],
         "task": task,
+        **({"format": format} if format is not None else {}),
         "style": style,
         "size": size,
         "seed": seed,
