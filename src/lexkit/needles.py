@@ -11,7 +11,7 @@ Trained formats (the training mix ``induction`` draws one per document, :mod:`le
 
 ========== ==================================================================================
 ``tilde``  ``~`` + letters a-z, asked after ``~`` (the classic ``copy`` task, bit for bit)
-``marker`` a marker of 1-4 random bytes (punctuation, capitals, digits), a value over a random
+``marker`` a marker of 1-4 random bytes (any byte but ``= " ' ^`` and a newline), a value over a random
            alphabet, 0-2 tail bytes; asked after the marker
 ``bare``   no marker: a random segment; asked by its first 3-8 symbols, answered by the rest
 ``ngram``  a span of the corpus itself; asked by its first 3-8 bytes, answered by the rest
@@ -70,8 +70,8 @@ CARET = b"^"
 #: bytes a trained marker, separator or tail never holds: the held-out syntax and marker
 FORBIDDEN = b"=\"'^"
 PUNCTUATION = bytes(b for b in b"!#$%&()*+,-./:;<>?@[\\]_`{|}~" if b not in FORBIDDEN)
-#: what trained markers, separators and tails are made of
-MARKER_BYTES = PUNCTUATION + CAPITALS + DIGITS
+#: what trained markers, separators and tails are made of: any byte but the forbidden ones and a newline
+MARKER_BYTES = bytes(b for b in range(256) if b not in FORBIDDEN + b"\n")
 PRINTABLE = bytes(b for b in range(32, 127) if b not in CARET)
 #: the longest cue :func:`cue` reports
 CUE_MAX = 32

@@ -37,13 +37,13 @@ from . import checks, render, tasks
 from .attention import Pattern
 from .device import eval_mode
 from .rows import ContextRow, RetrievalCell, RetrievalSummary
+from .stats import Z95, wilson  # noqa: F401 (the interval of every retrieval accuracy; re-exported)
 from .subject import Subject
 
 #: the needle-in-a-haystack depth grid: 0, 10, ..., 100 percent
 DEFAULT_DEPTHS = tuple(float(d) for d in range(0, 101, 10))
 #: the lengths retrieval is scored at by default, as multiples of the training length
 DEFAULT_MULTIPLES = (1, 2, 4, 8, 16)
-Z95 = 1.959963984540054
 
 
 def style(subject: Subject) -> str:
@@ -53,19 +53,6 @@ def style(subject: Subject) -> str:
 
 
 # -- measures -------------------------------------------------------------------------------------
-def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of a binomial proportion (Wilson 1927)."""
-    if n <= 0:
-        raise ValueError("a confidence interval needs at least one sample")
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    low = 0.0 if successes == 0 else max(0.0, centre - half)  # exact bounds, not a rounding residue
-    high = 1.0 if successes == n else min(1.0, centre + half)
-    return low, high
-
-
 def answer_tokens(nbytes: Tensor, start: int) -> Tensor:
     """Bool [T-1]: which of tokens 1.. cover some byte at or after byte ``start`` of the text."""
     ends = nbytes.cumsum(0)  # bytes of text covered up to and including each token
