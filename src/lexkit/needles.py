@@ -237,19 +237,32 @@ def reads_held_out(text: bytes, needle: tuple[int, int], answer: tuple[int, int]
 
 
 # -- trained ------------------------------------------------------------------------------------------
-@register
-class Tilde(Format):
-    name = "tilde"
-    summary = "~ + letters a-z, asked after ~ (the classic copy task)"
+class _Marked(Format):
+    """A value of ``ALPHABET`` after the one marker ``MARK``, asked after ``MARK`` (the haystack
+    cleaned of ``CLEAN``)."""
+
+    MARK: ClassVar[bytes] = TILDE
+    ALPHABET: ClassVar[bytes] = LETTERS
+    CLEAN: ClassVar[bytes] = b""
 
     @classmethod
     def minimum(cls, size):
-        return 2 * len(TILDE) + 2 * size
+        return 2 * len(cls.MARK) + 2 * size
 
     @classmethod
     def needle(cls, draw, size):
-        value = draw.value(LETTERS, size)
-        return Needle(TILDE + value, len(TILDE), TILDE, value, len(LETTERS))
+        value = cls.value(draw, size)
+        return Needle(cls.MARK + value, len(cls.MARK), cls.MARK, value, len(cls.ALPHABET), clean=cls.CLEAN)
+
+    @classmethod
+    def value(cls, draw: Draw, size: int) -> bytes:
+        return draw.value(cls.ALPHABET, size)
+
+
+@register
+class Tilde(_Marked):
+    name = "tilde"
+    summary = "~ + letters a-z, asked after ~ (the classic copy task)"
 
 
 @register
@@ -395,21 +408,18 @@ class Python(Format):
 
 
 @register
-class Hex(Format):
+class Hex(_Marked):
     name = "hex"
     summary = "~ + hex digits (a digit and a letter a-f at least), asked after ~"
     trained = False
+    ALPHABET = HEX
 
     @classmethod
-    def minimum(cls, size):
-        return 2 * len(TILDE) + 2 * size
-
-    @classmethod
-    def needle(cls, draw, size):
+    def value(cls, draw, size):
         while True:
             value = draw.value(HEX, size)
             if cls.recognizes(TILDE, value) or size < 2:
-                return Needle(TILDE + value, len(TILDE), TILDE, value, len(HEX))
+                return value
 
     @classmethod
     def recognizes(cls, cue, value):
@@ -418,19 +428,11 @@ class Hex(Format):
 
 
 @register
-class Caret(Format):
+class Caret(_Marked):
     name = "caret"
     summary = "^ + letters a-z, asked after ^ (a marker byte never trained)"
     trained = False
-
-    @classmethod
-    def minimum(cls, size):
-        return 2 * len(CARET) + 2 * size
-
-    @classmethod
-    def needle(cls, draw, size):
-        value = draw.value(LETTERS, size)
-        return Needle(CARET + value, len(CARET), CARET, value, len(LETTERS), clean=CARET)
+    MARK = CLEAN = CARET
 
     @classmethod
     def recognizes(cls, cue, value):
