@@ -304,6 +304,11 @@ class _Prefixed(Format):
         return Needle(segment, head, segment[:head], value, alphabet)
 
     @classmethod
+    def cue_length(cls, draw: Draw) -> int:
+        """3 to 8 symbols (each extra one asked and given: two bytes of room)."""
+        return cls.CUE + draw.extra(5, cost=2)
+
+    @classmethod
     def segment(cls, draw: Draw, alphabet: bytes, size: int, cue_len: int) -> Needle:
         while True:
             found = cls.split(draw, draw.symbols(alphabet, cue_len + size), size, len(alphabet))
@@ -318,7 +323,7 @@ class Bare(_Prefixed):
 
     @classmethod
     def needle(cls, draw, size):
-        cue_len = cls.CUE + draw.extra(5, cost=2)
+        cue_len = cls.cue_length(draw)
         return cls.segment(draw, draw.alphabet(), size, cue_len)
 
 
@@ -329,7 +334,7 @@ class Ngram(_Prefixed):
 
     @classmethod
     def needle(cls, draw, size):
-        cue_len = cls.CUE + draw.extra(5, cost=2)
+        cue_len = cls.cue_length(draw)
         for _ in range(cls.TRIES):
             span = draw.haystack.take(draw.rng, cue_len + size)
             found = None if CARET in span else cls.split(draw, span, size, 256)
