@@ -54,6 +54,7 @@ changes a task's documents (its builder: bump its ``version``; the seeding rule:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import math
 from typing import ClassVar
@@ -281,8 +282,18 @@ def minimum_length(task: str, style: str = "bytes", size: int | None = None, for
     """The bytes of a document of ``task`` with no haystack at all (the shortest valid length)."""
     kind = get(task)
     size = kind.default_size(style) if size is None else size
+    form = None if kind.default_format is None else needles.get(format or kind.default_format)
+    trained = tuple(needles.get(n) for n in needles.trained()) if kind.draws_formats else ()
+    return _minimum(kind, kind.version, style, size, form, form and form.version, trained)
+
+
+@functools.lru_cache(maxsize=4096)
+def _minimum(kind: type[Task], version: int, style: str, size: int, form: type[needles.Format] | None,
+             form_version: int | None, trained: tuple) -> int:
+    """:func:`minimum_length`, built once per task class, version, style, size and format (the
+    training mix asks for it with every document)."""
     return len(kind.build(np.random.default_rng(0), Haystack(b"x"), 0, 0, 0.0, size, "eval", style,
-                          **_format_argument(kind, format)).text)
+                          **({} if form is None else {"format": form.name})).text)
 
 
 def _format_argument(kind: type[Task], format: str | None) -> dict:
