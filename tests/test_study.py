@@ -252,6 +252,17 @@ def test_table_g_plan_runs_configurations_and_cache_keys(tmp_path, data_dir, mon
     assert only.retrieval.rows() == [] and only.retrieval.run() is None
 
 
+def test_the_recipe_is_one_definition_for_the_study_and_the_command_line():
+    """RECIPE.flags() given to ``lexkit train`` make the configs the study makes from RECIPE.settings()."""
+    from lexkit.cli import build_parser
+    from lexkit.cli.train import _overrides
+    from lexkit.settings import configs
+
+    args = build_parser().parse_args(["train", "--scheme", "alibi", "--out", "x", *RECIPE.flags()])
+    assert configs(args.preset, "alibi", **_overrides(args)) == configs(RECIPE.preset, "alibi", **RECIPE.settings())
+    assert RECIPE.settings(7)["steps"] == 7 and "--steps" in RECIPE.flags(7) and "7" in RECIPE.flags(7)
+
+
 @pytest.mark.slow  # fast siblings: the test above (plan) and tests/test_report.py (table G from results.json)
 def test_tiny_study_writes_table_g_the_scatter_and_the_goal(tmp_path, data_dir):
     out = tmp_path / "study"

@@ -121,9 +121,8 @@ class RetrievalTable:
         """Every row on every seed (``retrieval_seeds``), trained with :data:`RECIPE` for the row's
         or the study's ``retrieval_steps`` at its ``retrieval_preset``."""
         cfg = self.plan.cfg
-        return [Job(row, self.plan.cell(cfg.retrieval_preset, row.scheme, seed, prefix="mix-",
-                                        layout=row.layout, **RECIPE.settings(row.steps or cfg.retrieval_steps),
-                                        **row.settings))
+        return [Job(row, self.plan.cell(cfg.retrieval_preset, row.scheme, seed, prefix="mix-", layout=row.layout,
+                                        **(RECIPE.settings(row.steps or cfg.retrieval_steps) | row.settings)))
                 for row in self.rows() for seed in range(cfg.retrieval_seeds)]
 
     def cells(self) -> list[Cell]:
