@@ -78,14 +78,8 @@ LOGN_FLEX = [("rope", "causal"), ("alibi", "window:48")]  # λ in q alone; λ in
 
 @pytest.mark.parametrize("spec, pat", LOGN_FLEX)
 def test_logn_on_flex_run_eagerly_equals_the_reference(spec, pat, eager_flex):
-    """Fast sibling of the compiled test below: lexkit's flex path under log-n (λ in q and in the
-    bias score_mod, the block mask, the ladder) with FlexAttention run eagerly."""
-    check_logn(spec, pat, ("flex",))
-
-
-@pytest.mark.slow  # fast sibling: test_logn_on_flex_run_eagerly_equals_the_reference
-@pytest.mark.parametrize("spec, pat", LOGN_FLEX)
-def test_logn_on_compiled_flex_equals_the_reference(spec, pat):
+    """lexkit's flex path under log-n (λ in q and in the bias score_mod, the block mask, the
+    ladder) with FlexAttention run eagerly (compiled flex is refused on the CPU)."""
     check_logn(spec, pat, ("flex",))
 
 
@@ -182,13 +176,8 @@ def test_sinks_text_positions_on_every_kernel(spec, kernels):
 
 
 def test_sinks_text_positions_on_flex_run_eagerly(eager_flex):
-    """Fast sibling of the compiled test below: the sinks block mask and alibi's score_mod through
-    lexkit's flex path, FlexAttention run eagerly."""
-    check_sinks_text("alibi", ("flex",))
-
-
-@pytest.mark.slow  # fast sibling: test_sinks_text_positions_on_flex_run_eagerly
-def test_sinks_text_positions_on_compiled_flex():
+    """The sinks block mask and alibi's score_mod through lexkit's flex path, FlexAttention run
+    eagerly (compiled flex is refused on the CPU)."""
     check_sinks_text("alibi", ("flex",))
 
 

@@ -19,3 +19,20 @@ def test_commands_exist():
     shell = "".join(re.findall(r"```bash\n(.*?)```", README.read_text(), flags=re.S))
     used = set(re.findall(r"^lexkit (\w+)", shell, flags=re.M))
     assert used and used <= set(COMMANDS)
+
+
+def test_the_retrieval_recipe_is_the_measured_one():
+    """The README's "teach it to retrieve" line is the recipe docs/retrieval.md measured and the
+    study's table G trains (lexkit.study.recipe.RECIPE), flag for flag (the learning rate may be
+    left to the preset when it is the preset's)."""
+    from lexkit import presets
+    from lexkit.study.recipe import RECIPE
+
+    shell = "".join(re.findall(r"```bash\n(.*?)```", README.read_text(), flags=re.S))
+    (line,) = [x for x in shell.splitlines() if x.startswith("lexkit train") and "--mix" in x]
+    flags = RECIPE.flags()
+    for flag, value in zip(flags[::2], flags[1::2]):
+        if flag == "--lr" and "--lr" not in line:
+            assert presets.get(RECIPE.preset)["lr"] == RECIPE.lr
+            continue
+        assert f"{flag} {value} " in line, (flag, line)

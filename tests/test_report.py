@@ -80,6 +80,22 @@ def test_length_labels_share_one_format():
     assert multiple(33, 32) == "1.03x" and multiple(7, 32) == "0.219x"  # three significant digits, both sides of 1x
     assert length_label(7, 32) == "7 (0.219x)" and length_label(7, None) == "7"  # one format, with or without
     assert multiple(1, 1024) == "0.000977x" and length_label(64, 16) == "64 (4x)"
+    # exact when whole, every digit of the whole part (three significant digits read 1020x, 4100x)
+    assert [multiple(n, 64) for n in (65536, 262144, 65600)] == ["1024x", "4096x", "1025x"]
+    assert multiple(64 * 1024 + 32, 64) == "1024x" and multiple(1000001, 1) == "1000001x"
+
+
+@pytest.mark.parametrize("x, text", [
+    (0.97, "97"), (0.998, "99.8"), (0.9996, ">99.9"), (0.995, "99.5"), (1.0, "100"),
+    (0.002, "0.2"), (0.0004, "<0.1"), (0.0, "0"), (0.5, "50"), (0.954, "95"),
+])
+def test_percentages_never_round_to_0_or_100(x, text):
+    """'99 [95-100]' hid 99.8: a proportion is whole unless rounding would make it read 0 or 100."""
+    from lexkit.formats import percent as percent_text
+    from lexkit.report.tables import percent
+
+    assert percent_text(x) == text
+    assert percent(x).text == text
 
 
 def test_a_value_that_rounds_to_zero_has_no_sign():
@@ -306,3 +322,49 @@ def test_a_study_without_table_g_reports_no_section_g():
     del res["retrieval"]
     assert context_goal(read(res)) is None and retrieval_lines(read(res)) == []
     assert "## G." not in markdown(res)
+
+
+def test_scatter_labels_never_cover_each_other(monkeypatch):
+    """Table G's scatter printed labels on top of each other where points coincide (rope
+    window:64 and bca:64, the sinks pair): every label's box is now clear of every other's and
+    inside the axes, with four configurations on one point and two more close by."""
+    import copy
+
+    from matplotlib.text import Text
+
+    from lexkit import plots
+
+    results = study_results()
+    g = results["retrieval"]
+    base = next(c for c in g["configs"] if c["label"] == "alibi")  # retrieves at 16x: labelled
+    for pattern in ("bca:16", "sinks:16", "sinks:16,pos=cache"):  # the same numbers: one point
+        twin = copy.deepcopy(base)
+        twin["pattern"] = pattern
+        for row in twin["rows"]:
+            row["pattern"] = pattern
+        g["configs"].append(twin)
+    for label, shift in (("alibi near", 0.002), ("alibi nearer", -0.001)):  # close by
+        near = copy.deepcopy(base)
+        near["label"] = label
+        for row in near["rows"]:
+            row["bpb"] = None if row["bpb"] is None else row["bpb"] + shift
+        g["configs"].append(near)
+    drawn = []
+    monkeypatch.setattr(plots, "save", lambda fig, path: drawn.append(fig))
+    plots.retrieval_scatter(read(results), "unused.png")
+    (fig,) = drawn
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    (ax,) = fig.axes
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw_without_rendering()
+    boxes = []
+    for t in ax.texts:  # the text alone, where it is drawn (an annotation's line left out)
+        t.update_positions(renderer)
+        boxes.append(Text.get_window_extent(t, renderer))
+    assert len(boxes) >= 6 and sum(t.get_text().startswith("alibi [") for t in ax.texts) == 4
+    frame = ax.get_window_extent(renderer)
+    for i, a in enumerate(boxes):
+        assert frame.contains(a.x0, a.y0) and frame.contains(a.x1, a.y1), ax.texts[i].get_text()
+        for j in range(i):
+            assert not a.overlaps(boxes[j]), (ax.texts[i].get_text(), ax.texts[j].get_text())

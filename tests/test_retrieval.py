@@ -331,3 +331,104 @@ def test_use_of_context_rows_beside_bpb(run):
         ("rope", "causal", 4, 128), ("rope", "window:32", 4, 128)]
     assert len(rows) == 8 and all(r.bpb is not None and r.bpb > 0 and 0 <= r.accuracy <= 1 for r in rows)
     assert rows[0].to_json()["config"] == "rope"
+
+
+# -- a grid scores each length, depth and pattern once ---------------------------------------------
+def test_a_depth_or_pattern_given_twice_is_scored_once():
+    """``--depths 50,50`` reported 10 samples and 0/5 as [0-28] instead of [0-43]; ``window`` and
+    ``window:64`` on a run trained at 64 are one pattern."""
+    subject = RunSubject.of(Induction())
+    with pytest.warns(RuntimeWarning) as caught:
+        rows = retrieval.score(subject, "copy", [64, 64], depths=[50, 50.0], samples=5, haystack=DOTS, size=6,
+                               patterns=["window", "window:64", "causal"])
+    assert [(r.length, r.depth, r.pattern, r.samples) for r in rows] == [(64, 50.0, "window:64", 5),
+                                                                        (64, 50.0, "causal", 5)]
+    (line, _) = retrieval.summary(rows)
+    assert line.samples == 5 and (line.low, line.high) == retrieval.wilson(line.correct, 5)
+    notes = sorted(str(w.message) for w in caught)
+    assert notes == ["depths: 50.0 given more than once (after resolving): scored once each",
+                     "lengths: 64 given more than once (after resolving): scored once each",
+                     "patterns: window:64 given more than once (after resolving): scored once each"]
+
+
+def test_the_command_says_what_it_scored_once(run, tmp_path, capsys):
+    import json
+
+    from lexkit.cli import main
+
+    argv = ["retrieval", str(run), "--task", "copy", "--size", "4", "--lengths", "32", "--depths", "50,50",
+            "--samples", "5", "--pattern", "window", "--pattern", "window:32", "--json", str(tmp_path / "r.json")]
+    assert main(argv) == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["depths"] == [50.0] and report["patterns"] == ["window:32"] and len(report["rows"]) == 1
+    assert report["summary"][0]["samples"] == 5
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["warning: depths: 50.0 given more than once (after resolving): scored once each",
+                   "warning: patterns: window:32 given more than once (after resolving): scored once each"]
+
+
+# -- memory: teacher-forced batches of bounded size --------------------------------------------------
+def test_rows_per_batch_keeps_the_logits_within_the_budget():
+    for tokens, vocab, budget in [(1025, 257, 256 << 20), (8193, 257, 256 << 20), (4097, 32000, 1 << 30),
+                                  (1 << 20, 1 << 17, 1 << 20)]:
+        rows = retrieval.rows_per_batch(tokens, vocab, budget)
+        assert rows >= 1
+        assert rows == 1 or rows * tokens * vocab * 4 <= budget < (rows + 1) * tokens * vocab * 4
+    # --samples 1000 --lengths 8192 held one batch of ~36 GB (float64); now at most the budget
+    assert retrieval.rows_per_batch(8193, 257) * 8193 * 257 * 4 <= retrieval.BATCH_BYTES
+
+
+class Recording(nn.Module):
+    """A model that records the batch of every call (a tiny GPT inside)."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner, self.cfg, self.batches = inner, inner.cfg, []
+
+    def pattern(self, spec="causal"):
+        return self.inner.pattern(spec)
+
+    def forward(self, tokens, pattern="causal", offset=0, *, kernel="auto"):
+        self.batches.append(tokens.shape[0])
+        return self.inner(tokens, pattern=pattern, kernel=kernel)
+
+
+def test_answer_scores_in_bounded_batches_equal_one_batch(gpt, monkeypatch):
+    docs = tasks.documents("copy", 40, 50, 7, haystack=HAY, size=4)
+    model = Recording(gpt)
+    pat = gpt.pattern("causal")
+    whole = retrieval.answer_scores(RunSubject.of(model), docs, pat)
+    assert model.batches == [7]
+    monkeypatch.setattr(retrieval, "BATCH_BYTES", 3 * 40 * gpt.cfg.vocab_size * retrieval.LOGIT_BYTES)
+    model.batches.clear()
+    split = retrieval.answer_scores(RunSubject.of(model), docs, pat)
+    assert model.batches == [3, 3, 1]
+    for (a, ra), (b, rb) in zip(whole, split):
+        assert a == pytest.approx(b, rel=1e-6) and ra == rb
+
+
+# -- the Python API says what is wrong, as the command line does -------------------------------------
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(patterns="causal"), r"patterns must be a list, e\.g\. patterns=\['causal', 'window'\], not 'causal'"),
+    (dict(lengths=64), r"lengths must be a list, e\.g\. lengths=\[64, 128\], not 64"),
+    (dict(depths=50), r"depths must be a list, e\.g\. depths=\[0, 50, 100\], not 50"),
+    (dict(lengths=[0]), r"lengths must be a positive integer \(at most 1,048,576\), got 0"),
+    (dict(lengths=[64.5]), r"lengths must be a positive integer .*, got 64.5"),
+    (dict(size=0), r"--size must be a positive integer \(at most [0-9,]+\), got 0"),
+    (dict(samples=2.5), r"--samples must be a positive integer \(at most [0-9,]+\), got 2.5"),
+    (dict(patterns=["wndow"]), "unknown attention pattern 'wndow'"),
+])
+def test_bad_arguments_to_score_are_value_errors(kwargs, message):
+    args = dict(lengths=[48], depths=[50], samples=1, haystack=DOTS, size=6) | kwargs
+    with pytest.raises(ValueError, match=message):
+        retrieval.score(RunSubject.of(Induction()), "copy", **args)
+
+
+def test_the_chance_line_gives_a_uniform_guess_its_exact_matches(run, capsys):
+    """With --size 1 a uniform guess finds the letter 1 time in 26: 3.8 %, said beside the bits."""
+    from lexkit.cli import main
+
+    argv = ["retrieval", str(run), "--task", "copy", "--size", "1", "--lengths", "32", "--depths", "50",
+            "--samples", "2"]
+    assert main(argv) == 0
+    assert "chance 4.70 bits per answer byte, exact match by a uniform guess 3.8 %" in capsys.readouterr().out

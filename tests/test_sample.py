@@ -144,13 +144,18 @@ def test_cached_sampling_is_seeded_and_the_cache_option_is_checked():
         generate(learned, b"ab", 15, seed=0, cache=True)
 
 
-def test_cli_sample_cache_flags(tmp_path, capsys):
+def test_cli_sample_cache_flags(tmp_path, capsys, monkeypatch):
+    from lexkit.attention import kernels
+
     run = make_run(tmp_path)
     argv = ["sample", str(run), "--prompt", "ab", "--bytes", "30", "--temperature", "0", "--pattern", "window:8"]
     assert main(argv + ["--cache"]) == 0
     with_cache = capsys.readouterr().out
     assert main(argv + ["--no-cache"]) == 0
     assert capsys.readouterr().out == with_cache
+    assert main(argv + ["--cache", "--kernel", "flex"]) == 2  # on the CPU flex is refused before anything loads
+    assert "kernel 'flex' runs on CUDA only" in one_error_line(capsys)
+    monkeypatch.setattr(kernels, "CPU_FLEX_REFUSAL", None)  # as on CUDA: the cache's own refusal
     assert main(argv + ["--cache", "--kernel", "flex"]) == 2
     assert "kernel 'flex' cannot run through a KV cache" in one_error_line(capsys)
 

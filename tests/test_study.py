@@ -293,3 +293,21 @@ def test_tiny_study_writes_table_g_the_scatter_and_the_goal(tmp_path, data_dir):
     again = Study(config(data_dir, ("rope",), retrieval=True, seeds=2), out, progress=False, echo=None)
     assert again.run().retrieval.to_json() == g
     assert {a for t, a in actions(again) if t in ("retrieval", "train")} == {"cached"}
+
+
+def test_study_dry_run_times_at_the_threads_asked(tmp_path, monkeypatch, capsys):
+    """--dry-run timed with every core whatever --threads said (143 min estimated, 12.5 ran)."""
+    import torch
+
+    seen = []
+
+    def estimate(self):
+        seen.append(torch.get_num_threads())
+        return {"cells": [], "lengths": [16], "patterns": ["causal"], "per_scheme": {}, "extension": [],
+                "retrieval": [], "total_s": 0.0}
+
+    monkeypatch.setattr(Study, "estimate", estimate)
+    argv = ["study", "--preset", "tiny", "--scheme", "alibi", "--out", str(tmp_path / "s"), "--dry-run",
+            "--no-retrieval", "--threads", "2"]
+    assert main(argv) == 0
+    assert seen == [2]

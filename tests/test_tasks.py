@@ -136,6 +136,23 @@ def test_parse_mix():
     assert parse_mix("") == {} and format_mix(parse_mix("copy:0.50")) == "copy:0.5"
 
 
+@pytest.mark.parametrize("spec, want", [
+    ("copy:0.3333335,passkey:0.6666665", {"copy": 0.3333335, "passkey": 0.6666665}),  # sums to 1 exactly
+    ("copy:0.1,passkey:0.2,multikey:0.7", {"copy": 0.1, "passkey": 0.2, "multikey": 0.7}),  # float sum 1 + 2e-16
+    ("copy:0.9999995", {"copy": 0.9999995}),  # 6 significant figures would make it 1
+    (" copy : 0.5 ", {"copy": 0.5}),  # spaces around the task as around the fraction
+])
+def test_a_mix_is_recorded_as_given_and_reads_back(spec, want):
+    """The canonical text config.json records reads back as the same fractions (it was rounded to 6
+    significant figures, and the rounded mix refused: 'sum to 1, more than 1', 'got 1')."""
+    from lexkit.data import format_mix, parse_mix
+    from lexkit.train import TrainConfig
+
+    assert parse_mix(spec) == want
+    recorded = TrainConfig(mix=spec).mix
+    assert recorded == format_mix(want) and parse_mix(recorded) == want
+
+
 @pytest.mark.parametrize("spec, message", [
     ("passkey:1.5", r"fraction must be in \(0, 1\), got 1.5"),
     ("passkey:0", r"fraction must be in \(0, 1\), got 0"),

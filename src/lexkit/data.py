@@ -241,6 +241,20 @@ def load_corpus(spec: str = "stdlib", *, split: str = "split") -> Corpus:
     return Corpus(spec, train, valid, fingerprint)
 
 
+def check_splits(corpus: Corpus, length: int) -> Corpus:
+    """``corpus``, or a DataError (before a run is written) when training cannot use it: no
+    training or no validation documents (a :class:`Corpus` built by hand), or a training split
+    shorter than one window of ``length`` bytes."""
+    for what, docs in (("training", corpus.train), ("validation", corpus.valid)):
+        if not any(docs):
+            raise DataError(f"corpus {corpus.spec!r} has no {what} documents: training draws its batches from the "
+                            "training split and measures bpb on the validation split; give both")
+    total = sum(len(d) + 1 for d in corpus.train)  # BOS before each
+    if total < length + 1:
+        raise DataError(f"the training split has {total:,} tokens, fewer than one window of {length + 1}")
+    return corpus
+
+
 def require_long(docs: list[bytes], length: int, what: str = "validation") -> list[bytes]:
     """The documents at least ``length`` bytes long, in order, or a DataError with the counts
     found (``what`` names the split in the message). The one check every consumer of long
@@ -300,12 +314,13 @@ class Stream:
 # -- the training mix: retrieval documents among the training windows ------------------------------
 def parse_mix(spec: str | None) -> dict[str, float]:
     """``"passkey:0.05,copy:0.1"`` -> ``{"passkey": 0.05, "copy": 0.1}`` (``""``/None: no mix).
-    Each fraction in (0, 1), a task at most once, the fractions summing to at most 1."""
+    Each fraction in (0, 1), a task at most once, the fractions summing to at most 1 (an exact
+    sum, :func:`math.fsum`); spaces around a task or a fraction are ignored."""
     from . import tasks
 
     out: dict[str, float] = {}
     for item in filter(None, (part.strip() for part in (spec or "").split(","))):
-        task, colon, value = item.partition(":")
+        task, colon, value = (part.strip() for part in item.partition(":"))
         if not colon:
             raise ValueError(f"--mix {item!r}: write TASK:FRACTION, e.g. passkey:0.05")
         tasks.check_task(task)
@@ -318,14 +333,17 @@ def parse_mix(spec: str | None) -> dict[str, float]:
         if task in out:
             raise ValueError(f"--mix names {task} twice")
         out[task] = fraction
-    if sum(out.values()) > 1 + 1e-9:
-        raise ValueError(f"--mix fractions sum to {sum(out.values()):g}, more than 1")
+    total = math.fsum(out.values())
+    if total > 1 + 1e-9:
+        raise ValueError(f"--mix fractions sum to {total!r}, more than 1")
     return out
 
 
 def format_mix(mix: dict[str, float]) -> str:
-    """The canonical text of a mix (as config.json records it)."""
-    return ",".join(f"{task}:{fraction:g}" for task, fraction in mix.items())
+    """The canonical text of a mix (as config.json records it): each fraction as the shortest
+    text that reads back as the same float (``0.75``, ``0.3333335``), so that
+    ``parse_mix(format_mix(m)) == m`` for every mix :func:`parse_mix` accepts."""
+    return ",".join(f"{task}:{fraction!r}" for task, fraction in mix.items())
 
 
 def check_mix(spec: str | None, length: int) -> None:

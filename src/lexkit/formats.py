@@ -3,6 +3,8 @@ report, the command line's tables and the figures' labels."""
 
 from __future__ import annotations
 
+import math
+
 
 def number(mean: float | None, std: float | None = None, digits: int = 3, *, small: bool = False) -> str:
     """``mean`` (± ``std``) to ``digits`` decimals (3 significant digits from 1e4 up, and below 1e-3
@@ -27,10 +29,27 @@ def _unsigned_zero(text: str) -> str:
 
 
 def multiple(n: int, train_len: int) -> str:
-    """``n`` as a multiple of the training length to three significant digits, never in exponent
-    form: ``0.5x``, ``1x``, ``16x``, ``1.03x``, ``0.219x`` (the one format of every length label)."""
-    ratio = float(f"{n / train_len:.3g}")
-    return f"{ratio:g}x" if ratio < 1e6 else f"{ratio:.0f}x"
+    """``n`` as a multiple of the training length: exact when whole (``1x``, ``16x``, ``1024x``),
+    else to three significant digits and every digit of its whole part, never in exponent form
+    (``0.5x``, ``1.03x``, ``0.219x``, ``0.000977x``): the one format of every length label."""
+    ratio = n / train_len
+    if ratio == int(ratio):
+        return f"{int(ratio)}x"
+    digits = max(3, len(str(int(ratio))))
+    decimals = max(0, digits - 1 - math.floor(math.log10(ratio)))
+    return f"{ratio:.{decimals}f}".rstrip("0").rstrip(".") + "x"
+
+
+def percent(x: float) -> str:
+    """A proportion in percent, whole unless rounding would make it read 0 or 100 when it is
+    neither: ``97``, ``99.8`` (not ``100``), ``0.2``; ``>99.9`` and ``<0.1`` beyond that."""
+    v = 100 * x
+    text = f"{v:.0f}"
+    if text in ("0", "100") and v not in (0.0, 100.0):
+        text = f"{v:.1f}"
+        if text in ("0.0", "100.0"):
+            text = "<0.1" if v < 50 else ">99.9"
+    return text
 
 
 def length_label(n: int, train_len: int | None) -> str:

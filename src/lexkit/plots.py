@@ -253,7 +253,8 @@ def retrieval_scatter(results: StudyResults, path: str | Path) -> None:
     point per configuration (scheme or method, and pattern), labelled and coloured by the goal:
     green meets it, blue is flat in bpb (within 3 % of its own 1x) but does not retrieve at
     every depth, red is not flat; the 90 % line drawn. Points at 0 % are labelled only when they
-    have the lowest bpb (the heatmap names every configuration). No file without table G."""
+    have the lowest bpb (the heatmap names every configuration). No label covers another, also
+    where points coincide (:func:`place_labels`). No file without table G."""
     goal = query.context_goal(results)
     if goal is None:
         return
@@ -263,19 +264,72 @@ def retrieval_scatter(results: StudyResults, path: str | Path) -> None:
     points = [(r, r.line.bpb.get(far), r.line.accuracy.get(far)) for r in goal.scored]
     points = [(r, x, y) for r, x, y in points if x is not None and y is not None]
     lowest = min((x for _, x, _ in points), default=None)
-    for i, (r, x, y) in enumerate(points):
+    for r, x, y in points:
         ax.scatter([x], [y], marker=markers.get(r.line.kind, "o"), s=36, color="tab:green" if r.met else
                    ("tab:blue" if r.flat else "tab:red"), alpha=0.8)
-        if y > 0 or x == lowest:  # the points at 0 % would bury each other's labels
-            ax.annotate(f"{r.line.label} [{r.line.pattern}]", (x, y), fontsize=6, xytext=(3, 3 + 7 * (i % 3)),
-                        textcoords="offset points")
     ax.axhline(query.RETRIEVES, color="grey", linestyle=":", linewidth=1)
     ax.set_xlabel(f"bits per byte at {far}x the training length")
     ax.set_ylabel(f"exact match at {far}x (all depths)")
     ax.set_ylim(-0.03, 1.03)
     ax.set_title("perplexity against use of context (green: goal met; blue: bpb flat within 3 % of 1x; "
                  "red: not flat; circle scheme, square method, triangle fine-tune)", fontsize=8)
+    named = [(x, y, f"{r.line.label} [{r.line.pattern}]") for r, x, y in points if y > 0 or x == lowest]
+    place_labels(ax, [(x, y) for x, y, _ in named], [label for _, _, label in named])
     save(fig, path)
+
+
+def text_box(annotation, renderer):
+    """The display box of an annotation's text alone (its line to the point left out)."""
+    from matplotlib.text import Text
+
+    annotation.update_positions(renderer)
+    return Text.get_window_extent(annotation, renderer)
+
+
+#: where a label may go around its point, in typographic points: (dx, dy, horizontal, vertical
+#: alignment), tried on rings of growing radius, nearest first
+_SIDES = ((1, 0, "left", "center"), (1, 1, "left", "bottom"), (1, -1, "left", "top"), (0, 1, "center", "bottom"),
+          (0, -1, "center", "top"), (-1, 0, "right", "center"), (-1, 1, "right", "bottom"),
+          (-1, -1, "right", "top"))
+
+
+def place_labels(ax, points: Sequence[tuple[float, float]], labels: Sequence[str], *, fontsize: float = 6,
+                 rings: int = 40) -> list:
+    """Annotate each point with its label so that no two labels' boxes meet, deterministically:
+    the figure's layout is settled and then frozen (labels placed later cannot move the axes),
+    and each label (points from the top, then from the left) takes the first position around its
+    point, on rings of growing radius, whose box meets no label placed before and stays inside
+    the axes; one away from its point gets a thin line to it. Returns the annotations."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = ax.figure
+    fig.draw_without_rendering()  # the constrained layout, settled ...
+    fig.set_layout_engine("none")  # ... and kept, so the boxes measured here are the ones saved
+    renderer = FigureCanvasAgg(fig).get_renderer()  # text extents as the PNG will have them
+    frame = ax.get_window_extent(renderer)
+    placed, out = [], []
+    for i in sorted(range(len(points)), key=lambda i: (-points[i][1], points[i][0], i)):
+        text = None
+        for ring in range(rings):
+            radius = 4 + 7 * ring
+            for dx, dy, ha, va in _SIDES:
+                text = ax.annotate(labels[i], points[i], xytext=(dx * radius, dy * radius), textcoords="offset points",
+                                   fontsize=fontsize, ha=ha, va=va,
+                                   arrowprops=dict(arrowstyle="-", lw=0.4, color="grey") if ring else None)
+                box = text_box(text, renderer).expanded(1.05, 1.15)
+                if frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1) and \
+                        not any(box.overlaps(other) for other in placed):
+                    break
+                text.remove()
+                text = None
+            if text is not None:
+                break
+        if text is None:  # nowhere free within the rings: beside the point, as before
+            text = ax.annotate(labels[i], points[i], xytext=(3, 3), textcoords="offset points", fontsize=fontsize)
+            box = text_box(text, renderer)
+        placed.append(box)
+        out.append(text)
+    return out
 
 
 def retrieval_heatmap(doc: StudyResults, path: str | Path) -> None:

@@ -155,7 +155,7 @@ class Accumulator:
         self.counts = torch.zeros(layers, length, dtype=torch.float64)
         self.ent = torch.zeros(layers, heads, dtype=torch.float64)
         self.queries = torch.zeros(layers, dtype=torch.float64)
-        self._blocks: dict[tuple[int, int, int, int], tuple[Tensor, Tensor, Tensor]] = {}
+        self._blocks: dict[tuple[str, int, int, int, int], tuple[Tensor, Tensor, Tensor]] = {}
 
     def __call__(self, layer: int, q_idx: Tensor, k_idx: Tensor, scores: Tensor, probs: Tensor | None) -> None:
         q_idx, k_idx = q_idx.cpu(), k_idx.cpu()
@@ -165,9 +165,9 @@ class Accumulator:
         values = (values.sum(0) if batch > 1 else values[0]).cpu()
         if _contiguous(q_idx) and _contiguous(k_idx):
             # diagonals -> columns: no gather; d = q0 - k0 + n_q - column
-            key = (int(q_idx[0]), q_idx.numel(), int(k_idx[0]), k_idx.numel())
-            if key not in self._blocks:  # depends on the block only: once per block position
-                d = key[0] - key[2] + key[1] - torch.arange(key[1] + key[3] + 1)
+            key = (self.patterns[layer].spec, int(q_idx[0]), q_idx.numel(), int(k_idx[0]), k_idx.numel())
+            if key not in self._blocks:  # depends on the layer's pattern and the block: once per pair
+                d = key[1] - key[3] + key[2] - torch.arange(key[2] + key[4] + 1)
                 keep = (d >= 0) & (d < self.length)
                 self._blocks[key] = (d[keep], keep, diagonal_sums(vis)[keep])
             d, keep, count = self._blocks[key]
@@ -229,23 +229,35 @@ def analytic_curve(
     length = int(length)
     scheme = make_scheme(scheme, heads=heads, head_dim=head_dim, seed=seed, max_len=max_len, train_len=train_len)
     pattern = _pattern(pattern, train_len)
-    device = device_of(scheme)
-    scale = logn_scale(torch.arange(length), train_len).to(torch.float64) if logn else None  # [N] λ_m
-    if temperature is not None:
-        if logn:
-            raise ValueError("give logn or a temperature, not both")
-        with torch.no_grad():
-            scale = temperature.scale(torch.arange(length)).to(torch.float64).cpu()  # [N] or [H, N]
+    scale = _query_scale(length, train_len if logn else None, temperature)  # [N] or [H, N], or None
     if scheme.relative:
         s, seen = _relative_scores(scheme, pattern, length)  # [H, N] by distance, [N]
         return (s if scale is None else s * scale[..., -1:]).masked_fill(~seen, -math.inf)
-    # absolute: q = k = p, one curve for all heads, mean over the visible pairs at each distance
+    return _absolute_curve(scheme, pattern, length, scale)
+
+
+def _query_scale(length: int, logn: int | None, temperature: Temperature | None) -> Tensor | None:
+    """The factor on each query's scores, float64 [N] or [H, N]: log-n at training length ``logn``, or
+    ``temperature``'s (one of the two), or None."""
+    if temperature is not None and logn is not None:
+        raise ValueError("give logn or a temperature, not both")
+    if logn is not None:
+        return logn_scale(torch.arange(length), logn).to(torch.float64)  # [N] λ_m
+    if temperature is None:
+        return None
+    with torch.no_grad():
+        return temperature.scale(torch.arange(length)).to(torch.float64).cpu()  # [N] or [H, N]
+
+
+def _absolute_curve(scheme: Scheme, pattern: Pattern, length: int, scale: Tensor | None) -> Tensor:
+    """An absolute scheme's s[n]: q = k = p, one curve for all heads, the mean over the visible pairs
+    at each distance, each query's scores times its ``scale`` [N]."""
     _refuse_cache_positions(scheme, pattern, length)
     if scale is not None and scale.dim() == 2:
         raise ValueError(f"{scheme.spec}: the analytic curve of an absolute scheme is one curve for every head; a "
-                         f"per-head temperature ({temperature.spec}) has none")
+                         "per-head temperature has none")
     with torch.no_grad():
-        table = scheme.embed(torch.arange(length, device=device))
+        table = scheme.embed(torch.arange(length, device=device_of(scheme)))
     if table is None:
         raise ValueError(f"{scheme.spec}: an absolute scheme without an embedding table")
     table = table.to(torch.float64).cpu()  # [N, d_model]
@@ -358,29 +370,35 @@ def analytic_rows(label: str, lengths: list[int], pattern: Pattern, curve, *, ra
 
 def model_curve(model: nn.Module, length: int, pattern: str | Pattern | None = None, layer: int = 0) -> Tensor:
     """The analytic s[n] of a loaded model's own positions, float64 [heads, length], -inf where
-    the pattern never shows distance n; of ``layer`` on a lexkit model whose layers differ (its
-    scheme, its pattern under ``pattern``, its temperature).
+    the pattern never shows distance n; of ``layer`` on a model whose layers differ (its scheme,
+    its pattern under ``pattern``, its temperature).
 
     * A lexkit model, or an hf: model whose positions lexkit has as a scheme (Bloom's ALiBi with
       its own slopes, GPT-2's learned table: ``position_scheme()``): :func:`analytic_curve` of it.
-    * An hf: RoPE model: q = k = all ones through its own rotary embedding at positions
+    * An hf: RoPE model: q = k = all ones through the layer's own rotary embedding at positions
       0..length-1 (its theta, rotary dims and scaling, dynamic at this length; YaRN's attention
       factor a): s[n] = (a^2 sum_i 2 cos(n f_i) + (h - r)) / sqrt(h), f_i its inverse
-      frequencies, r the rotated dims of h."""
+      frequencies, r the rotated dims of h (a layer without RoPE: r = 0, times the temperature the
+      model gives the query at N-1, as for a lexkit layer)."""
     cfg = model.cfg
     pattern = model.pattern(pattern or "causal")
-    if getattr(cfg, "layout", None) is not None:  # a lexkit model with a layout: the layer's own
+    if getattr(cfg, "layout", None) is not None and hasattr(model, "layer_schemes"):  # a lexkit layout: the layer's
         return analytic_curve(model.layer_schemes[layer], length, layer_patterns(pattern, cfg.n_layers)[layer],
                               temperature=model.blocks[layer].temperature)
+    pattern = layer_patterns(pattern, cfg.n_layers)[layer]
     own = getattr(model, "position_scheme", None)
     scheme = own() if own is not None else model.scheme
     if scheme is not None:
         logn = bool(getattr(cfg, "logn", False))
         return analytic_curve(scheme, length, pattern, train_len=cfg.train_len if logn else None, logn=logn)
-    freqs, factor = model.rope_frequencies(length)  # [r/2], a
+    freqs, factor = model.rope_frequencies(length, layer)  # [r/2], a
     n = torch.arange(length, dtype=torch.float64)
     rotated = 2 * torch.cos(n[:, None] * freqs[None, :]).sum(-1)  # [N]
     s = (factor**2 * rotated + (cfg.head_dim - 2 * freqs.numel())) / math.sqrt(cfg.head_dim)
+    temperature = model.temperature(layer)
+    if temperature is not None:
+        with torch.no_grad():
+            s = s * temperature.scale(torch.arange(length)).to(torch.float64)[-1]
     seen = visible_counts(pattern, length) > 0
     return s.masked_fill(~seen, -math.inf).expand(cfg.n_heads, length).clone()
 

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterable, Sequence
 
 import torch
 from torch import Tensor
@@ -46,10 +47,15 @@ DEFAULT_DEPTHS = tuple(float(d) for d in range(0, 101, 10))
 DEFAULT_MULTIPLES = (1, 2, 4, 8, 16)
 
 
+def unit(subject: Subject) -> str:
+    """What a length counts for this subject: ``"bytes"`` (byte models) or ``"tokens"``."""
+    return getattr(subject.model, "unit", "bytes")
+
+
 def style(subject: Subject) -> str:
     """The document style a subject reads: ``"bytes"`` (lexkit's byte models) or ``"standard"``
     (tokenizer models: the standard passkey prompt)."""
-    return "bytes" if getattr(subject.model, "unit", "bytes") == "bytes" else "standard"
+    return "bytes" if unit(subject) == "bytes" else "standard"
 
 
 # -- measures -------------------------------------------------------------------------------------
@@ -59,11 +65,28 @@ def answer_tokens(nbytes: Tensor, start: int) -> Tensor:
     return ends > start
 
 
+#: bytes of float32 logits one teacher-forced batch may hold (:func:`rows_per_batch`)
+BATCH_BYTES = 256 << 20
+LOGIT_BYTES = 4  # float32; the float64 log-softmax is taken at the answer's tokens only
+UNKNOWN_VOCAB = 1 << 18  # a model whose config gives no vocab_size is budgeted as if it had this many
+
+
+def rows_per_batch(tokens: int, vocab: int, budget: int | None = None) -> int:
+    """Documents the model reads ``tokens`` tokens of that one teacher-forced batch holds: as many
+    as keep its logits (``tokens x vocab`` float32 each) within ``budget`` bytes (default
+    :data:`BATCH_BYTES`), and at least one. So memory is
+    bounded whatever ``--samples`` asks (one batch per cell held 4.5 MB per 1,024-byte document in
+    float64, ~36 GB for 1,000 documents of 8,192)."""
+    budget = BATCH_BYTES if budget is None else budget
+    return max(1, budget // (max(1, tokens) * max(1, vocab) * LOGIT_BYTES))
+
+
 @torch.no_grad()
 def answer_scores(subject: Subject, docs: Sequence[tasks.Document], pattern: Pattern,
                   kernel: str = "auto") -> list[tuple[float, bool]]:
     """Per document, teacher-forced: (bits per answer byte, whether the argmax over text tokens
-    is right at every answer token). Documents of one token count run in one batch."""
+    is right at every answer token). Documents of one token count run together, in batches of
+    at most :func:`rows_per_batch` documents."""
     encoded = [subject.encode(d.text) for d in docs]
     out: list[tuple[float, bool]] = [(0.0, False)] * len(docs)
     groups: dict[int, list[int]] = {}
@@ -71,17 +94,27 @@ def answer_scores(subject: Subject, docs: Sequence[tasks.Document], pattern: Pat
         groups.setdefault(ids.numel(), []).append(i)
     device = next(subject.model.parameters()).device
     top = getattr(subject, "text_tokens", None)
-    for idx in groups.values():
-        ids = torch.stack([encoded[i][0] for i in idx])  # [b, T]
-        logits = subject.model(ids[:, :-1].to(device), pattern=pattern, kernel=kernel).double()  # [b, T-1, V]
-        nll = -torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:, None].to(device))[..., 0].cpu()  # [b, T-1]
-        right = (logits[..., :top].argmax(-1).cpu() == ids[:, 1:])  # [b, T-1]
-        for row, i in enumerate(idx):
-            doc = docs[i]
-            take = answer_tokens(encoded[i][1], doc.answer[0])
-            bits = float(nll[row][take].sum()) / math.log(2) / (doc.answer[1] - doc.answer[0])
-            out[i] = (bits, bool(right[row][take].all()))
+    vocab = getattr(subject.model.cfg, "vocab_size", None) or UNKNOWN_VOCAB
+    for n, members in groups.items():
+        size = rows_per_batch(n - 1, vocab)  # the model reads n - 1 tokens of each
+        for start in range(0, len(members), size):
+            idx = members[start : start + size]
+            ids = torch.stack([encoded[i][0] for i in idx])  # [b, T]
+            logits = subject.model(ids[:, :-1].to(device), pattern=pattern, kernel=kernel)  # [b, T-1, V]
+            for row, i in enumerate(idx):
+                out[i] = _answer_score(logits[row], ids[row, 1:], encoded[i][1], docs[i], top)
     return out
+
+
+def _answer_score(logits: Tensor, targets: Tensor, nbytes: Tensor, doc: tasks.Document,
+                  top: int | None) -> tuple[float, bool]:
+    """(bits per answer byte, argmax right at every answer token) of one document: logits
+    [T-1, V] float32, targets [T-1]; the log-softmax in float64 at the answer's tokens only."""
+    take = answer_tokens(nbytes, doc.answer[0]).to(logits.device)  # [T-1]
+    picked = logits[take].double()  # [a, V]
+    nll = -torch.log_softmax(picked, dim=-1).gather(-1, targets.to(logits.device)[take, None])[:, 0]  # [a]
+    right = picked[:, :top].argmax(-1).cpu() == targets[take.cpu()]
+    return float(nll.sum()) / math.log(2) / (doc.answer[1] - doc.answer[0]), bool(right.all())
 
 
 def answer_bits(subject: Subject, docs: Sequence[tasks.Document], pattern: Pattern,
@@ -99,18 +132,102 @@ def exact_match(subject: Subject, doc: tasks.Document, pattern: Pattern, cache: 
 
 def check_grid(task: str, lengths: Sequence[int], depths: Sequence[float], samples: int, style: str,
                size: int | None = None, format: str | None = None) -> None:
-    """ValueError for an unknown task or needle format, a depth outside [0, 100], a length too
-    short for the needle or a sample count that is not positive: before any model loads."""
+    """ValueError for an unknown task or needle format (or a format given to a task that takes
+    none), a depth outside [0, 100], a length that is not a positive integer or too short for the
+    needle, a sample count or size that is not a positive integer, or a list given as one value:
+    before any model loads. Lengths of the ``standard`` style (tokenizer models) count tokens,
+    checked against the needle once the tokenizer is loaded (:func:`cell_documents`)."""
     tasks.check_task(task)
     tasks.check_format(task, format)
     checks.number("--samples", samples)
-    for depth in depths:
+    checks.number("--size", size)
+    for depth in _listed("depths", depths, "[0, 50, 100]"):
         tasks.check_depth(depth)
+    for length in _listed("lengths", lengths, "[64, 128]"):
+        checks.number("lengths", length, maximum=checks.MAX_EVAL_LENGTH)
     need = tasks.minimum_length(task, style, size, format)
-    for length in lengths:
+    for length in lengths if style == "bytes" else ():
         if length < need:
             raise ValueError(f"length {length} is shorter than the {task} needle and question ({need} bytes); "
                              f"use lengths of at least {need}")
+
+
+def _listed(name: str, values, example: str) -> list:
+    """``values`` as a list; ValueError for one value (a string is one pattern, not a list of letters)."""
+    if isinstance(values, (str, bytes, Pattern)) or not isinstance(values, Iterable):
+        raise ValueError(f"{name} must be a list, e.g. {name}={example}, not {values!r}")
+    return list(values)
+
+
+def unique(name: str, values: Sequence, keys: Sequence) -> list:
+    """``values`` without those whose key an earlier one has (a depth given twice; ``window`` and
+    ``window:64`` on a run trained at 64), with one warning naming what was dropped: each is
+    scored once, never pooled twice."""
+    seen: dict = {}
+    for value, key in zip(values, keys):
+        seen.setdefault(key, value)
+    if len(seen) < len(values):
+        twice = sorted({str(k) for k in keys if list(keys).count(k) > 1})
+        warnings.warn(f"{name}: {', '.join(twice)} given more than once (after resolving): scored once each",
+                      RuntimeWarning, stacklevel=3)
+    return list(seen.values())
+
+
+def read_tokens(subject: Subject, text: bytes) -> int:
+    """The tokens a model reads for a document: its encoding (BOS first) but the last token.
+    A byte model reads as many as the document has bytes."""
+    return subject.encode(text)[0].numel() - 1
+
+
+def minimum_length(subject: Subject, task: str, size: int | None = None, format: str | None = None) -> int:
+    """The shortest length of a ``task`` document in the subject's unit: bytes, or the tokens a
+    tokenizer model reads of the shortest document (of one key: another may take a token or two
+    more, which :func:`cell_documents` checks per document)."""
+    kind = style(subject)
+    need = tasks.minimum_length(task, kind, size, format)
+    if kind == "bytes":
+        return need
+    return read_tokens(subject, tasks.make(task, need, 0.0, haystack=tasks.Haystack(b"x"), style=kind, size=size,
+                                           format=format).text)
+
+
+def cell_documents(subject: Subject, task: str, length: int, depth: float, count: int, *,
+                   haystack: tasks.Haystack | None, seed: int = 0, size: int | None = None,
+                   format: str | None = None) -> list[tasks.Document]:
+    """``count`` documents of one cell, ``length`` in the subject's unit: bytes for a byte model;
+    for a tokenizer model the longest document (in bytes) whose tokens the model reads are at
+    most ``length``, so that lengths mean tokens as in ``lexkit eval hf:`` (found by bisection
+    over the byte length: the count lands on ``length`` or just below). ``format``: the needles'
+    format (:mod:`lexkit.needles`) for a task that takes one."""
+    kind = style(subject)
+    if kind == "bytes":
+        return tasks.documents(task, length, depth, count, haystack=haystack, seed=seed, style=kind, size=size,
+                               format=format)
+    return [_token_document(subject, task, length, depth, i, haystack, seed, size, format) for i in range(count)]
+
+
+def _token_document(subject: Subject, task: str, length: int, depth: float, index: int,
+                    haystack: tasks.Haystack | None, seed: int, size: int | None,
+                    format: str | None = None) -> tasks.Document:
+    def make(n: int) -> tasks.Document:
+        return tasks.make(task, n, depth, haystack=haystack, seed=seed, index=index, style="standard", size=size,
+                          format=format)
+
+    def count(n: int) -> int:
+        return read_tokens(subject, make(n).text)
+
+    low = tasks.minimum_length(task, "standard", size, format)
+    shortest = count(low)
+    if shortest > length:
+        raise ValueError(f"length {length} is shorter than the {task} needle and question ({shortest} tokens); "
+                         f"use lengths of at least {shortest}")
+    high = max(low + 1, int(length * low / max(1, shortest) * 1.1))  # bytes per token of the shortest, 10 % over
+    while count(high) <= length:  # invariant below: count(low) <= length < count(high)
+        low, high = high, 2 * high
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if count(mid) <= length else (low, mid)
+    return make(low)
 
 
 def score(
@@ -131,42 +248,55 @@ def score(
     format: str | None = None,
 ) -> list[RetrievalCell]:
     """The grid length x depth x pattern for ``task`` (evaluation split of the needles), its
-    needles in ``format`` (:mod:`lexkit.needles`) for a task that takes one (``copy``).
+    needles in ``format`` (:mod:`lexkit.needles`) for a task that takes one (``copy``); lengths
+    in the subject's unit (bytes; tokens for a tokenizer model, :func:`cell_documents`). A
+    length, depth or pattern given twice (patterns compared once resolved: ``window`` is
+    ``window:64`` on a run trained at 64) is scored once, with a warning.
 
     ``decode=False`` (byte models only) takes exact match from the teacher-forced pass that gives
     the answer bits: with one token per byte, greedy decoding reproduces the answer exactly when
     the argmax is right at every answer token given the right bytes before it (the first wrong
     argmax is where greedy decoding leaves the answer), so no decoding loop is needed."""
     from .progress import bar
-    from .sample import use_cache
 
     kind = style(subject)
     if not decode and kind != "bytes":
         raise ValueError("exact match without decoding needs a byte model (one token per byte)")
     check_grid(task, lengths, depths, samples, kind, size, format)
-    pats = [subject.model.pattern(p) for p in patterns]
+    lengths = unique("lengths", lengths, lengths)
+    depths = unique("depths", depths, [float(d) for d in depths])
+    resolved = [subject.model.pattern(p) for p in _listed("patterns", patterns, "['causal', 'window']")]
+    pats = unique("patterns", resolved, [p.spec for p in resolved])
     rows: list[RetrievalCell] = []
     with eval_mode(subject.model), \
             bar(len(lengths) * len(depths) * len(pats), f"retrieval {task}", enabled=progress, unit="cell") as b:
         for length in lengths:
             for depth in depths:
-                docs = tasks.documents(task, length, depth, samples, haystack=haystack, seed=seed, style=kind,
-                                       size=size, format=format)
-                tokens = sum(subject.encode(d.text)[0].numel() for d in docs) / len(docs)
+                docs = cell_documents(subject, task, length, depth, samples, haystack=haystack, seed=seed, size=size,
+                                      format=format)
                 for pat in pats:
-                    scored = answer_scores(subject, docs, pat, kernel)
-                    bits = [x for x, _ in scored]
-                    cached = decode and use_cache(subject.model, kernel, cache, pat)
-                    if decode:
-                        hits = sum(exact_match(subject, d, pat, cached, kernel)[0] for d in docs)
-                    else:
-                        hits = sum(right for _, right in scored)
-                    low, high = wilson(hits, len(docs))
-                    rows.append(RetrievalCell(task, pat.spec, length, float(depth), len(docs), hits, hits / len(docs),
-                                              low, high, sum(bits) / len(bits), tasks.chance_bits(docs[0]),
-                                              sum(d.distance for d in docs) / len(docs), tokens, cached, decode))
-                    b.advance(1, acc=hits / len(docs))
+                    rows.append(_cell(subject, task, length, float(depth), docs, pat, cache, kernel, decode))
+                    b.advance(1, acc=rows[-1].accuracy)
     return rows
+
+
+def _cell(subject: Subject, task: str, length: int, depth: float, docs: list[tasks.Document], pat: Pattern,
+          cache: bool | None, kernel: str, decode: bool) -> RetrievalCell:
+    """One cell: exact match (greedy decoding, or the teacher-forced argmax) and answer bits."""
+    from .sample import use_cache
+
+    scored = answer_scores(subject, docs, pat, kernel)
+    bits = [x for x, _ in scored]
+    cached = decode and use_cache(subject.model, kernel, cache, pat)
+    if decode:
+        hits = sum(exact_match(subject, d, pat, cached, kernel)[0] for d in docs)
+    else:
+        hits = sum(right for _, right in scored)
+    low, high = wilson(hits, len(docs))
+    tokens = sum(read_tokens(subject, d.text) for d in docs) / len(docs)
+    return RetrievalCell(task, pat.spec, length, depth, len(docs), hits, hits / len(docs), low, high,
+                         sum(bits) / len(bits), tasks.chance_bits(docs[0]), sum(d.distance for d in docs) / len(docs),
+                         tokens, cached, decode)
 
 
 def summary(rows: Sequence[RetrievalCell]) -> list[RetrievalSummary]:
@@ -286,7 +416,7 @@ def retrieval_run(
         check_scheme(scheme)
     subject = load(target, device=device, scheme=scheme, logn=logn, rope_scaling=rope_scaling)
     if lengths is None:
-        lengths = needle_lengths(subject.train_len, task, kind_of, size, target, format)
+        lengths = needle_lengths(subject, task, size, target, format)
     haystack = corpus = None
     if task == "copy" or kind_of == "bytes":
         docs, described = subject.documents(data)
@@ -297,16 +427,18 @@ def retrieval_run(
                   haystack=corpus, samples=samples, lengths=lengths, depths=depths, format=format)
 
 
-def needle_lengths(train_len: int | None, task: str, style: str, size: int | None, target: str,
+def needle_lengths(subject: Subject, task: str, size: int | None, target: str,
                    format: str | None = None) -> list[int]:
     """The default lengths of ``lexkit retrieval``: the multiples of the training length
-    (:data:`DEFAULT_MULTIPLES`) whose length holds the needle and question."""
+    (:data:`DEFAULT_MULTIPLES`) whose length holds the needle and question, in the subject's unit
+    (bytes; tokens for a tokenizer model)."""
+    train_len = subject.train_len
     if not train_len:
         raise ValueError(f"{target} records no training length: give --lengths")
-    need = tasks.minimum_length(task, style, size, format)
+    need = minimum_length(subject, task, size, format)
     lengths = [train_len * k for k in DEFAULT_MULTIPLES if train_len * k >= need]
     if not lengths:
-        raise ValueError(f"the {task} needle and question need {need} bytes, more than "
+        raise ValueError(f"the {task} needle and question need {need} {unit(subject)}, more than "
                          f"{DEFAULT_MULTIPLES[-1]}x the training length {train_len}: give --lengths")
     return lengths
 
@@ -315,8 +447,10 @@ def report(target: str, info: dict, rows: Sequence[RetrievalCell], *, task: str,
            seed: int, haystack: str | None, samples: int, lengths: Sequence[int], depths: Sequence[float],
            format: str | None = None) -> dict:
     """The JSON document of ``lexkit retrieval``: the lexkit version, the subject's header (``info``:
-    its scheme, the scheme it trained with when another was given, log-n, training length), the
-    grid's settings, every cell (:class:`~lexkit.rows.RetrievalCell`) and the summary over depths
+    its scheme, the scheme it trained with when another was given, an hf: model's layout and
+    selectors, log-n, training length), the grid's settings (lengths, depths and patterns as
+    scored, each once; lengths in ``unit``), every cell (:class:`~lexkit.rows.RetrievalCell`) and
+    the summary over depths
     (:class:`~lexkit.rows.RetrievalSummary`)."""
     from .version import __version__
 
@@ -325,17 +459,19 @@ def report(target: str, info: dict, rows: Sequence[RetrievalCell], *, task: str,
         "target": target,
         "scheme": info["scheme"],
         **({"trained_scheme": info["trained_scheme"]} if "trained_scheme" in info else {}),
+        **{key: info[key] for key in ("layout", "selectors") if key in info},  # an hf: model whose layers differ
         "logn": info.get("logn", False),
         "train_len": info["train_len"],
         "task": task,
         **({"format": format} if format is not None else {}),
         "style": style,
+        "unit": "bytes" if style == "bytes" else "tokens",
         "size": size,
         "seed": seed,
         "haystack": haystack,
         "samples": samples,
-        "lengths": list(lengths),
-        "depths": list(depths),
+        "lengths": list(dict.fromkeys(r.length for r in rows)) or list(lengths),
+        "depths": list(dict.fromkeys(r.depth for r in rows)) or list(depths),
         "patterns": list(dict.fromkeys(r.pattern for r in rows)),
         "rows": [r.to_json() for r in rows],
         "summary": [s.to_json() for s in summary(rows)],

@@ -229,7 +229,7 @@ class RetrievalCell(Row):
     answer_bits: float  # mean teacher-forced bits per answer byte
     chance_bits: float  # log2(alphabet): a uniform guess
     distance: float  # mean bytes from the needle to the answer
-    tokens: float  # mean tokens per document
+    tokens: float  # mean tokens the model read per document (its length in tokens)
     cached: bool  # greedy decoding ran through the KV cache
     decoded: bool = True  # exact match by greedy decoding (False: by the teacher-forced argmax)
 

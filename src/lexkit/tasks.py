@@ -15,11 +15,13 @@ tasks, each in two styles:
   Attention's ``run_test.py``, copied by YaRN's ``eval/passkey.py`` and LongLoRA (task sentence,
   the grass-is-green filler sliced in characters before and after the needle, "The pass key is
   {k}. Remember it. {k} is the pass key.", "What is the pass key? The pass key is"; k uniform in
-  1..50000), so numbers for a pretrained model compare with the published ones.
+  1..50000), so numbers for a pretrained model compare with the published ones; another ``size``
+  than the default 5 draws keys of exactly that many digits.
 * ``multikey`` (RULER's ``niah_multikey``): ``MULTIKEY_NEEDLES`` needles of the same form with
   distinct words and keys; one is asked for, so recall is separated from recency. Byte style
   ``\\n{word} ~{key}\\n`` asked as ``\\n{word} ~``; standard style RULER's needle "One of the
-  special magic numbers for {word} is: {value}." in the grass filler.
+  special magic numbers for {word} is: {value}." in the grass filler, values of 7 digits as
+  RULER's (or ``size``).
 
 Depth (percent, the needle-in-a-haystack convention): the share of the haystack placed before
 the needle; 0 puts the needle first, 100 right before the question. The haystack of the byte
@@ -410,9 +412,14 @@ class Multikey(Task):
     size = 5
 
     @classmethod
+    def default_size(cls, style: str) -> int:
+        """5 digits in lexkit's byte needles, RULER's 7 in the standard style."""
+        return RULER_DIGITS if style == "standard" else cls.size
+
+    @classmethod
     def build(cls, rng, haystack, free, before, depth, size, split, style) -> Document:
         if style == "standard":
-            return _standard_multikey(rng, free, before, depth, split)
+            return _standard_multikey(rng, free, before, depth, size, split)
         return _byte_multikey(rng, haystack, free, before, depth, size, split)
 
 
@@ -476,10 +483,19 @@ def _passkey_text(prefix: str, suffix: str, key: str) -> tuple[str, int]:
     return "\n".join(lines), start
 
 
+def passkey_range(digits: int) -> tuple[int, int]:
+    """The keys of a standard passkey of ``digits`` digits: Landmark's 1..50000 for the default
+    5 (so numbers compare with the papers'), else every number of exactly ``digits`` digits."""
+    if digits == Passkey.size:
+        return 1, 50000
+    return (1 if digits == 1 else 10 ** (digits - 1)), 10**digits - 1
+
+
 def _standard_passkey(rng, free: int, before: int, depth: float, size: int, split: str) -> Document:
     digits = max(1, size)
-    while True:  # Landmark: k uniform in 1..50000 (here: up to `size` digits, 5 by default)
-        key = str(int(rng.integers(1, min(50000, 10**digits - 1) + 1)))
+    low, top = passkey_range(digits)
+    while True:
+        key = str(int(rng.integers(low, top + 1)))
         if held_out(key.encode()) == (split == "eval"):
             break
     free += 3 * (digits - len(key))  # the key is written three times: a shorter one leaves more filler
@@ -490,13 +506,13 @@ def _standard_passkey(rng, free: int, before: int, depth: float, size: int, spli
     return Document("passkey", text, answer, (start, start + len(key)), float(depth), len(DIGITS))
 
 
-def _standard_multikey(rng, free: int, before: int, depth: float, split: str) -> Document:
+def _standard_multikey(rng, free: int, before: int, depth: float, digits: int, split: str) -> Document:
     words: set[bytes] = set()
     keys: set[bytes] = set()
     needles = []
     for _ in range(MULTIKEY_NEEDLES):
         word = _word(rng, words)
-        key = needle_value(rng, DIGITS[1:], RULER_DIGITS, split, keys)
+        key = needle_value(rng, DIGITS[1:], digits, split, keys)
         words.add(word)
         keys.add(key)
         needles.append((word.decode(), key.decode()))
@@ -510,10 +526,10 @@ def _standard_multikey(rng, free: int, before: int, depth: float, split: str) ->
         word, key = needles[i]
         needle = RULER_NEEDLE.format(word=word, value=key)
         start = len(text) + 1 + needle.index(key)
-        spans[i] = (start, start + RULER_DIGITS)
+        spans[i] = (start, start + digits)
         text += " " + needle
     text += grass[last:] + "\n" + RULER_QUESTION.format(word=needles[0][0])
-    answer = (len(text), len(text) + 1 + RULER_DIGITS)  # with its leading space
+    answer = (len(text), len(text) + 1 + digits)  # with its leading space
     text += " " + needles[0][1]
     return Document("multikey", text.encode(), answer, spans[0], float(depth), len(DIGITS) - 1,
                     tuple(spans[i] for i in range(1, MULTIKEY_NEEDLES)))

@@ -45,7 +45,7 @@ import torch.nn.functional as F
 from . import checks, distributed, provenance, runs
 from .api import callable_module
 from .attention import kernel_label, record_kernels
-from .data import LN2, Corpus, Stream, check_mix, mix_probe
+from .data import LN2, Corpus, Stream, check_mix, check_splits, mix_probe
 from .device import eval_mode
 from .errors import LexkitError
 from .model import GPT, ModelConfig
@@ -203,11 +203,11 @@ def train(
     out = Path(out)
     w, dev = distributed.setup(device) if world is None else (world, distributed.rank_device(device, world))
     check_job(model_cfg, train_cfg, w, fsdp=fsdp, threads=threads)
-    tb = tensorboard_module() if tensorboard is not None and w.is_main else None  # before any write
     plan = w.on_main(lambda: lifecycle.plan(out, train_cfg, resume, corpus, init))
+    tensorboard, tb = curves(tensorboard, plan.old, w.is_main)  # before any write
     train_cfg = plan.train_cfg
     corpus = distributed.node_corpus(corpus, plan.corpus, w)
-
+    w.agree(lambda: corpus is None or check_splits(corpus, model_cfg.train_len))  # before the run directory
     torch.manual_seed(train_cfg.seed)
     model = GPT(model_cfg).to(dev)
     optimizer = make_optimizer(model, train_cfg)
@@ -224,7 +224,7 @@ def train(
         model, optimizer = distributed.spread(model, optimizer, w, dev, fsdp=fsdp,
                                               rebuild=lambda m: make_optimizer(m, train_cfg))
         streams = distributed.streams(corpus, train_cfg.mix, train_cfg.eval_windows, model_cfg.train_len, w)
-        with contextlib.closing(tb.open_writer(Path(tensorboard))) if tb is not None else nullcontext() as writer:
+        with contextlib.closing(tb.open_writer(tensorboard, run.path)) if tb is not None else nullcontext() as writer:
             summary = _loop(run, model, optimizer, state, streams, _Job(model_cfg, train_cfg, w, dev, progress, writer))
         if run is not None:
             run.finish()
@@ -263,6 +263,36 @@ def tensorboard_module():
     with tempfile.TemporaryDirectory() as scratch:
         module.open_writer(Path(scratch)).close()
     return module
+
+
+def curves(logdir: str | Path | None, old: dict | None, main: bool) -> tuple[str | Path | None, Any]:
+    """(logdir, :mod:`lexkit.tensorboard`) of the job's TensorBoard curves: the logdir asked for
+    (the extra checked before anything is written), else a resumed run's recorded one
+    (:func:`continued_curves`); no module off rank 0, which writes nothing."""
+    if not main:
+        return logdir, None
+    return (logdir, tensorboard_module()) if logdir is not None else continued_curves(old)
+
+
+def continued_curves(old: dict | None) -> tuple[str | None, Any]:
+    """(logdir, :mod:`lexkit.tensorboard`) for a resumed run whose config.json records TensorBoard
+    curves, given no ``--tensorboard``: they go on, with one line saying where; without the extra
+    now, one warning that they stop. (None, None) for any other run."""
+    logdir = (old or {}).get("tensorboard")
+    if not logdir:
+        return None, None
+    try:
+        module = tensorboard_module()
+    except LexkitError as exc:
+        import warnings
+
+        warnings.warn(f"{exc}: the run's TensorBoard curves in {logdir} stop at this resume", RuntimeWarning,
+                      stacklevel=2)
+        return None, None
+    import sys
+
+    print(f"tensorboard: the curves go on in {logdir} (recorded in config.json)", file=sys.stderr)
+    return logdir, module
 
 
 @dataclasses.dataclass

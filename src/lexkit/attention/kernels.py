@@ -25,7 +25,9 @@ Context extension (docs/context-extension.md): ``logn=L`` multiplies every query
 temperature of attention/temperature.py (log-n, Llama 4's, a learned per-head SSMax scale), a
 factor per query or per head and query. A learned sink logit per head (GPT-OSS; ``sink=`` at the
 call) is a virtual key with zero value that takes probability mass: dense and chunked run it, flex
-refuses it by name. A scheme that is not one q/k
+refuses it by name. Attention logit soft-capping (Gemma 2; ``softcap=C``) replaces every score s by
+C·tanh(s/C) (:func:`soft_cap`) before the mask: dense and chunked compute the scores themselves (the
+dense kernel as one block, like ReRoPE), flex caps in its ``score_mod``. A scheme that is not one q/k
 transform (``separable = False``: ReRoPE) and a pattern that rescores its sinks at cache positions
 (``sinks:...,pos=cache``) run through the scheme's :meth:`Scheme.scores`: the chunked kernel, or
 the dense kernel as one block over all queries; flex refuses them with a clear error.
@@ -81,12 +83,15 @@ class Attention:
         logn: int | None = None,
         temperature: Temperature | None = None,
         sink: bool = False,
+        softcap: float | None = None,
     ) -> None:
         """``extent``: max(pos) - min(pos) + 1 when the caller knows it (the model's positions
         are contiguous: extent = n), which keeps a compiled forward free of a host sync.
         ``logn``: the training length L of log-n scaling (None: off), shorthand for
         ``temperature=LogN``; ``temperature``: any temperature (one of the two). ``sink``: the
-        layers calling this give a learned sink logit per head (``sink=`` of each call)."""
+        layers calling this give a learned sink logit per head (``sink=`` of each call). ``softcap``:
+        every score s becomes softcap·tanh(s/softcap) before the mask (Gemma 2's attention logit
+        soft-capping)."""
         if kernel not in KERNELS:
             raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
         self.scheme, self.pattern, self.pos, self.hook = scheme, pattern, pos, hook
@@ -94,7 +99,8 @@ class Attention:
         if extent is None:  # positions one transform covers
             extent = int(pos.max() - pos.min()) + 1 if self.n else 0
         self.kernel = choose_kernel(
-            kernel, scheme, pattern, self.n, pos.device, training, hook is not None, extent=extent, sink=sink
+            kernel, scheme, pattern, self.n, pos.device, training, hook is not None, extent=extent, sink=sink,
+            softcap=softcap,
         )
         self._mask: Tensor | None = None
         self._table: Tensor | None = None
@@ -104,7 +110,11 @@ class Attention:
             temperature = LogN(scheme.n_heads, logn)
         self.temperature = temperature
         self._scale: Tensor | None = None
-        self.by_scores = by_scores(scheme, pattern)
+        if softcap is not None and not softcap > 0:
+            raise ValueError(f"softcap must be a positive number, got {softcap!r}")
+        self.softcap = softcap
+        # soft-capping needs the scores themselves: the dense kernel runs the block computation
+        self.by_scores = by_scores(scheme, pattern) or softcap is not None
         #: the kernel the last call actually ran: ``self.kernel``, or for flex the ladder's rung
         #: (``flex``, ``flex:128x64/2``) or ``chunked`` when no flex kernel could be built
         self.ran = self.kernel
@@ -190,7 +200,7 @@ class Attention:
                 self.scheme, self.pattern, q[..., start:stop, :], k[..., k_sel, :], v[..., k_sel, :],
                 q_idx, k_idx, self.pos[start:stop], self.pos[k_sel], transformed=pre, bias_table=table,
                 hook=self.hook, layer=layer, q_scale=None if self.q_scale is None else self.q_scale[..., start:stop],
-                rescore=rescore, sink=sink,
+                rescore=rescore, sink=sink, softcap=self.softcap,
             ))
         return torch.cat(out, dim=-2)  # [b, h, n, d]
 
@@ -257,7 +267,7 @@ class Attention:
             if lam is not None:
                 tq = tq * rows(lam).to(tq.dtype)
             offset = None if whole else torch.tensor(start, device=q.device)
-            score_mod = flex_score_mod(bias, lam, offset)
+            score_mod = flex_score_mod(bias, lam, offset, self.softcap)
             block_mask = cached_block_mask(self.pattern, self.n, q.device, q_start=start, q_stop=stop)
             out = flex(tq, tk, v, score_mod=score_mod, block_mask=block_mask, kernel_options=options)
             outs.append(out[..., done - start:, :])
@@ -287,6 +297,7 @@ def attend_block(
     q_scale: Tensor | None = None,
     rescore: Callable[[Tensor], Tensor] | None = None,
     sink: Tensor | None = None,
+    softcap: float | None = None,
 ) -> Tensor:
     """One block of queries against the keys it may see: softmax(where(visible, scores, -inf)) @ v.
 
@@ -295,14 +306,17 @@ def attend_block(
     ``rescore`` (sinks at their cache slots) and a temperature's ``q_scale`` [n_q] or [h, n_q] (the
     whole score, bias included); the mask from the pattern's predicate. ``sink`` [h]: a learned sink
     logit per head, a virtual key of value 0 beside the visible ones (GPT-OSS), not scaled by the
-    temperature; the hook then sees probabilities that sum to less than 1. The chunked kernel and
-    the KV cache (``cache.py``) both call it.
+    temperature; the hook then sees probabilities that sum to less than 1. ``softcap``: the scores
+    soft-capped (:func:`soft_cap`) after the temperature, before the mask; the hook sees them capped.
+    The chunked kernel and the KV cache (``cache.py``) both call it.
     """
     scores = scheme.scores(q, k, q_pos, k_pos, transformed=transformed, bias_table=bias_table)  # [b, h, n_q, n_k]
     if rescore is not None:
         scores = rescore(scores)
     if q_scale is not None:
         scores = scores * rows(q_scale).to(scores.dtype)
+    if softcap is not None:
+        scores = soft_cap(scores, softcap)
     visible = pattern.visible(q_idx[:, None], k_idx[None, :])  # [n_q, n_k]
     scores = scores.masked_fill(~visible, float("-inf"))
     if sink is None:
@@ -314,6 +328,13 @@ def attend_block(
     if hook is not None:
         hook(layer, q_idx, k_idx, scores, probs)
     return probs @ v  # [b, h, n_q, d]
+
+
+def soft_cap(scores: Tensor, cap: float) -> Tensor:
+    """Attention logit soft-capping (Gemma 2, transformers' ``attn_logit_softcapping``): s ->
+    cap·tanh(s / cap), near s for |s| << cap and bounded by ±cap. The one definition the block
+    computation and flex's ``score_mod`` both use."""
+    return torch.tanh(scores / cap) * cap
 
 
 def query_block(scheme: Scheme, keys: int = 0, rows: int = 1) -> int:
@@ -349,6 +370,7 @@ def choose_kernel(
     *,
     extent: int | None = None,
     sink: bool = False,
+    softcap: float | None = None,
 ) -> str:
     """Resolve ``auto`` and refuse combinations that cannot run (with a clear ValueError): a pure
     function of the device type, scheme, pattern, training or evaluation, length and hook (the
@@ -363,7 +385,8 @@ def choose_kernel(
     ``extent`` is max(pos) - min(pos) + 1 (default n, contiguous positions). The dense kernel
     transforms all queries at once, which xPos allows only within ``scheme.max_query_span``; flex
     re-centres xPos per query block, which needs contiguous positions (extent == n). A learned
-    sink logit (``sink``) runs on dense and chunked only."""
+    sink logit (``sink``) runs on dense and chunked only. Soft-capped scores (``softcap``) never run
+    as SDPA (no mask tensor can cap them): on CUDA ``auto`` takes flex for them."""
     extent = n if extent is None else extent
     span_ok = scheme.max_query_span is None or extent <= scheme.max_query_span
     flex_span_ok = span_ok or extent == n
@@ -375,7 +398,7 @@ def choose_kernel(
         if hooked:
             return "chunked"
         if on_cuda:
-            if sdpa_causal(scheme, pattern) and span_ok:
+            if sdpa_causal(scheme, pattern) and span_ok and softcap is None:
                 return "dense"
             if flex_available() and not by_scores(scheme, pattern) and flex_span_ok and not sink:
                 return "flex"
@@ -391,9 +414,26 @@ def choose_kernel(
         _check_flex(scheme, pattern, training and not on_cuda)
         if sink:
             raise ValueError("kernel 'flex' cannot run a learned sink logit (a virtual key); use 'dense' or 'chunked'")
+        refuse_cpu_flex(kernel, device)
     if hooked and kernel != "chunked":
         raise ValueError("a score hook observes the chunked kernel; use kernel='chunked' or 'auto'")
     return kernel
+
+
+#: Why kernel 'flex' is refused off CUDA: compiled FlexAttention on the CPU (torch 2.13) returned
+#: wrong outputs or NaN at lengths below 128 that are 8 mod 16 and head dims 8 and 16, and two
+#: calls could differ (docs/kernels.md). None lifts the refusal: the tests run flex through eager
+#: FlexAttention there, a reference path (tests/conftest.py, ``eager_flex``).
+CPU_FLEX_REFUSAL: str | None = (
+    "kernel 'flex' runs on CUDA only: compiled FlexAttention on the CPU returns wrong numbers or NaN at some "
+    "lengths and head dims (torch 2.13; docs/kernels.md); use auto, dense or chunked")
+
+
+def refuse_cpu_flex(kernel: str, device: torch.device | str) -> None:
+    """ValueError for kernel 'flex' on a device other than CUDA (:data:`CPU_FLEX_REFUSAL`); the
+    commands call it before a model loads."""
+    if kernel == "flex" and torch.device(device).type != "cuda" and CPU_FLEX_REFUSAL:
+        raise ValueError(CPU_FLEX_REFUSAL)
 
 
 def _check_flex(scheme: Scheme, pattern: Pattern, cpu_training: bool) -> None:
@@ -528,20 +568,24 @@ def flex_query_blocks(scheme: Scheme, n: int) -> list[tuple[int, int]]:
     return [(start, start + size) for start in starts]
 
 
-def flex_score_mod(bias: Callable | None, lam: Tensor | None, offset: Tensor | None) -> Callable | None:
+def flex_score_mod(bias: Callable | None, lam: Tensor | None, offset: Tensor | None,
+                   softcap: float | None = None) -> Callable | None:
     """FlexAttention ``score_mod`` from a scheme's :meth:`Scheme.bias_fn` (None: no bias), a
     temperature's λ [n_q] or [heads, n_q] (the bias is scaled with the rest of the score; q is
-    scaled before) and the index of the first query of a block (None: 0)."""
-    if bias is None:
+    scaled before), the index of the first query of a block (None: 0) and a soft cap (the whole
+    score capped last, :func:`soft_cap`, as the block computation does)."""
+    if bias is None and softcap is None:
         return None
     per_head = lam is not None and lam.dim() == 2
 
     def score_mod(score, b, h, q_idx, kv_idx):
-        m = q_idx if offset is None else q_idx + offset
-        bias_mn = bias(h, (m - kv_idx).clamp(min=0))
-        if lam is None:
-            return score + bias_mn
-        return score + bias_mn * (lam[h, q_idx] if per_head else lam[q_idx])
+        if bias is not None:
+            m = q_idx if offset is None else q_idx + offset
+            bias_mn = bias(h, (m - kv_idx).clamp(min=0))
+            if lam is not None:
+                bias_mn = bias_mn * (lam[h, q_idx] if per_head else lam[q_idx])
+            score = score + bias_mn
+        return score if softcap is None else soft_cap(score, softcap)
 
     return score_mod
 

@@ -15,6 +15,8 @@ from ..errors import LexkitError
 
 COMMANDS = ("schemes", "patterns", "layouts", "tasks", "presets", "train", "runs", "eval", "sample", "resolution",
             "retrieval", "study")
+#: the commands that compute with torch: their CPU threads follow lexkit.threads' policy
+COMPUTING = ("train", "eval", "sample", "resolution", "retrieval", "study")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -23,10 +25,16 @@ class _Parser(argparse.ArgumentParser):
 
 
 def import_modules(modules: list[str] | None) -> None:
-    """``--import MODULE``: load user modules that register schemes, patterns or tasks. Any failure
-    (missing, a syntax error, an exception while it runs) is one line naming the module. (A
-    module that replaces a built-in scheme or pattern, ``register(cls, replace=True)``, gets the
-    registry's warning, printed as one ``warning:`` line.)"""
+    """``--import MODULE``: load user modules that register schemes, patterns or tasks, found as
+    ``python -m`` finds them: the working directory first, then ``sys.path`` (a console script's
+    own ``sys.path`` lacks the working directory). Any failure (missing, a syntax error, an
+    exception while it runs) is one line naming the module. (A module that replaces a built-in
+    scheme or pattern, ``register(cls, replace=True)``, gets the registry's warning, printed as
+    one ``warning:`` line.)"""
+    import os
+
+    if modules and os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
     for name in modules or []:
         try:
             importlib.import_module(name)
@@ -76,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .. import threads
+
+    probe = threads.Probe()  # other processes' CPU time while the commands import (lexkit.threads)
     parser = build_parser()
     args = parser.parse_args(argv)
     with warnings.catch_warnings():
@@ -83,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         warnings.showwarning = _warning_line  # restored on exit: one `warning: ...` line each
         try:
             import_modules(args.imports)
+            if args.command in COMPUTING:
+                threads.apply(getattr(args, "threads", None), probe)
             return int(args.run(args) or 0)
         except (LexkitError, ValueError, FileNotFoundError, NotADirectoryError) as exc:
             from ..distributed import reports

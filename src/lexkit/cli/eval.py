@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import checks, evaluate
+from .. import checks, evaluate, threads
 from ..attention import KERNELS
 from ..formats import length_label
 from ..render import text_table
@@ -33,9 +33,10 @@ def add_parser(sub):
     )
     p.add_argument(
         "--pattern", dest="patterns", action="append", metavar="SPEC",
-        help="attention pattern (causal, window[:W], bca[:W], sinks[:W,K=4,pos=text|cache]; "
-        "W defaults to the training length); "
-        "repeatable (default: causal)",
+        help="attention pattern (causal, window[:W], bca[:W], chunk[:W], sinks[:W,K=4,pos=text|cache]; "
+        "W defaults to the training length); on a model whose layers differ, inside each layer's own, or "
+        "SELECTOR=SPEC for the layers a selector names (global=window:4096, local=causal, L0-2=..., an hf: "
+        "model's layer types); repeatable (default: causal)",
     )
     p.add_argument(
         "--data", metavar="SPEC",
@@ -52,7 +53,7 @@ def add_parser(sub):
     p.add_argument("--json", metavar="FILE", help="write the full results (JSON)")
     p.add_argument("--csv", metavar="FILE", help="write one row per length and pattern (CSV)")
     p.add_argument("--device", default="auto", metavar="DEVICE", help="auto, cpu, cuda or mps (default: auto)")
-    p.add_argument("--threads", type=int, metavar="N", help="CPU threads for torch")
+    p.add_argument("--threads", type=int, metavar="N", help=threads.HELP)
     p.add_argument("--kernel", default="auto", choices=KERNELS, help="attention kernel (default: auto)")
     p.add_argument(
         "--scheme", metavar="SPEC",
@@ -78,7 +79,8 @@ def add_hf_arguments(group) -> None:
     """Flags that only an ``hf:PATH`` model reads (eval and resolution)."""
     group.add_argument("--rope-scaling", metavar="SPEC",
                        help="RoPE scaling through the model's config: TYPE:FACTOR (linear:2, dynamic:2, yarn:4), "
-                       "TYPE:key=value,... or a JSON object")
+                       "TYPE:key=value,... or a JSON object, on every layer with RoPE; SELECTOR=SPEC for the "
+                       "layers a selector names (global=yarn:4)")
     group.add_argument("--dtype", default=None, metavar="DTYPE", help="float32 (default), bfloat16 or float16")
 
 
@@ -106,6 +108,14 @@ def run(args) -> int:
 
 
 # -- terminal output ------------------------------------------------------------------------------
+def layout_lines(info: dict) -> list[str]:
+    """The header line of a Hugging Face model whose layers differ (every table's): its layout
+    and the selectors ``--pattern NAME=SPEC`` takes; none for any other model."""
+    if not info.get("layout") or not info.get("selectors"):
+        return []
+    return [f"layout {info['layout']}  (selectors: {', '.join(info['selectors'])}, L<i>, L<i>-<j>)"]
+
+
 def format_report(report: dict) -> str:
     """The bpb table (lengths as columns, one row per pattern; a tokenizer model's token
     perplexity below it), what was scored, unavailable reasons, then loss by position per pattern."""
@@ -115,7 +125,7 @@ def format_report(report: dict) -> str:
     data, stride = report["data"], report.get("stride")
     docs = f"{data['documents']} document{'' if data['documents'] == 1 else 's'}"
     if tokens:
-        lines = [f"model {report['run']}  {report['scheme']}  train_len {train_len}",
+        lines = [f"model {report['run']}  {report['scheme']}  train_len {train_len}", *layout_lines(report),
                  f"data {data['spec']} ({data['split']}): {docs} x {data['tokens_per_document']:,} tokens "
                  f"({data['bytes_scored']:,} bytes) scored per length"]
         tables = (("bpb", "bits per byte (lower is better)", "{:.4f}"),

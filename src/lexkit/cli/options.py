@@ -1,6 +1,6 @@
 """What several commands do with the options they share: the output files checked before any work (a
 bad one fails now, not after an hour of scoring) and written after it, before anything is printed;
-the device resolved with its CPU threads."""
+the device resolved (and a kernel it cannot run refused)."""
 
 from __future__ import annotations
 
@@ -21,13 +21,13 @@ def check_outputs(args) -> None:
 
 
 def device(args) -> str:
-    """The device the command runs on (``--device``), torch's CPU threads set to ``--threads``."""
-    checks.number("--threads", args.threads, maximum=4096)
-    resolved = str(resolve_device(args.device))
-    if args.threads:
-        import torch
+    """The device the command runs on (``--device``); ``--kernel flex`` refused off CUDA before
+    anything loads (:func:`lexkit.attention.kernels.refuse_cpu_flex`). (``--threads`` is applied
+    for every command by :mod:`lexkit.threads`' policy before the command runs.)"""
+    from ..attention import kernels
 
-        torch.set_num_threads(args.threads)
+    resolved = str(resolve_device(args.device))
+    kernels.refuse_cpu_flex(getattr(args, "kernel", "auto"), resolved)
     return resolved
 
 

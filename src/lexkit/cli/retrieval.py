@@ -15,11 +15,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import checks, needles
+from .. import checks, needles, threads
 from ..attention import KERNELS
-from ..formats import length_label
+from ..formats import length_label, percent
 from ..render import text_table
 from . import options
+from .eval import layout_lines
 
 
 def add_parser(sub):
@@ -33,8 +34,8 @@ def add_parser(sub):
                    help=f"the needle format of --task copy: trained ({', '.join(needles.trained())}; default tilde) "
                    f"or held out ({', '.join(needles.held_out_formats())}); `lexkit tasks` lists them")
     p.add_argument("--lengths", metavar="L,L,...",
-                   help="document lengths in bytes (default: the training length x 1, 2, 4, 8, 16, those long "
-                   "enough for the needle)")
+                   help="document lengths in the model's unit: bytes for a lexkit run, tokens for hf: (default: "
+                   "the training length x 1, 2, 4, 8, 16, those long enough for the needle)")
     p.add_argument("--depths", metavar="D,D,...", help="needle depths in percent, 0..100 (default: 0,10,...,100)")
     p.add_argument("--samples", type=int, default=10, metavar="N", help="documents per cell (default: 10)")
     p.add_argument("--size", type=int, metavar="N",
@@ -56,7 +57,7 @@ def add_parser(sub):
     p.add_argument("--csv", metavar="FILE", help="write one row per cell (CSV)")
     p.add_argument("--plot", metavar="FILE.png", help="needle-in-a-haystack heatmaps and accuracy against length")
     p.add_argument("--device", default="auto", metavar="DEVICE", help="auto, cpu, cuda or mps (default: auto)")
-    p.add_argument("--threads", type=int, metavar="N", help="CPU threads for torch")
+    p.add_argument("--threads", type=int, metavar="N", help=threads.HELP)
     p.add_argument("--kernel", default="auto", choices=KERNELS, help="attention kernel (default: auto)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     return p
@@ -98,30 +99,31 @@ def run(args) -> int:
 
 def format_report(report: dict) -> str:
     """Header; per pattern, exact match (%) by depth (rows) and length (columns); then the
-    summary over depths: accuracy with its 95 % interval and the answer's bits per byte."""
+    summary over depths: accuracy with its 95 % interval and the answer's bits per byte.
+    Percentages are whole unless that would round them to 0 or 100 (:func:`lexkit.formats.percent`)."""
     lengths, train_len = report["lengths"], report["train_len"]
     rows = report["rows"]
-    chance = rows[0]["chance_bits"] if rows else float("nan")
     lines = [
         f"{report['target']}  scheme {report['scheme']}"
         + (f" (trained as {report['trained_scheme']})" if report.get("trained_scheme") else "")
         + f"  train_len {train_len}",
         f"task {report['task']}" + (f", format {report['format']}" if report.get("format") else "")
-        + f" ({report['style']} style), {report['samples']} documents per cell; "
-        f"chance {chance:.2f} bits per answer byte",
+        + f" ({report['style']} style), {report['samples']} documents per cell, lengths in "
+        f"{report.get('unit', 'bytes')}; {chance_line(report)}",
     ]
+    lines[1:1] = layout_lines(report)
     cell = {(r["pattern"], r["length"], r["depth"]): r for r in rows}
     header = ["depth"] + [length_label(n, train_len) for n in lengths]
     for pattern in report["patterns"]:
         table = [header]
         for d in report["depths"]:
-            table.append([f"{d:g}%"] + [f"{100 * cell[(pattern, n, d)]['accuracy']:.0f}" for n in lengths])
+            table.append([f"{d:g}%"] + [percent(cell[(pattern, n, d)]["accuracy"]) for n in lengths])
         lines += ["", f"exact match (%), {pattern}"] + text_table(table)
     summary = {(s["pattern"], s["length"]): s for s in report["summary"]}
     table = [["pattern"] + [length_label(n, train_len) for n in lengths]]
     for pattern in report["patterns"]:
         table.append([pattern] + [
-            f"{100 * s['accuracy']:.0f} [{100 * s['low']:.0f}-{100 * s['high']:.0f}]"
+            f"{percent(s['accuracy'])} [{percent(s['low'])}-{percent(s['high'])}]"
             for s in (summary[(pattern, n)] for n in lengths)])
     lines += ["", "exact match (%) over all depths [95% interval]"] + text_table(table)
     table = [["pattern"] + [length_label(n, train_len) for n in lengths]]
@@ -129,3 +131,18 @@ def format_report(report: dict) -> str:
         table.append([pattern] + [f"{summary[(pattern, n)]['answer_bits']:.3f}" for n in lengths])
     lines += ["", "answer bits per byte (teacher-forced)"] + text_table(table)
     return "\n".join(lines)
+
+
+def chance_line(report: dict) -> str:
+    """What a uniform guess scores: its bits per answer byte, and how often it matches a whole
+    answer (alphabet ** -symbols: 3.8 % for one letter, so a tiny --size is not read as use of
+    context)."""
+    from .. import tasks
+
+    if not report["rows"]:
+        return "no cells"
+    bits = report["rows"][0]["chance_bits"]
+    symbols = report["size"] or tasks.get(report["task"]).default_size(report["style"])
+    match = 100 * 2.0 ** (-bits * symbols)
+    return (f"chance {bits:.2f} bits per answer byte, exact match by a uniform guess "
+            f"{f'{match:.2g}' if match >= 0.01 else '<0.01'} %")

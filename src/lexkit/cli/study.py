@@ -12,13 +12,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .. import checks, presets
+from .. import checks, presets, threads
 from ..device import resolve_device
 from ..report import length_table, pattern_table
 from ..results import read
 from ..rows import StudyResults
 from ..specs import parse_lengths
-from ..study import DEFAULT_PATTERNS, DEFAULT_SCHEMES, Study, StudyConfig
+from ..study import DEFAULT_LAYOUTS, DEFAULT_PATTERNS, DEFAULT_SCHEMES, Study, StudyConfig
 from ..study.recipe import RECIPE
 from .table import print_table
 
@@ -28,7 +28,10 @@ def add_parser(sub):
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", default="small", choices=list(presets.PRESETS), help="size preset (default: small)")
     p.add_argument("--scheme", action="append", metavar="SPEC",
-                   help=f"repeatable; default: {' '.join(DEFAULT_SCHEMES)}")
+                   help=f"repeatable; default: {' '.join(DEFAULT_SCHEMES)} (with --layout only: none)")
+    p.add_argument("--layout", action="append", metavar="SPEC",
+                   help="a layout as a row of the grid beside the schemes (docs/layouts.md), e.g. hwfa:W=32,shift=0.5; "
+                   f"repeatable; default: {' '.join(DEFAULT_LAYOUTS) or 'none'} (with --scheme only: none)")
     p.add_argument("--pattern", action="append", metavar="SPEC",
                    help=f"repeatable; default: {' '.join(DEFAULT_PATTERNS)}")
     p.add_argument("--lengths", help="comma list (default: the training length x 1/2, 1, 2, 4, 8, 16)")
@@ -39,7 +42,7 @@ def add_parser(sub):
     p.add_argument("--eval-docs", type=int, default=24, help="validation documents scored per length")
     p.add_argument("--out", default="study", help="study directory (default: ./study)")
     p.add_argument("--device", default="auto")
-    p.add_argument("--threads", type=int)
+    p.add_argument("--threads", type=int, metavar="N", help=threads.HELP)
     p.add_argument("--extension-steps", type=int, default=60,
                    help="steps of each fine-tune at 4x the training length in the context-extension "
                    "table (default: 60)")
@@ -81,7 +84,8 @@ def run(args) -> int:
         require()  # before hours of work: a missing extra fails at once
     cfg = StudyConfig(
         preset=args.preset,
-        schemes=args.scheme or list(DEFAULT_SCHEMES),
+        schemes=args.scheme or ([] if args.layout else list(DEFAULT_SCHEMES)),
+        layouts=args.layout or ([] if args.scheme else list(DEFAULT_LAYOUTS)),
         patterns=args.pattern or list(DEFAULT_PATTERNS),
         lengths=parse_lengths(args.lengths) if args.lengths else None,
         seeds=args.seeds, steps=args.steps, data=args.data, eval_docs=args.eval_docs,

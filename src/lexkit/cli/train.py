@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .. import presets
+from .. import presets, threads
 from ..distributed import setup
 from ..runs import configs_from_run, read_config
 from ..settings import configs, split_settings
@@ -54,7 +54,7 @@ def add_parser(sub):
                    help="retrieval documents (a task of `lexkit tasks`; docs/retrieval.md) as this fraction of the "
                    "training windows, e.g. passkey:0.05; repeatable (default: none)")
     p.add_argument("--seed", type=int, help="random seed (default: 0)")
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--threads", type=int, metavar="N", help=threads.HELP)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps (default: auto)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--fsdp", action="store_true",

@@ -5,6 +5,7 @@ of :class:`~lexkit.blocks.Number` cells that every renderer draws."""
 
 from __future__ import annotations
 
+from .. import formats
 from .. import results as query
 from ..blocks import Number, Table
 from ..formats import length_label, number
@@ -34,8 +35,11 @@ def cell(mean: float | None, std: float | None = None, digits: int = 3, *, small
 
 
 def percent(x: float | None) -> Number:
-    """An exact-match cell in percent (its value the fraction as shown)."""
-    return Number("n/a", None) if x is None else Number(f"{100 * x:.0f}", round(100 * x) / 100)
+    """An exact-match cell in percent (:func:`lexkit.formats.percent`; its value the fraction as shown)."""
+    if x is None:
+        return Number("n/a", None)
+    text = formats.percent(x)
+    return Number(text, float(text) / 100 if text[0].isdigit() else x)
 
 
 def length_table(doc: StudyResults, key: str = "bpb") -> Table:

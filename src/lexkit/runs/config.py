@@ -49,8 +49,25 @@ def read_config(run_dir: str | Path, *, training: bool = False) -> dict:
     try:
         ModelConfig(**config["model"])
     except (KeyError, TypeError, ValueError) as exc:
-        raise RunError(f"{path} is not a valid lexkit run config ({exc})") from exc
+        raise RunError(unregistered(path, config["model"]) or f"{path} is not a valid lexkit run config ({exc})") \
+            from exc
     return config
+
+
+def unregistered(path: Path, model: dict) -> str | None:
+    """Why a run's scheme is unknown here when it is a name no module registered (a scheme of the
+    user's, registered by a module not imported now), else None."""
+    from ..specs import split_spec
+
+    scheme = model.get("scheme")
+    try:
+        name = split_spec(scheme)[0] if isinstance(scheme, str) else None
+    except ValueError:
+        return None
+    if not name or name in positions.names():
+        return None
+    return (f"{path}: the run's position scheme {name!r} is not registered here (a scheme of your own?): load the "
+            f"module that registers it with --import MODULE (Python: import it first)")
 
 
 #: the sections of config.json and the keys each must have (to use a run; to continue or list it)

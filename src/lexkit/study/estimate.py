@@ -12,7 +12,7 @@ from ..device import eval_mode, resolve_device
 from ..model import GPT
 from ..train import device_autocast, make_optimizer, train_step
 from .cache import Cache
-from .plan import Plan, Section
+from .plan import Plan, Section, entries
 
 
 def estimate(plan: Plan, cache: Cache, tables: list[Section]) -> dict:
@@ -21,10 +21,12 @@ def estimate(plan: Plan, cache: Cache, tables: list[Section]) -> dict:
     other three counts), and evaluation from one forward pass at the longest length; then each
     table's tasks (:meth:`lexkit.study.plan.Section.tasks`) scaled from those."""
     device = resolve_device(plan.cfg.device)
+    if plan.cfg.threads:  # timed at the thread count the study will run at
+        torch.set_num_threads(plan.cfg.threads)
     cells = plan.cells()
     lengths, patterns = plan.lengths(), plan.patterns()
     per_scheme = {}
-    for scheme in plan.cfg.schemes:
+    for scheme in entries(plan.cfg):
         cell = next(c for c in cells if c.scheme == scheme)
         model, step_s, probe = timed_steps(cell, device, max(lengths))
         with eval_mode(model), torch.no_grad():
