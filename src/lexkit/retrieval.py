@@ -271,21 +271,27 @@ def score(
     with eval_mode(subject.model), \
             bar(len(lengths) * len(depths) * len(pats), f"retrieval {task}", enabled=progress, unit="cell") as b:
         for length in lengths:
-            for depth in depths:
-                docs = cell_documents(subject, task, length, depth, samples, haystack=haystack, seed=seed, size=size,
-                                      format=format)
-                for pat in pats:
-                    rows.append(_cell(subject, task, length, float(depth), docs, pat, cache, kernel, decode))
-                    b.advance(1, acc=rows[-1].accuracy)
+            docs = [cell_documents(subject, task, length, depth, samples, haystack=haystack, seed=seed, size=size,
+                                   format=format) for depth in depths]
+            cells = {}
+            for pat in pats:  # every depth of a length in one teacher-forced pass (batches of equal token counts)
+                scored = answer_scores(subject, [d for at in docs for d in at], pat, kernel)
+                for i, (depth, at) in enumerate(zip(depths, docs)):
+                    cells[depth, pat.spec] = _cell(subject, task, length, float(depth), at, pat, cache, kernel, decode,
+                                                   scored[i * samples : (i + 1) * samples])
+                    b.advance(1, acc=cells[depth, pat.spec].accuracy)
+            rows += [cells[depth, pat.spec] for depth in depths for pat in pats]
     return rows
 
 
 def _cell(subject: Subject, task: str, length: int, depth: float, docs: list[tasks.Document], pat: Pattern,
-          cache: bool | None, kernel: str, decode: bool) -> RetrievalCell:
-    """One cell: exact match (greedy decoding, or the teacher-forced argmax) and answer bits."""
+          cache: bool | None, kernel: str, decode: bool,
+          scored: list[tuple[float, bool]] | None = None) -> RetrievalCell:
+    """One cell: exact match (greedy decoding, or the teacher-forced argmax) and answer bits
+    (``scored``: the documents' :func:`answer_scores`, when already computed)."""
     from .sample import use_cache
 
-    scored = answer_scores(subject, docs, pat, kernel)
+    scored = answer_scores(subject, docs, pat, kernel) if scored is None else scored
     bits = [x for x, _ in scored]
     cached = decode and use_cache(subject.model, kernel, cache, pat)
     if decode:
