@@ -174,7 +174,7 @@ def test_html_report_is_self_contained_and_holds_every_table(written):
     assert not {"script", "link", "iframe", "object"} & set(page.tags)
     # every table of report.md, cell for cell, from the same data
     tables = [b for b in document(res) if isinstance(b, Table)]
-    assert len(page.tables) == len(tables) == md.count("\n| --- |") == 12
+    assert len(page.tables) == len(tables) == md.count("\n| --- |") == 13
     for table, parsed in zip(tables, page.tables):
         assert [c[0] for c in parsed[0]] == table.header
         assert [[c[0] for c in row] for row in parsed[1:]] == table.rows
@@ -245,13 +245,15 @@ def test_html_report_renders_in_headless_chromium(tmp_path):
 def test_table_g_holds_the_stored_retrieval_beside_bpb():
     res = read(study_results())
     header, rows = retrieval_table(res)
-    assert header[2:7] == [f"exact {m}x (%)" for m in MULTIPLES] and header[7:] == ["bpb 1x", "bpb 16x", "bpb 16x / 1x"]
+    assert header[:5] == ["configuration", "pattern", "formats", "seeds", "learned at 1x"]
+    assert header[5:10] == [f"exact {m}x (%)" for m in MULTIPLES] and header[10:] == ["bpb 1x", "bpb 16x",
+                                                                                      "bpb 16x / 1x"]
     for row, ((label, _, pattern), (acc, one, far)) in zip(rows, RETRIEVAL.items()):
         means = [sum(acc(m, d) for d in RETRIEVAL_DEPTHS) / len(RETRIEVAL_DEPTHS) for m in MULTIPLES]
-        assert row == [label, pattern] + [f"{100 * v:.0f}" for v in means] + [f"{one:.3f}", f"{far:.3f}",
-                                                                               f"{far / one:.2f}"]
+        assert row == [label, pattern, "trained", "1", "yes"] + [f"{100 * v:.0f}" for v in means] + [
+            f"{one:.3f}", f"{far:.3f}", f"{far / one:.2f}"]
     _, bits = answer_bits_table(res)
-    assert bits[0] == ["rope", "causal", "0.00", "3.60", "4.00", "4.00", "4.00"]  # 4 x (1 - exact match)
+    assert bits[0] == ["rope", "causal", "trained", "0.00", "3.60", "4.00", "4.00", "4.00"]  # 4 x (1 - exact)
     # worst depth: the lowest per-depth exact match, not the mean
     alibi = next(r for r in retrieval_lines(res) if r.label == "alibi")
     assert alibi.worst_depth[16] == 0.9 and alibi.accuracy[16] == pytest.approx(2.9 / 3)
@@ -271,12 +273,12 @@ def test_findings_say_where_each_configuration_stops_retrieving():
         "YaRN x16 (causal): retrieves 100 % at 1x, stops at 16x (87 %); 87 % at 16x, where its bpb is 2.400.",
     ]
     rope = res["retrieval"]["configs"][0]  # below 90 % from 1x on: its best length, or nothing at all
-    for row in rope["rows"]:
-        row["accuracy"] = 0.5 if row["multiple"] == 4 else 0.0
+    for c in rope["cells"]:
+        c["correct"] = 5 if c["length"] == 4 * res["retrieval"]["train_len"] else 0
     never = "rope (causal): never reaches 90 % (best 50 % at 4x); 0 % at 16x"
     assert retrieval_findings(read(res))[0].startswith(never)
-    for row in rope["rows"]:
-        row["accuracy"] = 0.0
+    for c in rope["cells"]:
+        c["correct"] = 0
     assert retrieval_findings(read(res))[0].startswith("rope (causal): retrieves nothing at any length; 0 % at 16x")
 
 

@@ -5,13 +5,15 @@ import json
 
 import pytest
 
-from lexkit import lock, tasks
+from lexkit import lock, needles, tasks
 from lexkit.cli import main
 from lexkit.extension import finetunes, methods
 from lexkit.report import extension_table, length_table, pattern_table, retrieval_table
 from lexkit.results import read
 from lexkit.study import Study, StudyConfig
-from lexkit.study.retrieval import Config
+from lexkit.study import retrieval as table_g
+from lexkit.study.recipe import RECIPE
+from lexkit.study.retrieval import Config, Trained
 from toy_corpus import STUDY_DOCS as DOCS
 from toy_corpus import write_corpus
 
@@ -21,11 +23,11 @@ def data_dir(tmp_path_factory):
     return write_corpus(tmp_path_factory.mktemp("data"), DOCS)
 
 
-def config(data_dir, schemes=("alibi", "rope"), extension=False, retrieval=False):
+def config(data_dir, schemes=("alibi", "rope"), extension=False, retrieval=False, seeds=1):
     return StudyConfig(preset="tiny", schemes=list(schemes), patterns=["causal", "window"], lengths=[16, 32, 64],
                        steps=6, data=str(data_dir), eval_docs=2, resolution_texts=1, extension=extension,
                        extension_steps=3, retrieval=retrieval, retrieval_preset="tiny", retrieval_steps=2,
-                       retrieval_samples=1)
+                       retrieval_samples=1, retrieval_seeds=seeds)
 
 
 def actions(study, task=None):
@@ -154,9 +156,10 @@ def test_dry_run_lists_cells_and_trains_nothing(tmp_path, data_dir, capsys):
     assert code == 0
     text = capsys.readouterr().out
     assert "2 training runs" in text and "xpos_gamma_0.5-s0-" in text and "estimated total" in text
-    # table G trains alibi with the retrieval mix (xpos:gamma=0.5 is not one of its schemes)
-    assert "table G (use of context): 1 run with --mix copy:0.75 (quick preset, 2000 steps, batch 64)" in text
-    assert "G train     alibi + mix" in text and "to train" in text
+    # table G trains alibi with the retrieval mix on 3 seeds (xpos:gamma=0.5 is not one of its rows)
+    assert (f"table G (use of context): 3 runs (3 seeds a row) with --mix {RECIPE.mix} (quick preset, "
+            f"{RECIPE.steps} steps, batch 64)") in text
+    assert "G train     alibi + mix, seed 2" in text and "to train" in text
     assert not (out / "runs").exists()
 
 
@@ -172,7 +175,7 @@ def test_no_retrieval_reaches_the_study_and_its_plan(tmp_path, data_dir, capsys,
     argv = ["study", "--preset", "tiny", "--scheme", "alibi", "--data", str(data_dir), "--out", str(tmp_path / "s"),
             "--dry-run"]
     assert main(argv + ["--retrieval-steps", "7"]) == 0
-    assert seen == {"retrieval": True, "steps": 7} and "G train     alibi + mix" in capsys.readouterr().out
+    assert seen == {"retrieval": True, "steps": 7} and "G train     alibi + mix, seed 0" in capsys.readouterr().out
     assert main(argv + ["--no-retrieval"]) == 0
     assert seen["retrieval"] is False and "table G (use of context): skipped" in capsys.readouterr().out
 
@@ -183,6 +186,7 @@ def test_no_retrieval_reaches_the_study_and_its_plan(tmp_path, data_dir, capsys,
     (["--lengths", "0,32"], "lengths must be positive integers"),
     (["--seeds", "0"], "--seeds must be a positive integer"),
     (["--retrieval-steps", "0"], "--retrieval-steps must be a positive integer"),
+    (["--retrieval-seeds", "0"], "--retrieval-seeds must be a positive integer"),
 ])
 def test_study_bad_input(tmp_path, capsys, argv, message):
     assert main(["study", "--preset", "tiny", "--out", str(tmp_path / "s"), *argv]) == 2
@@ -193,59 +197,100 @@ def test_study_bad_input(tmp_path, capsys, argv, message):
 
 # -- table G: use of context ---------------------------------------------------------------------------
 def test_table_g_plan_runs_configurations_and_cache_keys(tmp_path, data_dir, monkeypatch):
-    """Without training: one mix run per studied scheme of table G, named apart from the main
-    runs; on rope (with table E) its methods but plain rope and its fine-tunes; a cache key that
-    follows what is scored."""
-    study = Study(config(data_dir, ("alibi", "rope", "xpos:gamma=0.5"), extension=True, retrieval=True), tmp_path,
-                  progress=False, echo=None)
+    """Without training: each row of table G on every seed, named apart from the main runs and
+    trained with the one recipe; on the rope row's seed 0 (with table E) its methods but plain rope
+    and its fine-tunes; a row with a layout, settings, steps and patterns of its own; a needle size
+    every format fits; a cache key that follows what is scored."""
+    study = Study(config(data_dir, ("alibi", "rope", "xpos:gamma=0.5"), extension=True, retrieval=True, seeds=2),
+                  tmp_path, progress=False, echo=None)
     g = study.retrieval
     assert [table.key for table in study.tables] == ["extension", "retrieval"]  # E and G, behind one interface
+    jobs = g.jobs()
+    assert [(j.row.label, j.cell.seed) for j in jobs] == [("rope", 0), ("rope", 1), ("alibi", 0), ("alibi", 1)]
     cells = g.cells()
-    assert [c.scheme for c in cells] == ["alibi", "rope"] and all(c.name.startswith("mix-") for c in cells)
-    assert all(c.train_cfg.mix == "copy:0.75" and c.train_cfg.batch == 64 and c.train_cfg.steps == 2 for c in cells)
+    assert all(c.name.startswith("mix-") for c in cells) and len({c.key for c in cells}) == 4
+    assert all(c.train_cfg.mix == RECIPE.mix == "induction:0.75" and c.train_cfg.batch == RECIPE.batch
+               and c.train_cfg.lr == RECIPE.lr and c.train_cfg.steps == 2 for c in cells)
     assert {c.key for c in cells}.isdisjoint({c.key for c in study.plan.cells()})
     t = g.train_len()
-    rope = g.configurations(cells[1])
+    rope = g.configurations(jobs[0])
     assert rope[0] == Config("rope", "scheme", None, None, ("causal", f"window:{t}"))
     assert [c.label for c in rope[1:]] == ([m.label for m in methods(t, 16 * t)][1:] + [f.label for f in finetunes(t)])
-    assert g.configurations(cells[0]) == [Config("alibi", "scheme", None, None, ("causal", f"window:{t}"))]
-    path = g.cache_path(cells[1].key, rope[0])
+    assert g.configurations(jobs[1]) == [rope[0]]  # the methods on seed 0 only
+    assert g.configurations(jobs[2]) == [Config("alibi", "scheme", None, None, ("causal", f"window:{t}"))]
+    # the needle size: 12 lowered until every format fits the training length (python is the longest)
+    assert g.size() == 6 and max(needles.get(f).minimum(6) for f in table_g.FORMATS) <= t
+    assert needles.get("python").minimum(7) > t
+    path = g.cache_path(cells[0].key, rope[0])
     assert path.parent == tmp_path / "cache" and path.name.startswith("retrieval-")
     study.cfg.retrieval_samples = 2
-    assert g.cache_path(cells[1].key, rope[0]) != path
-    # new documents (a task's builder, or how its seeds are drawn) are never served old scores or runs
+    assert g.cache_path(cells[0].key, rope[0]) != path
+    # new documents (a task's builder, a format's, or how its seeds are drawn) are never served old
+    # scores or runs
     main_keys = [c.key for c in study.plan.cells()]
-    monkeypatch.setattr(tasks.get("copy"), "version", 2)
-    assert g.cache_path(cells[1].key, rope[0]) != path and [c.key for c in g.cells()] != [c.key for c in cells]
+    path = g.cache_path(cells[0].key, rope[0])
+    monkeypatch.setattr(needles.get("caret"), "version", 2)  # held out: scores change, runs do not
+    assert g.cache_path(cells[0].key, rope[0]) != path and [c.key for c in g.cells()] == [c.key for c in cells]
+    monkeypatch.setattr(needles.get("bare"), "version", 2)  # trained: the runs' mix changes too
+    assert [c.key for c in g.cells()] != [c.key for c in cells]
+    changed = [c.key for c in g.cells()]
+    monkeypatch.setattr(tasks.get("induction"), "version", 2)  # the mix task's own builder
+    assert [c.key for c in g.cells()] != changed
     assert [c.key for c in study.plan.cells()] == main_keys  # the grid's runs have no mix: kept
+    # a row of its own: a layout, a token shift, its steps and patterns
+    row = Trained("hwfa8", "rope", layout="hwfa:W=8", settings={"token_shift": 0.5}, steps=3, patterns=("causal",))
+    monkeypatch.setattr(table_g, "ROWS", [*table_g.ROWS, row])
+    job = g.jobs()[-1]
+    assert job.row is row and job.cell.model_cfg.layout == "hwfa:W=8" and job.cell.model_cfg.token_shift == 0.5
+    assert job.cell.train_cfg.steps == 3 and g.configurations(job) == [Config("hwfa8", "scheme", None, None,
+                                                                              ("causal",))]
+    assert row.describe() == "layout hwfa:W=8, token_shift 0.5, 3 steps" and Trained("a", "alibi").describe() is None
     study.cfg.retrieval = False
     assert g.run() is None and g.tasks_at(1.0, 1.0) == [] and g.tasks({}, "cpu") == []
+    monkeypatch.setattr(table_g, "ROWS", table_g.ROWS[:-1])
     only = Study(config(data_dir, ("xpos:gamma=0.5",), retrieval=True), tmp_path, progress=False, echo=None)
-    assert only.retrieval.schemes() == [] and only.retrieval.run() is None
+    assert only.retrieval.rows() == [] and only.retrieval.run() is None
+
+
+def test_the_recipe_is_one_definition_for_the_study_and_the_command_line():
+    """RECIPE.flags() given to ``lexkit train`` make the configs the study makes from RECIPE.settings()."""
+    from lexkit.cli import build_parser
+    from lexkit.cli.train import _overrides
+    from lexkit.settings import configs
+
+    args = build_parser().parse_args(["train", "--scheme", "alibi", "--out", "x", *RECIPE.flags()])
+    assert configs(args.preset, "alibi", **_overrides(args)) == configs(RECIPE.preset, "alibi", **RECIPE.settings())
+    assert RECIPE.settings(7)["steps"] == 7 and "--steps" in RECIPE.flags(7) and "7" in RECIPE.flags(7)
 
 
 @pytest.mark.slow  # fast siblings: the test above (plan) and tests/test_report.py (table G from results.json)
 def test_tiny_study_writes_table_g_the_scatter_and_the_goal(tmp_path, data_dir):
     out = tmp_path / "study"
-    first = Study(config(data_dir, ("rope",), retrieval=True), out, progress=False, echo=None)
+    first = Study(config(data_dir, ("rope",), retrieval=True, seeds=2), out, progress=False, echo=None)
     first.run()
     saved = json.loads((out / "results.json").read_text())
     g = saved["retrieval"]
-    assert g["mix"] == "copy:0.75" and g["steps"] == 2 and g["multiples"] == [1, 2, 4, 8, 16]
-    (entry, window) = g["configs"]  # rope under causal and window (no table E here)
-    assert (entry["label"], entry["pattern"], window["pattern"]) == ("rope", "causal", f"window:{g['train_len']}")
+    assert g["mix"] == RECIPE.mix and g["steps"] == 2 and g["multiples"] == [1, 2, 4, 8, 16] and g["seeds"] == 2
+    assert g["formats"] == ["tilde"] and g["held_out"] == ["python", "hex", "caret"] and g["size"] == 6
+    # rope under causal and window (no table E here), on 2 seeds, in 4 formats
+    keys = [(e["label"], e["pattern"], e["seed"], e["format"], e["held_out"]) for e in g["configs"]]
+    assert keys == [("rope", p, s, f, f != "tilde") for s in (0, 1) for p in ("causal", f"window:{g['train_len']}")
+                    for f in ("tilde", "python", "hex", "caret")]
+    entry = g["configs"][0]
     assert len(entry["cells"]) == 5 * len(g["depths"]) and [r["multiple"] for r in entry["rows"]] == [1, 2, 4, 8, 16]
     assert [r["bpb"] is not None for r in entry["rows"]] == [True, False, False, False, True]
+    assert [r["bpb"] for r in g["configs"][1]["rows"]] == [r["bpb"] for r in entry["rows"]]  # one bpb, every format
     config_json = json.loads((out / entry["run"] / "config.json").read_text())
-    assert config_json["train"]["mix"] == "copy:0.75" and config_json["train"]["steps"] == 2
+    assert config_json["train"]["mix"] == RECIPE.mix and config_json["train"]["steps"] == 2
     report = (out / "report.md").read_text()
     header, rows = retrieval_table(read(saved))
+    assert [r[2] for r in rows] == ["trained", "held-out (python, hex, caret)"] * 2
     assert "## G. Use of context" in report and all("| " + " | ".join(r) + " |" in report for r in rows)
     assert "The goal (bpb at 16x within 3 %" in report and ("**met**" in report or "**not met**" in report)
     html = (out / "report.html").read_text()
     assert "G. Use of context" in html and "retrieval_scatter.png" in html
     assert (out / "retrieval_scatter.png").is_file() and (out / "retrieval_heatmap.png").is_file()
-    again = Study(config(data_dir, ("rope",), retrieval=True), out, progress=False, echo=None)
+    again = Study(config(data_dir, ("rope",), retrieval=True, seeds=2), out, progress=False, echo=None)
     assert again.run().retrieval.to_json() == g
     assert {a for t, a in actions(again) if t in ("retrieval", "train")} == {"cached"}
 

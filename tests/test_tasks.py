@@ -13,8 +13,7 @@ from lexkit import data, tasks
 HAY = tasks.Haystack(b"def f(x):\n    return x + 1  # ok ~ tilde\n" * 20)
 
 
-@pytest.mark.parametrize("task", tasks.names())
-@pytest.mark.parametrize("style", tasks.STYLES)
+@pytest.mark.parametrize("task, style", [(t, s) for t in tasks.names() for s in tasks.get(t).styles])
 def test_documents_have_the_length_and_answer_where_they_say(task, style):
     length = tasks.minimum_length(task, style) + 200
     for depth in (0, 35, 100):
@@ -27,7 +26,8 @@ def test_documents_have_the_length_and_answer_where_they_say(task, style):
             assert doc.prompt + doc.expected == doc.text
             assert doc.distance == doc.answer[0] - doc.needle[0] > 0
             given = 2 if (task, style) == ("passkey", "standard") else 1  # Landmark's needle says it twice
-            assert doc.text.count(value) == given + 1
+            if doc.format != "ngram":  # a corpus span may recur in the haystack
+                assert doc.text.count(value) == given + 1
 
 
 def test_depth_places_the_needle_in_the_haystack():
@@ -114,7 +114,8 @@ def test_without_needle_replaces_only_the_value():
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda: tasks.make("needle", 100, 0, haystack=HAY), "unknown task 'needle'; valid: copy, passkey, multikey"),
+    (lambda: tasks.make("needle", 100, 0, haystack=HAY),
+     "unknown task 'needle'; valid: copy, passkey, multikey, induction"),
     (lambda: tasks.make("copy", 100, 101, haystack=HAY), r"depth 101 is outside \[0, 100\]"),
     (lambda: tasks.make("copy", 100, -1, haystack=HAY), r"depth -1 is outside \[0, 100\]"),
     (lambda: tasks.make("copy", 20, 0, haystack=HAY), r"length 20 is shorter than the copy needle .*34 bytes"),
@@ -257,7 +258,7 @@ def test_adding_a_task_changes_no_other_tasks_documents(fresh_tasks):
         def build(cls, rng, haystack, free, before, depth, size, split, style):
             return tasks.TASKS.get("copy").build(rng, haystack, free, before, depth, size, split, style)
 
-    assert tasks.names() == ["copy", "passkey", "multikey", "aaa-first"]
+    assert tasks.names() == ["copy", "passkey", "multikey", "induction", "aaa-first"]
     assert every_document() == before
     # its own documents are its own: the same builder under another name draws other values
     mine = tasks.make("aaa-first", 120, 50, haystack=HAY, size=4)
@@ -279,7 +280,7 @@ def test_import_registers_a_user_task_for_every_command(fresh_tasks, trained, ca
     assert main(["tasks"]) == 0
     assert "reverse" not in capsys.readouterr().out
     assert main(["tasks", "--import", "my_task"]) == 0
-    listed = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:4 + 1]}
+    listed = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:5 + 1]}
     assert list(listed)[:3] == ["copy", "passkey", "multikey"] and "reverse" in listed
     assert listed["reverse"].split()[1:3] == ["8", "bytes"]
     doc = tasks.make("reverse", 80, 50, haystack=HAY)

@@ -377,13 +377,16 @@ def mix_size(task: str, length: int, rng) -> int:
     from . import tasks
 
     low, top = tasks.mix_sizes(task)
-    while top > _MIX_MIN_SIZE and tasks.minimum_length(task, "bytes", top) > length:
-        top -= 1
+    top = fitting_size(task, length, top)
     return int(rng.integers(min(low, top), top + 1))
 
 
 #: documents per task of a mix's probe (validation of the retrieval skill during training)
 PROBE_DOCUMENTS = 32
+#: the probe's name for the held-out needle formats (:mod:`lexkit.needles`), pooled
+HELD_OUT = "heldout"
+#: the value size of the held-out probe's needles (lowered to what fits the training length)
+PROBE_SIZE = 12
 
 
 def mix_probe(tokens: Tensor, mix: dict[str, float] | str, length: int,
@@ -391,28 +394,54 @@ def mix_probe(tokens: Tensor, mix: dict[str, float] | str, length: int,
     """Fixed documents per task of a mix, to see a run learn it: ``count`` documents of ``length``
     bytes whose haystack is ``tokens`` (the validation stream), evaluation-split needles (never
     trained on), depths spread evenly from 0 to 100 %, needle sizes drawn as the mix draws them.
-    Per task: (inputs [count, length], targets [count, length], answer mask [count, length], True
-    where the target is an answer byte)."""
+    When the mix has a copy-like task (one that takes needle formats or draws them), also
+    :data:`HELD_OUT`: ``count`` documents of each held-out format (copy needles of
+    :data:`PROBE_SIZE`), pooled, to see whether what is learnt is the skill or a format. Per entry:
+    (inputs [n, length], targets [n, length], answer mask [n, length], True where the target is an
+    answer byte)."""
     import numpy as np
 
-    from . import tasks
+    from . import needles, tasks
 
     haystack = haystack_of(tokens)
     out = {}
-    for task in (parse_mix(mix) if isinstance(mix, str) else mix):
-        xs, ys, masks = [], [], []
-        for i in range(count):
-            size = mix_size(task, length, np.random.default_rng([0x315, i]))
-            doc = tasks.make(task, length, 100.0 * i / max(1, count - 1), haystack=haystack, seed=0x315, index=i,
-                             split="eval", size=size)
-            row = encode(doc.text)  # [length + 1], BOS first: target j is text byte j
-            mask = torch.zeros(length, dtype=torch.bool)
-            mask[doc.answer[0]:doc.answer[1]] = True
-            xs.append(row[:-1])
-            ys.append(row[1:])
-            masks.append(mask)
-        out[task] = (torch.stack(xs), torch.stack(ys), torch.stack(masks))
+    mix = parse_mix(mix) if isinstance(mix, str) else mix
+    for task in mix:
+        docs = [tasks.make(task, length, 100.0 * i / max(1, count - 1), haystack=haystack, seed=0x315, index=i,
+                           split="eval", size=mix_size(task, length, np.random.default_rng([0x315, i])))
+                for i in range(count)]
+        out[task] = _probe_rows(docs, length)
+    if any(tasks.get(t).default_format is not None or tasks.get(t).draws_formats for t in mix):
+        docs = []
+        for name in needles.held_out_formats():
+            size = fitting_size("copy", length, PROBE_SIZE, name)
+            docs += [tasks.make("copy", length, 100.0 * i / max(1, count - 1), haystack=haystack, seed=0x315,
+                                index=i, split="eval", size=size, format=name) for i in range(count)]
+        out[HELD_OUT] = _probe_rows(docs, length)
     return out
+
+
+def _probe_rows(docs, length: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Documents of ``length`` bytes as (inputs, targets, answer mask), each [len(docs), length]."""
+    xs, ys, masks = [], [], []
+    for doc in docs:
+        row = encode(doc.text)  # [length + 1], BOS first: target j is text byte j
+        mask = torch.zeros(length, dtype=torch.bool)
+        mask[doc.answer[0]:doc.answer[1]] = True
+        xs.append(row[:-1])
+        ys.append(row[1:])
+        masks.append(mask)
+    return torch.stack(xs), torch.stack(ys), torch.stack(masks)
+
+
+def fitting_size(task: str, length: int, size: int, format: str | None = None) -> int:
+    """``size``, lowered (down to :data:`_MIX_MIN_SIZE`) until a ``task`` document in ``format``
+    fits ``length`` bytes."""
+    from . import tasks
+
+    while size > _MIX_MIN_SIZE and tasks.minimum_length(task, "bytes", size, format) > length:
+        size -= 1
+    return size
 
 
 class MixedStream(Stream):

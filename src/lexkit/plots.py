@@ -335,7 +335,7 @@ def place_labels(ax, points: Sequence[tuple[float, float]], labels: Sequence[str
 def retrieval_heatmap(doc: StudyResults, path: str | Path) -> None:
     """Exact match over all depths, configuration (rows) by multiple of the training length
     (columns), each cell annotated in percent. No file without table G."""
-    rows = query.retrieval_lines(doc)
+    rows = query.retrieval_lines(doc, None)  # trained and held-out formats, each configuration's together
     if not rows:
         return
     multiples = doc.retrieval.multiples
@@ -347,7 +347,7 @@ def retrieval_heatmap(doc: StudyResults, path: str | Path) -> None:
             if not math.isnan(v):
                 ax.text(j, i, f"{100 * v:.0f}", ha="center", va="center", fontsize=6)
     ax.set_xticks(range(len(multiples)), [f"{m}x" for m in multiples], fontsize=7)
-    ax.set_yticks(range(len(rows)), [f"{r.label} [{r.pattern}]" for r in rows], fontsize=6)
+    ax.set_yticks(range(len(rows)), [f"{r.label} [{r.pattern}] {r.group}" for r in rows], fontsize=6)
     ax.set_xlabel("length (multiple of the training length)")
     fig.colorbar(image, ax=ax, label="exact match", shrink=0.8)
     save(fig, path)

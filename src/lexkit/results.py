@@ -15,7 +15,8 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from .rows import ContextRow, Finetuned, PositionRow, StudyResults, StudyRun
+from .rows import Finetuned, PositionRow, StudyResults, StudyRun
+from .stats import wilson
 
 Mean = tuple[float | None, float | None]  # (mean, sample std) over seeds
 
@@ -274,12 +275,20 @@ FLAT = 0.03
 RETRIEVES = 0.9
 
 
+#: the formats of table G: those the runs trained on, those held out from training
+GROUPS = ("trained", "held-out")
+
+
 @dataclasses.dataclass(frozen=True)
 class RetrievalLine:
-    """One configuration of table G under one pattern, by multiple of the training length:
-    ``accuracy`` (exact match over every depth), ``low``/``high`` (its 95 % interval),
-    ``answer_bits``, ``bpb`` (None where not measured) and ``worst_depth`` (the lowest exact match
-    of any one depth)."""
+    """One configuration of table G under one pattern, in one ``group`` of needle formats
+    (:data:`GROUPS`), pooled over its ``seeds`` and the group's ``formats``, by multiple of the
+    training length: ``accuracy`` (exact match over every depth, format and seed), ``low``/``high``
+    (its 95 % Wilson interval over the ``needles`` pooled), ``spread`` (the lowest and highest
+    seed's exact match), ``answer_bits``, ``bpb`` (mean over seeds; None where not measured),
+    ``worst_depth`` (the lowest exact match of any one depth) and ``learned``: whether the
+    configuration retrieves at 1x (at least :data:`RETRIEVES` on the held-out formats, or on the
+    trained ones when none was scored). A configuration that did not learn is not ranked past 1x."""
 
     label: str
     pattern: str
@@ -292,22 +301,87 @@ class RetrievalLine:
     answer_bits: dict[int, float]
     bpb: dict[int, float | None]
     worst_depth: dict[int, float]
+    group: str = "trained"
+    seeds: int = 1
+    spread: dict[int, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    needles: dict[int, int] = dataclasses.field(default_factory=dict)
+    formats: tuple[str, ...] = ()
+    learned: bool = True
+    training: str | None = None
 
 
-def retrieval_lines(doc: StudyResults) -> list[RetrievalLine]:
-    """Table G's configurations, one per (label, pattern); empty when the study ran none."""
-    g = doc.retrieval
-    out = []
-    for entry in g.configs if g is not None else []:
-        by: dict[int, ContextRow] = {r.multiple: r for r in entry.rows}
-        depth: dict[int, list[float]] = {}
+def _group(entry) -> str:
+    return "held-out" if entry.held_out else "trained"
+
+
+def _pooled(entries: list, train_len: int) -> dict:
+    """The pooled measures of entries of one (label, pattern, group), by multiple (see
+    :class:`RetrievalLine`)."""
+    counts: dict[int, list] = defaultdict(lambda: [0, 0, 0.0])  # by multiple: needles, correct, bits x needles
+    depth: dict[tuple[int, float], list] = defaultdict(lambda: [0, 0])  # by (multiple, depth)
+    seed: dict[tuple[int, int], list] = defaultdict(lambda: [0, 0])  # by (multiple, seed)
+    for entry in entries:
         for c in entry.cells:
-            depth.setdefault(c.length // g.train_len, []).append(c.accuracy)
-        out.append(RetrievalLine(entry.label, entry.pattern, entry.kind, entry.scheme, entry.run,
-                                 *({m: getattr(r, key) for m, r in by.items()}
-                                   for key in ("accuracy", "low", "high", "answer_bits", "bpb")),
-                                 {m: min(v) for m, v in depth.items()}))
+            m = c.length // train_len
+            for cell in (counts[m], depth[m, c.depth], seed[m, entry.seed]):
+                cell[0] += c.samples
+                cell[1] += c.correct
+            counts[m][2] += c.answer_bits * c.samples
+    out = {"accuracy": {}, "low": {}, "high": {}, "answer_bits": {}, "worst_depth": {}, "spread": {}, "needles": {}}
+    for m, (n, k, bits) in sorted(counts.items()):
+        out["accuracy"][m], out["needles"][m], out["answer_bits"][m] = k / n, n, bits / n
+        out["low"][m], out["high"][m] = wilson(k, n)
+        out["worst_depth"][m] = min(kk / nn for (mm, _), (nn, kk) in depth.items() if mm == m)
+        per_seed = [kk / nn for (mm, _), (nn, kk) in seed.items() if mm == m]
+        out["spread"][m] = (min(per_seed), max(per_seed))
+    bpb: dict[int, list] = defaultdict(list)
+    for entry in entries:
+        for r in entry.rows:
+            bpb[r.multiple].append(r.bpb)
+    out["bpb"] = {m: aggregate(v)[0] for m, v in bpb.items()}
     return out
+
+
+def retrieval_lines(doc: StudyResults, group: str | None = "trained") -> list[RetrievalLine]:
+    """Table G's configurations, one per (label, pattern) in ``group`` (:data:`GROUPS`; None: one
+    per (label, pattern, group), trained first), pooled over seeds and formats; empty when the
+    study ran none."""
+    g = doc.retrieval
+    if g is None:
+        return []
+    by: dict[tuple[str, str, str], list] = {}
+    for entry in g.configs:
+        by.setdefault((entry.label, entry.pattern, _group(entry)), []).append(entry)
+    pooled = {key: _pooled(entries, g.train_len) for key, entries in by.items()}
+    out = []
+    for (label, pattern, kind), entries in by.items():
+        if group is not None and kind != group:
+            continue
+        first, p = entries[0], pooled[(label, pattern, kind)]
+        judge = pooled.get((label, pattern, "held-out"), p)
+        out.append(RetrievalLine(label, pattern, first.kind, first.scheme, first.run, p["accuracy"], p["low"],
+                                 p["high"], p["answer_bits"], p["bpb"], p["worst_depth"], kind,
+                                 len({e.seed for e in entries}), p["spread"], p["needles"],
+                                 tuple(dict.fromkeys(e.format for e in entries)),
+                                 judge["accuracy"].get(min(judge["accuracy"], default=1), 0.0) >= RETRIEVES,
+                                 first.training))
+    order = {key[:2]: i for i, key in reversed(list(enumerate(by)))}  # where each (label, pattern) came first
+    return sorted(out, key=lambda r: (order[r.label, r.pattern], GROUPS.index(r.group)))
+
+
+def held_out_scored(doc: StudyResults) -> bool:
+    """Whether table G scored held-out formats (a study before them scored the trained one alone)."""
+    return doc.retrieval is not None and any(e.held_out for e in doc.retrieval.configs)
+
+
+def separated(a: RetrievalLine, b: RetrievalLine, m: int) -> bool:
+    """Whether two lines differ at multiple ``m`` beyond doubt: their 95 % intervals (over the
+    pooled needles) do not overlap, and neither do their seeds (every seed of one above every
+    seed of the other)."""
+    if m not in a.accuracy or m not in b.accuracy:
+        return False
+    lo, hi = (a, b) if a.accuracy[m] < b.accuracy[m] else (b, a)
+    return lo.high[m] < hi.low[m] and lo.spread[m][1] < hi.spread[m][0]
 
 
 def stops_at(line: RetrievalLine, level: float = RETRIEVES) -> int | None:
@@ -356,8 +430,10 @@ def _reach(worst_depth: dict[int, float]) -> int | None:
 def context_goal(doc: StudyResults) -> ContextGoal | None:
     """The stated goal of table G: a configuration whose bpb at the longest multiple (16x) is
     within :data:`FLAT` of its own bpb at 1x *and* whose exact match there is at least
-    :data:`RETRIEVES` at every depth; None when the study ran no table G."""
-    lines = retrieval_lines(doc)
+    :data:`RETRIEVES` at every depth, on the held-out formats (the skill; on the trained format in a
+    study that scored no held-out one); None when the study ran no table G. A configuration that
+    did not learn at 1x is scored but never ranked (neither nearest nor best)."""
+    lines = retrieval_lines(doc, "held-out" if held_out_scored(doc) else "trained")
     if not lines:
         return None
     far = max(doc.retrieval.multiples)
@@ -367,18 +443,20 @@ def context_goal(doc: StudyResults) -> ContextGoal | None:
         ratio = long / one if one and long is not None else None
         flat = ratio is not None and ratio <= 1 + FLAT
         worst = line.worst_depth.get(far, 0.0)
-        scored.append(Scored(line, ratio, flat, worst, flat and worst >= RETRIEVES, _reach(line.worst_depth)))
+        met = flat and worst >= RETRIEVES and line.learned
+        scored.append(Scored(line, ratio, flat, worst, met, _reach(line.worst_depth)))
 
     def rank(s: Scored):  # better retrieval first, then flatter
         return s.worst, s.line.accuracy.get(far, 0.0), -(s.ratio if s.ratio is not None else float("inf"))
 
-    met = [s for s in scored if s.met]
-    flat = [s for s in scored if s.flat]
+    ranked = [s for s in scored if s.line.learned] or scored
+    met = [s for s in ranked if s.met]
+    flat = [s for s in ranked if s.flat]
     if met or flat:
         nearest = max(met or flat, key=rank)
     else:
-        nearest = min((s for s in scored if s.ratio is not None), key=lambda s: s.ratio, default=scored[0])
-    reaching = [s for s in scored if s.reach is not None]
+        nearest = min((s for s in ranked if s.ratio is not None), key=lambda s: s.ratio, default=ranked[0])
+    reaching = [s for s in ranked if s.reach is not None]
     return ContextGoal(far, scored, [f"{s.line.label} ({s.line.pattern})" for s in met], nearest,
-                       max(scored, key=rank),
+                       max(ranked, key=rank),
                        max(reaching, key=lambda s: (s.reach, s.line.accuracy.get(s.reach, 0)), default=None))

@@ -38,13 +38,13 @@ from . import checks, render, tasks
 from .attention import Pattern
 from .device import eval_mode
 from .rows import ContextRow, RetrievalCell, RetrievalSummary
+from .stats import Z95, wilson  # noqa: F401 (the interval of every retrieval accuracy; re-exported)
 from .subject import Subject
 
 #: the needle-in-a-haystack depth grid: 0, 10, ..., 100 percent
 DEFAULT_DEPTHS = tuple(float(d) for d in range(0, 101, 10))
 #: the lengths retrieval is scored at by default, as multiples of the training length
 DEFAULT_MULTIPLES = (1, 2, 4, 8, 16)
-Z95 = 1.959963984540054
 
 
 def unit(subject: Subject) -> str:
@@ -59,19 +59,6 @@ def style(subject: Subject) -> str:
 
 
 # -- measures -------------------------------------------------------------------------------------
-def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of a binomial proportion (Wilson 1927)."""
-    if n <= 0:
-        raise ValueError("a confidence interval needs at least one sample")
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    low = 0.0 if successes == 0 else max(0.0, centre - half)  # exact bounds, not a rounding residue
-    high = 1.0 if successes == n else min(1.0, centre + half)
-    return low, high
-
-
 def answer_tokens(nbytes: Tensor, start: int) -> Tensor:
     """Bool [T-1]: which of tokens 1.. cover some byte at or after byte ``start`` of the text."""
     ends = nbytes.cumsum(0)  # bytes of text covered up to and including each token
@@ -144,20 +131,21 @@ def exact_match(subject: Subject, doc: tasks.Document, pattern: Pattern, cache: 
 
 
 def check_grid(task: str, lengths: Sequence[int], depths: Sequence[float], samples: int, style: str,
-               size: int | None = None) -> None:
-    """ValueError for an unknown task, a depth outside [0, 100], a length that is not a positive
-    integer or too short for the needle, a sample count or size that is not a positive integer,
-    or a list given as one value: before any model loads. Lengths of the ``standard`` style
-    (tokenizer models) count tokens, checked against the needle once the tokenizer is loaded
-    (:func:`cell_documents`)."""
+               size: int | None = None, format: str | None = None) -> None:
+    """ValueError for an unknown task or needle format (or a format given to a task that takes
+    none), a depth outside [0, 100], a length that is not a positive integer or too short for the
+    needle, a sample count or size that is not a positive integer, or a list given as one value:
+    before any model loads. Lengths of the ``standard`` style (tokenizer models) count tokens,
+    checked against the needle once the tokenizer is loaded (:func:`cell_documents`)."""
     tasks.check_task(task)
+    tasks.check_format(task, format)
     checks.number("--samples", samples)
     checks.number("--size", size)
     for depth in _listed("depths", depths, "[0, 50, 100]"):
         tasks.check_depth(depth)
     for length in _listed("lengths", lengths, "[64, 128]"):
         checks.number("lengths", length, maximum=checks.MAX_EVAL_LENGTH)
-    need = tasks.minimum_length(task, style, size)
+    need = tasks.minimum_length(task, style, size, format)
     for length in lengths if style == "bytes" else ():
         if length < need:
             raise ValueError(f"length {length} is shorter than the {task} needle and question ({need} bytes); "
@@ -191,38 +179,44 @@ def read_tokens(subject: Subject, text: bytes) -> int:
     return subject.encode(text)[0].numel() - 1
 
 
-def minimum_length(subject: Subject, task: str, size: int | None = None) -> int:
+def minimum_length(subject: Subject, task: str, size: int | None = None, format: str | None = None) -> int:
     """The shortest length of a ``task`` document in the subject's unit: bytes, or the tokens a
     tokenizer model reads of the shortest document (of one key: another may take a token or two
     more, which :func:`cell_documents` checks per document)."""
     kind = style(subject)
-    need = tasks.minimum_length(task, kind, size)
+    need = tasks.minimum_length(task, kind, size, format)
     if kind == "bytes":
         return need
-    return read_tokens(subject, tasks.make(task, need, 0.0, haystack=tasks.Haystack(b"x"), style=kind, size=size).text)
+    return read_tokens(subject, tasks.make(task, need, 0.0, haystack=tasks.Haystack(b"x"), style=kind, size=size,
+                                           format=format).text)
 
 
 def cell_documents(subject: Subject, task: str, length: int, depth: float, count: int, *,
-                   haystack: tasks.Haystack | None, seed: int = 0, size: int | None = None) -> list[tasks.Document]:
+                   haystack: tasks.Haystack | None, seed: int = 0, size: int | None = None,
+                   format: str | None = None) -> list[tasks.Document]:
     """``count`` documents of one cell, ``length`` in the subject's unit: bytes for a byte model;
     for a tokenizer model the longest document (in bytes) whose tokens the model reads are at
     most ``length``, so that lengths mean tokens as in ``lexkit eval hf:`` (found by bisection
-    over the byte length: the count lands on ``length`` or just below)."""
+    over the byte length: the count lands on ``length`` or just below). ``format``: the needles'
+    format (:mod:`lexkit.needles`) for a task that takes one."""
     kind = style(subject)
     if kind == "bytes":
-        return tasks.documents(task, length, depth, count, haystack=haystack, seed=seed, style=kind, size=size)
-    return [_token_document(subject, task, length, depth, i, haystack, seed, size) for i in range(count)]
+        return tasks.documents(task, length, depth, count, haystack=haystack, seed=seed, style=kind, size=size,
+                               format=format)
+    return [_token_document(subject, task, length, depth, i, haystack, seed, size, format) for i in range(count)]
 
 
 def _token_document(subject: Subject, task: str, length: int, depth: float, index: int,
-                    haystack: tasks.Haystack | None, seed: int, size: int | None) -> tasks.Document:
+                    haystack: tasks.Haystack | None, seed: int, size: int | None,
+                    format: str | None = None) -> tasks.Document:
     def make(n: int) -> tasks.Document:
-        return tasks.make(task, n, depth, haystack=haystack, seed=seed, index=index, style="standard", size=size)
+        return tasks.make(task, n, depth, haystack=haystack, seed=seed, index=index, style="standard", size=size,
+                          format=format)
 
     def count(n: int) -> int:
         return read_tokens(subject, make(n).text)
 
-    low = tasks.minimum_length(task, "standard", size)
+    low = tasks.minimum_length(task, "standard", size, format)
     shortest = count(low)
     if shortest > length:
         raise ValueError(f"length {length} is shorter than the {task} needle and question ({shortest} tokens); "
@@ -251,8 +245,10 @@ def score(
     kernel: str = "auto",
     decode: bool = True,
     progress: bool = False,
+    format: str | None = None,
 ) -> list[RetrievalCell]:
-    """The grid length x depth x pattern for ``task`` (evaluation split of the needles); lengths
+    """The grid length x depth x pattern for ``task`` (evaluation split of the needles), its
+    needles in ``format`` (:mod:`lexkit.needles`) for a task that takes one (``copy``); lengths
     in the subject's unit (bytes; tokens for a tokenizer model, :func:`cell_documents`). A
     length, depth or pattern given twice (patterns compared once resolved: ``window`` is
     ``window:64`` on a run trained at 64) is scored once, with a warning.
@@ -266,7 +262,7 @@ def score(
     kind = style(subject)
     if not decode and kind != "bytes":
         raise ValueError("exact match without decoding needs a byte model (one token per byte)")
-    check_grid(task, lengths, depths, samples, kind, size)
+    check_grid(task, lengths, depths, samples, kind, size, format)
     lengths = unique("lengths", lengths, lengths)
     depths = unique("depths", depths, [float(d) for d in depths])
     resolved = [subject.model.pattern(p) for p in _listed("patterns", patterns, "['causal', 'window']")]
@@ -275,20 +271,27 @@ def score(
     with eval_mode(subject.model), \
             bar(len(lengths) * len(depths) * len(pats), f"retrieval {task}", enabled=progress, unit="cell") as b:
         for length in lengths:
-            for depth in depths:
-                docs = cell_documents(subject, task, length, depth, samples, haystack=haystack, seed=seed, size=size)
-                for pat in pats:
-                    rows.append(_cell(subject, task, length, float(depth), docs, pat, cache, kernel, decode))
-                    b.advance(1, acc=rows[-1].accuracy)
+            docs = [cell_documents(subject, task, length, depth, samples, haystack=haystack, seed=seed, size=size,
+                                   format=format) for depth in depths]
+            cells = {}
+            for pat in pats:  # every depth of a length in one teacher-forced pass (batches of equal token counts)
+                scored = answer_scores(subject, [d for at in docs for d in at], pat, kernel)
+                for i, (depth, at) in enumerate(zip(depths, docs)):
+                    cells[depth, pat.spec] = _cell(subject, task, length, float(depth), at, pat, cache, kernel, decode,
+                                                   scored[i * samples : (i + 1) * samples])
+                    b.advance(1, acc=cells[depth, pat.spec].accuracy)
+            rows += [cells[depth, pat.spec] for depth in depths for pat in pats]
     return rows
 
 
 def _cell(subject: Subject, task: str, length: int, depth: float, docs: list[tasks.Document], pat: Pattern,
-          cache: bool | None, kernel: str, decode: bool) -> RetrievalCell:
-    """One cell: exact match (greedy decoding, or the teacher-forced argmax) and answer bits."""
+          cache: bool | None, kernel: str, decode: bool,
+          scored: list[tuple[float, bool]] | None = None) -> RetrievalCell:
+    """One cell: exact match (greedy decoding, or the teacher-forced argmax) and answer bits
+    (``scored``: the documents' :func:`answer_scores`, when already computed)."""
     from .sample import use_cache
 
-    scored = answer_scores(subject, docs, pat, kernel)
+    scored = answer_scores(subject, docs, pat, kernel) if scored is None else scored
     bits = [x for x, _ in scored]
     cached = decode and use_cache(subject.model, kernel, cache, pat)
     if decode:
@@ -335,6 +338,7 @@ def context_rows(
     train_len: int | None = None,
     decode: bool = True,
     progress: bool = False,
+    format: str | None = None,
 ) -> tuple[list[ContextRow], list[RetrievalCell]]:
     """One configuration (a byte model's subject, shown as ``label``): exact match and answer
     bits at every multiple of its training length under every pattern, and beside each its bpb
@@ -342,7 +346,7 @@ def context_rows(
     own validation documents; ``max_docs`` of them) where the multiple is in ``bpb_multiples``
     (default: every multiple). Lengths are multiples of ``train_len`` (default: the subject's
     training length; a fine-tune's parent's, to line it up with its parent). Also the cells
-    (depth by depth)."""
+    (depth by depth). ``format``: the needles' format (:func:`score`)."""
     from .evaluate import evaluate
 
     t = train_len or subject.train_len
@@ -350,7 +354,7 @@ def context_rows(
     docs = list(documents) if documents is not None else subject.documents()[0]
     cells = score(subject, task, lengths, depths=depths, samples=samples, patterns=patterns,
                   haystack=tasks.Haystack.from_documents(docs), seed=seed, size=size, decode=decode,
-                  progress=progress)
+                  progress=progress, format=format)
     wanted = [t * m for m in (multiples if bpb_multiples is None else bpb_multiples)]
     bits = {}
     if wanted:
@@ -392,20 +396,23 @@ def retrieval_run(
     kernel: str = "auto",
     device: str = "cpu",
     progress: bool = False,
+    format: str | None = None,
 ) -> dict:
     """``lexkit retrieval TARGET``: load a run directory or an ``hf:PATH`` model
     (:func:`lexkit.subject.load`), score ``task`` on the grid lengths x depths x patterns
     (:func:`score`; default lengths: the training length x 1-16, those that hold the needle) with
     haystacks from its documents (a run's own validation split, or ``data``) and return the
     report (:func:`report`). Every option that can be checked without the model is checked before
-    it loads; an option the target cannot honour is a ValueError naming it."""
+    it loads; an option the target cannot honour is a ValueError naming it. ``format``: the
+    needles' format for a task that takes one (``copy``; :mod:`lexkit.needles`, trained or held
+    out), so a run can be checked for the skill rather than its training format."""
     from .layouts import check_pattern, check_scheme
     from .subject import kind, load
 
     hf = str(target).startswith("hf:")
     kind_of = "standard" if hf else "bytes"
     tasks.check_task(task)
-    check_grid(task, lengths or [], depths, samples, kind_of, size)
+    check_grid(task, lengths or [], depths, samples, kind_of, size, format)
     for spec in patterns:
         check_pattern(spec)
     kind(target).refuse(scheme=scheme, logn=logn, rope_scaling=rope_scaling)
@@ -415,25 +422,26 @@ def retrieval_run(
         check_scheme(scheme)
     subject = load(target, device=device, scheme=scheme, logn=logn, rope_scaling=rope_scaling)
     if lengths is None:
-        lengths = needle_lengths(subject, task, size, target)
+        lengths = needle_lengths(subject, task, size, target, format)
     haystack = corpus = None
     if task == "copy" or kind_of == "bytes":
         docs, described = subject.documents(data)
         haystack, corpus = tasks.Haystack.from_documents(docs), described["spec"]
     rows = score(subject, task, lengths, depths=depths, samples=samples, patterns=patterns, haystack=haystack,
-                 seed=seed, size=size, cache=cache, kernel=kernel, progress=progress)
+                 seed=seed, size=size, cache=cache, kernel=kernel, progress=progress, format=format)
     return report(target, subject.describe(), rows, task=task, style=kind_of, size=size, seed=seed,
-                  haystack=corpus, samples=samples, lengths=lengths, depths=depths)
+                  haystack=corpus, samples=samples, lengths=lengths, depths=depths, format=format)
 
 
-def needle_lengths(subject: Subject, task: str, size: int | None, target: str) -> list[int]:
+def needle_lengths(subject: Subject, task: str, size: int | None, target: str,
+                   format: str | None = None) -> list[int]:
     """The default lengths of ``lexkit retrieval``: the multiples of the training length
     (:data:`DEFAULT_MULTIPLES`) whose length holds the needle and question, in the subject's unit
     (bytes; tokens for a tokenizer model)."""
     train_len = subject.train_len
     if not train_len:
         raise ValueError(f"{target} records no training length: give --lengths")
-    need = minimum_length(subject, task, size)
+    need = minimum_length(subject, task, size, format)
     lengths = [train_len * k for k in DEFAULT_MULTIPLES if train_len * k >= need]
     if not lengths:
         raise ValueError(f"the {task} needle and question need {need} {unit(subject)}, more than "
@@ -442,7 +450,8 @@ def needle_lengths(subject: Subject, task: str, size: int | None, target: str) -
 
 
 def report(target: str, info: dict, rows: Sequence[RetrievalCell], *, task: str, style: str, size: int | None,
-           seed: int, haystack: str | None, samples: int, lengths: Sequence[int], depths: Sequence[float]) -> dict:
+           seed: int, haystack: str | None, samples: int, lengths: Sequence[int], depths: Sequence[float],
+           format: str | None = None) -> dict:
     """The JSON document of ``lexkit retrieval``: the lexkit version, the subject's header (``info``:
     its scheme, the scheme it trained with when another was given, an hf: model's layout and
     selectors, log-n, training length), the grid's settings (lengths, depths and patterns as
@@ -460,6 +469,7 @@ def report(target: str, info: dict, rows: Sequence[RetrievalCell], *, task: str,
         "logn": info.get("logn", False),
         "train_len": info["train_len"],
         "task": task,
+        **({"format": format} if format is not None else {}),
         "style": style,
         "unit": "bytes" if style == "bytes" else "tokens",
         "size": size,

@@ -325,8 +325,10 @@ class ExtensionSection(Row):
 @dataclasses.dataclass(frozen=True)
 class RetrievalEntry(Row):
     """One configuration of table G (a scheme, method or fine-tune of a run trained with the
-    retrieval mix) under one pattern: its rows by multiple and its cells by depth."""
+    retrieval mix) under one pattern, on one seed's run, scored in one needle format: its rows by
+    multiple and its cells by depth. (Before formats and seeds: seed 0, the ``tilde`` format.)"""
 
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("training",)
     NESTED: ClassVar[dict[str, type[Row]]] = {"rows": ContextRow, "cells": RetrievalCell}
 
     label: str
@@ -337,6 +339,10 @@ class RetrievalEntry(Row):
     run: str
     rows: list[ContextRow]
     cells: list[RetrievalCell]
+    seed: int = 0
+    format: str = "tilde"  # the needle format (lexkit.needles)
+    held_out: bool = False  # whether that format is held out from training
+    training: str | None = None  # how its run trained beyond the recipe (a layout, a token shift, steps)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -360,6 +366,8 @@ class RetrievalSection(Row):
     samples: int
     finetune_steps: int
     configs: list[RetrievalEntry]
+    formats: list[str] | None = None  # the trained needle formats scored (None: the tilde format alone)
+    held_out: list[str] | None = None  # the held-out needle formats scored
 
 
 @dataclasses.dataclass(frozen=True)

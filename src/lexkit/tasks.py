@@ -56,23 +56,25 @@ changes a task's documents (its builder: bump its ``version``; the seeding rule:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import math
 from typing import ClassVar
 
 import numpy as np
 
-from . import checks
+from . import checks, needles
+from .needles import held_out, needle_value  # noqa: F401 (the needle values of every task; re-exported)
 from .registry import Registry
 
 #: the marker byte of the byte-style needles (never in a haystack)
-MARK = b"~"
+MARK = needles.TILDE
 STYLES = ("bytes", "standard")
 SPLITS = ("eval", "train")
 #: needles in a multikey document (one asked for, the others distractors)
 MULTIKEY_NEEDLES = 4
-LETTERS = b"abcdefghijklmnopqrstuvwxyz"
-DIGITS = b"0123456789"
+LETTERS = needles.LETTERS
+DIGITS = needles.DIGITS
 
 # The standard passkey prompt (Landmark Attention llama/run_test.py; YaRN eval/passkey.py; LongLoRA).
 PASSKEY_TASK = ("There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. "
@@ -105,6 +107,7 @@ class Document:
     depth: float  # percent of the haystack before the needle
     alphabet: int  # symbols an answer byte is drawn from (chance: log2(alphabet) bits per byte)
     distractors: tuple[tuple[int, int], ...] = ()  # values of the other needles (multikey)
+    format: str = ""  # the needle format of a copy or induction document (lexkit.needles)
 
     @property
     def prompt(self) -> bytes:
@@ -127,12 +130,6 @@ class Document:
         if len(filler) != end - start:
             raise ValueError(f"the filler must have the needle's {end - start} bytes, got {len(filler)}")
         return self.text[:start] + filler + self.text[end:]
-
-
-def held_out(value: bytes) -> bool:
-    """Whether a needle value belongs to evaluation (else to training): one bit of its SHA-256,
-    which no model can read off the value, so the two sets never meet."""
-    return hashlib.sha256(b"lexkit-needle:" + value).digest()[0] & 1 == 1
 
 
 class Haystack:
@@ -173,6 +170,10 @@ class Task:
     mix_sizes: ClassVar[tuple[int, int] | None] = None  # None: (size, size)
     styles: ClassVar[tuple[str, ...]] = STYLES
     version: ClassVar[int] = 1
+    #: the needle format (:mod:`lexkit.needles`) of a task that takes ``format=``; None: it takes none
+    default_format: ClassVar[str | None] = None
+    #: whether its documents draw among the trained formats (their versions are part of its identity)
+    draws_formats: ClassVar[bool] = False
 
     @classmethod
     def default_size(cls, style: str) -> int:
@@ -217,10 +218,35 @@ def task_seed(task: str) -> int:
     return int.from_bytes(hashlib.sha256(b"lexkit-task:" + task.encode()).digest()[:8], "big")
 
 
-def identity(task: str) -> dict:
+def identity(task: str, format: str | None = None) -> dict:
     """What defines a task's documents besides their arguments: its name, its builder's
-    version and the seeding rule (a cache of scored documents is keyed by it)."""
-    return {"task": task, "version": get(task).version, "seeding": SEEDING}
+    version and the seeding rule (a cache of scored documents is keyed by it); and the version of
+    the needle ``format`` it is scored in, or, for a task that draws trained formats
+    (``induction``), of every trained format."""
+    out = {"task": task, "version": get(task).version, "seeding": SEEDING}
+    if format is not None and format != get(task).default_format:
+        out["format"] = {format: needles.get(format).version}
+    if get(task).draws_formats:
+        out["formats"] = {name: needles.get(name).version for name in needles.trained()}
+    return out
+
+
+def check_format(task: str, format: str | None) -> None:
+    """ValueError for a format that is not registered, or given to a task that takes none."""
+    kind = get(task)
+    if format is None:
+        return
+    if kind.default_format is None:
+        takes = [t.name for t in TASKS if t.default_format is not None]
+        raise ValueError(f"task {task!r} takes no --format; formats are for {', '.join(takes)}"
+                         + (" (induction draws a trained format per document)" if task == "induction" else ""))
+    needles.get(format)
+
+
+def seed_name(task: str, format: str | None = None) -> str:
+    """What salts a document's seed: the task's name, with ``@format`` for a format other than
+    the task's default (so the default's documents stay what they were)."""
+    return task if format is None or format == get(task).default_format else f"{task}@{format}"
 
 
 def mix_sizes(task: str) -> tuple[int, int]:
@@ -246,17 +272,6 @@ def rng_for(task: str, split: str, seed: int, *key: int) -> np.random.Generator:
     return np.random.default_rng([_SALT[split], int(seed), task_seed(task), *(int(k) for k in key)])
 
 
-def needle_value(rng: np.random.Generator, alphabet: bytes, size: int, split: str,
-                 avoid: set[bytes] = frozenset()) -> bytes:
-    """A random value of ``size`` symbols of ``alphabet`` that belongs to ``split`` (and is not in
-    ``avoid``): what every needle holds."""
-    table = np.frombuffer(alphabet, dtype=np.uint8)
-    while True:
-        value = table[rng.integers(0, len(table), size)].tobytes()
-        if held_out(value) == (split == "eval") and value not in avoid:
-            return value
-
-
 def _word(rng: np.random.Generator, avoid: set[bytes]) -> bytes:
     table = np.frombuffer(LETTERS, dtype=np.uint8)
     while True:
@@ -265,38 +280,56 @@ def _word(rng: np.random.Generator, avoid: set[bytes]) -> bytes:
             return word
 
 
-def minimum_length(task: str, style: str = "bytes", size: int | None = None) -> int:
+def minimum_length(task: str, style: str = "bytes", size: int | None = None, format: str | None = None) -> int:
     """The bytes of a document of ``task`` with no haystack at all (the shortest valid length)."""
     kind = get(task)
     size = kind.default_size(style) if size is None else size
-    return len(kind.build(np.random.default_rng(0), Haystack(b"x"), 0, 0, 0.0, size, "eval", style).text)
+    form = None if kind.default_format is None else needles.get(format or kind.default_format)
+    trained = tuple(needles.get(n) for n in needles.trained()) if kind.draws_formats else ()
+    return _minimum(kind, kind.version, style, size, form, form and form.version, trained)
+
+
+@functools.lru_cache(maxsize=4096)
+def _minimum(kind: type[Task], version: int, style: str, size: int, form: type[needles.Format] | None,
+             form_version: int | None, trained: tuple) -> int:
+    """:func:`minimum_length`, built once per task class, version, style, size and format (the
+    training mix asks for it with every document)."""
+    return len(kind.build(np.random.default_rng(0), Haystack(b"x"), 0, 0, 0.0, size, "eval", style,
+                          **({} if form is None else {"format": form.name})).text)
+
+
+def _format_argument(kind: type[Task], format: str | None) -> dict:
+    return {} if kind.default_format is None else {"format": format or kind.default_format}
 
 
 _PASSKEY_NEEDLE_BYTES = b"\nthe pass key is " + MARK
 
 
 def make(task: str, length: int, depth: float, *, haystack: Haystack | None, seed: int = 0, index: int = 0,
-         style: str = "bytes", split: str = "eval", size: int | None = None) -> Document:
+         style: str = "bytes", split: str = "eval", size: int | None = None, format: str | None = None) -> Document:
     """Document ``index`` of a cell (task, length, depth): ``length`` bytes of text in all, the
-    needle at ``depth`` percent of the haystack. Deterministic in (split, seed, task, length,
-    depth, index). ``size``: letters of a copy segment / digits of a key (default
-    :data:`SIZES`). ValueError for an unknown task or style, a depth outside [0, 100] or a length
-    too short for the needle."""
+    needle at ``depth`` percent of the haystack. Deterministic in (split, seed, task, format,
+    length, depth, index). ``size``: letters of a copy segment / digits of a key (default: the
+    task's); ``format``: the needle format of a task that takes one (``copy``:
+    :mod:`lexkit.needles`, default ``tilde``). ValueError for an unknown task, format or style, a
+    depth outside [0, 100] or a length too short for the needle."""
     kind = get(task)
+    check_format(task, format)
     check_depth(depth)
     if style not in kind.styles:
         raise ValueError(f"unknown style {style!r} for task {task!r}; valid: {', '.join(kind.styles)}")
     size = kind.default_size(style) if size is None else size
     checks.number("size", size)
-    need = minimum_length(task, style, size)
+    need = minimum_length(task, style, size, format)
     if length < need:
         raise ValueError(f"length {length} is shorter than the {task} needle and question ({need} bytes); "
                          f"use lengths of at least {need}")
     if style == "bytes" and haystack is None:
         raise ValueError("the byte style draws its haystack from text: give a Haystack")
-    rng = rng_for(task, split, seed, length, round(depth * 1000), index)
+    rng = rng_for(seed_name(task, format), split, seed, length, round(depth * 1000), index)
     free = length - need
-    return kind.build(rng, haystack, free, round(free * depth / 100), float(depth), size, split, style)
+    return kind.build(rng, haystack, free, round(free * depth / 100), float(depth), size, split, style,
+                      **_format_argument(kind, format))
 
 
 def _byte_needle(task: str, rng, haystack: Haystack, free: int, before: int, depth: float, size: int, split: str,
@@ -310,18 +343,48 @@ def _byte_needle(task: str, rng, haystack: Haystack, free: int, before: int, dep
                     len(alphabet))
 
 
+def _formatted(task: str, form: type[needles.Format], rng, haystack: Haystack, total: int, depth: float, size: int,
+               split: str) -> Document:
+    """A document of ``total`` bytes: a needle of ``form`` (its extras within what its minimum
+    leaves), the haystack around it, the needle's question and value. A trained format's document
+    that reads as a held-out one (:func:`lexkit.needles.reads_held_out`) is drawn again."""
+    draw = needles.Draw(rng, split, haystack, total - form.minimum(size))
+    room = draw.room
+    while True:
+        draw.room = room
+        needle = form.needle(draw, size)
+        hay = total - needle.overhead
+        before = round(hay * depth / 100)
+        head = _clean(haystack.take(rng, before), needle.clean) + needle.given
+        text = head + _clean(haystack.take(rng, hay - before), needle.clean) + needle.asked
+        start = len(head) - len(needle.given) + needle.value_at
+        doc = Document(task, text + needle.value, (len(text), len(text) + len(needle.value)),
+                       (start, start + len(needle.value)), depth, needle.alphabet, format=form.name)
+        if not form.trained or needles.reads_held_out(doc.text, doc.needle, doc.answer) is None:
+            return doc
+
+
+def _clean(text: bytes, clean: bytes) -> bytes:
+    for byte in clean:
+        text = text.replace(bytes([byte]), b" ")
+    return text
+
+
 @register
 class Copy(Task):
-    """Induction / repeated sequence: letters after the marker, asked for after the marker again."""
+    """Induction / repeated sequence: a value asked for after its cue again, in any needle format
+    (:mod:`lexkit.needles`; default ``tilde``: letters after the marker ~, asked after ~)."""
 
     name = "copy"
-    summary = "a segment of letters after the marker ~, asked for after ~ again (induction)"
+    summary = "a segment of letters after the marker ~, asked for after ~ again (induction); --format: another"
     size = 16
     mix_sizes = (8, 30)  # long copy segments make the induction signal strong (docs/retrieval.md)
+    default_format = "tilde"
 
     @classmethod
-    def build(cls, rng, haystack, free, before, depth, size, split, style) -> Document:
-        return _byte_needle(cls.name, rng, haystack, free, before, depth, size, split, LETTERS, MARK, b"")
+    def build(cls, rng, haystack, free, before, depth, size, split, style, format="tilde") -> Document:
+        form = needles.get(format)
+        return _formatted(cls.name, form, rng, haystack, free + form.minimum(size), depth, size, split)
 
 
 @register
@@ -358,6 +421,26 @@ class Multikey(Task):
         if style == "standard":
             return _standard_multikey(rng, free, before, depth, size, split)
         return _byte_multikey(rng, haystack, free, before, depth, size, split)
+
+
+@register
+class Induction(Task):
+    """The general skill: a copy document in a trained format drawn per document (never a
+    held-out one): the training mix that teaches induction rather than one format."""
+
+    name = "induction"
+    summary = "a copy needle in a trained format drawn per document (lexkit.needles; held-out formats never)"
+    size = 12
+    mix_sizes = (6, 28)
+    styles = ("bytes",)
+    draws_formats = True
+
+    @classmethod
+    def build(cls, rng, haystack, free, before, depth, size, split, style) -> Document:
+        names = needles.trained()
+        total = free + max(needles.get(n).minimum(size) for n in names)
+        form = needles.get(names[int(rng.integers(0, len(names)))])
+        return _formatted(cls.name, form, rng, haystack, total, depth, size, split)
 
 
 def _byte_multikey(rng, haystack: Haystack, free: int, before: int, depth: float, size: int, split: str) -> Document:
@@ -453,10 +536,11 @@ def _standard_multikey(rng, free: int, before: int, depth: float, digits: int, s
 
 
 def documents(task: str, length: int, depth: float, count: int, *, haystack: Haystack | None, seed: int = 0,
-              style: str = "bytes", split: str = "eval", size: int | None = None) -> list[Document]:
+              style: str = "bytes", split: str = "eval", size: int | None = None,
+              format: str | None = None) -> list[Document]:
     """``count`` documents of one cell (see :func:`make`)."""
-    return [make(task, length, depth, haystack=haystack, seed=seed, index=i, style=style, split=split, size=size)
-            for i in range(count)]
+    return [make(task, length, depth, haystack=haystack, seed=seed, index=i, style=style, split=split, size=size,
+                 format=format) for i in range(count)]
 
 
 def chance_bits(doc: Document) -> float:

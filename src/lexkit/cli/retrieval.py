@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import checks, threads
+from .. import checks, needles, threads
 from ..attention import KERNELS
 from ..formats import length_label, percent
 from ..render import text_table
@@ -30,6 +30,9 @@ def add_parser(sub):
     p.add_argument("--task", default="passkey", metavar="TASK",
                    help="a retrieval task of `lexkit tasks` (copy, passkey, multikey, or one --import registers; "
                    "default: passkey)")
+    p.add_argument("--format", metavar="NAME",
+                   help=f"the needle format of --task copy: trained ({', '.join(needles.trained())}; default tilde) "
+                   f"or held out ({', '.join(needles.held_out_formats())}); `lexkit tasks` lists them")
     p.add_argument("--lengths", metavar="L,L,...",
                    help="document lengths in the model's unit: bytes for a lexkit run, tokens for hf: (default: "
                    "the training length x 1, 2, 4, 8, 16, those long enough for the needle)")
@@ -86,7 +89,7 @@ def run(args) -> int:
         args.target, args.task, lengths=lengths, depths=depths, samples=args.samples, size=args.size, seed=args.seed,
         patterns=args.patterns or ["causal"], data=args.data, scheme=args.scheme, logn=args.logn,
         rope_scaling=args.rope_scaling, cache=args.cache, kernel=args.kernel, device=device,
-        progress=args.progress and sys.stderr.isatty())
+        progress=args.progress and sys.stderr.isatty(), format=args.format)
     options.write_outputs(args, report, retrieval.csv_text, plots.retrieval)
     print(format_report(report))
     if args.plot:
@@ -104,7 +107,8 @@ def format_report(report: dict) -> str:
         f"{report['target']}  scheme {report['scheme']}"
         + (f" (trained as {report['trained_scheme']})" if report.get("trained_scheme") else "")
         + f"  train_len {train_len}",
-        f"task {report['task']} ({report['style']} style), {report['samples']} documents per cell, lengths in "
+        f"task {report['task']}" + (f", format {report['format']}" if report.get("format") else "")
+        + f" ({report['style']} style), {report['samples']} documents per cell, lengths in "
         f"{report.get('unit', 'bytes')}; {chance_line(report)}",
     ]
     lines[1:1] = layout_lines(report)

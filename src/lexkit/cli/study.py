@@ -19,6 +19,7 @@ from ..results import read
 from ..rows import StudyResults
 from ..specs import parse_lengths
 from ..study import DEFAULT_LAYOUTS, DEFAULT_PATTERNS, DEFAULT_SCHEMES, Study, StudyConfig
+from ..study.recipe import RECIPE
 from .table import print_table
 
 
@@ -47,13 +48,15 @@ def add_parser(sub):
                    "table (default: 60)")
     p.add_argument("--no-extension", dest="extension", action="store_false",
                    help="skip the context-extension table (RoPE scalings, ReRoPE, log-n, sinks, fine-tunes)")
-    p.add_argument("--retrieval-steps", type=int, default=2000,
+    p.add_argument("--retrieval-steps", type=int, default=RECIPE.steps,
                    help="training steps of each run with the retrieval mix in table G, use of context "
-                   "(default: 2000, where the measured recipe retrieves; docs/retrieval.md)")
-    p.add_argument("--retrieval-preset", default="quick", choices=list(presets.PRESETS),
-                   help="size preset of table G's runs (default: quick, the measured recipe's)")
-    p.add_argument("--retrieval-samples", type=int, default=10,
-                   help="copy needles per length and depth in table G (default: 10)")
+                   f"(default: {RECIPE.steps}, the measured recipe's; docs/retrieval.md)")
+    p.add_argument("--retrieval-preset", default=RECIPE.preset, choices=list(presets.PRESETS),
+                   help=f"size preset of table G's runs (default: {RECIPE.preset}, the measured recipe's)")
+    p.add_argument("--retrieval-samples", type=int, default=20,
+                   help="copy needles per length, depth and format in table G (default: 20)")
+    p.add_argument("--retrieval-seeds", type=int, default=3,
+                   help="seeds of each of table G's rows (mean and spread; default: 3)")
     p.add_argument("--no-retrieval", dest="retrieval", action="store_false",
                    help="skip table G, use of context (runs trained with a retrieval mix, needles at 1-16x)")
     p.add_argument("--tensorboard", nargs="?", const="", metavar="DIR",
@@ -70,7 +73,8 @@ def run(args) -> int:
                              ("--eval-docs", args.eval_docs, checks.MAX_COUNT), ("--threads", args.threads, 4096),
                              ("--extension-steps", args.extension_steps, checks.MAX_COUNT),
                              ("--retrieval-steps", args.retrieval_steps, checks.MAX_COUNT),
-                             ("--retrieval-samples", args.retrieval_samples, checks.MAX_COUNT)):
+                             ("--retrieval-samples", args.retrieval_samples, checks.MAX_COUNT),
+                             ("--retrieval-seeds", args.retrieval_seeds, 1000)):
         checks.number(flag, value, maximum=top)
     if args.lengths:
         checks.lengths("--lengths", parse_lengths(args.lengths), checks.MAX_EVAL_LENGTH)
@@ -87,7 +91,7 @@ def run(args) -> int:
         seeds=args.seeds, steps=args.steps, data=args.data, eval_docs=args.eval_docs,
         device=args.device, threads=args.threads, extension=args.extension, extension_steps=args.extension_steps,
         retrieval=args.retrieval, retrieval_steps=args.retrieval_steps, retrieval_preset=args.retrieval_preset,
-        retrieval_samples=args.retrieval_samples,
+        retrieval_samples=args.retrieval_samples, retrieval_seeds=args.retrieval_seeds,
     )
     study = Study(cfg, args.out, progress=not args.quiet)
     if not study.world.is_main and args.dry_run:
@@ -156,12 +160,11 @@ def print_retrieval_plan(tasks: list[dict], cfg: StudyConfig) -> None:
         print("table G (use of context): skipped (--no-retrieval, or none of its schemes is studied)")
         return
     trains = [task for task in tasks if task["kind"] == "train"]
-    from ..study.retrieval import RECIPE
-
     runs = f"{len(trains)} run{'s' if len(trains) != 1 else ''}"
-    print(f"table G (use of context): {runs} with --mix {RECIPE['mix']} ({cfg.retrieval_preset} preset, "
-          f"{cfg.retrieval_steps} steps, batch {RECIPE['batch']}), {len(tasks) - len(trains)} configurations "
-          f"scored at 1-16x, ~{sum(task['seconds'] for task in tasks):.0f} s")
+    print(f"table G (use of context): {runs} ({cfg.retrieval_seeds} seed{'s' if cfg.retrieval_seeds != 1 else ''} "
+          f"a row) with --mix {RECIPE.mix} ({cfg.retrieval_preset} preset, {cfg.retrieval_steps} steps, batch "
+          f"{RECIPE.batch}), {len(tasks) - len(trains)} configurations scored at 1-16x in trained and held-out "
+          f"formats, ~{sum(task['seconds'] for task in tasks):.0f} s")
     for task in tasks:
         state = ("exists" if task["exists"] else "to train") if task["kind"] == "train" else ""
         print(f"  G {task['kind']:9s} {task['label']:40s} {state:9s} ~{task['seconds']:.0f} s")

@@ -105,23 +105,42 @@ def retrieval_sections(doc: StudyResults) -> list[Block]:
     g = doc.retrieval
     if not g:
         return []
+    held = query.held_out_scored(doc)
+    formats = (f"in the trained format ({', '.join(g.formats or ['tilde'])}: `~` + {g.size} random letters, the "
+               f"marker again) and in the held-out formats ({', '.join(g.held_out or [])}: never in training, "
+               "lexkit.needles)" if held else f"({g.size} random letters after a marker, the marker again)")
     out = [
         Heading("G. Use of context: retrieval at distance"),
         Text(f"Perplexity rewards a model that survives a long input; it cannot tell it from one that uses it. "
-             f"One run per scheme ({g.preset} preset, trained at {g.train_len} bytes for {g.steps} steps, batch "
-             f"{g.batch}, lr {g.lr:g}, `--mix {g.mix}`, {g.seeds} seed), scored on held-out copy "
-             f"needles ({g.size} random letters after a marker, validation filler, the marker again; "
-             f"{g.samples} documents at each depth {', '.join(f'{d:g}' for d in g.depths)} %): exact match "
-             "of greedy decoding at each multiple of the training length, beside the configuration's bpb. On "
-             f"the rope run, table E's methods (scalings at x{max(g.multiples)}, ReRoPE, log-n, sinks; the "
-             f"fine-tunes run {g.finetune_steps} steps at 4x with the same mix)."),
+             f"Each row is a run trained with one recipe ({g.preset} preset, trained at {g.train_len} bytes for "
+             f"{g.steps} steps, batch {g.batch}, lr {g.lr:g}, `--mix {g.mix}`) on {g.seeds} "
+             f"seed{'s' if g.seeds != 1 else ''}, scored on copy needles {formats}, held-out values, validation "
+             f"filler, {g.samples} documents at each depth {', '.join(f'{d:g}' for d in g.depths)} % per "
+             "format and seed: exact match (teacher-forced argmax, equal to greedy decoding on a byte model) at "
+             "each multiple of the training length, pooled over seeds (lowest and highest seed in parentheses), "
+             "beside the configuration's bpb. A configuration learned the skill when it retrieves at least 90 % "
+             "at 1x" + (" on the held-out formats" if held else "") + "; one that did not is marked and not "
+             f"ranked past 1x. On the rope row's seed-0 run, table E's methods (scalings at x{max(g.multiples)}, "
+             f"ReRoPE, log-n, sinks; the fine-tunes run {g.finetune_steps} steps at 4x with the same mix)."),
         tables.retrieval_table(doc),
         Figure("retrieval_scatter.png", "bpb against retrieval at 16x"),
         Figure("retrieval_heatmap.png", "exact match by configuration and length"),
-        Text("Answer bits per byte (teacher-forced; a copying model scores near 0, a uniform guess over the "
-             "letters 4.70):"),
-        tables.answer_bits_table(doc),
+        Text("95 % intervals (Wilson, over the needles pooled across seeds, depths and the formats of a line), "
+             "the needles per length, and the worst depth at the longest length: a difference is stated below "
+             "only where two intervals and the seeds' ranges are apart."),
+        tables.interval_table(doc),
     ]
+    if held:
+        out += [Text("By format, each row under its first pattern (exact match %, pooled over seeds and depths):"),
+                tables.format_table(doc)]
+    out += [Text("Answer bits per byte (teacher-forced; a copying model scores near 0, a uniform guess log2 of "
+                 "the alphabet: 4.70 over letters, 4.00 over hex digits):"),
+            tables.answer_bits_table(doc)]
+    out += listed("Did not learn the skill at 1x:", findings.learning_findings(doc))
+    out += listed("Format-bound (the trained format retrieved, the held-out ones clearly not):",
+                  findings.format_findings(doc))
+    out += listed("Differences between the rows that learned, " + ("held-out formats" if held else "trained format")
+                  + " (ordered by exact match):", findings.difference_findings(doc))
     out += listed("Where each configuration that loses the skill stops retrieving (below 90 % over all depths):",
                   findings.retrieval_findings(doc))
     goal = findings.context_goal_finding(doc)

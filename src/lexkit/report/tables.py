@@ -112,28 +112,90 @@ def extension_table(doc: StudyResults) -> Table:
     return Table.of(header, rows, "min", LOWEST_BPB)
 
 
+def _lines(doc: StudyResults) -> list[query.RetrievalLine]:
+    """Table G's lines: trained and held-out of each configuration together (trained alone in a
+    study that scored no held-out format)."""
+    return query.retrieval_lines(doc, None if query.held_out_scored(doc) else "trained")
+
+
+def _formats(line: query.RetrievalLine) -> str:
+    return f"{line.group} ({', '.join(line.formats)})" if line.group == "held-out" else line.group
+
+
+def _exact(line: query.RetrievalLine, m: int) -> Number:
+    """Exact match (%) at multiple ``m``, pooled over seeds, with the lowest and highest seed's when
+    there are several; not ranked past 1x when the configuration did not learn at 1x."""
+    acc = line.accuracy.get(m)
+    if acc is None:
+        return Number("n/a", None)
+    low, high = line.spread.get(m, (acc, acc))
+    text = f"{100 * acc:.0f}" + (f" ({100 * low:.0f}-{100 * high:.0f})" if line.seeds > 1 else "")
+    return Number(text, round(100 * acc) / 100 if line.learned or m == min(line.accuracy) else None)
+
+
 def retrieval_table(doc: StudyResults) -> Table:
-    """G: exact match (%) of copy needles at every multiple of the training length, then bpb at
-    1x and 16x and their ratio, one row per configuration (scheme or method) and pattern."""
+    """G: exact match (%) of copy needles at every multiple of the training length, in the trained
+    format and (a second line) the held-out ones, pooled over seeds (the lowest and highest seed in
+    parentheses), whether the configuration learned at 1x, then bpb at 1x and 16x and their
+    ratio. A configuration that did not learn at 1x is not ranked past 1x."""
     ms, bms = doc.retrieval.multiples, doc.retrieval.bpb_multiples
-    header = (["configuration", "pattern"] + [f"exact {m}x (%)" for m in ms] + [f"bpb {m}x" for m in bms]
-              + [f"bpb {bms[-1]}x / {bms[0]}x"])
+    header = (["configuration", "pattern", "formats", "seeds", "learned at 1x"] + [f"exact {m}x (%)" for m in ms]
+              + [f"bpb {m}x" for m in bms] + [f"bpb {bms[-1]}x / {bms[0]}x"])
     rows = []
-    for line in query.retrieval_lines(doc):
+    for line in _lines(doc):
         b = [line.bpb.get(m) for m in bms]
         ratio = b[-1] / b[0] if b[0] and b[-1] is not None else None
-        rows.append([line.label, line.pattern] + [percent(line.accuracy.get(m)) for m in ms]
-                    + [cell(v) for v in b] + [cell(ratio, digits=2)])
-    best = {2 + i: "max" for i in range(len(ms))} | {2 + len(ms) + i: "min" for i in range(len(bms) + 1)}
-    return Table.of(header, rows, best, "highest exact match and lowest bpb (and ratio) per column marked")
+        rows.append([line.label, line.pattern, _formats(line), str(line.seeds), "yes" if line.learned else "no"]
+                    + [_exact(line, m) for m in ms] + [cell(v) for v in b] + [cell(ratio, digits=2)])
+    first = 5
+    best = {first + i: "max" for i in range(len(ms))} | {first + len(ms) + i: "min" for i in range(len(bms) + 1)}
+    return Table.of(header, rows, best, "highest exact match and lowest bpb (and ratio) per column marked; "
+                    "configurations that did not learn at 1x are not ranked past it")
+
+
+def interval_table(doc: StudyResults) -> Table:
+    """G's 95 % intervals: exact match pooled over seeds, depths and the formats of a group, with the
+    Wilson interval of the needles pooled (their count beside it), and the worst depth at the
+    longest multiple: what a difference in the findings must clear."""
+    ms = doc.retrieval.multiples
+    header = ["configuration", "pattern", "formats", "needles"] + [f"{m}x [95 %]" for m in ms] + [
+        f"worst depth {ms[-1]}x"]
+    rows = []
+    for line in _lines(doc):
+        rows.append([line.label, line.pattern, _formats(line), str(line.needles.get(ms[0], 0))]
+                    + [f"{100 * line.accuracy[m]:.0f} [{100 * line.low[m]:.0f}-{100 * line.high[m]:.0f}]"
+                       if m in line.accuracy else "n/a" for m in ms]
+                    + [percent(line.worst_depth.get(ms[-1]))])
+    return Table.of(header, rows)
+
+
+def format_table(doc: StudyResults) -> Table:
+    """G by format: each scheme row's exact match (%) in every format scored, pooled over seeds and
+    depths, under its first pattern."""
+    g, ms = doc.retrieval, doc.retrieval.multiples
+    header = ["configuration", "pattern", "format", "held out"] + [f"{m}x" for m in ms]
+    acc: dict[tuple, list[int]] = {}
+    for e in g.configs:
+        if e.kind != "scheme":
+            continue
+        for c in e.cells:
+            counts = acc.setdefault((e.label, e.pattern, e.format, e.held_out, c.length // g.train_len), [0, 0])
+            counts[0], counts[1] = counts[0] + c.samples, counts[1] + c.correct
+    keys = list(dict.fromkeys(k[:4] for k in acc))
+    first = {k[0]: k[1] for k in reversed(keys)}
+    rows = [list(k[:3]) + ["yes" if k[3] else "no"] + [percent(acc[(*k, m)][1] / acc[(*k, m)][0])
+                                                      if (*k, m) in acc else percent(None) for m in ms]
+            for k in keys if first[k[0]] == k[1]]
+    return Table.of(header, rows, "max", "highest exact match per column marked")
 
 
 def answer_bits_table(doc: StudyResults) -> Table:
-    """G, continuous: teacher-forced bits per answer byte by multiple (chance: log2 26 = 4.70)."""
+    """G, continuous: teacher-forced bits per answer byte by multiple, pooled over seeds (and the
+    held-out formats on their own line; chance: log2 of the alphabet, 4.70 for letters)."""
     ms = doc.retrieval.multiples
-    header = ["configuration", "pattern"] + [f"{m}x" for m in ms]
-    rows = [[line.label, line.pattern] + [cell(line.answer_bits.get(m), digits=2) for m in ms]
-            for line in query.retrieval_lines(doc)]
+    header = ["configuration", "pattern", "formats"] + [f"{m}x" for m in ms]
+    rows = [[line.label, line.pattern, _formats(line)] + [cell(line.answer_bits.get(m), digits=2) for m in ms]
+            for line in _lines(doc)]
     return Table.of(header, rows, "min", "lowest answer bits per column marked")
 
 

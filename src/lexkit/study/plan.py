@@ -20,6 +20,7 @@ from ..layouts import check_pattern
 from ..rows import SCHEMA, Row
 from ..runs import configs_from_run
 from ..settings import configs
+from .recipe import RECIPE
 
 DEFAULT_SCHEMES = [
     "none", "sinusoidal", "rope", "xpos", "xpos:rotate=false", "alibi", "kerple-log", "kerple-power", "sandwich",
@@ -51,9 +52,10 @@ class StudyConfig:
     extension: bool = True  # the context-extension comparison on the rope run (lexkit.extension)
     extension_steps: int = 60  # steps of each fine-tune at 4x the training length
     retrieval: bool = True  # table G, use of context (lexkit.study.retrieval)
-    retrieval_steps: int = 2000  # training steps of each run with the retrieval mix
-    retrieval_preset: str = "quick"  # the size of those runs (the measured recipe's)
-    retrieval_samples: int = 10  # needle documents per (length, depth) in table G
+    retrieval_steps: int = RECIPE.steps  # training steps of each run with the retrieval mix
+    retrieval_preset: str = RECIPE.preset  # the size of those runs (the measured recipe's)
+    retrieval_samples: int = 20  # needle documents per (length, depth, format) in table G
+    retrieval_seeds: int = 3  # seeds of each of table G's rows
 
     def __post_init__(self) -> None:
         if not self.schemes and not self.layouts:
@@ -68,7 +70,8 @@ class StudyConfig:
             check_pattern(p)
         checks.number("--seeds", self.seeds, maximum=1000)
         presets.get(self.retrieval_preset)  # an unknown preset fails now
-        for key in ("eval_docs", "resolution_texts", "extension_steps", "retrieval_steps", "retrieval_samples"):
+        for key in ("eval_docs", "resolution_texts", "extension_steps", "retrieval_steps", "retrieval_samples",
+                    "retrieval_seeds"):
             checks.number(key, getattr(self, key))
 
 
