@@ -548,12 +548,12 @@ class FailingFlex:
 
         self.error, self.fail, self.eager, self.calls = error, set(fail), flex_attention, []
 
-    def __call__(self, q, k, v, *, score_mod=None, block_mask=None, kernel_options=None):
+    def __call__(self, q, k, v, *, score_mod=None, block_mask=None, scale=None, kernel_options=None):
         rung = kernels.FLEX_RUNGS.index(kernel_options)
         self.calls.append(rung)
         if rung in self.fail:
             raise self.error()
-        return self.eager(q, k, v, score_mod=score_mod, block_mask=block_mask)
+        return self.eager(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale)
 
 
 @pytest.fixture

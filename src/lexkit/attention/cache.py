@@ -22,7 +22,8 @@ o + i.
   ``rotary.py``), so the query factor stays within e^30 and the key factor only shrinks, at any
   position, far past ``max_query_span``.
 * Bias schemes gather from one bias table by distance, grown on demand (the bias depends on the
-  distance only, so a longer table holds the same values).
+  distance only, so a longer table holds the same values); a bias of the query's position too
+  (FIRE) is evaluated for each block from the scheme's function (:class:`ForwardBias`).
 
 Inference only: nothing here keeps a graph for backpropagation across pieces.
 """
@@ -32,7 +33,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..positions.base import Scheme
+from ..positions.base import ForwardBias, Scheme
 from .kernels import attend_block, note_ran, query_block
 from .logn import logn_scale
 from .patterns import Pattern
@@ -139,7 +140,7 @@ class KVCache:
         self.keys = [_Rows() for _ in range(n_layers)]
         self.values = [_Rows() for _ in range(n_layers)]
         self.k_idx: Tensor | None = None  # [n_kept] input indices of the kept keys, ascending
-        self._table: Tensor | None = None  # [heads, distances] bias table, grown on demand
+        self._bias: ForwardBias | None = None  # the bias (its distance table grown on demand)
 
     def __len__(self) -> int:
         """How many keys each layer keeps now."""
@@ -156,21 +157,19 @@ class KVCache:
         self.seen += n
         keep = self.pattern.retained(k_idx, self.seen)  # [n_k] what the next piece can still see
         self.k_idx = k_idx[keep]
-        table = None
         if self.scheme.has_bias:
             need = int(q_idx[-1] - k_idx[0]) + 1  # the longest distance of this piece
-            if self._table is None or self._table.shape[1] < need:
-                have = 0 if self._table is None else self._table.shape[1]
-                self._table = self.scheme.bias_table(max(need, 2 * have), device=device)
-            table = self._table
-        return pos, CachedAttention(self, q_idx, k_idx, pos, k_idx + self.offset, keep, table)
+            if self._bias is None or not self._bias.covers(need):
+                have = 0 if self._bias is None else self._bias.table.shape[1]
+                self._bias = self.scheme.forward_bias(max(need, 2 * have), device=device)
+        return pos, CachedAttention(self, q_idx, k_idx, pos, k_idx + self.offset, keep, self._bias)
 
 
 class CachedAttention:
     """Attention for one piece: the queries of the piece against the cached and new keys."""
 
     def __init__(self, cache: KVCache, q_idx: Tensor, k_idx: Tensor, q_pos: Tensor, k_pos: Tensor,
-                 keep: Tensor, table: Tensor | None) -> None:
+                 keep: Tensor, table: ForwardBias | None) -> None:
         self.cache, self.q_idx, self.k_idx, self.q_pos, self.k_pos = cache, q_idx, k_idx, q_pos, k_pos
         self.keep, self.table = keep, table
         self.q_scale = None if cache.logn is None else logn_scale(q_pos, cache.logn)  # [n] λ_m, every layer's
@@ -202,7 +201,7 @@ class CachedAttention:
             attend_block(
                 scheme, pattern, q[..., qs, :], keys[..., ks, :], values[..., ks, :],
                 self.q_idx[qs], self.k_idx[ks], self.q_pos[qs], self.k_pos[ks],
-                transformed=pre, bias_table=self.table, q_scale=None if self.q_scale is None else self.q_scale[qs],
+                transformed=pre, bias=self.table, q_scale=None if self.q_scale is None else self.q_scale[qs],
             )
             for qs, ks in self.plan(query_block(scheme))
         ]

@@ -7,7 +7,8 @@ definitions:
   (``pattern.reach``) through the scheme's reference :meth:`Scheme.scores`. Exact, differentiable,
   O(n·W) time and memory for local patterns, and the path the score hook observes.
 * ``flex``: compiled FlexAttention with ``score_mod`` from the scheme's :meth:`Scheme.bias_fn`
-  (closed forms from per-head vectors; a table gather only for Sandwich and T5) and a block mask
+  (closed forms from per-head vectors; a table gather only for Sandwich and T5; FIRE's MLP of the
+  distance and the query's position) and a block mask
   built from block-level logic (never a dense n x n grid), cached per (pattern, length). Forward
   only on CPU; forward and backward on CUDA. A kernel that cannot be built or launched steps down
   a ladder of smaller kernel options, then to the chunked kernel (``FLEX_RUNGS``), decided once
@@ -24,7 +25,14 @@ Context extension (docs/context-extension.md): ``logn=L`` multiplies every query
 λ_m = max(1, ln(m+1)/ln L) (attention/logn.py) on every kernel. A scheme that is not one q/k
 transform (``separable = False``: ReRoPE) and a pattern that rescores its sinks at cache positions
 (``sinks:...,pos=cache``) run through the scheme's :meth:`Scheme.scores`: the chunked kernel, or
-the dense kernel as one block over all queries; flex refuses them with a clear error.
+the dense kernel as one block over all queries; flex refuses them with a clear error. So do the
+data-dependent schemes (CoPE, forgetting gates), which read the pattern's mask of each block and a
+per-layer ``context`` (:meth:`Scheme.context`).
+
+Positions need not be contiguous (randomized training positions, Ruoss et al. 2023): distances are
+differences of positions on the dense and chunked kernels; flex, which computes them from indices,
+refuses such input. Softmax scale: 1/sqrt(head_dim) of the scheme, passed explicitly (PoPE's
+transform doubles the dimension of q and k, which would change SDPA's default).
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..positions.base import Scheme
+from ..positions.base import ForwardBias, Scheme
 from .logn import logn_scale
 from .patterns import Pattern
 
@@ -87,26 +95,29 @@ class Attention:
         self.kernel = choose_kernel(
             kernel, scheme, pattern, self.n, pos.device, training, hook is not None, extent=extent
         )
+        self.extent = extent
+        self.scale = 1.0 / math.sqrt(scheme.head_dim)  # the scheme's, whatever the width of its q and k
         self._mask: Tensor | None = None
-        self._table: Tensor | None = None
+        self._bias: ForwardBias | None = None
         self.q_scale = None if logn is None else logn_scale(pos, logn)  # [n] λ_m, or None
         self.by_scores = by_scores(scheme, pattern)
         #: the kernel the last call actually ran: ``self.kernel``, or for flex the ladder's rung
         #: (``flex``, ``flex:128x64/2``) or ``chunked`` when no flex kernel could be built
         self.ran = self.kernel
 
-    def __call__(self, q: Tensor, k: Tensor, v: Tensor, layer: int = 0) -> Tensor:
-        """q, k, v: [batch, heads, n, head_dim] projections before the position transform."""
+    def __call__(self, q: Tensor, k: Tensor, v: Tensor, layer: int = 0, context: Tensor | None = None) -> Tensor:
+        """q, k, v: [batch, heads, n, head_dim] projections before the position transform;
+        ``context`` [b, heads, n, c]: the layer's :meth:`Scheme.context` (data-dependent schemes)."""
         self.ran = self.kernel
         if self.kernel == "dense":
             if self.by_scores:  # the reference computation, one block of every query
-                out = self._chunked(q, k, v, layer, block=max(1, self.n))
+                out = self._chunked(q, k, v, layer, block=max(1, self.n), context=context)
             else:
                 out = self._dense(q, k, v)
         elif self.kernel == "flex":
             out = self._flex(q, k, v, layer)  # sets self.ran: flex, a smaller flex, or chunked
         else:
-            out = self._chunked(q, k, v, layer)
+            out = self._chunked(q, k, v, layer, context=context)
         note_ran(self.ran)
         return out
 
@@ -118,8 +129,8 @@ class Attention:
             idx = torch.arange(self.n, device=self.pos.device)
             visible = self.pattern.visible(idx[:, None], idx[None, :])  # [n, n]
             if self.scheme.has_bias:
-                dist = (idx[:, None] - idx[None, :]).clamp_min(0)
-                bias = self.bias_table()[:, dist]  # [H, n, n]
+                dist = (self.pos[:, None] - self.pos[None, :]).clamp_min(0)  # [n, n] by position
+                bias = self.bias().block(self.pos, dist)  # [H, n, n]
                 if self.q_scale is not None:  # log-n scales the whole score, bias included
                     bias = bias * self.q_scale[:, None]
             else:
@@ -131,19 +142,20 @@ class Attention:
         q, k = self.scheme.transform_qk(q, k, self.pos, self.pos)
         q = self._scale_q(q)
         if self.pattern.name == "causal" and not self.scheme.has_bias:
-            return F.scaled_dot_product_attention(q, k, v, is_causal=True)  # fused, no mask
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale)  # fused, no mask
         mask = self.dense_mask().to(q.dtype)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # [b, h, n, d]
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale)  # [b, h, n, d]
 
     # -- chunked ------------------------------------------------------------------------------
-    def _chunked(self, q: Tensor, k: Tensor, v: Tensor, layer: int, block: int | None = None) -> Tensor:
+    def _chunked(self, q: Tensor, k: Tensor, v: Tensor, layer: int, block: int | None = None,
+                 context: Tensor | None = None) -> Tensor:
         block = block or query_block(self.scheme)
         # a position-wise transform (all but xPos and ReRoPE) commutes with slicing: do it once
         pre = self.scheme.max_query_span is None and self.scheme.separable
         raw_q, raw_k = q, k
         if pre:
             q, k = self.scheme.transform_qk(q, k, self.pos, self.pos)
-        table = self.bias_table() if self.scheme.has_bias else None
+        table = self.bias() if self.scheme.has_bias else None
         out = []
         for start in range(0, self.n, block):
             stop = min(start + block, self.n)
@@ -154,11 +166,12 @@ class Attention:
             if self.pattern.cache_positions:
                 def rescore(scores, s=start, e=stop, qi=q_idx, ki=k_idx):
                     return self._rescore_sinks(scores, raw_q[..., s:e, :], raw_k, qi, ki, table)
+            ctx = None if context is None else (context[..., start:stop, :], context[..., k_sel, :])
             out.append(attend_block(
                 self.scheme, self.pattern, q[..., start:stop, :], k[..., k_sel, :], v[..., k_sel, :],
-                q_idx, k_idx, self.pos[start:stop], self.pos[k_sel], transformed=pre, bias_table=table,
+                q_idx, k_idx, self.pos[start:stop], self.pos[k_sel], transformed=pre, bias=table,
                 hook=self.hook, layer=layer, q_scale=None if self.q_scale is None else self.q_scale[start:stop],
-                rescore=rescore,
+                rescore=rescore, context=ctx,
             ))
         return torch.cat(out, dim=-2)  # [b, h, n, d]
 
@@ -170,18 +183,19 @@ class Attention:
         if n_s == 0:
             return scores
         q_pos = self.pos[q_idx] - q_idx + self.pattern.sink_query_index(q_idx)  # [n_q]
-        sink = self.scheme.scores(q, k[..., :n_s, :], q_pos, self.pos[:n_s], bias_table=table)  # [b, h, n_q, n_s]
+        sink = self.scheme.scores(q, k[..., :n_s, :], q_pos, self.pos[:n_s], bias=table)  # [b, h, n_q, n_s]
         return torch.cat((sink.to(scores.dtype), scores[..., n_s:]), dim=-1)
 
     def _scale_q(self, q: Tensor) -> Tensor:
         """Log-n scaling as q_m <- λ_m q_m (bias rows are scaled where the bias is added)."""
         return q if self.q_scale is None else q * self.q_scale[:, None].to(q.dtype)
 
-    def bias_table(self) -> Tensor:
-        """[heads, n] bias at distances 0..n-1 (built once per forward; differentiable)."""
-        if self._table is None:
-            self._table = self.scheme.bias_table(self.n, device=self.pos.device)
-        return self._table
+    def bias(self) -> ForwardBias:
+        """The scheme's bias over this forward's distances 0 .. extent-1 (built once per forward and
+        shared by every layer; differentiable)."""
+        if self._bias is None:
+            self._bias = self.scheme.forward_bias(self.extent, device=self.pos.device)
+        return self._bias
 
     # -- flex ---------------------------------------------------------------------------------
     def _flex(self, q: Tensor, k: Tensor, v: Tensor, layer: int) -> Tensor:
@@ -215,7 +229,7 @@ class Attention:
         predecessor and keeps only its new rows. ``probe``: also run the backward once (training),
         so a backward kernel that cannot be built fails here, inside the ladder."""
         flex = compiled_flex()
-        bias = self.scheme.bias_fn(self.n, self.pos.device) if self.scheme.has_bias else None
+        bias = self.bias().fn if self.scheme.has_bias else None
         outs, done = [], 0
         for start, stop in flex_query_blocks(self.scheme, self.n):
             whole = stop - start == self.n  # one call: the rotary factors are shared by every layer
@@ -225,9 +239,9 @@ class Attention:
             if lam is not None:
                 tq = tq * lam[:, None].to(tq.dtype)
             offset = None if whole else torch.tensor(start, device=q.device)
-            score_mod = flex_score_mod(bias, lam, offset)
+            score_mod = flex_score_mod(bias, lam, offset, self.pos[0])
             block_mask = cached_block_mask(self.pattern, self.n, q.device, q_start=start, q_stop=stop)
-            out = flex(tq, tk, v, score_mod=score_mod, block_mask=block_mask, kernel_options=options)
+            out = flex(tq, tk, v, score_mod=score_mod, block_mask=block_mask, scale=self.scale, kernel_options=options)
             outs.append(out[..., done - start:, :])
             done = stop
         out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)  # [b, h, n, d]
@@ -249,26 +263,29 @@ def attend_block(
     k_pos: Tensor,
     *,
     transformed: bool,
-    bias_table: Tensor | None,
+    bias: ForwardBias | None,
     hook: ScoreHook | None = None,
     layer: int = 0,
     q_scale: Tensor | None = None,
     rescore: Callable[[Tensor], Tensor] | None = None,
+    context: tuple[Tensor, Tensor] | None = None,
 ) -> Tensor:
     """One block of queries against the keys it may see: softmax(where(visible, scores, -inf)) @ v.
 
     q: [b, h, n_q, d] at input indices q_idx [n_q] and positions q_pos [n_q]; k, v: [b, h, n_k, d]
-    at k_idx, k_pos [n_k]. Scores come from :meth:`Scheme.scores` (the reference path), then
-    ``rescore`` (sinks at their cache slots) and log-n's per-query ``q_scale`` [n_q] (the whole
-    score, bias included); the mask from the pattern's predicate. The chunked kernel and the KV
-    cache (``cache.py``) both call it.
+    at k_idx, k_pos [n_k]. Scores come from :meth:`Scheme.scores` (the reference path; it also gets
+    the block's mask and the rows of a per-layer ``context``, which the data-dependent schemes
+    read), then ``rescore`` (sinks at their cache slots) and log-n's per-query ``q_scale`` [n_q]
+    (the whole score, bias included); the mask from the pattern's predicate. The chunked kernel and
+    the KV cache (``cache.py``) both call it.
     """
-    scores = scheme.scores(q, k, q_pos, k_pos, transformed=transformed, bias_table=bias_table)  # [b, h, n_q, n_k]
+    visible = pattern.visible(q_idx[:, None], k_idx[None, :])  # [n_q, n_k]
+    scores = scheme.scores(q, k, q_pos, k_pos, transformed=transformed, bias=bias, visible=visible,
+                           context=context)  # [b, h, n_q, n_k]
     if rescore is not None:
         scores = rescore(scores)
     if q_scale is not None:
         scores = scores * q_scale[:, None].to(scores.dtype)
-    visible = pattern.visible(q_idx[:, None], k_idx[None, :])  # [n_q, n_k]
     scores = scores.masked_fill(~visible, float("-inf"))
     probs = torch.softmax(scores.float(), dim=-1).to(v.dtype)
     if hook is not None:
@@ -318,7 +335,8 @@ def choose_kernel(
 
     ``extent`` is max(pos) - min(pos) + 1 (default n, contiguous positions). The dense kernel
     transforms all queries at once, which xPos allows only within ``scheme.max_query_span``; flex
-    re-centres xPos per query block, which needs contiguous positions (extent == n)."""
+    computes distances from indices and re-centres xPos per query block, which needs contiguous
+    positions (extent == n: not randomized training positions)."""
     extent = n if extent is None else extent
     span_ok = scheme.max_query_span is None or extent <= scheme.max_query_span
     flex_span_ok = span_ok or extent == n
@@ -332,7 +350,7 @@ def choose_kernel(
         if on_cuda:
             if sdpa_causal(scheme, pattern) and span_ok:
                 return "dense"
-            if flex_available() and not by_scores(scheme, pattern) and flex_span_ok:
+            if flex_available() and not by_scores(scheme, pattern) and extent == n:
                 return "flex"
             return "dense" if n <= DENSE_MAX and span_ok else "chunked"
         local = pattern.reach is not None and n > LOCAL_DENSE_MAX
@@ -344,6 +362,9 @@ def choose_kernel(
         )
     if kernel == "flex":
         _check_flex(scheme, pattern, training and not on_cuda)
+        if extent != n:
+            raise ValueError(f"kernel 'flex' needs contiguous positions ({n} tokens span {extent} positions: "
+                             "randomized positions?); use kernel 'dense' or 'chunked'")
     if hooked and kernel != "chunked":
         raise ValueError("a score hook observes the chunked kernel; use kernel='chunked' or 'auto'")
     return kernel
@@ -481,16 +502,18 @@ def flex_query_blocks(scheme: Scheme, n: int) -> list[tuple[int, int]]:
     return [(start, start + size) for start in starts]
 
 
-def flex_score_mod(bias: Callable | None, lam: Tensor | None, offset: Tensor | None) -> Callable | None:
+def flex_score_mod(bias: Callable | None, lam: Tensor | None, offset: Tensor | None,
+                   first: Tensor | None = None) -> Callable | None:
     """FlexAttention ``score_mod`` from a scheme's :meth:`Scheme.bias_fn` (None: no bias), log-n's
-    λ [n_q] (the bias is scaled with the rest of the score; q is scaled before) and the index of
-    the first query of a block (None: 0)."""
+    λ [n_q] (the bias is scaled with the rest of the score; q is scaled before), the index of
+    the first query of a block (None: 0) and the position of the input's first token (None: 0;
+    positions are contiguous on flex, so a query's position is ``first`` + its index)."""
     if bias is None:
         return None
 
     def score_mod(score, b, h, q_idx, kv_idx):
         m = q_idx if offset is None else q_idx + offset
-        bias_mn = bias(h, (m - kv_idx).clamp(min=0))
+        bias_mn = bias(h, (m - kv_idx).clamp(min=0), m if first is None else m + first)
         return score + (bias_mn if lam is None else bias_mn * lam[q_idx])
 
     return score_mod

@@ -53,7 +53,7 @@ class ReRoPE(Scheme):
     def transform_qk(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
         raise ValueError(f"{self.spec} is not one transform of q and k; use kernel 'dense' or 'chunked'")
 
-    def scores(self, q, k, q_pos, k_pos, *, transformed=False, bias_table=None) -> Tensor:
+    def scores(self, q, k, q_pos, k_pos, *, transformed=False, bias=None, visible=None, context=None) -> Tensor:
         """[b, h, n_q, n_k]: RoPE scores where m - n < w, the clamped (or leaky) ones beyond."""
         if transformed:
             raise ValueError(f"{self.spec}: scores need the raw q and k")
