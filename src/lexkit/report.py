@@ -86,14 +86,14 @@ def length_table(results: dict, key: str = "bpb") -> Table:
 
 
 def pattern_table(results: dict) -> Table:
-    """B, the paper's Table 5 layout: each relative scheme under every pattern beyond the
-    training length (bpb)."""
+    """B, the paper's Table 5 layout: each scheme without absolute embeddings (the relative ones,
+    and FIRE's bias of the query's position) under every pattern beyond the training length (bpb)."""
     t = results["train_len"]
     beyond = [n for n in results["lengths"] if n > t] or results["lengths"]
     header = ["scheme", "pattern"] + [length_label(n, t) for n in beyond]
     rows = []
     for scheme in query.schemes(results):
-        if not query.runs_of(results, scheme)[0]["relative"]:
+        if query.runs_of(results, scheme)[0]["family"] == "absolute":
             continue
         for pattern in results["patterns"]:
             rows.append([scheme, pattern] + [cell(*query.evaluation(results, scheme, pattern, n)) for n in beyond])

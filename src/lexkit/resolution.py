@@ -226,7 +226,7 @@ def analytic_curve(
     pattern = _pattern(pattern, train_len)
     device = device_of(scheme)
     scale = logn_scale(torch.arange(length), train_len).to(torch.float64) if logn else None  # [N] λ_m
-    if scheme.relative:
+    if scheme.family != "absolute":  # relative, or FIRE's bias of the query too: the query at N-1's view
         s, seen = _relative_scores(scheme, pattern, length)  # [H, N] by distance, [N]
         return (s if scale is None else s * scale[-1]).masked_fill(~seen, -math.inf)
     # absolute: q = k = p, one curve for all heads, mean over the visible pairs at each distance
