@@ -50,7 +50,7 @@ class ReRoPE(Scheme):
         super().__init__(n_heads, head_dim, **values)
         if head_dim % 2:
             raise ValueError(f"{self.name}: head_dim must be even, got {head_dim}")
-        self.rot_dims, self.rot_heads = rotated_dims(f"scheme {self.name}", head_dim, n_heads, values)  # partial RoPE: r, K
+        self.rot_dims, self.rot_heads = rotated_dims(f"scheme {self.name}", head_dim, n_heads, values)  # r, K
 
     def transform_qk(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
         raise ValueError(f"{self.spec} is not one transform of q and k; use kernel 'dense' or 'chunked'")
