@@ -5,7 +5,8 @@ module is shared by every layer (KERPLE and T5 share their parameters across lay
 reference code does). ``forward(tokens, pattern=..., offset=...)`` runs any attention pattern at
 any length; ``offset`` is the position of the first token. ``forward(tokens, cache=...)`` feeds one
 piece of a longer sequence through a :class:`KVCache` (``new_cache``): streaming evaluation and
-generation.
+generation. With ``random_positions=L_max`` a training forward puts its tokens at a sorted random
+subset of [0, L_max) (Ruoss et al. 2023, :mod:`lexkit.positions.randomized`); evaluation at 0..n-1.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .attention import Attention, KVCache, Pattern
 from .attention import create as create_pattern
 from .attention.cache import refusal
 from .attention.kernels import ScoreHook
+from .positions import randomized
 
 VOCAB = 257
 BOS = 256
@@ -39,6 +41,7 @@ class ModelConfig:
     max_len: int | None = None  # table size of `learned` (default: train_len)
     vocab_size: int = VOCAB
     logn: bool = False  # log-n attention scaling, λ_m = max(1, ln(m+1)/ln train_len) (attention/logn.py)
+    random_positions: int | None = None  # L_max: train at sorted random positions below it (positions/randomized.py)
 
     def __post_init__(self) -> None:
         for key in ("n_layers", "d_model", "n_heads", "train_len"):
@@ -48,6 +51,11 @@ class ModelConfig:
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         self.scheme = positions.canonical(self.scheme)
+        checks.number("random_positions", self.random_positions, maximum=checks.MAX_EVAL_LENGTH)  # what eval reaches
+        randomized.check(self.random_positions, self.train_len)
+        if self.random_positions is not None and self.logn:
+            raise ValueError("random_positions and logn: log-n scales positions past the training length, which "
+                             "randomized training reaches; give one of them")
 
     @property
     def head_dim(self) -> int:
@@ -86,7 +94,8 @@ class GPT(nn.Module):
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.scheme = positions.create(
-            cfg.scheme, n_heads=cfg.n_heads, head_dim=cfg.head_dim, max_len=cfg.max_len or cfg.train_len
+            cfg.scheme, n_heads=cfg.n_heads, head_dim=cfg.head_dim,
+            max_len=cfg.max_len or cfg.random_positions or cfg.train_len,  # the positions training reaches
         )
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
@@ -124,7 +133,12 @@ class GPT(nn.Module):
         seen: their positions follow on from it and they attend to its kept keys (the cache's
         own offset and pattern apply; ``pattern`` must resolve to the same one)."""
         n = tokens.shape[1]
-        if cache is None:
+        extent = n
+        if cache is None and self.training and self.cfg.random_positions:
+            pos = randomized.sample(n, self.cfg.random_positions) + offset  # [n] sorted, on the CPU
+            extent = int(pos[-1] - pos[0]) + 1
+            pos = pos.to(tokens.device)
+        elif cache is None:
             pos = torch.arange(offset, offset + n, device=tokens.device)  # [n]
         else:
             pat = self.pattern(pattern)
@@ -148,7 +162,7 @@ class GPT(nn.Module):
                 kernel=kernel,
                 hook=hook,
                 training=torch.is_grad_enabled() and self.training,
-                extent=n,
+                extent=extent,
                 logn=self.cfg.train_len if self.cfg.logn else None,
             )
         for layer, block in enumerate(self.blocks):

@@ -36,6 +36,7 @@ from safetensors.torch import load_file, save_file
 
 from .errors import RunError
 from .model import GPT, ModelConfig
+from .positions import randomized
 
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
@@ -391,7 +392,8 @@ def summary(run_dir: str | Path) -> dict:
     origin = config.get("provenance") or {}
     device = origin.get("device") or {}
     return {
-        "path": str(run_dir), "scheme": config["model"]["scheme"], "train_len": config["model"].get("train_len"),
+        "path": str(run_dir), "train_len": config["model"].get("train_len"),
+        "scheme": randomized.label(config["model"]["scheme"], config["model"].get("random_positions")),
         "step": step, "steps": int(config["train"]["steps"]),
         "finished": bool(state.get("done")) and step >= int(config["train"]["steps"]),
         "writing": lock.is_locked(run_dir), "val_bpb": bpb[-1] if bpb else None, "bytes": size,

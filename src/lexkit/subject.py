@@ -189,6 +189,8 @@ class RunSubject(_Base):
             "run": self.source, "scheme": self.model.scheme.spec,
             **({"trained_scheme": config["trained"]["scheme"]} if "scheme" in config.get("overrides", {}) else {}),
             "logn": bool(config["model"].get("logn", False)), "train_len": self.train_len,
+            **({"random_positions": config["model"]["random_positions"]}
+               if config["model"].get("random_positions") else {}),
         }
 
     def documents(self, data: str | None = None) -> tuple[list[bytes], dict]:

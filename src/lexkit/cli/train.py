@@ -34,6 +34,9 @@ def add_parser(sub):
                    "it changes nothing in training (the scale is 1 at every position up to the training length, "
                    "so the weights are the same) and applies when the run is evaluated longer (default: off; "
                    "under --init: the parent's)")
+    p.add_argument("--random-positions", type=int, metavar="L_MAX",
+                   help="train at a sorted random subset of the positions 0..L_MAX-1 (Ruoss et al. 2023; L_MAX at "
+                   "least --train-len), evaluate at 0..n-1; recorded with the run (default: off)")
     p.add_argument("--preset", default=None, choices=list(presets.PRESETS),
                    help="size preset (default: small; see `lexkit presets`)")
     for flag, key, kind, text in _PRESET_FLAGS:
@@ -79,6 +82,7 @@ def _overrides(args) -> dict:
         "train_len": args.train_len, "steps": args.steps, "batch": args.batch, "n_layers": args.layers,
         "d_model": args.dim, "n_heads": args.heads, "lr": args.lr, "data": args.data, "seed": args.seed,
         "save_every": args.save_every, "eval_every": args.eval_every, "logn": args.logn,
+        "random_positions": args.random_positions,
         "mix": ",".join(args.mix) if args.mix else None,
     }
 
