@@ -80,8 +80,9 @@ class Block(nn.Module):
     def forward(self, x: Tensor, attend: Attention, layer: int) -> Tensor:
         b, n, d = x.shape
         h = self.cfg.n_heads
-        qkv = self.qkv(self.ln1(x)).view(b, n, 3, h, d // h).permute(2, 0, 3, 1, 4)  # [3, b, h, n, hd]
-        y = attend(qkv[0], qkv[1], qkv[2], layer)  # [b, h, n, hd]
+        a = self.ln1(x)
+        qkv = self.qkv(a).view(b, n, 3, h, d // h).permute(2, 0, 3, 1, 4)  # [3, b, h, n, hd]
+        y = attend(qkv[0], qkv[1], qkv[2], layer, x=a)  # [b, h, n, hd]; x: a data-dependent scheme's input
         x = x + self.drop(self.proj(y.transpose(1, 2).reshape(b, n, d)))
         return x + self.drop(self.mlp(self.ln2(x)))
 

@@ -108,6 +108,8 @@ def refusal(scheme: Scheme, pattern: Pattern, kernel: str = "auto") -> str | Non
                 "(it runs the chunked block kernel: use auto or chunked)")
     if scheme.values.get("scaling") == "dynamic":
         return f"scheme {scheme.spec} changes its frequencies with the length of each call"
+    if scheme.no_cache is not None:
+        return f"scheme {scheme.spec} {scheme.no_cache}"
     if pattern.cache_positions:
         return f"pattern {pattern.spec} rescores its sinks at their cache slots"
     return None
@@ -188,9 +190,10 @@ class CachedAttention:
                 self._plan.append((slice(start, stop), sel))
         return self._plan
 
-    def __call__(self, q: Tensor, k: Tensor, v: Tensor, layer: int = 0) -> Tensor:
+    def __call__(self, q: Tensor, k: Tensor, v: Tensor, layer: int = 0, x: Tensor | None = None) -> Tensor:
         """q, k, v: [batch, heads, n, head_dim] of the piece's tokens, before the position
-        transform -> [batch, heads, n, head_dim]."""
+        transform -> [batch, heads, n, head_dim]. ``x``: the layer's input, which no scheme a cache
+        holds reads (:func:`refusal` refuses those that would)."""
         cache, scheme, pattern = self.cache, self.cache.scheme, self.cache.pattern
         pre = scheme.max_query_span is None and scheme.separable  # position-wise: once, as tokens arrive
         if pre:

@@ -105,9 +105,11 @@ class Attention:
         #: (``flex``, ``flex:128x64/2``) or ``chunked`` when no flex kernel could be built
         self.ran = self.kernel
 
-    def __call__(self, q: Tensor, k: Tensor, v: Tensor, layer: int = 0, context: Tensor | None = None) -> Tensor:
-        """q, k, v: [batch, heads, n, head_dim] projections before the position transform;
-        ``context`` [b, heads, n, c]: the layer's :meth:`Scheme.context` (data-dependent schemes)."""
+    def __call__(self, q: Tensor, k: Tensor, v: Tensor, layer: int = 0, x: Tensor | None = None) -> Tensor:
+        """q, k, v: [batch, heads, n, head_dim] projections before the position transform; ``x``
+        [b, n, d_model]: the layer's normalized input, from which a data-dependent scheme computes
+        its per-layer context once (:meth:`Scheme.context`, [b, heads, n, c])."""
+        context = self.scheme.context(x) if x is not None and self.scheme.has_context else None
         self.ran = self.kernel
         if self.kernel == "dense":
             if self.by_scores:  # the reference computation, one block of every query
@@ -373,11 +375,9 @@ def choose_kernel(
 def _check_flex(scheme: Scheme, pattern: Pattern, cpu_training: bool) -> None:
     """Refuse kernel 'flex' where it cannot run: two score passes, no flex_attention, a CPU backward."""
     if by_scores(scheme, pattern):
-        what = f"scheme {scheme.spec}" if not scheme.separable else f"pattern {pattern.spec}"
-        raise ValueError(
-            f"kernel 'flex' cannot run {what}: it needs two score passes per query (a different "
-            f"relative position for some keys); use kernel 'dense' or 'chunked'"
-        )
+        what, why = ((f"scheme {scheme.spec}", scheme.scores_only) if not scheme.separable else
+                     (f"pattern {pattern.spec}", Scheme.scores_only))
+        raise ValueError(f"kernel 'flex' cannot run {what}: {why}; use kernel 'dense' or 'chunked'")
     if not flex_available():
         raise ValueError("kernel 'flex' needs torch.nn.attention.flex_attention (torch >= 2.5)")
     if cpu_training:

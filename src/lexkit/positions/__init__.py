@@ -14,6 +14,8 @@ from . import bias  # noqa: F401
 from . import rerope  # noqa: F401  (context extension, after the ten schemes of the two source documents)
 from . import fire  # noqa: F401  (the schemes since the seeds: FIRE, PoPE, CoPE, forgetting gates)
 from . import pope  # noqa: F401
+from . import cope  # noqa: F401
+from . import fox  # noqa: F401
 # isort: on
 from .base import Scheme, canonical, create, describe, get, names, parse, register
 

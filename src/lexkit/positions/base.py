@@ -31,7 +31,7 @@ from ..device import device_of
 from ..registry import Registry
 from ..specs import Param, describe_params, format_spec, parse_params, split_spec
 
-FAMILIES = ("none", "absolute", "rotary", "bias")
+FAMILIES = ("none", "absolute", "rotary", "bias", "contextual")
 
 
 class Scheme(nn.Module):
@@ -50,9 +50,15 @@ class Scheme(nn.Module):
     #: (None: any): every call's query positions satisfy max - min < max_query_span. xPos needs
     #: this; :meth:`scores` and the kernels split queries by position (not by count) to respect it.
     max_query_span: ClassVar[int | None] = None
-    #: False when scores are not (T q)·(T k) + bias(m - n) for one position transform T (ReRoPE):
-    #: such a scheme runs through :meth:`scores` only (dense reference and chunked kernels).
+    #: False when scores are not (T q)·(T k) + bias(m - n) for one position transform T (ReRoPE,
+    #: CoPE, the forgetting gates): such a scheme runs through :meth:`scores` only (dense reference
+    #: and chunked kernels); ``scores_only`` says why, in the words kernel 'flex' refuses it with.
     separable: ClassVar[bool] = True
+    scores_only: ClassVar[str] = "it needs two score passes per query (a different relative position for some keys)"
+    #: why a KV cache cannot reproduce a one-pass forward of this scheme (None: it can)
+    no_cache: ClassVar[str | None] = None
+    #: True when the class defines :meth:`context` (derived in ``__init_subclass__``, never declared)
+    has_context: ClassVar[bool] = False
     #: parameters that default to the model's training length when the spec leaves them out
     train_len_params: ClassVar[tuple[str, ...]] = ()
     #: True when the bias depends on the query's position m as well as on m - n (FIRE's
@@ -66,6 +72,7 @@ class Scheme(nn.Module):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.has_bias = cls.bias is not Scheme.bias
+        cls.has_context = cls.context is not Scheme.context
 
     def __init__(self, n_heads: int, head_dim: int, **values: Any) -> None:
         super().__init__()
