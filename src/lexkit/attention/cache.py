@@ -21,6 +21,8 @@ o + i.
 * xPos keeps raw keys: its decay is re-centred at the last query of each block (see
   ``rotary.py``), so the query factor stays within e^30 and the key factor only shrinks, at any
   position, far past ``max_query_span``.
+* A data-dependent scheme's context rows (:meth:`Scheme.context`: the forgetting gates' prefix
+  sums) are kept beside the keys, each piece's continuing the last row of the pieces before.
 * Bias schemes gather from one bias table by distance, grown on demand (the bias depends on the
   distance only, so a longer table holds the same values); a bias of the query's position too
   (FIRE) is evaluated for each block from the scheme's function (:class:`ForwardBias`).
@@ -108,8 +110,6 @@ def refusal(scheme: Scheme, pattern: Pattern, kernel: str = "auto") -> str | Non
                 "(it runs the chunked block kernel: use auto or chunked)")
     if scheme.values.get("scaling") == "dynamic":
         return f"scheme {scheme.spec} changes its frequencies with the length of each call"
-    if scheme.no_cache is not None:
-        return f"scheme {scheme.spec} {scheme.no_cache}"
     if pattern.cache_positions:
         return f"pattern {pattern.spec} rescores its sinks at their cache slots"
     return None
@@ -141,6 +141,8 @@ class KVCache:
         self.seen = 0
         self.keys = [_Rows() for _ in range(n_layers)]
         self.values = [_Rows() for _ in range(n_layers)]
+        self.contexts = [_Rows() for _ in range(n_layers)]  # a data-dependent scheme's rows, kept as keys
+        self.last_context: list[Tensor | None] = [None] * n_layers  # [b, h, 1, c]: the last token's row
         self.k_idx: Tensor | None = None  # [n_kept] input indices of the kept keys, ascending
         self._bias: ForwardBias | None = None  # the bias (its distance table grown on demand)
 
@@ -192,23 +194,31 @@ class CachedAttention:
 
     def __call__(self, q: Tensor, k: Tensor, v: Tensor, layer: int = 0, x: Tensor | None = None) -> Tensor:
         """q, k, v: [batch, heads, n, head_dim] of the piece's tokens, before the position
-        transform -> [batch, heads, n, head_dim]. ``x``: the layer's input, which no scheme a cache
-        holds reads (:func:`refusal` refuses those that would)."""
+        transform -> [batch, heads, n, head_dim]. ``x`` [batch, n, d_model]: the layer's input, which
+        a data-dependent scheme reads (its context continues the cached one's)."""
         cache, scheme, pattern = self.cache, self.cache.scheme, self.cache.pattern
         pre = scheme.max_query_span is None and scheme.separable  # position-wise: once, as tokens arrive
         if pre:
             q, k = scheme.transform_qk(q, k, self.q_pos, self.q_pos)
         keys = cache.keys[layer].append(k)  # [b, h, n_k, d]
         values = cache.values[layer].append(v)
+        rows = kept = None
+        if scheme.has_context and x is not None:
+            rows = scheme.context(x, cache.last_context[layer])  # [b, h, n, c]
+            cache.last_context[layer] = rows[..., -1:, :]
+            kept = cache.contexts[layer].append(rows)
         out = [
             attend_block(
                 scheme, pattern, q[..., qs, :], keys[..., ks, :], values[..., ks, :],
                 self.q_idx[qs], self.k_idx[ks], self.q_pos[qs], self.k_pos[ks],
                 transformed=pre, bias=self.table, q_scale=None if self.q_scale is None else self.q_scale[qs],
+                context=None if rows is None else (rows[..., qs, :], kept[..., ks, :]),
             )
             for qs, ks in self.plan(query_block(scheme))
         ]
         cache.keys[layer].keep(self.keep)
         cache.values[layer].keep(self.keep)
+        if rows is not None:
+            cache.contexts[layer].keep(self.keep)
         note_ran("chunked")  # the chunked block kernel over the cached keys
         return torch.cat(out, dim=-2)  # [b, h, n, d]

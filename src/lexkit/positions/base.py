@@ -55,8 +55,6 @@ class Scheme(nn.Module):
     #: and chunked kernels); ``scores_only`` says why, in the words kernel 'flex' refuses it with.
     separable: ClassVar[bool] = True
     scores_only: ClassVar[str] = "it needs two score passes per query (a different relative position for some keys)"
-    #: why a KV cache cannot reproduce a one-pass forward of this scheme (None: it can)
-    no_cache: ClassVar[str | None] = None
     #: True when the class defines :meth:`context` (derived in ``__init_subclass__``, never declared)
     has_context: ClassVar[bool] = False
     #: parameters that default to the model's training length when the spec leaves them out
@@ -126,10 +124,12 @@ class Scheme(nn.Module):
         table = None if self.query_bias else self.bias_table(n, device=device)
         return ForwardBias(self.bias_fn(n, device), torch.arange(self.n_heads, device=device), table)
 
-    def context(self, x: Tensor) -> Tensor | None:
-        """A per-layer context from the layer's normalized input ``x`` [b, n, d_model], computed once
-        per forward and handed to :meth:`scores` (the forgetting gates' log-forget prefix sums);
-        None for a scheme that reads only q, k and positions (every other)."""
+    def context(self, x: Tensor, previous: Tensor | None = None) -> Tensor | None:
+        """A per-layer context from the layer's normalized input ``x`` [b, n, d_model]: rows
+        [b, heads, n, c], one per token, computed once per layer and forward, which the kernels
+        slice like keys and hand to :meth:`scores` (the forgetting gates' log-forget prefix sums).
+        ``previous`` [b, heads, 1, c]: the last row of the pieces before (a KV cache continuing a
+        sequence; None at its start). None for a scheme that reads only q, k and positions."""
         return None
 
     def constrain_(self) -> None:

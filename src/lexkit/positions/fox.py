@@ -19,8 +19,8 @@ Choices written down (x-transformers', each tested):
 
 The layer's input reaches the scheme through :meth:`context` (F [b, H, n, 1], once per layer and
 forward); the kernels hand each block its query and key rows to :meth:`scores`. Dense and chunked
-kernels run it; FlexAttention refuses it, and so does the KV cache (a later piece's prefix sums
-would have to continue the earlier pieces'). Without an input (:meth:`scores` with no context:
+kernels and the KV cache run it (a piece's prefix sums continue the pieces' before it);
+FlexAttention refuses it. Without an input (:meth:`scores` with no context:
 the analytic resolution) the gates are those of a zero input, log σ(b_h) per token: an ALiBi of
 slope softplus(-b_h) per head; the text's own gates are measured empirically.
 """
@@ -46,7 +46,6 @@ class FoX(Scheme):
     family = "contextual"
     separable = False
     scores_only = "its bias sums forget gates computed from each layer's input"
-    no_cache = "sums the forget gates of every token since the key, which a later piece does not see"
     per_layer = True
     params = {
         "bias_init": Param(float, 5.0, "initial gate bias b (σ(5) ≈ 0.993: slow forgetting)"),
@@ -60,10 +59,12 @@ class FoX(Scheme):
         self.weight = nn.Parameter(torch.empty(n_heads, d_model).uniform_(-bound, bound))  # w [H, d]
         self.gate_bias = nn.Parameter(torch.full((n_heads,), float(values["bias_init"])))  # b [H]
 
-    def context(self, x: Tensor) -> Tensor:
-        """F [b, H, n, 1] float64: the prefix sums of log σ(w·x_t + b) over x [b, n, d_model]."""
+    def context(self, x: Tensor, previous: Tensor | None = None) -> Tensor:
+        """F [b, H, n, 1] float64: the prefix sums of log σ(w·x_t + b) over x [b, n, d_model],
+        continuing ``previous`` (F of the token before x's first, through a KV cache)."""
         log_f = F.logsigmoid(x @ self.weight.T.to(x.dtype) + self.gate_bias.to(x.dtype))  # [b, n, H]
-        return log_f.transpose(1, 2).to(torch.float64).cumsum(-1)[..., None]
+        prefix = log_f.transpose(1, 2).to(torch.float64).cumsum(-1)[..., None]
+        return prefix if previous is None else prefix + previous
 
     def scores(self, q, k, q_pos, k_pos, *, transformed=False, bias=None, visible=None, context=None) -> Tensor:
         """[b, h, n_q, n_k]: q·k/√h + F_i - F_j, ``context`` = (F of the queries [b, H, n_q, 1], F of
