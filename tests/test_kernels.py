@@ -101,10 +101,14 @@ class Decided(dict):
         return 0
 
 
-def flex_parity(spec: str, pattern_spec: str, n: int = N, offset: int = 5) -> dict:
+def flex_parity(spec: str, pattern_spec: str, n: int = N, offset: int = 5, prepare=None) -> dict:
     """Eager flex forward and backward (inputs and the scheme's learnable parameters) against the
-    float64 reference with the same output gradient; returns the max errors."""
+    float64 reference with the same output gradient; returns the max errors. ``prepare(scheme)``
+    may set its parameters first."""
     s, pattern = scheme(spec), attention.create(pattern_spec)
+    if prepare is not None:
+        with torch.no_grad():
+            prepare(s)
     ref = copy.deepcopy(s).double()
     pos = torch.arange(offset, offset + n)
     base, grad_out = qkv(n), torch.randn(2, H, n, HD)

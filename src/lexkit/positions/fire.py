@@ -17,6 +17,8 @@ Choices written down (the reference code's, each tested):
   denominator gets ε = 1e-6, so c -> 0 stays finite.
 * The MLP's weights are initialised as ``nn.Linear``'s defaults (U(±1/sqrt(fan_in))); they are
   plain parameters, so the model's own N(0, 0.02) init of its linear layers leaves them alone.
+  Its output layer has no bias: a constant per head adds the same value to every score of a
+  query, which the softmax ignores (its gradient is 0, and Adam would walk it on rounding noise).
 * i is the query's position and i - j the distance, both 0-based; keys after the query (masked)
   get distance 0.
 * ``per_layer``: every layer has its own FIRE (the paper's default; its "FIRE-S" shares one).
@@ -74,8 +76,7 @@ class FIRE(Scheme):
         self.w1 = nn.Parameter(torch.empty(width).uniform_(-1.0, 1.0))  # Linear(1, width): fan_in 1
         self.b1 = nn.Parameter(torch.empty(width).uniform_(-1.0, 1.0))
         bound = 1.0 / math.sqrt(width)
-        self.w2 = nn.Parameter(torch.empty(n_heads, width).uniform_(-bound, bound))  # Linear(width, H)
-        self.b2 = nn.Parameter(torch.empty(n_heads).uniform_(-bound, bound))
+        self.w2 = nn.Parameter(torch.empty(n_heads, width).uniform_(-bound, bound))  # Linear(width, H, bias=False)
 
     def effective(self) -> tuple[Tensor, Tensor]:
         """(c, L) as used in ψ: |c| and |ℓ|·L_0, [1] tensors carrying gradients (read as c[0] inside
@@ -89,18 +90,18 @@ class FIRE(Scheme):
         """f_θ(x): [...] -> [..., H], in slices of ``SLICE`` inputs (the hidden layer of a 2,048^2
         dense mask would take 512 MB at once)."""
         flat = x.reshape(-1, 1)
-        parts = [torch.relu(part * self.w1 + self.b1) @ self.w2.T + self.b2 for part in flat.split(SLICE)]
+        parts = [torch.relu(part * self.w1 + self.b1) @ self.w2.T for part in flat.split(SLICE)]
         return torch.cat(parts).reshape(*x.shape, self.n_heads)
 
     def bias_fn(self, n: int, device=None):
         c, threshold = self.effective()
-        w1, b1, w2, b2, width, mlp = self.w1, self.b1, self.w2, self.b2, self.values["width"], self.mlp
+        w1, b1, w2, width, mlp = self.w1, self.b1, self.w2, self.values["width"], self.mlp
 
         def fire(head: Tensor, dist: Tensor, pos: Tensor) -> Tensor:
             x = fire_input(dist, pos, c[0], threshold[0])
             if head.dim() == 0:  # a FlexAttention score_mod: one score, the hidden units unrolled
-                out = b2[head]
-                for unit in range(width):
+                out = w2[head, 0] * torch.relu(x * w1[0] + b1[0])
+                for unit in range(1, width):
                     out = out + w2[head, unit] * torch.relu(x * w1[unit] + b1[unit])
                 return out
             shape = torch.broadcast_shapes(head.shape, x.shape)
