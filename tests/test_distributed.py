@@ -202,7 +202,7 @@ def test_ddp_then_fsdp_resume_reach_the_one_process_weights(tmp_path, data_dir, 
     from lexkit.cli import main
 
     assert main(["runs", str(out)]) == 0
-    assert capfd.readouterr().out.splitlines()[1].split()[5:7] == ["2", "cpu"]  # ranks, device
+    assert capfd.readouterr().out.splitlines()[1].split()[6:8] == ["2", "cpu"]  # ranks, device
 
 
 @pytest.mark.slow

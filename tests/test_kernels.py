@@ -24,7 +24,7 @@ from lexkit import GPT, ModelConfig, attention, positions
 from lexkit.attention import Attention, choose_kernel, kernels, reference_attention
 from schemes_under_test import TEN
 
-PATTERNS = ["causal", "window:64", "bca:64", "sinks:64"]  # sinks: K=4 first keys + a window of 64
+PATTERNS = ["causal", "window:64", "bca:64", "sinks:64", "chunk:64"]  # sinks: K=4 first keys + a window of 64
 H, HD = 2, 16
 N = 257  # the one length of the fast flex tests: three 128-tiles, the last one partial
 TOL = 1e-5  # fp32 against the float64 reference: max |difference| of outputs and input gradients
@@ -141,7 +141,7 @@ def assert_parity(errors: dict, case) -> None:
 
 #: the fast cover: every score_mod kind and every mask kind once, the learnable biases included
 FAST_EAGER = [("kerple-power", "causal"), ("kerple-log", "window:64"), ("t5", "sinks:64"), ("sandwich", "bca:64"),
-              ("alibi", "bca:64"), ("rope", "window:64")]
+              ("alibi", "bca:64"), ("rope", "window:64"), ("alibi", "chunk:48")]
 
 
 @pytest.mark.parametrize("spec, pattern_spec", FAST_EAGER)

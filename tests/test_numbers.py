@@ -153,7 +153,7 @@ def test_runs_shows_the_bpb_of_the_checkpoint_not_of_steps_past_it(tmp_path, cap
     assert runs.summary(out)["val_bpb"] == bpb[2]
     assert main(["runs", str(tmp_path)]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.endswith(str(out)))
-    assert line.split()[:5] == ["rope", "32", "2/6", "stopped", f"{bpb[2]:.4f}"]
+    assert line.split()[:6] == ["rope", "-", "32", "2/6", "stopped", f"{bpb[2]:.4f}"]
 
 
 @pytest.mark.parametrize("trained, asked, words", [

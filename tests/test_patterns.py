@@ -41,6 +41,12 @@ def test_window_sets_n6_w1_and_w3():
     assert visible_sets("window:W=3", 6) == [[0], [0, 1], [0, 1, 2], [1, 2, 3], [2, 3, 4], [3, 4, 5]]
 
 
+def test_chunk_sets_n8_w3():
+    # chunks {0,1,2} {3,4,5} {6,7}: own chunk causally, nothing before it (Llama 4)
+    assert visible_sets("chunk:3", 8) == [[0], [0, 1], [0, 1, 2], [3], [3, 4], [3, 4, 5], [6], [6, 7]]
+    assert attention.create("chunk:3").reach == 3
+
+
 def test_bca_sets_n8_w4():
     # blocks of 2: {0,1} {2,3} {4,5} {6,7}; own block causally + all of the previous block
     assert visible_sets("bca:4", 8) == [

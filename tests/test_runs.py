@@ -140,11 +140,12 @@ def test_runs_lists_each_run(trained, tmp_path, capsys):
         holder.wait()
     out = capsys.readouterr().out.splitlines()
     bpb = {s: runs.read_metrics(trained / s)[-1]["val_bpb"] for s in ("alibi", "rope")}
-    assert out[0].split() == ["scheme", "length", "step", "state", "val", "bpb", "ranks", "device", "parent", "size",
-                              "path"]
+    assert out[0].split() == ["scheme", "layout", "length", "step", "state", "val", "bpb", "ranks", "device", "parent",
+                              "size", "path"]
     alibi = next(line for line in out if line.endswith(str(trained / "alibi"))).split()
-    assert alibi[:5] == ["alibi", "32", "12/12", "finished", f"{bpb['alibi']:.4f}"]
-    assert next(line for line in out if line.endswith(str(stopped))).split()[:4] == ["rope", "32", "12/100", "stopped"]
+    assert alibi[:6] == ["alibi", "-", "32", "12/12", "finished", f"{bpb['alibi']:.4f}"]
+    stopped_row = next(line for line in out if line.endswith(str(stopped))).split()
+    assert stopped_row[:5] == ["rope", "-", "32", "12/100", "stopped"]
     assert main(["runs", str(tmp_path / "nowhere")]) == 2
     assert "does not exist" in one_error_line(capsys)
 
@@ -156,7 +157,7 @@ def test_runs_shows_a_run_being_written(run, capsys):
     finally:
         holder.kill()
         holder.wait()
-    assert capsys.readouterr().out.splitlines()[1].split()[3] == "writing"
+    assert capsys.readouterr().out.splitlines()[1].split()[4] == "writing"
 
 
 def test_corrupt_and_truncated_weights_are_clear_errors(run, tmp_path):

@@ -61,6 +61,7 @@ from .attention.cache import SEGMENT, refusal_of
 from .data import LN2, encode, require_long
 from .device import device_of, eval_mode
 from .errors import DataError
+from .layouts import check_pattern, check_scheme
 from .rows import EvalRow, PositionRow
 from .specs import parse_lengths
 from .subject import DEFAULT_MULTIPLIERS, default_lengths, eval_documents, load
@@ -471,15 +472,14 @@ def evaluate_run(
     weights under another scheme or log-n setting; ``rope_scaling`` / ``dtype`` apply to hf:
     models; an option the target cannot honour is a ValueError naming it."""
     from . import __version__
-    from .positions import canonical
 
     # every option that can be checked without the model, before it loads
     check_options(kernel=kernel, stride=stride, batch_size=batch_size)
     check_stream_value(stream)
     for spec in [patterns] if isinstance(patterns, str) else patterns:
-        create_pattern(spec, default_window=2)  # syntax and parameter values
+        check_pattern(spec)  # syntax and parameter values
     if scheme is not None:
-        canonical(scheme)
+        check_scheme(scheme)
     subject = load(target, device=device, scheme=scheme, logn=logn, rope_scaling=rope_scaling, dtype=dtype)
     lengths = parse_lengths(lengths) if lengths is not None else subject.default_lengths()
     documents, described = subject.documents(data)

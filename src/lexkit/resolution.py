@@ -35,11 +35,12 @@ from torch import Tensor, nn
 
 from . import __version__, checks, positions
 from .api import callable_module
-from .attention import Pattern
+from .attention import Pattern, layer_patterns
 from .attention import create as create_pattern
 from .attention.kernels import choose_kernel
 from .attention.logn import logn_scale
 from .attention.patterns import Causal
+from .attention.temperature import Temperature
 from .device import device_of, eval_mode
 from .positions import Scheme
 from .rows import ResolutionRow
@@ -148,7 +149,7 @@ class Accumulator:
     """
 
     def __init__(self, layers: int, heads: int, length: int, pattern: Pattern) -> None:
-        self.pattern, self.length = pattern, length
+        self.patterns, self.length = layer_patterns(pattern, layers), length  # each layer's (a layered model's differ)
         self.sums = torch.zeros(layers, heads, length, dtype=torch.float64)
         self.counts = torch.zeros(layers, length, dtype=torch.float64)
         self.ent = torch.zeros(layers, heads, dtype=torch.float64)
@@ -157,7 +158,7 @@ class Accumulator:
 
     def __call__(self, layer: int, q_idx: Tensor, k_idx: Tensor, scores: Tensor, probs: Tensor | None) -> None:
         q_idx, k_idx = q_idx.cpu(), k_idx.cpu()
-        vis = self.pattern.visible(q_idx[:, None], k_idx[None, :])  # [n_q, n_k]
+        vis = self.patterns[layer].visible(q_idx[:, None], k_idx[None, :])  # [n_q, n_k]
         batch = scores.shape[0]
         values = torch.where(vis.to(scores.device), scores, 0.0)  # [b, heads, n_q, n_k]
         values = (values.sum(0) if batch > 1 else values[0]).cpu()
@@ -185,7 +186,8 @@ class Accumulator:
         return torch.where(counts > 0, self.sums / counts.clamp_min(1), torch.full_like(self.sums, -math.inf))
 
     def count(self) -> Tensor:
-        """Visible (text, query) pairs per distance ``[length]`` (the same for every layer)."""
+        """Visible (text, query) pairs per distance ``[length]`` of layer 0 (every layer's when the
+        layers share a pattern; ``counts[layer]`` otherwise)."""
         return self.counts[0]
 
     def entropy(self) -> Tensor:
@@ -204,6 +206,7 @@ def analytic_curve(
     max_len: int | None = None,
     train_len: int | None = None,
     logn: bool = False,
+    temperature: Temperature | None = None,
 ) -> Tensor:
     """The analytic s[n], float64 ``[heads, length]`` (-inf at distances the pattern never shows).
 
@@ -212,7 +215,8 @@ def analytic_curve(
     and values, e.g. a trained model's ``scheme``).
     ``pattern``: ``None``/``"causal"``, ``"window:W"``, ``"bca:W"``, ``"sinks:W,K=4"`` (W must be given).
     ``logn``: log-n scaling at training length ``train_len``: the query at N-1 scales its scores
-    by λ = max(1, ln N / ln L) (absolute schemes: each query m by its λ_m).
+    by λ = max(1, ln N / ln L) (absolute schemes: each query m by its λ_m). ``temperature``: any
+    temperature (attention/temperature.py), applied the same way (one of the two).
 
     Context extension: a scaled RoPE or ReRoPE enters through its own :meth:`Scheme.scores` (YaRN's
     attention factor included). Under ``sinks:...,pos=cache`` the curve is the query at N-1's view:
@@ -226,11 +230,19 @@ def analytic_curve(
     pattern = _pattern(pattern, train_len)
     device = device_of(scheme)
     scale = logn_scale(torch.arange(length), train_len).to(torch.float64) if logn else None  # [N] λ_m
+    if temperature is not None:
+        if logn:
+            raise ValueError("give logn or a temperature, not both")
+        with torch.no_grad():
+            scale = temperature.scale(torch.arange(length)).to(torch.float64).cpu()  # [N] or [H, N]
     if scheme.family != "absolute":  # relative, or FIRE's bias of the query too: the query at N-1's view
         s, seen = _relative_scores(scheme, pattern, length)  # [H, N] by distance, [N]
-        return (s if scale is None else s * scale[-1]).masked_fill(~seen, -math.inf)
+        return (s if scale is None else s * scale[..., -1:]).masked_fill(~seen, -math.inf)
     # absolute: q = k = p, one curve for all heads, mean over the visible pairs at each distance
     _refuse_cache_positions(scheme, pattern, length)
+    if scale is not None and scale.dim() == 2:
+        raise ValueError(f"{scheme.spec}: the analytic curve of an absolute scheme is one curve for every head; a "
+                         f"per-head temperature ({temperature.spec}) has none")
     with torch.no_grad():
         table = scheme.embed(torch.arange(length, device=device))
     if table is None:
@@ -343,9 +355,10 @@ def analytic_rows(label: str, lengths: list[int], pattern: Pattern, curve, *, ra
     return out
 
 
-def model_curve(model: nn.Module, length: int, pattern: str | Pattern | None = None) -> Tensor:
+def model_curve(model: nn.Module, length: int, pattern: str | Pattern | None = None, layer: int = 0) -> Tensor:
     """The analytic s[n] of a loaded model's own positions, float64 [heads, length], -inf where
-    the pattern never shows distance n.
+    the pattern never shows distance n; of ``layer`` on a lexkit model whose layers differ (its
+    scheme, its pattern under ``pattern``, its temperature).
 
     * A lexkit model, or an hf: model whose positions lexkit has as a scheme (Bloom's ALiBi with
       its own slopes, GPT-2's learned table: ``position_scheme()``): :func:`analytic_curve` of it.
@@ -355,6 +368,9 @@ def model_curve(model: nn.Module, length: int, pattern: str | Pattern | None = N
       frequencies, r the rotated dims of h."""
     cfg = model.cfg
     pattern = model.pattern(pattern or "causal")
+    if getattr(cfg, "layout", None) is not None:  # a lexkit model with a layout: the layer's own
+        return analytic_curve(model.layer_schemes[layer], length, layer_patterns(pattern, cfg.n_layers)[layer],
+                              temperature=model.blocks[layer].temperature)
     own = getattr(model, "position_scheme", None)
     scheme = own() if own is not None else model.scheme
     if scheme is not None:
@@ -369,13 +385,38 @@ def model_curve(model: nn.Module, length: int, pattern: str | Pattern | None = N
 
 
 def _analytic_model(model: nn.Module, lengths: list[int], pattern: str | Pattern | None) -> dict:
+    """The analytic document of a loaded model; a lexkit model with a layout gets one set of rows
+    per group of layers that are the same (scheme, pattern under ``pattern``, temperature),
+    labelled ``L0-2 rope@window:16``."""
     cfg = model.cfg
     pat = model.pattern(pattern or "causal")
-    doc = header("analytic", cfg.scheme)
+    doc = header("analytic", getattr(cfg, "label", cfg.scheme))
     doc.update(run=getattr(model, "source", None), heads=cfg.n_heads, head_dim=cfg.head_dim, pattern=pat.spec,
                train_len=cfg.train_len)
-    doc["results"] = analytic_rows(cfg.scheme, lengths, pat, lambda n: model_curve(model, n, pat))
+    if getattr(cfg, "layout", None) is None:
+        doc["results"] = analytic_rows(cfg.scheme, lengths, pat, lambda n: model_curve(model, n, pat))
+        return doc
+    doc["results"] = []
+    for label, first in layer_groups(model, pat):
+        doc["results"] += analytic_rows(label, lengths, layer_patterns(pat, cfg.n_layers)[first],
+                                        lambda n, i=first: model_curve(model, n, pat, layer=i))
     return doc
+
+
+def layer_groups(model: nn.Module, pattern: Pattern) -> list[tuple[str, int]]:
+    """(label, first layer) of each group of a lexkit model's layers that are the same under
+    ``pattern``: scheme, pattern and temperature (``L0-2 rope@window:16``, ``L3 none@causal+logn``)."""
+    patterns = layer_patterns(pattern, model.cfg.n_layers)
+    groups: dict[tuple, list[int]] = {}
+    for i, (layer, pat) in enumerate(zip(model.layers, patterns)):
+        groups.setdefault((layer.scheme, pat.spec, layer.temperature), []).append(i)
+    out = []
+    for (scheme, pat, temp), members in groups.items():
+        where = f"L{members[0]}" + (f"-{members[-1]}" if len(members) > 1 else "")
+        if len(members) > 1 and members != list(range(members[0], members[-1] + 1)):
+            where = ",".join(f"L{i}" for i in members)
+        out.append((f"{where} {scheme}@{pat}" + (f"+{temp}" if temp else ""), members[0]))
+    return out
 
 
 # -- empirical ----------------------------------------------------------------------------------
@@ -495,13 +536,14 @@ def empirical_run(
     else:
         described = {"spec": "documents given"}
     batches = {n: texts(documents, n, texts_per_length, model=model) for n in lengths}
-    doc = header("empirical", model.cfg.scheme)
+    doc = header("empirical", getattr(model.cfg, "label", model.cfg.scheme))
     doc.update(
         run=subject.source, data=described["spec"], train_len=train_len, layers=model.cfg.n_layers,
         heads=model.cfg.n_heads, head_dim=model.cfg.head_dim, pattern=pat.spec, results=[],
         logn=bool(getattr(model.cfg, "logn", False)),
     )
-    relative = getattr(getattr(model, "scheme", None), "relative", False)
+    schemes = getattr(model, "layer_schemes", None) or [getattr(model, "scheme", None)]
+    relative = all(getattr(scheme, "relative", False) for scheme in schemes)
     total = sum(-(-b.shape[0] // batch_size) for b in batches.values())
     with bar(total, "resolution", enabled=progress, unit="batch") as b:
         for n, toks in batches.items():
@@ -512,7 +554,7 @@ def empirical_run(
                     raise
                 row = {"length": n, "pattern": pat.spec, "texts": int(toks.shape[0]), "resolution": None,
                        "per_layer": None, "per_head": None, "entropy": None, "note": str(exc)}
-            row["scheme"] = model.cfg.scheme
+            row["scheme"] = getattr(model.cfg, "label", model.cfg.scheme)
             doc["results"].append(row)
     return doc
 

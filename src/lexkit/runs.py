@@ -308,20 +308,37 @@ def load(
     scaling switched, without retraining (``lexkit eval --scheme rope:scaling=yarn,factor=4``):
     the returned config's ``model`` then holds the overrides, ``"overrides"`` lists them and
     ``"trained"`` is the run's own model section (the weights are verified against it). A
-    scheme's training-length defaults (``original_len``, ReRoPE's ``w``) take the run's length."""
+    scheme's training-length defaults (``original_len``, ReRoPE's ``w``) take the run's length.
+    On a run with a layout, ``scheme`` may select layers (``global=rerope:w=64``; unqualified: the
+    layers of its family, :func:`lexkit.layouts.override_schemes`) and becomes the layout's."""
     run_dir = Path(run_dir)
     config = read_config(run_dir)
-    overrides = {k: v for k, v in (("scheme", scheme), ("logn", logn)) if v is not None}
+    overrides = {} if logn is None else {"logn": logn}
     if scheme is not None:
-        from .positions import canonical
-
-        overrides["scheme"] = canonical(scheme)
+        overrides.update(scheme_overrides(config["model"], scheme))
+    if logn is not None and config["model"].get("layout") is not None:
+        raise ValueError(f"--logn switches log-n on every layer; {run_dir} has a layout "
+                         f"({config['model']['layout']}), whose temperatures are per layer")
     if overrides:
         config = {**config, "model": {**config["model"], **overrides}, "overrides": overrides,
                   "trained": config["model"]}
     model = build_model(config)
     load_weights(run_dir, model, recorded=config["trained"] if overrides else None, scheme=scheme)
     return model.to(device).eval(), config
+
+
+def scheme_overrides(model_section: dict, scheme: str) -> dict:
+    """The model-config keys an evaluation ``--scheme`` changes: ``scheme`` on a uniform run given
+    one unqualified spec, else the run's ``layout`` with the selected layers' schemes replaced."""
+    from . import layouts
+    from .positions import canonical
+
+    cfg = ModelConfig(**model_section)
+    plain, pairs = layouts.split_overrides(scheme)
+    if cfg.layout is None and not pairs:
+        return {"scheme": canonical(plain)}
+    layers = layouts.override_schemes(cfg.layers(), scheme, cfg.max_len or cfg.train_len)
+    return {"layout": layouts.canonical(layers), "logn": False}  # a uniform run's log-n is now each layer's
 
 
 def load_weights(run_dir: str | Path, model: GPT, *, recorded: dict | None = None, scheme: str | None = None) -> None:
@@ -372,7 +389,7 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
 
 
 def summary(run_dir: str | Path) -> dict:
-    """One run at a glance (``lexkit runs``): scheme, training length, step / total, finished,
+    """One run at a glance (``lexkit runs``): scheme, layout (None: uniform), training length, step / total, finished,
     writing (locked by a live process), the validation bpb of the checkpoint's weights (the last
     one logged at or before its step: rows past it belong to steps a resume will redo), the
     parent run of a fine-tune, world size and device (from the provenance), size in bytes.
@@ -392,7 +409,7 @@ def summary(run_dir: str | Path) -> dict:
     origin = config.get("provenance") or {}
     device = origin.get("device") or {}
     return {
-        "path": str(run_dir), "train_len": config["model"].get("train_len"),
+        "path": str(run_dir), "layout": config["model"].get("layout"), "train_len": config["model"].get("train_len"),
         "scheme": randomized.label(config["model"]["scheme"], config["model"].get("random_positions")),
         "step": step, "steps": int(config["train"]["steps"]),
         "finished": bool(state.get("done")) and step >= int(config["train"]["steps"]),

@@ -183,15 +183,26 @@ class RunSubject(_Base):
 
     def describe(self) -> dict:
         """``run``, ``scheme`` (the resolved spec that ran, e.g. ReRoPE's w and YaRN's
-        original_len), ``trained_scheme`` when it differs, ``logn``, ``train_len``."""
-        config = self.config
-        return {
-            "run": self.source, "scheme": self.model.scheme.spec,
-            **({"trained_scheme": config["trained"]["scheme"]} if "scheme" in config.get("overrides", {}) else {}),
+        original_len), ``trained_scheme`` when it differs, ``logn``, ``train_len``; on a run with a
+        layout, ``scheme`` is the layout as typed, ``layout`` every layer as it ran and
+        ``trained_layout`` the run's own when an evaluation ``--scheme`` changed it."""
+        from .layouts import canonical
+
+        config, model = self.config, self.model
+        overrides = config.get("overrides", {})
+        out = {
+            "run": self.source, "scheme": model.scheme.spec if model.scheme is not None else model.cfg.label,
+            **({"trained_scheme": config["trained"]["scheme"]} if "scheme" in overrides else {}),
             "logn": bool(config["model"].get("logn", False)), "train_len": self.train_len,
             **({"random_positions": config["model"]["random_positions"]}
                if config["model"].get("random_positions") else {}),
         }
+        if model.cfg.layout is not None:
+            out["scheme"] = model.cfg.label
+            out["layout"] = canonical(model.layers)
+            if "layout" in overrides:
+                out["trained_layout"] = config["trained"].get("layout") or config["trained"]["scheme"]
+        return out
 
     def documents(self, data: str | None = None) -> tuple[list[bytes], dict]:
         """``data`` (see :func:`eval_documents`), or the run's own corpus's validation split (its

@@ -116,7 +116,6 @@ def configs_from_run(run_dir: str | Path, scheme: str | None = None, **overrides
     longer ``train_len`` does not move it.
     """
     from . import positions
-    from .specs import split_spec
 
     old = runs.read_config(run_dir, training=True)
     fixed = [f"{flag} {overrides[key]} ({old['model'][key]} in {run_dir})"
@@ -127,17 +126,18 @@ def configs_from_run(run_dir: str | Path, scheme: str | None = None, **overrides
                          "cannot load them")
     values = {**old["model"], **old["train"]}
     values.update({k: v for k, v in overrides.items() if v is not None})
-    spec = scheme if scheme is not None else old["model"]["scheme"]
     length = old["model"].get("max_len") or old["model"]["train_len"]
-    head_dim = int(values["d_model"]) // int(values["n_heads"])
-    probe = positions.create(spec, n_heads=1, head_dim=head_dim, max_len=length)  # which fills it keeps
-    given = {item.partition("=")[0].strip() for item in split_spec(spec)[1]}
-    pinned = [f"{key}={length}" for key in probe.train_len_params
-              if key not in given and probe.values.get(key) is not None]
-    if pinned:
-        spec = spec + ("," if ":" in spec else ":") + ",".join(pinned)
+    if old["model"].get("layout") is not None and overrides.get("layout") is None:
+        # the parent's layers as they were at its length (every length default written out)
+        from . import layouts
+
+        layers = ModelConfig(**old["model"]).layers()
+        if scheme is not None:
+            layers = layouts.override_schemes(layers, scheme, length)
+        values["layout"] = layouts.canonical(layers)
+        return split_settings(values.pop("scheme"), values)
     values.pop("scheme", None)
-    return split_settings(spec, values)
+    return split_settings(positions.pin(scheme if scheme is not None else old["model"]["scheme"], length), values)
 
 
 def split_settings(scheme: str, values: dict) -> tuple[ModelConfig, TrainConfig]:
@@ -170,9 +170,10 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
 
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
     """AdamW (betas 0.9, 0.95) with weight decay on matrices only: not on biases, norms, or a
-    position scheme's own parameters (``scheme.*``: KERPLE's slopes, T5's table)."""
+    position scheme's own parameters (``scheme.*``/``schemes.*``: KERPLE's slopes, T5's table; a
+    layer's temperature and sink logits are vectors)."""
     def decays(name: str, p: torch.Tensor) -> bool:
-        return p.dim() >= 2 and not name.startswith("scheme.")
+        return p.dim() >= 2 and not name.startswith(("scheme.", "schemes."))
 
     decay = [p for n, p in model.named_parameters() if decays(n, p)]
     other = [p for n, p in model.named_parameters() if not decays(n, p)]
@@ -229,7 +230,7 @@ def train_step_stats(
     optimizer.step()
     core = distributed.unwrap(model)
     if isinstance(core, GPT):
-        core.scheme.constrain_()
+        core.constrain_()
     return value, norm.detach()
 
 
@@ -448,7 +449,7 @@ def _settle(plan: _Plan, model: GPT, corpus: Corpus, w: distributed.World, dev: 
         raise DataError(f"--train-len {model_cfg.train_len}: the training split of {corpus.spec!r} has "
                         f"{tokens:,} tokens, fewer than one window of {model_cfg.train_len + 1}")
     try:  # the scheme is defined at every training position (a learned table long enough)
-        model.scheme.embed(torch.tensor([0, model_cfg.train_len - 1], device=dev))
+        model.embed_positions(torch.tensor([0, model_cfg.train_len - 1], device=dev))
     except ValueError as exc:
         raise ValueError(f"--scheme {model_cfg.scheme} cannot train at --train-len {model_cfg.train_len}: "
                          f"{exc}") from exc
@@ -552,7 +553,7 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
     model.train()
     loss_value, last = float("nan"), time.perf_counter()
     began, elapsed_before = last, float(state.get("elapsed", 0.0))
-    with stop_signals() as stop, bar(cfg.steps, f"train {job.model_cfg.scheme}",
+    with stop_signals() as stop, bar(cfg.steps, f"train {job.model_cfg.label}",
                                      enabled=job.progress and w.is_main) as pbar:
         pbar.advance(state["step"])
         for step in range(state["step"], cfg.steps):

@@ -2,9 +2,9 @@
 
 from .cache import KVCache
 from .kernels import KERNELS, Attention, choose_kernel, kernel_label, record_kernels, reference_attention
-from .patterns import Both, Pattern, create, describe, names, register
+from .patterns import Both, Layered, Pattern, create, describe, intersect, layer_patterns, names, register
 
 __all__ = [
-    "KERNELS", "Attention", "Both", "KVCache", "Pattern", "choose_kernel", "create", "describe", "kernel_label",
-    "names", "record_kernels", "reference_attention", "register",
+    "KERNELS", "Attention", "Both", "KVCache", "Layered", "Pattern", "choose_kernel", "create", "describe",
+    "intersect", "kernel_label", "layer_patterns", "names", "record_kernels", "reference_attention", "register",
 ]

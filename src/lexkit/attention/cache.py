@@ -5,7 +5,9 @@ generation). For each piece the cache holds, per layer, the keys and values of e
 that some later query may still see, decided by the pattern alone through
 :meth:`Pattern.retained` (``window:W``: the last W - 1 keys; ``bca:W``: the previous block of
 W/2 and the current one; ``causal``: every key). Memory is therefore O(reach) per layer under a
-local pattern, whatever the length of the sequence, and O(n) under ``causal``.
+local pattern, whatever the length of the sequence, and O(n) under ``causal``. Layers may have
+different patterns (a layered model's local and global layers, :class:`LayerRule`): each keeps
+what its own pattern can still reach.
 
 Exactness. A query attends to its visible keys only; the keys the cache drops are invisible to
 every later query by the pattern's definition, so the softmax runs over the same keys with the
@@ -32,13 +34,16 @@ Inference only: nothing here keeps a graph for backpropagation across pieces.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor
 
 from ..positions.base import ForwardBias, Scheme
 from .kernels import attend_block, note_ran, query_block
-from .logn import logn_scale
 from .patterns import Pattern
+from .temperature import Temperature
 
 SEGMENT = 4096  # tokens per cached forward when a long input is fed in pieces (eval, a long prompt)
 
@@ -125,78 +130,137 @@ def refusal_of(model, pattern: Pattern | str = "causal", kernel: str = "auto") -
     return ask(pattern, kernel)
 
 
-class KVCache:
-    """Keys and values of every layer for one sequence fed in pieces (``GPT.forward(...,
-    cache=...)``). ``offset`` is the position of the sequence's first token, as in a one-pass
-    forward; ``logn`` the training length of log-n scaling (None: off). ``seen`` counts the tokens
-    fed so far (the next token's index). A configuration :func:`refusal` names is a
-    ValueError."""
+@dataclasses.dataclass(frozen=True)
+class LayerRule:
+    """What one layer's attention is, for a cache: its scheme, pattern and temperature (None: none),
+    and whether it adds a learned sink logit."""
 
-    def __init__(self, scheme: Scheme, pattern: Pattern, n_layers: int, *, offset: int = 0,
-                 logn: int | None = None) -> None:
-        reason = refusal(scheme, pattern)
-        if reason is not None:
-            raise ValueError(f"no KV cache for this model: {reason}")
-        self.scheme, self.pattern, self.offset, self.logn = scheme, pattern, int(offset), logn
-        self.seen = 0
-        self.keys = [_Rows() for _ in range(n_layers)]
-        self.values = [_Rows() for _ in range(n_layers)]
-        self.contexts = [_Rows() for _ in range(n_layers)]  # a data-dependent scheme's rows, kept as keys
-        self.last_context: list[Tensor | None] = [None] * n_layers  # [b, h, 1, c]: the last token's row
+    scheme: Scheme
+    pattern: Pattern
+    temperature: Temperature | None = None
+    sink: bool = False
+
+
+class _Lane:
+    """The kept keys of the layers that share a (scheme, pattern): which input indices they keep and
+    the scheme's bias (its distance table grown on demand)."""
+
+    def __init__(self, scheme: Scheme, pattern: Pattern) -> None:
+        self.scheme, self.pattern = scheme, pattern
         self.k_idx: Tensor | None = None  # [n_kept] input indices of the kept keys, ascending
-        self._bias: ForwardBias | None = None  # the bias (its distance table grown on demand)
+        self._bias: ForwardBias | None = None
 
-    def __len__(self) -> int:
-        """How many keys each layer keeps now."""
-        return 0 if self.k_idx is None else int(self.k_idx.numel())
-
-    def extend(self, n: int, device: torch.device | str) -> tuple[Tensor, CachedAttention]:
-        """Start a piece of ``n`` tokens: their positions [n] and the attention every layer
-        calls (which appends the layer's keys and values, then trims them for the next piece)."""
-        if n <= 0:
-            raise ValueError(f"a cached forward needs at least one token, got {n}")
-        q_idx = torch.arange(self.seen, self.seen + n, device=device)
+    def extend(self, q_idx: Tensor, seen: int, device) -> _Piece:
         k_idx = q_idx if self.k_idx is None else torch.cat((self.k_idx.to(device), q_idx))
-        pos = q_idx + self.offset
-        self.seen += n
-        keep = self.pattern.retained(k_idx, self.seen)  # [n_k] what the next piece can still see
+        keep = self.pattern.retained(k_idx, seen)  # [n_k] what the next piece can still see
         self.k_idx = k_idx[keep]
         if self.scheme.has_bias:
             need = int(q_idx[-1] - k_idx[0]) + 1  # the longest distance of this piece
             if self._bias is None or not self._bias.covers(need):
                 have = 0 if self._bias is None else self._bias.table.shape[1]
                 self._bias = self.scheme.forward_bias(max(need, 2 * have), device=device)
-        return pos, CachedAttention(self, q_idx, k_idx, pos, k_idx + self.offset, keep, self._bias)
+        return _Piece(self, q_idx, k_idx, keep, self._bias)
 
 
-class CachedAttention:
-    """Attention for one piece: the queries of the piece against the cached and new keys."""
+class KVCache:
+    """Keys and values of every layer for one sequence fed in pieces (``GPT.forward(...,
+    cache=...)``). ``layers``: each layer's :class:`LayerRule` (layers may differ: a local layer
+    keeps its window's keys, a global one every key); ``offset`` is the position of the sequence's
+    first token, as in a one-pass forward; ``pattern`` the pattern the cache serves (the model's
+    resolved pattern, checked on every cached forward). ``seen`` counts the tokens fed so far (the
+    next token's index). A layer that :func:`refusal` names is a ValueError naming the layer.
 
-    def __init__(self, cache: KVCache, q_idx: Tensor, k_idx: Tensor, q_pos: Tensor, k_pos: Tensor,
-                 keep: Tensor, table: ForwardBias | None) -> None:
-        self.cache, self.q_idx, self.k_idx, self.q_pos, self.k_pos = cache, q_idx, k_idx, q_pos, k_pos
-        self.keep, self.table = keep, table
-        self.q_scale = None if cache.logn is None else logn_scale(q_pos, cache.logn)  # [n] λ_m, every layer's
+    Layers with the same scheme and pattern share one record of kept key indices (a lane); each
+    layer keeps its own rows. ``shifted`` holds, per layer, the last input rows a token shift reads
+    across pieces (``model.Block``)."""
+
+    def __init__(self, layers: Sequence[LayerRule], *, offset: int = 0, pattern: Pattern | None = None) -> None:
+        layers = list(layers)
+        if not layers:
+            raise ValueError("a KV cache needs at least one layer")
+        uniform = all(r == layers[0] for r in layers)
+        for i, rule in enumerate(layers):
+            reason = refusal(rule.scheme, rule.pattern)
+            if reason is not None:
+                raise ValueError(f"no KV cache for this model{'' if uniform else f' (layer {i})'}: {reason}")
+        self.layers, self.offset = layers, int(offset)
+        self.pattern = pattern if pattern is not None else layers[0].pattern
+        self.seen = 0
+        lanes: dict[tuple[int, str], _Lane] = {}
+        self.lane_of = [lanes.setdefault((id(r.scheme), r.pattern.spec), _Lane(r.scheme, r.pattern)) for r in layers]
+        self.lanes = list(lanes.values())
+        self.keys = [_Rows() for _ in layers]
+        self.values = [_Rows() for _ in layers]
+        self.contexts = [_Rows() for _ in layers]  # a data-dependent scheme's rows, kept as its keys
+        self.last_context: list[Tensor | None] = [None] * len(layers)  # [b, h, 1, c]: the last token's row
+        self.shifted: list[dict[str, Tensor]] = [{} for _ in layers]
+
+    @property
+    def k_idx(self) -> Tensor | None:
+        """Input indices of the keys layer 0 keeps (every layer's, on a uniform model)."""
+        return self.lane_of[0].k_idx
+
+    def kept(self, layer: int = 0) -> int:
+        """How many keys ``layer`` keeps now."""
+        k_idx = self.lane_of[layer].k_idx
+        return 0 if k_idx is None else int(k_idx.numel())
+
+    def __len__(self) -> int:
+        """How many keys layer 0 keeps now (every layer's, on a uniform model; :meth:`kept` per layer)."""
+        return self.kept(0)
+
+    def extend(self, n: int, device: torch.device | str) -> tuple[Tensor, list[CachedAttention]]:
+        """Start a piece of ``n`` tokens: their positions [n] and, per layer, the attention it calls
+        (which appends the layer's keys and values, then trims them for the next piece)."""
+        if n <= 0:
+            raise ValueError(f"a cached forward needs at least one token, got {n}")
+        q_idx = torch.arange(self.seen, self.seen + n, device=device)
+        pos = q_idx + self.offset
+        self.seen += n
+        pieces = {id(lane): lane.extend(q_idx, self.seen, device) for lane in self.lanes}
+        calls = []
+        for layer, rule in enumerate(self.layers):
+            q_scale = None if rule.temperature is None else rule.temperature.scale(pos)  # [n] or [H, n]
+            calls.append(CachedAttention(self, layer, pieces[id(self.lane_of[layer])], pos, q_scale))
+        return pos, calls
+
+
+class _Piece:
+    """One piece of one lane: its queries' indices, the keys they may see, what to keep after."""
+
+    def __init__(self, lane: _Lane, q_idx: Tensor, k_idx: Tensor, keep: Tensor, table: ForwardBias | None) -> None:
+        self.lane, self.q_idx, self.k_idx, self.keep, self.table = lane, q_idx, k_idx, keep, table
         self._plan: list[tuple[slice, slice | Tensor]] | None = None
 
     def plan(self, block: int) -> list[tuple[slice, slice | Tensor]]:
-        """(queries, keys) per block of queries, shared by every layer: the keys some query of the
-        block may see (retained for its first query, not after its last)."""
+        """(queries, keys) per block of queries, shared by the lane's layers: the keys some query of
+        the block may see (retained for its first query, not after its last)."""
         if self._plan is None:
             n = self.q_idx.shape[0]
             self._plan = []
             for start in range(0, n, block):
                 stop = min(start + block, n)
                 first, last = self.q_idx[start], self.q_idx[stop - 1]
-                sel = _span(self.cache.pattern.retained(self.k_idx, int(first)) & (self.k_idx <= last))
+                sel = _span(self.lane.pattern.retained(self.k_idx, int(first)) & (self.k_idx <= last))
                 self._plan.append((slice(start, stop), sel))
         return self._plan
 
-    def __call__(self, q: Tensor, k: Tensor, v: Tensor, layer: int = 0, x: Tensor | None = None) -> Tensor:
+
+class CachedAttention:
+    """Attention of one layer for one piece: the piece's queries against the layer's cached and new keys."""
+
+    def __init__(self, cache: KVCache, layer: int, piece: _Piece, q_pos: Tensor, q_scale: Tensor | None) -> None:
+        self.cache, self.layer, self.piece, self.q_pos, self.q_scale = cache, layer, piece, q_pos, q_scale
+        self.k_pos = piece.k_idx + cache.offset
+
+    def __call__(self, q: Tensor, k: Tensor, v: Tensor, layer: int | None = None, sink: Tensor | None = None,
+                 x: Tensor | None = None) -> Tensor:
         """q, k, v: [batch, heads, n, head_dim] of the piece's tokens, before the position
-        transform -> [batch, heads, n, head_dim]. ``x`` [batch, n, d_model]: the layer's input, which
-        a data-dependent scheme reads (its context continues the cached one's)."""
-        cache, scheme, pattern = self.cache, self.cache.scheme, self.cache.pattern
+        transform -> [batch, heads, n, head_dim]. ``sink``: the layer's sink logit per head. ``x``
+        [batch, n, d_model]: the layer's input, which a data-dependent scheme reads (its context
+        continues the cached one's)."""
+        cache, piece, layer = self.cache, self.piece, self.layer
+        scheme, pattern = piece.lane.scheme, piece.lane.pattern
         pre = scheme.max_query_span is None and scheme.separable  # position-wise: once, as tokens arrive
         if pre:
             q, k = scheme.transform_qk(q, k, self.q_pos, self.q_pos)
@@ -210,15 +274,16 @@ class CachedAttention:
         out = [
             attend_block(
                 scheme, pattern, q[..., qs, :], keys[..., ks, :], values[..., ks, :],
-                self.q_idx[qs], self.k_idx[ks], self.q_pos[qs], self.k_pos[ks],
-                transformed=pre, bias=self.table, q_scale=None if self.q_scale is None else self.q_scale[qs],
+                piece.q_idx[qs], piece.k_idx[ks], self.q_pos[qs], self.k_pos[ks],
+                transformed=pre, bias=piece.table, sink=sink,
+                q_scale=None if self.q_scale is None else self.q_scale[..., qs],
                 context=None if rows is None else (rows[..., qs, :], kept[..., ks, :]),
             )
-            for qs, ks in self.plan(query_block(scheme))
+            for qs, ks in piece.plan(query_block(scheme))
         ]
-        cache.keys[layer].keep(self.keep)
-        cache.values[layer].keep(self.keep)
+        cache.keys[layer].keep(piece.keep)
+        cache.values[layer].keep(piece.keep)
         if rows is not None:
-            cache.contexts[layer].keep(self.keep)
+            cache.contexts[layer].keep(piece.keep)
         note_ran("chunked")  # the chunked block kernel over the cached keys
         return torch.cat(out, dim=-2)  # [b, h, n, d]

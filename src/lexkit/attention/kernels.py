@@ -22,7 +22,11 @@ compilation, more than the chunked kernel spends at the lengths we evaluate). Wh
 ``Attention.ran``, collected by :func:`record_kernels` for metrics and evaluation rows.
 
 Context extension (docs/context-extension.md): ``logn=L`` multiplies every query's scores by
-λ_m = max(1, ln(m+1)/ln L) (attention/logn.py) on every kernel. A scheme that is not one q/k
+λ_m = max(1, ln(m+1)/ln L) (attention/logn.py) on every kernel; ``temperature=`` takes any
+temperature of attention/temperature.py (log-n, Llama 4's, a learned per-head SSMax scale), a
+factor per query or per head and query. A learned sink logit per head (GPT-OSS; ``sink=`` at the
+call) is a virtual key with zero value that takes probability mass: dense and chunked run it, flex
+refuses it by name. A scheme that is not one q/k
 transform (``separable = False``: ReRoPE) and a pattern that rescores its sinks at cache positions
 (``sinks:...,pos=cache``) run through the scheme's :meth:`Scheme.scores`: the chunked kernel, or
 the dense kernel as one block over all queries; flex refuses them with a clear error. So do the
@@ -49,8 +53,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..positions.base import ForwardBias, Scheme
-from .logn import logn_scale
 from .patterns import Pattern
+from .temperature import LogN, Temperature, rows
 
 KERNELS = ("auto", "dense", "chunked", "flex")
 DENSE_MAX = 2048  # CPU: longest input the auto choice sends to the dense kernel
@@ -82,10 +86,14 @@ class Attention:
         training: bool = False,
         extent: int | None = None,
         logn: int | None = None,
+        temperature: Temperature | None = None,
+        sink: bool = False,
     ) -> None:
         """``extent``: max(pos) - min(pos) + 1 when the caller knows it (the model's positions
         are contiguous: extent = n), which keeps a compiled forward free of a host sync.
-        ``logn``: the training length L of log-n scaling (None: off)."""
+        ``logn``: the training length L of log-n scaling (None: off), shorthand for
+        ``temperature=LogN``; ``temperature``: any temperature (one of the two). ``sink``: the
+        layers calling this give a learned sink logit per head (``sink=`` of each call)."""
         if kernel not in KERNELS:
             raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
         self.scheme, self.pattern, self.pos, self.hook = scheme, pattern, pos, hook
@@ -93,33 +101,39 @@ class Attention:
         if extent is None:  # positions one transform covers
             extent = int(pos.max() - pos.min()) + 1 if self.n else 0
         self.kernel = choose_kernel(
-            kernel, scheme, pattern, self.n, pos.device, training, hook is not None, extent=extent
+            kernel, scheme, pattern, self.n, pos.device, training, hook is not None, extent=extent, sink=sink
         )
         self.extent = extent
         self.scale = 1.0 / math.sqrt(scheme.head_dim)  # the scheme's, whatever the width of its q and k
         self._mask: Tensor | None = None
         self._bias: ForwardBias | None = None
-        self.q_scale = None if logn is None else logn_scale(pos, logn)  # [n] λ_m, or None
+        if logn is not None:
+            if temperature is not None:
+                raise ValueError("give log-n scaling (logn=L) or a temperature, not both")
+            temperature = LogN(scheme.n_heads, logn)
+        self.q_scale = None if temperature is None else temperature.scale(pos)  # [n] or [H, n], or None
         self.by_scores = by_scores(scheme, pattern)
         #: the kernel the last call actually ran: ``self.kernel``, or for flex the ladder's rung
         #: (``flex``, ``flex:128x64/2``) or ``chunked`` when no flex kernel could be built
         self.ran = self.kernel
 
-    def __call__(self, q: Tensor, k: Tensor, v: Tensor, layer: int = 0, x: Tensor | None = None) -> Tensor:
-        """q, k, v: [batch, heads, n, head_dim] projections before the position transform; ``x``
+    def __call__(self, q: Tensor, k: Tensor, v: Tensor, layer: int = 0, sink: Tensor | None = None,
+                 x: Tensor | None = None) -> Tensor:
+        """q, k, v: [batch, heads, n, head_dim] projections before the position transform; ``sink``:
+        the layer's sink logit per head [heads] (only when built with ``sink=True``); ``x``
         [b, n, d_model]: the layer's normalized input, from which a data-dependent scheme computes
         its per-layer context once (:meth:`Scheme.context`, [b, heads, n, c])."""
         context = self.scheme.context(x) if x is not None and self.scheme.has_context else None
         self.ran = self.kernel
         if self.kernel == "dense":
             if self.by_scores:  # the reference computation, one block of every query
-                out = self._chunked(q, k, v, layer, block=max(1, self.n), context=context)
+                out = self._chunked(q, k, v, layer, block=max(1, self.n), sink=sink, context=context)
             else:
-                out = self._dense(q, k, v)
+                out = self._dense(q, k, v, sink)
         elif self.kernel == "flex":
             out = self._flex(q, k, v, layer)  # sets self.ran: flex, a smaller flex, or chunked
         else:
-            out = self._chunked(q, k, v, layer, context=context)
+            out = self._chunked(q, k, v, layer, sink=sink, context=context)
         note_ran(self.ran)
         return out
 
@@ -133,24 +147,30 @@ class Attention:
             if self.scheme.has_bias:
                 dist = (self.pos[:, None] - self.pos[None, :]).clamp_min(0)  # [n, n] by position
                 bias = self.bias().block(self.pos, dist)  # [H, n, n]
-                if self.q_scale is not None:  # log-n scales the whole score, bias included
-                    bias = bias * self.q_scale[:, None]
+                if self.q_scale is not None:  # a temperature scales the whole score, bias included
+                    bias = bias * rows(self.q_scale)
             else:
                 bias = torch.zeros((1, self.n, self.n), device=self.pos.device)
             self._mask = bias.masked_fill(~visible, float("-inf"))[None]
         return self._mask
 
-    def _dense(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    def _dense(self, q: Tensor, k: Tensor, v: Tensor, sink: Tensor | None = None) -> Tensor:
         q, k = self.scheme.transform_qk(q, k, self.pos, self.pos)
         q = self._scale_q(q)
-        if self.pattern.name == "causal" and not self.scheme.has_bias:
+        if sink is None and self.pattern.name == "causal" and not self.scheme.has_bias:
             return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale)  # fused, no mask
         mask = self.dense_mask().to(q.dtype)
+        if sink is not None:  # a virtual first key: q·0 = 0 plus the sink logit, value 0
+            b, h, n, d = q.shape
+            k = torch.cat((k.new_zeros(b, h, 1, d), k), dim=-2)
+            v = torch.cat((v.new_zeros(b, h, 1, v.shape[-1]), v), dim=-2)
+            column = sink.to(q.dtype)[None, :, None, None].expand(1, h, n, 1)
+            mask = torch.cat((column, mask.expand(1, h, n, n)), dim=-1)  # [1, h, n, 1 + n]
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale)  # [b, h, n, d]
 
     # -- chunked ------------------------------------------------------------------------------
     def _chunked(self, q: Tensor, k: Tensor, v: Tensor, layer: int, block: int | None = None,
-                 context: Tensor | None = None) -> Tensor:
+                 sink: Tensor | None = None, context: Tensor | None = None) -> Tensor:
         block = block or query_block(self.scheme)
         # a position-wise transform (all but xPos and ReRoPE) commutes with slicing: do it once
         pre = self.scheme.max_query_span is None and self.scheme.separable
@@ -172,8 +192,8 @@ class Attention:
             out.append(attend_block(
                 self.scheme, self.pattern, q[..., start:stop, :], k[..., k_sel, :], v[..., k_sel, :],
                 q_idx, k_idx, self.pos[start:stop], self.pos[k_sel], transformed=pre, bias=table,
-                hook=self.hook, layer=layer, q_scale=None if self.q_scale is None else self.q_scale[start:stop],
-                rescore=rescore, context=ctx,
+                hook=self.hook, layer=layer, q_scale=None if self.q_scale is None else self.q_scale[..., start:stop],
+                rescore=rescore, sink=sink, context=ctx,
             ))
         return torch.cat(out, dim=-2)  # [b, h, n, d]
 
@@ -189,8 +209,8 @@ class Attention:
         return torch.cat((sink.to(scores.dtype), scores[..., n_s:]), dim=-1)
 
     def _scale_q(self, q: Tensor) -> Tensor:
-        """Log-n scaling as q_m <- λ_m q_m (bias rows are scaled where the bias is added)."""
-        return q if self.q_scale is None else q * self.q_scale[:, None].to(q.dtype)
+        """A temperature as q_m <- λ_m q_m (bias rows are scaled where the bias is added)."""
+        return q if self.q_scale is None else q * rows(self.q_scale).to(q.dtype)
 
     def bias(self) -> ForwardBias:
         """The scheme's bias over this forward's distances 0 .. extent-1 (built once per forward and
@@ -237,9 +257,9 @@ class Attention:
             whole = stop - start == self.n  # one call: the rotary factors are shared by every layer
             q_pos = self.pos if whole else self.pos[start:stop]
             tq, tk = self.scheme.transform_qk(q if whole else q[..., start:stop, :], k, q_pos, self.pos)
-            lam = None if self.q_scale is None else self.q_scale[start:stop]
+            lam = None if self.q_scale is None else self.q_scale[..., start:stop]
             if lam is not None:
-                tq = tq * lam[:, None].to(tq.dtype)
+                tq = tq * rows(lam).to(tq.dtype)
             offset = None if whole else torch.tensor(start, device=q.device)
             score_mod = flex_score_mod(bias, lam, offset, self.pos[0])
             block_mask = cached_block_mask(self.pattern, self.n, q.device, q_start=start, q_stop=stop)
@@ -270,6 +290,7 @@ def attend_block(
     layer: int = 0,
     q_scale: Tensor | None = None,
     rescore: Callable[[Tensor], Tensor] | None = None,
+    sink: Tensor | None = None,
     context: tuple[Tensor, Tensor] | None = None,
 ) -> Tensor:
     """One block of queries against the keys it may see: softmax(where(visible, scores, -inf)) @ v.
@@ -277,8 +298,10 @@ def attend_block(
     q: [b, h, n_q, d] at input indices q_idx [n_q] and positions q_pos [n_q]; k, v: [b, h, n_k, d]
     at k_idx, k_pos [n_k]. Scores come from :meth:`Scheme.scores` (the reference path; it also gets
     the block's mask and the rows of a per-layer ``context``, which the data-dependent schemes
-    read), then ``rescore`` (sinks at their cache slots) and log-n's per-query ``q_scale`` [n_q]
-    (the whole score, bias included); the mask from the pattern's predicate. The chunked kernel and
+    read), then ``rescore`` (sinks at their cache slots) and a temperature's ``q_scale`` [n_q] or
+    [h, n_q] (the whole score, bias included); the mask from the pattern's predicate. ``sink`` [h]:
+    a learned sink logit per head, a virtual key of value 0 beside the visible ones (GPT-OSS), not
+    scaled by the temperature; the hook then sees probabilities that sum to less than 1. The chunked kernel and
     the KV cache (``cache.py``) both call it.
     """
     visible = pattern.visible(q_idx[:, None], k_idx[None, :])  # [n_q, n_k]
@@ -287,9 +310,14 @@ def attend_block(
     if rescore is not None:
         scores = rescore(scores)
     if q_scale is not None:
-        scores = scores * q_scale[:, None].to(scores.dtype)
+        scores = scores * rows(q_scale).to(scores.dtype)
     scores = scores.masked_fill(~visible, float("-inf"))
-    probs = torch.softmax(scores.float(), dim=-1).to(v.dtype)
+    if sink is None:
+        probs = torch.softmax(scores.float(), dim=-1).to(v.dtype)
+    else:
+        b, h, n_q, _ = scores.shape
+        column = sink.float()[None, :, None, None].expand(b, h, n_q, 1)
+        probs = torch.softmax(torch.cat((scores.float(), column), dim=-1), dim=-1)[..., :-1].to(v.dtype)
     if hook is not None:
         hook(layer, q_idx, k_idx, scores, probs)
     return probs @ v  # [b, h, n_q, d]
@@ -324,6 +352,7 @@ def choose_kernel(
     hooked: bool,
     *,
     extent: int | None = None,
+    sink: bool = False,
 ) -> str:
     """Resolve ``auto`` and refuse combinations that cannot run (with a clear ValueError): a pure
     function of the device type, scheme, pattern, training or evaluation, length and hook (the
@@ -338,7 +367,8 @@ def choose_kernel(
     ``extent`` is max(pos) - min(pos) + 1 (default n, contiguous positions). The dense kernel
     transforms all queries at once, which xPos allows only within ``scheme.max_query_span``; flex
     computes distances from indices and re-centres xPos per query block, which needs contiguous
-    positions (extent == n: not randomized training positions)."""
+    positions (extent == n: not randomized training positions). A learned sink logit (``sink``)
+    runs on dense and chunked only."""
     extent = n if extent is None else extent
     span_ok = scheme.max_query_span is None or extent <= scheme.max_query_span
     flex_span_ok = span_ok or extent == n
@@ -352,7 +382,7 @@ def choose_kernel(
         if on_cuda:
             if sdpa_causal(scheme, pattern) and span_ok:
                 return "dense"
-            if flex_available() and not by_scores(scheme, pattern) and extent == n:
+            if flex_available() and not by_scores(scheme, pattern) and extent == n and not sink:
                 return "flex"
             return "dense" if n <= DENSE_MAX and span_ok else "chunked"
         local = pattern.reach is not None and n > LOCAL_DENSE_MAX
@@ -364,6 +394,8 @@ def choose_kernel(
         )
     if kernel == "flex":
         _check_flex(scheme, pattern, training and not on_cuda)
+        if sink:
+            raise ValueError("kernel 'flex' cannot run a learned sink logit (a virtual key); use 'dense' or 'chunked'")
         if extent != n:
             raise ValueError(f"kernel 'flex' needs contiguous positions ({n} tokens span {extent} positions: "
                              "randomized positions?); use kernel 'dense' or 'chunked'")
@@ -504,17 +536,21 @@ def flex_query_blocks(scheme: Scheme, n: int) -> list[tuple[int, int]]:
 
 def flex_score_mod(bias: Callable | None, lam: Tensor | None, offset: Tensor | None,
                    first: Tensor | None = None) -> Callable | None:
-    """FlexAttention ``score_mod`` from a scheme's :meth:`Scheme.bias_fn` (None: no bias), log-n's
-    λ [n_q] (the bias is scaled with the rest of the score; q is scaled before), the index of
-    the first query of a block (None: 0) and the position of the input's first token (None: 0;
-    positions are contiguous on flex, so a query's position is ``first`` + its index)."""
+    """FlexAttention ``score_mod`` from a scheme's :meth:`Scheme.bias_fn` (None: no bias), a
+    temperature's λ [n_q] or [heads, n_q] (the bias is scaled with the rest of the score; q is
+    scaled before), the index of the first query of a block (None: 0) and the position of the
+    input's first token (None: 0; positions are contiguous on flex, so a query's position is
+    ``first`` + its index)."""
     if bias is None:
         return None
+    per_head = lam is not None and lam.dim() == 2
 
     def score_mod(score, b, h, q_idx, kv_idx):
         m = q_idx if offset is None else q_idx + offset
         bias_mn = bias(h, (m - kv_idx).clamp(min=0), m if first is None else m + first)
-        return score + (bias_mn if lam is None else bias_mn * lam[q_idx])
+        if lam is None:
+            return score + bias_mn
+        return score + bias_mn * (lam[h, q_idx] if per_head else lam[q_idx])
 
     return score_mod
 

@@ -11,6 +11,8 @@ the input (0 .. n-1), so a pattern's blocks do not move with a position ``offset
 * ``bca:W``: blockwise causal attention (Sun et al. 2022, Sec. 3.3): blocks of W/2; each block sees
   itself causally and all of the previous block.
 
+* ``chunk:W``: chunked attention (Llama 4's local layers): a query sees only the keys of its own
+  chunk of W, causally, n <= m and floor(n/W) = floor(m/W) (unlike ``bca``, not the previous one).
 * ``sinks:W,K=4``: attention sinks (StreamingLLM, Xiao et al. 2023): the first K keys always
   visible beside a window of W keys, n <= m and (n < K or m - n < W). Positions ``pos=text`` (the
   text's own positions) or ``pos=cache`` (StreamingLLM's: positions assigned within a cache of
@@ -188,6 +190,32 @@ class BCA(Pattern):
 
 
 @register
+class Chunk(Pattern):
+    """Chunked attention (Llama 4's local RoPE layers, ``attention_chunk_size``): the input in chunks
+    of W; a query sees the keys of its own chunk up to itself, n <= m and floor(n/W) = floor(m/W).
+    Unlike ``bca`` a chunk never sees the previous one, so the first query of a chunk sees only
+    itself."""
+
+    name = "chunk"
+    params = {"W": Param(int, None, "chunk size (default: the training length)", _width, "> 0")}
+    positional = "W"
+    summary = "chunks of W: own chunk causally, nothing before it (Llama 4)"
+
+    def visible(self, q_idx: Tensor, k_idx: Tensor) -> Tensor:
+        size = self.values["W"]
+        return causal(q_idx, k_idx) & (k_idx // size == q_idx // size)
+
+    def retained(self, k_idx: Tensor, q: int) -> Tensor:
+        """The current chunk only: queries from q on never see a key before q's chunk."""
+        size = self.values["W"]
+        return k_idx >= (q // size) * size
+
+    @property
+    def reach(self) -> int:
+        return self.values["W"]
+
+
+@register
 class Sinks(Pattern):
     """Attention sinks (StreamingLLM, Xiao et al. 2023): key n visible to query m iff n <= m and
     (n < K or m - n < W). ``pos=text`` keeps the text's positions; ``pos=cache`` assigns them
@@ -229,8 +257,13 @@ class Sinks(Pattern):
 
 class Both(Pattern):
     """Visible under both patterns: ``Both(first, second).visible = first.visible & second.visible``
-    (e.g. a lexkit pattern inside a model's own sliding window). A combinator, not a registered
-    name: its spec is ``first&second``, its reach the smaller of the two."""
+    (a lexkit pattern inside a model's own sliding window; an evaluation pattern on a layer that
+    has its own). A combinator, not a registered name: its spec is ``first&second``.
+
+    Its bookkeeping is a superset of the truth, which is all the kernels and the cache need: the
+    reach and sinks are those of the part with the smaller reach (every visible pair is visible
+    under that part, so its keys are a superset), and a key is retained when both parts retain it.
+    Sinks scored at cache slots (``pos=cache``) do not combine: :func:`intersect` refuses them."""
 
     name = "both"
 
@@ -241,14 +274,97 @@ class Both(Pattern):
     def visible(self, q_idx: Tensor, k_idx: Tensor) -> Tensor:
         return self.first.visible(q_idx, k_idx) & self.second.visible(q_idx, k_idx)
 
+    def _tighter(self) -> Pattern:
+        reaches = [(p.reach, i, p) for i, p in enumerate((self.first, self.second)) if p.reach is not None]
+        return min(reaches, key=lambda r: (r[0], r[1]))[2] if reaches else self.first
+
     @property
     def reach(self) -> int | None:
-        reaches = [r for r in (self.first.reach, self.second.reach) if r is not None]
-        return min(reaches) if reaches else None
+        return self._tighter().reach
+
+    @property
+    def sinks(self) -> int:
+        return self._tighter().sinks
+
+    def retained(self, k_idx: Tensor, q: int) -> Tensor:
+        return self.first.retained(k_idx, q) & self.second.retained(k_idx, q)
 
     @property
     def spec(self) -> str:
         return f"{self.first.spec}&{self.second.spec}"
+
+
+def intersect(own: Pattern, other: Pattern) -> Pattern:
+    """What a layer whose own pattern is ``own`` sees under an evaluation pattern ``other``: the
+    keys visible under both. ``causal`` is the identity (every pattern is causal), two windows give
+    the narrower window, equal patterns give themselves, anything else :class:`Both`. A ``pos=cache``
+    sinks pattern combines only with ``causal`` (its rescoring assumes it is the layer's only rule)."""
+    if own == other or other.name == "causal":
+        return own
+    if own.name == "causal":
+        return other
+    if own.name == other.name == "window":
+        return own if own.values["W"] <= other.values["W"] else other
+    for p in (own, other):
+        if p.cache_positions:
+            raise ValueError(f"pattern {p.spec} scores its sinks at cache positions and cannot be combined with "
+                             f"{(other if p is own else own).spec}; use pos=text")
+    return Both(own, other)
+
+
+class Layered(Pattern):
+    """One pattern per layer: what an evaluation pattern resolves to on a model whose layers differ
+    (``lexkit.layouts``). Its ``spec`` is the evaluation's label (as the user wrote it, canonical);
+    ``layers[i]`` is layer i's pattern, which the kernels and the cache use. A layered pattern has
+    no single predicate (``visible`` raises); what callers ask of it is the union: ``reach`` is the
+    largest layer reach (None when some layer is global), ``sinks`` the most sinks, and it scores at
+    cache positions when some layer does."""
+
+    name = "layered"
+
+    def __init__(self, layers: tuple[Pattern, ...] | list[Pattern], label: str) -> None:
+        super().__init__()
+        self.layers = tuple(layers)
+        self.label = label
+
+    def visible(self, q_idx: Tensor, k_idx: Tensor) -> Tensor:
+        raise TypeError(f"pattern {self.label!r} is one pattern per layer; ask a layer's (.layers[i])")
+
+    @property
+    def reach(self) -> int | None:
+        reaches = [p.reach for p in self.layers]
+        return None if any(r is None for r in reaches) else max(reaches)
+
+    @property
+    def sinks(self) -> int:
+        return max(p.sinks for p in self.layers)
+
+    @property
+    def cache_positions(self) -> bool:
+        return any(p.cache_positions for p in self.layers)
+
+    @property
+    def spec(self) -> str:
+        return self.label
+
+    def __repr__(self) -> str:
+        return f"Layered({self.label!r}: {', '.join(p.spec for p in self.layers)})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Layered) and other.label == self.label and other.layers == self.layers
+
+    def __hash__(self) -> int:
+        return hash((self.label, self.layers))
+
+
+def layer_patterns(pattern: Pattern, n_layers: int) -> tuple[Pattern, ...]:
+    """The pattern of each of ``n_layers`` layers: a :class:`Layered` pattern's own, else the same
+    pattern on every layer."""
+    if isinstance(pattern, Layered):
+        if len(pattern.layers) != n_layers:
+            raise ValueError(f"pattern {pattern.spec!r} has {len(pattern.layers)} layers, the model {n_layers}")
+        return pattern.layers
+    return (pattern,) * n_layers
 
 
 def create(spec: str | Pattern, *, default_window: int | None = None) -> Pattern:

@@ -13,7 +13,8 @@ import warnings
 
 from ..errors import LexkitError
 
-COMMANDS = ("schemes", "patterns", "presets", "train", "runs", "eval", "sample", "resolution", "retrieval", "study")
+COMMANDS = ("schemes", "patterns", "layouts", "presets", "train", "runs", "eval", "sample", "resolution", "retrieval",
+            "study")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -15,8 +15,9 @@ import csv
 import io
 import sys
 
-from .. import attention, checks
+from .. import checks
 from ..attention import KERNELS
+from ..layouts import check_pattern, check_scheme
 from .table import format_table, length_label
 
 
@@ -84,14 +85,13 @@ def run(args) -> int:
     checks.number("--threads", args.threads, maximum=4096)
     retrieval.check_grid(args.task, lengths or [], depths, args.samples, style, args.size)
     for spec in args.patterns or ["causal"]:
-        attention.create(spec, default_window=2)
+        check_pattern(spec)
     kind(args.target).refuse(scheme=args.scheme, logn=args.logn, rope_scaling=args.rope_scaling)
     if hf and args.cache:
         raise ValueError("--cache is for lexkit runs: a hf: model decodes without lexkit's KV cache")
     if args.scheme is not None:
-        from ..positions import canonical
 
-        canonical(args.scheme)
+        check_scheme(args.scheme)
     for flag, path in (("--json", args.json), ("--csv", args.csv)):
         if path is not None:
             checks.writable(flag, path)

@@ -34,21 +34,22 @@ def run(args) -> int:
         raise ValueError(f"--depth {args.depth}: must be an integer from 0 to 64")
     if args.tensorboard:
         return export(root, Path(args.tensorboard), args.depth)
-    rows = [("scheme", "length", "step", "state", "val bpb", "ranks", "device", "parent", "size", "path")]
+    rows = [("scheme", "layout", "length", "step", "state", "val bpb", "ranks", "device", "parent", "size", "path")]
     for path in runs.find(root, depth=args.depth):
         try:
             s = runs.summary(path)
         except RunError as exc:
-            rows.append(("?", "-", "-", "unreadable", "-", "-", "-", "-", "-", f"{path}  ({exc})"))
+            rows.append(("?", "-", "-", "-", "unreadable", "-", "-", "-", "-", "-", f"{path}  ({exc})"))
             continue
         state = "writing" if s["writing"] else "finished" if s["finished"] else "stopped"
         bpb = "-" if s["val_bpb"] is None else f"{s['val_bpb']:.4f}"
-        rows.append((s["scheme"], _text(s["train_len"]), f"{s['step']}/{s['steps']}", state, bpb,
+        scheme = s["scheme"] if s["layout"] is None else "-"  # a layout names each layer's scheme
+        rows.append((scheme, _text(s["layout"]), _text(s["train_len"]), f"{s['step']}/{s['steps']}", state, bpb,
                      _text(s["world_size"]), _text(s["device"]), _text(s["parent"]), _size(s["bytes"]), s["path"]))
     if len(rows) == 1:
         print(f"no runs at or below {args.dir} (a run is a directory with config.json, made by `lexkit train`)")
         return 0
-    print_table(rows, "lrrlrrllrl")
+    print_table(rows, "llrrlrrllrl")
     return 0
 
 

@@ -12,9 +12,10 @@ import codecs
 import random
 import sys
 
-from .. import attention, checks
+from .. import checks
 from ..attention import KERNELS
 from ..device import resolve_device
+from ..layouts import check_pattern
 
 
 def add_parser(sub):
@@ -46,7 +47,7 @@ def run(args) -> int:
 
     check_options(args.n_bytes, args.temperature, args.top_k)
     checks.number("--seed", args.seed, maximum=2**63 - 1, strict=False)
-    attention.create(args.pattern, default_window=2)  # syntax and parameter values, before loading
+    check_pattern(args.pattern)  # syntax and parameter values, before loading
     checks.number("--threads", args.threads, maximum=4096)
     device = str(resolve_device(args.device))
     if args.threads:

@@ -24,7 +24,14 @@ from ..train import configs, configs_from_run, split_settings, train
 def add_parser(sub):
     p = sub.add_parser("train", help="train a model at a short length", description=__doc__,
                        epilog="Defaults shown are the `small` preset's; `lexkit presets` lists every preset's values.")
-    p.add_argument("--scheme", help="position scheme spec, e.g. rope, xpos:gamma=0.5 (see `lexkit schemes`)")
+    p.add_argument("--scheme", help="position scheme spec, e.g. rope, xpos:gamma=0.5 (see `lexkit schemes`); with "
+                   "--layout, the scheme of the layers that name none (default rope)")
+    p.add_argument("--layout", help="a scheme, pattern and temperature per layer: a named design (hwfa, hwfa2, "
+                   "rnope-swa, irope, gemma, gpt-oss; see `lexkit layouts`) or written out, e.g. "
+                   "\"rope@window:16 ; none@causal+logn\" (docs/layouts.md)")
+    p.add_argument("--token-shift", type=float, metavar="FRACTION",
+                   help="shift this fraction of each position's features from the position before, at the input of "
+                   "every attention and feed-forward block (x-transformers' shift_tokens=1 is 0.5; default 0)")
     p.add_argument("--out", required=True, help="run directory (must be new or empty, unless --resume)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--init", metavar="RUN", help="start from the weights and settings of trained run RUN "
@@ -83,7 +90,7 @@ def _overrides(args) -> dict:
         "d_model": args.dim, "n_heads": args.heads, "lr": args.lr, "data": args.data, "seed": args.seed,
         "save_every": args.save_every, "eval_every": args.eval_every, "logn": args.logn,
         "random_positions": args.random_positions,
-        "mix": ",".join(args.mix) if args.mix else None,
+        "mix": ",".join(args.mix) if args.mix else None, "layout": args.layout, "token_shift": args.token_shift,
     }
 
 
@@ -112,9 +119,9 @@ def run(args) -> int:
         scheme = merged.pop("scheme")
         model_cfg, train_cfg = _from_values(scheme, merged)
     else:
-        if args.scheme is None:
-            raise ValueError("--scheme is required (see `lexkit schemes`)")
-        model_cfg, train_cfg = configs(args.preset or "small", args.scheme, **overrides)
+        if args.scheme is None and args.layout is None:
+            raise ValueError("--scheme or --layout is required (see `lexkit schemes`, `lexkit layouts`)")
+        model_cfg, train_cfg = configs(args.preset or "small", args.scheme or "rope", **overrides)
     tensorboard = None if args.tensorboard is None else args.tensorboard or str(Path(args.out) / "tb")
     summary = train(args.out, model_cfg, train_cfg, resume=args.resume, device=args.device,
                     threads=args.threads, progress=not args.quiet, fsdp=args.fsdp, init=args.init,

@@ -17,6 +17,6 @@ from . import pope  # noqa: F401
 from . import cope  # noqa: F401
 from . import fox  # noqa: F401
 # isort: on
-from .base import Scheme, canonical, create, describe, get, names, parse, register
+from .base import Scheme, canonical, create, describe, get, names, parse, pin, register
 
-__all__ = ["Scheme", "canonical", "create", "describe", "get", "names", "parse", "register"]
+__all__ = ["Scheme", "canonical", "create", "describe", "get", "names", "parse", "pin", "register"]

@@ -67,6 +67,13 @@ class Scheme(nn.Module):
     #: T5 share theirs across layers, as their reference code does).
     per_layer: ClassVar[bool] = False
 
+    @classmethod
+    def fills(cls, given: set[str], values: dict[str, Any]) -> tuple[str, ...]:
+        """The ``train_len_params`` that take the training length when a spec gives the keys
+        ``given`` (those it leaves out); a subclass drops one that means nothing for the parameter
+        ``values`` (an unscaled RoPE's ``original_len``)."""
+        return tuple(key for key in cls.train_len_params if key not in given)
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.has_bias = cls.bias is not Scheme.bias
@@ -267,6 +274,16 @@ def parse(spec: str) -> tuple[type[Scheme], dict[str, Any]]:
 
 def canonical(spec: str) -> str:
     cls, values = parse(spec)
+    return format_spec(cls.name, cls.params, values)
+
+
+def pin(spec: str, length: int) -> str:
+    """The canonical spec with every parameter that defaults to the training length written out at
+    ``length`` (``rerope`` -> ``rerope:w=64``; ``rope`` stays ``rope``): what a model trained at
+    that length runs, recorded so that a later default or a longer fine-tune cannot move it."""
+    cls, values = parse(spec)
+    for key in cls.fills({item.partition("=")[0].strip() for item in split_spec(spec)[1]}, values):
+        values[key] = int(length)
     return format_spec(cls.name, cls.params, values)
 
 

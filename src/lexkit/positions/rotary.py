@@ -129,6 +129,12 @@ class Rotary(Scheme):
             self.max_query_span = max(1, int(30 * values["scale_base"] / -math.log(float(zeta.min()))))
         self._cache: tuple | None = None  # (q_pos, k_pos, dtype, factors): reused across layers
 
+    @classmethod
+    def fills(cls, given, values):
+        """``original_len`` takes the training length only under a scaling (unscaled, it means nothing)."""
+        unscaled = values.get("scaling", "none") == "none"
+        return tuple(k for k in super().fills(given, values) if k != "original_len" or not unscaled)
+
     def _decay(self, pos: Tensor, centre: Tensor, sign: float) -> Tensor:
         """ζ_i^(sign·(pos - c)/B) as [n, h/2] float64."""
         expo = sign * (pos.to(torch.float64) - centre)[:, None] / self.values["scale_base"]

@@ -14,6 +14,7 @@ from .. import checks, positions, presets
 from ..attention import create as create_pattern
 from ..data import Corpus, load_corpus
 from ..evaluate import default_lengths
+from ..layouts import check_pattern
 from ..train import configs
 
 DEFAULT_SCHEMES = [
@@ -53,7 +54,7 @@ class StudyConfig:
             raise ValueError("a study needs at least one --pattern")
         self.schemes = unique([positions.canonical(s) for s in self.schemes])
         for p in self.patterns:  # validate now (W resolved per model later)
-            create_pattern(p, default_window=2)
+            check_pattern(p)
         checks.number("--seeds", self.seeds, maximum=1000)
         presets.get(self.retrieval_preset)  # an unknown preset fails now
         for key in ("eval_docs", "resolution_texts", "extension_steps", "retrieval_steps", "retrieval_samples"):

@@ -1,0 +1,138 @@
+"""What an evaluation pattern or scheme means on a model whose layers differ: selectors (``local``,
+``global``, ``L3``, ``L0-2``, a model's own layer types), unqualified specs inside each layer's own,
+``SELECTOR=SPEC`` replacing the selected layers' (docs/layouts.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+
+from .. import positions
+from ..attention import Layered, Pattern, intersect
+from ..attention import create as create_pattern
+from ..specs import split_spec
+from .layer import KINDS, Layer, check
+
+_INDEX = re.compile(r"^L(\d+)(?:-(\d+))?$")
+
+
+def select(selector: str, kinds: Sequence[str]) -> list[int]:
+    """The layers a selector names, given each layer's kind (``local``/``global``, or a Hugging Face
+    model's own layer types): a kind, ``L3`` or ``L0-2`` (0-based, inclusive). ValueError naming what
+    this model has."""
+    selector = selector.strip()
+    match = _INDEX.match(selector)
+    if match:
+        lo = int(match.group(1))
+        hi = int(match.group(2)) if match.group(2) is not None else lo
+        if lo > hi or hi >= len(kinds):
+            raise ValueError(f"layer selector {selector!r}: the model has layers L0-{len(kinds) - 1}")
+        return list(range(lo, hi + 1))
+    chosen = [i for i, kind in enumerate(kinds) if kind == selector]
+    if not chosen:
+        have = sorted(set(kinds))
+        if selector in KINDS or selector in have:
+            raise ValueError(f"layer selector {selector!r}: this model has no {selector} layer "
+                             f"(its layers are {', '.join(have)})")
+        raise ValueError(f"unknown layer selector {selector!r}; valid: {', '.join(have)}, L<i> or L<i>-<j> "
+                         f"(layers L0-{len(kinds) - 1})")
+    return chosen
+
+
+_SELECTOR = re.compile(r"^\s*([A-Za-z][\w\-]*)\s*=(.*)$", re.S)
+
+
+def split_overrides(text: str) -> tuple[str | None, list[tuple[str, str]]]:
+    """``"window:64;global=causal"`` -> (``"window:64"``, ``[("global", "causal")]``): the unqualified
+    part (at most one) and the ``SELECTOR=SPEC`` parts, in order. A part is qualified when it starts
+    with a selector and ``=`` before any ``:`` (``window:W=64`` is a pattern, not a selector)."""
+    plain: str | None = None
+    pairs: list[tuple[str, str]] = []
+    for part in text.split(";"):
+        match = _SELECTOR.match(part)
+        if match and ":" not in match.group(1):
+            if not match.group(2).strip():
+                raise ValueError(f"{part.strip()!r}: nothing after '='")
+            pairs.append((match.group(1), match.group(2).strip()))
+        elif not part.strip():
+            raise ValueError(f"{text!r} has an empty part (two ';' in a row, or one at an end)")
+        elif plain is not None:
+            raise ValueError(f"{text!r} has two patterns for every layer ({plain!r}, {part.strip()!r}); "
+                             "qualify one with SELECTOR= (local, global, L<i>)")
+        else:
+            plain = part.strip()
+    return plain, pairs
+
+
+def check_scheme(spec: str) -> None:
+    """ValueError for an evaluation ``--scheme`` no run could take (each part's scheme and
+    parameters), before any model loads; selectors are checked against the run."""
+    plain, pairs = split_overrides(spec)
+    for text in ([plain] if plain is not None else []) + [text for _, text in pairs]:
+        positions.canonical(text)
+
+
+def check_pattern(spec: str) -> None:
+    """ValueError for an evaluation pattern spec that no model could take (syntax, names, parameter
+    values), before any model loads; W may be left to the model. Selectors are checked against the
+    model when the spec resolves."""
+    plain, pairs = split_overrides(spec)
+    for text in ([plain] if plain is not None else []) + [text for _, text in pairs]:
+        create_pattern(text, default_window=2)
+
+
+def resolve_pattern(own: Sequence[Pattern], kinds: Sequence[str], spec: str | Pattern, *,
+                    default_window: int | None) -> Pattern:
+    """What an evaluation pattern means on a model whose layers have patterns ``own`` (module
+    docstring): a plain :class:`Pattern` when every layer gets the same one from an unqualified
+    spec (a uniform model reads exactly as before), else a :class:`Layered` pattern labelled with
+    the canonical spec."""
+    if isinstance(spec, Layered):
+        return spec
+    if isinstance(spec, Pattern):
+        plain, pairs = spec, []
+    else:
+        text, pairs = split_overrides(spec)
+        plain = None if text is None else create_pattern(text, default_window=default_window)
+    layers = [p if plain is None else intersect(p, plain) for p in own]
+    labels = [] if plain is None else [plain.spec]
+    for selector, text in pairs:
+        pattern = create_pattern(text, default_window=default_window)
+        for i in select(selector, kinds):
+            layers[i] = pattern
+        labels.append(f"{selector}={pattern.spec}")
+    if not pairs and all(p == layers[0] for p in layers):
+        return layers[0]
+    return Layered(layers, ";".join(labels) or "causal")
+
+
+def override_schemes(layers: Sequence[Layer], spec: str, length: int) -> list[Layer]:
+    """``layers`` with the schemes an evaluation ``--scheme`` gives (``rope:scaling=yarn,factor=4``,
+    ``global=rerope:w=64``, ``L0-2=rope:base=500000``), pinned at the model's training ``length``.
+    Unqualified, it replaces the scheme of every layer on a model with one scheme, and otherwise of
+    the layers whose scheme is of its family (RoPE scalings reach the layers with RoPE only); an
+    error when none is."""
+    plain, pairs = split_overrides(spec)
+    out = list(layers)
+    kinds = [layer.kind for layer in layers]
+    if plain is not None:
+        new = positions.pin(plain, length)
+        family = positions.get(split_spec(new)[0]).family
+        if len({layer.scheme for layer in layers}) == 1:
+            chosen = list(range(len(layers)))
+        else:
+            chosen = [i for i, layer in enumerate(layers)
+                      if positions.get(split_spec(layer.scheme)[0]).family == family]
+            if not chosen:
+                have = ", ".join(sorted({layer.scheme for layer in layers}))
+                raise ValueError(f"--scheme {plain}: no layer of this model has a {family} scheme (it has {have}); "
+                                 "name the layers, e.g. --scheme global=SPEC or L0=SPEC")
+        for i in chosen:
+            out[i] = dataclasses.replace(out[i], scheme=new)
+    for selector, text in pairs:
+        new = positions.pin(text, length)
+        for i in select(selector, kinds):
+            out[i] = dataclasses.replace(out[i], scheme=new)
+    check(out)
+    return out
