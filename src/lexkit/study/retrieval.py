@@ -54,7 +54,7 @@ class StudyParts(Protocol):
     def finetune(self, cell: Cell, ft) -> tuple[Any, Any, str]: ...
 
 #: the schemes table G trains with the mix (those of the study's schemes that are among these)
-SCHEMES = ("none", "rope", "xpos", "alibi", "kerple-log", "sandwich")
+SCHEMES = ("none", "rope", "xpos", "alibi", "kerple-log", "sandwich", "fire", "pope", "cope", "fox")
 #: the measured recipe (docs/retrieval.md): preset, batch, learning rate and mix of the runs
 RECIPE = {"preset": "quick", "batch": 64, "lr": 3e-3, "mix": "copy:0.75"}
 #: training steps of each run (``lexkit study --retrieval-steps``): where the recipe retrieved 97 %
