@@ -40,7 +40,7 @@ from ..specs import Param, positive
 from .base import Scheme, register
 
 EPS = 1e-6  # added to ψ(max(L, i)), as the reference code does
-SLICE = 1 << 20  # normalised distances per MLP matmul on the dense path (32 floats of hidden state each)
+SLICE = 1 << 14  # normalised distances per MLP matmul on the dense path (32 floats of hidden state each)
 
 
 def fire_input(dist: Tensor, pos: Tensor, c: Tensor, threshold: Tensor) -> Tensor:
@@ -87,11 +87,12 @@ class FIRE(Scheme):
         return self.bias_fn(0)(head, dist, pos)
 
     def mlp(self, x: Tensor) -> Tensor:
-        """f_θ(x): [...] -> [..., H], in slices of ``SLICE`` inputs (the hidden layer of a 2,048^2
-        dense mask would take 512 MB at once)."""
-        flat = x.reshape(-1, 1)
-        parts = [torch.relu(part * self.w1 + self.b1) @ self.w2.T for part in flat.split(SLICE)]
-        return torch.cat(parts).reshape(*x.shape, self.n_heads)
+        """f_θ(x): [...] -> [..., H], hidden units by inputs ([width, SLICE] per matmul: a slice
+        stays in cache, and the hidden layer of a 2,048^2 dense mask never exists at once)."""
+        w1, b1 = self.w1.to(x.dtype)[:, None], self.b1.to(x.dtype)[:, None]
+        parts = [self.w2.to(x.dtype) @ torch.relu(torch.addmm(b1, w1, part[None, :]))
+                 for part in x.reshape(-1).split(SLICE)]  # [H, slice] each
+        return torch.cat(parts, dim=1).T.reshape(*x.shape, self.n_heads)
 
     def bias_fn(self, n: int, device=None):
         c, threshold = self.effective()
