@@ -108,3 +108,34 @@ def test_bad_specs_are_one_error_line(tmp_path, capsys, spec, words):
     line = one_error_line(capsys)
     assert all(w in line for w in words), line
     assert not out.exists()
+
+
+def test_study_since_seeds_adds_them_to_the_schemes_given(monkeypatch):
+    """The knob that studies them (the default study is unchanged): --since-seeds appends them."""
+    from lexkit.cli import study as cli_study
+
+    class Planned(Exception):
+        pass
+
+    def capture(cfg, *args, **kwargs):
+        raise Planned(cfg.schemes)
+
+    monkeypatch.setattr(cli_study, "Study", capture)
+    for argv, want in [(["--scheme", "rope", "--since-seeds"], ["rope", *positions.SINCE_SEEDS]),
+                       (["--since-seeds"], [*cli_study.DEFAULT_SCHEMES, *positions.SINCE_SEEDS]),
+                       ([], list(cli_study.DEFAULT_SCHEMES))]:
+        with pytest.raises(Planned) as planned:
+            main(["study", "--out", "unused", "--dry-run", *argv])
+        assert planned.value.args[0] == [positions.canonical(s) for s in want], argv
+
+
+def test_empirical_resolution_of_every_new_scheme():
+    """Through the score hook (chunked kernel, each layer's context for fox): R per layer in [0, 1]."""
+    from lexkit import resolution as res
+    from tiny_gpt import tiny
+
+    tokens = torch.randint(0, 256, (2, 48), generator=torch.Generator().manual_seed(3))
+    for spec in positions.SINCE_SEEDS + ["rope:fraction=0.5"]:
+        out = res.empirical(tiny(spec), tokens, "causal")
+        assert len(out["per_layer"]) == 2 and all(0.0 <= r <= 1.0 for r in out["per_layer"]), spec
+        assert torch.isfinite(out["curve"]).all(), spec

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .. import checks, presets
+from .. import checks, positions, presets
 from ..device import resolve_device
 from ..report import length_table, pattern_table
 from ..specs import parse_lengths
@@ -26,6 +26,9 @@ def add_parser(sub):
     p.add_argument("--preset", default="small", choices=list(presets.PRESETS), help="size preset (default: small)")
     p.add_argument("--scheme", action="append", metavar="SPEC",
                    help=f"repeatable; default: {' '.join(DEFAULT_SCHEMES)}")
+    p.add_argument("--since-seeds", action="store_true",
+                   help=f"also study the schemes since the seeds: {' '.join(positions.SINCE_SEEDS)} (tables A-D and G; "
+                   "docs/schemes.md has their cost)")
     p.add_argument("--pattern", action="append", metavar="SPEC",
                    help=f"repeatable; default: {' '.join(DEFAULT_PATTERNS)}")
     p.add_argument("--lengths", help="comma list (default: the training length x 1/2, 1, 2, 4, 8, 16)")
@@ -75,7 +78,7 @@ def run(args) -> int:
         require()  # before hours of work: a missing extra fails at once
     cfg = StudyConfig(
         preset=args.preset,
-        schemes=args.scheme or list(DEFAULT_SCHEMES),
+        schemes=(args.scheme or list(DEFAULT_SCHEMES)) + (positions.SINCE_SEEDS if args.since_seeds else []),
         patterns=args.pattern or list(DEFAULT_PATTERNS),
         lengths=parse_lengths(args.lengths) if args.lengths else None,
         seeds=args.seeds, steps=args.steps, data=args.data, eval_docs=args.eval_docs,
