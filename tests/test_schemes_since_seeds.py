@@ -7,6 +7,8 @@ test_stream and test_sample (schemes_under_test.ONE_OF_EACH_KIND)."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -139,3 +141,45 @@ def test_empirical_resolution_of_every_new_scheme():
         out = res.empirical(tiny(spec), tokens, "causal")
         assert len(out["per_layer"]) == 2 and all(0.0 <= r <= 1.0 for r in out["per_layer"]), spec
         assert torch.isfinite(out["curve"]).all(), spec
+
+
+# -- the GPU lane (make test-gpu): skipped without CUDA ---------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("spec", NEW)
+def test_bf16_training_step_auto_equals_dense_on_cuda(spec):
+    """auto on CUDA (flex for FIRE and partial RoPE under a bias-free mask, SDPA for PoPE, dense for
+    the contextual schemes) gives the dense path's loss and gradient norm in one bf16 step."""
+    from test_gpu import W, cuda_model, one_step, ran_as_chosen
+
+    window = torch.randint(0, 256, (4, W + 1), generator=torch.Generator().manual_seed(1)).cuda()
+    model = cuda_model(spec)
+    dense_model = copy.deepcopy(model)
+    loss, norm, ran = one_step(model, "auto", window[:, :-1], window[:, 1:])
+    dense_loss, dense_norm, _ = one_step(dense_model, "dense", window[:, :-1], window[:, 1:])
+    chosen = choose_kernel("auto", model.layer_schemes[0], model.pattern("causal"), W, "cuda", True, False)
+    assert ran_as_chosen(ran, chosen), (ran, chosen)
+    assert abs(loss - dense_loss) <= 2e-2 * abs(dense_loss) and abs(norm - dense_norm) <= 5e-2 * dense_norm
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("spec", ["fire", "pope"])
+def test_compiled_flex_gradients_equal_dense_on_cuda_in_float32(spec):
+    """FIRE's MLP in the score_mod (captured learnable tensors) and PoPE's 2h-wide q and k through
+    compiled flex forward and backward, against dense, at a length that is no multiple of 128."""
+    from test_gpu import W, cuda_model
+
+    s = cuda_model(spec).layer_schemes[0]
+    n, pattern = 1000, attention.create(f"window:{W}")
+    pos = torch.arange(n, device="cuda")
+    base = [torch.randn(2, s.n_heads, n, s.head_dim, device="cuda") for _ in range(3)]
+    grad_out = torch.randn_like(base[0])
+    grads = {}
+    for kernel in ("flex", "dense"):
+        s.zero_grad()
+        q, k, v = (t.clone().requires_grad_(True) for t in base)
+        out = Attention(s, pattern, pos, kernel=kernel, training=True)(q, k, v)
+        (out * grad_out).sum().backward()
+        grads[kernel] = [out.detach(), q.grad, k.grad, v.grad] + [p.grad.clone() for p in s.parameters()]
+    for got, want in zip(grads["flex"], grads["dense"]):  # 2e-3: room for TF32 in Triton's float32 dot
+        assert torch.isfinite(got).all()
+        assert float((got - want).abs().max()) <= 2e-3 * max(1.0, float(want.abs().max()))
