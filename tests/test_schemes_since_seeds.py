@@ -20,7 +20,7 @@ from lexkit.cli import main
 from test_kernels import Decided, assert_parity, compiled_case, flex_parity
 
 NEW = ["fire", "pope", "cope", "fox", "rope:fraction=0.5,heads=1", "xpos:fraction=0.25"]
-ON_FLEX = ["fire:width=4,L=64", "pope", "rope:fraction=0.5,heads=1"]  # FIRE's MLP unrolled per score: 4 units
+ON_FLEX = ["rope:fraction=0.5,heads=1", "pope", "fire:width=2,L=64"]  # FIRE's MLP unrolled per score: 2 units
 SCORES_ONLY = ["cope", "fox"]
 
 
@@ -58,8 +58,8 @@ def spread(s) -> None:
     [0, 1] (a unit on or off everywhere only adds a constant per head, which the softmax ignores);
     PoPE's phases away from the clamp's edges."""
     if s.name == "fire":
-        s.w1.copy_(torch.tensor([3.0, -3.0, 2.0, -2.0]))
-        s.b1.copy_(torch.tensor([-0.6, 1.5, -0.4, 1.6]))  # breakpoints 0.2, 0.5, 0.2, 0.8
+        s.w1.copy_(torch.tensor([3.0, -2.0]))
+        s.b1.copy_(torch.tensor([-0.6, 1.6]))  # breakpoints 0.2 and 0.8
     if s.name == "pope":
         s.phase.uniform_(-6.0, -0.3)
 
