@@ -80,12 +80,19 @@ class ModelConfig:
         if self.layout is None:
             return layouts.uniform(self.scheme, self.n_layers, logn=self.logn)
         return layouts.parse(self.layout, n_layers=self.n_layers, train_len=self.train_len, scheme=self.scheme,
-                             max_len=self.max_len or self.random_positions)  # the positions training reaches
+                             max_len=self.position_len)
 
     @property
     def label(self) -> str:
         """How reports name the model: its layout (as typed) when it has one, else its scheme."""
         return self.layout.strip() if self.layout is not None else self.scheme
+
+    @property
+    def position_len(self) -> int:
+        """How many positions training reaches: ``max_len`` when given, else ``random_positions``
+        (randomized training), else ``train_len``. A learned table's size and the length every
+        training-length default of a scheme takes (FIRE's L, ReRoPE's w, a scaling's original_len)."""
+        return self.max_len or self.random_positions or self.train_len
 
     @property
     def head_dim(self) -> int:
@@ -184,7 +191,7 @@ class GPT(nn.Module):
             per_layer = getattr(positions.get(layer.scheme.split(":")[0]), "per_layer", False)
             if per_layer or layer.scheme not in shared:
                 module = positions.create(layer.scheme, n_heads=cfg.n_heads, head_dim=cfg.head_dim,
-                                          max_len=cfg.max_len or cfg.random_positions or cfg.train_len)
+                                          max_len=cfg.position_len)
                 if not per_layer:
                     shared[layer.scheme] = module
             out.append(module if per_layer else shared[layer.scheme])

@@ -337,7 +337,7 @@ def scheme_overrides(model_section: dict, scheme: str) -> dict:
     plain, pairs = layouts.split_overrides(scheme)
     if cfg.layout is None and not pairs:
         return {"scheme": canonical(plain)}
-    layers = layouts.override_schemes(cfg.layers(), scheme, cfg.max_len or cfg.train_len)
+    layers = layouts.override_schemes(cfg.layers(), scheme, cfg.position_len)
     return {"layout": layouts.canonical(layers), "logn": False}  # a uniform run's log-n is now each layer's
 
 

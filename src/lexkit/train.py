@@ -126,7 +126,7 @@ def configs_from_run(run_dir: str | Path, scheme: str | None = None, **overrides
                          "cannot load them")
     values = {**old["model"], **old["train"]}
     values.update({k: v for k, v in overrides.items() if v is not None})
-    length = old["model"].get("max_len") or old["model"]["train_len"]
+    length = ModelConfig(**old["model"]).position_len
     if old["model"].get("layout") is not None and overrides.get("layout") is None:
         # the parent's layers as they were at its length (every length default written out)
         from . import layouts
