@@ -183,3 +183,19 @@ def test_compiled_flex_gradients_equal_dense_on_cuda_in_float32(spec):
     for got, want in zip(grads["flex"], grads["dense"]):  # 2e-3: room for TF32 in Triton's float32 dot
         assert torch.isfinite(got).all()
         assert float((got - want).abs().max()) <= 2e-3 * max(1.0, float(want.abs().max()))
+
+
+def test_a_run_with_one_scheme_module_per_layer_is_described_and_measured(tmp_path):
+    """FIRE's layers each have a module (the model's ``scheme`` is None): a loaded run names the
+    spec its layers run, and its analytic resolution is layer 0's (the study's table G and C ask)."""
+    from cli_checks import save_run
+    from lexkit import resolution as res
+    from lexkit.subject import load
+    from tiny_gpt import tiny
+
+    model = tiny("fire")
+    assert model.scheme is None and len({id(m) for m in model.layer_schemes}) == 2
+    subject = load(str(save_run(tmp_path, model)))
+    assert subject.describe()["scheme"] == "fire:L=4096" == subject.model.layer_schemes[0].spec
+    want = res.analytic_curve(subject.model.layer_schemes[0], 64)
+    assert torch.equal(res.model_curve(subject.model, 64), want)

@@ -372,7 +372,9 @@ def model_curve(model: nn.Module, length: int, pattern: str | Pattern | None = N
         return analytic_curve(model.layer_schemes[layer], length, layer_patterns(pattern, cfg.n_layers)[layer],
                               temperature=model.blocks[layer].temperature)
     own = getattr(model, "position_scheme", None)
-    scheme = own() if own is not None else model.scheme
+    scheme = own() if own is not None else getattr(model, "scheme", None)
+    if scheme is None and getattr(model, "layer_schemes", None):  # one module per layer (FIRE, CoPE, fox)
+        scheme = model.layer_schemes[layer]
     if scheme is not None:
         logn = bool(getattr(cfg, "logn", False))
         return analytic_curve(scheme, length, pattern, train_len=cfg.train_len if logn else None, logn=logn)

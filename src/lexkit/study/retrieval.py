@@ -179,7 +179,7 @@ def score(study: StudyParts, run_dir: Path, config: Config, t: int) -> dict:
                                depths=DEPTHS, samples=study.cfg.retrieval_samples, size=SIZE,
                                documents=study.corpus.valid, bpb_multiples=BPB_MULTIPLES, train_len=t,
                                max_docs=study.cfg.eval_docs, decode=False, progress=study.progress)
-    return {"scheme": subject.model.scheme.spec, "logn": bool(subject.config["model"].get("logn", False)),
+    return {"scheme": subject.describe()["scheme"], "logn": bool(subject.config["model"].get("logn", False)),
             "patterns": patterns, "rows": [r.to_json() for r in rows], "cells": [c.to_json() for c in found]}
 
 
