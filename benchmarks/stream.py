@@ -49,7 +49,7 @@ def child(case: dict) -> dict:
     preset = get("small")
     torch.manual_seed(0)
     size = {k: preset[k] for k in ("n_layers", "d_model", "n_heads", "train_len")}
-    cfg = lexkit.ModelConfig(scheme=case["scheme"], **size)
+    cfg = lexkit.ModelConfig(scheme=case["scheme"], layout=case.get("layout"), **size)
     model = lexkit.GPT(cfg).eval()
     g = torch.Generator().manual_seed(1)
     n = case.get("n", 0)

@@ -3,6 +3,7 @@ import sys
 
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # tests never reach a hub
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("LEXKIT_THREADS", "1")  # commands run by tests take THREADS (lexkit.threads' policy)
 
 import pytest
 
@@ -83,7 +84,8 @@ def eager_flex(monkeypatch):
     block mask, query blocks and ladder in lexkit, no Inductor (a compile costs seconds per shape
     and closure on the CPU), and a backward on the CPU (torch refuses it there only in an input
     check, ``_validate_device``, written for the compiled kernels). Decisions of the ladder made
-    meanwhile are dropped afterwards. The compiled kernel has its own tests (test_kernels.py). torch's
+    meanwhile are dropped afterwards. Compiled flex is refused on the CPU (kernels.CPU_FLEX_REFUSAL,
+    lifted here) and tested on CUDA (test_gpu.py). torch's
     eager flex (traced by dynamo with the eager backend) is the one whose backward reaches captured
     tensors: with ``_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG`` KERPLE's and T5's parameters get no gradient."""
     import warnings
@@ -94,6 +96,7 @@ def eager_flex(monkeypatch):
 
     monkeypatch.setattr(fa, "_validate_device", lambda *tensors: None)
     monkeypatch.setattr(kernels, "compiled_flex", lambda: fa.flex_attention)
+    monkeypatch.setattr(kernels, "CPU_FLEX_REFUSAL", None)  # eager flex is right on the CPU: a reference
     monkeypatch.setattr(kernels, "FLEX_DECISIONS", {})
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile")
@@ -105,9 +108,9 @@ def no_figures(monkeypatch):
     """Study reports written without their figures (matplotlib's layout and PNG encoding is about
     half a second a figure): for tests about a study's cache, lock or ranks, not about its report.
     The figures themselves are tested once, in test_study's end-to-end run and test_report."""
-    from lexkit import report
+    from lexkit.report import sections
 
-    monkeypatch.setattr(report, "report_figures", lambda results, out=None: {})
+    monkeypatch.setattr(sections, "report_figures", lambda results, out=None: {})
 
 
 def pytest_unconfigure(config):

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from kit import tiny_gpt
 from lexkit import attention
 from lexkit.attention.cache import _Rows
 from lexkit.evaluate import evaluate
-from tiny_gpt import tiny
 
 
 @pytest.mark.parametrize("spec", ["causal", "window:12", "bca:12", "window:1", "bca:2", "chunk:7", "chunk:1",
@@ -36,7 +36,7 @@ def test_retained_is_exactly_the_keys_a_later_query_can_see(spec):
     ("causal", lambda n: n),
 ])
 def test_the_cache_keeps_the_patterns_reach_and_its_memory_stays_flat(spec, kept):
-    model = tiny("rope")
+    model = tiny_gpt("rope", max_len=4096, spread=True)
     cache = model.new_cache(spec)
     fed = 0
     with torch.inference_mode():
@@ -63,7 +63,7 @@ def test_rows_keep_a_non_suffix_selection_in_order():
 
 
 def test_the_sinks_cache_keeps_the_first_keys_and_the_reach():
-    model = tiny("rope")
+    model = tiny_gpt("rope", max_len=4096, spread=True)
     cache = model.new_cache("sinks:12,K=3")
     with torch.inference_mode():
         for _ in range(10):
@@ -72,7 +72,7 @@ def test_the_sinks_cache_keeps_the_first_keys_and_the_reach():
 
 
 def test_a_cached_forward_refuses_another_pattern_an_offset_or_a_kernel():
-    model = tiny("alibi")
+    model = tiny_gpt("alibi", max_len=4096, spread=True)
     cache = model.new_cache("window:12")
     x = torch.zeros((1, 3), dtype=torch.int64)
     with torch.inference_mode():
@@ -87,7 +87,7 @@ def test_a_cached_forward_refuses_another_pattern_an_offset_or_a_kernel():
     ("rope", "sinks:12,pos=cache", "rescores its sinks at their cache slots"),
 ])
 def test_what_the_cache_cannot_do_exactly_is_refused_and_auto_runs_one_pass(scheme, spec, words):
-    model = tiny(scheme)
+    model = tiny_gpt(scheme, max_len=4096, spread=True)
     with pytest.raises(ValueError, match=words):
         model.new_cache(spec)
     doc = bytes(range(256)) * 2

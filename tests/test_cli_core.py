@@ -7,7 +7,8 @@ import sys
 import pytest
 import torch
 
-from lexkit import GPT, ModelConfig, attention, positions
+from kit import tiny_gpt
+from lexkit import attention, positions
 from lexkit.attention.patterns import PATTERNS
 from lexkit.cli import main
 from lexkit.positions.base import SCHEMES
@@ -31,7 +32,7 @@ def fresh_registry(monkeypatch):
 def assert_dense_equals_chunked(scheme: str, pattern: str) -> None:
     """A one-layer model with ``scheme`` runs ``pattern`` at 40 tokens: dense (additive mask) and
     chunked kernels agree and are finite."""
-    model = GPT(ModelConfig(scheme=scheme, n_layers=1, d_model=16, n_heads=2, train_len=32)).eval()
+    model = tiny_gpt(scheme, n_layers=1, d_model=16, train_len=32)
     x = torch.randint(0, 256, (1, 40))
     with torch.no_grad():
         dense = model(x, pattern=pattern, kernel="dense")
@@ -141,3 +142,40 @@ def test_registering_the_same_class_twice_is_harmless(fresh_registry):
 def test_has_bias_is_derived_from_the_class_defining_bias():
     flags = {name: positions.get(name).has_bias for name in TEN}
     assert {n for n, f in flags.items() if f} == set(BIAS)
+
+
+def test_import_finds_a_module_in_the_working_directory(tmp_path, monkeypatch, capsys, fresh_registry):
+    """The `lexkit` console script's sys.path starts with its bin directory, not the working
+    directory: `--import mymod` did not find ./mymod.py (`python -m lexkit` did)."""
+    from pathlib import Path
+
+    source = Path(__file__).parent / "fixtures" / "my_scheme.py"
+    (tmp_path / "my_user_scheme.py").write_text(source.read_text())
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "my_user_scheme", raising=False)
+    assert main(["schemes", "--import", "my_user_scheme"]) == 0
+    assert "capped-linear" in rows(capsys.readouterr().out)
+    sys.modules.pop("my_user_scheme", None)
+
+
+def test_a_run_of_an_imported_scheme_names_it_and_import(tmp_path, capsys, fresh_registry):
+    """Loaded without its module, a run of a user's scheme said "not a valid lexkit run config"."""
+    import json
+
+    from lexkit import runs
+
+    main(["schemes", "--import", "my_scheme"])
+    run = tmp_path / "run"
+    run.mkdir()
+    config = {"model": {"scheme": "capped-linear:cap=4", "n_layers": 1, "d_model": 16, "n_heads": 2,
+                        "train_len": 32}, "data": {"spec": "stdlib"}}
+    (run / runs.CONFIG).write_text(json.dumps(config))
+    assert runs.read_config(run)["model"]["scheme"] == "capped-linear:cap=4"
+    SCHEMES._classes.pop("capped-linear")
+    capsys.readouterr()
+    assert main(["eval", str(run), "--lengths", "16"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: {run / runs.CONFIG}: the run's position scheme 'capped-linear' is not registered here "
+                   "(a scheme of your own?): load the module that registers it with --import MODULE (Python: import "
+                   "it first)"]

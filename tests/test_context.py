@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from cli_checks import one_error_line
+from kit import rel
 from lexkit import attention, positions, resolution
 from lexkit.attention import Attention
 from lexkit.cli import main
@@ -42,10 +43,6 @@ def reference(scheme, pattern, q, k, v, pos, *, logn=None, distance=None):
 
 def qkv(n, batch=1, dtype=torch.float32):
     return tuple(torch.randn(batch, H, n, HD, dtype=dtype) for _ in range(3))
-
-
-def rel(got, want):
-    return float((got.double() - want.double()).abs().max() / want.double().abs().max())
 
 
 def check_logn(spec, pat, kernels):
@@ -81,14 +78,8 @@ LOGN_FLEX = [("rope", "causal"), ("alibi", "window:48")]  # λ in q alone; λ in
 
 @pytest.mark.parametrize("spec, pat", LOGN_FLEX)
 def test_logn_on_flex_run_eagerly_equals_the_reference(spec, pat, eager_flex):
-    """Fast sibling of the compiled test below: lexkit's flex path under log-n (λ in q and in the
-    bias score_mod, the block mask, the ladder) with FlexAttention run eagerly."""
-    check_logn(spec, pat, ("flex",))
-
-
-@pytest.mark.slow  # fast sibling: test_logn_on_flex_run_eagerly_equals_the_reference
-@pytest.mark.parametrize("spec, pat", LOGN_FLEX)
-def test_logn_on_compiled_flex_equals_the_reference(spec, pat):
+    """lexkit's flex path under log-n (λ in q and in the bias score_mod, the block mask, the
+    ladder) with FlexAttention run eagerly (compiled flex is refused on the CPU)."""
     check_logn(spec, pat, ("flex",))
 
 
@@ -185,13 +176,8 @@ def test_sinks_text_positions_on_every_kernel(spec, kernels):
 
 
 def test_sinks_text_positions_on_flex_run_eagerly(eager_flex):
-    """Fast sibling of the compiled test below: the sinks block mask and alibi's score_mod through
-    lexkit's flex path, FlexAttention run eagerly."""
-    check_sinks_text("alibi", ("flex",))
-
-
-@pytest.mark.slow  # fast sibling: test_sinks_text_positions_on_flex_run_eagerly
-def test_sinks_text_positions_on_compiled_flex():
+    """The sinks block mask and alibi's score_mod through lexkit's flex path, FlexAttention run
+    eagerly (compiled flex is refused on the CPU)."""
     check_sinks_text("alibi", ("flex",))
 
 

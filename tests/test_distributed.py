@@ -37,7 +37,10 @@ from toy_corpus import DOCS, write_corpus
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 TOL = 1e-6
-TRAIN = ["--scheme", "kerple-log", "--preset", "tiny", "--save-every", "2", "--eval-every", "2", "--threads", "1",
+#: the model of the exactness tests: a layout with a learnable scheme shared by its layers, a learned sink on the
+#: local layer and a learned temperature on the global one (under FSDP2 each lives with its block or the root)
+LAYOUT = "kerple-log@window:16+sink;kerple-log@causal+ssmax"
+TRAIN = ["--layout", LAYOUT, "--preset", "tiny", "--save-every", "2", "--eval-every", "2", "--threads", "1",
          "--quiet"]
 
 
@@ -160,7 +163,7 @@ def test_fsdp_without_torchrun_is_refused(tmp_path, data_dir):
 def reference(tmp_path_factory, data_dir):
     """One process: 4 steps, then resumed to 8 (the runs the torchrun jobs must reproduce)."""
     out = tmp_path_factory.mktemp("one") / "run"
-    common = dict(save_every=2, eval_every=2, data=str(data_dir))
+    common = dict(save_every=2, eval_every=2, data=str(data_dir), layout=LAYOUT)
     train(out, *configs("tiny", "kerple-log", steps=4, **common), progress=False, threads=1, world=distributed.SINGLE)
     train(out, *configs("tiny", "kerple-log", steps=8, **common), resume=True, progress=False, threads=1,
           world=distributed.SINGLE)
@@ -329,7 +332,7 @@ def test_study_shards_cells_over_ranks_and_rank0_reports(tmp_path, data_dir, cap
     cfg = StudyConfig(preset="tiny", schemes=["alibi", "rope"], patterns=["causal"], lengths=[16, 32, 64], steps=6,
                       data=str(data_dir), eval_docs=2, extension=False, retrieval=False)
     again = Study(cfg, out, progress=False, echo=None, world=distributed.SINGLE)
-    assert again.run()["runs"] == saved["runs"]
+    assert [run.to_json() for run in again.run().runs] == saved["runs"]
     assert {e["action"] for e in again.record} == {"cached"}
 
 

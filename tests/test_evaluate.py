@@ -17,6 +17,7 @@ from torch import nn
 
 import lexkit
 from cli_checks import one_error_line
+from kit import tiny_gpt
 from lexkit import attention
 from lexkit.attention import kernels
 from lexkit.cli import main
@@ -80,12 +81,6 @@ def nll_at(t: int) -> float:
 
 def counting(n: int) -> bytes:
     return bytes(k % 256 for k in range(n))
-
-
-def tiny_gpt(scheme="alibi", train_len=16, **kw) -> lexkit.GPT:
-    torch.manual_seed(0)
-    cfg = lexkit.ModelConfig(scheme=scheme, n_layers=2, d_model=32, n_heads=2, train_len=train_len, **kw)
-    return lexkit.GPT(cfg).eval()
 
 
 def random_docs(sizes, seed=0) -> list[bytes]:
@@ -177,7 +172,7 @@ def test_stride_mode_in_closed_form():
 
 
 def test_stride_equal_to_length_is_the_papers_protocol_on_a_real_model():
-    model, docs = tiny_gpt(), random_docs([100, 130])
+    model, docs = tiny_gpt("alibi"), random_docs([100, 130])
     plain = evaluate(model, docs, [16, 32, 64])
     strided = evaluate(model, docs, [16, 32, 64], stride=64)  # clamped to each length
     assert [r["bpb"] for r in strided["results"]] == pytest.approx([r["bpb"] for r in plain["results"]], rel=1e-6)
@@ -277,7 +272,7 @@ def test_long_local_evaluation_never_builds_an_n_by_n_mask(monkeypatch):
 # -- lexkit eval ----------------------------------------------------------------------------------
 def make_run(tmp: Path, scheme="alibi", train_len=16, sizes=(400,) * 12) -> Path:
     """A real run directory (untrained weights) on a corpus of made-up documents."""
-    runs = pytest.importorskip("lexkit.runs")
+    from lexkit import runs
     from lexkit.data import load_corpus
 
     docs = tmp / "docs"
@@ -360,7 +355,6 @@ def test_cli_eval_bad_input_is_one_error_line_and_overwrites_nothing(tmp_path, c
 
 
 def test_cli_eval_bad_run_directories(tmp_path, capsys):
-    pytest.importorskip("lexkit.runs")
     assert main(["eval", str(tmp_path / "missing")]) == 2
     assert "does not exist" in one_error_line(capsys)
     (tmp_path / "empty").mkdir()

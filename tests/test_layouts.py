@@ -329,3 +329,19 @@ def test_an_unqualified_scheme_reaches_the_layers_of_its_family():
     assert layouts.canonical(layouts.override_schemes(layers, "L0-1=alibi", 64)) == "alibi@window:8;alibi@causal+logn"
     with pytest.raises(ValueError, match="no layer of this model has a bias scheme"):
         layouts.override_schemes(layers, "alibi", 64)
+
+
+def test_a_global_layer_over_many_keys_scores_fewer_queries_at_a_time(monkeypatch):
+    from lexkit.attention import kernels
+
+    rope = small(scheme="rope").scheme
+    assert kernels.query_block(rope, keys=0) == kernels.CHUNK
+    assert kernels.query_block(rope, keys=1_048_576, rows=4) == 16  # 16 x 2^20 x 4 scores, not 256 x
+    monkeypatch.setattr(kernels, "SCORE_BUDGET", 1 << 10)  # every block of 16 queries: still exact
+    model = small("hwfa:W=4")
+    x, y = torch.randint(0, 256, (1, 90)), torch.randint(0, 256, (1, 90))
+    with torch.inference_mode():
+        logits = model(x, kernel="chunked")
+        ref = F.cross_entropy(logits.double().flatten(0, 1), y.flatten(), reduction="none").view(y.shape)
+        assert (stream_nll(model, x, y, model.pattern("causal"), segment=37) - ref).abs().max() <= 1e-5
+        assert (model(x, kernel="dense") - logits).abs().max() <= 1e-5

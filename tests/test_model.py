@@ -6,19 +6,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from kit import rel, tiny_gpt
 from lexkit import BOS, GPT, VOCAB, ModelConfig
 from lexkit.attention import Pattern, kernels
 from schemes_under_test import RELATIVE, TEN
 
 
 def tiny(spec: str, **kw) -> GPT:
-    cfg = dict(scheme=spec, n_layers=2, d_model=32, n_heads=2, train_len=64)
-    cfg.update(kw)
-    model = GPT(ModelConfig(**cfg))
-    if spec == "t5":  # a learned bias initialised near 0 hardly shows; give it weight
-        with torch.no_grad():
-            model.scheme.table.normal_(0, 1.0)
-    return model.eval()
+    """The kit's model at 64 positions, from the test's random state; T5's learned bias, initialised
+    near 0, would hardly show: spread."""
+    return tiny_gpt(spec, **{"train_len": 64, **kw}, seed=None, spread=spec == "t5")
 
 
 def tokens(b: int, n: int, seed: int = 0) -> torch.Tensor:
@@ -26,10 +23,6 @@ def tokens(b: int, n: int, seed: int = 0) -> torch.Tensor:
     t = torch.randint(0, 256, (b, n), generator=gen)
     t[:, 0] = BOS
     return t
-
-
-def rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a.double() - b.double()).abs().max() / b.double().abs().max())
 
 
 class Full(Pattern):

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from kit import tiny_gpt
 from lexkit import positions, runs
 from lexkit.cli import main
 from lexkit.data import Corpus
@@ -74,17 +75,17 @@ def test_a_study_killed_inside_a_finetune_reports_the_same_table_e(tmp_path, dat
     checkpointed = [(runs.trainer_state(d) or {}).get("step") for d in second]
     resumed = Study(cfg, out, progress=False, echo=None).run()
 
-    assert len(whole["extension"]["rows"]) == len(resumed["extension"]["rows"]) > len(finetunes(32))
+    assert len(whole.extension.rows) == len(resumed.extension.rows) > len(finetunes(32))
     assert extension_table(resumed) == extension_table(whole)
-    for a, b in zip(whole["extension"]["rows"], resumed["extension"]["rows"]):
-        assert (a["label"], a["pattern"]) == (b["label"], b["pattern"])
-        assert [r["bpb"] for r in a["results"]] == [r["bpb"] for r in b["results"]], a["label"]
+    for a, b in zip(whole.extension.rows, resumed.extension.rows):
+        assert (a.label, a.pattern) == (b.label, b.pattern)
+        assert [r.bpb for r in a.results] == [r.bpb for r in b.results], a.label
     assert checkpointed == [2]  # the second was resumed from its checkpoint at step 2
-    for row in resumed["extension"]["rows"]:
-        if row["finetune"]:
-            config = json.loads((out / row["finetune"]["run"] / runs.CONFIG).read_text())
+    for row in resumed.extension.rows:
+        if row.finetune:
+            config = json.loads((out / row.finetune.run / runs.CONFIG).read_text())
             assert config["init"]["run"] == str((out / "runs").resolve() / next(
-                r["run"] for r in resumed["runs"] if r["scheme"] == "rope").split("/")[-1])
+                r.run for r in resumed.runs if r.scheme == "rope").split("/")[-1])
 
 
 def test_the_studys_finetune_checkpoints_and_resumes_to_the_same_weights(tmp_path, data_dir, monkeypatch):
@@ -94,23 +95,24 @@ def test_the_studys_finetune_checkpoints_and_resumes_to_the_same_weights(tmp_pat
     cfg = StudyConfig(preset="tiny", schemes=["rope"], patterns=["causal"], lengths=[32, 64], steps=3,
                       data=str(data_dir), eval_docs=1, resolution_texts=1, extension_steps=4, **NO_G)
     study = Study(cfg, tmp_path / "study", progress=False, echo=None)
-    cell = study.cells()[0]
+    plan = study.plan
+    cell = plan.cells()[0]
     base = tmp_path / "study" / "runs" / cell.name
-    train(base, cell.model_cfg, cell.train_cfg, progress=False, corpus=study.corpus)
+    train(base, cell.model_cfg, cell.train_cfg, progress=False, corpus=plan.corpus)
     ft = finetunes(32)[0]
-    model_cfg, train_cfg, key = study.finetune(cell, ft)
+    model_cfg, train_cfg, key = plan.finetune(base, cell, ft)
     assert train_cfg.save_every == 1 and model_cfg.train_len == ft.train_len
-    assert study.finetune(cell, ft)[2] == key
+    assert plan.finetune(base, cell, ft)[2] == key
     whole = tmp_path / "whole"
-    train(whole, model_cfg, train_cfg, progress=False, corpus=study.corpus, init=base)
+    train(whole, model_cfg, train_cfg, progress=False, corpus=plan.corpus, init=base)
     for at in (0, 2):
         out = tmp_path / f"killed{at}"
         restore = kill_at(monkeypatch, train_cfg.steps, at)
         with pytest.raises(KeyboardInterrupt):
-            train(out, model_cfg, train_cfg, progress=False, corpus=study.corpus, init=base)
+            train(out, model_cfg, train_cfg, progress=False, corpus=plan.corpus, init=base)
         restore()
         assert (runs.trainer_state(out) or {}).get("step", 0) == at
-        train(out, model_cfg, train_cfg, resume=True, progress=False, corpus=study.corpus)
+        train(out, model_cfg, train_cfg, resume=True, progress=False, corpus=plan.corpus)
         assert (out / runs.WEIGHTS).read_bytes() == (whole / runs.WEIGHTS).read_bytes(), at
 
 
@@ -164,9 +166,8 @@ def test_eval_under_another_scheme_blames_the_scheme_not_the_file(tmp_path, caps
     """A run's weights that do not fit the --scheme asked for: the message names the flag and the
     scheme's parameters, never "model.safetensors does not match config.json" (the file is fine)."""
     from cli_checks import one_error_line, save_run
-    from lexkit.model import GPT, ModelConfig
 
-    run = save_run(tmp_path, GPT(ModelConfig(n_layers=1, d_model=16, n_heads=2, train_len=8, scheme=trained)))
+    run = save_run(tmp_path, tiny_gpt(trained, n_layers=1, d_model=16, train_len=8, seed=None))
     data = tmp_path / "doc.txt"
     data.write_bytes(DOCS[0])
     assert main(["eval", str(run), "--scheme", asked, "--lengths", "8", "--data", str(data), "--no-progress"]) == 2

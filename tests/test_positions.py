@@ -105,7 +105,7 @@ def test_specs_parse_typed_values_and_canonicalise():
     s = make("xpos:gamma=0.5,decay=false,scale_base=256")
     unscaled = {"scaling": "none", "factor": None, "original_len": None, "beta_fast": None, "beta_slow": None,
                 "low_freq": None, "high_freq": None,  # the context-extension parameters, unset
-                "fraction": 1.0, "heads": None}  # and partial RoPE's: every dimension of every head rotated
+                "fraction": None, "heads": None}  # and partial RoPE's: every dimension of every head rotated
     assert s.values == {"base": 10000.0, "gamma": 0.5, "scale_base": 256.0, "decay": False, "rotate": True, **unscaled}
     # canonical spec: only non-default values, and it round-trips
     assert s.spec.startswith("xpos:") and "base=1" not in s.spec and "rotate" not in s.spec

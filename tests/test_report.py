@@ -3,6 +3,7 @@ unavailable cells read n/a, and Table D's ratios follow from the bpb cells; repo
 same tables and figures with nothing fetched from elsewhere, the best cell of each column marked."""
 
 import base64
+import dataclasses
 import math
 import re
 import shutil
@@ -13,24 +14,25 @@ from html.parser import HTMLParser
 import pytest
 
 from lexkit.blocks import Table
-from lexkit.plots import seed_mean
+from lexkit.formats import length_label, multiple, number, signed
+from lexkit.render import markdown as render_markdown
 from lexkit.report import (
     answer_bits_table,
     document,
-    length_label,
     length_table,
-    markdown,
-    multiple,
-    number,
     pattern_table,
     provenance_table,
     retrieval_findings,
     retrieval_table,
-    signed,
     write_report,
 )
-from lexkit.results import FLAT, RETRIEVES, context_goal, principles, retrieval_rows, stops_at
+from lexkit.results import FLAT, RETRIEVES, context_goal, principles, read, retrieval_lines, seed_mean, stops_at
 from study_results import MULTIPLES, RETRIEVAL, RETRIEVAL_DEPTHS, study_results
+
+
+def markdown(results) -> str:
+    """report.md of a results.json (its parsed JSON)."""
+    return render_markdown(document(results))
 
 
 def run(scheme, seed, bpb_by_length, relative=True):
@@ -58,28 +60,43 @@ def test_seeds_give_mean_and_sample_std():
     b = run("alibi", 1, {("causal", 16): 3.0, ("causal", 64): 4.0, ("causal", 256): None,
                          ("window:16", 64): 1.5, ("window:16", 256): 2.0})
     res = results([a, b])
-    header, rows = length_table(res)
+    header, rows = length_table(read(res))
     assert header == ["scheme", "16 (1x)", "64 (4x)", "256 (16x)"]
     assert rows == [["alibi", f"2.500 ± {math.sqrt(0.5):.3f}", f"3.000 ± {math.sqrt(2.0):.3f}", "n/a"]]
-    _, rows_b = pattern_table(res)
+    _, rows_b = pattern_table(read(res))
     assert rows_b[1] == ["alibi", "window:16", f"1.250 ± {math.sqrt(0.125):.3f}", f"1.500 ± {math.sqrt(0.5):.3f}"]
-    p = principles(res)[0]
-    assert p["ratio_4x"] == 3.0 / 2.5 and p["ratio_16x"] is None and p["best_pattern_16x"] == "window:16"
+    p = principles(read(res))[0]
+    assert p.ratio_4x == 3.0 / 2.5 and p.ratio_16x is None and p.best_pattern_16x == "window:16"
     assert "mean ± std over seeds" in markdown(res)
 
 
 def test_absolute_schemes_are_left_out_of_pattern_table():
     res = results([run("sinusoidal", 0, {("causal", 64): 5.0}, relative=False), run("rope", 0, {("causal", 64): 3.0})])
-    _, rows = pattern_table(res)
+    _, rows = pattern_table(read(res))
     assert {r[0] for r in rows} == {"rope"}
 
 
 def test_length_labels_share_one_format():
     assert [multiple(n, 16) for n in (8, 16, 256)] == ["0.5x", "1x", "16x"]
     assert multiple(33, 32) == "1.03x" and multiple(7, 32) == "0.219x"  # three significant digits, both sides of 1x
-    from lexkit.cli.table import length_label as cli_label  # the terminal's tables share the format
-    assert cli_label(7, 32) == length_label(7, 32) == "7 (0.219x)"
+    assert length_label(7, 32) == "7 (0.219x)" and length_label(7, None) == "7"  # one format, with or without
     assert multiple(1, 1024) == "0.000977x" and length_label(64, 16) == "64 (4x)"
+    # exact when whole, every digit of the whole part (three significant digits read 1020x, 4100x)
+    assert [multiple(n, 64) for n in (65536, 262144, 65600)] == ["1024x", "4096x", "1025x"]
+    assert multiple(64 * 1024 + 32, 64) == "1024x" and multiple(1000001, 1) == "1000001x"
+
+
+@pytest.mark.parametrize("x, text", [
+    (0.97, "97"), (0.998, "99.8"), (0.9996, ">99.9"), (0.995, "99.5"), (1.0, "100"),
+    (0.002, "0.2"), (0.0004, "<0.1"), (0.0, "0"), (0.5, "50"), (0.954, "95"),
+])
+def test_percentages_never_round_to_0_or_100(x, text):
+    """'99 [95-100]' hid 99.8: a proportion is whole unless rounding would make it read 0 or 100."""
+    from lexkit.formats import percent as percent_text
+    from lexkit.report.tables import percent
+
+    assert percent_text(x) == text
+    assert percent(x).text == text
 
 
 def test_a_value_that_rounds_to_zero_has_no_sign():
@@ -188,11 +205,11 @@ def test_html_marks_the_best_value_of_each_column(written):
 
 def test_provenance_of_results_json_is_shown(tmp_path):
     res = study_results()
-    rows = dict(provenance_table(res).rows)
+    rows = dict(provenance_table(read(res)).rows)
     assert rows["device"] == "type cpu, name x86_64, count 1" and rows["backend"] == "none"
     assert rows["git_commit"] == "c19629d" and rows["world_size"] == "1"
     del res["provenance"]  # a study written before provenance was recorded: the table still renders
-    assert "git_commit" not in dict(provenance_table(res).rows)
+    assert "git_commit" not in dict(provenance_table(read(res)).rows)
 
 
 def test_provenance_lists_the_attention_kernels_the_evaluations_ran():
@@ -201,11 +218,11 @@ def test_provenance_lists_the_attention_kernels_the_evaluations_ran():
     for row, kernel in zip(runs[0]["eval"]["results"], ["dense", "flex:128x64/2", "chunked"]):
         row["kernel"] = kernel
     runs[1]["eval"]["results"][0]["kernel"] = "dense"
-    assert dict(provenance_table(results(runs)).rows)["attention kernels"] == (
+    assert dict(provenance_table(read(results(runs))).rows)["attention kernels"] == (
         "dense at 16; flex:128x64/2 at 64; chunked at 256")
     for row in runs[0]["eval"]["results"] + runs[1]["eval"]["results"]:
         del row["kernel"]  # results recorded before rows carried the kernel: no row
-    assert "attention kernels" not in dict(provenance_table(results(runs)).rows)
+    assert "attention kernels" not in dict(provenance_table(read(results(runs))).rows)
 
 
 @pytest.mark.slow
@@ -227,7 +244,7 @@ def test_html_report_renders_in_headless_chromium(tmp_path):
 
 # -- table G: use of context -------------------------------------------------------------------------
 def test_table_g_holds_the_stored_retrieval_beside_bpb():
-    res = study_results()
+    res = read(study_results())
     header, rows = retrieval_table(res)
     assert header[2:7] == [f"exact {m}x (%)" for m in MULTIPLES] and header[7:] == ["bpb 1x", "bpb 16x", "bpb 16x / 1x"]
     for row, ((label, _, pattern), (acc, one, far)) in zip(rows, RETRIEVAL.items()):
@@ -237,18 +254,18 @@ def test_table_g_holds_the_stored_retrieval_beside_bpb():
     _, bits = answer_bits_table(res)
     assert bits[0] == ["rope", "causal", "0.00", "3.60", "4.00", "4.00", "4.00"]  # 4 x (1 - exact match)
     # worst depth: the lowest per-depth exact match, not the mean
-    alibi = next(r for r in retrieval_rows(res) if r["label"] == "alibi")
-    assert alibi["worst_depth"][16] == 0.9 and alibi["accuracy"][16] == pytest.approx(2.9 / 3)
+    alibi = next(r for r in retrieval_lines(res) if r.label == "alibi")
+    assert alibi.worst_depth[16] == 0.9 and alibi.accuracy[16] == pytest.approx(2.9 / 3)
 
 
 def test_findings_say_where_each_configuration_stops_retrieving():
-    rows = {(r["label"], r["pattern"]): r for r in retrieval_rows(study_results())}
+    rows = {(r.label, r.pattern): r for r in retrieval_lines(read(study_results()))}
     assert stops_at(rows[("rope", "causal")]) == 2 and stops_at(rows[("YaRN x16", "causal")]) == 16
     assert stops_at(rows[("alibi", "causal")]) is None  # 97 % at 16x over all depths: keeps the skill
-    never = dict(rows[("rope", "causal")], accuracy={1: 0.2, 2: 0.0})
+    never = dataclasses.replace(rows[("rope", "causal")], accuracy={1: 0.2, 2: 0.0})
     assert stops_at(never) == 1
     res = study_results()
-    lines = retrieval_findings(res)
+    lines = retrieval_findings(read(res))
     assert lines == [
         "rope (causal): retrieves 100 % at 1x, stops at 2x (10 %); 0 % at 16x, where its bpb is 4.000.",
         "rope (window:16): retrieves 100 % at 1x, stops at 2x (33 %); 0 % at 16x, where its bpb is 2.040.",
@@ -257,35 +274,36 @@ def test_findings_say_where_each_configuration_stops_retrieving():
     rope = res["retrieval"]["configs"][0]  # below 90 % from 1x on: its best length, or nothing at all
     for row in rope["rows"]:
         row["accuracy"] = 0.5 if row["multiple"] == 4 else 0.0
-    assert retrieval_findings(res)[0].startswith("rope (causal): never reaches 90 % (best 50 % at 4x); 0 % at 16x")
+    never = "rope (causal): never reaches 90 % (best 50 % at 4x); 0 % at 16x"
+    assert retrieval_findings(read(res))[0].startswith(never)
     for row in rope["rows"]:
         row["accuracy"] = 0.0
-    assert retrieval_findings(res)[0].startswith("rope (causal): retrieves nothing at any length; 0 % at 16x")
+    assert retrieval_findings(read(res))[0].startswith("rope (causal): retrieves nothing at any length; 0 % at 16x")
 
 
 def test_the_goal_needs_flat_bpb_and_retrieval_at_every_depth():
     res = study_results()
-    goal = context_goal(res)
+    goal = context_goal(read(res))
     # alibi: 2.16 / 2.1 = 1.029 <= 1.03 and 90 % at its worst depth at 16x: met (both bounds inclusive)
-    assert goal["met"] == ["alibi (causal)"] and goal["nearest"]["label"] == "alibi"
-    scored = {(r["label"], r["pattern"]): r for r in goal["scored"]}
-    assert scored[("rope", "window:16")]["flat"] and not scored[("rope", "window:16")]["met"]  # flat, retrieves 0 %
-    assert not scored[("YaRN x16", "causal")]["flat"]  # 2.4 / 2.2 = 1.09
+    assert goal.met == ["alibi (causal)"] and goal.nearest.line.label == "alibi"
+    scored = {(r.line.label, r.line.pattern): r for r in goal.scored}
+    assert scored[("rope", "window:16")].flat and not scored[("rope", "window:16")].met  # flat, retrieves 0 %
+    assert not scored[("YaRN x16", "causal")].flat  # 2.4 / 2.2 = 1.09
     assert (FLAT, RETRIEVES) == (0.03, 0.9)
     assert "**met** by alibi (causal)" in markdown(res)
 
     # without alibi: nothing meets it; the nearest is the flat configuration that retrieves best at
     # its worst depth (rope under the window, 0 %), the best retrieval whatever its bpb is YaRN (60 %)
     res["retrieval"]["configs"] = [c for c in res["retrieval"]["configs"] if c["label"] != "alibi"]
-    goal = context_goal(res)
-    assert goal["met"] == [] and goal["nearest"]["pattern"] == "window:16"
-    assert goal["best_retrieval"]["label"] == "YaRN x16" and goal["best_retrieval"]["worst"] == 0.6
+    goal = context_goal(read(res))
+    assert goal.met == [] and goal.nearest.line.pattern == "window:16"
+    assert goal.best_retrieval.line.label == "YaRN x16" and goal.best_retrieval.worst == 0.6
     text = markdown(res)
     assert "**not met**. Nearest: rope (window:16): bpb 16x / 1x 1.020" in text
     assert "90 points short of 90 % at its worst depth" in text
     assert "Best retrieval at 16x whatever its bpb: YaRN x16 (causal)" in text
     # YaRN keeps 90 % at every depth up to 8x (60 % at depth 0 at 16x); rope under causal only at 1x
-    assert goal["longest_reach"]["label"] == "YaRN x16" and goal["longest_reach"]["reach"] == 8
+    assert goal.longest_reach.line.label == "YaRN x16" and goal.longest_reach.reach == 8
     assert "at least 90 % at every depth: 8x (YaRN x16, causal)" in text
 
     # nothing flat either: the flattest is the nearest, and its bpb gap is stated
@@ -293,13 +311,59 @@ def test_the_goal_needs_flat_bpb_and_retrieval_at_every_depth():
         for r in c["rows"]:
             if r["multiple"] == 16:
                 r["bpb"] *= 1.5
-    goal = context_goal(res)
-    assert goal["nearest"]["pattern"] == "window:16" and not goal["nearest"]["flat"]
+    goal = context_goal(read(res))
+    assert goal.nearest.line.pattern == "window:16" and not goal.nearest.flat
     assert f"bpb {100 * (2.04 * 1.5 / 2.0 - 1):.1f} % above its 1x" in markdown(res)
 
 
 def test_a_study_without_table_g_reports_no_section_g():
     res = study_results()
     del res["retrieval"]
-    assert context_goal(res) is None and retrieval_rows(res) == []
+    assert context_goal(read(res)) is None and retrieval_lines(read(res)) == []
     assert "## G." not in markdown(res)
+
+
+def test_scatter_labels_never_cover_each_other(monkeypatch):
+    """Table G's scatter printed labels on top of each other where points coincide (rope
+    window:64 and bca:64, the sinks pair): every label's box is now clear of every other's and
+    inside the axes, with four configurations on one point and two more close by."""
+    import copy
+
+    from matplotlib.text import Text
+
+    from lexkit import plots
+
+    results = study_results()
+    g = results["retrieval"]
+    base = next(c for c in g["configs"] if c["label"] == "alibi")  # retrieves at 16x: labelled
+    for pattern in ("bca:16", "sinks:16", "sinks:16,pos=cache"):  # the same numbers: one point
+        twin = copy.deepcopy(base)
+        twin["pattern"] = pattern
+        for row in twin["rows"]:
+            row["pattern"] = pattern
+        g["configs"].append(twin)
+    for label, shift in (("alibi near", 0.002), ("alibi nearer", -0.001)):  # close by
+        near = copy.deepcopy(base)
+        near["label"] = label
+        for row in near["rows"]:
+            row["bpb"] = None if row["bpb"] is None else row["bpb"] + shift
+        g["configs"].append(near)
+    drawn = []
+    monkeypatch.setattr(plots, "save", lambda fig, path: drawn.append(fig))
+    plots.retrieval_scatter(read(results), "unused.png")
+    (fig,) = drawn
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    (ax,) = fig.axes
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw_without_rendering()
+    boxes = []
+    for t in ax.texts:  # the text alone, where it is drawn (an annotation's line left out)
+        t.update_positions(renderer)
+        boxes.append(Text.get_window_extent(t, renderer))
+    assert len(boxes) >= 6 and sum(t.get_text().startswith("alibi [") for t in ax.texts) == 4
+    frame = ax.get_window_extent(renderer)
+    for i, a in enumerate(boxes):
+        assert frame.contains(a.x0, a.y0) and frame.contains(a.x1, a.y1), ax.texts[i].get_text()
+        for j in range(i):
+            assert not a.overlaps(boxes[j]), (ax.texts[i].get_text(), ax.texts[j].get_text())

@@ -11,7 +11,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lexkit import GPT, ModelConfig, positions
+from kit import tiny_gpt
+from lexkit import GPT, positions
 from lexkit import resolution as res
 from lexkit.attention import create as create_pattern
 from lexkit.attention.kernels import CHUNK
@@ -216,9 +217,8 @@ def test_analytic_document_schema():
 
 
 # -- empirical ----------------------------------------------------------------------------------
-def tiny(scheme: str, *, layers: int = 2, d_model: int = 32, heads: int = 2, train_len: int = 64) -> GPT:
-    torch.manual_seed(0)
-    return GPT(ModelConfig(scheme=scheme, n_layers=layers, d_model=d_model, n_heads=heads, train_len=train_len)).eval()
+def tiny(scheme: str, train_len: int = 64) -> GPT:
+    return tiny_gpt(scheme, train_len=train_len)
 
 
 def zero_qk(model: GPT) -> GPT:
@@ -350,8 +350,8 @@ def test_cli_bad_input_is_one_error_line(argv, words, capsys):
 
 
 def test_cli_empirical_run_dir(tmp_path, capsys):
-    runs = pytest.importorskip("lexkit.runs")
-    data = pytest.importorskip("lexkit.data")
+    from lexkit import data, runs
+
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     for j in range(40):
@@ -426,7 +426,7 @@ def test_spec_keys_that_change_nothing_are_refused(spec, words, capsys):
 
 
 def test_length_labels_have_one_format():
-    from lexkit.cli.table import length_label
+    from lexkit.formats import length_label
 
     assert [length_label(n, 64) for n in (14, 32, 64, 66, 1024, 64000)] == [
         "14 (0.219x)", "32 (0.5x)", "64 (1x)", "66 (1.03x)", "1024 (16x)", "64000 (1000x)"]

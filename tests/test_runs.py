@@ -173,3 +173,28 @@ def test_corrupt_and_truncated_weights_are_clear_errors(run, tmp_path):
         runs.load(tmp_path / "missing")
     with pytest.raises(RunError, match="not a lexkit run"):
         runs.load(tmp_path)
+
+
+def test_a_run_records_every_parameter_and_a_changed_default_does_not_change_it(trained, tmp_path, monkeypatch,
+                                                                                 capsys):
+    """config.json keeps every layer's resolved spec (defaults included); after a registered default
+    changes, the run still scores as it trained (one warning naming both), and the study keys its
+    cache on the resolved spec, so it trains again instead of serving the old run's numbers."""
+    from lexkit import ModelConfig
+    from lexkit.positions.rotary import RoPE
+    from lexkit.specs import Param
+
+    run = trained / "rope"
+    config = json.loads((run / "config.json").read_text())
+    assert config["resolved"] == "(rope:base=10000.0,scaling=none@causal)x2"
+    argv = ["eval", str(run), "--lengths", "32", "--pattern", "causal", "--json"]
+    assert main([*argv, str(tmp_path / "before.json")]) == 0
+    key_before = ModelConfig(**config["model"]).identity()
+    monkeypatch.setitem(RoPE.params, "base", Param(float, 500.0, "a changed default", lambda x: x > 0, "> 0"))
+    capsys.readouterr()
+    assert main([*argv, str(tmp_path / "after.json")]) == 0
+    warning = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1 and "rope:base=10000.0" in warning[0] and "rope:base=500.0" in warning[0]
+    before, after = (json.loads((tmp_path / f"{w}.json").read_text())["results"][0]["bpb"] for w in ("before", "after"))
+    assert before == after
+    assert ModelConfig(**config["model"]).identity() != key_before

@@ -10,15 +10,11 @@ from torch import nn
 
 import lexkit
 from cli_checks import one_error_line, save_run
+from kit import tiny_gpt
 from lexkit import attention
 from lexkit.cli import main
 from lexkit.sample import generate, iter_generate
 from schemes_under_test import fast_one_of_each_kind
-
-
-def tiny_gpt(scheme="rope", train_len=16) -> lexkit.GPT:
-    torch.manual_seed(0)
-    return lexkit.GPT(lexkit.ModelConfig(scheme=scheme, n_layers=2, d_model=32, n_heads=2, train_len=train_len)).eval()
 
 
 class Favourite(nn.Module):
@@ -80,7 +76,7 @@ def test_bad_options(kwargs, message):
 
 # -- lexkit sample --------------------------------------------------------------------------------
 def make_run(tmp_path, scheme="rope", train_len=16):
-    return save_run(tmp_path, tiny_gpt(scheme, train_len))
+    return save_run(tmp_path, tiny_gpt(scheme, train_len=train_len))
 
 
 def test_cli_sample_is_deterministic_with_a_seed(tmp_path, capsys):
@@ -115,9 +111,7 @@ def test_greedy_with_the_cache_equals_greedy_without_for_every_pattern(scheme, m
     """Token for token, past the training length and W, with the prompt prefilled in segments of 7
     (monkeypatched) so the segmented prefill runs too; the cached path feeds one token a step."""
     monkeypatch.setattr(lexkit.sample, "SEGMENT", 7)
-    torch.manual_seed(0)
-    cfg = lexkit.ModelConfig(scheme=scheme, n_layers=2, d_model=32, n_heads=2, train_len=16, max_len=128)
-    model = lexkit.GPT(cfg).eval()
+    model = tiny_gpt(scheme, max_len=128)
     with torch.no_grad():  # sharper than the init (which repeats one byte), so greedy outputs vary
         for name, p in model.named_parameters():
             if p.dim() == 2 and not name.startswith("embed"):
@@ -150,13 +144,18 @@ def test_cached_sampling_is_seeded_and_the_cache_option_is_checked():
         generate(learned, b"ab", 15, seed=0, cache=True)
 
 
-def test_cli_sample_cache_flags(tmp_path, capsys):
+def test_cli_sample_cache_flags(tmp_path, capsys, monkeypatch):
+    from lexkit.attention import kernels
+
     run = make_run(tmp_path)
     argv = ["sample", str(run), "--prompt", "ab", "--bytes", "30", "--temperature", "0", "--pattern", "window:8"]
     assert main(argv + ["--cache"]) == 0
     with_cache = capsys.readouterr().out
     assert main(argv + ["--no-cache"]) == 0
     assert capsys.readouterr().out == with_cache
+    assert main(argv + ["--cache", "--kernel", "flex"]) == 2  # on the CPU flex is refused before anything loads
+    assert "kernel 'flex' runs on CUDA only" in one_error_line(capsys)
+    monkeypatch.setattr(kernels, "CPU_FLEX_REFUSAL", None)  # as on CUDA: the cache's own refusal
     assert main(argv + ["--cache", "--kernel", "flex"]) == 2
     assert "kernel 'flex' cannot run through a KV cache" in one_error_line(capsys)
 

@@ -2,8 +2,7 @@
 
 from lexkit import positions
 from lexkit.cli import main
-
-TEN = ["none", "sinusoidal", "learned", "rope", "xpos", "alibi", "kerple-power", "kerple-log", "sandwich", "t5"]
+from schemes_under_test import TEN
 
 
 def test_registry_has_the_ten_schemes():

@@ -5,6 +5,7 @@ are not multiples of the segment or W, with an offset, and for xPos far past its
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 
@@ -14,14 +15,17 @@ import torch.nn.functional as F
 
 import lexkit
 from cli_checks import one_error_line, save_run
+from kit import tiny_gpt
 from lexkit import positions
 from lexkit.cli import main
 from lexkit.evaluate import evaluate, stream_nll
 from schemes_under_test import fast_one_of_each_kind
-from tiny_gpt import tiny
 
 SCHEMES = positions.names()
 LOCAL = ["window:12", "bca:12"]  # bca:12 has blocks of 6
+
+#: the kit's model, every head of its scheme different, its tables 4,096 positions long
+tiny = functools.partial(tiny_gpt, max_len=4096, spread=True)
 
 
 def one_pass_nll(model, x, y, pattern, offset=0, kernel="dense"):

@@ -5,12 +5,13 @@ import json
 
 import pytest
 
-from lexkit import lock
+from lexkit import lock, tasks
 from lexkit.cli import main
 from lexkit.extension import finetunes, methods
 from lexkit.report import extension_table, length_table, pattern_table, retrieval_table
+from lexkit.results import read
 from lexkit.study import Study, StudyConfig
-from lexkit.study import retrieval as study_retrieval
+from lexkit.study.retrieval import Config
 from toy_corpus import STUDY_DOCS as DOCS
 from toy_corpus import write_corpus
 
@@ -54,14 +55,14 @@ def test_tiny_study_end_to_end(tmp_path, data_dir, request):
 
     # Table A in the report holds exactly the bpb of results.json, rounded
     report = (out / "report.md").read_text()
-    header, rows = length_table(saved)
+    header, rows = length_table(read(saved))
     for row in rows:
         run = next(r for r in saved["runs"] if r["scheme"] == row[0])
         for n, cell in zip(saved["lengths"], row[1:]):
             value = next(x["bpb"] for x in run["eval"]["results"] if x["pattern"] == "causal" and x["length"] == n)
             assert cell == f"{value:.3f}"
         assert "| " + " | ".join(row) + " |" in report
-    _, rows_b = pattern_table(saved)
+    _, rows_b = pattern_table(read(saved))
     assert {(r[0], r[1]) for r in rows_b} == {(s, p) for s in ("alibi", "rope") for p in ("causal", "window:32")}
     csv_lines = (out / "results.csv").read_text().strip().splitlines()
     assert len(csv_lines) == 1 + 2 * 2 * 3  # header + schemes x patterns x lengths
@@ -71,7 +72,7 @@ def test_tiny_study_end_to_end(tmp_path, data_dir, request):
     # are not drawn again here)
     request.getfixturevalue("no_figures")
     again = Study(config(data_dir, extension=True), out, progress=False, echo=None)
-    assert again.run()["runs"] == results["runs"]
+    assert again.run().runs == results.runs
     assert {a for _, a in actions(again)} == {"cached"}
 
     # adding a scheme trains only that scheme
@@ -96,7 +97,7 @@ def check_extension(saved, out, report):
             config = json.loads((out / row["finetune"]["run"] / "config.json").read_text())
             assert config["init"]["run"].endswith(rope_run) and config["model"]["train_len"] == 4 * t
             assert config["train"]["steps"] == 3
-    header, rows = extension_table(saved)
+    header, rows = extension_table(read(saved))
     for row in rows[: len(ext["rows"])]:
         stored = next(r for r in ext["rows"] if r["label"] == row[0] and row[1].startswith(r["pattern"]))
         for n, cell in zip(saved["lengths"], row[2:]):
@@ -165,7 +166,7 @@ def test_no_retrieval_reaches_the_study_and_its_plan(tmp_path, data_dir, capsys,
     def estimate(self):
         seen.update(retrieval=self.cfg.retrieval, steps=self.cfg.retrieval_steps)
         return {"cells": [], "lengths": [16], "patterns": ["causal"], "per_scheme": {}, "extension": [],
-                "retrieval": study_retrieval.plan(self, 1.0, 1.0), "total_s": 0.0}
+                "retrieval": self.retrieval.tasks_at(1.0, 1.0), "total_s": 0.0}
 
     monkeypatch.setattr(Study, "estimate", estimate)
     argv = ["study", "--preset", "tiny", "--scheme", "alibi", "--data", str(data_dir), "--out", str(tmp_path / "s"),
@@ -191,30 +192,36 @@ def test_study_bad_input(tmp_path, capsys, argv, message):
 
 
 # -- table G: use of context ---------------------------------------------------------------------------
-def test_table_g_plan_runs_configurations_and_cache_keys(tmp_path, data_dir):
+def test_table_g_plan_runs_configurations_and_cache_keys(tmp_path, data_dir, monkeypatch):
     """Without training: one mix run per studied scheme of table G, named apart from the main
     runs; on rope (with table E) its methods but plain rope and its fine-tunes; a cache key that
     follows what is scored."""
     study = Study(config(data_dir, ("alibi", "rope", "xpos:gamma=0.5"), extension=True, retrieval=True), tmp_path,
                   progress=False, echo=None)
-    cells = study_retrieval.cells(study)
+    g = study.retrieval
+    assert [table.key for table in study.tables] == ["extension", "retrieval"]  # E and G, behind one interface
+    cells = g.cells()
     assert [c.scheme for c in cells] == ["alibi", "rope"] and all(c.name.startswith("mix-") for c in cells)
     assert all(c.train_cfg.mix == "copy:0.75" and c.train_cfg.batch == 64 and c.train_cfg.steps == 2 for c in cells)
-    assert {c.key for c in cells}.isdisjoint({c.key for c in study.cells()})
-    t = study_retrieval.train_len(study)
-    rope = study_retrieval.configurations(study, cells[1])
-    assert rope[0] == study_retrieval.Config("rope", "scheme", None, None, ("causal", f"window:{t}"))
+    assert {c.key for c in cells}.isdisjoint({c.key for c in study.plan.cells()})
+    t = g.train_len()
+    rope = g.configurations(cells[1])
+    assert rope[0] == Config("rope", "scheme", None, None, ("causal", f"window:{t}"))
     assert [c.label for c in rope[1:]] == ([m.label for m in methods(t, 16 * t)][1:] + [f.label for f in finetunes(t)])
-    assert study_retrieval.configurations(study, cells[0]) == [rope[0].__class__("alibi", "scheme", None, None,
-                                                                                  ("causal", f"window:{t}"))]
-    path = study_retrieval.cache_path(study, cells[1].key, rope[0])
+    assert g.configurations(cells[0]) == [Config("alibi", "scheme", None, None, ("causal", f"window:{t}"))]
+    path = g.cache_path(cells[1].key, rope[0])
     assert path.parent == tmp_path / "cache" and path.name.startswith("retrieval-")
     study.cfg.retrieval_samples = 2
-    assert study_retrieval.cache_path(study, cells[1].key, rope[0]) != path
+    assert g.cache_path(cells[1].key, rope[0]) != path
+    # new documents (a task's builder, or how its seeds are drawn) are never served old scores or runs
+    main_keys = [c.key for c in study.plan.cells()]
+    monkeypatch.setattr(tasks.get("copy"), "version", 2)
+    assert g.cache_path(cells[1].key, rope[0]) != path and [c.key for c in g.cells()] != [c.key for c in cells]
+    assert [c.key for c in study.plan.cells()] == main_keys  # the grid's runs have no mix: kept
     study.cfg.retrieval = False
-    assert study_retrieval.run(study) is None and study_retrieval.plan(study, 1.0, 1.0) == []
+    assert g.run() is None and g.tasks_at(1.0, 1.0) == [] and g.tasks({}, "cpu") == []
     only = Study(config(data_dir, ("xpos:gamma=0.5",), retrieval=True), tmp_path, progress=False, echo=None)
-    assert study_retrieval.schemes(only) == [] and study_retrieval.run(only) is None
+    assert only.retrieval.schemes() == [] and only.retrieval.run() is None
 
 
 @pytest.mark.slow  # fast siblings: the test above (plan) and tests/test_report.py (table G from results.json)
@@ -232,12 +239,30 @@ def test_tiny_study_writes_table_g_the_scatter_and_the_goal(tmp_path, data_dir):
     config_json = json.loads((out / entry["run"] / "config.json").read_text())
     assert config_json["train"]["mix"] == "copy:0.75" and config_json["train"]["steps"] == 2
     report = (out / "report.md").read_text()
-    header, rows = retrieval_table(saved)
+    header, rows = retrieval_table(read(saved))
     assert "## G. Use of context" in report and all("| " + " | ".join(r) + " |" in report for r in rows)
     assert "The goal (bpb at 16x within 3 %" in report and ("**met**" in report or "**not met**" in report)
     html = (out / "report.html").read_text()
     assert "G. Use of context" in html and "retrieval_scatter.png" in html
     assert (out / "retrieval_scatter.png").is_file() and (out / "retrieval_heatmap.png").is_file()
     again = Study(config(data_dir, ("rope",), retrieval=True), out, progress=False, echo=None)
-    assert again.run()["retrieval"] == g
+    assert again.run().retrieval.to_json() == g
     assert {a for t, a in actions(again) if t in ("retrieval", "train")} == {"cached"}
+
+
+def test_study_dry_run_times_at_the_threads_asked(tmp_path, monkeypatch, capsys):
+    """--dry-run timed with every core whatever --threads said (143 min estimated, 12.5 ran)."""
+    import torch
+
+    seen = []
+
+    def estimate(self):
+        seen.append(torch.get_num_threads())
+        return {"cells": [], "lengths": [16], "patterns": ["causal"], "per_scheme": {}, "extension": [],
+                "retrieval": [], "total_s": 0.0}
+
+    monkeypatch.setattr(Study, "estimate", estimate)
+    argv = ["study", "--preset", "tiny", "--scheme", "alibi", "--out", str(tmp_path / "s"), "--dry-run",
+            "--no-retrieval", "--threads", "2"]
+    assert main(argv) == 0
+    assert seen == [2]

@@ -8,12 +8,12 @@ import re
 import pytest
 import torch
 
-from lexkit import tasks
+from lexkit import data, tasks
 
 HAY = tasks.Haystack(b"def f(x):\n    return x + 1  # ok ~ tilde\n" * 20)
 
 
-@pytest.mark.parametrize("task", tasks.TASKS)
+@pytest.mark.parametrize("task", tasks.names())
 @pytest.mark.parametrize("style", tasks.STYLES)
 def test_documents_have_the_length_and_answer_where_they_say(task, style):
     length = tasks.minimum_length(task, style) + 200
@@ -35,7 +35,7 @@ def test_depth_places_the_needle_in_the_haystack():
     first = tasks.make("copy", length, 0, haystack=HAY)
     last = tasks.make("copy", length, 100, haystack=HAY)
     assert first.needle[0] == len(tasks.MARK)  # nothing before the needle
-    size = tasks.SIZES["copy"]
+    size = tasks.get("copy").size
     assert last.needle[1] + len(tasks.MARK) == last.answer[0]  # the question follows the needle at once
     middle = tasks.make("copy", length, 50, haystack=HAY)
     free = length - tasks.minimum_length("copy")
@@ -55,7 +55,7 @@ def test_deterministic_by_seed_and_index():
     assert a.expected != tasks.make("passkey", 200, 40, haystack=HAY, seed=3, index=6).expected
 
 
-@pytest.mark.parametrize("task", tasks.TASKS)
+@pytest.mark.parametrize("task", tasks.names())
 def test_training_and_evaluation_needles_never_meet(task):
     def values(split):
         return {tasks.make(task, 200, 50, haystack=HAY, split=split, index=i, size=2).expected for i in range(150)}
@@ -135,6 +135,23 @@ def test_parse_mix():
     assert parse_mix("") == {} and format_mix(parse_mix("copy:0.50")) == "copy:0.5"
 
 
+@pytest.mark.parametrize("spec, want", [
+    ("copy:0.3333335,passkey:0.6666665", {"copy": 0.3333335, "passkey": 0.6666665}),  # sums to 1 exactly
+    ("copy:0.1,passkey:0.2,multikey:0.7", {"copy": 0.1, "passkey": 0.2, "multikey": 0.7}),  # float sum 1 + 2e-16
+    ("copy:0.9999995", {"copy": 0.9999995}),  # 6 significant figures would make it 1
+    (" copy : 0.5 ", {"copy": 0.5}),  # spaces around the task as around the fraction
+])
+def test_a_mix_is_recorded_as_given_and_reads_back(spec, want):
+    """The canonical text config.json records reads back as the same fractions (it was rounded to 6
+    significant figures, and the rounded mix refused: 'sum to 1, more than 1', 'got 1')."""
+    from lexkit.data import format_mix, parse_mix
+    from lexkit.train import TrainConfig
+
+    assert parse_mix(spec) == want
+    recorded = TrainConfig(mix=spec).mix
+    assert recorded == format_mix(want) and parse_mix(recorded) == want
+
+
 @pytest.mark.parametrize("spec, message", [
     ("passkey:1.5", r"fraction must be in \(0, 1\), got 1.5"),
     ("passkey:0", r"fraction must be in \(0, 1\), got 0"),
@@ -202,3 +219,93 @@ def test_train_refuses_a_bad_mix_in_one_line_writing_nothing(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
         assert not (tmp_path / "new").exists()
+
+
+# -- the registry --------------------------------------------------------------------------------------
+@pytest.fixture
+def fresh_tasks(monkeypatch):
+    """The task registry as it is, restored after the test; ``my_task`` imported afresh."""
+    import sys
+
+    monkeypatch.setattr(tasks.TASKS, "_classes", dict(tasks.TASKS._classes))
+    monkeypatch.delitem(sys.modules, "my_task", raising=False)
+    yield
+    sys.modules.pop("my_task", None)
+
+
+def every_document() -> dict:
+    """Documents of every built-in task in every style and split, at a few depths and indices."""
+    out = {}
+    for task in ("copy", "passkey", "multikey"):
+        for style in tasks.STYLES:
+            length = tasks.minimum_length(task, style) + 90
+            for split in tasks.SPLITS:
+                out[task, style, split] = [tasks.make(task, length, depth, haystack=HAY, style=style, split=split,
+                                                      index=i, seed=2) for depth in (0, 60) for i in range(3)]
+    return out
+
+
+def test_adding_a_task_changes_no_other_tasks_documents(fresh_tasks):
+    before = every_document()
+
+    @tasks.register
+    class Early(tasks.Task):  # however it sorts among the others
+        name = "aaa-first"
+        size = 4
+
+        @classmethod
+        def build(cls, rng, haystack, free, before, depth, size, split, style):
+            return tasks.TASKS.get("copy").build(rng, haystack, free, before, depth, size, split, style)
+
+    assert tasks.names() == ["copy", "passkey", "multikey", "aaa-first"]
+    assert every_document() == before
+    # its own documents are its own: the same builder under another name draws other values
+    mine = tasks.make("aaa-first", 120, 50, haystack=HAY, size=4)
+    assert mine.text != tasks.make("copy", 120, 50, haystack=HAY, size=4).text
+
+
+def test_a_tasks_seed_is_its_name_and_its_identity_says_what_defines_its_documents():
+    assert tasks.task_seed("copy") == int.from_bytes(__import__("hashlib").sha256(b"lexkit-task:copy").digest()[:8],
+                                                     "big")
+    a = tasks.rng_for("copy", "eval", 0, 5).integers(0, 1 << 30, 4).tolist()
+    assert a == tasks.rng_for("copy", "eval", 0, 5).integers(0, 1 << 30, 4).tolist()
+    assert a != tasks.rng_for("passkey", "eval", 0, 5).integers(0, 1 << 30, 4).tolist()
+    assert tasks.identity("copy") == {"task": "copy", "version": 1, "seeding": tasks.SEEDING} and tasks.SEEDING == 2
+
+
+def test_import_registers_a_user_task_for_every_command(fresh_tasks, trained, capsys):
+    from lexkit.cli import main
+
+    assert main(["tasks"]) == 0
+    assert "reverse" not in capsys.readouterr().out
+    assert main(["tasks", "--import", "my_task"]) == 0
+    listed = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:4 + 1]}
+    assert list(listed)[:3] == ["copy", "passkey", "multikey"] and "reverse" in listed
+    assert listed["reverse"].split()[1:3] == ["8", "bytes"]
+    doc = tasks.make("reverse", 80, 50, haystack=HAY)
+    assert len(doc.text) == 80 and doc.expected == doc.text[doc.needle[0]:doc.needle[1]][::-1]
+    assert data.parse_mix("reverse:0.5") == {"reverse": 0.5}  # --mix takes its name
+    with pytest.raises(ValueError, match="unknown style 'standard' for task 'reverse'; valid: bytes"):
+        tasks.make("reverse", 80, 50, haystack=HAY, style="standard")
+    # `lexkit retrieval` scores it on a run (another process would load it with the same --import)
+    argv = ["retrieval", str(trained / "rope"), "--task", "reverse", "--lengths", "32", "--depths", "50",
+            "--samples", "2", "--no-progress", "--import", "my_task"]
+    assert main(argv) == 0
+    assert "task reverse (bytes style), 2 documents per cell" in capsys.readouterr().out
+
+
+def test_a_task_with_a_bad_size_or_style_is_refused(fresh_tasks):
+    class NoSize(tasks.Task):
+        name = "nosize"
+        size = 0
+
+    class Styled(tasks.Task):
+        name = "styled"
+        styles = ("tokens",)
+
+    with pytest.raises(ValueError, match="size must be a positive integer"):
+        tasks.register(NoSize)
+    with pytest.raises(ValueError, match="styles .* must be among"):
+        tasks.register(Styled)
+    with pytest.raises(ValueError, match="task 'copy' is already registered"):
+        tasks.register(type("Copy2", (tasks.Task,), {"name": "copy"}))

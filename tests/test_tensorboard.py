@@ -144,3 +144,59 @@ def test_study_flag_writes_evaluations_and_run_curves(tmp_path, monkeypatch, cap
     assert read_events(logdir / "runs" / "alibi-s0") == expected(ROWS)
     assert [s for t, s, _ in read_events(logdir / "eval" / "alibi") if t == "bpb/causal"] == LENGTHS
     assert f"tensorboard --logdir {logdir}" in capsys.readouterr().out
+
+
+@needs_tbx
+def test_each_row_is_on_disk_when_add_returns(tmp_path):
+    """A run killed by SIGKILL flushed nothing: its curves lost every step since the last flush."""
+    writer = open_writer(tmp_path / "tb")
+    writer.add(ROWS[0])
+    assert read_events(tmp_path / "tb") == expected(ROWS[:1])  # before close
+    writer.close()
+
+
+@needs_tbx
+def test_a_resumed_run_has_every_step_once_with_or_without_the_flag(tmp_path, monkeypatch, capsys):
+    """A resumed run's curves missed the steps its killed session had not flushed (52 of 208
+    scalars), and a resume without --tensorboard silently stopped them: the resumed writer rewrites
+    the curves from metrics.jsonl (cut back to the checkpoint), and the run's recorded logdir goes
+    on without the flag."""
+    from lexkit import runs
+    from stop import stop_at
+    from toy_corpus import write_corpus
+
+    out, tb = tmp_path / "run", tmp_path / "run" / "tb"
+    argv = ["train", "--scheme", "rope", "--preset", "tiny", "--steps", "40", "--save-every", "20", "--eval-every",
+            "20", "--data", str(write_corpus(tmp_path / "data")), "--out", str(out), "--quiet"]
+    restore = stop_at(monkeypatch, 30)  # killed before step 31: last checkpoint at step 20
+    assert main(argv + ["--tensorboard"]) == 130
+    restore()
+    assert [t for t in read_events(tb) if t[0] == "train/loss"] == [
+        ("train/loss", r["step"], f32(r["loss"])) for r in runs.read_metrics(out)]  # 10, 20, 30 on disk
+    for path in tb.glob("events.out.tfevents.*"):
+        path.write_bytes(b"")  # as a SIGKILL before any flush left them
+    capsys.readouterr()
+    assert main(argv + ["--resume"]) == 0
+    assert f"tensorboard: the curves go on in {tb.absolute()} (recorded in config.json)" in capsys.readouterr().err
+    rows = runs.read_metrics(out)
+    assert [r["step"] for r in rows] == [10, 20, 30, 40]
+    assert read_events(tb) == sorted((tag, r["step"], f32(v)) for r in rows for k, v in r.items()
+                                     if k != "step" and isinstance(v, float | int) and not isinstance(v, bool)
+                                     for tag in [TAGS.get(k, f"train/{k}")])
+    assert main([*argv[:6], "60", *argv[7:], "--resume", "--tensorboard"]) == 0  # and again: nothing twice
+    steps = [s for t, s, _ in read_events(tb) if t == "train/loss"]
+    assert steps == [10, 20, 30, 40, 50, 60]
+
+
+@needs_tbx
+def test_tags_are_what_tensorboard_stores(tmp_path):
+    """`=` and `+` in a pattern became `_` in TensorBoard although the docs said they were kept."""
+    from lexkit.tensorboard import study_scalars, tag_slug
+
+    results = study_results()
+    results["patterns"] = results["patterns"] + ["sinks:16,K=4"]
+    tags = {tag for scalars in study_scalars(results).values() for tag in scalars}
+    assert tag_slug("sinks:16,K=4+x") == "sinks_16_K_4_x"
+    write_study(results, tmp_path)
+    stored = {t for t, _, _ in read_events(tmp_path / "eval" / "rope")}
+    assert stored <= tags and {"bpb/window_16", "bpb/causal"} <= stored

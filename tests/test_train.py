@@ -431,14 +431,14 @@ def test_tensorboard_gets_every_metrics_row(tmp_path, monkeypatch):
     opened, received, closed = [], [], []
 
     class Writer:
-        def add(self, record):
+        def add(self, record, flush=True):
             received.append(dict(record))
 
         def close(self):
             closed.append(True)
 
     fake = types.ModuleType("lexkit.tensorboard")
-    fake.open_writer = lambda logdir: opened.append(Path(logdir)) or Writer()
+    fake.open_writer = lambda logdir, run=None: opened.append(Path(logdir)) or Writer()
     monkeypatch.setitem(sys.modules, "lexkit.tensorboard", fake)
     out = tmp_path / "run"
     argv = ["train", "--scheme", "rope", "--preset", "tiny", "--steps", "4", "--eval-every", "2", "--out", str(out),
@@ -475,3 +475,17 @@ def test_lexkit_train_is_the_module_and_its_main_function(tmp_path, corpus):
         assert inspect.signature(target) == inspect.signature(target.__main_function__)
     summary = lexkit.train(tmp_path / "run", *tiny(steps=2, eval_every=2), progress=False, corpus=corpus)
     assert summary["step"] == 2 and (tmp_path / "run" / runs.WEIGHTS).is_file()
+
+
+@pytest.mark.parametrize("train_docs, valid_docs, message", [
+    ([b"def f(x):\n    return x\n" * 40], [], "corpus 'toy' has no validation documents"),
+    ([], [b"def f(x):\n    return x\n" * 40], "corpus 'toy' has no training documents"),
+    ([b"x" * 10], [b"y" * 100], "the training split has 11 tokens, fewer than one window of 33"),
+])
+def test_a_corpus_training_cannot_use_is_refused_before_the_run_is_written(tmp_path, train_docs, valid_docs,
+                                                                           message):
+    """`lexkit.train` with an empty validation split failed after making the run directory."""
+    toy = Corpus("toy", train_docs, valid_docs, {"source": "toy", "files": 1, "bytes": 1})
+    with pytest.raises(ValueError, match=message):
+        train(tmp_path / "run", *tiny(), progress=False, corpus=toy)
+    assert not (tmp_path / "run").exists()

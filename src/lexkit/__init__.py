@@ -10,25 +10,22 @@ lengths, and the attention-resolution instrument. The library in four calls::
     doc = lexkit.resolution(subject, [256, 1024])   # empirical R per layer (a scheme spec: analytic)
 """
 
-__version__ = "0.1.0"
+from . import attention, positions
+from .model import BOS, GPT, VOCAB, ModelConfig
+from .version import __version__
 
-from . import attention, positions  # noqa: E402
-from .model import BOS, GPT, VOCAB, ModelConfig  # noqa: E402
-
-__all__ = ["BOS", "GPT", "VOCAB", "ModelConfig", "attention", "positions", "__version__"]
-
-
-from .subject import load  # noqa: E402
+__all__ = ["BOS", "GPT", "VOCAB", "ModelConfig", "attention", "positions", "__version__", "evaluate", "load",
+           "resolution", "train"]
 
 
 def __getattr__(name: str):
-    """``lexkit.evaluate``, ``lexkit.train``, ``lexkit.resolution``: modules that are also their
-    main function (:mod:`lexkit.api`), imported on first use so ``import lexkit`` stays light."""
+    """Imported on first use, so ``import lexkit`` stays light: ``lexkit.evaluate``,
+    ``lexkit.train``, ``lexkit.resolution`` (modules that are also their main function,
+    :mod:`lexkit.api`) and ``lexkit.load`` (:func:`lexkit.subject.load`)."""
+    import importlib
+
     if name in ("evaluate", "train", "resolution"):
-        import importlib
-
         return importlib.import_module(f".{name}", __name__)
+    if name == "load":
+        return importlib.import_module(".subject", __name__).load
     raise AttributeError(f"module 'lexkit' has no attribute {name!r}")
-
-
-__all__ += ["evaluate", "load", "resolution", "train"]

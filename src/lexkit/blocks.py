@@ -1,5 +1,7 @@
-"""The report as data: blocks (headings, text, figures, tables) that the markdown report and
-the HTML report (:mod:`lexkit.htmlreport`) both render, so each table's contents have one source."""
+"""A document as data: blocks (headings, text, bullets, figures, tables) that every renderer draws
+from the same source: markdown and the terminal's text (:mod:`lexkit.render`), HTML
+(:mod:`lexkit.htmlreport`). :meth:`Table.of` is the one way a table is built, its numbers as
+:class:`Number` (text and value, so a renderer can mark the best of a column)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import math
 from typing import NamedTuple
 
 
-class Cell(NamedTuple):
+class Number(NamedTuple):
     """A number in a table: its text and the value the best-per-column mark compares."""
 
     text: str
@@ -28,14 +30,14 @@ class Table:
     rule: str = ""
 
     @classmethod
-    def of(cls, header: list[str], rows: list[list[str | Cell]], best: str | dict[int, str] | None = None,
+    def of(cls, header: list[str], rows: list[list[str | Number]], best: str | dict[int, str] | None = None,
            rule: str = "") -> Table:
-        """A table from rows of labels (str) and :class:`Cell` numbers; ``best`` a rule for
+        """A table from rows of labels (str) and :class:`Number` cells; ``best`` a rule for
         every column that holds numbers, or one per column."""
         if isinstance(best, str):
-            best = {i: best for i in range(len(header)) if any(isinstance(r[i], Cell) for r in rows)}
-        return cls(header, [[c.text if isinstance(c, Cell) else c for c in r] for r in rows],
-                   [[c.value if isinstance(c, Cell) else None for c in r] for r in rows], best or {}, rule)
+            best = {i: best for i in range(len(header)) if any(isinstance(r[i], Number) for r in rows)}
+        return cls(header, [[c.text if isinstance(c, Number) else c for c in r] for r in rows],
+                   [[c.value if isinstance(c, Number) else None for c in r] for r in rows], best or {}, rule)
 
     def __iter__(self):
         return iter((self.header, self.rows))

@@ -241,6 +241,20 @@ def load_corpus(spec: str = "stdlib", *, split: str = "split") -> Corpus:
     return Corpus(spec, train, valid, fingerprint)
 
 
+def check_splits(corpus: Corpus, length: int) -> Corpus:
+    """``corpus``, or a DataError (before a run is written) when training cannot use it: no
+    training or no validation documents (a :class:`Corpus` built by hand), or a training split
+    shorter than one window of ``length`` bytes."""
+    for what, docs in (("training", corpus.train), ("validation", corpus.valid)):
+        if not any(docs):
+            raise DataError(f"corpus {corpus.spec!r} has no {what} documents: training draws its batches from the "
+                            "training split and measures bpb on the validation split; give both")
+    total = sum(len(d) + 1 for d in corpus.train)  # BOS before each
+    if total < length + 1:
+        raise DataError(f"the training split has {total:,} tokens, fewer than one window of {length + 1}")
+    return corpus
+
+
 def require_long(docs: list[bytes], length: int, what: str = "validation") -> list[bytes]:
     """The documents at least ``length`` bytes long, in order, or a DataError with the counts
     found (``what`` names the split in the message). The one check every consumer of long
@@ -300,12 +314,13 @@ class Stream:
 # -- the training mix: retrieval documents among the training windows ------------------------------
 def parse_mix(spec: str | None) -> dict[str, float]:
     """``"passkey:0.05,copy:0.1"`` -> ``{"passkey": 0.05, "copy": 0.1}`` (``""``/None: no mix).
-    Each fraction in (0, 1), a task at most once, the fractions summing to at most 1."""
+    Each fraction in (0, 1), a task at most once, the fractions summing to at most 1 (an exact
+    sum, :func:`math.fsum`); spaces around a task or a fraction are ignored."""
     from . import tasks
 
     out: dict[str, float] = {}
     for item in filter(None, (part.strip() for part in (spec or "").split(","))):
-        task, colon, value = item.partition(":")
+        task, colon, value = (part.strip() for part in item.partition(":"))
         if not colon:
             raise ValueError(f"--mix {item!r}: write TASK:FRACTION, e.g. passkey:0.05")
         tasks.check_task(task)
@@ -318,14 +333,17 @@ def parse_mix(spec: str | None) -> dict[str, float]:
         if task in out:
             raise ValueError(f"--mix names {task} twice")
         out[task] = fraction
-    if sum(out.values()) > 1 + 1e-9:
-        raise ValueError(f"--mix fractions sum to {sum(out.values()):g}, more than 1")
+    total = math.fsum(out.values())
+    if total > 1 + 1e-9:
+        raise ValueError(f"--mix fractions sum to {total!r}, more than 1")
     return out
 
 
 def format_mix(mix: dict[str, float]) -> str:
-    """The canonical text of a mix (as config.json records it)."""
-    return ",".join(f"{task}:{fraction:g}" for task, fraction in mix.items())
+    """The canonical text of a mix (as config.json records it): each fraction as the shortest
+    text that reads back as the same float (``0.75``, ``0.3333335``), so that
+    ``parse_mix(format_mix(m)) == m`` for every mix :func:`parse_mix` accepts."""
+    return ",".join(f"{task}:{fraction!r}" for task, fraction in mix.items())
 
 
 def check_mix(spec: str | None, length: int) -> None:
@@ -339,11 +357,62 @@ def check_mix(spec: str | None, length: int) -> None:
                              f"length {length}")
 
 
-#: sizes of the mix's needles (letters of a copy segment, digits of a key), drawn uniformly from
-#: (low, high), high lowered to what fits the window: long copy segments make the induction
-#: signal strong (docs/retrieval.md, measured)
-MIX_SIZES = {"copy": (8, 30), "passkey": (5, 5), "multikey": (5, 5)}
+#: the smallest needle a training mix draws (its sizes, :func:`lexkit.tasks.mix_sizes`, are lowered
+#: to what fits the window, down to this)
 _MIX_MIN_SIZE = 4
+
+
+def haystack_of(tokens: Tensor):
+    """A token stream as a :class:`lexkit.tasks.Haystack` (BOS read as a newline)."""
+    from . import tasks
+
+    text = tokens.clamp(max=255).to(torch.uint8)  # BOS (256) -> 255, then a newline
+    text[tokens == BOS] = 10
+    return tasks.Haystack(text.numpy().tobytes())
+
+
+def mix_size(task: str, length: int, rng) -> int:
+    """A needle size for ``task`` drawn uniformly from its mix range (:func:`lexkit.tasks.mix_sizes`),
+    the top lowered to what fits ``length``."""
+    from . import tasks
+
+    low, top = tasks.mix_sizes(task)
+    while top > _MIX_MIN_SIZE and tasks.minimum_length(task, "bytes", top) > length:
+        top -= 1
+    return int(rng.integers(min(low, top), top + 1))
+
+
+#: documents per task of a mix's probe (validation of the retrieval skill during training)
+PROBE_DOCUMENTS = 32
+
+
+def mix_probe(tokens: Tensor, mix: dict[str, float] | str, length: int,
+              count: int = PROBE_DOCUMENTS) -> dict[str, tuple[Tensor, Tensor, Tensor]]:
+    """Fixed documents per task of a mix, to see a run learn it: ``count`` documents of ``length``
+    bytes whose haystack is ``tokens`` (the validation stream), evaluation-split needles (never
+    trained on), depths spread evenly from 0 to 100 %, needle sizes drawn as the mix draws them.
+    Per task: (inputs [count, length], targets [count, length], answer mask [count, length], True
+    where the target is an answer byte)."""
+    import numpy as np
+
+    from . import tasks
+
+    haystack = haystack_of(tokens)
+    out = {}
+    for task in (parse_mix(mix) if isinstance(mix, str) else mix):
+        xs, ys, masks = [], [], []
+        for i in range(count):
+            size = mix_size(task, length, np.random.default_rng([0x315, i]))
+            doc = tasks.make(task, length, 100.0 * i / max(1, count - 1), haystack=haystack, seed=0x315, index=i,
+                             split="eval", size=size)
+            row = encode(doc.text)  # [length + 1], BOS first: target j is text byte j
+            mask = torch.zeros(length, dtype=torch.bool)
+            mask[doc.answer[0]:doc.answer[1]] = True
+            xs.append(row[:-1])
+            ys.append(row[1:])
+            masks.append(mask)
+        out[task] = (torch.stack(xs), torch.stack(ys), torch.stack(masks))
+    return out
 
 
 class MixedStream(Stream):
@@ -355,13 +424,9 @@ class MixedStream(Stream):
     and a resumed run draws the batches an uninterrupted one would."""
 
     def __init__(self, tokens: Tensor, mix: dict[str, float] | str) -> None:
-        from . import tasks
-
         super().__init__(tokens=tokens)
         self.mix = parse_mix(mix) if isinstance(mix, str) else dict(mix)
-        text = self.tokens.clamp(max=255).to(torch.uint8)  # BOS (256) -> 255, then a newline
-        text[self.tokens == BOS] = 10
-        self.haystack = tasks.Haystack(text.numpy().tobytes())
+        self.haystack = haystack_of(self.tokens)
 
     def batch(self, step: int, batch: int, length: int, seed: int, rows: slice = slice(None)) -> tuple[Tensor, Tensor]:
         import numpy as np
@@ -378,10 +443,7 @@ class MixedStream(Stream):
                 continue
             task = list(self.mix)[slot]
             rng = np.random.default_rng([0x314, seed, step, i])
-            low, top = MIX_SIZES[task]
-            while top > _MIX_MIN_SIZE and tasks.minimum_length(task, "bytes", top) > length:
-                top -= 1
-            size = int(rng.integers(min(low, top), top + 1))
+            size = mix_size(task, length, rng)
             doc = tasks.make(task, length, float(rng.uniform(0, 100)), haystack=self.haystack, seed=seed,
                              index=step * batch + i, split="train", size=size)
             row = encode(doc.text)  # [length + 1]

@@ -11,8 +11,12 @@ trainer has one code path.
   one-process step (up to float32 reduction order) only when every rank holds B/N rows: ``B`` must
   divide by ``N`` (:meth:`World.check_batch`).
 * Devices: ``cuda:LOCAL_RANK`` with NCCL on a GPU machine, the CPU with gloo otherwise.
-* Corpus: one copy of the training token stream per *node*, not per rank: local rank 0 writes it
-  to a shared-memory file that every rank of the node maps (:func:`shared_tokens`).
+* Corpus: loaded by one rank per node and checked the same everywhere (:func:`node_corpus`); one copy
+  of the training token stream per *node*, not per rank: local rank 0 writes it to a shared-memory
+  file that every rank of the node maps (:func:`shared_tokens`); the validation windows are rank 0's
+  (:func:`streams`).
+* The model: rank 0's weights, optimizer and RNG state on every rank, then DDP or FSDP2
+  (:func:`spread`).
 * Errors: a check whose outcome may differ between ranks goes through :meth:`World.agree` (every
   rank runs it; a failure anywhere raises the same :class:`RankError` everywhere); one only rank 0
   can make (the run directory) goes through :meth:`World.on_main`. The CLI prints user errors on
@@ -25,6 +29,8 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import hashlib
+import json
 import os
 import tempfile
 from collections.abc import Callable
@@ -34,6 +40,7 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
+from .data import Corpus, MixedStream, Stream, tokens_of
 from .device import resolve_device
 from .errors import LexkitError
 
@@ -316,7 +323,55 @@ def load_optimizer(optimizer: torch.optim.Optimizer, state: dict) -> None:
     optimizer.load_state_dict({"state": slots, "param_groups": state["param_groups"]})
 
 
+def spread(model: nn.Module, optimizer: torch.optim.Optimizer, w: World, dev: torch.device, *, fsdp: bool,
+           rebuild: Callable[[nn.Module], torch.optim.Optimizer]) -> tuple[nn.Module, torch.optim.Optimizer]:
+    """Rank 0's weights, optimizer and RNG state on every rank; the model wrapped for DDP or
+    sharded by FSDP2, its optimizer then ``rebuild(model)`` over the shards. In one process:
+    both as they are."""
+    if not w.parallel:
+        return model, optimizer
+    sync_from_main(model, w)
+    opt_state = w.broadcast(optimizer.state_dict() if w.is_main else None)
+    torch.set_rng_state(w.broadcast(torch.get_rng_state()))
+    model = wrap(model, w, dev, fsdp=fsdp)
+    if fsdp:
+        optimizer = rebuild(model)
+        load_optimizer(optimizer, opt_state)
+    elif not w.is_main:
+        optimizer.load_state_dict(opt_state)
+    return model, optimizer
+
+
 # -- the corpus, once per node --------------------------------------------------------------------
+def node_corpus(corpus: Corpus | None, load: Callable[[], Corpus], w: World) -> Corpus | None:
+    """The corpus (``load()`` when not given), loaded by one rank per node under torchrun (None on
+    the others), the same (by fingerprint) on every node."""
+    if corpus is None and w.local_rank == 0:
+        corpus = w.agree(load)
+    elif w.parallel:
+        w.agree(lambda: None)  # the loading ranks' collective
+    prints = w.gather(corpus.fingerprint if corpus is not None else None)
+    for rank, fingerprint in enumerate(prints):
+        if fingerprint is not None and fingerprint != prints[0]:
+            raise RankError(f"rank {rank} reads a different corpus than rank 0 ({fingerprint} != {prints[0]}); "
+                            "every node needs the same data")
+    return corpus
+
+
+def streams(corpus: Corpus | None, mix: str, windows: int, length: int, w: World) -> tuple[Stream, Stream]:
+    """The training stream (one copy per node; retrieval documents in it when ``mix`` names some)
+    and the validation stream (rank 0's first ``windows`` windows of ``length``, handed to every rank)."""
+    key = w.broadcast(hashlib.sha256(json.dumps(corpus.fingerprint, sort_keys=True).encode()).hexdigest()[:16]
+                      if w.is_main else None)
+    train_stream = Stream(tokens=shared_tokens(lambda: tokens_of(corpus.train), key, w))
+    if mix:
+        train_stream = MixedStream(train_stream.tokens, mix)
+    if not w.parallel:
+        return train_stream, Stream(corpus.valid)
+    head = Stream(corpus.valid).tokens[: windows * length + 1] if w.is_main else None
+    return train_stream, Stream(tokens=w.broadcast(head))
+
+
 def shared_tokens(build: Callable[[], torch.Tensor], key: str, w: World) -> torch.Tensor:
     """A 1-D int16 token tensor built once per node: local rank 0 calls ``build`` and writes the
     result to a shared-memory file named by ``key`` and the node's torchrun agent; every rank of the

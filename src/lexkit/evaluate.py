@@ -53,7 +53,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from . import checks
+from . import checks, render
 from .api import callable_module
 from .attention import KERNELS, Pattern, kernel_label, record_kernels
 from .attention import create as create_pattern
@@ -471,7 +471,7 @@ def evaluate_run(
     ``stream`` and everything :func:`evaluate` returns. ``scheme`` / ``logn`` evaluate a run's
     weights under another scheme or log-n setting; ``rope_scaling`` / ``dtype`` apply to hf:
     models; an option the target cannot honour is a ValueError naming it."""
-    from . import __version__
+    from .version import __version__
 
     # every option that can be checked without the model, before it loads
     check_options(kernel=kernel, stride=stride, batch_size=batch_size)
@@ -501,25 +501,22 @@ CSV_FIELDS = ("length", "pattern", "stride", "bpb", "ppl", "tokens", "bytes", "u
               "streamed", "kernel")
 
 
+def csv_fields(report: dict) -> list[str]:
+    """The :data:`CSV_FIELDS` of a report: ``tokens`` only for a tokenizer model's."""
+    return [f for f in CSV_FIELDS if f != "tokens" or any("tokens" in r for r in report["results"])]
+
+
 def csv_rows(report: dict) -> list[dict]:
-    """One row per (length, pattern) with the :data:`CSV_FIELDS` (empty where not applicable;
-    ``tokens`` only for a tokenizer model's report); ``scheme`` and ``logn`` are the report's."""
-    fields = [f for f in CSV_FIELDS if f != "tokens" or any("tokens" in r for r in report["results"])]
+    """One row per (length, pattern) with the report's :func:`csv_fields` (empty where not
+    applicable); ``scheme`` and ``logn`` are the report's."""
     every = {"scheme": report.get("scheme"), "logn": bool(report.get("logn", False))}
-    return [{k: ("" if (v := {**every, **r}.get(k)) is None else v) for k in fields} for r in report["results"]]
+    return [{k: ("" if (v := {**every, **r}.get(k)) is None else v) for k in csv_fields(report)}
+            for r in report["results"]]
 
 
 def csv_text(report: dict) -> str:
-    """The CSV of a report (:func:`csv_rows`, a header line first)."""
-    import csv
-    import io
-
-    rows = csv_rows(report)
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]) if rows else list(CSV_FIELDS), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buffer.getvalue()
+    """The CSV of a report (:func:`csv_rows`, a header line first; :func:`lexkit.render.csv_text`)."""
+    return render.csv_text(csv_rows(report), csv_fields(report))
 
 
 callable_module(__name__, evaluate)  # lexkit.evaluate(model, documents, lengths, ...)

@@ -82,6 +82,16 @@ class ModelConfig:
         return layouts.parse(self.layout, n_layers=self.n_layers, train_len=self.train_len, scheme=self.scheme,
                              max_len=self.position_len)
 
+    def resolved(self) -> str:
+        """Every layer with every parameter written out (:func:`lexkit.layouts.resolved`): what a run
+        records as ``resolved`` in config.json and the study keys its cache on."""
+        return layouts.resolved(self.layers(), train_len=self.train_len, max_len=self.position_len)
+
+    def identity(self) -> dict:
+        """What identifies this network for a cache: every field, and every parameter of every layer
+        (:meth:`resolved`), so a change of a registered default is a different network."""
+        return {**dataclasses.asdict(self), "resolved": self.resolved()}
+
     @property
     def label(self) -> str:
         """How reports name the model: its layout (as typed) when it has one, else its scheme."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import math
-from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
@@ -20,6 +19,7 @@ import torch
 from torch import Tensor
 
 from . import results as query
+from .rows import RetrievalCell, RetrievalSummary, StudyResults, eval_rows, position_rows
 from .runs import atomic_write
 
 DPI = 110
@@ -63,6 +63,12 @@ def _bpb_axes(ax, train_len: int | None, title: str, xlabel: str) -> None:
     ax.set_xlabel(xlabel)
     ax.set_ylabel("bits per byte")
     ax.set_ylim(top=min(BPB_TOP, ax.get_ylim()[1]))
+
+
+def _line(ax, points: dict | list, *style, **options) -> None:
+    """One line through ``points`` (x -> y, or (x, y) pairs)."""
+    pts = list(points.items()) if isinstance(points, dict) else list(points)
+    ax.plot([p[0] for p in pts], [p[1] for p in pts], *style, **options)
 
 
 # -- the resolution command ---------------------------------------------------------------------
@@ -132,12 +138,12 @@ def eval_report(report: dict, path: str | Path) -> None:
     the longest length. ``report`` is :func:`lexkit.evaluate.evaluate`'s (a run's or an hf: model's)."""
     fig, (left, right) = figure(panels=2)
     longest = max(report["lengths"])
+    results, buckets = eval_rows(report), position_rows(report)
     for pattern in report["patterns"]:
-        pts = [(r["length"], r["bpb"]) for r in report["results"] if r["pattern"] == pattern and r["bpb"] is not None]
-        left.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=pattern)
-        pts = sorted(((b["from"] + b["to"]) / 2, b["bpb"]) for b in report["by_position"]
-                     if b["pattern"] == pattern and b["length"] == longest)
-        right.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=pattern)
+        _line(left, [(r.length, r.bpb) for r in results if r.pattern == pattern and r.bpb is not None], marker="o",
+              label=pattern)
+        _line(right, sorted(((b.from_ + b.to) / 2, b.bpb) for b in buckets
+                            if b.pattern == pattern and b.length == longest), marker=".", label=pattern)
     for ax, label in ((left, "length"), (right, f"position in the window (length {longest})")):
         _mark(ax, report.get("train_len"))
         ax.set_xscale("log", base=2)
@@ -148,70 +154,56 @@ def eval_report(report: dict, path: str | Path) -> None:
     save(fig, path)
 
 
-# -- the study report ---------------------------------------------------------------------------
-def seed_mean(points) -> list[tuple[float, float]]:
-    """(x, y) points of every seed as one line: the mean y at each x, in x order."""
-    by_x = defaultdict(list)
-    for x, y in points:
-        by_x[x].append(y)
-    return [(x, mean) for x in sorted(by_x) if (mean := query.aggregate(by_x[x])[0]) is not None]
-
-
-def bpb_by_length(results: dict, path: str | Path) -> None:
+# -- the study report: every figure from the typed results.json, through lexkit.results ------------
+def bpb_by_length(doc: StudyResults, path: str | Path) -> None:
     """bpb against evaluation length, one panel per pattern, one line per scheme."""
-    patterns = results["patterns"]
-    fig, axes = figure(5 * len(patterns), 4, panels=len(patterns))
-    for ax, pattern in zip(axes, patterns):
-        for scheme in query.schemes(results):
-            pts = [(n, v) for n in results["lengths"]
-                   if (v := query.evaluation(results, scheme, pattern, n)[0]) is not None]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=scheme)
-        _bpb_axes(ax, results["train_len"], pattern, "evaluation length (bytes)")
+    fig, axes = figure(5 * len(doc.patterns), 4, panels=len(doc.patterns))
+    for ax, pattern in zip(axes, doc.patterns):
+        for scheme in query.schemes(doc):
+            _line(ax, query.curve(doc, scheme, pattern), marker="o", label=scheme)
+        _bpb_axes(ax, doc.train_len, pattern, "evaluation length (bytes)")
     axes[0].legend(fontsize=7)
     save(fig, path)
 
 
-def analytic_curves(results: dict, path: str | Path) -> None:
-    """The analytic s[n] - s[0] (mean over heads, causal) the study computed before training."""
-    stored = results["analytic_curves"]
+def analytic_curves(doc: StudyResults, path: str | Path) -> None:
+    """The analytic s[n] - s[0] (mean over heads, causal) the study computed before training; no
+    file for a study that stored none (results.json of schema 1)."""
+    if doc.analytic_curves is None:
+        return
     fig, (ax,) = figure(7, 4)
-    for scheme, curve in stored["curves"].items():
+    for scheme, curve in doc.analytic_curves.curves.items():
         ax.plot(range(len(curve)), curve, label=scheme, lw=1)
-    _mark(ax, results["train_len"])
+    _mark(ax, doc.train_len)
     ax.set_xlabel("distance n")
     ax.set_ylabel("s[n] − s[0] (analytic, mean over heads)")
     ax.legend(fontsize=7)
     save(fig, path)
 
 
-def resolution_per_layer(results: dict, path: str | Path) -> None:
+def resolution_per_layer(doc: StudyResults, path: str | Path) -> None:
     """Empirical R per layer under causal attention, each scheme at its longest measured length."""
     fig, (ax,) = figure(7, 4)
-    for scheme in query.schemes(results):
-        by_len = defaultdict(list)
-        for run in query.runs_of(results, scheme):
-            for r in run["resolution"]:
-                if r["pattern"] == "causal" and r.get("per_layer"):
-                    by_len[r["length"]].append(r["per_layer"])
-        for length, layers in sorted(by_len.items())[-1:]:
-            ax.plot(range(len(layers[0])), [sum(v) / len(v) for v in zip(*layers)], marker="o",
-                    label=f"{scheme} @ {length}")
+    for scheme in query.schemes(doc):
+        measured = query.resolution_per_layer(doc, scheme)
+        if measured is not None:
+            length, layers = measured
+            ax.plot(range(len(layers)), layers, marker="o", label=f"{scheme} @ {length}")
     ax.set_xlabel("layer")
     ax.set_ylabel("empirical R (mean over heads)")
     ax.legend(fontsize=7)
     save(fig, path)
 
 
-def entropy_by_length(results: dict, path: str | Path) -> None:
+def entropy_by_length(doc: StudyResults, path: str | Path) -> None:
     """Attention entropy against length, under causal (solid) and the last pattern (dashed)."""
-    patterns = results["patterns"]
+    patterns = doc.patterns
     fig, (ax,) = figure(7, 4)
-    for scheme in query.schemes(results):
+    for scheme in query.schemes(doc):
         for pattern, style in (("causal", "-"), (patterns[-1] if len(patterns) > 1 else "causal", "--")):
-            pts = seed_mean((r["length"], r["entropy"]) for run in query.runs_of(results, scheme)
-                            for r in run["resolution"] if r["pattern"] == pattern and r.get("entropy") is not None)
+            pts = query.entropy(doc, scheme, pattern)
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker=".", label=f"{scheme} {pattern}")
+                _line(ax, pts, style, marker=".", label=f"{scheme} {pattern}")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("length")
     ax.set_ylabel("attention entropy (nats, mean over layers)")
@@ -219,84 +211,135 @@ def entropy_by_length(results: dict, path: str | Path) -> None:
     save(fig, path)
 
 
-def loss_by_position(results: dict, path: str | Path) -> None:
+def loss_by_position(doc: StudyResults, path: str | Path) -> None:
     """bpb by position within the chunk at the longest length, one panel per pattern."""
-    patterns, longest = results["patterns"], max(results["lengths"])
-    fig, axes = figure(5 * len(patterns), 4, panels=len(patterns))
-    for ax, pattern in zip(axes, patterns):
-        for scheme in query.schemes(results):
-            pts = seed_mean(((r["from"] + r["to"]) / 2, r["bpb"])
-                            for r in query.by_position(results, scheme, pattern, longest))
+    longest = max(doc.lengths)
+    fig, axes = figure(5 * len(doc.patterns), 4, panels=len(doc.patterns))
+    for ax, pattern in zip(axes, doc.patterns):
+        for scheme in query.schemes(doc):
+            pts = query.seed_mean(((r.from_ + r.to) / 2, r.bpb) for r in query.by_position(doc, scheme, pattern,
+                                                                                           longest))
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=scheme)
-        _bpb_axes(ax, results["train_len"], f"{pattern} at {longest}", "position in the chunk")
+                _line(ax, pts, marker=".", label=scheme)
+        _bpb_axes(ax, doc.train_len, f"{pattern} at {longest}", "position in the chunk")
     axes[0].legend(fontsize=7)
     save(fig, path)
 
 
-def extension(results: dict, path: str | Path) -> None:
+def extension(doc: StudyResults, path: str | Path) -> None:
     """bpb against length for every context-extension configuration (fine-tuned ones dashed),
     with the main grid's rope and xpos under their patterns (dotted); no file when the study ran
     no context extension."""
-    rows = query.extension_rows(results)
-    if not rows:
+    lines = query.extension_lines(doc)
+    if not lines:
         return
     fig, (ax,) = figure(9, 5)
-    lengths = results["lengths"]
-    for row in rows:
-        pts = [(n, row["bpb"][n][0]) for n in lengths if row["bpb"][n][0] is not None]
-        label = row["label"] + ("" if row["pattern"] == "causal" else f" [{row['pattern']}]")
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], "--" if row["finetune"] else "-", marker=".",
-                label=label, lw=1)
+    for line in lines:
+        label = line.label + ("" if line.pattern == "causal" else f" [{line.pattern}]")
+        _line(ax, {n: mean for n, (mean, _) in line.bpb.items() if mean is not None}, "--" if line.finetune else "-",
+              marker=".", label=label, lw=1)
     for scheme in ("rope", "xpos"):
-        if scheme not in query.schemes(results):
+        if scheme not in query.schemes(doc):
             continue
-        for pattern in results["patterns"][1:]:
-            pts = [(n, v) for n in lengths if (v := query.evaluation(results, scheme, pattern, n)[0]) is not None]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], ":", marker="x", label=f"{scheme} [{pattern}]", lw=1)
-    _bpb_axes(ax, results["train_len"], "", "evaluation length (bytes)")
+        for pattern in doc.patterns[1:]:
+            _line(ax, query.curve(doc, scheme, pattern), ":", marker="x", label=f"{scheme} [{pattern}]", lw=1)
+    _bpb_axes(ax, doc.train_len, "", "evaluation length (bytes)")
     ax.legend(fontsize=6, ncol=2)
     save(fig, path)
 
 
-def retrieval_scatter(results: dict, path: str | Path) -> None:
+def retrieval_scatter(results: StudyResults, path: str | Path) -> None:
     """Table G on both axes: bpb at 16x (x) against exact match at 16x over all depths (y), one
     point per configuration (scheme or method, and pattern), labelled and coloured by the goal:
     green meets it, blue is flat in bpb (within 3 % of its own 1x) but does not retrieve at
     every depth, red is not flat; the 90 % line drawn. Points at 0 % are labelled only when they
-    have the lowest bpb (the heatmap names every configuration). No file without table G."""
+    have the lowest bpb (the heatmap names every configuration). No label covers another, also
+    where points coincide (:func:`place_labels`). No file without table G."""
     goal = query.context_goal(results)
     if goal is None:
         return
-    far = goal["multiple"]
+    far = goal.multiple
     fig, (ax,) = figure(9, 5.5)
     markers = {"scheme": "o", "method": "s", "fine-tune": "^"}
-    points = [(r, r["bpb"].get(far), r["accuracy"].get(far)) for r in goal["scored"]]
+    points = [(r, r.line.bpb.get(far), r.line.accuracy.get(far)) for r in goal.scored]
     points = [(r, x, y) for r, x, y in points if x is not None and y is not None]
     lowest = min((x for _, x, _ in points), default=None)
-    for i, (r, x, y) in enumerate(points):
-        ax.scatter([x], [y], marker=markers.get(r["kind"], "o"), s=36, color="tab:green" if r["met"] else
-                   ("tab:blue" if r["flat"] else "tab:red"), alpha=0.8)
-        if y > 0 or x == lowest:  # the points at 0 % would bury each other's labels
-            ax.annotate(f"{r['label']} [{r['pattern']}]", (x, y), fontsize=6, xytext=(3, 3 + 7 * (i % 3)),
-                        textcoords="offset points")
+    for r, x, y in points:
+        ax.scatter([x], [y], marker=markers.get(r.line.kind, "o"), s=36, color="tab:green" if r.met else
+                   ("tab:blue" if r.flat else "tab:red"), alpha=0.8)
     ax.axhline(query.RETRIEVES, color="grey", linestyle=":", linewidth=1)
     ax.set_xlabel(f"bits per byte at {far}x the training length")
     ax.set_ylabel(f"exact match at {far}x (all depths)")
     ax.set_ylim(-0.03, 1.03)
     ax.set_title("perplexity against use of context (green: goal met; blue: bpb flat within 3 % of 1x; "
                  "red: not flat; circle scheme, square method, triangle fine-tune)", fontsize=8)
+    named = [(x, y, f"{r.line.label} [{r.line.pattern}]") for r, x, y in points if y > 0 or x == lowest]
+    place_labels(ax, [(x, y) for x, y, _ in named], [label for _, _, label in named])
     save(fig, path)
 
 
-def retrieval_heatmap(results: dict, path: str | Path) -> None:
+def text_box(annotation, renderer):
+    """The display box of an annotation's text alone (its line to the point left out)."""
+    from matplotlib.text import Text
+
+    annotation.update_positions(renderer)
+    return Text.get_window_extent(annotation, renderer)
+
+
+#: where a label may go around its point, in typographic points: (dx, dy, horizontal, vertical
+#: alignment), tried on rings of growing radius, nearest first
+_SIDES = ((1, 0, "left", "center"), (1, 1, "left", "bottom"), (1, -1, "left", "top"), (0, 1, "center", "bottom"),
+          (0, -1, "center", "top"), (-1, 0, "right", "center"), (-1, 1, "right", "bottom"),
+          (-1, -1, "right", "top"))
+
+
+def place_labels(ax, points: Sequence[tuple[float, float]], labels: Sequence[str], *, fontsize: float = 6,
+                 rings: int = 40) -> list:
+    """Annotate each point with its label so that no two labels' boxes meet, deterministically:
+    the figure's layout is settled and then frozen (labels placed later cannot move the axes),
+    and each label (points from the top, then from the left) takes the first position around its
+    point, on rings of growing radius, whose box meets no label placed before and stays inside
+    the axes; one away from its point gets a thin line to it. Returns the annotations."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = ax.figure
+    fig.draw_without_rendering()  # the constrained layout, settled ...
+    fig.set_layout_engine("none")  # ... and kept, so the boxes measured here are the ones saved
+    renderer = FigureCanvasAgg(fig).get_renderer()  # text extents as the PNG will have them
+    frame = ax.get_window_extent(renderer)
+    placed, out = [], []
+    for i in sorted(range(len(points)), key=lambda i: (-points[i][1], points[i][0], i)):
+        text = None
+        for ring in range(rings):
+            radius = 4 + 7 * ring
+            for dx, dy, ha, va in _SIDES:
+                text = ax.annotate(labels[i], points[i], xytext=(dx * radius, dy * radius), textcoords="offset points",
+                                   fontsize=fontsize, ha=ha, va=va,
+                                   arrowprops=dict(arrowstyle="-", lw=0.4, color="grey") if ring else None)
+                box = text_box(text, renderer).expanded(1.05, 1.15)
+                if frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1) and \
+                        not any(box.overlaps(other) for other in placed):
+                    break
+                text.remove()
+                text = None
+            if text is not None:
+                break
+        if text is None:  # nowhere free within the rings: beside the point, as before
+            text = ax.annotate(labels[i], points[i], xytext=(3, 3), textcoords="offset points", fontsize=fontsize)
+            box = text_box(text, renderer)
+        placed.append(box)
+        out.append(text)
+    return out
+
+
+def retrieval_heatmap(doc: StudyResults, path: str | Path) -> None:
     """Exact match over all depths, configuration (rows) by multiple of the training length
     (columns), each cell annotated in percent. No file without table G."""
-    rows = query.retrieval_rows(results)
+    rows = query.retrieval_lines(doc)
     if not rows:
         return
-    multiples = results["retrieval"]["multiples"]
-    grid = [[r["accuracy"].get(m, math.nan) for m in multiples] for r in rows]
+    multiples = doc.retrieval.multiples
+    grid = [[r.accuracy.get(m, math.nan) for m in multiples] for r in rows]
     fig, (ax,) = figure(6.5, 1.2 + 0.24 * len(rows))
     image = ax.imshow(grid, vmin=0.0, vmax=1.0, cmap="RdYlGn", aspect="auto")
     for i, line in enumerate(grid):
@@ -304,7 +347,7 @@ def retrieval_heatmap(results: dict, path: str | Path) -> None:
             if not math.isnan(v):
                 ax.text(j, i, f"{100 * v:.0f}", ha="center", va="center", fontsize=6)
     ax.set_xticks(range(len(multiples)), [f"{m}x" for m in multiples], fontsize=7)
-    ax.set_yticks(range(len(rows)), [f"{r['label']} [{r['pattern']}]" for r in rows], fontsize=6)
+    ax.set_yticks(range(len(rows)), [f"{r.label} [{r.pattern}]" for r in rows], fontsize=6)
     ax.set_xlabel("length (multiple of the training length)")
     fig.colorbar(image, ax=ax, label="exact match", shrink=0.8)
     save(fig, path)
@@ -324,13 +367,14 @@ REPORT_FIGURES = {
 }
 
 
-def report_figures(results: dict, out: str | Path | None = None) -> dict[str, bytes]:
+def report_figures(results: StudyResults | dict, out: str | Path | None = None) -> dict[str, bytes]:
     """Draw every figure of the study report, once each: name -> PNG bytes (a figure with nothing
     to draw is absent), also written into the directory ``out`` when given."""
+    doc = query.read(results)
     images = {}
     for name, draw in REPORT_FIGURES.items():
         buffer = io.BytesIO()
-        draw(results, buffer)
+        draw(doc, buffer)
         if buffer.getvalue():
             images[name] = buffer.getvalue()
             if out is not None:
@@ -344,7 +388,8 @@ def retrieval(report: dict, path: str | Path) -> None:
     then accuracy against length over all depths, one line per pattern with its 95 % interval.
     ``report`` is ``lexkit retrieval``'s JSON document."""
     patterns, lengths, depths = report["patterns"], report["lengths"], report["depths"]
-    cell = {(r["pattern"], r["length"], r["depth"]): r["accuracy"] for r in report["rows"]}
+    cell = {(r.pattern, r.length, r.depth): r.accuracy for r in map(RetrievalCell.from_json, report["rows"])}
+    summary = [RetrievalSummary.from_json(s) for s in report["summary"]]
     fig, axes = figure(4.2 * (len(patterns) + 1), 4.2, panels=len(patterns) + 1)
     image = None
     for ax, pattern in zip(axes, patterns):
@@ -359,8 +404,7 @@ def retrieval(report: dict, path: str | Path) -> None:
         fig.colorbar(image, ax=axes[: len(patterns)], label="exact match", shrink=0.8)
     lines = axes[-1]
     for pattern in patterns:
-        pts = sorted((s["length"], s["accuracy"], s["low"], s["high"]) for s in report["summary"]
-                     if s["pattern"] == pattern)
+        pts = sorted((s.length, s.accuracy, s.low, s.high) for s in summary if s.pattern == pattern)
         xs = [p[0] for p in pts]
         lines.plot(xs, [p[1] for p in pts], marker="o", label=pattern)
         lines.fill_between(xs, [p[2] for p in pts], [p[3] for p in pts], alpha=0.15)

@@ -21,6 +21,13 @@ PRESETS: dict[str, dict] = {
 }
 
 
+#: the command-line flag (of ``lexkit train`` and ``lexkit study``) that overrides each preset key; the
+#: keys without one (warmup, eval_windows) follow the preset
+FLAGS = {"train_len": "--train-len", "steps": "--steps", "batch": "--batch", "n_layers": "--layers",
+         "d_model": "--dim", "n_heads": "--heads", "lr": "--lr", "save_every": "--save-every",
+         "eval_every": "--eval-every"}
+
+
 def get(name: str) -> dict:
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; valid: {', '.join(PRESETS)}")

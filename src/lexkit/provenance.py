@@ -103,7 +103,7 @@ def collect(world=None, device: torch.device | str | None = None, dtype: str | N
     """The provenance of a run or study started now (see the module docstring for the keys).
     ``world``: a :class:`lexkit.distributed.World` (one process by default); ``device``: this
     rank's device; ``dtype``: the precision the model computes in (autocast's, else the weights')."""
-    from . import __version__
+    from .version import __version__
 
     size = getattr(world, "size", 1)
     dev = torch.device(device) if device is not None else torch.device("cpu")

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from . import __version__, checks, positions
+from . import checks, positions
 from .api import callable_module
 from .attention import Pattern, layer_patterns
 from .attention import create as create_pattern
@@ -45,6 +45,7 @@ from .device import device_of, eval_mode
 from .positions import Scheme
 from .rows import ResolutionRow
 from .specs import parse_lengths
+from .version import __version__
 
 #: Version of the JSON document written by :func:`analytic`, :func:`empirical_run` and the CLI.
 FORMAT_VERSION = 1
@@ -154,7 +155,7 @@ class Accumulator:
         self.counts = torch.zeros(layers, length, dtype=torch.float64)
         self.ent = torch.zeros(layers, heads, dtype=torch.float64)
         self.queries = torch.zeros(layers, dtype=torch.float64)
-        self._blocks: dict[tuple[int, int, int, int], tuple[Tensor, Tensor, Tensor]] = {}
+        self._blocks: dict[tuple[str, int, int, int, int], tuple[Tensor, Tensor, Tensor]] = {}
 
     def __call__(self, layer: int, q_idx: Tensor, k_idx: Tensor, scores: Tensor, probs: Tensor | None) -> None:
         q_idx, k_idx = q_idx.cpu(), k_idx.cpu()
@@ -164,9 +165,9 @@ class Accumulator:
         values = (values.sum(0) if batch > 1 else values[0]).cpu()
         if _contiguous(q_idx) and _contiguous(k_idx):
             # diagonals -> columns: no gather; d = q0 - k0 + n_q - column
-            key = (int(q_idx[0]), q_idx.numel(), int(k_idx[0]), k_idx.numel())
-            if key not in self._blocks:  # depends on the block only: once per block position
-                d = key[0] - key[2] + key[1] - torch.arange(key[1] + key[3] + 1)
+            key = (self.patterns[layer].spec, int(q_idx[0]), q_idx.numel(), int(k_idx[0]), k_idx.numel())
+            if key not in self._blocks:  # depends on the layer's pattern and the block: once per pair
+                d = key[1] - key[3] + key[2] - torch.arange(key[2] + key[4] + 1)
                 keep = (d >= 0) & (d < self.length)
                 self._blocks[key] = (d[keep], keep, diagonal_sums(vis)[keep])
             d, keep, count = self._blocks[key]
@@ -357,20 +358,22 @@ def analytic_rows(label: str, lengths: list[int], pattern: Pattern, curve, *, ra
 
 def model_curve(model: nn.Module, length: int, pattern: str | Pattern | None = None, layer: int = 0) -> Tensor:
     """The analytic s[n] of a loaded model's own positions, float64 [heads, length], -inf where
-    the pattern never shows distance n; of ``layer`` on a lexkit model whose layers differ (its
-    scheme, its pattern under ``pattern``, its temperature).
+    the pattern never shows distance n; of ``layer`` on a model whose layers differ (its scheme,
+    its pattern under ``pattern``, its temperature).
 
     * A lexkit model, or an hf: model whose positions lexkit has as a scheme (Bloom's ALiBi with
       its own slopes, GPT-2's learned table: ``position_scheme()``): :func:`analytic_curve` of it.
-    * An hf: RoPE model: q = k = all ones through its own rotary embedding at positions
+    * An hf: RoPE model: q = k = all ones through the layer's own rotary embedding at positions
       0..length-1 (its theta, rotary dims and scaling, dynamic at this length; YaRN's attention
       factor a): s[n] = (a^2 sum_i 2 cos(n f_i) + (h - r)) / sqrt(h), f_i its inverse
-      frequencies, r the rotated dims of h."""
+      frequencies, r the rotated dims of h (a layer without RoPE: r = 0, times the temperature the
+      model gives the query at N-1, as for a lexkit layer)."""
     cfg = model.cfg
     pattern = model.pattern(pattern or "causal")
-    if getattr(cfg, "layout", None) is not None:  # a lexkit model with a layout: the layer's own
+    if getattr(cfg, "layout", None) is not None and hasattr(model, "layer_schemes"):  # a lexkit layout: the layer's
         return analytic_curve(model.layer_schemes[layer], length, layer_patterns(pattern, cfg.n_layers)[layer],
                               temperature=model.blocks[layer].temperature)
+    pattern = layer_patterns(pattern, cfg.n_layers)[layer]
     own = getattr(model, "position_scheme", None)
     scheme = own() if own is not None else getattr(model, "scheme", None)
     if scheme is None and getattr(model, "layer_schemes", None):  # one module per layer (FIRE, CoPE, fox)
@@ -378,10 +381,14 @@ def model_curve(model: nn.Module, length: int, pattern: str | Pattern | None = N
     if scheme is not None:
         logn = bool(getattr(cfg, "logn", False))
         return analytic_curve(scheme, length, pattern, train_len=cfg.train_len if logn else None, logn=logn)
-    freqs, factor = model.rope_frequencies(length)  # [r/2], a
+    freqs, factor = model.rope_frequencies(length, layer)  # [r/2], a
     n = torch.arange(length, dtype=torch.float64)
     rotated = 2 * torch.cos(n[:, None] * freqs[None, :]).sum(-1)  # [N]
     s = (factor**2 * rotated + (cfg.head_dim - 2 * freqs.numel())) / math.sqrt(cfg.head_dim)
+    temperature = model.temperature(layer)
+    if temperature is not None:
+        with torch.no_grad():
+            s = s * temperature.scale(torch.arange(length)).to(torch.float64)[-1]
     seen = visible_counts(pattern, length) > 0
     return s.masked_fill(~seen, -math.inf).expand(cfg.n_heads, length).clone()
 

@@ -28,14 +28,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterable, Sequence
 
 import torch
 from torch import Tensor
 
-from . import checks, tasks
+from . import checks, render, tasks
 from .attention import Pattern
 from .device import eval_mode
+from .rows import ContextRow, RetrievalCell, RetrievalSummary
 from .subject import Subject
 
 #: the needle-in-a-haystack depth grid: 0, 10, ..., 100 percent
@@ -45,10 +47,15 @@ DEFAULT_MULTIPLES = (1, 2, 4, 8, 16)
 Z95 = 1.959963984540054
 
 
+def unit(subject: Subject) -> str:
+    """What a length counts for this subject: ``"bytes"`` (byte models) or ``"tokens"``."""
+    return getattr(subject.model, "unit", "bytes")
+
+
 def style(subject: Subject) -> str:
     """The document style a subject reads: ``"bytes"`` (lexkit's byte models) or ``"standard"``
     (tokenizer models: the standard passkey prompt)."""
-    return "bytes" if getattr(subject.model, "unit", "bytes") == "bytes" else "standard"
+    return "bytes" if unit(subject) == "bytes" else "standard"
 
 
 # -- measures -------------------------------------------------------------------------------------
@@ -71,11 +78,28 @@ def answer_tokens(nbytes: Tensor, start: int) -> Tensor:
     return ends > start
 
 
+#: bytes of float32 logits one teacher-forced batch may hold (:func:`rows_per_batch`)
+BATCH_BYTES = 256 << 20
+LOGIT_BYTES = 4  # float32; the float64 log-softmax is taken at the answer's tokens only
+UNKNOWN_VOCAB = 1 << 18  # a model whose config gives no vocab_size is budgeted as if it had this many
+
+
+def rows_per_batch(tokens: int, vocab: int, budget: int | None = None) -> int:
+    """Documents the model reads ``tokens`` tokens of that one teacher-forced batch holds: as many
+    as keep its logits (``tokens x vocab`` float32 each) within ``budget`` bytes (default
+    :data:`BATCH_BYTES`), and at least one. So memory is
+    bounded whatever ``--samples`` asks (one batch per cell held 4.5 MB per 1,024-byte document in
+    float64, ~36 GB for 1,000 documents of 8,192)."""
+    budget = BATCH_BYTES if budget is None else budget
+    return max(1, budget // (max(1, tokens) * max(1, vocab) * LOGIT_BYTES))
+
+
 @torch.no_grad()
 def answer_scores(subject: Subject, docs: Sequence[tasks.Document], pattern: Pattern,
                   kernel: str = "auto") -> list[tuple[float, bool]]:
     """Per document, teacher-forced: (bits per answer byte, whether the argmax over text tokens
-    is right at every answer token). Documents of one token count run in one batch."""
+    is right at every answer token). Documents of one token count run together, in batches of
+    at most :func:`rows_per_batch` documents."""
     encoded = [subject.encode(d.text) for d in docs]
     out: list[tuple[float, bool]] = [(0.0, False)] * len(docs)
     groups: dict[int, list[int]] = {}
@@ -83,17 +107,27 @@ def answer_scores(subject: Subject, docs: Sequence[tasks.Document], pattern: Pat
         groups.setdefault(ids.numel(), []).append(i)
     device = next(subject.model.parameters()).device
     top = getattr(subject, "text_tokens", None)
-    for idx in groups.values():
-        ids = torch.stack([encoded[i][0] for i in idx])  # [b, T]
-        logits = subject.model(ids[:, :-1].to(device), pattern=pattern, kernel=kernel).double()  # [b, T-1, V]
-        nll = -torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:, None].to(device))[..., 0].cpu()  # [b, T-1]
-        right = (logits[..., :top].argmax(-1).cpu() == ids[:, 1:])  # [b, T-1]
-        for row, i in enumerate(idx):
-            doc = docs[i]
-            take = answer_tokens(encoded[i][1], doc.answer[0])
-            bits = float(nll[row][take].sum()) / math.log(2) / (doc.answer[1] - doc.answer[0])
-            out[i] = (bits, bool(right[row][take].all()))
+    vocab = getattr(subject.model.cfg, "vocab_size", None) or UNKNOWN_VOCAB
+    for n, members in groups.items():
+        size = rows_per_batch(n - 1, vocab)  # the model reads n - 1 tokens of each
+        for start in range(0, len(members), size):
+            idx = members[start : start + size]
+            ids = torch.stack([encoded[i][0] for i in idx])  # [b, T]
+            logits = subject.model(ids[:, :-1].to(device), pattern=pattern, kernel=kernel)  # [b, T-1, V]
+            for row, i in enumerate(idx):
+                out[i] = _answer_score(logits[row], ids[row, 1:], encoded[i][1], docs[i], top)
     return out
+
+
+def _answer_score(logits: Tensor, targets: Tensor, nbytes: Tensor, doc: tasks.Document,
+                  top: int | None) -> tuple[float, bool]:
+    """(bits per answer byte, argmax right at every answer token) of one document: logits
+    [T-1, V] float32, targets [T-1]; the log-softmax in float64 at the answer's tokens only."""
+    take = answer_tokens(nbytes, doc.answer[0]).to(logits.device)  # [T-1]
+    picked = logits[take].double()  # [a, V]
+    nll = -torch.log_softmax(picked, dim=-1).gather(-1, targets.to(logits.device)[take, None])[:, 0]  # [a]
+    right = picked[:, :top].argmax(-1).cpu() == targets[take.cpu()]
+    return float(nll.sum()) / math.log(2) / (doc.answer[1] - doc.answer[0]), bool(right.all())
 
 
 def answer_bits(subject: Subject, docs: Sequence[tasks.Document], pattern: Pattern,
@@ -109,43 +143,97 @@ def exact_match(subject: Subject, doc: tasks.Document, pattern: Pattern, cache: 
     return out[: len(doc.expected)] == doc.expected, out
 
 
-@dataclasses.dataclass
-class Cell:
-    """One cell of the grid: ``samples`` documents of a task at one length and depth, under one pattern."""
-
-    task: str
-    pattern: str
-    length: int
-    depth: float
-    samples: int
-    correct: int
-    accuracy: float
-    low: float  # 95 % Wilson interval of the accuracy
-    high: float
-    answer_bits: float  # mean teacher-forced bits per answer byte
-    chance_bits: float  # log2(alphabet): a uniform guess
-    distance: float  # mean bytes from the needle to the answer
-    tokens: float  # mean tokens per document
-    cached: bool  # greedy decoding ran through the KV cache
-    decoded: bool = True  # exact match by greedy decoding (False: by the teacher-forced argmax)
-
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
-
-
 def check_grid(task: str, lengths: Sequence[int], depths: Sequence[float], samples: int, style: str,
                size: int | None = None) -> None:
-    """ValueError for an unknown task, a depth outside [0, 100], a length too short for the
-    needle or a sample count that is not positive: before any model loads."""
+    """ValueError for an unknown task, a depth outside [0, 100], a length that is not a positive
+    integer or too short for the needle, a sample count or size that is not a positive integer,
+    or a list given as one value: before any model loads. Lengths of the ``standard`` style
+    (tokenizer models) count tokens, checked against the needle once the tokenizer is loaded
+    (:func:`cell_documents`)."""
     tasks.check_task(task)
     checks.number("--samples", samples)
-    for depth in depths:
+    checks.number("--size", size)
+    for depth in _listed("depths", depths, "[0, 50, 100]"):
         tasks.check_depth(depth)
+    for length in _listed("lengths", lengths, "[64, 128]"):
+        checks.number("lengths", length, maximum=checks.MAX_EVAL_LENGTH)
     need = tasks.minimum_length(task, style, size)
-    for length in lengths:
+    for length in lengths if style == "bytes" else ():
         if length < need:
             raise ValueError(f"length {length} is shorter than the {task} needle and question ({need} bytes); "
                              f"use lengths of at least {need}")
+
+
+def _listed(name: str, values, example: str) -> list:
+    """``values`` as a list; ValueError for one value (a string is one pattern, not a list of letters)."""
+    if isinstance(values, (str, bytes, Pattern)) or not isinstance(values, Iterable):
+        raise ValueError(f"{name} must be a list, e.g. {name}={example}, not {values!r}")
+    return list(values)
+
+
+def unique(name: str, values: Sequence, keys: Sequence) -> list:
+    """``values`` without those whose key an earlier one has (a depth given twice; ``window`` and
+    ``window:64`` on a run trained at 64), with one warning naming what was dropped: each is
+    scored once, never pooled twice."""
+    seen: dict = {}
+    for value, key in zip(values, keys):
+        seen.setdefault(key, value)
+    if len(seen) < len(values):
+        twice = sorted({str(k) for k in keys if list(keys).count(k) > 1})
+        warnings.warn(f"{name}: {', '.join(twice)} given more than once (after resolving): scored once each",
+                      RuntimeWarning, stacklevel=3)
+    return list(seen.values())
+
+
+def read_tokens(subject: Subject, text: bytes) -> int:
+    """The tokens a model reads for a document: its encoding (BOS first) but the last token.
+    A byte model reads as many as the document has bytes."""
+    return subject.encode(text)[0].numel() - 1
+
+
+def minimum_length(subject: Subject, task: str, size: int | None = None) -> int:
+    """The shortest length of a ``task`` document in the subject's unit: bytes, or the tokens a
+    tokenizer model reads of the shortest document (of one key: another may take a token or two
+    more, which :func:`cell_documents` checks per document)."""
+    kind = style(subject)
+    need = tasks.minimum_length(task, kind, size)
+    if kind == "bytes":
+        return need
+    return read_tokens(subject, tasks.make(task, need, 0.0, haystack=tasks.Haystack(b"x"), style=kind, size=size).text)
+
+
+def cell_documents(subject: Subject, task: str, length: int, depth: float, count: int, *,
+                   haystack: tasks.Haystack | None, seed: int = 0, size: int | None = None) -> list[tasks.Document]:
+    """``count`` documents of one cell, ``length`` in the subject's unit: bytes for a byte model;
+    for a tokenizer model the longest document (in bytes) whose tokens the model reads are at
+    most ``length``, so that lengths mean tokens as in ``lexkit eval hf:`` (found by bisection
+    over the byte length: the count lands on ``length`` or just below)."""
+    kind = style(subject)
+    if kind == "bytes":
+        return tasks.documents(task, length, depth, count, haystack=haystack, seed=seed, style=kind, size=size)
+    return [_token_document(subject, task, length, depth, i, haystack, seed, size) for i in range(count)]
+
+
+def _token_document(subject: Subject, task: str, length: int, depth: float, index: int,
+                    haystack: tasks.Haystack | None, seed: int, size: int | None) -> tasks.Document:
+    def make(n: int) -> tasks.Document:
+        return tasks.make(task, n, depth, haystack=haystack, seed=seed, index=index, style="standard", size=size)
+
+    def count(n: int) -> int:
+        return read_tokens(subject, make(n).text)
+
+    low = tasks.minimum_length(task, "standard", size)
+    shortest = count(low)
+    if shortest > length:
+        raise ValueError(f"length {length} is shorter than the {task} needle and question ({shortest} tokens); "
+                         f"use lengths of at least {shortest}")
+    high = max(low + 1, int(length * low / max(1, shortest) * 1.1))  # bytes per token of the shortest, 10 % over
+    while count(high) <= length:  # invariant below: count(low) <= length < count(high)
+        low, high = high, 2 * high
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if count(mid) <= length else (low, mid)
+    return make(low)
 
 
 def score(
@@ -163,48 +251,60 @@ def score(
     kernel: str = "auto",
     decode: bool = True,
     progress: bool = False,
-) -> list[Cell]:
-    """The grid length x depth x pattern for ``task`` (evaluation split of the needles).
+) -> list[RetrievalCell]:
+    """The grid length x depth x pattern for ``task`` (evaluation split of the needles); lengths
+    in the subject's unit (bytes; tokens for a tokenizer model, :func:`cell_documents`). A
+    length, depth or pattern given twice (patterns compared once resolved: ``window`` is
+    ``window:64`` on a run trained at 64) is scored once, with a warning.
 
     ``decode=False`` (byte models only) takes exact match from the teacher-forced pass that gives
     the answer bits: with one token per byte, greedy decoding reproduces the answer exactly when
     the argmax is right at every answer token given the right bytes before it (the first wrong
     argmax is where greedy decoding leaves the answer), so no decoding loop is needed."""
     from .progress import bar
-    from .sample import use_cache
 
     kind = style(subject)
     if not decode and kind != "bytes":
         raise ValueError("exact match without decoding needs a byte model (one token per byte)")
     check_grid(task, lengths, depths, samples, kind, size)
-    pats = [subject.model.pattern(p) for p in patterns]
-    rows: list[Cell] = []
+    lengths = unique("lengths", lengths, lengths)
+    depths = unique("depths", depths, [float(d) for d in depths])
+    resolved = [subject.model.pattern(p) for p in _listed("patterns", patterns, "['causal', 'window']")]
+    pats = unique("patterns", resolved, [p.spec for p in resolved])
+    rows: list[RetrievalCell] = []
     with eval_mode(subject.model), \
             bar(len(lengths) * len(depths) * len(pats), f"retrieval {task}", enabled=progress, unit="cell") as b:
         for length in lengths:
             for depth in depths:
-                docs = tasks.documents(task, length, depth, samples, haystack=haystack, seed=seed, style=kind,
-                                       size=size)
-                tokens = sum(subject.encode(d.text)[0].numel() for d in docs) / len(docs)
+                docs = cell_documents(subject, task, length, depth, samples, haystack=haystack, seed=seed, size=size)
                 for pat in pats:
-                    scored = answer_scores(subject, docs, pat, kernel)
-                    bits = [x for x, _ in scored]
-                    cached = decode and use_cache(subject.model, kernel, cache, pat)
-                    if decode:
-                        hits = sum(exact_match(subject, d, pat, cached, kernel)[0] for d in docs)
-                    else:
-                        hits = sum(right for _, right in scored)
-                    low, high = wilson(hits, len(docs))
-                    rows.append(Cell(task, pat.spec, length, float(depth), len(docs), hits, hits / len(docs), low,
-                                     high, sum(bits) / len(bits), tasks.chance_bits(docs[0]),
-                                     sum(d.distance for d in docs) / len(docs), tokens, cached, decode))
-                    b.advance(1, acc=hits / len(docs))
+                    rows.append(_cell(subject, task, length, float(depth), docs, pat, cache, kernel, decode))
+                    b.advance(1, acc=rows[-1].accuracy)
     return rows
 
 
-def summary(rows: Sequence[Cell]) -> list[dict]:
+def _cell(subject: Subject, task: str, length: int, depth: float, docs: list[tasks.Document], pat: Pattern,
+          cache: bool | None, kernel: str, decode: bool) -> RetrievalCell:
+    """One cell: exact match (greedy decoding, or the teacher-forced argmax) and answer bits."""
+    from .sample import use_cache
+
+    scored = answer_scores(subject, docs, pat, kernel)
+    bits = [x for x, _ in scored]
+    cached = decode and use_cache(subject.model, kernel, cache, pat)
+    if decode:
+        hits = sum(exact_match(subject, d, pat, cached, kernel)[0] for d in docs)
+    else:
+        hits = sum(right for _, right in scored)
+    low, high = wilson(hits, len(docs))
+    tokens = sum(read_tokens(subject, d.text) for d in docs) / len(docs)
+    return RetrievalCell(task, pat.spec, length, depth, len(docs), hits, hits / len(docs), low, high,
+                         sum(bits) / len(bits), tasks.chance_bits(docs[0]), sum(d.distance for d in docs) / len(docs),
+                         tokens, cached, decode)
+
+
+def summary(rows: Sequence[RetrievalCell]) -> list[RetrievalSummary]:
     """Accuracy per (pattern, length) over all depths: the lines of the accuracy-vs-length plot."""
-    out: dict[tuple[str, int], list[Cell]] = {}
+    out: dict[tuple[str, int], list[RetrievalCell]] = {}
     for r in rows:
         out.setdefault((r.pattern, r.length), []).append(r)
     result = []
@@ -212,31 +312,12 @@ def summary(rows: Sequence[Cell]) -> list[dict]:
         n = sum(c.samples for c in cells)
         k = sum(c.correct for c in cells)
         low, high = wilson(k, n)
-        result.append({"pattern": pattern, "length": length, "samples": n, "correct": k, "accuracy": k / n,
-                       "low": low, "high": high,
-                       "answer_bits": sum(c.answer_bits * c.samples for c in cells) / n})
+        result.append(RetrievalSummary(pattern, length, n, k, k / n, low, high,
+                                       sum(c.answer_bits * c.samples for c in cells) / n))
     return result
 
 
 # -- the study's "use of context" table ----------------------------------------------------------------
-@dataclasses.dataclass
-class ContextRow:
-    """One configuration at one multiple of its training length: retrieval beside bpb."""
-
-    config: str  # the run's label (scheme, method)
-    pattern: str
-    multiple: int  # length / training length
-    length: int
-    accuracy: float  # exact match over all depths
-    low: float  # 95 % Wilson interval
-    high: float
-    answer_bits: float
-    bpb: float | None  # bits per byte of the run's validation documents at this length and pattern
-
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
-
-
 def context_rows(
     subject: Subject,
     label: str,
@@ -254,7 +335,7 @@ def context_rows(
     train_len: int | None = None,
     decode: bool = True,
     progress: bool = False,
-) -> tuple[list[ContextRow], list[Cell]]:
+) -> tuple[list[ContextRow], list[RetrievalCell]]:
     """One configuration (a byte model's subject, shown as ``label``): exact match and answer
     bits at every multiple of its training length under every pattern, and beside each its bpb
     at that length (:func:`lexkit.evaluate.evaluate` on ``documents``, default the subject's
@@ -275,9 +356,8 @@ def context_rows(
     if wanted:
         report = evaluate(subject.model, docs, wanted, list(patterns), max_docs=max_docs, train_len=t)
         bits = {(r["pattern"], r["length"]): r["bpb"] for r in report["results"]}
-    rows = [ContextRow(label, line["pattern"], line["length"] // t, line["length"], line["accuracy"], line["low"],
-                       line["high"], line["answer_bits"], bits.get((line["pattern"], line["length"])))
-            for line in summary(cells)]
+    rows = [ContextRow(label, line.pattern, line.length // t, line.length, line.accuracy, line.low, line.high,
+                       line.answer_bits, bits.get((line.pattern, line.length))) for line in summary(cells)]
     return rows, cells
 
 
@@ -291,3 +371,109 @@ def use_of_context(targets: dict[str, str], **options) -> list[ContextRow]:
         path, _, scheme = target.partition("@")
         rows += context_rows(load(path, scheme=scheme or None), label, **options)[0]
     return rows
+
+
+# -- lexkit retrieval, end to end ----------------------------------------------------------------------
+def retrieval_run(
+    target: str,
+    task: str = "passkey",
+    *,
+    lengths: Sequence[int] | None = None,
+    depths: Sequence[float] = DEFAULT_DEPTHS,
+    samples: int = 10,
+    size: int | None = None,
+    seed: int = 0,
+    patterns: Sequence[str] = ("causal",),
+    data: str | None = None,
+    scheme: str | None = None,
+    logn: bool | None = None,
+    rope_scaling: dict | str | None = None,
+    cache: bool | None = None,
+    kernel: str = "auto",
+    device: str = "cpu",
+    progress: bool = False,
+) -> dict:
+    """``lexkit retrieval TARGET``: load a run directory or an ``hf:PATH`` model
+    (:func:`lexkit.subject.load`), score ``task`` on the grid lengths x depths x patterns
+    (:func:`score`; default lengths: the training length x 1-16, those that hold the needle) with
+    haystacks from its documents (a run's own validation split, or ``data``) and return the
+    report (:func:`report`). Every option that can be checked without the model is checked before
+    it loads; an option the target cannot honour is a ValueError naming it."""
+    from .layouts import check_pattern, check_scheme
+    from .subject import kind, load
+
+    hf = str(target).startswith("hf:")
+    kind_of = "standard" if hf else "bytes"
+    tasks.check_task(task)
+    check_grid(task, lengths or [], depths, samples, kind_of, size)
+    for spec in patterns:
+        check_pattern(spec)
+    kind(target).refuse(scheme=scheme, logn=logn, rope_scaling=rope_scaling)
+    if hf and cache:
+        raise ValueError("--cache is for lexkit runs: a hf: model decodes without lexkit's KV cache")
+    if scheme is not None:
+        check_scheme(scheme)
+    subject = load(target, device=device, scheme=scheme, logn=logn, rope_scaling=rope_scaling)
+    if lengths is None:
+        lengths = needle_lengths(subject, task, size, target)
+    haystack = corpus = None
+    if task == "copy" or kind_of == "bytes":
+        docs, described = subject.documents(data)
+        haystack, corpus = tasks.Haystack.from_documents(docs), described["spec"]
+    rows = score(subject, task, lengths, depths=depths, samples=samples, patterns=patterns, haystack=haystack,
+                 seed=seed, size=size, cache=cache, kernel=kernel, progress=progress)
+    return report(target, subject.describe(), rows, task=task, style=kind_of, size=size, seed=seed,
+                  haystack=corpus, samples=samples, lengths=lengths, depths=depths)
+
+
+def needle_lengths(subject: Subject, task: str, size: int | None, target: str) -> list[int]:
+    """The default lengths of ``lexkit retrieval``: the multiples of the training length
+    (:data:`DEFAULT_MULTIPLES`) whose length holds the needle and question, in the subject's unit
+    (bytes; tokens for a tokenizer model)."""
+    train_len = subject.train_len
+    if not train_len:
+        raise ValueError(f"{target} records no training length: give --lengths")
+    need = minimum_length(subject, task, size)
+    lengths = [train_len * k for k in DEFAULT_MULTIPLES if train_len * k >= need]
+    if not lengths:
+        raise ValueError(f"the {task} needle and question need {need} {unit(subject)}, more than "
+                         f"{DEFAULT_MULTIPLES[-1]}x the training length {train_len}: give --lengths")
+    return lengths
+
+
+def report(target: str, info: dict, rows: Sequence[RetrievalCell], *, task: str, style: str, size: int | None,
+           seed: int, haystack: str | None, samples: int, lengths: Sequence[int], depths: Sequence[float]) -> dict:
+    """The JSON document of ``lexkit retrieval``: the lexkit version, the subject's header (``info``:
+    its scheme, the scheme it trained with when another was given, an hf: model's layout and
+    selectors, log-n, training length), the grid's settings (lengths, depths and patterns as
+    scored, each once; lengths in ``unit``), every cell (:class:`~lexkit.rows.RetrievalCell`) and
+    the summary over depths
+    (:class:`~lexkit.rows.RetrievalSummary`)."""
+    from .version import __version__
+
+    return {
+        "version": __version__,
+        "target": target,
+        "scheme": info["scheme"],
+        **({"trained_scheme": info["trained_scheme"]} if "trained_scheme" in info else {}),
+        **{key: info[key] for key in ("layout", "selectors") if key in info},  # an hf: model whose layers differ
+        "logn": info.get("logn", False),
+        "train_len": info["train_len"],
+        "task": task,
+        "style": style,
+        "unit": "bytes" if style == "bytes" else "tokens",
+        "size": size,
+        "seed": seed,
+        "haystack": haystack,
+        "samples": samples,
+        "lengths": list(dict.fromkeys(r.length for r in rows)) or list(lengths),
+        "depths": list(dict.fromkeys(r.depth for r in rows)) or list(depths),
+        "patterns": list(dict.fromkeys(r.pattern for r in rows)),
+        "rows": [r.to_json() for r in rows],
+        "summary": [s.to_json() for s in summary(rows)],
+    }
+
+
+def csv_text(report: dict) -> str:
+    """The CSV of a report: one line per cell, the fields of :class:`~lexkit.rows.RetrievalCell`."""
+    return render.csv_text(report["rows"], [f.name for f in dataclasses.fields(RetrievalCell)])

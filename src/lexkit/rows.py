@@ -1,12 +1,26 @@
-"""Typed result rows: what one evaluation or resolution cell holds, with ``to_json()``.
+"""Typed rows: the schema of every JSON document lexkit writes, as dataclasses on one :class:`Row` base.
 
-The instruments build their rows here and write ``row.to_json()``, so the JSON on disk is
-exactly what it was (same keys, same order; optional keys left out when unset) and its schema
-lives in one place. A reader turns a report's rows back into objects with ``from_json`` (or
-:func:`eval_rows`) instead of filtering nested dicts by hand::
+An instrument builds its rows here and writes ``row.to_json()``, so the JSON on disk is exactly
+what it was (same keys, same order; optional keys left out when unset); a reader turns JSON back
+into rows with ``from_json`` instead of filtering nested dicts by string key::
 
     rows = eval_rows(report)
     best = min((r for r in rows if r.bpb is not None), key=lambda r: r.bpb)
+
+A key an older document lacks reads as its field's default (None unless the field has one), so one
+class reads every version lexkit has written (the study's results.json from schema 1 on:
+tests/fixtures/results_versions). The rows, from the instruments up:
+
+* evaluation: :class:`EvalRow` (one length and pattern), :class:`PositionRow` (loss by position);
+* resolution: :class:`ResolutionRow` (the resolution command's analytic R), :class:`EmpiricalRow`
+  (measured per layer and head), :class:`AnalyticRow` (the study's analytic R);
+* principles: :class:`PrinciplesRow`;
+* retrieval: :class:`RetrievalCell` (a grid cell: task, pattern, length, depth),
+  :class:`RetrievalSummary` (a pattern and length over every depth), :class:`ContextRow` (one
+  configuration at one multiple of its training length, retrieval beside bpb);
+* the study (:class:`StudyResults`, results.json): :class:`StudyRun` (a trained cell and its
+  measures), :class:`ExtensionSection` of :class:`ExtensionRow` (table E),
+  :class:`RetrievalSection` of :class:`RetrievalEntry` (table G).
 """
 
 from __future__ import annotations
@@ -17,11 +31,13 @@ from typing import Any, ClassVar
 
 @dataclasses.dataclass(frozen=True)
 class Row:
-    """A row: dataclass fields in JSON order; ``OPTIONAL`` fields are left out of the JSON when
-    None; ``KEYS`` renames a field in the JSON (``from_`` is ``"from"``)."""
+    """A row: dataclass fields in JSON order. ``OPTIONAL`` fields are left out of the JSON when
+    None; ``KEYS`` renames a field in the JSON (``from_`` is ``"from"``); ``NESTED`` names the row
+    class of a field that holds a row or a list of rows."""
 
     OPTIONAL: ClassVar[tuple[str, ...]] = ()
     KEYS: ClassVar[dict[str, str]] = {}
+    NESTED: ClassVar[dict[str, type[Row]]] = {}
 
     def to_json(self) -> dict[str, Any]:
         out = {}
@@ -29,15 +45,40 @@ class Row:
             value = getattr(self, field.name)
             if value is None and field.name in self.OPTIONAL:
                 continue
-            out[self.KEYS.get(field.name, field.name)] = value
+            out[self.KEYS.get(field.name, field.name)] = _json(value)
         return out
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Row:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{name: data.get(cls.KEYS.get(name, name)) for name in names})
+    def from_json(cls, data: dict[str, Any]):
+        """The row of a JSON object; keys it does not know are ignored (a document may hold more)."""
+        values = {}
+        for field in dataclasses.fields(cls):
+            key = cls.KEYS.get(field.name, field.name)
+            if key in data:
+                value = data[key]
+                values[field.name] = _rows(cls.NESTED[field.name], value) if field.name in cls.NESTED else value
+            elif field.default is not dataclasses.MISSING:
+                values[field.name] = field.default
+            else:
+                values[field.name] = None
+        return cls(**values)
 
 
+def _json(value: Any) -> Any:
+    if isinstance(value, Row):
+        return value.to_json()
+    if isinstance(value, list):
+        return [_json(v) for v in value]
+    return value
+
+
+def _rows(kind: type[Row], value: Any) -> Any:
+    if isinstance(value, list):
+        return [kind.from_json(v) for v in value]
+    return None if value is None else kind.from_json(value)
+
+
+# -- evaluation ---------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class EvalRow(Row):
     """One (length, pattern) cell of an evaluation: bits per byte, perplexity (per token), the
@@ -76,6 +117,30 @@ class PositionRow(Row):
     bytes: int = 0
 
 
+def eval_rows(report: dict) -> list[EvalRow]:
+    """The ``results`` of an evaluation report (a JSON file's or a live one's) as rows."""
+    return [EvalRow.from_json(r) for r in report["results"]]
+
+
+def position_rows(report: dict) -> list[PositionRow]:
+    """The ``by_position`` buckets of an evaluation report as rows."""
+    return [PositionRow.from_json(r) for r in report["by_position"]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation(Row):
+    """What the study keeps of one evaluation report: its rows, and the documents and bytes each
+    length scored (:func:`lexkit.evaluate.evaluate` returns more)."""
+
+    NESTED: ClassVar[dict[str, type[Row]]] = {"results": EvalRow, "by_position": PositionRow}
+
+    results: list[EvalRow]
+    by_position: list[PositionRow]
+    documents: int
+    bytes_per_document: int
+
+
+# -- resolution, principles ---------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class ResolutionRow(Row):
     """One length of an analytic or empirical resolution document (``note``: why R is n/a)."""
@@ -92,11 +157,244 @@ class ResolutionRow(Row):
     note: str | None = None
 
 
-def eval_rows(report: dict) -> list[EvalRow]:
-    """The ``results`` of an evaluation report (a JSON file's or a live one's) as rows."""
-    return [EvalRow.from_json(r) for r in report["results"]]
+@dataclasses.dataclass(frozen=True)
+class EmpiricalRow(Row):
+    """Empirical resolution and attention entropy of a trained model at one (length, pattern): the
+    means over layers, per layer, and per head of every layer (:func:`lexkit.resolution.empirical`);
+    a length it cannot run has ``resolution`` None and a ``note``."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("texts", "per_layer", "per_head", "entropy", "entropy_per_layer",
+                                           "entropy_per_head", "note")
+
+    length: int
+    pattern: str
+    texts: int | None = None
+    resolution: float | None = None
+    per_layer: list[float] | None = None
+    per_head: list[list[float]] | None = None
+    entropy: float | None = None
+    entropy_per_layer: list[float] | None = None
+    entropy_per_head: list[list[float]] | None = None
+    note: str | None = None
 
 
-def position_rows(report: dict) -> list[PositionRow]:
-    """The ``by_position`` buckets of an evaluation report as rows."""
-    return [PositionRow.from_json(r) for r in report["by_position"]]
+@dataclasses.dataclass(frozen=True)
+class AnalyticRow(Row):
+    """The study's analytic R (mean over heads) of a scheme as initialised, at one pattern and length."""
+
+    scheme: str
+    pattern: str
+    length: int
+    resolution: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class AnalyticCurves(Row):
+    """The analytic s[n] - s[0] (mean over heads) of every scheme at ``length``: the curves the
+    study report plots."""
+
+    length: int
+    pattern: str
+    curves: dict[str, list[float]]
+
+
+@dataclasses.dataclass(frozen=True)
+class PrinciplesRow(Row):
+    """The design principles measured on a trained model (:func:`lexkit.principles.measure_principles`):
+    order variance and translation change (None when no document was long enough)."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("offset", "tokens")
+
+    order_variance: float | None
+    translation: float | None
+    offset: int | None = None
+    tokens: int | None = None
+
+
+# -- retrieval ----------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class RetrievalCell(Row):
+    """One cell of a retrieval grid: ``samples`` documents of a task at one length and depth,
+    under one pattern (:func:`lexkit.retrieval.score`)."""
+
+    task: str
+    pattern: str
+    length: int
+    depth: float
+    samples: int
+    correct: int
+    accuracy: float
+    low: float  # 95 % Wilson interval of the accuracy
+    high: float
+    answer_bits: float  # mean teacher-forced bits per answer byte
+    chance_bits: float  # log2(alphabet): a uniform guess
+    distance: float  # mean bytes from the needle to the answer
+    tokens: float  # mean tokens the model read per document (its length in tokens)
+    cached: bool  # greedy decoding ran through the KV cache
+    decoded: bool = True  # exact match by greedy decoding (False: by the teacher-forced argmax)
+
+
+@dataclasses.dataclass(frozen=True)
+class RetrievalSummary(Row):
+    """Retrieval at one (pattern, length) over every depth: the lines of the accuracy-vs-length plot."""
+
+    pattern: str
+    length: int
+    samples: int
+    correct: int
+    accuracy: float
+    low: float
+    high: float
+    answer_bits: float
+
+
+@dataclasses.dataclass(frozen=True)
+class ContextRow(Row):
+    """One configuration at one multiple of its training length: retrieval beside bpb."""
+
+    config: str  # the run's label (scheme, method)
+    pattern: str
+    multiple: int  # length / training length
+    length: int
+    accuracy: float  # exact match over all depths
+    low: float  # 95 % Wilson interval
+    high: float
+    answer_bits: float
+    bpb: float | None  # bits per byte of the run's validation documents at this length and pattern
+
+
+# -- the study's results.json -------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class StudyRun(Row):
+    """One trained cell of a study (a scheme and a seed) and everything measured on it."""
+
+    NESTED: ClassVar[dict[str, type[Row]]] = {"eval": Evaluation, "resolution": EmpiricalRow,
+                                              "principles": PrinciplesRow}
+
+    scheme: str
+    seed: int
+    run: str  # the run directory, relative to the study's
+    family: str
+    relative: bool
+    final_loss: float | None
+    val_bpb: float | None
+    train_seconds: float | None
+    eval: Evaluation
+    resolution: list[EmpiricalRow]
+    principles: PrinciplesRow
+
+
+@dataclasses.dataclass(frozen=True)
+class Finetuned(Row):
+    """How a configuration of table E was fine-tuned: its run, length, steps and learning rate."""
+
+    run: str
+    train_len: int
+    steps: int
+    lr: float
+
+
+@dataclasses.dataclass(frozen=True)
+class ExtensionRow(Row):
+    """One context-extension configuration of table E under one pattern, on one seed's rope run."""
+
+    NESTED: ClassVar[dict[str, type[Row]]] = {"finetune": Finetuned, "results": EvalRow}
+
+    label: str
+    scheme: str
+    pattern: str
+    logn: bool
+    finetune: Finetuned | None
+    seed: int
+    results: list[EvalRow]
+
+
+@dataclasses.dataclass(frozen=True)
+class ExtensionSection(Row):
+    """Table E: every scaling set for ``factor`` (longest / training length), fine-tunes of
+    ``finetune_steps`` steps at ``finetune_len``."""
+
+    NESTED: ClassVar[dict[str, type[Row]]] = {"rows": ExtensionRow}
+
+    factor: float
+    finetune_len: int
+    finetune_steps: int
+    rows: list[ExtensionRow]
+
+
+@dataclasses.dataclass(frozen=True)
+class RetrievalEntry(Row):
+    """One configuration of table G (a scheme, method or fine-tune of a run trained with the
+    retrieval mix) under one pattern: its rows by multiple and its cells by depth."""
+
+    NESTED: ClassVar[dict[str, type[Row]]] = {"rows": ContextRow, "cells": RetrievalCell}
+
+    label: str
+    kind: str  # "scheme", "method" or "fine-tune"
+    scheme: str
+    logn: bool
+    pattern: str
+    run: str
+    rows: list[ContextRow]
+    cells: list[RetrievalCell]
+
+
+@dataclasses.dataclass(frozen=True)
+class RetrievalSection(Row):
+    """Table G: the recipe its runs trained with, the grid it scored, and every configuration."""
+
+    NESTED: ClassVar[dict[str, type[Row]]] = {"configs": RetrievalEntry}
+
+    task: str
+    size: int
+    train_len: int
+    preset: str
+    steps: int
+    batch: int
+    lr: float
+    mix: str
+    seeds: int
+    multiples: list[int]
+    bpb_multiples: list[int]
+    depths: list[float]
+    samples: int
+    finetune_steps: int
+    configs: list[RetrievalEntry]
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyResults(Row):
+    """A study's results.json (:mod:`lexkit.study`): settings, every cell's measures, the analytic
+    measures, tables E and G when they ran, time and provenance. Every version is read (schema 1
+    has no ``analytic_curves``; tables E, G and ``provenance`` came later); a study writes the
+    current one, :data:`SCHEMA`."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("analytic_curves", "retrieval", "provenance")
+    NESTED: ClassVar[dict[str, type[Row]]] = {"runs": StudyRun, "analytic": AnalyticRow,
+                                              "analytic_curves": AnalyticCurves, "extension": ExtensionSection,
+                                              "retrieval": RetrievalSection}
+
+    schema: int
+    lexkit: str
+    torch: str
+    config: dict
+    train_len: int
+    lengths: list[int]
+    patterns: list[str]
+    resolution_lengths: list[int]
+    data: dict
+    model: dict
+    params: int
+    train: dict
+    runs: list[StudyRun]
+    analytic: list[AnalyticRow]
+    analytic_curves: AnalyticCurves | None = None
+    extension: ExtensionSection | None = None
+    retrieval: RetrievalSection | None = None
+    wall_seconds: float | None = None
+    work: dict | None = None
+    provenance: dict | None = None
+
+
+#: the version of results.json a study writes (2: ``analytic_curves`` stored)
+SCHEMA = 2

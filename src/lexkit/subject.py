@@ -124,16 +124,36 @@ class _Base:
                       cache: bool | None = None, kernel: str = "auto") -> bytes:
         """The greedy continuation of the text ``prompt``, as bytes: tokens are decoded until
         their text holds ``n_bytes`` bytes, at most ``n_bytes`` tokens (a token covers at least
-        one byte of text); never a byte model's BOS."""
+        one byte of text); never a byte model's BOS.
+
+        The continuation is decoded after the prompt's last ``CONTEXT_TOKENS`` tokens and their
+        own text taken off, as the passkey papers compare (LongLoRA decodes the whole output):
+        a SentencePiece decoder (Llama, Mistral: Metaspace, or a ``Strip`` of one leading space)
+        drops the leading space of the first token it decodes, so the generated tokens decoded
+        alone lose the space the standard answer starts with (" 48740")."""
         tokens, _ = self.encode(prompt)
+        context = tokens[-CONTEXT_TOKENS:]
+        head = self.decode(context)
         out: list[int] = []
         text = b""
         steps = self.greedy(tokens, pattern=pattern, cache=cache, kernel=kernel, text=True)
         while len(text) < n_bytes and len(out) < n_bytes:
             out.append(next(steps))
-            text = self.decode(torch.tensor(out, dtype=torch.int64))
+            text = after(head, self.decode(torch.cat((context, torch.tensor(out, dtype=torch.int64)))),
+                         lambda: self.decode(torch.tensor(out, dtype=torch.int64)))
         steps.close()
         return text
+
+
+#: prompt tokens decoded with a continuation (:meth:`_Base.continue_text`)
+CONTEXT_TOKENS = 16
+
+
+def after(head: bytes, whole: bytes, alone) -> bytes:
+    """The text of a continuation: ``whole`` (context and continuation decoded together) less the
+    context's own text ``head``; ``alone()`` (the continuation decoded by itself) in the rare case
+    that ``whole`` does not start with ``head`` (a decoder that rewrites text across the seam)."""
+    return whole[len(head):] if whole.startswith(head) else alone()
 
 
 #: options of the analytic resolution without a model (a loaded model fixes them)
@@ -263,10 +283,16 @@ class HFSubject(_Base):
         return [n for n in default_lengths(self.train_len) if n <= 4 * self.train_len]
 
     def describe(self) -> dict:
+        """``run``, ``scheme`` (a label), ``model`` (its :class:`~lexkit.hf.HFConfig`), ``train_len``;
+        on a model whose layers differ, ``layout`` (every layer as lexkit writes a layout) and
+        ``selectors`` (the names ``--pattern NAME=SPEC`` takes: its layer types, local, global)."""
         import dataclasses
 
         cfg = self.model.cfg
-        return {"run": self.source, "scheme": cfg.scheme, "model": dataclasses.asdict(cfg), "train_len": cfg.train_len}
+        out = {"run": self.source, "scheme": cfg.scheme, "model": dataclasses.asdict(cfg), "train_len": cfg.train_len}
+        if cfg.layout is not None:
+            out.update(layout=cfg.layout, selectors=list(dict.fromkeys(n for k in self.model.kinds for n in k)))
+        return out
 
     def documents(self, data: str | None = None) -> tuple[list[bytes], dict]:
         return eval_documents(data or "stdlib")

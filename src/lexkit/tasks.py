@@ -15,11 +15,13 @@ tasks, each in two styles:
   Attention's ``run_test.py``, copied by YaRN's ``eval/passkey.py`` and LongLoRA (task sentence,
   the grass-is-green filler sliced in characters before and after the needle, "The pass key is
   {k}. Remember it. {k} is the pass key.", "What is the pass key? The pass key is"; k uniform in
-  1..50000), so numbers for a pretrained model compare with the published ones.
+  1..50000), so numbers for a pretrained model compare with the published ones; another ``size``
+  than the default 5 draws keys of exactly that many digits.
 * ``multikey`` (RULER's ``niah_multikey``): ``MULTIKEY_NEEDLES`` needles of the same form with
   distinct words and keys; one is asked for, so recall is separated from recency. Byte style
   ``\\n{word} ~{key}\\n`` asked as ``\\n{word} ~``; standard style RULER's needle "One of the
-  special magic numbers for {word} is: {value}." in the grass filler.
+  special magic numbers for {word} is: {value}." in the grass filler, values of 7 digits as
+  RULER's (or ``size``).
 
 Depth (percent, the needle-in-a-haystack convention): the share of the haystack placed before
 the needle; 0 puts the needle first, 100 right before the question. The haystack of the byte
@@ -29,6 +31,26 @@ No leaks between training and evaluation: a needle value (segment or key) belong
 evaluation split or the training split by a hash of its bytes (:func:`held_out`), generators
 draw from seeds salted by split, and the training mix takes its haystack from the training
 documents, evaluation from validation documents.
+
+**The registry.** Tasks are kept by name (:data:`TASKS`), like position schemes and attention
+patterns: a task is a :class:`Task` subclass registered with :func:`register`, and a module that
+registers its own is loaded with ``--import MODULE`` (``lexkit tasks --import MODULE`` lists it;
+``lexkit retrieval --task``, ``lexkit train --mix`` and the study take its name)::
+
+    @tasks.register
+    class Reverse(tasks.Task):
+        name = "reverse"  # the registry key and the salt of its documents' seeds
+        size = 8  # default needle size; mix_sizes: the range a training mix draws from
+        summary = "a segment of letters, asked for backwards"
+
+        @classmethod
+        def build(cls, rng, haystack, free, before, depth, size, split, style):
+            ...  # a Document of exactly free + minimum_length bytes (tests/fixtures/my_task.py)
+
+A document's generator is seeded by (split, seed, the task's *name*, length, depth, index)
+(:func:`rng_for`), so adding or removing a task changes no other task's documents. Whatever
+changes a task's documents (its builder: bump its ``version``; the seeding rule:
+:data:`SEEDING`) changes its :func:`identity`, which caches of scored documents are keyed by.
 """
 
 from __future__ import annotations
@@ -36,18 +58,17 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+from typing import ClassVar
 
 import numpy as np
 
 from . import checks
+from .registry import Registry
 
 #: the marker byte of the byte-style needles (never in a haystack)
 MARK = b"~"
-TASKS = ("copy", "passkey", "multikey")
 STYLES = ("bytes", "standard")
 SPLITS = ("eval", "train")
-#: default needle size per task: letters of a copy segment, digits of a key
-SIZES = {"copy": 16, "passkey": 5, "multikey": 5}
 #: needles in a multikey document (one asked for, the others distractors)
 MULTIKEY_NEEDLES = 4
 LETTERS = b"abcdefghijklmnopqrstuvwxyz"
@@ -68,7 +89,9 @@ RULER_QUESTION = ("What is the special magic number for {word} mentioned in the 
 RULER_DIGITS = 7
 
 _SALT = {"eval": 0x5E1EC7, "train": 0x7A1A}
-_TASK_ID = {name: i for i, name in enumerate(TASKS)}
+#: how a document's generator is seeded: 2, by its task's name (1: by the task's place in a list,
+#: so that inserting a task changed the documents of every task after it)
+SEEDING = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,9 +158,80 @@ class Haystack:
         return self._twice[start : start + n]
 
 
+class Task:
+    """A retrieval task: how its documents are built (subclass it and :func:`register` the class).
+
+    ``name`` is its registry key and salts its documents' seeds; ``size`` the default needle size
+    (letters, digits), ``mix_sizes`` the (low, high) range a training mix draws sizes from (high
+    lowered to what fits the window); ``styles`` the document styles it builds (``bytes`` for
+    lexkit's byte models, ``standard`` for tokenizer models); ``version`` is bumped whenever the
+    documents it builds change. :meth:`build` makes one document from its generator."""
+
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    size: ClassVar[int] = 1
+    mix_sizes: ClassVar[tuple[int, int] | None] = None  # None: (size, size)
+    styles: ClassVar[tuple[str, ...]] = STYLES
+    version: ClassVar[int] = 1
+
+    @classmethod
+    def default_size(cls, style: str) -> int:
+        """The needle size when none is given (``size``; a task may choose by style)."""
+        return cls.size
+
+    @classmethod
+    def build(cls, rng: np.random.Generator, haystack: Haystack | None, free: int, before: int, depth: float,
+              size: int, split: str, style: str) -> Document:
+        """A document with ``free`` bytes of haystack, ``before`` of them ahead of the needle (a
+        needle value of ``size`` symbols that belongs to ``split``, :func:`held_out`)."""
+        raise NotImplementedError
+
+
+def _check_task(cls: type[Task]) -> None:
+    checks.number(f"task {cls.name!r}: size", cls.size)
+    if set(cls.styles) - set(STYLES) or not cls.styles:
+        raise ValueError(f"task {cls.name!r}: styles {cls.styles!r} must be among {STYLES}")
+
+
+#: Every retrieval task by name; ``@lexkit.tasks.register`` adds a user's own.
+TASKS: Registry[type[Task]] = Registry("task", Task, _check_task)
+register = TASKS.register
+
+
+def names() -> list[str]:
+    """The registered tasks' names, built-in first."""
+    return TASKS.names()
+
+
+def get(task: str) -> type[Task]:
+    """The task registered as ``task`` (ValueError naming the valid ones otherwise)."""
+    return TASKS.get(task)
+
+
 def check_task(task: str) -> None:
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; valid: {', '.join(TASKS)}")
+    get(task)
+
+
+def task_seed(task: str) -> int:
+    """The entropy a task adds to its documents' seeds: 64 bits of a hash of its name alone."""
+    return int.from_bytes(hashlib.sha256(b"lexkit-task:" + task.encode()).digest()[:8], "big")
+
+
+def identity(task: str) -> dict:
+    """What defines a task's documents besides their arguments: its name, its builder's
+    version and the seeding rule (a cache of scored documents is keyed by it)."""
+    return {"task": task, "version": get(task).version, "seeding": SEEDING}
+
+
+def mix_sizes(task: str) -> tuple[int, int]:
+    """The (low, high) needle sizes a training mix draws ``task``'s documents with."""
+    kind = get(task)
+    return kind.mix_sizes or (kind.size, kind.size)
+
+
+def describe() -> list[tuple[str, str, str, str]]:
+    """(name, default size, styles, summary) of every task: ``lexkit tasks``."""
+    return [(t.name, str(t.size), ", ".join(t.styles), t.summary) for t in TASKS]
 
 
 def check_depth(depth: float) -> None:
@@ -146,14 +240,16 @@ def check_depth(depth: float) -> None:
 
 
 def rng_for(task: str, split: str, seed: int, *key: int) -> np.random.Generator:
-    """The generator of one document: a function of (split, seed, task, key) alone."""
+    """The generator of one document: a function of (split, seed, the task's name, key) alone."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    return np.random.default_rng([_SALT[split], int(seed), _TASK_ID[task], *(int(k) for k in key)])
+    return np.random.default_rng([_SALT[split], int(seed), task_seed(task), *(int(k) for k in key)])
 
 
-def _value(rng: np.random.Generator, alphabet: bytes, size: int, split: str, avoid: set[bytes] = frozenset()) -> bytes:
-    """A random value of ``size`` symbols that belongs to ``split`` (and is not in ``avoid``)."""
+def needle_value(rng: np.random.Generator, alphabet: bytes, size: int, split: str,
+                 avoid: set[bytes] = frozenset()) -> bytes:
+    """A random value of ``size`` symbols of ``alphabet`` that belongs to ``split`` (and is not in
+    ``avoid``): what every needle holds."""
     table = np.frombuffer(alphabet, dtype=np.uint8)
     while True:
         value = table[rng.integers(0, len(table), size)].tobytes()
@@ -171,10 +267,9 @@ def _word(rng: np.random.Generator, avoid: set[bytes]) -> bytes:
 
 def minimum_length(task: str, style: str = "bytes", size: int | None = None) -> int:
     """The bytes of a document of ``task`` with no haystack at all (the shortest valid length)."""
-    check_task(task)
-    size = SIZES[task] if size is None else size
-    doc = _build(task, style, np.random.default_rng(0), Haystack(b"x"), 0, 0, 0.0, size, "eval")
-    return len(doc.text)
+    kind = get(task)
+    size = kind.default_size(style) if size is None else size
+    return len(kind.build(np.random.default_rng(0), Haystack(b"x"), 0, 0, 0.0, size, "eval", style).text)
 
 
 _PASSKEY_NEEDLE_BYTES = b"\nthe pass key is " + MARK
@@ -187,11 +282,11 @@ def make(task: str, length: int, depth: float, *, haystack: Haystack | None, see
     depth, index). ``size``: letters of a copy segment / digits of a key (default
     :data:`SIZES`). ValueError for an unknown task or style, a depth outside [0, 100] or a length
     too short for the needle."""
-    check_task(task)
+    kind = get(task)
     check_depth(depth)
-    if style not in STYLES:
-        raise ValueError(f"unknown style {style!r}; valid: {', '.join(STYLES)}")
-    size = SIZES[task] if size is None else size
+    if style not in kind.styles:
+        raise ValueError(f"unknown style {style!r} for task {task!r}; valid: {', '.join(kind.styles)}")
+    size = kind.default_size(style) if size is None else size
     checks.number("size", size)
     need = minimum_length(task, style, size)
     if length < need:
@@ -201,26 +296,68 @@ def make(task: str, length: int, depth: float, *, haystack: Haystack | None, see
         raise ValueError("the byte style draws its haystack from text: give a Haystack")
     rng = rng_for(task, split, seed, length, round(depth * 1000), index)
     free = length - need
-    return _build(task, style, rng, haystack, free, round(free * depth / 100), float(depth), size, split)
+    return kind.build(rng, haystack, free, round(free * depth / 100), float(depth), size, split, style)
 
 
-def _build(task: str, style: str, rng, haystack: Haystack | None, free: int, before: int, depth: float, size: int,
-           split: str) -> Document:
-    """A document with ``free`` bytes of haystack, ``before`` of them ahead of the needle."""
-    if style == "standard" and task == "passkey":
-        return _standard_passkey(rng, free, before, depth, size, split)
-    if style == "standard" and task == "multikey":
-        return _standard_multikey(rng, free, before, depth, split)
-    if task == "multikey":
-        return _byte_multikey(rng, haystack, free, before, depth, size, split)
-    alphabet = LETTERS if task == "copy" else DIGITS
-    value = _value(rng, alphabet, size, split)
-    needle = MARK if task == "copy" else _PASSKEY_NEEDLE_BYTES
-    tail = b"" if task == "copy" else b".\n"
+def _byte_needle(task: str, rng, haystack: Haystack, free: int, before: int, depth: float, size: int, split: str,
+                 alphabet: bytes, needle: bytes, tail: bytes) -> Document:
+    """``needle`` + a value of ``alphabet`` + ``tail`` at ``before``, the haystack, then ``needle``
+    again: the question, answered by the value."""
+    value = needle_value(rng, alphabet, size, split)
     head = haystack.take(rng, before) + needle
     text = head + value + tail + haystack.take(rng, free - before) + needle
     return Document(task, text + value, (len(text), len(text) + size), (len(head), len(head) + size), depth,
                     len(alphabet))
+
+
+@register
+class Copy(Task):
+    """Induction / repeated sequence: letters after the marker, asked for after the marker again."""
+
+    name = "copy"
+    summary = "a segment of letters after the marker ~, asked for after ~ again (induction)"
+    size = 16
+    mix_sizes = (8, 30)  # long copy segments make the induction signal strong (docs/retrieval.md)
+
+    @classmethod
+    def build(cls, rng, haystack, free, before, depth, size, split, style) -> Document:
+        return _byte_needle(cls.name, rng, haystack, free, before, depth, size, split, LETTERS, MARK, b"")
+
+
+@register
+class Passkey(Task):
+    """A key of digits to remember: lexkit's byte needle, or Landmark Attention's standard prompt."""
+
+    name = "passkey"
+    summary = "digits to remember (standard style: the Landmark Attention / YaRN / LongLoRA prompt)"
+    size = 5
+
+    @classmethod
+    def build(cls, rng, haystack, free, before, depth, size, split, style) -> Document:
+        if style == "standard":
+            return _standard_passkey(rng, free, before, depth, size, split)
+        return _byte_needle(cls.name, rng, haystack, free, before, depth, size, split, DIGITS,
+                            _PASSKEY_NEEDLE_BYTES, b".\n")
+
+
+@register
+class Multikey(Task):
+    """RULER's niah_multikey: several needles of one form, one asked for."""
+
+    name = "multikey"
+    summary = f"{MULTIKEY_NEEDLES} keyed needles, one asked for (standard style: RULER's niah_multikey)"
+    size = 5
+
+    @classmethod
+    def default_size(cls, style: str) -> int:
+        """5 digits in lexkit's byte needles, RULER's 7 in the standard style."""
+        return RULER_DIGITS if style == "standard" else cls.size
+
+    @classmethod
+    def build(cls, rng, haystack, free, before, depth, size, split, style) -> Document:
+        if style == "standard":
+            return _standard_multikey(rng, free, before, depth, size, split)
+        return _byte_multikey(rng, haystack, free, before, depth, size, split)
 
 
 def _byte_multikey(rng, haystack: Haystack, free: int, before: int, depth: float, size: int, split: str) -> Document:
@@ -230,7 +367,7 @@ def _byte_multikey(rng, haystack: Haystack, free: int, before: int, depth: float
     needles = []
     for _ in range(MULTIKEY_NEEDLES):
         word = _word(rng, words)
-        key = _value(rng, DIGITS, size, split, keys)
+        key = needle_value(rng, DIGITS, size, split, keys)
         words.add(word)
         keys.add(key)
         needles.append((word, key))
@@ -263,10 +400,19 @@ def _passkey_text(prefix: str, suffix: str, key: str) -> tuple[str, int]:
     return "\n".join(lines), start
 
 
+def passkey_range(digits: int) -> tuple[int, int]:
+    """The keys of a standard passkey of ``digits`` digits: Landmark's 1..50000 for the default
+    5 (so numbers compare with the papers'), else every number of exactly ``digits`` digits."""
+    if digits == Passkey.size:
+        return 1, 50000
+    return (1 if digits == 1 else 10 ** (digits - 1)), 10**digits - 1
+
+
 def _standard_passkey(rng, free: int, before: int, depth: float, size: int, split: str) -> Document:
     digits = max(1, size)
-    while True:  # Landmark: k uniform in 1..50000 (here: up to `size` digits, 5 by default)
-        key = str(int(rng.integers(1, min(50000, 10**digits - 1) + 1)))
+    low, top = passkey_range(digits)
+    while True:
+        key = str(int(rng.integers(low, top + 1)))
         if held_out(key.encode()) == (split == "eval"):
             break
     free += 3 * (digits - len(key))  # the key is written three times: a shorter one leaves more filler
@@ -277,13 +423,13 @@ def _standard_passkey(rng, free: int, before: int, depth: float, size: int, spli
     return Document("passkey", text, answer, (start, start + len(key)), float(depth), len(DIGITS))
 
 
-def _standard_multikey(rng, free: int, before: int, depth: float, split: str) -> Document:
+def _standard_multikey(rng, free: int, before: int, depth: float, digits: int, split: str) -> Document:
     words: set[bytes] = set()
     keys: set[bytes] = set()
     needles = []
     for _ in range(MULTIKEY_NEEDLES):
         word = _word(rng, words)
-        key = _value(rng, DIGITS[1:], RULER_DIGITS, split, keys)
+        key = needle_value(rng, DIGITS[1:], digits, split, keys)
         words.add(word)
         keys.add(key)
         needles.append((word.decode(), key.decode()))
@@ -297,10 +443,10 @@ def _standard_multikey(rng, free: int, before: int, depth: float, split: str) ->
         word, key = needles[i]
         needle = RULER_NEEDLE.format(word=word, value=key)
         start = len(text) + 1 + needle.index(key)
-        spans[i] = (start, start + RULER_DIGITS)
+        spans[i] = (start, start + digits)
         text += " " + needle
     text += grass[last:] + "\n" + RULER_QUESTION.format(word=needles[0][0])
-    answer = (len(text), len(text) + 1 + RULER_DIGITS)  # with its leading space
+    answer = (len(text), len(text) + 1 + digits)  # with its leading space
     text += " " + needles[0][1]
     return Document("multikey", text.encode(), answer, spans[0], float(depth), len(DIGITS) - 1,
                     tuple(spans[i] for i in range(1, MULTIKEY_NEEDLES)))

@@ -4,7 +4,9 @@
 ``tensorboard --logdir`` reads, through tensorboardX (numpy and protobuf, not TensorFlow):
 
 * :func:`open_writer` / :class:`Writer`: one metrics row at a time, as a run trains
-  (``lexkit train --tensorboard``);
+  (``lexkit train --tensorboard``), each flushed to disk as it is written; a resumed run's writer
+  first rewrites the curves from metrics.jsonl (cut back to the checkpoint), so a run killed
+  before its writer flushed still has every step, and nothing twice;
 * :func:`export_runs`: the runs below a directory, one subdirectory each, named by its path
   (``lexkit runs DIR --tensorboard OUT``), so a study's runs share one TensorBoard;
 * :func:`write_study`: a study's evaluations, bpb by length per scheme and pattern (the
@@ -13,12 +15,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
+import re
 from pathlib import Path
 
 from . import results as query
 from . import runs
 from .errors import LexkitError
+from .rows import StudyResults
 
 #: metrics.jsonl keys -> TensorBoard tags; any other numeric key ``k`` goes to ``train/k`` (``val/k``
 #: for a ``val_k``)
@@ -33,6 +38,8 @@ TAGS = {
 }
 #: the file name ending of event files written by :func:`export_runs` (a re-export replaces them)
 EXPORT_SUFFIX = ".lexkit-export"
+#: ... and of a training run's own (followed by a digest of the run's path: runs may share a logdir)
+TRAIN_SUFFIX = ".lexkit-train"
 INSTALL = "pip install 'lexkit[tb]'"
 
 
@@ -61,25 +68,40 @@ def scalars(record: dict) -> dict[str, float]:
 
 
 class Writer:
-    """Event files in ``logdir``: :meth:`add` one metrics row at a time; a context manager."""
+    """An event file in ``logdir``: :meth:`add` one metrics row at a time; a context manager.
+    Written synchronously (tensorboardX's ``EventsWriter``, not ``SummaryWriter``, whose thread
+    and queue hold events back from a flush), so what :meth:`flush` returns from is on disk."""
 
     def __init__(self, logdir: str | Path, *, suffix: str = "") -> None:
-        tbx = require()
+        require()
+        from tensorboardX.event_file_writer import EventsWriter
+
         Path(logdir).mkdir(parents=True, exist_ok=True)
         self.logdir = Path(logdir)
-        self._writer = tbx.SummaryWriter(str(logdir), filename_suffix=suffix)
+        self._events = EventsWriter(str(self.logdir / "events"), suffix)
 
-    def add(self, record: dict) -> None:
-        """Every numeric field of ``record`` as a scalar at step ``record["step"]``."""
+    def add(self, record: dict, flush: bool = True) -> None:
+        """Every numeric field of ``record`` as a scalar at step ``record["step"]``, on disk when
+        this returns (unless ``flush`` is False): a run killed later loses none of it."""
         step = int(record["step"])
         for name, value in scalars(record).items():
             self.scalar(name, value, step)
+        if flush:
+            self.flush()
 
     def scalar(self, name: str, value: float, step: int) -> None:
-        self._writer.add_scalar(name, value, step)
+        import time
+
+        from tensorboardX.proto.event_pb2 import Event
+        from tensorboardX.summary import scalar
+
+        self._events.write_event(Event(wall_time=time.time(), step=int(step), summary=scalar(name, float(value))))
+
+    def flush(self) -> None:
+        self._events.flush()
 
     def close(self) -> None:
-        self._writer.close()
+        self._events.close()
 
     def __enter__(self) -> Writer:
         return self
@@ -88,9 +110,24 @@ class Writer:
         self.close()
 
 
-def open_writer(logdir: str | Path) -> Writer:
-    """A :class:`Writer` into ``logdir`` (created); LexkitError when the extra is missing."""
-    return Writer(logdir)
+def open_writer(logdir: str | Path, run: str | Path | None = None) -> Writer:
+    """A :class:`Writer` into ``logdir`` (created); LexkitError when the extra is missing.
+
+    ``run``: the writer of that training run (``lexkit train --tensorboard``). Its event files
+    (``*.lexkit-train-<digest of the run's path>``) from an earlier session of the run are
+    replaced by the run's metrics.jsonl rows, so a resumed run's curves are whole and single
+    whatever the earlier session flushed (metrics.jsonl is cut back to the checkpoint first)."""
+    if run is None:
+        return Writer(logdir)
+    suffix = f"{TRAIN_SUFFIX}-{hashlib.sha256(str(Path(run).resolve()).encode()).hexdigest()[:8]}"
+    for old in Path(logdir).glob(f"events.out.tfevents.*{suffix}"):
+        old.unlink()
+    writer = Writer(logdir, suffix=suffix)
+    for row in runs.read_metrics(run):
+        if isinstance(row.get("step"), int):
+            writer.add(row, flush=False)
+    writer.flush()
+    return writer
 
 
 def run_name(run_dir: Path, root: Path) -> str:
@@ -132,28 +169,34 @@ def slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-.=+" else "_" for c in text)
 
 
-def study_scalars(results: dict) -> dict[str, dict[str, dict[int, float]]]:
+def tag_slug(text: str) -> str:
+    """``text`` as one part of a tag, as TensorBoard stores it: characters other than letters,
+    digits and ``-._`` become ``_`` (tensorboardX's own rule, ``=`` and ``+`` included)."""
+    return re.sub(r"[^-\w.]", "_", text)
+
+
+def study_scalars(results: StudyResults | dict) -> dict[str, dict[str, dict[int, float]]]:
     """A study's evaluations as TensorBoard would show them: subdirectory -> tag -> {length:
     value}. One subdirectory per scheme (``eval/<scheme>``) and per context-extension
     configuration (``extension/<label>``), tags ``bpb/<pattern>`` (and ``ppl/<pattern>``, causal
     and beyond), means over seeds as in the report's tables; a cell with no value is left out."""
+    doc = query.read(results)
     out: dict[str, dict[str, dict[int, float]]] = {}
-    for scheme in query.schemes(results):
+    for scheme in query.schemes(doc):
         tags = out.setdefault(f"eval/{slug(scheme)}", {})
-        for pattern in results["patterns"]:
+        for pattern in doc.patterns:
             for key in ("bpb", "ppl"):
-                points = {n: v for n in results["lengths"]
-                          if (v := query.evaluation(results, scheme, pattern, n, key)[0]) is not None}
+                points = query.curve(doc, scheme, pattern, key)
                 if points:
-                    tags[f"{key}/{slug(pattern)}"] = points
-    for row in query.extension_rows(results):
-        points = {n: mean for n, (mean, _) in row["bpb"].items() if mean is not None}
+                    tags[f"{key}/{tag_slug(pattern)}"] = points
+    for line in query.extension_lines(doc):
+        points = {n: mean for n, (mean, _) in line.bpb.items() if mean is not None}
         if points:
-            out.setdefault(f"extension/{slug(row['label'])}", {})[f"bpb/{slug(row['pattern'])}"] = points
+            out.setdefault(f"extension/{slug(line.label)}", {})[f"bpb/{tag_slug(line.pattern)}"] = points
     return out
 
 
-def write_study(results: dict, logdir: str | Path) -> list[str]:
+def write_study(results: StudyResults | dict, logdir: str | Path) -> list[str]:
     """:func:`study_scalars` as event files under ``logdir`` (the ``step`` axis is the
     evaluation length in bytes; non-finite values left out); returns the subdirectories."""
     require()

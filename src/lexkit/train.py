@@ -18,14 +18,18 @@ Under ``torchrun`` the same loop runs on every rank (:mod:`lexkit.distributed`):
 its contiguous share of every global batch through DistributedDataParallel (or FSDP2 with
 ``fsdp=True``); rank 0 alone checks, locks and writes the run directory, and checkpoints hold
 whole tensors either way.
+
+This module is the step, the schedule, validation and the loop. What happens to the run directory
+before the first step (its checks, the corpus, a fine-tune's parent) is :mod:`lexkit.runs.lifecycle`;
+the settings are :mod:`lexkit.settings` (``configs``, ``TrainConfig``, ... are handed on here, with
+:func:`lexkit.runs.configs_from_run`, so ``lexkit.train.configs`` keeps working); torchrun's glue
+(the corpus per node, the model spread over ranks, the streams) is :mod:`lexkit.distributed`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
-import json
 import math
 import signal
 import threading
@@ -38,126 +42,24 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from . import checks, distributed, presets, provenance, runs
+from . import checks, distributed, provenance, runs
 from .api import callable_module
 from .attention import kernel_label, record_kernels
-from .data import (
-    LN2,
-    Corpus,
-    DataError,
-    MixedStream,
-    Stream,
-    absolute_spec,
-    check_mix,
-    format_mix,
-    load_corpus,
-    parse_mix,
-    same_corpus,
-    tokens_of,
-)
+from .data import LN2, Corpus, Stream, check_mix, check_splits, mix_probe
 from .device import eval_mode
-from .errors import LexkitError, RunError
+from .errors import LexkitError
 from .model import GPT, ModelConfig
 from .progress import bar
+from .runs import configs_from_run, lifecycle
+from .settings import TrainConfig, check_model, configs, split_settings
+
+__all__ = ["TrainConfig", "TrainError", "check_job", "configs", "configs_from_run", "device_autocast", "lr_at",
+           "make_optimizer", "split_settings", "train", "train_step", "train_step_stats", "validation_bpb",
+           "validation_tasks"]
 
 
 class TrainError(LexkitError):
     """Training stopped (a non-finite loss)."""
-
-
-@dataclasses.dataclass
-class TrainConfig:
-    steps: int = 1000
-    batch: int = 32
-    lr: float = 2e-3
-    warmup: int = 100
-    min_lr_ratio: float = 0.1
-    weight_decay: float = 0.1
-    grad_clip: float = 1.0
-    seed: int = 0
-    data: str = "stdlib"
-    eval_every: int = 250
-    eval_windows: int = 64
-    save_every: int = 250
-    log_every: int = 10
-    mix: str = ""  # retrieval documents among the windows, "passkey:0.05,copy:0.1" (data.MixedStream)
-
-    def __post_init__(self) -> None:
-        self.mix = format_mix(parse_mix(self.mix))
-        for key in ("steps", "batch", "eval_every", "save_every", "log_every", "eval_windows"):
-            checks.number(key, getattr(self, key))
-        checks.number("warmup", self.warmup, strict=False)
-        checks.number("lr", self.lr, maximum=checks.MAX_LR, integer=False)
-        checks.number("min_lr_ratio", self.min_lr_ratio, maximum=1.0, strict=False, integer=False)
-        checks.number("weight_decay", self.weight_decay, maximum=checks.MAX_LR, strict=False, integer=False)
-        checks.number("grad_clip", self.grad_clip, maximum=1e9, integer=False)
-        checks.number("seed", self.seed, maximum=2**63 - 1, strict=False)
-
-
-#: settings that may change on --resume without changing the run
-RUNTIME_KEYS = {"save_every", "log_every", "eval_every"}
-
-
-def configs(preset: str = "small", scheme: str = "rope", **overrides) -> tuple[ModelConfig, TrainConfig]:
-    """Model and training configs from a preset, with explicit overrides (None = preset's value)."""
-    values = presets.get(preset)
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    return split_settings(scheme, values)
-
-
-def configs_from_run(run_dir: str | Path, scheme: str | None = None, **overrides) -> tuple[ModelConfig, TrainConfig]:
-    """Configs that continue a trained run (``lexkit train --init RUN``): its architecture and
-    training settings, ``scheme`` (default: its own) and explicit overrides (None = the run's).
-
-    The short fine-tune of position interpolation and YaRN: e.g. ``scheme="rope:scaling=yarn,factor=4"``
-    with ``train_len`` 4x the run's. Every parameter of the new scheme that defaults to the
-    training length (a scaled RoPE's ``original_len``, ReRoPE's ``w``, ``learned``'s table) and is
-    not in its spec is pinned to the *run's* length, written into the spec, so that the new,
-    longer ``train_len`` does not move it.
-    """
-    from . import positions
-
-    old = runs.read_config(run_dir, training=True)
-    fixed = [f"{flag} {overrides[key]} ({old['model'][key]} in {run_dir})"
-             for key, flag in (("n_layers", "--layers"), ("d_model", "--dim"), ("n_heads", "--heads"))
-             if overrides.get(key) is not None and overrides[key] != old["model"].get(key)]
-    if fixed:
-        raise ValueError(f"--init fine-tunes the weights of {run_dir}, whose shape is fixed: {', '.join(fixed)} "
-                         "cannot load them")
-    values = {**old["model"], **old["train"]}
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    length = ModelConfig(**old["model"]).position_len
-    if old["model"].get("layout") is not None and overrides.get("layout") is None:
-        # the parent's layers as they were at its length (every length default written out)
-        from . import layouts
-
-        layers = ModelConfig(**old["model"]).layers()
-        if scheme is not None:
-            layers = layouts.override_schemes(layers, scheme, length)
-        values["layout"] = layouts.canonical(layers)
-        return split_settings(values.pop("scheme"), values)
-    values.pop("scheme", None)
-    return split_settings(positions.pin(scheme if scheme is not None else old["model"]["scheme"], length), values)
-
-
-def split_settings(scheme: str, values: dict) -> tuple[ModelConfig, TrainConfig]:
-    """One flat dict of settings -> (ModelConfig, TrainConfig); an unknown key is a ValueError."""
-    model_keys = {f.name for f in dataclasses.fields(ModelConfig)}
-    train_keys = {f.name for f in dataclasses.fields(TrainConfig)}
-    unknown = set(values) - model_keys - train_keys
-    if unknown:
-        raise ValueError(f"unknown setting(s) {sorted(unknown)}")
-    model = ModelConfig(scheme=scheme, **{k: v for k, v in values.items() if k in model_keys and k != "scheme"})
-    check_model(model)
-    train = TrainConfig(**{k: v for k, v in values.items() if k in train_keys})
-    return model, train
-
-
-def check_model(cfg: ModelConfig) -> None:
-    """Sizes a user gives, within what fits (ModelConfig checks they are positive)."""
-    checks.number("train_len", cfg.train_len, maximum=checks.MAX_TRAIN_LEN)
-    for key in ("n_layers", "d_model", "n_heads"):
-        checks.number(key, getattr(cfg, key), maximum=1 << 16)
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
@@ -253,31 +155,20 @@ def validation_bpb(model: GPT, stream: Stream, cfg: TrainConfig, length: int, de
     return total / count / LN2
 
 
-def run_config(model_cfg: ModelConfig, train_cfg: TrainConfig, corpus: Corpus) -> dict:
-    from . import __version__
-
-    return {
-        "version": runs.FORMAT_VERSION,
-        "lexkit": __version__,
-        "torch": torch.__version__,
-        "model": dataclasses.asdict(model_cfg),
-        "train": dataclasses.asdict(train_cfg),
-        "data": {"spec": corpus.spec, "fingerprint": corpus.fingerprint,
-                 **({"mix": train_cfg.mix} if train_cfg.mix else {})},
-    }
-
-
-def differences(old: dict, new: dict) -> list[str]:
-    """Keys whose values differ between two configs (model.*, train.*), runtime keys ignored. A
-    key an older config lacks reads as its default (``model.logn``: False)."""
-    out = []
-    defaults = {"model": dataclasses.asdict(ModelConfig()), "train": dataclasses.asdict(TrainConfig())}
-    for section in ("model", "train"):
-        for key in sorted(set(old[section]) | set(new[section])):
-            if section == "train" and key in RUNTIME_KEYS:
-                continue
-            if old[section].get(key, defaults[section].get(key)) != new[section].get(key):
-                out.append(f"{section}.{key} ({old[section].get(key)!r} -> {new[section].get(key)!r})")
+@torch.no_grad()
+def validation_tasks(model: GPT, probe: dict, device: torch.device) -> dict:
+    """Each mix task's probe (:func:`lexkit.data.mix_probe`): teacher-forced bits per answer byte
+    (``val_<task>_bits``) and the share of documents whose argmax is right at every answer byte
+    (``val_<task>_exact``, what greedy decoding reproduces on a byte model). Logged beside the
+    validation bpb, so a run's curve shows when it learned the task (its phase change)."""
+    out = {}
+    with eval_mode(model):
+        for task, (x, y, mask) in probe.items():
+            logits = model(x.to(device)).float().cpu()  # [count, length, vocab]
+            nll = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view(y.shape)
+            right = (logits.argmax(-1) == y) | ~mask
+            out[f"val_{task}_bits"] = round(float(nll[mask].sum() / mask.sum()) / LN2, 6)
+            out[f"val_{task}_exact"] = round(float(right.all(-1).float().mean()), 6)
     return out
 
 
@@ -312,16 +203,15 @@ def train(
     out = Path(out)
     w, dev = distributed.setup(device) if world is None else (world, distributed.rank_device(device, world))
     check_job(model_cfg, train_cfg, w, fsdp=fsdp, threads=threads)
-    tb = tensorboard_module() if tensorboard is not None and w.is_main else None  # before any write
-    plan = w.on_main(lambda: _check(out, train_cfg, resume, corpus, init))
+    plan = w.on_main(lambda: lifecycle.plan(out, train_cfg, resume, corpus, init))
+    tensorboard, tb = curves(tensorboard, plan.old, w.is_main)  # before any write
     train_cfg = plan.train_cfg
-    corpus = _corpus(corpus, lambda: run_corpus(plan.old, out, train_cfg.data if plan.moved else None) if resume
-                     else load_corpus(train_cfg.data), w)
-
+    corpus = distributed.node_corpus(corpus, plan.corpus, w)
+    w.agree(lambda: corpus is None or check_splits(corpus, model_cfg.train_len))  # before the run directory
     torch.manual_seed(train_cfg.seed)
     model = GPT(model_cfg).to(dev)
     optimizer = make_optimizer(model, train_cfg)
-    config = w.on_main(lambda: _settle(plan, model, corpus, w, dev))
+    config = w.on_main(lambda: lifecycle.settle(plan, model, corpus, w, dev))
     if tensorboard is not None:
         config["tensorboard"] = str(Path(tensorboard).absolute())
     run = runs.RunDir(out, resume=resume, expected=plan.old) if w.is_main else None
@@ -331,9 +221,10 @@ def train(
             if progress and w.is_main:
                 print(f"{out}: already finished ({state['step']} steps); nothing to do")
             return state
-        model, optimizer = _spread(model, optimizer, train_cfg, w, dev, fsdp)
-        streams = _streams(corpus, train_cfg, model_cfg.train_len, w)
-        with contextlib.closing(tb.open_writer(Path(tensorboard))) if tb is not None else nullcontext() as writer:
+        model, optimizer = distributed.spread(model, optimizer, w, dev, fsdp=fsdp,
+                                              rebuild=lambda m: make_optimizer(m, train_cfg))
+        streams = distributed.streams(corpus, train_cfg.mix, train_cfg.eval_windows, model_cfg.train_len, w)
+        with contextlib.closing(tb.open_writer(tensorboard, run.path)) if tb is not None else nullcontext() as writer:
             summary = _loop(run, model, optimizer, state, streams, _Job(model_cfg, train_cfg, w, dev, progress, writer))
         if run is not None:
             run.finish()
@@ -374,158 +265,34 @@ def tensorboard_module():
     return module
 
 
-@dataclasses.dataclass
-class _Plan:
-    """What this command does to ``out``, as rank 0 settles it before anything is written."""
-
-    out: Path
-    train_cfg: TrainConfig  # the corpus path made absolute
-    old: dict | None = None  # the stored config.json (on resume)
-    moved: bool = False  # the corpus at a new place (a new --data on resume)
-    init: str | Path | None = None  # the parent run (a new fine-tune)
+def curves(logdir: str | Path | None, old: dict | None, main: bool) -> tuple[str | Path | None, Any]:
+    """(logdir, :mod:`lexkit.tensorboard`) of the job's TensorBoard curves: the logdir asked for
+    (the extra checked before anything is written), else a resumed run's recorded one
+    (:func:`continued_curves`); no module off rank 0, which writes nothing."""
+    if not main:
+        return logdir, None
+    return (logdir, tensorboard_module()) if logdir is not None else continued_curves(old)
 
 
-def _check(out: Path, train_cfg: TrainConfig, resume: bool, corpus: Corpus | None,
-           init: str | Path | None) -> _Plan:
-    """Before anything is written: the directory is a run to resume, or new and writable."""
-    if resume:
-        old = runs.read_config(out, training=True)
-        moved = train_cfg.data != old["train"]["data"]
-        if moved and corpus is None:
-            train_cfg = dataclasses.replace(train_cfg, data=absolute_spec(train_cfg.data))
-        return _Plan(out, train_cfg, old, moved)
-    runs.check_new(out)
-    if corpus is None:
-        train_cfg = dataclasses.replace(train_cfg, data=absolute_spec(train_cfg.data))
-    return _Plan(out, train_cfg, init=init)
-
-
-def _check_resume(out: Path, old: dict, new: dict, train_cfg: TrainConfig, corpus: Corpus, moved: bool) -> None:
-    diff = [d for d in differences(old, new) if not d.startswith("train.steps ")
-            and not (moved and d.startswith("train.data "))]
-    if diff:
-        raise RunError(f"cannot resume {out} with changed settings: {', '.join(diff)}")
-    if new["train"]["steps"] < old["train"]["steps"]:
-        raise RunError(f"cannot resume {out} with fewer steps ({train_cfg.steps} < {old['train']['steps']})")
-    if not same_corpus(old["data"]["fingerprint"], corpus.fingerprint):
-        what = f"the corpus at {corpus.spec!r} is not the one {out} trained on" if moved else \
-            f"the corpus {corpus.spec!r} changed since {out} was started"
-        raise RunError(f"{what} (fingerprint differs: {old['data']['fingerprint'].get('sha256')} recorded, "
-                       f"{corpus.fingerprint.get('sha256')} here)")
-    if (out / runs.WEIGHTS).is_file() and not (out / runs.CHECKPOINT).is_file():
-        raise RunError(f"{out} has trained weights but no {runs.CHECKPOINT}: resuming would train again from "
-                       f"step 0 and overwrite them. To start over, remove {out} or train into another --out")
-
-
-def run_corpus(config: dict, out: Path, moved_to: str | None = None) -> Corpus:
-    """The run's training corpus: where config.json recorded it, or ``moved_to`` (checked by the
-    caller against the recorded fingerprint)."""
-    spec = moved_to or config["data"]["spec"]
+def continued_curves(old: dict | None) -> tuple[str | None, Any]:
+    """(logdir, :mod:`lexkit.tensorboard`) for a resumed run whose config.json records TensorBoard
+    curves, given no ``--tensorboard``: they go on, with one line saying where; without the extra
+    now, one warning that they stop. (None, None) for any other run."""
+    logdir = (old or {}).get("tensorboard")
+    if not logdir:
+        return None, None
     try:
-        return load_corpus(spec)
-    except DataError as exc:
-        if moved_to is None and "does not exist" in str(exc):
-            raise DataError(f"the corpus {spec!r} recorded in {out / runs.CONFIG} does not exist here; if it "
-                            "moved, give its new place with --data PATH (checked by its fingerprint)") from exc
-        raise
+        module = tensorboard_module()
+    except LexkitError as exc:
+        import warnings
 
+        warnings.warn(f"{exc}: the run's TensorBoard curves in {logdir} stop at this resume", RuntimeWarning,
+                      stacklevel=2)
+        return None, None
+    import sys
 
-def _settle(plan: _Plan, model: GPT, corpus: Corpus, w: distributed.World, dev: torch.device) -> dict:
-    """Rank 0's last checks, none of which writes: the settings against the stored run (on
-    resume), one training window fits the corpus and the scheme, and the parent's weights (under
-    ``init``, or a fine-tune resumed before its first checkpoint) loaded into ``model``. Returns
-    the config.json to write."""
-    model_cfg, out, old = model.cfg, plan.out, plan.old
-    new = run_config(model_cfg, plan.train_cfg, corpus)
-    new["provenance"] = provenance.collect(w, dev, "bfloat16" if dev.type == "cuda" else "float32")
-    if old is not None:
-        _check_resume(out, old, new, plan.train_cfg, corpus, plan.moved)
-        if "init" in old:
-            new["init"] = old["init"]
-    elif plan.init is not None:
-        new["init"] = init_provenance(plan.init)
-    tokens = sum(len(d) + 1 for d in corpus.train)  # BOS before every document
-    if tokens < model_cfg.train_len + 1:
-        raise DataError(f"--train-len {model_cfg.train_len}: the training split of {corpus.spec!r} has "
-                        f"{tokens:,} tokens, fewer than one window of {model_cfg.train_len + 1}")
-    try:  # the scheme is defined at every training position (a learned table long enough)
-        model.embed_positions(torch.tensor([0, model_cfg.train_len - 1], device=dev))
-    except ValueError as exc:
-        raise ValueError(f"--scheme {model_cfg.scheme} cannot train at --train-len {model_cfg.train_len}: "
-                         f"{exc}") from exc
-    if "init" in new and (old is None or not (out / runs.CHECKPOINT).is_file()):
-        load_parent(model, new["init"], resumed=old is not None, out=out)
-    return new
-
-
-def load_parent(model: GPT, parent: dict, *, resumed: bool, out: Path) -> None:
-    """Load the weights of a fine-tune's parent run (``parent``: config.json's ``"init"``) into
-    ``model``. On resume the parent's weight file must still be the one recorded (sha256); a
-    mismatch of tensors names the scheme parameters it needs or lacks, blaming ``--scheme``."""
-    run = Path(parent["run"])
-    weights = run / runs.WEIGHTS
-    if resumed:
-        where = f"cannot resume {out}: it fine-tunes {run} and has no checkpoint yet, so it starts again from {run}"
-        if not weights.is_file():
-            raise RunError(f"{where}, whose {runs.WEIGHTS} is missing; restore it, or start the fine-tune anew")
-        digest = hashlib.sha256(weights.read_bytes()).hexdigest()
-        if digest != parent.get("sha256"):
-            raise RunError(f"{where}, whose {runs.WEIGHTS} changed since (sha256 {digest[:12]}..., "
-                           f"{str(parent.get('sha256'))[:12]}... recorded); restore it, or start the fine-tune anew")
-    tensors = runs.read_weights(run, recorded=runs.read_config(run)["model"], model=model)
-    missing, extra, bad = runs.mismatch(model, tensors)
-    if missing or extra or bad:
-        raise RunError(f"--init {run}: --scheme {model.cfg.scheme} does not match the weights of {run} (trained "
-                       f"with {parent['scheme']}): " + runs.fit_problem(missing, extra, bad))
-    model.load_state_dict(tensors, strict=False)
-
-
-def _corpus(corpus: Corpus | None, load: Callable[[], Corpus], w: distributed.World) -> Corpus | None:
-    """The corpus, loaded by one rank per node under torchrun (None on the others), the same
-    (by fingerprint) on every node."""
-    if corpus is None and w.local_rank == 0:
-        corpus = w.agree(load)
-    elif w.parallel:
-        w.agree(lambda: None)  # the loading ranks' collective
-    prints = w.gather(corpus.fingerprint if corpus is not None else None)
-    for rank, fingerprint in enumerate(prints):
-        if fingerprint is not None and fingerprint != prints[0]:
-            raise distributed.RankError(
-                f"rank {rank} reads a different corpus than rank 0 ({fingerprint} != {prints[0]}); "
-                "every node needs the same data")
-    return corpus
-
-
-def _spread(model: GPT, optimizer: torch.optim.Optimizer, train_cfg: TrainConfig, w: distributed.World,
-            dev: torch.device, fsdp: bool) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
-    """Rank 0's weights, optimizer and RNG state on every rank; the model wrapped for DDP or
-    sharded by FSDP2 (its optimizer rebuilt over the shards)."""
-    if not w.parallel:
-        return model, optimizer
-    distributed.sync_from_main(model, w)
-    opt_state = w.broadcast(optimizer.state_dict() if w.is_main else None)
-    torch.set_rng_state(w.broadcast(torch.get_rng_state()))
-    model = distributed.wrap(model, w, dev, fsdp=fsdp)
-    if fsdp:
-        optimizer = make_optimizer(model, train_cfg)
-        distributed.load_optimizer(optimizer, opt_state)
-    elif not w.is_main:
-        optimizer.load_state_dict(opt_state)
-    return model, optimizer
-
-
-def _streams(corpus: Corpus | None, train_cfg: TrainConfig, length: int, w: distributed.World) -> tuple[Stream, Stream]:
-    """The training stream (one copy per node under torchrun) and the validation windows
-    (rank 0's, handed to every rank)."""
-    key = w.broadcast(hashlib.sha256(json.dumps(corpus.fingerprint, sort_keys=True).encode()).hexdigest()[:16]
-                      if w.is_main else None)
-    train_stream = Stream(tokens=distributed.shared_tokens(lambda: tokens_of(corpus.train), key, w))
-    if train_cfg.mix:
-        train_stream = MixedStream(train_stream.tokens, train_cfg.mix)
-    if not w.parallel:
-        return train_stream, Stream(corpus.valid)
-    head = Stream(corpus.valid).tokens[: train_cfg.eval_windows * length + 1] if w.is_main else None
-    return train_stream, Stream(tokens=w.broadcast(head))
+    print(f"tensorboard: the curves go on in {logdir} (recorded in config.json)", file=sys.stderr)
+    return logdir, module
 
 
 @dataclasses.dataclass
@@ -548,6 +315,7 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
     and at a stop signal. ``run`` is rank 0's run directory (None on the others)."""
     cfg, w, dev, length = job.train_cfg, job.world, job.device, job.model_cfg.train_len
     train_stream, valid_stream = streams
+    probe = mix_probe(valid_stream.tokens, cfg.mix, length) if cfg.mix else {}  # the mix's tasks, validated
     autocast = device_autocast(dev)
     rate_of = throughput(distributed.unwrap(model), job.model_cfg, cfg.batch // w.size, dev)
     model.train()
@@ -577,6 +345,7 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
                        **rate_of(step_seconds), "kernel": kernel_label(ran)}
                 if evaluate_now:  # every rank (an FSDP2 forward is collective)
                     row["val_bpb"] = round(validation_bpb(distributed.unwrap(model), valid_stream, cfg, length, dev), 6)
+                    row.update(validation_tasks(distributed.unwrap(model), probe, dev))
                 if run is not None:
                     run.log(row)
                     if job.writer is not None:
@@ -655,20 +424,6 @@ def stop_signals():
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
-
-
-def init_provenance(run_dir: str | Path) -> dict:
-    """What ``--init RUN`` started from: the run (its absolute path), its scheme and length, its
-    step and the sha256 of its weight file (so the parent can be identified even if it moves)."""
-    old = runs.read_config(run_dir)
-    weights = Path(run_dir) / runs.WEIGHTS
-    if not weights.is_file():
-        raise RunError(f"--init {run_dir}: it has no {runs.WEIGHTS} (train it first)")
-    state = runs.trainer_state(run_dir) or {}
-    return {
-        "run": str(Path(run_dir).resolve()), "scheme": old["model"]["scheme"], "train_len": old["model"]["train_len"],
-        "step": state.get("step"), "sha256": hashlib.sha256(weights.read_bytes()).hexdigest(),
-    }
 
 
 callable_module(__name__, train)  # lexkit.train(out, model_cfg, train_cfg, ...)

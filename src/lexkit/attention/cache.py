@@ -218,10 +218,8 @@ class KVCache:
         pos = q_idx + self.offset
         self.seen += n
         pieces = {id(lane): lane.extend(q_idx, self.seen, device) for lane in self.lanes}
-        calls = []
-        for layer, rule in enumerate(self.layers):
-            q_scale = None if rule.temperature is None else rule.temperature.scale(pos)  # [n] or [H, n]
-            calls.append(CachedAttention(self, layer, pieces[id(self.lane_of[layer])], pos, q_scale))
+        calls = [CachedAttention(self, layer, pieces[id(self.lane_of[layer])], pos, rule.temperature)
+                 for layer, rule in enumerate(self.layers)]
         return pos, calls
 
 
@@ -249,8 +247,9 @@ class _Piece:
 class CachedAttention:
     """Attention of one layer for one piece: the piece's queries against the layer's cached and new keys."""
 
-    def __init__(self, cache: KVCache, layer: int, piece: _Piece, q_pos: Tensor, q_scale: Tensor | None) -> None:
-        self.cache, self.layer, self.piece, self.q_pos, self.q_scale = cache, layer, piece, q_pos, q_scale
+    def __init__(self, cache: KVCache, layer: int, piece: _Piece, q_pos: Tensor,
+                 temperature: Temperature | None) -> None:
+        self.cache, self.layer, self.piece, self.q_pos, self.temperature = cache, layer, piece, q_pos, temperature
         self.k_pos = piece.k_idx + cache.offset
 
     def __call__(self, q: Tensor, k: Tensor, v: Tensor, layer: int | None = None, sink: Tensor | None = None,
@@ -261,6 +260,7 @@ class CachedAttention:
         continues the cached one's)."""
         cache, piece, layer = self.cache, self.piece, self.layer
         scheme, pattern = piece.lane.scheme, piece.lane.pattern
+        q_scale = None if self.temperature is None else self.temperature.scale(self.q_pos)  # [n] or [H, n]
         pre = scheme.max_query_span is None and scheme.separable  # position-wise: once, as tokens arrive
         if pre:
             q, k = scheme.transform_qk(q, k, self.q_pos, self.q_pos)
@@ -276,10 +276,10 @@ class CachedAttention:
                 scheme, pattern, q[..., qs, :], keys[..., ks, :], values[..., ks, :],
                 piece.q_idx[qs], piece.k_idx[ks], self.q_pos[qs], self.k_pos[ks],
                 transformed=pre, bias=piece.table, sink=sink,
-                q_scale=None if self.q_scale is None else self.q_scale[..., qs],
+                q_scale=None if q_scale is None else q_scale[..., qs],
                 context=None if rows is None else (rows[..., qs, :], kept[..., ks, :]),
             )
-            for qs, ks in piece.plan(query_block(scheme))
+            for qs, ks in piece.plan(query_block(scheme, len(piece.k_idx), q.shape[0] * q.shape[1]))
         ]
         cache.keys[layer].keep(piece.keep)
         cache.values[layer].keep(piece.keep)

@@ -26,7 +26,9 @@ Context extension (docs/context-extension.md): ``logn=L`` multiplies every query
 temperature of attention/temperature.py (log-n, Llama 4's, a learned per-head SSMax scale), a
 factor per query or per head and query. A learned sink logit per head (GPT-OSS; ``sink=`` at the
 call) is a virtual key with zero value that takes probability mass: dense and chunked run it, flex
-refuses it by name. A scheme that is not one q/k
+refuses it by name. Attention logit soft-capping (Gemma 2; ``softcap=C``) replaces every score s by
+C·tanh(s/C) (:func:`soft_cap`) before the mask: dense and chunked compute the scores themselves (the
+dense kernel as one block, like ReRoPE), flex caps in its ``score_mod``. A scheme that is not one q/k
 transform (``separable = False``: ReRoPE) and a pattern that rescores its sinks at cache positions
 (``sinks:...,pos=cache``) run through the scheme's :meth:`Scheme.scores`: the chunked kernel, or
 the dense kernel as one block over all queries; flex refuses them with a clear error. So do the
@@ -60,6 +62,7 @@ KERNELS = ("auto", "dense", "chunked", "flex")
 DENSE_MAX = 2048  # CPU: longest input the auto choice sends to the dense kernel
 LOCAL_DENSE_MAX = 512  # ... under a local pattern (past it the chunked kernel skips unseen keys)
 CHUNK = 256  # query block of the chunked kernel
+SCORE_BUDGET = 1 << 25  # scores one block may hold (128 MB in float32); past it the query block shrinks
 
 
 class ScoreHook(Protocol):
@@ -88,12 +91,15 @@ class Attention:
         logn: int | None = None,
         temperature: Temperature | None = None,
         sink: bool = False,
+        softcap: float | None = None,
     ) -> None:
         """``extent``: max(pos) - min(pos) + 1 when the caller knows it (the model's positions
         are contiguous: extent = n), which keeps a compiled forward free of a host sync.
         ``logn``: the training length L of log-n scaling (None: off), shorthand for
         ``temperature=LogN``; ``temperature``: any temperature (one of the two). ``sink``: the
-        layers calling this give a learned sink logit per head (``sink=`` of each call)."""
+        layers calling this give a learned sink logit per head (``sink=`` of each call). ``softcap``:
+        every score s becomes softcap·tanh(s/softcap) before the mask (Gemma 2's attention logit
+        soft-capping)."""
         if kernel not in KERNELS:
             raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
         self.scheme, self.pattern, self.pos, self.hook = scheme, pattern, pos, hook
@@ -101,7 +107,8 @@ class Attention:
         if extent is None:  # positions one transform covers
             extent = int(pos.max() - pos.min()) + 1 if self.n else 0
         self.kernel = choose_kernel(
-            kernel, scheme, pattern, self.n, pos.device, training, hook is not None, extent=extent, sink=sink
+            kernel, scheme, pattern, self.n, pos.device, training, hook is not None, extent=extent, sink=sink,
+            softcap=softcap,
         )
         self.extent = extent
         self.scale = 1.0 / math.sqrt(scheme.head_dim)  # the scheme's, whatever the width of its q and k
@@ -111,8 +118,13 @@ class Attention:
             if temperature is not None:
                 raise ValueError("give log-n scaling (logn=L) or a temperature, not both")
             temperature = LogN(scheme.n_heads, logn)
-        self.q_scale = None if temperature is None else temperature.scale(pos)  # [n] or [H, n], or None
-        self.by_scores = by_scores(scheme, pattern)
+        self.temperature = temperature
+        self._scale: Tensor | None = None
+        if softcap is not None and not softcap > 0:
+            raise ValueError(f"softcap must be a positive number, got {softcap!r}")
+        self.softcap = softcap
+        # soft-capping needs the scores themselves: the dense kernel runs the block computation
+        self.by_scores = by_scores(scheme, pattern) or softcap is not None
         #: the kernel the last call actually ran: ``self.kernel``, or for flex the ladder's rung
         #: (``flex``, ``flex:128x64/2``) or ``chunked`` when no flex kernel could be built
         self.ran = self.kernel
@@ -136,6 +148,15 @@ class Attention:
             out = self._chunked(q, k, v, layer, sink=sink, context=context)
         note_ran(self.ran)
         return out
+
+    @property
+    def q_scale(self) -> Tensor | None:
+        """The temperature per query [n] or per head and query [H, n] (None: none), computed at the
+        first call, inside the layer's forward: a learned temperature's parameters belong to its
+        layer (under FSDP2 they are gathered only there)."""
+        if self._scale is None and self.temperature is not None:
+            self._scale = self.temperature.scale(self.pos)
+        return self._scale
 
     # -- dense --------------------------------------------------------------------------------
     def dense_mask(self) -> Tensor:
@@ -171,7 +192,8 @@ class Attention:
     # -- chunked ------------------------------------------------------------------------------
     def _chunked(self, q: Tensor, k: Tensor, v: Tensor, layer: int, block: int | None = None,
                  sink: Tensor | None = None, context: Tensor | None = None) -> Tensor:
-        block = block or query_block(self.scheme)
+        block = block or query_block(self.scheme, self.n if self.pattern.reach is None else
+                                     self.pattern.reach + CHUNK + self.pattern.sinks, q.shape[0] * q.shape[1])
         # a position-wise transform (all but xPos and ReRoPE) commutes with slicing: do it once
         pre = self.scheme.max_query_span is None and self.scheme.separable
         raw_q, raw_k = q, k
@@ -193,7 +215,7 @@ class Attention:
                 self.scheme, self.pattern, q[..., start:stop, :], k[..., k_sel, :], v[..., k_sel, :],
                 q_idx, k_idx, self.pos[start:stop], self.pos[k_sel], transformed=pre, bias=table,
                 hook=self.hook, layer=layer, q_scale=None if self.q_scale is None else self.q_scale[..., start:stop],
-                rescore=rescore, sink=sink, context=ctx,
+                rescore=rescore, sink=sink, softcap=self.softcap, context=ctx,
             ))
         return torch.cat(out, dim=-2)  # [b, h, n, d]
 
@@ -261,7 +283,7 @@ class Attention:
             if lam is not None:
                 tq = tq * rows(lam).to(tq.dtype)
             offset = None if whole else torch.tensor(start, device=q.device)
-            score_mod = flex_score_mod(bias, lam, offset, self.pos[0])
+            score_mod = flex_score_mod(bias, lam, offset, self.softcap, self.pos[0])
             block_mask = cached_block_mask(self.pattern, self.n, q.device, q_start=start, q_stop=stop)
             out = flex(tq, tk, v, score_mod=score_mod, block_mask=block_mask, scale=self.scale, kernel_options=options)
             outs.append(out[..., done - start:, :])
@@ -291,6 +313,7 @@ def attend_block(
     q_scale: Tensor | None = None,
     rescore: Callable[[Tensor], Tensor] | None = None,
     sink: Tensor | None = None,
+    softcap: float | None = None,
     context: tuple[Tensor, Tensor] | None = None,
 ) -> Tensor:
     """One block of queries against the keys it may see: softmax(where(visible, scores, -inf)) @ v.
@@ -301,8 +324,9 @@ def attend_block(
     read), then ``rescore`` (sinks at their cache slots) and a temperature's ``q_scale`` [n_q] or
     [h, n_q] (the whole score, bias included); the mask from the pattern's predicate. ``sink`` [h]:
     a learned sink logit per head, a virtual key of value 0 beside the visible ones (GPT-OSS), not
-    scaled by the temperature; the hook then sees probabilities that sum to less than 1. The chunked kernel and
-    the KV cache (``cache.py``) both call it.
+    scaled by the temperature; the hook then sees probabilities that sum to less than 1. ``softcap``:
+    the scores soft-capped (:func:`soft_cap`) after the temperature, before the mask; the hook sees
+    them capped. The chunked kernel and the KV cache (``cache.py``) both call it.
     """
     visible = pattern.visible(q_idx[:, None], k_idx[None, :])  # [n_q, n_k]
     scores = scheme.scores(q, k, q_pos, k_pos, transformed=transformed, bias=bias, visible=visible,
@@ -311,6 +335,8 @@ def attend_block(
         scores = rescore(scores)
     if q_scale is not None:
         scores = scores * rows(q_scale).to(scores.dtype)
+    if softcap is not None:
+        scores = soft_cap(scores, softcap)
     scores = scores.masked_fill(~visible, float("-inf"))
     if sink is None:
         probs = torch.softmax(scores.float(), dim=-1).to(v.dtype)
@@ -323,10 +349,20 @@ def attend_block(
     return probs @ v  # [b, h, n_q, d]
 
 
-def query_block(scheme: Scheme) -> int:
+def soft_cap(scores: Tensor, cap: float) -> Tensor:
+    """Attention logit soft-capping (Gemma 2, transformers' ``attn_logit_softcapping``): s ->
+    cap·tanh(s / cap), near s for |s| << cap and bounded by ±cap. The one definition the block
+    computation and flex's ``score_mod`` both use."""
+    return torch.tanh(scores / cap) * cap
+
+
+def query_block(scheme: Scheme, keys: int = 0, rows: int = 1) -> int:
     """Queries per block of the chunked kernel and the KV cache: ``CHUNK``, fewer when one
-    transform may cover only ``max_query_span`` positions (xPos)."""
-    return min(CHUNK, scheme.max_query_span or CHUNK)
+    transform may cover only ``max_query_span`` positions (xPos), and fewer when a block's scores
+    ([rows = batch x heads, queries, keys]) would pass ``SCORE_BUDGET`` elements: a global layer
+    over a million keys scores 16 queries at a time, not 256 (4 GB)."""
+    fit = max(16, SCORE_BUDGET // max(1, rows * keys))
+    return min(CHUNK, scheme.max_query_span or CHUNK, fit)
 
 
 def by_scores(scheme: Scheme, pattern: Pattern) -> bool:
@@ -353,6 +389,7 @@ def choose_kernel(
     *,
     extent: int | None = None,
     sink: bool = False,
+    softcap: float | None = None,
 ) -> str:
     """Resolve ``auto`` and refuse combinations that cannot run (with a clear ValueError): a pure
     function of the device type, scheme, pattern, training or evaluation, length and hook (the
@@ -368,7 +405,8 @@ def choose_kernel(
     transforms all queries at once, which xPos allows only within ``scheme.max_query_span``; flex
     computes distances from indices and re-centres xPos per query block, which needs contiguous
     positions (extent == n: not randomized training positions). A learned sink logit (``sink``)
-    runs on dense and chunked only."""
+    runs on dense and chunked only. Soft-capped scores (``softcap``) never run as SDPA (no mask
+    tensor can cap them): on CUDA ``auto`` takes flex for them."""
     extent = n if extent is None else extent
     span_ok = scheme.max_query_span is None or extent <= scheme.max_query_span
     flex_span_ok = span_ok or extent == n
@@ -380,7 +418,7 @@ def choose_kernel(
         if hooked:
             return "chunked"
         if on_cuda:
-            if sdpa_causal(scheme, pattern) and span_ok:
+            if sdpa_causal(scheme, pattern) and span_ok and softcap is None:
                 return "dense"
             if flex_available() and not by_scores(scheme, pattern) and extent == n and not sink:
                 return "flex"
@@ -399,9 +437,26 @@ def choose_kernel(
         if extent != n:
             raise ValueError(f"kernel 'flex' needs contiguous positions ({n} tokens span {extent} positions: "
                              "randomized positions?); use kernel 'dense' or 'chunked'")
+        refuse_cpu_flex(kernel, device)
     if hooked and kernel != "chunked":
         raise ValueError("a score hook observes the chunked kernel; use kernel='chunked' or 'auto'")
     return kernel
+
+
+#: Why kernel 'flex' is refused off CUDA: compiled FlexAttention on the CPU (torch 2.13) returned
+#: wrong outputs or NaN at lengths below 128 that are 8 mod 16 and head dims 8 and 16, and two
+#: calls could differ (docs/kernels.md). None lifts the refusal: the tests run flex through eager
+#: FlexAttention there, a reference path (tests/conftest.py, ``eager_flex``).
+CPU_FLEX_REFUSAL: str | None = (
+    "kernel 'flex' runs on CUDA only: compiled FlexAttention on the CPU returns wrong numbers or NaN at some "
+    "lengths and head dims (torch 2.13; docs/kernels.md); use auto, dense or chunked")
+
+
+def refuse_cpu_flex(kernel: str, device: torch.device | str) -> None:
+    """ValueError for kernel 'flex' on a device other than CUDA (:data:`CPU_FLEX_REFUSAL`); the
+    commands call it before a model loads."""
+    if kernel == "flex" and torch.device(device).type != "cuda" and CPU_FLEX_REFUSAL:
+        raise ValueError(CPU_FLEX_REFUSAL)
 
 
 def _check_flex(scheme: Scheme, pattern: Pattern, cpu_training: bool) -> None:
@@ -535,22 +590,25 @@ def flex_query_blocks(scheme: Scheme, n: int) -> list[tuple[int, int]]:
 
 
 def flex_score_mod(bias: Callable | None, lam: Tensor | None, offset: Tensor | None,
-                   first: Tensor | None = None) -> Callable | None:
+                   softcap: float | None = None, first: Tensor | None = None) -> Callable | None:
     """FlexAttention ``score_mod`` from a scheme's :meth:`Scheme.bias_fn` (None: no bias), a
     temperature's λ [n_q] or [heads, n_q] (the bias is scaled with the rest of the score; q is
-    scaled before), the index of the first query of a block (None: 0) and the position of the
+    scaled before), the index of the first query of a block (None: 0), a soft cap (the whole
+    score capped last, :func:`soft_cap`, as the block computation does) and the position of the
     input's first token (None: 0; positions are contiguous on flex, so a query's position is
     ``first`` + its index)."""
-    if bias is None:
+    if bias is None and softcap is None:
         return None
     per_head = lam is not None and lam.dim() == 2
 
     def score_mod(score, b, h, q_idx, kv_idx):
-        m = q_idx if offset is None else q_idx + offset
-        bias_mn = bias(h, (m - kv_idx).clamp(min=0), m if first is None else m + first)
-        if lam is None:
-            return score + bias_mn
-        return score + bias_mn * (lam[h, q_idx] if per_head else lam[q_idx])
+        if bias is not None:
+            m = q_idx if offset is None else q_idx + offset
+            bias_mn = bias(h, (m - kv_idx).clamp(min=0), m if first is None else m + first)
+            if lam is not None:
+                bias_mn = bias_mn * (lam[h, q_idx] if per_head else lam[q_idx])
+            score = score + bias_mn
+        return score if softcap is None else soft_cap(score, softcap)
 
     return score_mod
 

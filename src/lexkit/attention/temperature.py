@@ -136,6 +136,13 @@ def pin(spec: str, train_len: int) -> str:
     return format_spec(cls.name, cls.params, values)
 
 
+def full(spec: str, train_len: int) -> str:
+    """The pinned spec with every parameter written out, defaults included (what a run records)."""
+    cls, values = parse(pin(spec, train_len))
+    written = ",".join(f"{key}={values[key]}" for key in cls.params if values[key] is not None)
+    return cls.name + (f":{written}" if written else "")
+
+
 def create(spec: str, n_heads: int, train_len: int) -> Temperature:
     """A temperature from its spec (``logn``, ``llama4:beta=0.1,floor=8192``, ``ssmax``); parameters
     in ``train_len_params`` the spec leaves out take ``train_len``."""

@@ -13,8 +13,10 @@ import warnings
 
 from ..errors import LexkitError
 
-COMMANDS = ("schemes", "patterns", "layouts", "presets", "train", "runs", "eval", "sample", "resolution", "retrieval",
-            "study")
+COMMANDS = ("schemes", "patterns", "layouts", "tasks", "presets", "train", "runs", "eval", "sample", "resolution",
+            "retrieval", "study")
+#: the commands that compute with torch: their CPU threads follow lexkit.threads' policy
+COMPUTING = ("train", "eval", "sample", "resolution", "retrieval", "study")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -23,10 +25,16 @@ class _Parser(argparse.ArgumentParser):
 
 
 def import_modules(modules: list[str] | None) -> None:
-    """``--import MODULE``: load user modules that register schemes or patterns. Any failure
-    (missing, a syntax error, an exception while it runs) is one line naming the module. (A
-    module that replaces a built-in scheme or pattern, ``register(cls, replace=True)``, gets the
-    registry's warning, printed as one ``warning:`` line.)"""
+    """``--import MODULE``: load user modules that register schemes, patterns or tasks, found as
+    ``python -m`` finds them: the working directory first, then ``sys.path`` (a console script's
+    own ``sys.path`` lacks the working directory). Any failure (missing, a syntax error, an
+    exception while it runs) is one line naming the module. (A module that replaces a built-in
+    scheme or pattern, ``register(cls, replace=True)``, gets the registry's warning, printed as
+    one ``warning:`` line.)"""
+    import os
+
+    if modules and os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
     for name in modules or []:
         try:
             importlib.import_module(name)
@@ -56,7 +64,7 @@ def _warning_line(message, category, filename, lineno, file=None, line=None) -> 
 def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--import", dest="imports", action="append", metavar="MODULE", default=[],
-        help="import MODULE first (it may register schemes or patterns); repeatable",
+        help="import MODULE first (it may register schemes, patterns or retrieval tasks); repeatable",
     )
 
 
@@ -68,12 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f".{name}", __name__)
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise
-            continue  # a command not built yet
+        module = importlib.import_module(f".{name}", __name__)
         sub_parser = module.add_parser(sub)
         add_common(sub_parser)
         sub_parser.set_defaults(run=module.run)
@@ -81,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .. import threads
+
+    probe = threads.Probe()  # other processes' CPU time while the commands import (lexkit.threads)
     parser = build_parser()
     args = parser.parse_args(argv)
     with warnings.catch_warnings():
@@ -88,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         warnings.showwarning = _warning_line  # restored on exit: one `warning: ...` line each
         try:
             import_modules(args.imports)
+            if args.command in COMPUTING:
+                threads.apply(getattr(args, "threads", None), probe)
             return int(args.run(args) or 0)
         except (LexkitError, ValueError, FileNotFoundError, NotADirectoryError) as exc:
             from ..distributed import reports

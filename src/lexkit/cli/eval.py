@@ -14,9 +14,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import checks, evaluate
+from .. import checks, evaluate, threads
 from ..attention import KERNELS
-from .table import format_table, length_label
+from ..formats import length_label
+from ..render import text_table
+from . import options
 
 
 def add_parser(sub):
@@ -31,9 +33,10 @@ def add_parser(sub):
     )
     p.add_argument(
         "--pattern", dest="patterns", action="append", metavar="SPEC",
-        help="attention pattern (causal, window[:W], bca[:W], sinks[:W,K=4,pos=text|cache]; "
-        "W defaults to the training length); "
-        "repeatable (default: causal)",
+        help="attention pattern (causal, window[:W], bca[:W], chunk[:W], sinks[:W,K=4,pos=text|cache]; "
+        "W defaults to the training length); on a model whose layers differ, inside each layer's own, or "
+        "SELECTOR=SPEC for the layers a selector names (global=window:4096, local=causal, L0-2=..., an hf: "
+        "model's layer types); repeatable (default: causal)",
     )
     p.add_argument(
         "--data", metavar="SPEC",
@@ -50,7 +53,7 @@ def add_parser(sub):
     p.add_argument("--json", metavar="FILE", help="write the full results (JSON)")
     p.add_argument("--csv", metavar="FILE", help="write one row per length and pattern (CSV)")
     p.add_argument("--device", default="auto", metavar="DEVICE", help="auto, cpu, cuda or mps (default: auto)")
-    p.add_argument("--threads", type=int, metavar="N", help="CPU threads for torch")
+    p.add_argument("--threads", type=int, metavar="N", help=threads.HELP)
     p.add_argument("--kernel", default="auto", choices=KERNELS, help="attention kernel (default: auto)")
     p.add_argument(
         "--scheme", metavar="SPEC",
@@ -76,30 +79,20 @@ def add_hf_arguments(group) -> None:
     """Flags that only an ``hf:PATH`` model reads (eval and resolution)."""
     group.add_argument("--rope-scaling", metavar="SPEC",
                        help="RoPE scaling through the model's config: TYPE:FACTOR (linear:2, dynamic:2, yarn:4), "
-                       "TYPE:key=value,... or a JSON object")
+                       "TYPE:key=value,... or a JSON object, on every layer with RoPE; SELECTOR=SPEC for the "
+                       "layers a selector names (global=yarn:4)")
     group.add_argument("--dtype", default=None, metavar="DTYPE", help="float32 (default), bfloat16 or float16")
 
 
 def run(args) -> int:
     from .. import plots
-    from ..device import resolve_device
-    from ..runs import atomic_write, write_json
     from ..specs import parse_lengths
 
     # what only the command line knows is checked here; everything else by the library, before it loads
     lengths = parse_lengths(args.lengths) if args.lengths is not None else None
     checks.lengths("--lengths", lengths or [], checks.MAX_EVAL_LENGTH)
-    checks.number("--threads", args.threads, maximum=4096)
-    for flag, path in (("--json", args.json), ("--csv", args.csv)):
-        if path is not None:
-            checks.writable(flag, path)
-    if args.plot is not None:
-        args.plot = checks.png_path("--plot", args.plot)
-    device = str(resolve_device(args.device))
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    options.check_outputs(args)
+    device = options.device(args)
     report = evaluate.evaluate_run(
         args.run_dir, lengths=lengths, patterns=args.patterns or ["causal"], data=args.data, stride=args.stride,
         max_docs=args.max_docs, max_bytes=args.max_bytes, max_tokens=args.max_tokens, batch_size=args.batch_size,
@@ -107,13 +100,7 @@ def run(args) -> int:
         logn=args.logn, stream="auto" if args.stream is None else args.stream, rope_scaling=args.rope_scaling,
         dtype=args.dtype,
     )
-    # the files first: a reader that closes the pipe early (`| head`) must not lose them
-    if args.json:
-        write_json(args.json, report)
-    if args.csv:
-        atomic_write(args.csv, evaluate.csv_text(report))
-    if args.plot:
-        plots.eval_report(report, args.plot)
+    options.write_outputs(args, report, evaluate.csv_text, plots.eval_report)
     print(format_report(report))
     if args.plot:
         print(f"wrote {args.plot}")
@@ -121,6 +108,14 @@ def run(args) -> int:
 
 
 # -- terminal output ------------------------------------------------------------------------------
+def layout_lines(info: dict) -> list[str]:
+    """The header line of a Hugging Face model whose layers differ (every table's): its layout
+    and the selectors ``--pattern NAME=SPEC`` takes; none for any other model."""
+    if not info.get("layout") or not info.get("selectors"):
+        return []
+    return [f"layout {info['layout']}  (selectors: {', '.join(info['selectors'])}, L<i>, L<i>-<j>)"]
+
+
 def format_report(report: dict) -> str:
     """The bpb table (lengths as columns, one row per pattern; a tokenizer model's token
     perplexity below it), what was scored, unavailable reasons, then loss by position per pattern."""
@@ -130,7 +125,7 @@ def format_report(report: dict) -> str:
     data, stride = report["data"], report.get("stride")
     docs = f"{data['documents']} document{'' if data['documents'] == 1 else 's'}"
     if tokens:
-        lines = [f"model {report['run']}  {report['scheme']}  train_len {train_len}",
+        lines = [f"model {report['run']}  {report['scheme']}  train_len {train_len}", *layout_lines(report),
                  f"data {data['spec']} ({data['split']}): {docs} x {data['tokens_per_document']:,} tokens "
                  f"({data['bytes_scored']:,} bytes) scored per length"]
         tables = (("bpb", "bits per byte (lower is better)", "{:.4f}"),
@@ -159,7 +154,7 @@ def format_report(report: dict) -> str:
                 if r is not None and r[key] is None:
                     notes.setdefault(r["unavailable"], []).append(n)
             rows.append(row)
-        lines += ["", title] + format_table(rows)
+        lines += ["", title] + text_table(rows)
     for reason, at in notes.items():
         lines.append(f"  - at {', '.join(map(str, sorted(set(at))))}: {reason}")
     lines.append("  (lengths in tokens; x = multiple of the training length)" if tokens
@@ -174,5 +169,5 @@ def format_report(report: dict) -> str:
         for lo, hi in sorted({(lo, hi) for lo, hi, _ in at}):
             label = (f"{lo}" if hi == lo + 1 else f"{lo}-{hi - 1}") + (" *" if train_len and lo >= train_len else "")
             rows.append([label] + [f"{at[(lo, hi, n)]['bpb']:.4f}" if (lo, hi, n) in at else "" for n in lengths])
-        lines += format_table(rows)
+        lines += text_table(rows)
     return "\n".join(lines)

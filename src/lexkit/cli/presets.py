@@ -6,11 +6,6 @@ from __future__ import annotations
 from .. import presets
 from .table import print_table
 
-#: preset key -> the `lexkit train` flag that overrides it ("-" where no flag does)
-FLAGS = {"n_layers": "--layers", "d_model": "--dim", "n_heads": "--heads", "train_len": "--train-len",
-         "steps": "--steps", "batch": "--batch", "lr": "--lr", "warmup": "-", "eval_every": "--eval-every",
-         "save_every": "--save-every", "eval_windows": "-"}
-
 
 def add_parser(sub):
     return sub.add_parser("presets", help="list the size presets and their values", description=__doc__)
@@ -20,7 +15,8 @@ def run(args) -> int:
     names = list(presets.PRESETS)
     keys = list(dict.fromkeys(k for values in presets.PRESETS.values() for k in values))
     rows = [("setting", "flag", *names)]
-    rows += [(key, FLAGS.get(key, "-"), *(_cell(presets.PRESETS[n].get(key, "-")) for n in names)) for key in keys]
+    rows += [(key, presets.FLAGS.get(key, "-"), *(_cell(presets.PRESETS[n].get(key, "-")) for n in names))
+             for key in keys]
     print_table(rows, "ll" + "r" * len(names))
     print("train and study use `small` unless --preset says otherwise; a flag given overrides its value")
     return 0

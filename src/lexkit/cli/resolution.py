@@ -24,10 +24,11 @@ import sys
 
 from .. import checks, plots
 from .. import resolution as res
+from ..formats import number
 from ..runs import write_json
 from ..specs import parse_lengths
-from .eval import add_hf_arguments
-from .table import number, print_table
+from .eval import add_hf_arguments, layout_lines
+from .table import print_table
 
 ANALYTIC_LENGTHS = "1024,2048"
 
@@ -100,6 +101,12 @@ def run(args) -> int:
 MAX_WIDTH = 4096
 
 
+def measured(x: float | None) -> str:
+    """A measured value (R, entropy) in a cell: 4 decimals, 3 significant digits below 1e-3, ``n/a``
+    for None (:func:`lexkit.formats.number`)."""
+    return number(x, digits=4, small=True)
+
+
 def _require_finite(results: list[dict], what: str) -> None:
     """A NaN or inf R means NaN/inf scores (damaged weights, or a scheme's values overflowing)."""
     for r in results:
@@ -134,7 +141,7 @@ def _analytic(args) -> int:
     for doc in docs:
         row = [doc["scheme"]]
         for r in doc["results"]:
-            row.append(number(r["resolution"]))
+            row.append(measured(r["resolution"]))
             if r.get("note"):
                 notes.append(f"{doc['scheme']} at {r['length']}: {r['note']}")
         rows.append(row)
@@ -181,8 +188,8 @@ def _empirical(args, subject) -> int:
             print(f"\n{title}")
         rows = [head]
         for layer in range(doc["layers"]):
-            rows.append([str(layer)] + [number(r[key][layer] if r.get(key) else None) for r in results])
-        rows.append(["mean"] + [number(r[total]) for r in results])
+            rows.append([str(layer)] + [measured(r[key][layer] if r.get(key) else None) for r in results])
+        rows.append(["mean"] + [measured(r[total]) for r in results])
         print_table(rows)
     print("texts: " + ", ".join(f"{r['length']}: {r['texts']}" for r in results))
     for r in results:
@@ -199,13 +206,21 @@ def _empirical(args, subject) -> int:
 # -- a model with its own positions (hf:PATH): analytic, then empirical ----------------------------
 def _model(args, subject) -> int:
     """The analytic R from the model's own positions (RoPE theta, rotary dims, scaling; ALiBi
-    slopes; the learned table), then empirical R and entropy per layer through the score hook."""
+    slopes; the learned table), then empirical R and entropy per layer through the score hook; on a
+    model whose layers differ, analytic rows per group of equal layers and empirical means per
+    layer type."""
     model = subject.model
     lengths = parse_lengths(args.lengths if args.lengths is not None else res.resolution_lengths(subject))
     analytic = res.analytic(model, lengths, args.pattern)
     print(f"attention resolution R of {subject.source} ({model.cfg.scheme}), pattern {analytic['pattern']} "
           "(mean over heads; 0 <= R <= 1)")
-    rows = [["", *map(str, lengths)], ["analytic"] + [number(r["resolution"]) for r in analytic["results"]]]
+    for line in layout_lines(subject.describe()):
+        print(line)
+    groups = list(dict.fromkeys(r["scheme"] for r in analytic["results"]))
+    rows = [["", *map(str, lengths)]]
+    for label in groups:
+        rows.append(["analytic" + (f" {label}" if len(groups) > 1 else "")]
+                    + [measured(r["resolution"]) for r in analytic["results"] if r["scheme"] == label])
     out = {"analytic": analytic}
     empirical = None
     if model.hook_refusal() is not None:
@@ -214,13 +229,9 @@ def _model(args, subject) -> int:
         texts = 8 if args.texts is None else args.texts
         empirical = res.empirical_run(subject, lengths, args.pattern, texts_per_length=texts, batch_size=args.batch,
                                       progress=sys.stderr.isatty(), data=args.data)
-        results = empirical["results"]
-        for layer in range(model.cfg.n_layers):
-            rows.append([f"layer {layer}"] + [number(r["per_layer"][layer]) if r.get("per_layer") else "n/a"
-                                              for r in results])
-        rows.append(["empirical"] + [number(r["resolution"]) for r in results])
-        rows.append(["entropy (nats)"] + [number(r.get("entropy")) for r in results])
+        rows += _layer_rows(model, empirical["results"])
         out["empirical"] = res.to_json(empirical)
+        out["per_type"] = _per_type(model, empirical["results"])
     print_table(rows)
     for doc in (analytic, empirical or {"results": []}):
         for r in doc["results"]:
@@ -240,6 +251,39 @@ def _model(args, subject) -> int:
             plots.plot_analytic({model.cfg.scheme: curve}, table, args.plot, title=f"{subject.source}, analytic")
         print(f"wrote {args.plot}")
     return 0
+
+
+def _types(model) -> list[str] | None:
+    """Each layer's type on a model whose layers differ (None: every layer alike)."""
+    return model.cfg.layer_types if getattr(model.cfg, "layout", None) is not None else None
+
+
+def _per_type(model, results: list[dict]) -> dict:
+    """Empirical R per layer type: the mean over its layers, per length ({type: {length: R}})."""
+    types = _types(model)
+    if types is None:
+        return {}
+    out: dict[str, dict] = {}
+    for kind in dict.fromkeys(types):
+        members = [i for i, t in enumerate(types) if t == kind]
+        out[kind] = {r["length"]: (sum(r["per_layer"][i] for i in members) / len(members) if r.get("per_layer")
+                                   else None) for r in results}
+    return out
+
+
+def _layer_rows(model, results: list[dict]) -> list[list[str]]:
+    """Table rows: R per layer (with its type where layers differ), the mean per layer type, the
+    mean over layers and the entropy."""
+    types = _types(model)
+    rows = []
+    for layer in range(model.cfg.n_layers):
+        label = f"layer {layer}" + (f" {types[layer]}" if types else "")
+        rows.append([label] + [measured(r["per_layer"][layer]) if r.get("per_layer") else "n/a" for r in results])
+    for kind, by_length in _per_type(model, results).items():
+        rows.append([f"{kind} (mean)"] + [measured(by_length[r["length"]]) for r in results])
+    rows.append(["empirical"] + [measured(r["resolution"]) for r in results])
+    rows.append(["entropy (nats)"] + [measured(r.get("entropy")) for r in results])
+    return rows
 
 
 # -- output -------------------------------------------------------------------------------------

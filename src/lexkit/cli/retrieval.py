@@ -5,34 +5,38 @@ TARGET is a run directory or hf:PATH (a Hugging Face causal LM: the standard pas
 Landmark Attention / YaRN / LongLoRA and RULER's multikey needles). Prints one table per pattern
 (depths as rows, lengths as columns, exact match in percent), then accuracy over all depths with
 its 95 % Wilson interval and the answer's bits per byte; ``--json``/``--csv``/``--plot`` write the
-results only once every cell has been scored. See docs/retrieval.md.
+results only once every cell has been scored. The report is built by the library,
+:func:`lexkit.retrieval.retrieval_run`, as ``lexkit eval``'s is; this module parses and prints. See
+docs/retrieval.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import sys
 
-from .. import checks
+from .. import checks, threads
 from ..attention import KERNELS
-from ..layouts import check_pattern, check_scheme
-from .table import format_table, length_label
+from ..formats import length_label, percent
+from ..render import text_table
+from . import options
+from .eval import layout_lines
 
 
 def add_parser(sub):
     p = sub.add_parser("retrieval", help="exact match of needles at distance (copy, passkey, multikey)",
                        description=__doc__)
     p.add_argument("target", metavar="TARGET", help="a run directory written by `lexkit train`, or hf:PATH")
-    p.add_argument("--task", default="passkey", metavar="TASK", help="copy, passkey or multikey (default: passkey)")
+    p.add_argument("--task", default="passkey", metavar="TASK",
+                   help="a retrieval task of `lexkit tasks` (copy, passkey, multikey, or one --import registers; "
+                   "default: passkey)")
     p.add_argument("--lengths", metavar="L,L,...",
-                   help="document lengths in bytes (default: the training length x 1, 2, 4, 8, 16, those long "
-                   "enough for the needle)")
+                   help="document lengths in the model's unit: bytes for a lexkit run, tokens for hf: (default: "
+                   "the training length x 1, 2, 4, 8, 16, those long enough for the needle)")
     p.add_argument("--depths", metavar="D,D,...", help="needle depths in percent, 0..100 (default: 0,10,...,100)")
     p.add_argument("--samples", type=int, default=10, metavar="N", help="documents per cell (default: 10)")
     p.add_argument("--size", type=int, metavar="N",
-                   help="letters of a copy segment / digits of a key (default: 16 / 5)")
+                   help="letters of a copy segment / digits of a key (default: the task's, `lexkit tasks`)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="which documents (default: 0)")
     p.add_argument("--pattern", dest="patterns", action="append", metavar="SPEC",
                    help="attention pattern (causal, window[:W], bca[:W], sinks[:W,K=4]); repeatable (default: causal)")
@@ -50,7 +54,7 @@ def add_parser(sub):
     p.add_argument("--csv", metavar="FILE", help="write one row per cell (CSV)")
     p.add_argument("--plot", metavar="FILE.png", help="needle-in-a-haystack heatmaps and accuracy against length")
     p.add_argument("--device", default="auto", metavar="DEVICE", help="auto, cpu, cuda or mps (default: auto)")
-    p.add_argument("--threads", type=int, metavar="N", help="CPU threads for torch")
+    p.add_argument("--threads", type=int, metavar="N", help=threads.HELP)
     p.add_argument("--kernel", default="auto", choices=KERNELS, help="attention kernel (default: auto)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     return p
@@ -68,145 +72,73 @@ def parse_depths(text: str) -> list[float]:
 
 
 def run(args) -> int:
-    from .. import retrieval, tasks
-    from ..device import resolve_device
+    from .. import plots, retrieval
     from ..specs import parse_lengths
-    from ..subject import kind
-    from ..subject import load as load_subject
 
-    hf = args.target.startswith("hf:")
-    style = "standard" if hf else "bytes"
-    # everything that can be checked without the model is checked before it loads
-    tasks.check_task(args.task)
+    # what only the command line knows is checked here; everything else by the library, before it loads
     depths = parse_depths(args.depths) if args.depths is not None else list(retrieval.DEFAULT_DEPTHS)
     lengths = parse_lengths(args.lengths) if args.lengths is not None else None
     checks.lengths("--lengths", lengths or [], checks.MAX_EVAL_LENGTH)
     checks.number("--size", args.size)
-    checks.number("--threads", args.threads, maximum=4096)
-    retrieval.check_grid(args.task, lengths or [], depths, args.samples, style, args.size)
-    for spec in args.patterns or ["causal"]:
-        check_pattern(spec)
-    kind(args.target).refuse(scheme=args.scheme, logn=args.logn, rope_scaling=args.rope_scaling)
-    if hf and args.cache:
-        raise ValueError("--cache is for lexkit runs: a hf: model decodes without lexkit's KV cache")
-    if args.scheme is not None:
-
-        check_scheme(args.scheme)
-    for flag, path in (("--json", args.json), ("--csv", args.csv)):
-        if path is not None:
-            checks.writable(flag, path)
-    if args.plot is not None:
-        args.plot = checks.png_path("--plot", args.plot)
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-
-    subject = load_subject(args.target, device=str(resolve_device(args.device)), scheme=args.scheme,
-                           logn=args.logn, rope_scaling=args.rope_scaling)
-    info = subject.describe()
-    if lengths is None:
-        lengths = default_lengths(args, subject.train_len, style)
-    haystack = data = None
-    if args.task == "copy" or style == "bytes":
-        docs, described = subject.documents(args.data)
-        haystack, data = tasks.Haystack.from_documents(docs), described["spec"]
-    rows = retrieval.score(subject, args.task, lengths, depths=depths, samples=args.samples,
-                           patterns=args.patterns or ["causal"], haystack=haystack, seed=args.seed, size=args.size,
-                           cache=args.cache, kernel=args.kernel, progress=args.progress and sys.stderr.isatty())
-    report = build_report(args, info, rows, lengths, depths, style, data)
-    write_outputs(report, args)
+    options.check_outputs(args)
+    device = options.device(args)
+    report = retrieval.retrieval_run(
+        args.target, args.task, lengths=lengths, depths=depths, samples=args.samples, size=args.size, seed=args.seed,
+        patterns=args.patterns or ["causal"], data=args.data, scheme=args.scheme, logn=args.logn,
+        rope_scaling=args.rope_scaling, cache=args.cache, kernel=args.kernel, device=device,
+        progress=args.progress and sys.stderr.isatty())
+    options.write_outputs(args, report, retrieval.csv_text, plots.retrieval)
     print(format_report(report))
     if args.plot:
         print(f"wrote {args.plot}")
     return 0
 
 
-def default_lengths(args, train_len: int | None, style: str) -> list[int]:
-    """The default multiples of the training length (1-16x) whose length holds the needle."""
-    from .. import retrieval, tasks
-
-    if not train_len:
-        raise ValueError(f"{args.target} records no training length: give --lengths")
-    need = tasks.minimum_length(args.task, style, args.size)
-    lengths = [train_len * k for k in retrieval.DEFAULT_MULTIPLES if train_len * k >= need]
-    if not lengths:
-        raise ValueError(f"the {args.task} needle and question need {need} bytes, more than "
-                         f"{retrieval.DEFAULT_MULTIPLES[-1]}x the training length {train_len}: give --lengths")
-    return lengths
-
-
-def build_report(args, info: dict, rows, lengths, depths, style: str, haystack: str | None) -> dict:
-    from .. import __version__, retrieval
-
-    return {
-        "version": __version__,
-        "target": args.target,
-        "scheme": info["scheme"],
-        **({"trained_scheme": info["trained_scheme"]} if "trained_scheme" in info else {}),
-        "logn": info.get("logn", False),
-        "train_len": info["train_len"],
-        "task": args.task,
-        "style": style,
-        "size": args.size,
-        "seed": args.seed,
-        "haystack": haystack,
-        "samples": args.samples,
-        "lengths": list(lengths),
-        "depths": list(depths),
-        "patterns": list(dict.fromkeys(r.pattern for r in rows)),
-        "rows": [r.to_json() for r in rows],
-        "summary": retrieval.summary(rows),
-    }
-
-
-def write_outputs(report: dict, args) -> None:
-    """The files first: a reader that closes the pipe early (``| head``) must not lose them."""
-    from .. import plots
-    from ..runs import atomic_write, write_json
-
-    if args.json:
-        write_json(args.json, report)
-    if args.csv:
-        buffer = io.StringIO()
-        fields = list(report["rows"][0])
-        writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(report["rows"])
-        atomic_write(args.csv, buffer.getvalue())
-    if args.plot:
-        plots.retrieval(report, args.plot)
-
-
 def format_report(report: dict) -> str:
     """Header; per pattern, exact match (%) by depth (rows) and length (columns); then the
-    summary over depths: accuracy with its 95 % interval and the answer's bits per byte."""
+    summary over depths: accuracy with its 95 % interval and the answer's bits per byte.
+    Percentages are whole unless that would round them to 0 or 100 (:func:`lexkit.formats.percent`)."""
     lengths, train_len = report["lengths"], report["train_len"]
     rows = report["rows"]
-    chance = rows[0]["chance_bits"] if rows else float("nan")
     lines = [
         f"{report['target']}  scheme {report['scheme']}"
         + (f" (trained as {report['trained_scheme']})" if report.get("trained_scheme") else "")
         + f"  train_len {train_len}",
-        f"task {report['task']} ({report['style']} style), {report['samples']} documents per cell; "
-        f"chance {chance:.2f} bits per answer byte",
+        f"task {report['task']} ({report['style']} style), {report['samples']} documents per cell, lengths in "
+        f"{report.get('unit', 'bytes')}; {chance_line(report)}",
     ]
+    lines[1:1] = layout_lines(report)
     cell = {(r["pattern"], r["length"], r["depth"]): r for r in rows}
     header = ["depth"] + [length_label(n, train_len) for n in lengths]
     for pattern in report["patterns"]:
         table = [header]
         for d in report["depths"]:
-            table.append([f"{d:g}%"] + [f"{100 * cell[(pattern, n, d)]['accuracy']:.0f}" for n in lengths])
-        lines += ["", f"exact match (%), {pattern}"] + format_table(table)
+            table.append([f"{d:g}%"] + [percent(cell[(pattern, n, d)]["accuracy"]) for n in lengths])
+        lines += ["", f"exact match (%), {pattern}"] + text_table(table)
     summary = {(s["pattern"], s["length"]): s for s in report["summary"]}
     table = [["pattern"] + [length_label(n, train_len) for n in lengths]]
     for pattern in report["patterns"]:
         table.append([pattern] + [
-            f"{100 * s['accuracy']:.0f} [{100 * s['low']:.0f}-{100 * s['high']:.0f}]"
+            f"{percent(s['accuracy'])} [{percent(s['low'])}-{percent(s['high'])}]"
             for s in (summary[(pattern, n)] for n in lengths)])
-    lines += ["", "exact match (%) over all depths [95% interval]"] + format_table(table)
+    lines += ["", "exact match (%) over all depths [95% interval]"] + text_table(table)
     table = [["pattern"] + [length_label(n, train_len) for n in lengths]]
     for pattern in report["patterns"]:
         table.append([pattern] + [f"{summary[(pattern, n)]['answer_bits']:.3f}" for n in lengths])
-    lines += ["", "answer bits per byte (teacher-forced)"] + format_table(table)
+    lines += ["", "answer bits per byte (teacher-forced)"] + text_table(table)
     return "\n".join(lines)
+
+
+def chance_line(report: dict) -> str:
+    """What a uniform guess scores: its bits per answer byte, and how often it matches a whole
+    answer (alphabet ** -symbols: 3.8 % for one letter, so a tiny --size is not read as use of
+    context)."""
+    from .. import tasks
+
+    if not report["rows"]:
+        return "no cells"
+    bits = report["rows"][0]["chance_bits"]
+    symbols = report["size"] or tasks.get(report["task"]).default_size(report["style"])
+    match = 100 * 2.0 ** (-bits * symbols)
+    return (f"chance {bits:.2f} bits per answer byte, exact match by a uniform guess "
+            f"{f'{match:.2g}' if match >= 0.01 else '<0.01'} %")

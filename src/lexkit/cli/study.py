@@ -12,9 +12,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .. import checks, positions, presets
+from .. import checks, positions, presets, threads
 from ..device import resolve_device
 from ..report import length_table, pattern_table
+from ..results import read
+from ..rows import StudyResults
 from ..specs import parse_lengths
 from ..study import DEFAULT_PATTERNS, DEFAULT_SCHEMES, Study, StudyConfig
 from .table import print_table
@@ -39,7 +41,7 @@ def add_parser(sub):
     p.add_argument("--eval-docs", type=int, default=24, help="validation documents scored per length")
     p.add_argument("--out", default="study", help="study directory (default: ./study)")
     p.add_argument("--device", default="auto")
-    p.add_argument("--threads", type=int)
+    p.add_argument("--threads", type=int, metavar="N", help=threads.HELP)
     p.add_argument("--extension-steps", type=int, default=60,
                    help="steps of each fine-tune at 4x the training length in the context-extension "
                    "table (default: 60)")
@@ -95,6 +97,7 @@ def run(args) -> int:
     results = study.run()
     if not study.world.is_main:
         return 0  # rank 0 prints the tables
+    results = read(results)
     print_tables(results)
     if args.tensorboard is not None:
         from ..tensorboard import export_runs, write_study
@@ -106,7 +109,7 @@ def run(args) -> int:
               f"{len(trained)} runs in {logdir} "
               f"(view: tensorboard --logdir {logdir})")
     print(f"report: {args.out}/report.md, report.html  (results.json, results.csv, plots); "
-          f"{results['work']['ran']} tasks ran, {results['work']['cached']} cached, {results['wall_seconds']:.0f} s")
+          f"{results.work['ran']} tasks ran, {results.work['cached']} cached, {results.wall_seconds:.0f} s")
     return 0
 
 
@@ -131,19 +134,19 @@ def print_plan(plan: dict, cfg: StudyConfig) -> None:
     print(f"estimated total: {plan['total_s'] / 60:.1f} min on this machine (measured just now)")
 
 
-def print_tables(results: dict) -> None:
+def print_tables(results: StudyResults) -> None:
     """Tables A, B and (when the study has it) G in the terminal, then the goal of G."""
-    for title, (header, rows) in (("bits per byte, causal (A)", length_table(results)),
-                                  ("beyond the training length, by pattern (B)", pattern_table(results))):
-        align = "".join("l" if h in ("scheme", "pattern") else "r" for h in header)
-        print_table([header] + rows, align, title=f"\n{title}")
-    if results.get("retrieval"):
-        from ..report import context_goal_text, retrieval_table
+    for title, table in (("bits per byte, causal (A)", length_table(results)),
+                         ("beyond the training length, by pattern (B)", pattern_table(results))):
+        align = "".join("l" if h in ("scheme", "pattern") else "r" for h in table.header)
+        print_table(table, align, title=f"\n{title}")
+    if results.retrieval:
+        from ..report import context_goal_finding, retrieval_table
 
-        header, rows = retrieval_table(results)
-        print_table([header] + rows, "ll" + "r" * (len(header) - 2), title="\nuse of context: exact match of copy "
+        table = retrieval_table(results)
+        print_table(table, "ll" + "r" * (len(table.header) - 2), title="\nuse of context: exact match of copy "
                     "needles (%) and bpb, by multiple of the training length (G)")
-        print(context_goal_text(results).text.replace("**", ""))
+        print(context_goal_finding(results).replace("**", ""))
 
 
 def print_retrieval_plan(tasks: list[dict], cfg: StudyConfig) -> None:

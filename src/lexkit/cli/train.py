@@ -15,10 +15,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .. import presets
+from .. import presets, threads
 from ..distributed import setup
-from ..runs import read_config
-from ..train import configs, configs_from_run, split_settings, train
+from ..runs import configs_from_run, read_config
+from ..settings import configs, split_settings
+from ..train import train
 
 
 def add_parser(sub):
@@ -46,15 +47,17 @@ def add_parser(sub):
                    "least --train-len), evaluate at 0..n-1; recorded with the run (default: off)")
     p.add_argument("--preset", default=None, choices=list(presets.PRESETS),
                    help="size preset (default: small; see `lexkit presets`)")
-    for flag, key, kind, text in _PRESET_FLAGS:
-        p.add_argument(flag, type=kind, help=f"{text} (default: the preset's, {_default(key)})")
+    for key, flag in presets.FLAGS.items():
+        kind = float if isinstance(presets.PRESETS["small"][key], float) else int
+        p.add_argument(flag, dest=key, type=kind, metavar=flag[2:].upper().replace("-", "_"),
+                       help=f"{_HELP[key]} (default: the preset's, {_default(key)})")
     p.add_argument("--data", help="stdlib (default), a file, directory or glob, or hf:NAME[:CONFIG[:SPLIT]]; "
                    "on --resume: the run's corpus at a new place (checked by its fingerprint)")
     p.add_argument("--mix", action="append", metavar="TASK:FRACTION",
-                   help="retrieval documents (copy, passkey, multikey; docs/retrieval.md) as this fraction of the "
+                   help="retrieval documents (a task of `lexkit tasks`; docs/retrieval.md) as this fraction of the "
                    "training windows, e.g. passkey:0.05; repeatable (default: none)")
     p.add_argument("--seed", type=int, help="random seed (default: 0)")
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--threads", type=int, metavar="N", help=threads.HELP)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps (default: auto)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--fsdp", action="store_true",
@@ -65,18 +68,11 @@ def add_parser(sub):
     return p
 
 
-#: flags whose default is the preset's value: (flag, preset key, type, help)
-_PRESET_FLAGS = (
-    ("--train-len", "train_len", int, "training length in bytes"),
-    ("--steps", "steps", int, "training steps"),
-    ("--batch", "batch", int, "sequences per step"),
-    ("--layers", "n_layers", int, "layers"),
-    ("--dim", "d_model", int, "model width d_model"),
-    ("--heads", "n_heads", int, "attention heads"),
-    ("--lr", "lr", float, "peak learning rate"),
-    ("--save-every", "save_every", int, "checkpoint every N steps"),
-    ("--eval-every", "eval_every", int, "validation bpb every N steps"),
-)
+#: what each flag of :data:`lexkit.presets.FLAGS` sets (its default is the preset's value)
+_HELP = {"train_len": "training length in bytes", "steps": "training steps", "batch": "sequences per step",
+         "n_layers": "layers", "d_model": "model width d_model", "n_heads": "attention heads",
+         "lr": "peak learning rate", "save_every": "checkpoint every N steps",
+         "eval_every": "validation bpb every N steps"}
 
 
 def _default(key: str) -> str:
@@ -85,13 +81,9 @@ def _default(key: str) -> str:
 
 
 def _overrides(args) -> dict:
-    return {
-        "train_len": args.train_len, "steps": args.steps, "batch": args.batch, "n_layers": args.layers,
-        "d_model": args.dim, "n_heads": args.heads, "lr": args.lr, "data": args.data, "seed": args.seed,
-        "save_every": args.save_every, "eval_every": args.eval_every, "logn": args.logn,
-        "random_positions": args.random_positions,
-        "mix": ",".join(args.mix) if args.mix else None, "layout": args.layout, "token_shift": args.token_shift,
-    }
+    return {**{key: getattr(args, key) for key in presets.FLAGS}, "data": args.data, "seed": args.seed,
+            "logn": args.logn, "mix": ",".join(args.mix) if args.mix else None, "layout": args.layout,
+            "token_shift": args.token_shift, "random_positions": args.random_positions}
 
 
 def run(args) -> int:
@@ -101,8 +93,7 @@ def run(args) -> int:
     if args.init is not None:
         if args.preset is not None:
             raise ValueError("--init takes its settings from RUN; --preset does not apply")
-        shape = [flag for flag, value in (("--layers", args.layers), ("--dim", args.dim), ("--heads", args.heads))
-                 if value is not None]
+        shape = [presets.FLAGS[key] for key in ("n_layers", "d_model", "n_heads") if getattr(args, key) is not None]
         if shape:
             raise ValueError(f"--init fine-tunes the weights of {args.init}, whose shape is fixed: leave out "
                              f"{', '.join(shape)} (the parent's are used)")

@@ -39,14 +39,26 @@ import re
 
 from .. import positions
 from ..specs import split_spec
-from .layer import KINDS, SINK, Layer, LayoutError, canonical, check, is_uniform, parse_layer, parse_written, uniform
+from .layer import (
+    KINDS,
+    SINK,
+    Layer,
+    LayoutError,
+    canonical,
+    check,
+    is_uniform,
+    parse_layer,
+    parse_written,
+    resolved,
+    uniform,
+)
 from .named import NAMED, NamedLayout, describe, hwfa_window, register
 from .select import check_pattern, check_scheme, override_schemes, resolve_pattern, select, split_overrides
 
 __all__ = [
     "KINDS", "NAMED", "SINK", "Layer", "LayoutError", "NamedLayout", "canonical", "check", "check_pattern",
     "check_scheme", "describe", "hwfa_window", "is_uniform", "override_schemes", "parse", "parse_layer",
-    "parse_written", "register", "resolve_pattern", "select", "split_overrides", "uniform",
+    "parse_written", "register", "resolve_pattern", "resolved", "select", "split_overrides", "uniform",
 ]
 
 

@@ -167,5 +167,16 @@ def canonical(layers: Sequence[Layer]) -> str:
     return ";".join(out)
 
 
+def resolved(layers: Sequence[Layer], *, train_len: int, max_len: int | None = None) -> str:
+    """The layout with every parameter of every layer written out, defaults included
+    (:func:`lexkit.positions.full`): what a run records beside its config, so that a later change
+    of a registered default cannot change what an old run runs (and the study's cache keys on it)."""
+    length = max_len or train_len
+    return canonical([dataclasses.replace(layer, scheme=positions.full(layer.scheme, length),
+                                          temperature=layer.temperature and temperatures.full(layer.temperature,
+                                                                                              train_len))
+                      for layer in layers])
+
+
 def is_uniform(layers: Sequence[Layer]) -> bool:
     return all(layer == layers[0] for layer in layers)

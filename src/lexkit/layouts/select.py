@@ -17,11 +17,12 @@ from .layer import KINDS, Layer, check
 _INDEX = re.compile(r"^L(\d+)(?:-(\d+))?$")
 
 
-def select(selector: str, kinds: Sequence[str]) -> list[int]:
-    """The layers a selector names, given each layer's kind (``local``/``global``, or a Hugging Face
-    model's own layer types): a kind, ``L3`` or ``L0-2`` (0-based, inclusive). ValueError naming what
-    this model has."""
+def select(selector: str, kinds: Sequence[str | Sequence[str]]) -> list[int]:
+    """The layers a selector names, given each layer's kind (``local``/``global``) or, for a Hugging
+    Face model, its names (its own layer type and its kind: ``("sliding_attention", "local")``): a
+    name, ``L3`` or ``L0-2`` (0-based, inclusive). ValueError naming what this model has."""
     selector = selector.strip()
+    names = [(kind,) if isinstance(kind, str) else tuple(kind) for kind in kinds]
     match = _INDEX.match(selector)
     if match:
         lo = int(match.group(1))
@@ -29,9 +30,9 @@ def select(selector: str, kinds: Sequence[str]) -> list[int]:
         if lo > hi or hi >= len(kinds):
             raise ValueError(f"layer selector {selector!r}: the model has layers L0-{len(kinds) - 1}")
         return list(range(lo, hi + 1))
-    chosen = [i for i, kind in enumerate(kinds) if kind == selector]
+    chosen = [i for i, own in enumerate(names) if selector in own]
     if not chosen:
-        have = sorted(set(kinds))
+        have = sorted({name for own in names for name in own})
         if selector in KINDS or selector in have:
             raise ValueError(f"layer selector {selector!r}: this model has no {selector} layer "
                              f"(its layers are {', '.join(have)})")
@@ -82,7 +83,7 @@ def check_pattern(spec: str) -> None:
         create_pattern(text, default_window=2)
 
 
-def resolve_pattern(own: Sequence[Pattern], kinds: Sequence[str], spec: str | Pattern, *,
+def resolve_pattern(own: Sequence[Pattern], kinds: Sequence[str | Sequence[str]], spec: str | Pattern, *,
                     default_window: int | None) -> Pattern:
     """What an evaluation pattern means on a model whose layers have patterns ``own`` (module
     docstring): a plain :class:`Pattern` when every layer gets the same one from an unqualified

@@ -287,6 +287,19 @@ def pin(spec: str, length: int) -> str:
     return format_spec(cls.name, cls.params, values)
 
 
+def full(spec: str, length: int) -> str:
+    """The spec with every parameter written out, defaults included (None values left out), at
+    training length ``length`` (:func:`pin`): what a run records, so a later change of a default
+    cannot change what it runs (``rope`` -> ``rope:base=10000.0,scaling=none``)."""
+    cls, values = parse(pin(spec, length))
+    written = ",".join(f"{key}={_text(values[key])}" for key in cls.params if values[key] is not None)
+    return cls.name + (f":{written}" if written else "")
+
+
+def _text(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
 def create(spec: str, n_heads: int, head_dim: int, *, max_len: int | None = None) -> Scheme:
     """Build a scheme from its spec string, e.g. ``create("xpos:gamma=0.5", n_heads=8, head_dim=64)``.
 

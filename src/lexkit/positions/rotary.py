@@ -50,7 +50,7 @@ SCALING_PARAMS = {
 }
 #: partial RoPE, shared by every rotary scheme (rope, xpos, rerope)
 PARTIAL_PARAMS = {
-    "fraction": Param(float, 1.0, "fraction of each head's dimensions rotated (GPT-NeoX 0.25)",
+    "fraction": Param(float, None, "fraction of each head's dimensions rotated (default: all; GPT-NeoX 0.25)",
                       lambda x: 0 < x <= 1, "in (0, 1]"),
     "heads": Param(int, None, "rotate the last K heads only (default: all)", positive, "> 0"),
 }
@@ -59,7 +59,8 @@ PARTIAL_PARAMS = {
 def rotated_dims(owner: str, head_dim: int, n_heads: int, values: dict) -> tuple[int, int | None]:
     """(r, K): the dimensions rotated in each head, 2·floor(fraction·h/2), and the number of heads
     rotated (None: all); ValueError when r is 0 or K exceeds the heads."""
-    dims = 2 * int(values.get("fraction", 1.0) * head_dim / 2)
+    fraction = values.get("fraction")
+    dims = head_dim if fraction is None else 2 * int(fraction * head_dim / 2)
     if dims == 0:
         raise ValueError(f"{owner}: fraction={values['fraction']} rotates no pair of a head of {head_dim} "
                          f"dimensions (the smallest is {2 / head_dim:g})")

@@ -20,10 +20,12 @@ r, r + N, r + 2N, ... on its own device; rank 0 then waits until every other cel
 files exist (no collective: a cell may take hours) and writes the report from the cache.
 
 The package, one job per module: :mod:`~lexkit.study.plan` (configuration, cells, lengths,
-cache keys), :mod:`~lexkit.study.cache` (the cache and its log), :mod:`~lexkit.study.execution`
-(running, locally and under torchrun), :mod:`~lexkit.study.extension` (table E),
-:mod:`~lexkit.study.retrieval` (table G, use of context) and :mod:`~lexkit.study.estimate`
-(the dry run's time estimate).
+cache keys, and :class:`~lexkit.study.plan.Section`, the interface of the tables beside the grid),
+:mod:`~lexkit.study.cache` (the cache and its log), :mod:`~lexkit.study.execution` (the
+:class:`Study`, which owns a plan, a cache and its tables, and runs them locally and under
+torchrun), :mod:`~lexkit.study.extension` (table E), :mod:`~lexkit.study.retrieval` (table G, use
+of context) and :mod:`~lexkit.study.estimate` (the dry run's time estimate). What a study writes is
+typed: :class:`lexkit.rows.StudyResults`.
 """
 
 from .execution import Study

@@ -10,13 +10,21 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import distributed, runs
+from ..rows import Row
 from ..train import train
-from .plan import Cell
+from .plan import Cell, Plan
 
 
-class CacheLog:
-    """Computing through the cache, training to the last step, and the log (mixed into
-    :class:`lexkit.study.Study`)."""
+class Cache:
+    """The work of the study in ``out``: computed through the cache, trained to the last step, logged.
+    ``device`` is where its models run (the rank's, set when the study starts); while
+    ``gathering`` (rank 0 reading the other ranks' cells) nothing is logged as work."""
+
+    def __init__(self, out: Path, plan: Plan, world: distributed.World, *, progress: bool) -> None:
+        self.out, self.plan, self.world, self.progress = out, plan, world, progress
+        self.device = plan.cfg.device
+        self.gathering = False
+        self.record: list[dict] = []
 
     def log(self, task: str, name: str, action: str, seconds: float) -> None:
         if self.gathering:
@@ -28,12 +36,14 @@ class CacheLog:
         with open(self.out / "log.jsonl", "a") as handle:
             handle.write(json.dumps(entry) + "\n")
 
-    def cached(self, task: str, name: str, path: Path, compute: Callable[[], dict]) -> dict:
+    def cached(self, task: str, name: str, path: Path, compute: Callable[[], dict | Row]) -> dict:
+        """The JSON stored at ``path``, or ``compute()``'s (a dict or a row), stored there first."""
         if path.is_file():
             self.log(task, name, "cached", 0.0)
             return json.loads(path.read_text())
         start = time.perf_counter()
         result = compute()
+        result = result.to_json() if isinstance(result, Row) else result
         runs.write_json(path, result)
         self.log(task, name, "ran", time.perf_counter() - start)
         return result
@@ -51,10 +61,14 @@ class CacheLog:
             for child in run_dir.iterdir():
                 child.unlink()
         train(run_dir, model_cfg, train_cfg, resume=resume, device=self.device, progress=self.progress,
-              corpus=self.corpus, world=distributed.SINGLE, init=None if resume else init)
+              corpus=self.plan.corpus, world=distributed.SINGLE, init=None if resume else init)
         self.log("train", run_dir.name, "ran", time.perf_counter() - start)
 
+    def run_dir(self, cell: Cell) -> Path:
+        return self.out / "runs" / cell.name
+
     def finished(self, cell: Cell) -> bool:
-        state = runs.trainer_state(self.out / "runs" / cell.name) or {}
+        """Whether ``cell`` is trained to its last step and its evaluations are cached."""
+        state = runs.trainer_state(self.run_dir(cell)) or {}
         return bool(state.get("done") and state["step"] >= cell.train_cfg.steps
-                    and all(path.is_file() for path in self.cache_paths(cell).values()))
+                    and all(path.is_file() for path in self.plan.cache_paths(self.out, cell).values()))

@@ -1,6 +1,7 @@
 """The study's plan: its configuration, its cells (one training run per scheme and seed), the
 lengths and patterns it evaluates, and the cache keys of every cell's work (a hash of its full
-config, so a change of any setting computes anew and nothing else)."""
+config, so a change of any setting computes anew and nothing else); and :class:`Section`, the one
+interface of the tables it runs beside its grid."""
 
 from __future__ import annotations
 
@@ -8,21 +9,24 @@ import dataclasses
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from .. import checks, positions, presets
+from .. import checks, positions, presets, tasks
 from ..attention import create as create_pattern
-from ..data import Corpus, load_corpus
+from ..data import Corpus, load_corpus, parse_mix
 from ..evaluate import default_lengths
+from ..extension import Finetune
 from ..layouts import check_pattern
-from ..train import configs
+from ..rows import SCHEMA, Row
+from ..runs import configs_from_run
+from ..settings import configs
 
 DEFAULT_SCHEMES = [
     "none", "sinusoidal", "rope", "xpos", "xpos:rotate=false", "alibi", "kerple-log", "kerple-power", "sandwich",
 ]
 DEFAULT_PATTERNS = ["causal", "window", "bca"]
-#: 2: ``analytic_curves`` (the analytic s[n] the report plots) is stored in results.json
-SCHEMA_VERSION = 2
+#: the version of results.json a study writes (:data:`lexkit.rows.SCHEMA`)
+SCHEMA_VERSION = SCHEMA
 #: bump when the meaning of a cached evaluation changes (invalidates eval/resolution caches)
 EVAL_VERSION = 1
 
@@ -90,8 +94,12 @@ class Cell:
 
 
 class Plan:
-    """What a study runs, derived from its :class:`StudyConfig` alone (mixed into
-    :class:`lexkit.study.Study`)."""
+    """What a study runs, derived from its :class:`StudyConfig` alone: its cells, lengths and
+    patterns, and the keys its work is cached under. The corpus is loaded on first use."""
+
+    def __init__(self, cfg: StudyConfig) -> None:
+        self.cfg = cfg
+        self._corpus: Corpus | None = None
 
     @property
     def corpus(self) -> Corpus:
@@ -99,19 +107,24 @@ class Plan:
             self._corpus = load_corpus(self.cfg.data)
         return self._corpus
 
-    def cells(self) -> list[Cell]:
-        out = []
-        for scheme in self.cfg.schemes:
-            for seed in range(self.cfg.seeds):
-                model_cfg, train_cfg = configs(self.cfg.preset, scheme, seed=seed, steps=self.cfg.steps,
-                                               data=self.cfg.data)
-                key = digest({"model": dataclasses.asdict(model_cfg), "train": dataclasses.asdict(train_cfg),
-                              "data": self.corpus.fingerprint})
-                out.append(Cell(model_cfg.scheme, seed, model_cfg, train_cfg, key))
-        return out
+    def cell(self, preset: str, scheme: str, seed: int, prefix: str = "", **settings) -> Cell:
+        """One training run of ``scheme`` at ``preset`` with ``settings``, keyed by its full config,
+        the corpus and, for a run with a retrieval mix, what defines its tasks' documents
+        (:func:`lexkit.tasks.identity`: a new derivation trains it anew)."""
+        model_cfg, train_cfg = configs(preset, scheme, seed=seed, data=self.cfg.data, **settings)
+        key = {"model": model_cfg.identity(), "train": dataclasses.asdict(train_cfg), "data": self.corpus.fingerprint}
+        if train_cfg.mix:
+            key["tasks"] = [tasks.identity(task) for task in parse_mix(train_cfg.mix)]
+        return Cell(model_cfg.scheme, seed, model_cfg, train_cfg, digest(key), prefix)
 
-    def train_len(self) -> int:
-        return configs(self.cfg.preset, "none")[0].train_len
+    def cells(self) -> list[Cell]:
+        """The main grid's training runs: every scheme, every seed."""
+        return [self.cell(self.cfg.preset, scheme, seed, steps=self.cfg.steps)
+                for scheme in self.cfg.schemes for seed in range(self.cfg.seeds)]
+
+    def train_len(self, preset: str | None = None) -> int:
+        """The training length of the study's preset (or of ``preset``)."""
+        return configs(preset or self.cfg.preset, "none")[0].train_len
 
     def lengths(self) -> list[int]:
         return sorted(set(self.cfg.lengths)) if self.cfg.lengths else default_lengths(self.train_len())
@@ -125,19 +138,45 @@ class Plan:
         t = train_len or self.train_len()
         return unique([create_pattern(p, default_window=t).spec for p in self.cfg.patterns])
 
-    def cache_paths(self, cell: Cell) -> dict[str, Path]:
-        """Where a cell's evaluation, empirical resolution and principles are cached."""
+    def cache_paths(self, out: Path, cell: Cell) -> dict[str, Path]:
+        """Where a cell's evaluation, empirical resolution and principles are cached in the study ``out``."""
         eval_key = digest({"run": cell.key, "lengths": self.lengths(), "patterns": self.patterns(),
                            "docs": self.cfg.eval_docs, "v": EVAL_VERSION})
         res_key = digest({"run": cell.key, "lengths": self.resolution_lengths(), "patterns": self.patterns(),
                           "texts": self.cfg.resolution_texts, "v": EVAL_VERSION})
         pr_key = digest({"run": cell.key, "v": EVAL_VERSION})
-        cache = self.out / "cache"
+        cache = out / "cache"
         return {"eval": cache / f"eval-{eval_key}.json", "resolution": cache / f"resolution-{res_key}.json",
                 "principles": cache / f"principles-{pr_key}.json"}
+
+    def finetune(self, base: Path, cell: Cell, ft: Finetune) -> tuple[Any, Any, str]:
+        """The configs of one context-extension fine-tune of ``cell``'s run (in ``base``) and its
+        cache key. It checkpoints like any run (4 times), so an interrupted study resumes it where
+        it stopped; the key leaves the checkpoint interval out (it does not change the run), so a
+        study cached before keeps its fine-tunes."""
+        steps = self.cfg.extension_steps
+        model_cfg, train_cfg = configs_from_run(
+            base, scheme=ft.scheme, train_len=ft.train_len, steps=steps, warmup=max(1, steps // 10),
+            eval_every=steps, save_every=max(1, -(-steps // 4)))
+        key = digest({"parent": cell.key, "model": model_cfg.identity(),
+                      "train": dataclasses.asdict(dataclasses.replace(train_cfg, save_every=steps))})
+        return model_cfg, train_cfg, key
 
     def shape(self) -> dict:
         """The study's model shape, as the resolution instrument takes it (initial values under
         seed 0, the random state of the process untouched)."""
         cfg = self.cells()[0].model_cfg
         return {"heads": cfg.n_heads, "head_dim": cfg.head_dim, "seed": 0, "max_len": cfg.position_len}
+
+
+class Section(Protocol):
+    """A table the study runs beside its grid (E, context extension; G, use of context), one
+    interface for both: ``key``, the section of results.json it fills; :meth:`run`, that section
+    (None when the table is off); :meth:`tasks`, its work for ``--dry-run``, each task with its
+    estimated ``seconds`` (``grid``: the grid's measured ``train_s``/``eval_s`` per scheme)."""
+
+    key: str
+
+    def run(self) -> Row | None: ...
+
+    def tasks(self, grid: dict[str, dict], device) -> list[dict]: ...

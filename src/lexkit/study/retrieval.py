@@ -24,34 +24,19 @@ needle mix copied nothing after 2,000 steps. One seed per scheme.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
 
-from .. import positions, runs
+import torch
+
+from .. import positions, runs, tasks
+from ..device import eval_mode
 from ..extension import finetunes, methods
 from ..retrieval import DEFAULT_MULTIPLES
-
-if TYPE_CHECKING:
-    from ..data import Corpus
-    from .plan import Cell, StudyConfig
-
-
-class StudyParts(Protocol):
-    """What table G uses of a :class:`lexkit.study.Study`, written out here rather than imported
-    (the study's execution imports this module; an import back would close a circle)."""
-
-    cfg: StudyConfig
-    out: Path
-    device: str
-    progress: bool
-
-    @property
-    def corpus(self) -> Corpus: ...
-    def patterns(self, train_len: int | None = None) -> list[str]: ...
-    def cached(self, task: str, name: str, path: Path, compute: Callable[[], dict]) -> dict: ...
-    def trained(self, run_dir: Path, model_cfg, train_cfg, *, init: Path | None = None) -> None: ...
-    def finetune(self, cell: Cell, ft) -> tuple[Any, Any, str]: ...
+from ..rows import RetrievalEntry, RetrievalSection
+from .cache import Cache
+from .estimate import timed_steps
+from .plan import Cell, Plan, digest, slug
 
 #: the schemes table G trains with the mix (those of the study's schemes that are among these)
 SCHEMES = ("none", "rope", "xpos", "alibi", "kerple-log", "sandwich", "fire", "pope", "cope", "fox")
@@ -66,6 +51,8 @@ SAMPLES = 10  # documents per (length, depth): 50 per length
 TASK, SIZE = "copy", 12  # copy segments of 12 letters, as measured
 #: bump when the meaning of a cached retrieval score changes
 VERSION = 1
+#: a fine-tune step at 4x the training length costs about 4x a training step (by tokens)
+FINETUNE_COST = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,133 +67,135 @@ class Config:
     patterns: tuple[str, ...]
 
 
-def schemes(study: StudyParts) -> list[str]:
-    """The study's schemes that table G trains with the mix, in the study's order."""
-    wanted = {positions.canonical(s) for s in SCHEMES}
-    return [s for s in study.cfg.schemes if s in wanted]
+class RetrievalTable:
+    """Table G (a :class:`~lexkit.study.plan.Section`), run by the study's plan and cache."""
 
+    key = "retrieval"
 
-def cells(study: StudyParts) -> list[Cell]:
-    """One run per scheme of :func:`schemes`, seed 0, trained with :data:`RECIPE` for the
-    study's ``retrieval_steps`` at its ``retrieval_preset``."""
-    from ..train import configs
-    from .plan import Cell, digest
+    def __init__(self, plan: Plan, cache: Cache) -> None:
+        self.plan, self.cache = plan, cache
 
-    cfg, out = study.cfg, []
-    steps = cfg.retrieval_steps
-    for scheme in schemes(study):
-        model_cfg, train_cfg = configs(cfg.retrieval_preset, scheme, seed=0, steps=steps, batch=RECIPE["batch"],
-                                       lr=RECIPE["lr"], mix=RECIPE["mix"], data=cfg.data)
-        key = digest({"model": dataclasses.asdict(model_cfg), "train": dataclasses.asdict(train_cfg),
-                      "data": study.corpus.fingerprint})
-        out.append(Cell(model_cfg.scheme, 0, model_cfg, train_cfg, key, prefix="mix-"))
-    return out
+    def schemes(self) -> list[str]:
+        """The study's schemes that table G trains with the mix, in the study's order (none: off)."""
+        if not self.plan.cfg.retrieval:
+            return []
+        wanted = {positions.canonical(s) for s in SCHEMES}
+        return [s for s in self.plan.cfg.schemes if s in wanted]
 
+    def cells(self) -> list[Cell]:
+        """One run per scheme of :meth:`schemes`, seed 0, trained with :data:`RECIPE` for the
+        study's ``retrieval_steps`` at its ``retrieval_preset``."""
+        cfg = self.plan.cfg
+        return [self.plan.cell(cfg.retrieval_preset, scheme, 0, prefix="mix-", steps=cfg.retrieval_steps,
+                               batch=RECIPE["batch"], lr=RECIPE["lr"], mix=RECIPE["mix"]) for scheme in self.schemes()]
 
-def train_len(study: StudyParts) -> int:
-    from ..train import configs
+    def train_len(self) -> int:
+        return self.plan.train_len(self.plan.cfg.retrieval_preset)
 
-    return configs(study.cfg.retrieval_preset, "none")[0].train_len
-
-
-def configurations(study: StudyParts, cell: Cell) -> list[Config]:
-    """The scheme itself under every study pattern, then on ``rope`` (when the study runs table
-    E) each no-fine-tune method of table E but plain rope, then each fine-tune."""
-    t = train_len(study)
-    out = [Config(cell.scheme, "scheme", None, None, tuple(study.patterns(t)))]
-    if cell.scheme != "rope" or not study.cfg.extension:
+    def configurations(self, cell: Cell) -> list[Config]:
+        """The scheme itself under every study pattern, then on ``rope`` (when the study runs table
+        E) each no-fine-tune method of table E but plain rope, then each fine-tune."""
+        t = self.train_len()
+        out = [Config(cell.scheme, "scheme", None, None, tuple(self.plan.patterns(t)))]
+        if cell.scheme != "rope" or not self.plan.cfg.extension:
+            return out
+        for m in methods(t, max(MULTIPLES) * t):
+            if (m.scheme, m.pattern, m.logn) != ("rope", "causal", False):
+                out.append(Config(m.label, "method", m.scheme, m.logn, (m.pattern,)))
+        out += [Config(ft.label, "fine-tune", None, None, ft.patterns) for ft in finetunes(t)]
         return out
-    for m in methods(t, max(MULTIPLES) * t):
-        if (m.scheme, m.pattern, m.logn) != ("rope", "causal", False):
-            out.append(Config(m.label, "method", m.scheme, m.logn, (m.pattern,)))
-    out += [Config(ft.label, "fine-tune", None, None, ft.patterns) for ft in finetunes(t)]
-    return out
 
+    def cache_path(self, key: str, config: Config) -> Path:
+        """Where one configuration's scores are cached: keyed by its run and everything scored,
+        what defines the needle documents included (:func:`lexkit.tasks.identity`)."""
+        cfg = self.plan.cfg
+        what = {"run": key, "scheme": config.scheme, "logn": config.logn, "patterns": config.patterns,
+                "task": TASK, "documents": tasks.identity(TASK), "size": SIZE, "multiples": MULTIPLES,
+                "bpb": BPB_MULTIPLES, "depths": DEPTHS, "samples": cfg.retrieval_samples, "docs": cfg.eval_docs,
+                "v": VERSION}
+        return self.cache.out / "cache" / f"retrieval-{digest(what)}.json"
 
-def cache_path(study: StudyParts, key: str, config: Config) -> Path:
-    from .plan import digest
+    def run(self) -> RetrievalSection | None:
+        """Train (or find) every run of table G, score every configuration (or read it from the
+        cache); None when the table is off or no studied scheme is among :data:`SCHEMES`."""
+        cells = self.cells()
+        if not cells:
+            return None
+        cfg, entries = self.plan.cfg, []
+        for cell in cells:
+            base = self.cache.run_dir(cell)
+            self.cache.trained(base, cell.model_cfg, cell.train_cfg)
+            for config in self.configurations(cell):
+                entries += self.entries(cell, base, config)
+        first = cells[0].train_cfg
+        return RetrievalSection(TASK, SIZE, self.train_len(), cfg.retrieval_preset, cfg.retrieval_steps, first.batch,
+                                first.lr, first.mix, 1, list(MULTIPLES), list(BPB_MULTIPLES), list(DEPTHS),
+                                cfg.retrieval_samples, cfg.extension_steps, entries)
 
-    what = {"run": key, "scheme": config.scheme, "logn": config.logn, "patterns": config.patterns,
-            "task": TASK, "size": SIZE, "multiples": MULTIPLES, "bpb": BPB_MULTIPLES, "depths": DEPTHS,
-            "samples": study.cfg.retrieval_samples, "docs": study.cfg.eval_docs, "v": VERSION}
-    return study.out / "cache" / f"retrieval-{digest(what)}.json"
+    def entries(self, cell: Cell, base: Path, config: Config) -> list[RetrievalEntry]:
+        """One configuration scored (a fine-tune trained first), one entry per pattern."""
+        run_dir, key = base, cell.key
+        if config.kind == "fine-tune":
+            ft = next(f for f in finetunes(self.train_len()) if f.label == config.label)
+            model_cfg, train_cfg, key = self.plan.finetune(base, cell, ft)
+            run_dir = self.cache.out / "runs" / f"{cell.name}-ft-{slug(ft.scheme)}-{key}"
+            self.cache.trained(run_dir, model_cfg, train_cfg, init=base)
+        doc = self.cache.cached("retrieval", f"{cell.name} {config.label}", self.cache_path(key, config),
+                                lambda: self.score(run_dir, config))
+        return [RetrievalEntry.from_json({
+            "label": config.label, "kind": config.kind, "scheme": doc["scheme"], "logn": doc["logn"],
+            "pattern": pattern, "run": str(run_dir.relative_to(self.cache.out)),
+            "rows": [r for r in doc["rows"] if r["pattern"] == pattern],
+            "cells": [c for c in doc["cells"] if c["pattern"] == pattern]}) for pattern in doc["patterns"]]
 
+    def score(self, run_dir: Path, config: Config) -> dict:
+        """One configuration's retrieval cells and bpb (exact match from the teacher-forced pass,
+        :func:`lexkit.retrieval.score` with ``decode=False``)."""
+        from ..retrieval import context_rows
+        from ..subject import load
 
-def run(study: StudyParts) -> dict | None:
-    """Train (or find) every run of table G, score every configuration (or read it from the
-    cache) and return what results.json stores under ``retrieval``; None when the table is off
-    or no studied scheme is among :data:`SCHEMES`."""
-    if not study.cfg.retrieval or not schemes(study):
-        return None
-    from .plan import slug
+        subject = load(run_dir, device=self.cache.device, scheme=config.scheme, logn=config.logn)
+        patterns = [subject.model.pattern(p).spec for p in config.patterns]
+        rows, found = context_rows(subject, config.label, task=TASK, multiples=MULTIPLES, patterns=patterns,
+                                   depths=DEPTHS, samples=self.plan.cfg.retrieval_samples, size=SIZE,
+                                   documents=self.plan.corpus.valid, bpb_multiples=BPB_MULTIPLES,
+                                   train_len=self.train_len(), max_docs=self.plan.cfg.eval_docs, decode=False,
+                                   progress=self.cache.progress)
+        return {"scheme": subject.describe()["scheme"], "logn": bool(subject.config["model"].get("logn", False)),
+                "patterns": patterns, "rows": [r.to_json() for r in rows], "cells": [c.to_json() for c in found]}
 
-    t = train_len(study)
-    entries = []
-    for cell in cells(study):
-        base = study.out / "runs" / cell.name
-        study.trained(base, cell.model_cfg, cell.train_cfg)
-        for config in configurations(study, cell):
-            run_dir, key = base, cell.key
-            if config.kind == "fine-tune":
-                ft = next(f for f in finetunes(t) if f.label == config.label)
-                model_cfg, train_cfg, key = study.finetune(cell, ft)
-                run_dir = study.out / "runs" / f"{cell.name}-ft-{slug(ft.scheme)}-{key}"
-                study.trained(run_dir, model_cfg, train_cfg, init=base)
-            doc = study.cached("retrieval", f"{cell.name} {config.label}", cache_path(study, key, config),
-                               lambda c=config, d=run_dir: score(study, d, c, t))
-            entries += [{"label": config.label, "kind": config.kind, "scheme": doc["scheme"], "logn": doc["logn"],
-                         "pattern": pattern, "run": str(run_dir.relative_to(study.out)),
-                         "rows": [r for r in doc["rows"] if r["pattern"] == pattern],
-                         "cells": [c for c in doc["cells"] if c["pattern"] == pattern]}
-                        for pattern in doc["patterns"]]
-    first = cells(study)[0]
-    return {"task": TASK, "size": SIZE, "train_len": t, "preset": study.cfg.retrieval_preset,
-            "steps": study.cfg.retrieval_steps, "batch": first.train_cfg.batch, "lr": first.train_cfg.lr,
-            "mix": first.train_cfg.mix, "seeds": 1, "multiples": list(MULTIPLES), "bpb_multiples": list(BPB_MULTIPLES),
-            "depths": list(DEPTHS), "samples": study.cfg.retrieval_samples,
-            "finetune_steps": study.cfg.extension_steps, "configs": entries}
+    def tasks(self, grid: dict[str, dict], device) -> list[dict]:
+        """Table G's tasks for ``--dry-run``, timed on this machine: one training step of its model
+        at the recipe's batch (the median of three after a warm-up step) and one token of its
+        forward pass at 16x (:meth:`tasks_at`)."""
+        cells = self.cells()
+        if not cells:
+            return []
+        n = max(MULTIPLES) * cells[0].model_cfg.train_len
+        model, step_s, probe = timed_steps(cells[0], device, n)
+        with eval_mode(model), torch.no_grad():
+            t0 = time.perf_counter()
+            model(probe)
+            per_token = (time.perf_counter() - t0) / n
+        return self.tasks_at(step_s, per_token)
 
-
-def score(study: StudyParts, run_dir: Path, config: Config, t: int) -> dict:
-    """One configuration's retrieval cells and bpb (exact match from the teacher-forced pass,
-    :func:`lexkit.retrieval.score` with ``decode=False``)."""
-    from ..retrieval import context_rows
-    from ..subject import load
-
-    subject = load(run_dir, device=study.device, scheme=config.scheme, logn=config.logn)
-    patterns = [subject.model.pattern(p).spec for p in config.patterns]
-    rows, found = context_rows(subject, config.label, task=TASK, multiples=MULTIPLES, patterns=patterns,
-                               depths=DEPTHS, samples=study.cfg.retrieval_samples, size=SIZE,
-                               documents=study.corpus.valid, bpb_multiples=BPB_MULTIPLES, train_len=t,
-                               max_docs=study.cfg.eval_docs, decode=False, progress=study.progress)
-    return {"scheme": subject.describe()["scheme"], "logn": bool(subject.config["model"].get("logn", False)),
-            "patterns": patterns, "rows": [r.to_json() for r in rows], "cells": [c.to_json() for c in found]}
-
-
-def plan(study: StudyParts, per_step: float, per_token: float) -> list[dict]:
-    """The tasks of table G for ``--dry-run``: each run's training and each configuration's
-    scoring, with seconds scaled from a measurement on this machine (``per_step``: one training
-    step of table G's model at the recipe's batch; ``per_token``: one token of its forward pass
-    at 16x): the needle documents and the bpb documents of every pattern, and a fine-tune's
-    steps at about :data:`FINETUNE_COST` times a training step."""
-    if not study.cfg.retrieval or not schemes(study):
-        return []
-    t = train_len(study)
-    needles = len(DEPTHS) * study.cfg.retrieval_samples
-    tokens = sum(m * t for m in MULTIPLES) * needles + sum(m * t for m in BPB_MULTIPLES) * study.cfg.eval_docs
-    out = []
-    for cell in cells(study):
-        exists = (study.out / "runs" / cell.name / runs.CHECKPOINT).is_file()
-        out.append({"kind": "train", "label": f"{cell.scheme} + mix", "run": cell.name, "exists": exists,
-                    "seconds": per_step * cell.train_cfg.steps})
-        for config in configurations(study, cell):
-            seconds = per_token * tokens * len(config.patterns)
-            if config.kind == "fine-tune":
-                seconds += per_step * FINETUNE_COST * study.cfg.extension_steps
-            out.append({"kind": config.kind, "label": config.label, "patterns": len(config.patterns),
-                        "seconds": seconds})
-    return out
-
-
-#: a fine-tune step at 4x the training length costs about 4x a training step (by tokens)
-FINETUNE_COST = 4
+    def tasks_at(self, per_step: float, per_token: float) -> list[dict]:
+        """Each run's training and each configuration's scoring, with seconds scaled from
+        ``per_step`` (one training step of table G's model at the recipe's batch) and ``per_token``
+        (one token of its forward pass at 16x): the needle documents and the bpb documents of every
+        pattern, and a fine-tune's steps at about :data:`FINETUNE_COST` times a training step."""
+        t, cfg = self.train_len(), self.plan.cfg
+        needles = len(DEPTHS) * cfg.retrieval_samples
+        tokens = sum(m * t for m in MULTIPLES) * needles + sum(m * t for m in BPB_MULTIPLES) * cfg.eval_docs
+        out = []
+        for cell in self.cells():
+            exists = (self.cache.run_dir(cell) / runs.CHECKPOINT).is_file()
+            out.append({"kind": "train", "label": f"{cell.scheme} + mix", "run": cell.name, "exists": exists,
+                        "seconds": per_step * cell.train_cfg.steps})
+            for config in self.configurations(cell):
+                seconds = per_token * tokens * len(config.patterns)
+                if config.kind == "fine-tune":
+                    seconds += per_step * FINETUNE_COST * cfg.extension_steps
+                out.append({"kind": config.kind, "label": config.label, "patterns": len(config.patterns),
+                            "seconds": seconds})
+        return out

@@ -1,0 +1,229 @@
+"""Which transformers model types lexkit runs, and what every layer of one is.
+
+A :class:`Family` says how a model type holds positions and which per-layer rules it has; from a
+config, :func:`layers_of` writes out each layer as an :class:`HFLayer` in the words of lexkit's
+layouts (docs/layouts.md): its transformers layer type, its position scheme, its own mask as a
+lexkit pattern, and what the model adds around attention (Llama 4's query temperature, GPT-OSS's
+sink logit, Gemma's soft-capping). The mask functions registered with transformers check every
+layer against this reading on every forward pass (:mod:`lexkit.hf.interface`), so a rule read
+wrong here is an error, never a silent run.
+
+The per-layer rules, from transformers 5.24's modelling code:
+
+* ``layer_types[i]``: ``full_attention`` (causal), ``sliding_attention`` (``window:W``,
+  W = ``sliding_window``: W keys including the query, as lexkit's window), ``chunked_attention``
+  (``chunk:C``, C = ``attention_chunk_size``). Without ``layer_types`` every layer is full, or
+  sliding when the config has a ``sliding_window`` (Mistral).
+* RoPE on every layer, except where the family says (``rope_layers``): Llama 4 and SmolLM3 rotate
+  the layers whose ``no_rope_layers[i]`` is 1 (the name reads backwards), Cohere 2 its sliding
+  layers only (EXAONE 4 too when it has a window). Gemma 3 and OLMo 3 have RoPE parameters per
+  layer type (``rope_parameters[layer_type]``).
+* Llama 4 scales the queries of its NoPE layers by 1 + β·ln(⌊(m+1)/F⌋ + 1)
+  (``attn_temperature_tuning``, β = ``attn_scale``, F = ``floor_scale``) before attention: lexkit's
+  ``llama4`` temperature, applied by the model, so lexkit's kernels do not apply it again.
+* GPT-OSS adds a learned sink logit per head (``sinks``, passed to attention as ``s_aux``);
+  Gemma 2 (and Gemma 3 when set) soft-caps the attention logits (``attn_logit_softcapping``,
+  passed as ``softcap``). Both run in lexkit's kernels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..attention import create as create_pattern
+from ..attention import temperature as temperatures
+from ..errors import LexkitError
+from ..layouts import canonical
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """How one transformers model type holds positions and runs attention."""
+
+    positions: str  # "rope", "learned" or "alibi"
+    interface: bool  # attention goes through AttentionInterface (lexkit's kernels)
+    #: which layers apply RoPE: "all", "no_rope_layers" (1 = uses RoPE), "sliding" (the window layers) or
+    #: "sliding_or_all" (the window layers when the config has a window, else all: EXAONE 4)
+    rope_layers: str = "all"
+    temperature: bool = False  # NoPE layers scale their queries (Llama 4's attn_temperature_tuning)
+    sinks: bool = False  # a learned sink logit per head on every layer (GPT-OSS)
+    softcap: bool = False  # attention logit soft-capping from attn_logit_softcapping (Gemma)
+
+
+FAMILIES = {
+    "llama": Family("rope", True),
+    "mistral": Family("rope", True),
+    "qwen2": Family("rope", True),
+    "gpt_neox": Family("rope", True),
+    "gpt2": Family("learned", True),
+    "bloom": Family("alibi", False),
+    "gemma2": Family("rope", True, softcap=True),
+    "gemma3_text": Family("rope", True, softcap=True),
+    "gpt_oss": Family("rope", True, sinks=True),
+    "llama4_text": Family("rope", True, rope_layers="no_rope_layers", temperature=True),
+    "cohere2": Family("rope", True, rope_layers="sliding"),
+    "smollm3": Family("rope", True, rope_layers="no_rope_layers"),
+    "qwen3": Family("rope", True),
+    # the same per-layer rules in other model types whose attention goes through the interface
+    "mixtral": Family("rope", True),
+    "phi3": Family("rope", True),
+    "starcoder2": Family("rope", True),
+    "qwen2_moe": Family("rope", True),
+    "qwen3_moe": Family("rope", True),
+    "olmo3": Family("rope", True),
+    "exaone4": Family("rope", True, rope_layers="sliding_or_all"),
+    "vaultgemma": Family("rope", True, softcap=True),
+    "gemma": Family("rope", True),
+    "olmo2": Family("rope", True),
+    "granite": Family("rope", True),
+    "cohere": Family("rope", True),
+}
+
+#: transformers' layer type -> the config field that sizes its mask (None: causal)
+MASKS = {"full_attention": None, "sliding_attention": "sliding_window", "chunked_attention": "attention_chunk_size"}
+PATTERN_OF = {"sliding_attention": "window", "chunked_attention": "chunk"}
+
+
+@dataclasses.dataclass(frozen=True)
+class HFLayer:
+    """One layer of a Hugging Face model in lexkit's words: its transformers ``type``, its position
+    ``scheme`` (``rope:base=THETA[,scaling=TYPE,factor=F]``, ``none``, ``learned``, ``alibi``), its own
+    mask as a lexkit ``pattern`` spec, the ``temperature`` the model applies to its queries (a lexkit
+    temperature spec), a learned ``sink`` logit per head and the ``softcap`` of its logits."""
+
+    type: str
+    scheme: str
+    pattern: str = "causal"
+    temperature: str | None = None
+    sink: bool = False
+    softcap: float | None = None
+
+    @property
+    def spec(self) -> str:
+        """``rope:base=10000@window:4096+softcap:50``: a byte run's layer text (docs/layouts.md), and
+        ``+softcap:C`` where the model caps its logits."""
+        out = f"{self.scheme}@{self.pattern}"
+        if self.temperature:
+            out += f"+{self.temperature}"
+        if self.sink:
+            out += "+sink"
+        return out + (f"+softcap:{number(self.softcap)}" if self.softcap is not None else "")
+
+    @property
+    def kind(self) -> str:
+        """``local`` (a mask with finite reach: window, chunk) or ``global``."""
+        return "global" if create_pattern(self.pattern).reach is None else "local"
+
+    @property
+    def names(self) -> tuple[str, str]:
+        """What a selector may call this layer (``--pattern NAME=SPEC``): its type and its kind."""
+        return self.type, self.kind
+
+
+def require_family(config) -> Family:
+    """The :class:`Family` of ``config``'s model type, or a LexkitError naming the supported ones."""
+    family = FAMILIES.get(config.model_type)
+    if family is None:
+        raise LexkitError(f"model type {config.model_type!r} is not supported; supported: {', '.join(FAMILIES)}")
+    return family
+
+
+def layer_types(config) -> list[str]:
+    """transformers' type of every layer: ``config.layer_types``, else all full attention (all
+    sliding when the config has a ``sliding_window``, as Mistral applies it to every layer)."""
+    n = config.num_hidden_layers
+    types = getattr(config, "layer_types", None)
+    if types is None:
+        return ["sliding_attention" if getattr(config, "sliding_window", None) else "full_attention"] * n
+    types = list(types)[:n]
+    unknown = sorted(set(types) - set(MASKS))
+    if unknown:
+        raise LexkitError(f"{config.model_type}: layer type {unknown[0]!r} is not attention lexkit can run; "
+                          f"it runs {', '.join(MASKS)}")
+    return types
+
+
+def own_pattern(config, layer_type: str) -> str:
+    """The lexkit pattern spec of a layer type's own mask: ``causal``, ``window:W``, ``chunk:C``."""
+    field = MASKS[layer_type]
+    if field is None:
+        return "causal"
+    size = getattr(config, field, None)
+    if not size:
+        raise LexkitError(f"{config.model_type}: a {layer_type} layer needs {field} in its config")
+    return f"{PATTERN_OF[layer_type]}:{int(size)}"
+
+
+def uses_rope(config, family: Family, types: list[str]) -> list[bool]:
+    """Which layers the model rotates (see the module docstring)."""
+    if family.positions != "rope":
+        return [False] * len(types)
+    if family.rope_layers == "no_rope_layers":
+        return [bool(flag) for flag in config.no_rope_layers[: len(types)]]
+    if family.rope_layers == "sliding" or (family.rope_layers == "sliding_or_all" and config.sliding_window):
+        return [t == "sliding_attention" for t in types]
+    return [True] * len(types)
+
+
+def rope_parameters(config, layer_type: str | None = None) -> dict:
+    """The RoPE parameters (theta and scaling) of a layer type: transformers 5's ``rope_parameters``
+    (one dict, or one per layer type: Gemma 3), 4.x's ``rope_theta`` and ``rope_scaling``."""
+    params = dict(getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {})
+    if layer_type is not None and isinstance(params.get(layer_type), dict):
+        params = dict(params[layer_type])
+    params.setdefault("rope_theta", getattr(config, "rope_theta", 10000.0))
+    return params
+
+
+def per_type_rope(config) -> bool:
+    """Whether the config holds RoPE parameters per layer type (Gemma 3)."""
+    params = getattr(config, "rope_parameters", None) or {}
+    return any(isinstance(params.get(t), dict) for t in MASKS)
+
+
+def number(x: float) -> str:
+    """``10000``, ``1000000``, ``0.5``: a config's number as a spec writes it (never ``1e+06``)."""
+    x = float(x)
+    return str(int(x)) if x.is_integer() else repr(x)
+
+
+def rope_scheme(params: dict) -> str:
+    """``rope:base=10000``, ``rope:base=150000,scaling=yarn,factor=32``: a layer's RoPE in the words
+    of lexkit's ``rope`` scheme (its base and scaling; the exact frequencies are the model's)."""
+    out = f"rope:base={number(params['rope_theta'])}"
+    kind = params.get("rope_type", params.get("type", "default"))
+    if kind != "default":
+        out += f",scaling={kind}" + (f",factor={number(params['factor'])}" if "factor" in params else "")
+    return out
+
+
+def layers_of(config, family: Family) -> list[HFLayer]:
+    """Every layer of a model with this config (see the module docstring)."""
+    types = layer_types(config)
+    rope = uses_rope(config, family, types)
+    tuning = family.temperature and getattr(config, "attn_temperature_tuning", False)
+    softcap = getattr(config, "attn_logit_softcapping", None) if family.softcap else None
+    out = []
+    for layer_type, rotated in zip(types, rope):
+        if rotated:
+            scheme = rope_scheme(rope_parameters(config, layer_type))
+        else:
+            scheme = {"rope": "none", "learned": "learned", "alibi": "alibi"}[family.positions]
+        temperature = None
+        if tuning and not rotated:
+            temperature = temperatures.pin(f"llama4:beta={config.attn_scale},floor={config.floor_scale}",
+                                           int(config.floor_scale))
+        out.append(HFLayer(layer_type, scheme, own_pattern(config, layer_type), temperature, family.sinks,
+                           None if softcap is None else float(softcap)))
+    return out
+
+
+def layout_text(layers: list[HFLayer]) -> str:
+    """Every layer written as a layout (docs/layouts.md): the shortest period that repeats to all
+    the layers as ``(...)xN`` (Gemma 2: ``(A;B)x13``), runs of equal layers as ``(A)x5``."""
+    n = len(layers)
+    for period in range(1, n // 2 + 1):
+        if n % period == 0 and all(layers[i] == layers[i % period] for i in range(n)):
+            inner = canonical(layers[:period])
+            return f"({inner})x{n // period}" if period > 1 else canonical(layers)
+    return canonical(layers)

@@ -1,0 +1,179 @@
+"""A run's config.json: written from its settings, read back checked, the trained model it describes
+loaded, and the settings that continue it (a fine-tune's)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import warnings
+from pathlib import Path
+
+import torch
+
+from .. import layouts, positions, presets
+from ..data import Corpus
+from ..errors import RunError
+from ..model import GPT, ModelConfig
+from ..settings import TrainConfig, split_settings
+from ..version import __version__
+from .files import CONFIG, FORMAT_VERSION, RunWarning
+from .weights import load_weights
+
+
+def read_config(run_dir: str | Path, *, training: bool = False) -> dict:
+    """A run's config.json, checked: its model section (and data spec) always, its train section
+    and data fingerprint too when ``training`` (resuming or listing needs them)."""
+    run_dir = Path(run_dir)
+    if not run_dir.exists():
+        raise RunError(f"run directory {run_dir} does not exist")
+    if not run_dir.is_dir():
+        raise RunError(f"{run_dir} is not a directory")
+    path = run_dir / CONFIG
+    if not path.is_file():
+        raise RunError(f"{run_dir} is not a lexkit run (no {CONFIG}; train one with `lexkit train`)")
+    try:
+        config = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RunError(f"{path} is not a valid lexkit run config (not JSON: {exc})") from exc
+    except OSError as exc:
+        raise RunError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if not isinstance(config, dict):
+        raise RunError(f"{path} is not a valid lexkit run config (not a JSON object)")
+    for section, keys in (TRAINING_SECTIONS if training else SECTIONS).items():
+        if not isinstance(config.get(section), dict):
+            raise RunError(f"{path} is not a valid lexkit run config (no {section!r} section; "
+                           f"a run's config.json has {', '.join(TRAINING_SECTIONS)})")
+        missing = [k for k in keys if k not in config[section]]
+        if missing:
+            raise RunError(f"{path} is not a valid lexkit run config ({section!r} lacks {', '.join(missing)})")
+    try:
+        ModelConfig(**config["model"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RunError(unregistered(path, config["model"]) or f"{path} is not a valid lexkit run config ({exc})") \
+            from exc
+    return config
+
+
+def unregistered(path: Path, model: dict) -> str | None:
+    """Why a run's scheme is unknown here when it is a name no module registered (a scheme of the
+    user's, registered by a module not imported now), else None."""
+    from ..specs import split_spec
+
+    scheme = model.get("scheme")
+    try:
+        name = split_spec(scheme)[0] if isinstance(scheme, str) else None
+    except ValueError:
+        return None
+    if not name or name in positions.names():
+        return None
+    return (f"{path}: the run's position scheme {name!r} is not registered here (a scheme of your own?): load the "
+            f"module that registers it with --import MODULE (Python: import it first)")
+
+
+#: the sections of config.json and the keys each must have (to use a run; to continue or list it)
+SECTIONS = {"model": ("scheme",), "data": ("spec",)}
+TRAINING_SECTIONS = {"model": ("scheme",), "train": ("steps", "data"), "data": ("spec", "fingerprint")}
+
+
+def build_model(config: dict) -> GPT:
+    return GPT(ModelConfig(**config["model"]))
+
+
+def load(
+    run_dir: str | Path, *, device: str = "cpu", scheme: str | None = None, logn: bool | None = None
+) -> tuple[GPT, dict]:
+    """The trained model of a run directory (eval mode) and its config dict.
+
+    ``scheme`` / ``logn`` evaluate it under another scheme with the same tensors or with log-n
+    scaling switched, without retraining (``lexkit eval --scheme rope:scaling=yarn,factor=4``):
+    the returned config's ``model`` then holds the overrides, ``"overrides"`` lists them and
+    ``"trained"`` is the run's own model section (the weights are verified against it). A
+    scheme's training-length defaults (``original_len``, ReRoPE's ``w``) take the run's length.
+    On a run with a layout, ``scheme`` may select layers (``global=rerope:w=64``; unqualified: the
+    layers of its family, :func:`lexkit.layouts.override_schemes`) and becomes the layout's."""
+    run_dir = Path(run_dir)
+    config = read_config(run_dir)
+    trained = config["model"]
+    section = {**trained, **as_recorded(config, run_dir)}
+    overrides = {} if logn is None else {"logn": logn}
+    if scheme is not None:
+        overrides.update(scheme_overrides(section, scheme))
+    if logn is not None and section.get("layout") is not None:
+        raise ValueError(f"--logn switches log-n on every layer; {run_dir} has a layout "
+                         f"({section['layout']}), whose temperatures are per layer")
+    if overrides or section != trained:
+        config = {**config, "model": {**section, **overrides}, "overrides": overrides, "trained": trained}
+    model = build_model(config)
+    load_weights(run_dir, model, recorded=config.get("trained"), scheme=scheme)
+    return model.to(device).eval(), config
+
+
+def as_recorded(config: dict, run_dir: Path) -> dict:
+    """The model settings that rebuild a run as it trained: nothing when today's defaults resolve its
+    layers to what it recorded (config.json's ``resolved``; runs written before it was recorded
+    cannot be checked), else its recorded layers as the layout, with a warning naming both."""
+    recorded = config.get("resolved")
+    if recorded is None:
+        return {}
+    today = ModelConfig(**config["model"]).resolved()
+    if today == recorded:
+        return {}
+    warnings.warn(f"{run_dir} trained with {recorded}; today's defaults would make it {today}: it runs as it "
+                  "trained", RunWarning, stacklevel=3)
+    return {"layout": recorded, "logn": False}
+
+
+def scheme_overrides(model_section: dict, scheme: str) -> dict:
+    """The model-config keys an evaluation ``--scheme`` changes: ``scheme`` on a uniform run given
+    one unqualified spec, else the run's ``layout`` with the selected layers' schemes replaced."""
+    cfg = ModelConfig(**model_section)
+    plain, pairs = layouts.split_overrides(scheme)
+    if cfg.layout is None and not pairs:
+        return {"scheme": positions.canonical(plain)}
+    layers = layouts.override_schemes(cfg.layers(), scheme, cfg.position_len)
+    return {"layout": layouts.canonical(layers), "logn": False}  # a uniform run's log-n is now each layer's
+
+
+def run_config(model_cfg: ModelConfig, train_cfg: TrainConfig, corpus: Corpus) -> dict:
+    """The config.json of a run of these settings on ``corpus`` (the trainer adds its provenance)."""
+    return {
+        "version": FORMAT_VERSION,
+        "lexkit": __version__,
+        "torch": torch.__version__,
+        "model": dataclasses.asdict(model_cfg),
+        "resolved": model_cfg.resolved(),  # every parameter of every layer, defaults included
+        "train": dataclasses.asdict(train_cfg),
+        "data": {"spec": corpus.spec, "fingerprint": corpus.fingerprint,
+                 **({"mix": train_cfg.mix} if train_cfg.mix else {})},
+    }
+
+
+def configs_from_run(run_dir: str | Path, scheme: str | None = None, **overrides) -> tuple[ModelConfig, TrainConfig]:
+    """Configs that continue a trained run (``lexkit train --init RUN``): its architecture and
+    training settings, ``scheme`` (default: its own) and explicit overrides (None = the run's).
+
+    The short fine-tune of position interpolation and YaRN: e.g. ``scheme="rope:scaling=yarn,factor=4"``
+    with ``train_len`` 4x the run's. Every parameter of the new scheme that defaults to the
+    training length (a scaled RoPE's ``original_len``, ReRoPE's ``w``, ``learned``'s table) and is
+    not in its spec is pinned to the *run's* length, written into the spec, so that the new,
+    longer ``train_len`` does not move it.
+    """
+    old = read_config(run_dir, training=True)
+    fixed = [f"{presets.FLAGS[key]} {overrides[key]} ({old['model'][key]} in {run_dir})"
+             for key in ("n_layers", "d_model", "n_heads")
+             if overrides.get(key) is not None and overrides[key] != old["model"].get(key)]
+    if fixed:
+        raise ValueError(f"--init fine-tunes the weights of {run_dir}, whose shape is fixed: {', '.join(fixed)} "
+                         "cannot load them")
+    values = {**old["model"], **old["train"]}
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    length = ModelConfig(**old["model"]).position_len
+    if old["model"].get("layout") is not None and overrides.get("layout") is None:
+        # the parent's layers as they were at its length (every length default written out)
+        layers = ModelConfig(**old["model"]).layers()
+        if scheme is not None:
+            layers = layouts.override_schemes(layers, scheme, length)
+        values["layout"] = layouts.canonical(layers)
+        return split_settings(values.pop("scheme"), values)
+    values.pop("scheme", None)
+    return split_settings(positions.pin(scheme if scheme is not None else old["model"]["scheme"], length), values)

@@ -1,0 +1,89 @@
+"""A run's settings: the training config, the sizes a user may give, and the named presets filled in.
+
+:class:`TrainConfig` checks its values as it is built; :func:`configs` fills a preset and applies
+explicit overrides; :func:`split_settings` turns one flat dict (a preset's, a run's config.json)
+into the model's and the trainer's configs. The trainer (:mod:`lexkit.train`), the run directory
+(:mod:`lexkit.runs`) and the study read them; none of them is needed to build one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from . import checks, presets
+from .data import format_mix, parse_mix
+from .model import ModelConfig
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    steps: int = 1000
+    batch: int = 32
+    lr: float = 2e-3
+    warmup: int = 100
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    seed: int = 0
+    data: str = "stdlib"
+    eval_every: int = 250
+    eval_windows: int = 64
+    save_every: int = 250
+    log_every: int = 10
+    mix: str = ""  # retrieval documents among the windows, "passkey:0.05,copy:0.1" (data.MixedStream)
+
+    def __post_init__(self) -> None:
+        self.mix = format_mix(parse_mix(self.mix))
+        for key in ("steps", "batch", "eval_every", "save_every", "log_every", "eval_windows"):
+            checks.number(key, getattr(self, key))
+        checks.number("warmup", self.warmup, strict=False)
+        checks.number("lr", self.lr, maximum=checks.MAX_LR, integer=False)
+        checks.number("min_lr_ratio", self.min_lr_ratio, maximum=1.0, strict=False, integer=False)
+        checks.number("weight_decay", self.weight_decay, maximum=checks.MAX_LR, strict=False, integer=False)
+        checks.number("grad_clip", self.grad_clip, maximum=1e9, integer=False)
+        checks.number("seed", self.seed, maximum=2**63 - 1, strict=False)
+
+
+#: settings that may change on --resume without changing the run
+RUNTIME_KEYS = {"save_every", "log_every", "eval_every"}
+
+
+def configs(preset: str = "small", scheme: str = "rope", **overrides) -> tuple[ModelConfig, TrainConfig]:
+    """Model and training configs from a preset, with explicit overrides (None = preset's value)."""
+    values = presets.get(preset)
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return split_settings(scheme, values)
+
+
+def split_settings(scheme: str, values: dict) -> tuple[ModelConfig, TrainConfig]:
+    """One flat dict of settings -> (ModelConfig, TrainConfig); an unknown key is a ValueError."""
+    model_keys = {f.name for f in dataclasses.fields(ModelConfig)}
+    train_keys = {f.name for f in dataclasses.fields(TrainConfig)}
+    unknown = set(values) - model_keys - train_keys
+    if unknown:
+        raise ValueError(f"unknown setting(s) {sorted(unknown)}")
+    model = ModelConfig(scheme=scheme, **{k: v for k, v in values.items() if k in model_keys and k != "scheme"})
+    check_model(model)
+    train = TrainConfig(**{k: v for k, v in values.items() if k in train_keys})
+    return model, train
+
+
+def check_model(cfg: ModelConfig) -> None:
+    """Sizes a user gives, within what fits (ModelConfig checks they are positive)."""
+    checks.number("train_len", cfg.train_len, maximum=checks.MAX_TRAIN_LEN)
+    for key in ("n_layers", "d_model", "n_heads"):
+        checks.number(key, getattr(cfg, key), maximum=1 << 16)
+
+
+def differences(old: dict, new: dict) -> list[str]:
+    """Keys whose values differ between two configs (model.*, train.*), runtime keys ignored. A
+    key an older config lacks reads as its default (``model.logn``: False)."""
+    out = []
+    defaults = {"model": dataclasses.asdict(ModelConfig()), "train": dataclasses.asdict(TrainConfig())}
+    for section in ("model", "train"):
+        for key in sorted(set(old[section]) | set(new[section])):
+            if section == "train" and key in RUNTIME_KEYS:
+                continue
+            if old[section].get(key, defaults[section].get(key)) != new[section].get(key):
+                out.append(f"{section}.{key} ({old[section].get(key)!r} -> {new[section].get(key)!r})")
+    return out

@@ -1,0 +1,84 @@
+"""results.json as one typed document (lexkit.rows.StudyResults): today's version reads and writes back
+key for key, every version a study has written reads and renders (fixtures in
+tests/fixtures/results_versions, written by the study of the commit each file names), and the
+numbers the report shows are the ones stored."""
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+import safety_net
+from lexkit import results as query
+from lexkit.render import csv_text, markdown
+from lexkit.report import document, length_table, write_report
+from lexkit.rows import EmpiricalRow, ExtensionRow, RetrievalEntry, Row, StudyResults, StudyRun
+from lexkit.tensorboard import study_scalars
+
+VERSIONS = Path(__file__).parent / "fixtures" / "results_versions"
+#: the study's commit that wrote each fixture, and what its version added
+WRITTEN_BY = {
+    "schema1.json": "cbc986f: the first study",
+    "schema2.json": "c71836f: analytic_curves",
+    "schema2-extension.json": "312b98d: table E, model.logn",
+    "schema2-provenance.json": "421d219: provenance, evaluation rows' streamed",
+    "schema2-retrieval.json": "44377c4: table G (6 of its configurations kept)",
+}
+
+
+def test_todays_results_json_reads_and_writes_back_key_for_key():
+    stored = json.loads((safety_net.HERE / "results.json").read_text())
+    doc = StudyResults.from_json(stored)
+    assert isinstance(doc.runs[0], StudyRun) and isinstance(doc.runs[0].resolution[0], EmpiricalRow)
+    assert isinstance(doc.extension.rows[0], ExtensionRow) and isinstance(doc.retrieval.configs[0], RetrievalEntry)
+    assert json.dumps(doc.to_json()) == json.dumps(stored)  # the same keys in the same order, the same values
+
+
+def test_every_fixture_of_an_old_version_is_a_study_that_wrote_it():
+    assert sorted(p.name for p in VERSIONS.iterdir()) == sorted(WRITTEN_BY)
+
+
+@pytest.mark.parametrize("name", sorted(WRITTEN_BY))
+def test_every_version_reads_and_renders(name, tmp_path, request):
+    if name != "schema1.json":  # its figures are drawn (the oldest lacks some); the others' as test_report's
+        request.getfixturevalue("no_figures")
+    stored = json.loads((VERSIONS / name).read_text())
+    doc = query.read(stored)
+    assert [run.scheme for run in doc.runs] == [run["scheme"] for run in stored["runs"]]
+    # table A's cells are the stored bpb of each run, rounded (one seed per scheme in these studies)
+    header, rows = length_table(doc)
+    for row, run in zip(rows, stored["runs"]):
+        causal = {x["length"]: x["bpb"] for x in run["eval"]["results"] if x["pattern"] == "causal"}
+        assert row[1:] == [f"{causal[n]:.3f}" for n in stored["lengths"]]
+    text = markdown(document(doc))
+    assert ("## E. Context extension" in text) == ("extension" in stored)
+    assert ("## G. Use of context" in text) == ("retrieval" in stored)
+    write_report(stored, tmp_path)  # every file, whatever the version holds
+    if name == "schema1.json":  # no analytic curves stored: that figure alone is left out
+        assert not (tmp_path / "s_curves.png").exists() and (tmp_path / "bpb_by_length.png").is_file()
+    assert len((tmp_path / "results.csv").read_text().splitlines()) == 1 + sum(len(r["eval"]["results"])
+                                                                               for r in stored["runs"])
+    assert set(study_scalars(doc)) >= {f"eval/{run['scheme']}" for run in stored["runs"]}
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample(Row):
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("note",)
+    KEYS: ClassVar[dict[str, str]] = {"from_": "from"}
+
+    from_: int
+    bytes: int = 0
+    size: int | None = None
+    note: str | None = None
+
+
+def test_a_missing_key_reads_as_its_default_and_an_unknown_one_is_ignored():
+    assert Sample.from_json({"from": 3, "later": 1}) == Sample(3, 0, None, None)
+    assert list(Sample(3).to_json().items()) == [("from", 3), ("bytes", 0), ("size", None)]  # optional None: left out
+
+
+def test_the_csv_writer_is_one_for_every_file():
+    assert csv_text([{"a": 1, "b": None}, {"a": 2.5, "b": "x,y"}]) == 'a,b\n1,\n2.5,"x,y"\n'
+    assert csv_text([], ["a", "b"]) == "a,b\n"
