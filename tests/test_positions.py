@@ -551,3 +551,17 @@ def test_partial_rope_bad_specs(spec, words):
     with pytest.raises(ValueError) as info:
         make(spec, n_heads=4, head_dim=16)
     assert all(w in str(info.value) for w in words), (spec, info.value)
+
+
+@pytest.mark.parametrize("name", ["alibi", "kerple-power", "kerple-log", "sandwich", "t5", "fire"])
+def test_a_forwards_bias_table_is_its_function_tabulated(name):
+    """Every kernel reads a bias through one ForwardBias: a bias of the distance alone gathers its
+    table, which holds the bias function's values (what flex evaluates) at every distance; FIRE,
+    a bias of the query's position too, has no table and evaluates the function per block."""
+    s = make(name, n_heads=3, head_dim=8, max_len=32)
+    fb = s.forward_bias(200)
+    q_pos = torch.tensor([0, 5, 31, 32, 150, 199])
+    dist = (q_pos[:, None] - torch.arange(200)[None, :]).clamp_min(0)  # [6, 200]
+    evaluated = fb.fn(torch.arange(3)[:, None, None], dist[None], q_pos[None, :, None]).float()
+    assert (fb.block(q_pos, dist) - evaluated).abs().max() <= 1e-6 * max(1.0, float(evaluated.abs().max()))
+    assert (fb.table is None) == (name == "fire") and fb.covers(200) and (fb.table is None or not fb.covers(201))
