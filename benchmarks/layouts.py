@@ -41,6 +41,18 @@ CONFIGS: dict[str, tuple[list[str], int, list[str]]] = {
     "none-shift": (["--scheme", "none", "--token-shift", "0.5"], 6000, ["causal"]),
     "rope-shift": (["--scheme", "rope", "--token-shift", "0.5"], 6000, ["causal"]),
     "hwfa16-4l": (["--layout", "hwfa:W=16", "--layers", "4"], 6000, ["causal"]),
+    # the same with token shift (the previous-token feature given: hwfa16 alone never changed phase in 6,000 steps)
+    "hwfa16-shift-nologn": (["--layout", "hwfa:W=16,logn=false", "--token-shift", "0.5"], 6000, ["causal"]),
+    "hwfa16-shift-llama4": (["--layout", "rope@window:16;none@causal+llama4:floor=64", "--token-shift", "0.5"], 6000,
+                            ["causal"]),
+    "hwfa16-shift-ssmax": (["--layout", "rope@window:16;none@causal+ssmax", "--token-shift", "0.5"], 6000, ["causal"]),
+    "hwfa2-16-shift": (["--layout", "hwfa2:W=16", "--token-shift", "0.5"], 6000, ["causal"]),
+    "hwfa32-shift": (["--layout", "hwfa:W=32", "--token-shift", "0.5"], 6000, ["causal"]),
+    "hwfa16-shift-sink": (["--layout", "rope@window:16+sink;none@causal+logn+sink", "--token-shift", "0.5"], 6000,
+                          ["causal"]),
+    "irope-bca16-shift": (["--layout", "rope@bca:16;none@causal+llama4:floor=64", "--token-shift", "0.5"], 6000,
+                          ["causal"]),
+    "hwfa16-shift-4l": (["--layout", "hwfa:W=16", "--layers", "4", "--token-shift", "0.5"], 6000, ["causal"]),
 }
 RECIPE = ["--preset", "quick", "--batch", "64", "--lr", "3e-3", "--mix", "copy:0.75", "--eval-every", "100",
           "--save-every", "500"]
@@ -73,14 +85,31 @@ def score(out: Path, name: str, threads: int) -> dict:
     rows, cells = context_rows(subject, name, task="copy", multiples=MULTIPLES, patterns=CONFIGS[name][2],
                                depths=DEPTHS, samples=SAMPLES, size=12, bpb_multiples=(1, 16), max_docs=8,
                                decode=False)
+    entropy = global_entropy(subject, [64 * m for m in MULTIPLES])
     metrics = runs.read_metrics(run)
     curve = [(r["step"], r["val_copy_exact"], r["val_copy_bits"]) for r in metrics if "val_copy_exact" in r]
     phase = next((step for step, exact, _ in curve if exact >= 0.5), None)
     doc = {"name": name, "flags": CONFIGS[name][0], "steps": CONFIGS[name][1], "phase_change": phase,
            "probe": curve, "rows": [r.to_json() for r in rows], "cells": [c.to_json() for c in cells],
-           "layout": subject.describe().get("layout")}
+           "layout": subject.describe().get("layout"), "entropy": entropy}
     (out / f"{name}.json").write_text(json.dumps(doc, indent=1))
     return doc
+
+
+def global_entropy(subject, lengths: list[int], texts: int = 4) -> dict:
+    """Mean attention entropy (nats) per layer at each length, under the run's own layout, on the first
+    ``texts`` validation documents long enough (the resolution instrument's empirical entropy), and
+    which layers are global: how the global layers' attention spreads as the input grows."""
+    from lexkit.resolution import empirical
+    from lexkit.resolution import texts as first_texts
+
+    docs = subject.documents()[0]
+    model = subject.model
+    out = {"global": [i for i, kind in enumerate(getattr(model, "kinds", [])) if kind == "global"], "by_length": {}}
+    for n in lengths:
+        row = empirical(model, first_texts(docs, n, texts), "causal")
+        out["by_length"][str(n)] = row["entropy_per_layer"]
+    return out
 
 
 def one(out: Path, name: str, threads: int, steps: int | None = None) -> str:
@@ -95,7 +124,8 @@ def table(out: Path) -> str:
     """Markdown: per configuration and pattern, exact match % at each multiple (worst depth at 16x),
     bpb at 1x and 16x and their ratio, and the phase-change step."""
     lines = ["| configuration | pattern | phase change (step) | exact match % at 1 / 2 / 4 / 8 / 16x | worst depth "
-             "at 16x | bpb 1x -> 16x (ratio) |", "| --- | --- | --- | --- | --- | --- |"]
+             "at 16x | bpb 1x -> 16x (ratio) | global layers' entropy 1x -> 16x (nats) |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for path in sorted(out.glob("*.json")):
         doc = json.loads(path.read_text())
         for pattern in CONFIGS.get(doc["name"], (None, None, sorted({r["pattern"] for r in doc["rows"]})))[2]:
@@ -109,8 +139,20 @@ def table(out: Path) -> str:
             b1, b16 = rows[1]["bpb"], rows[longest]["bpb"]
             ratio = f"{b16 / b1:.3f}" if b1 and b16 else "-"
             lines.append(f"| {doc['name']} | {pattern} | {doc['phase_change'] or 'none'} | {acc} | "
-                         f"{100 * worst:.0f} % | {b1:.3f} -> {b16:.3f} ({ratio}) |")
+                         f"{100 * worst:.0f} % | {b1:.3f} -> {b16:.3f} ({ratio}) | {entropy_text(doc)} |")
     return "\n".join(lines)
+
+
+def entropy_text(doc: dict) -> str:
+    """The global layers' mean entropy at 1x and 16x (``-`` for a model without a global layer or a
+    result scored before entropy was measured)."""
+    entropy = doc.get("entropy") or {}
+    layers, by_length = entropy.get("global") or [], entropy.get("by_length") or {}
+    if not layers or not by_length:
+        return "-"
+    first, last = by_length[min(by_length, key=int)], by_length[max(by_length, key=int)]
+    mean = lambda row: sum(row[i] for i in layers) / len(layers)  # noqa: E731
+    return f"{mean(first):.2f} -> {mean(last):.2f}"
 
 
 def doc_pattern(doc: dict, pattern: str) -> str:

@@ -45,6 +45,7 @@ def small(layout: str | None = None, n_layers: int = 2, **kw) -> GPT:
     ("@bca", 2, "(rope@bca:64)x2"),  # the model's scheme; W = the training length
     ("rerope@causal", 1, "rerope:w=64@causal"),  # a length default written out
     ("none+llama4:beta=0.2+sink", 1, "none@causal+llama4:beta=0.2,floor=64+sink"),
+    ("rope@window:8+shift:0.25;none+logn+shift", 2, "rope@window:8+shift:0.25;none@causal+logn+shift"),
     ("((rope@chunk:8)x2;none@causal+ssmax)x2", 6,
      "(rope@chunk:8)x2;none@causal+ssmax;(rope@chunk:8)x2;none@causal+ssmax"),
 ])
@@ -65,6 +66,7 @@ def test_written_layouts_parse_to_their_canonical_form(text, n_layers, want):
     ("gemma", 6, 64, "(rope@window:16)x5;rope:base=1000000.0@causal"),
     ("gemma:ratio=1,W=32", 2, 64, "rope@window:32;rope:base=1000000.0@causal"),
     ("gpt-oss:W=8", 2, 64, "rope@window:8+sink;rope@causal+sink"),
+    ("hwfa:W=16,shift=0.5", 2, 64, "rope@window:16+shift;none@causal+logn+shift"),
 ])
 def test_named_layouts_are_their_designs(text, n_layers, train_len, want):
     assert parse(text, n_layers, train_len) == want
@@ -91,6 +93,8 @@ def test_the_hwfa_window_follows_su_s_receptive_field_rule():
     ("hwfa:X=3", 2, ["unknown parameter 'X'"]),
     ("foo", 2, ["unknown layout 'foo'", "hwfa"]),
     ("rope;;none", 2, ["empty layer"]),
+    ("rope+shift:1.5", 1, ["shifted fraction must be in (0, 1)"]),
+    ("rope+shift+shift", 1, ["'+shift' given twice"]),
 ])
 def test_bad_layouts_name_the_layer_and_the_fault(text, n_layers, words):
     with pytest.raises(ValueError) as info:
@@ -265,6 +269,16 @@ def test_token_shift_moves_the_last_features_one_position_as_x_transformers_shif
         ModelConfig(token_shift=1.0)
 
 
+def test_a_layout_shifts_the_layers_it_names():
+    model = small("rope@window:4+shift:0.25;none@causal")
+    assert [block.shift for block in model.blocks] == [8, 0]
+    x = torch.randint(0, 256, (1, 30))
+    with torch.no_grad():
+        cache = model.new_cache()
+        pieces = torch.cat([model(x[:, i:i + 7], cache=cache) for i in range(0, 30, 7)], dim=1)
+        assert (model(x) - pieces).abs().max() <= 1e-5
+
+
 def test_token_shift_reaches_every_block_and_the_cache_carries_it():
     model = small(scheme="alibi", token_shift=0.5)
     assert all(block.shift == 16 for block in model.blocks)
@@ -313,6 +327,7 @@ def test_train_with_a_layout_records_it_and_every_command_takes_the_run(tmp_path
     (["--layout", "rope@window:8+logn;none"], ["layer 0", "global layer"]),
     (["--layout", "hwfa", "--logn"], ["--logn", "+logn"]),
     (["--layout", "hwfa", "--token-shift", "1.5"], ["token_shift"]),
+    (["--layout", "hwfa:shift=0.5", "--token-shift", "0.5"], ["--token-shift", "+shift"]),
 ])
 def test_bad_layouts_on_the_command_line_write_nothing(tmp_path, capsys, argv, words):
     out = tmp_path / "run"
@@ -345,3 +360,26 @@ def test_a_global_layer_over_many_keys_scores_fewer_queries_at_a_time(monkeypatc
         ref = F.cross_entropy(logits.double().flatten(0, 1), y.flatten(), reduction="none").view(y.shape)
         assert (stream_nll(model, x, y, model.pattern("causal"), segment=37) - ref).abs().max() <= 1e-5
         assert (model(x, kernel="dense") - logits).abs().max() <= 1e-5
+
+
+def test_a_study_trains_a_layout_beside_its_schemes(tmp_path, no_figures):
+    """`lexkit study --layout`: a row of the grid labelled with the layout as given, family
+    ``layout``, its analytic R before training the mean over its layers of each layer's own."""
+    from lexkit.results import read
+    from lexkit.study.execution import layer_mean
+
+    data = write_corpus(tmp_path / "data")
+    argv = ["study", "--preset", "tiny", "--scheme", "rope", "--layout", "hwfa:W=8,shift=0.5", "--lengths", "16,32",
+            "--pattern", "causal", "--steps", "4", "--no-extension", "--no-retrieval", "--data", str(data),
+            "--out", str(tmp_path / "s"), "--quiet"]
+    assert main(argv) == 0
+    results = read(json.loads((tmp_path / "s" / "results.json").read_text()))
+    assert [(r.scheme, r.family) for r in results.runs] == [("rope", "rotary"), ("hwfa:W=8,shift=0.5", "layout")]
+    model = GPT(ModelConfig(layout="hwfa:W=8,shift=0.5", n_layers=2, d_model=32, n_heads=2, train_len=32))
+    want = layer_mean(model, [32], "causal")[32]
+    got = [r.resolution for r in results.analytic if r.scheme == "hwfa:W=8,shift=0.5" and r.length == 32]
+    assert got == [pytest.approx(want)]
+    from lexkit.study import StudyConfig
+
+    with pytest.raises(ValueError, match="layout irope"):
+        StudyConfig(preset="tiny", layouts=["irope"])  # irope needs 4 layers; tiny has 2

@@ -73,7 +73,10 @@ class ModelConfig:
             if self.logn:
                 raise ValueError("--logn applies to every layer; with --layout put +logn on the layers that take it "
                                  "(e.g. none@causal+logn)")
-            self.layers()  # checked once, naming the layer at fault
+            layers = self.layers()  # checked once, naming the layer at fault
+            if self.token_shift and any(layer.shift for layer in layers):
+                raise ValueError("--token-shift applies to every layer and the layout shifts some itself (+shift); "
+                                 "give one of them")
 
     def layers(self) -> list[layouts.Layer]:
         """What every layer is (:mod:`lexkit.layouts`): the layout's layers, or the uniform model."""
@@ -135,7 +138,7 @@ class Block(nn.Module):
             nn.Linear(4 * cfg.d_model, cfg.d_model, bias=False),
         )
         self.drop = nn.Dropout(cfg.dropout)
-        self.shift = int(cfg.d_model * cfg.token_shift)
+        self.shift = int(cfg.d_model * (layer.shift if layer is not None and layer.shift else cfg.token_shift))
         temp = None if layer is None else layer.temperature
         self.temperature = None if temp is None else temperatures.create(temp, cfg.n_heads, cfg.train_len)
         self.sink = nn.Parameter(torch.zeros(cfg.n_heads)) if layer is not None and layer.sink else None

@@ -229,23 +229,35 @@ def analytic_curve(
     length = int(length)
     scheme = make_scheme(scheme, heads=heads, head_dim=head_dim, seed=seed, max_len=max_len, train_len=train_len)
     pattern = _pattern(pattern, train_len)
-    device = device_of(scheme)
-    scale = logn_scale(torch.arange(length), train_len).to(torch.float64) if logn else None  # [N] λ_m
-    if temperature is not None:
-        if logn:
-            raise ValueError("give logn or a temperature, not both")
-        with torch.no_grad():
-            scale = temperature.scale(torch.arange(length)).to(torch.float64).cpu()  # [N] or [H, N]
+    scale = _query_scale(length, train_len if logn else None, temperature)  # [N] or [H, N], or None
     if scheme.family != "absolute":  # relative, or FIRE's bias of the query too: the query at N-1's view
         s, seen = _relative_scores(scheme, pattern, length)  # [H, N] by distance, [N]
         return (s if scale is None else s * scale[..., -1:]).masked_fill(~seen, -math.inf)
-    # absolute: q = k = p, one curve for all heads, mean over the visible pairs at each distance
+    return _absolute_curve(scheme, pattern, length, scale)
+
+
+def _query_scale(length: int, logn: int | None, temperature: Temperature | None) -> Tensor | None:
+    """The factor on each query's scores, float64 [N] or [H, N]: log-n at training length ``logn``, or
+    ``temperature``'s (one of the two), or None."""
+    if temperature is not None and logn is not None:
+        raise ValueError("give logn or a temperature, not both")
+    if logn is not None:
+        return logn_scale(torch.arange(length), logn).to(torch.float64)  # [N] λ_m
+    if temperature is None:
+        return None
+    with torch.no_grad():
+        return temperature.scale(torch.arange(length)).to(torch.float64).cpu()  # [N] or [H, N]
+
+
+def _absolute_curve(scheme: Scheme, pattern: Pattern, length: int, scale: Tensor | None) -> Tensor:
+    """An absolute scheme's s[n]: q = k = p, one curve for all heads, the mean over the visible pairs
+    at each distance, each query's scores times its ``scale`` [N]."""
     _refuse_cache_positions(scheme, pattern, length)
     if scale is not None and scale.dim() == 2:
         raise ValueError(f"{scheme.spec}: the analytic curve of an absolute scheme is one curve for every head; a "
-                         f"per-head temperature ({temperature.spec}) has none")
+                         "per-head temperature has none")
     with torch.no_grad():
-        table = scheme.embed(torch.arange(length, device=device))
+        table = scheme.embed(torch.arange(length, device=device_of(scheme)))
     if table is None:
         raise ValueError(f"{scheme.spec}: an absolute scheme without an embedding table")
     table = table.to(torch.float64).cpu()  # [N, d_model]

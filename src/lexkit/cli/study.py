@@ -18,7 +18,7 @@ from ..report import length_table, pattern_table
 from ..results import read
 from ..rows import StudyResults
 from ..specs import parse_lengths
-from ..study import DEFAULT_PATTERNS, DEFAULT_SCHEMES, Study, StudyConfig
+from ..study import DEFAULT_LAYOUTS, DEFAULT_PATTERNS, DEFAULT_SCHEMES, Study, StudyConfig
 from .table import print_table
 
 
@@ -27,10 +27,13 @@ def add_parser(sub):
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", default="small", choices=list(presets.PRESETS), help="size preset (default: small)")
     p.add_argument("--scheme", action="append", metavar="SPEC",
-                   help=f"repeatable; default: {' '.join(DEFAULT_SCHEMES)}")
+                   help=f"repeatable; default: {' '.join(DEFAULT_SCHEMES)} (with --layout only: none)")
     p.add_argument("--since-seeds", action="store_true",
                    help=f"also study the schemes since the seeds: {' '.join(positions.SINCE_SEEDS)} (tables A-D and G; "
                    "docs/schemes.md has their cost)")
+    p.add_argument("--layout", action="append", metavar="SPEC",
+                   help="a layout as a row of the grid beside the schemes (docs/layouts.md), e.g. hwfa:W=32,shift=0.5; "
+                   f"repeatable; default: {' '.join(DEFAULT_LAYOUTS) or 'none'} (with --scheme only: none)")
     p.add_argument("--pattern", action="append", metavar="SPEC",
                    help=f"repeatable; default: {' '.join(DEFAULT_PATTERNS)}")
     p.add_argument("--lengths", help="comma list (default: the training length x 1/2, 1, 2, 4, 8, 16)")
@@ -80,7 +83,9 @@ def run(args) -> int:
         require()  # before hours of work: a missing extra fails at once
     cfg = StudyConfig(
         preset=args.preset,
-        schemes=(args.scheme or list(DEFAULT_SCHEMES)) + (positions.SINCE_SEEDS if args.since_seeds else []),
+        schemes=(args.scheme or ([] if args.layout else list(DEFAULT_SCHEMES)))
+        + (positions.SINCE_SEEDS if args.since_seeds else []),
+        layouts=args.layout or ([] if args.scheme else list(DEFAULT_LAYOUTS)),
         patterns=args.pattern or list(DEFAULT_PATTERNS),
         lengths=parse_lengths(args.lengths) if args.lengths else None,
         seeds=args.seeds, steps=args.steps, data=args.data, eval_docs=args.eval_docs,

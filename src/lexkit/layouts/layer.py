@@ -14,25 +14,33 @@ from ..attention import temperature as temperatures
 from ..specs import split_spec
 
 SINK = "sink"
+SHIFT = "shift"
+#: the fraction ``+shift`` alone shifts (x-transformers' ``shift_tokens=1``: half the features)
+DEFAULT_SHIFT = 0.5
 KINDS = ("local", "global")
 
 
 @dataclasses.dataclass(frozen=True)
 class Layer:
     """One layer of a layout, canonical: scheme spec, pattern spec (W resolved), temperature spec
-    (None: none) and whether it adds a learned sink logit per head."""
+    (None: none), whether it adds a learned sink logit per head, and the fraction of its input's
+    features shifted from the position before (token shift; 0: none)."""
 
     scheme: str
     pattern: str = "causal"
     temperature: str | None = None
     sink: bool = False
+    shift: float = 0.0
 
     @property
     def spec(self) -> str:
         out = f"{self.scheme}@{self.pattern}"
         if self.temperature:
             out += f"+{self.temperature}"
-        return out + (f"+{SINK}" if self.sink else "")
+        out += f"+{SINK}" if self.sink else ""
+        if self.shift:
+            out += f"+{SHIFT}" if self.shift == DEFAULT_SHIFT else f"+{SHIFT}:{self.shift:g}"
+        return out
 
     @property
     def kind(self) -> str:
@@ -105,23 +113,41 @@ def parse_layer(text: str, *, scheme: str, train_len: int, max_len: int | None =
     try:
         scheme_spec = positions.pin(scheme_text or scheme, max_len or train_len)
         pattern = create_pattern(pattern_text or "causal", default_window=train_len)
-        temperature, sink = None, False
+        temperature, sink, shift = None, False, 0.0
         for mod in mods:
             if mod == SINK:
                 if sink:
                     raise ValueError("'+sink' given twice")
                 sink = True
+            elif mod.split(":")[0].strip() == SHIFT:
+                if shift:
+                    raise ValueError("'+shift' given twice")
+                shift = parse_shift(mod)
             elif temperature is not None:
                 raise ValueError(f"two temperatures ({temperature} and {mod}); a layer takes one")
             else:
                 temperature = temperatures.pin(mod, train_len)
     except (ValueError, KeyError) as exc:
         raise LayoutError(f"{prefix}{exc}") from None
-    layer = Layer(scheme_spec, pattern.spec, temperature, sink)
+    layer = Layer(scheme_spec, pattern.spec, temperature, sink, shift)
     if temperature is not None and pattern.reach is not None:
         raise LayoutError(f"{prefix}temperature {temperature} grows with the position, but {pattern.spec} shows at "
                           f"most {pattern.reach} keys: a temperature belongs to a global layer (causal)")
     return layer
+
+
+def parse_shift(text: str) -> float:
+    """``shift`` (half the features, x-transformers' ``shift_tokens=1``) or ``shift:F``, F in (0, 1)."""
+    _, colon, value = text.partition(":")
+    if not colon:
+        return DEFAULT_SHIFT
+    try:
+        fraction = float(value)
+    except ValueError:
+        raise ValueError(f"'+{text}': the shifted fraction must be a number in (0, 1)") from None
+    if not 0 < fraction < 1:
+        raise ValueError(f"'+{text}': the shifted fraction must be in (0, 1), got {value}")
+    return fraction
 
 
 def parse_written(text: str, *, n_layers: int, train_len: int, scheme: str = "rope",

@@ -26,18 +26,29 @@ class NamedLayout:
         raise NotImplementedError
 
     @classmethod
+    def all_params(cls) -> dict[str, Param]:
+        """The design's parameters and those every named layout takes (``shift``)."""
+        return {**cls.params, **COMMON}
+
+    @classmethod
     def build(cls, text: str, *, n_layers: int, train_len: int, max_len: int | None = None) -> list[Layer]:
         name, items = split_spec(text)
         try:
-            values = parse_params(f"layout {name}", cls.params, items)
+            values = parse_params(f"layout {name}", cls.all_params(), items)
         except ValueError as exc:
             raise LayoutError(str(exc)) from None
         pieces = cls.pieces(values, n_layers, train_len)
+        if values["shift"]:
+            pieces = [f"{piece}+shift:{values['shift']:g}" for piece in pieces]
         layers = [parse_layer(p, scheme="rope", train_len=train_len, max_len=max_len,
                               where=f"layout {text!r}, layer {i}") for i, p in enumerate(pieces)]
         check(layers)
         return layers
 
+
+#: parameters every named layout takes
+COMMON = {"shift": Param(float, 0.0, "token shift on every layer: the fraction of features from the position before "
+                                      "(0.5: x-transformers' shift_tokens=1)", lambda x: 0 <= x < 1, "in [0, 1)")}
 
 #: Every named layout; ``@lexkit.layouts.register`` adds a user's own (``--import MODULE``).
 NAMED: Registry[type[NamedLayout]] = Registry("layout", NamedLayout)
@@ -64,6 +75,15 @@ def hwfa_window(n_layers: int, train_len: int, alpha: float = 0.75) -> int:
     return max(2, min(train_len, round((alpha * train_len - 1) / max(1, n_layers - 1)) + 1))
 
 
+def windows_under(name: str, full: str, values: dict[str, Any], n_layers: int, train_len: int) -> list[str]:
+    """HWFA's shape: L - 1 RoPE layers under ``window:W`` (W: ``values["W"]``, else Su's rule), then
+    the ``full`` layer, with log-n when ``values["logn"]``."""
+    if n_layers < 2:
+        raise LayoutError(f"layout {name} needs at least 2 layers (window layers under one full layer)")
+    w = values["W"] or hwfa_window(n_layers, train_len)
+    return [f"rope@window:{w}"] * (n_layers - 1) + [full + ("+logn" if values["logn"] else "")]
+
+
 @register
 class HWFA(NamedLayout):
     """HWFA (Su 2023, "Hybrid Window-Full Attention"): layers 0..L-2 RoPE under window:W, the last
@@ -78,10 +98,7 @@ class HWFA(NamedLayout):
 
     @classmethod
     def pieces(cls, values, n_layers, train_len):
-        if n_layers < 2:
-            raise LayoutError("layout hwfa needs at least 2 layers (window layers under one full layer)")
-        w = values["W"] or hwfa_window(n_layers, train_len)
-        return [f"rope@window:{w}"] * (n_layers - 1) + ["none@causal" + ("+logn" if values["logn"] else "")]
+        return windows_under(cls.name, "none@causal", values, n_layers, train_len)
 
 
 @register
@@ -99,11 +116,7 @@ class HWFA2(NamedLayout):
 
     @classmethod
     def pieces(cls, values, n_layers, train_len):
-        if n_layers < 2:
-            raise LayoutError("layout hwfa2 needs at least 2 layers (window layers under one full layer)")
-        w = values["W"] or hwfa_window(n_layers, train_len)
-        full = f"rerope:w={values['w'] or train_len}@causal" + ("+logn" if values["logn"] else "")
-        return [f"rope@window:{w}"] * (n_layers - 1) + [full]
+        return windows_under(cls.name, f"rerope:w={values['w'] or train_len}@causal", values, n_layers, train_len)
 
 
 @register
@@ -194,4 +207,4 @@ class GPTOSS(NamedLayout):
 
 def describe() -> list[tuple[str, str, str, str]]:
     """(name, parameters with defaults, summary, source) of every named layout."""
-    return [(c.name, describe_params(c.params), c.summary, c.source) for c in NAMED]
+    return [(c.name, describe_params(c.all_params()), c.summary, c.source) for c in NAMED]

@@ -29,7 +29,17 @@ typed: :class:`lexkit.rows.StudyResults`.
 """
 
 from .execution import Study
-from .plan import DEFAULT_PATTERNS, DEFAULT_SCHEMES, EVAL_VERSION, SCHEMA_VERSION, Cell, StudyConfig, digest, slug
+from .plan import (
+                   DEFAULT_LAYOUTS,
+                   DEFAULT_PATTERNS,
+                   DEFAULT_SCHEMES,
+                   EVAL_VERSION,
+                   SCHEMA_VERSION,
+                   Cell,
+                   StudyConfig,
+                   digest,
+                   slug,
+)
 
-__all__ = ["DEFAULT_PATTERNS", "DEFAULT_SCHEMES", "EVAL_VERSION", "SCHEMA_VERSION", "Cell", "Study", "StudyConfig",
-           "digest", "slug"]
+__all__ = ["DEFAULT_LAYOUTS", "DEFAULT_PATTERNS", "DEFAULT_SCHEMES", "EVAL_VERSION", "SCHEMA_VERSION", "Cell", "Study",
+           "StudyConfig", "digest", "slug"]

@@ -12,7 +12,7 @@ from ..device import eval_mode, resolve_device
 from ..model import GPT
 from ..train import device_autocast, make_optimizer, train_step
 from .cache import Cache
-from .plan import Plan, Section
+from .plan import Plan, Section, entries
 
 
 def estimate(plan: Plan, cache: Cache, tables: list[Section]) -> dict:
@@ -26,7 +26,7 @@ def estimate(plan: Plan, cache: Cache, tables: list[Section]) -> dict:
     cells = plan.cells()
     lengths, patterns = plan.lengths(), plan.patterns()
     per_scheme = {}
-    for scheme in plan.cfg.schemes:
+    for scheme in entries(plan.cfg):
         cell = next(c for c in cells if c.scheme == scheme)
         model, step_s, probe = timed_steps(cell, device, max(lengths))
         with eval_mode(model), torch.no_grad():

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import torch
 
-from .. import distributed, lock, positions, provenance, runs
+from .. import distributed, lock, provenance, runs
 from ..evaluate import evaluate
 from ..principles import measure_principles
-from ..resolution import analytic, analytic_curve, empirical, texts
+from ..resolution import analytic, analytic_curve, empirical, model_curve, resolution, texts
 from ..rows import AnalyticCurves, AnalyticRow, EmpiricalRow, Evaluation, PrinciplesRow, StudyResults, StudyRun
 from ..version import __version__
 from .cache import Cache
@@ -142,8 +142,8 @@ class Study:
                            lambda: self.empirical(model, plan.resolution_lengths(), patterns))
         principles = cache.cached("principles", cell.name, paths["principles"],
                                   lambda: measure_principles(model, plan.corpus.valid))
-        kind = positions.get(cell.scheme.split(":")[0])
-        return StudyRun(cell.scheme, cell.seed, str(run_dir.relative_to(self.out)), kind.family, kind.relative,
+        family, relative = kind_of(model)
+        return StudyRun(cell.scheme, cell.seed, str(run_dir.relative_to(self.out)), family, relative,
                         metrics[-1]["loss"] if metrics else None, val[-1] if val else None,
                         (runs.trainer_state(run_dir) or {}).get("elapsed"), Evaluation.from_json(ev),
                         [EmpiricalRow.from_json(r) for r in res], PrinciplesRow.from_json(principles))
@@ -167,17 +167,25 @@ class Study:
     def analytic(self) -> list[AnalyticRow]:
         """Analytic R before training: each scheme as initialised under seed 0, at the study's
         model shape, for every pattern and resolution length (the resolution instrument's own
-        :func:`~lexkit.resolution.analytic`)."""
+        :func:`~lexkit.resolution.analytic`); each layout as its model initialised under seed 0, R
+        the mean over its layers of each layer's own (its scheme, its pattern under the study's,
+        its temperature)."""
         rows, shape, lengths = [], self.plan.shape(), self.plan.resolution_lengths()
         for spec in self.cfg.schemes:
             for pattern in self.plan.patterns():
                 for row in analytic(spec, lengths, pattern, **shape)["results"]:
                     rows.append(AnalyticRow(spec, pattern, row["length"], row["resolution"]))
+        for spec in self.cfg.layouts:
+            model = initialised(self.plan.cell(self.cfg.preset, spec, 0).model_cfg)
+            for pattern in self.plan.patterns():
+                for length, r in layer_mean(model, lengths, pattern).items():
+                    rows.append(AnalyticRow(spec, pattern, length, r))
         return rows
 
     def analytic_curves(self) -> AnalyticCurves:
         """The analytic s[n] - s[0] (mean over heads, causal) of every scheme at min(4x the
-        training length, the longest length): the curves the report plots. A scheme undefined
+        training length, the longest length): the curves the report plots (schemes only: a layout has a
+        curve per layer, in its analytic rows). A scheme undefined
         at that length (``learned`` past its table) is left out."""
         n = min(4 * self.plan.train_len(), max(self.plan.lengths()))
         curves, shape = {}, self.plan.shape()
@@ -188,3 +196,35 @@ class Study:
                 continue
             curves[spec] = (s - s[0]).tolist()
         return AnalyticCurves(n, "causal", curves)
+
+
+def kind_of(model) -> tuple[str, bool]:
+    """A run's family and whether its scores depend on positions only through m - n: its scheme's,
+    or for a model with a layout ``layout`` and whether every layer's scheme is relative."""
+    if model.cfg.layout is None:
+        return model.scheme.family, model.scheme.relative
+    return "layout", all(scheme.relative for scheme in model.layer_schemes)
+
+
+def initialised(model_cfg):
+    """A model of ``model_cfg`` initialised under seed 0, the random state of the process untouched."""
+    from ..model import GPT
+
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        return GPT(model_cfg).eval()
+
+
+def layer_mean(model, lengths: list[int], pattern: str) -> dict[int, float | None]:
+    """Per length, the mean over a layered model's layers of the analytic R of each layer (its
+    scheme, its pattern under ``pattern``, its temperature: :func:`lexkit.resolution.model_curve`);
+    None where a layer's curve is undefined."""
+    n_layers = model.cfg.n_layers
+    out: dict[int, float | None] = {}
+    for n in lengths:
+        try:
+            out[n] = sum(float(resolution(model_curve(model, n, pattern, layer=i)).mean())
+                         for i in range(n_layers)) / n_layers
+        except ValueError:
+            out[n] = None
+    return out

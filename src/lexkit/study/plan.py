@@ -24,6 +24,9 @@ from ..settings import configs
 DEFAULT_SCHEMES = [
     "none", "sinusoidal", "rope", "xpos", "xpos:rotate=false", "alibi", "kerple-log", "kerple-power", "sandwich",
 ]
+#: layouts in the grid beside the schemes (docs/layouts.md): HWFA with token shift, its local window a quarter of the
+#: training length, the configuration that retrieved at 16x in the layout measurements
+DEFAULT_LAYOUTS: list[str] = []
 DEFAULT_PATTERNS = ["causal", "window", "bca"]
 #: the version of results.json a study writes (:data:`lexkit.rows.SCHEMA`)
 SCHEMA_VERSION = SCHEMA
@@ -35,6 +38,7 @@ EVAL_VERSION = 1
 class StudyConfig:
     preset: str = "small"
     schemes: list[str] = dataclasses.field(default_factory=lambda: list(DEFAULT_SCHEMES))
+    layouts: list[str] = dataclasses.field(default_factory=lambda: list(DEFAULT_LAYOUTS))
     patterns: list[str] = dataclasses.field(default_factory=lambda: list(DEFAULT_PATTERNS))
     lengths: list[int] | None = None  # default: the training length x 1/2, 1, 2, 4, 8, 16
     seeds: int = 1
@@ -52,17 +56,25 @@ class StudyConfig:
     retrieval_samples: int = 10  # needle documents per (length, depth) in table G
 
     def __post_init__(self) -> None:
-        if not self.schemes:
-            raise ValueError("a study needs at least one --scheme")
+        if not self.schemes and not self.layouts:
+            raise ValueError("a study needs at least one --scheme or --layout")
         if not self.patterns:
             raise ValueError("a study needs at least one --pattern")
         self.schemes = unique([positions.canonical(s) for s in self.schemes])
+        self.layouts = unique([spec.strip() for spec in self.layouts])
+        for spec in self.layouts:  # checked at the grid's model size now
+            configs(self.preset, "rope", layout=spec)
         for p in self.patterns:  # validate now (W resolved per model later)
             check_pattern(p)
         checks.number("--seeds", self.seeds, maximum=1000)
         presets.get(self.retrieval_preset)  # an unknown preset fails now
         for key in ("eval_docs", "resolution_texts", "extension_steps", "retrieval_steps", "retrieval_samples"):
             checks.number(key, getattr(self, key))
+
+
+def entries(cfg: StudyConfig) -> list[str]:
+    """The rows of the study's grid, in order: its schemes, then its layouts."""
+    return [*cfg.schemes, *cfg.layouts]
 
 
 def unique(items: list[str]) -> list[str]:
@@ -108,19 +120,23 @@ class Plan:
         return self._corpus
 
     def cell(self, preset: str, scheme: str, seed: int, prefix: str = "", **settings) -> Cell:
-        """One training run of ``scheme`` at ``preset`` with ``settings``, keyed by its full config,
-        the corpus and, for a run with a retrieval mix, what defines its tasks' documents
-        (:func:`lexkit.tasks.identity`: a new derivation trains it anew)."""
-        model_cfg, train_cfg = configs(preset, scheme, seed=seed, data=self.cfg.data, **settings)
+        """One training run of ``scheme`` (a scheme spec, or one of the study's layouts) at ``preset``
+        with ``settings``, keyed by its full config, the corpus and, for a run with a retrieval mix,
+        what defines its tasks' documents (:func:`lexkit.tasks.identity`: a new derivation trains it
+        anew). A layout's cell is labelled with the layout as given."""
+        if scheme in self.cfg.layouts:
+            settings = {"layout": scheme, **settings}
+        model_cfg, train_cfg = configs(preset, "rope" if scheme in self.cfg.layouts else scheme, seed=seed,
+                                       data=self.cfg.data, **settings)
         key = {"model": model_cfg.identity(), "train": dataclasses.asdict(train_cfg), "data": self.corpus.fingerprint}
         if train_cfg.mix:
             key["tasks"] = [tasks.identity(task) for task in parse_mix(train_cfg.mix)]
-        return Cell(model_cfg.scheme, seed, model_cfg, train_cfg, digest(key), prefix)
+        return Cell(model_cfg.label, seed, model_cfg, train_cfg, digest(key), prefix)
 
     def cells(self) -> list[Cell]:
         """The main grid's training runs: every scheme, every seed."""
-        return [self.cell(self.cfg.preset, scheme, seed, steps=self.cfg.steps)
-                for scheme in self.cfg.schemes for seed in range(self.cfg.seeds)]
+        return [self.cell(self.cfg.preset, spec, seed, steps=self.cfg.steps)
+                for spec in entries(self.cfg) for seed in range(self.cfg.seeds)]
 
     def train_len(self, preset: str | None = None) -> int:
         """The training length of the study's preset (or of ``preset``)."""
