@@ -4,7 +4,7 @@ included) inside a model; flex, where a scheme can run on it, equals the float64
 forward and backward (eager here, compiled in the GPU lane); where it cannot, it refuses by
 name. Their oracles are in test_fire, test_pope, test_contextual and test_positions; streaming in
 test_stream and test_sample (schemes_under_test.ONE_OF_EACH_KIND). Compiled flex runs in the GPU
-lane (refused on the CPU)."""
+lane (refused on the CPU: test_gpu.py)."""
 
 from __future__ import annotations
 
@@ -152,43 +152,3 @@ def test_bf16_training_step_auto_equals_dense_on_cuda(spec):
     chosen = choose_kernel("auto", model.layer_schemes[0], model.pattern("causal"), W, "cuda", True, False)
     assert ran_as_chosen(ran, chosen), (ran, chosen)
     assert abs(loss - dense_loss) <= 2e-2 * abs(dense_loss) and abs(norm - dense_norm) <= 5e-2 * dense_norm
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("spec", ["fire", "pope"])
-def test_compiled_flex_gradients_equal_dense_on_cuda_in_float32(spec):
-    """FIRE's MLP in the score_mod (captured learnable tensors) and PoPE's 2h-wide q and k through
-    compiled flex forward and backward, against dense, at a length that is no multiple of 128."""
-    from test_gpu import W, cuda_model
-
-    s = cuda_model(spec).layer_schemes[0]
-    n, pattern = 1000, attention.create(f"window:{W}")
-    pos = torch.arange(n, device="cuda")
-    base = [torch.randn(2, s.n_heads, n, s.head_dim, device="cuda") for _ in range(3)]
-    grad_out = torch.randn_like(base[0])
-    grads = {}
-    for kernel in ("flex", "dense"):
-        s.zero_grad()
-        q, k, v = (t.clone().requires_grad_(True) for t in base)
-        out = Attention(s, pattern, pos, kernel=kernel, training=True)(q, k, v)
-        (out * grad_out).sum().backward()
-        grads[kernel] = [out.detach(), q.grad, k.grad, v.grad] + [p.grad.clone() for p in s.parameters()]
-    for got, want in zip(grads["flex"], grads["dense"]):  # 2e-3: room for TF32 in Triton's float32 dot
-        assert torch.isfinite(got).all()
-        assert float((got - want).abs().max()) <= 2e-3 * max(1.0, float(want.abs().max()))
-
-
-def test_a_run_with_one_scheme_module_per_layer_is_described_and_measured(tmp_path):
-    """FIRE's layers each have a module (the model's ``scheme`` is None): a loaded run names the
-    spec its layers run, and its analytic resolution is layer 0's (the study's table G and C ask)."""
-    from cli_checks import save_run
-    from kit import tiny_gpt
-    from lexkit import resolution as res
-    from lexkit.subject import load
-
-    model = tiny_gpt("fire", max_len=4096, spread=True)
-    assert model.scheme is None and len({id(m) for m in model.layer_schemes}) == 2
-    subject = load(str(save_run(tmp_path, model)))
-    assert subject.describe()["scheme"] == "fire:L=4096" == subject.model.layer_schemes[0].spec
-    want = res.analytic_curve(subject.model.layer_schemes[0], 64)
-    assert torch.equal(res.model_curve(subject.model, 64), want)
