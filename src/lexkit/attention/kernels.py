@@ -431,12 +431,9 @@ def choose_kernel(
             f"use kernel='chunked' or 'auto'"
         )
     if kernel == "flex":
-        _check_flex(scheme, pattern, training and not on_cuda)
+        _check_flex(scheme, pattern, training and not on_cuda, n, extent)
         if sink:
             raise ValueError("kernel 'flex' cannot run a learned sink logit (a virtual key); use 'dense' or 'chunked'")
-        if extent != n:
-            raise ValueError(f"kernel 'flex' needs contiguous positions ({n} tokens span {extent} positions: "
-                             "randomized positions?); use kernel 'dense' or 'chunked'")
         refuse_cpu_flex(kernel, device)
     if hooked and kernel != "chunked":
         raise ValueError("a score hook observes the chunked kernel; use kernel='chunked' or 'auto'")
@@ -459,8 +456,9 @@ def refuse_cpu_flex(kernel: str, device: torch.device | str) -> None:
         raise ValueError(CPU_FLEX_REFUSAL)
 
 
-def _check_flex(scheme: Scheme, pattern: Pattern, cpu_training: bool) -> None:
-    """Refuse kernel 'flex' where it cannot run: two score passes, no flex_attention, a CPU backward."""
+def _check_flex(scheme: Scheme, pattern: Pattern, cpu_training: bool, n: int, extent: int) -> None:
+    """Refuse kernel 'flex' where it cannot run: two score passes, no flex_attention, a CPU backward,
+    positions that are not contiguous (``n`` tokens over ``extent`` positions)."""
     if by_scores(scheme, pattern):
         what, why = ((f"scheme {scheme.spec}", scheme.scores_only) if not scheme.separable else
                      (f"pattern {pattern.spec}", Scheme.scores_only))
@@ -469,6 +467,9 @@ def _check_flex(scheme: Scheme, pattern: Pattern, cpu_training: bool) -> None:
         raise ValueError("kernel 'flex' needs torch.nn.attention.flex_attention (torch >= 2.5)")
     if cpu_training:
         raise ValueError("kernel 'flex' has no backward on CPU; train with 'dense' or 'chunked'")
+    if extent != n:
+        raise ValueError(f"kernel 'flex' needs contiguous positions ({n} tokens span {extent} positions: "
+                         "randomized positions?); use kernel 'dense' or 'chunked'")
 
 
 # -- which kernel ran ------------------------------------------------------------------------------
