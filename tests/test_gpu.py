@@ -85,11 +85,12 @@ def test_bf16_training_step_and_evaluation_auto_equal_dense(spec, pattern_spec):
 
 
 @gpu
-@pytest.mark.parametrize("spec", ["alibi", "kerple-log", "t5"])
+@pytest.mark.parametrize("spec", ["alibi", "kerple-log", "t5", "fire", "pope"])
 def test_compiled_flex_bias_gradients_equal_dense_in_float32(spec):
     """Compiled flex backward on CUDA (captured learnable tensors: gradients by atomic adds) against
-    the dense path in float32 at a length that is not a multiple of 128 (pytorch#153799)."""
-    s = cuda_model(spec).scheme
+    the dense path in float32 at a length that is not a multiple of 128 (pytorch#153799); FIRE's MLP
+    in the score_mod, PoPE's q and k twice as wide as v."""
+    s = cuda_model(spec).layer_schemes[0]  # FIRE: one module per layer
     n, pattern = 1000, attention.create(f"window:{W}")
     pos = torch.arange(n, device="cuda")
     base = [torch.randn(2, s.n_heads, n, s.head_dim, device="cuda") for _ in range(3)]

@@ -97,10 +97,14 @@ class Decided(dict):
         return 0
 
 
-def flex_parity(spec: str, pattern_spec: str, n: int = N, offset: int = 5) -> dict:
+def flex_parity(spec: str, pattern_spec: str, n: int = N, offset: int = 5, prepare=None) -> dict:
     """Eager flex forward and backward (inputs and the scheme's learnable parameters) against the
-    float64 reference with the same output gradient; returns the max errors."""
+    float64 reference with the same output gradient; returns the max errors. ``prepare(scheme)``
+    may set its parameters first."""
     s, pattern = scheme(spec), attention.create(pattern_spec)
+    if prepare is not None:
+        with torch.no_grad():
+            prepare(s)
     ref = copy.deepcopy(s).double()
     pos = torch.arange(offset, offset + n)
     base, grad_out = qkv(n), torch.randn(2, H, n, HD)
@@ -423,12 +427,12 @@ class FailingFlex:
 
         self.error, self.fail, self.eager, self.calls = error, set(fail), flex_attention, []
 
-    def __call__(self, q, k, v, *, score_mod=None, block_mask=None, kernel_options=None):
+    def __call__(self, q, k, v, *, score_mod=None, block_mask=None, scale=None, kernel_options=None):
         rung = kernels.FLEX_RUNGS.index(kernel_options)
         self.calls.append(rung)
         if rung in self.fail:
             raise self.error()
-        return self.eager(q, k, v, score_mod=score_mod, block_mask=block_mask)
+        return self.eager(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale)
 
 
 @pytest.fixture

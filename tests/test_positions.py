@@ -104,7 +104,8 @@ def test_bad_scheme_specs_raise_valueerror_naming_the_bad_part(spec, must_name):
 def test_specs_parse_typed_values_and_canonicalise():
     s = make("xpos:gamma=0.5,decay=false,scale_base=256")
     unscaled = {"scaling": "none", "factor": None, "original_len": None, "beta_fast": None, "beta_slow": None,
-                "low_freq": None, "high_freq": None}  # the context-extension parameters, unset
+                "low_freq": None, "high_freq": None,  # the context-extension parameters, unset
+                "fraction": None, "heads": None}  # and partial RoPE's: every dimension of every head rotated
     assert s.values == {"base": 10000.0, "gamma": 0.5, "scale_base": 256.0, "decay": False, "rotate": True, **unscaled}
     # canonical spec: only non-default values, and it round-trips
     assert s.spec.startswith("xpos:") and "base=1" not in s.spec and "rotate" not in s.spec
@@ -478,3 +479,91 @@ def test_t5_bias_is_table_at_bucket_and_head():
     bucket = hf_t5_bucket(-d, 32, 128)
     for hh in range(3):
         assert torch.equal(table[hh], (bucket * 3 + hh).float())
+
+
+# -- partial RoPE ----------------------------------------------------------------------------------
+def partial_scores_f64(q, k, q_pos, k_pos, dims, heads=None, **kw):
+    """Partial rotary scores from the definition: the first ``dims`` dimensions of each of the last
+    ``heads`` heads rotated (and decayed) as a rotary scheme of head dim ``dims``, the rest plain."""
+    h, n_heads = q.shape[-1], q.shape[1]
+    rotated = rotary_scores_f64(q[..., :dims], k[..., :dims], q_pos, k_pos, **kw) * math.sqrt(dims)
+    plain = torch.einsum("bhmd,bhnd->bhmn", q[..., dims:].double(), k[..., dims:].double())
+    out = (rotated + plain) / math.sqrt(h)
+    if heads is not None:  # the first H - K heads are not rotated at all
+        unrotated = torch.einsum("bhmd,bhnd->bhmn", q.double(), k.double()) / math.sqrt(h)
+        out[:, : n_heads - heads] = unrotated[:, : n_heads - heads]
+    return out
+
+
+@pytest.mark.parametrize("spec, dims, heads, kw", [
+    ("rope:fraction=0.25", 4, None, {}),  # GPT-NeoX's 25 % of a head of 16
+    ("rope:fraction=0.5,heads=2", 8, 2, {}),  # x-transformers' half, on the last 2 of 3 heads
+    ("rope:fraction=0.6", 8, None, {}),  # 9.6 dimensions: 4 whole pairs
+    ("xpos:fraction=0.5", 8, None, {"gamma": 0.4}),  # ζ over the rotated dimensions
+    ("rope:fraction=0.5,base=500", 8, None, {"base": 500.0}),
+])
+def test_partial_rope_scores_match_the_definition(spec, dims, heads, kw):
+    s = make(spec, n_heads=3, head_dim=16)
+    assert (s.rot_dims, s.rot_heads) == (dims, heads)
+    q, k = torch.randn(2, 3, 12, 16, dtype=torch.float64), torch.randn(2, 3, 20, 16, dtype=torch.float64)
+    q_pos, k_pos = torch.arange(12) * 5 + 40, torch.arange(20) * 2
+    want = partial_scores_f64(q, k, q_pos, k_pos, dims, heads, **kw)
+    assert rel_err(s.scores(q, k, q_pos, k_pos), want) < 1e-10
+
+
+def test_partial_rerope_rotates_the_same_dimensions():
+    """Inside its window ReRoPE is RoPE: the partial ones agree there, and differ past it."""
+    q, k = torch.randn(1, 2, 30, 16, dtype=torch.float64), torch.randn(1, 2, 30, 16, dtype=torch.float64)
+    pos = torch.arange(30)
+    rerope = make("rerope:w=8,fraction=0.5,heads=1", n_heads=2, head_dim=16).scores(q, k, pos, pos)
+    rope = make("rope:fraction=0.5,heads=1", n_heads=2, head_dim=16).scores(q, k, pos, pos)
+    near = (pos[:, None] - pos[None, :] >= 0) & (pos[:, None] - pos[None, :] < 8)
+    assert (rerope - rope)[..., near].abs().max() < 1e-12
+    assert (rerope - rope)[:, 1][..., ~near].abs().max() > 1e-3  # the rotated head, past w
+    assert (rerope - rope)[:, 0].abs().max() < 1e-12  # the unrotated head has no position to clamp
+
+
+@pytest.mark.parametrize("spec, dims, heads", [("rope:fraction=0.25", 16, None), ("rope:fraction=0.5,heads=1", 32, 1)])
+def test_partial_rope_analytic_resolution_is_the_closed_form(spec, dims, heads):
+    """q = k = all ones: s[n] = (Σ_{i < r/2} 2 cos(n θ_i) + (h - r)) / sqrt(h), θ_i = 10000^(-2i/r), on
+    the rotated heads; sqrt(h) on the others."""
+    from lexkit import resolution as res
+
+    h, n, n_heads = 64, 500, 2
+    curve = res.analytic_curve(spec, n, heads=n_heads, head_dim=h)
+    theta = 10000.0 ** (-2 * torch.arange(dims // 2, dtype=torch.float64) / dims)
+    rotated = (2 * torch.cos(torch.arange(n, dtype=torch.float64)[:, None] * theta).sum(-1) + (h - dims)) / math.sqrt(h)
+    plain = torch.full((n,), math.sqrt(h), dtype=torch.float64)  # an unrotated head: q·k/sqrt(h) at every distance
+    for head in range(n_heads):
+        want = rotated if heads is None or head >= n_heads - heads else plain
+        torch.testing.assert_close(curve[head], want, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("rope:fraction=0", ["fraction=0", "(0, 1]"]),
+    ("xpos:fraction=1.5", ["fraction=1.5", "(0, 1]"]),
+    ("rerope:fraction=-0.5", ["fraction=-0.5", "(0, 1]"]),
+    ("rope:fraction=0.05", ["fraction=0.05", "no pair", "0.125"]),
+    ("rope:heads=5", ["heads=5", "4 heads"]),
+    ("rope:heads=0", ["heads=0", "> 0"]),
+])
+def test_partial_rope_bad_specs(spec, words):
+    with pytest.raises(ValueError) as info:
+        make(spec, n_heads=4, head_dim=16)
+    assert all(w in str(info.value) for w in words), (spec, info.value)
+
+
+@pytest.mark.parametrize("name", ["alibi", "kerple-power", "kerple-log", "sandwich", "t5", "fire"])
+def test_a_forwards_bias_table_is_its_function_tabulated(name):
+    """Every kernel reads a bias through one ForwardBias: a bias of the distance alone gathers its
+    table, which holds the bias function's values (what flex evaluates) at every distance; FIRE,
+    a bias of the query's position too, has no table and evaluates the function per block."""
+    s = make(name, n_heads=3, head_dim=8, max_len=32)
+    fb = s.forward_bias(200)
+    q_pos = torch.tensor([0, 5, 31, 32, 150, 199])
+    dist = (q_pos[:, None] - torch.arange(200)[None, :]).clamp_min(0)  # [6, 200]
+    with torch.no_grad():
+        evaluated = fb.fn(torch.arange(3)[:, None, None], dist[None], q_pos[None, :, None]).float()
+        gathered = fb.block(q_pos, dist)
+    assert (gathered - evaluated).abs().max() <= 1e-6 * max(1.0, float(evaluated.abs().max()))
+    assert (fb.table is None) == (name == "fire") and fb.covers(200) and (fb.table is None or not fb.covers(201))

@@ -39,7 +39,8 @@ def run(scheme, seed, bpb_by_length, relative=True):
     results = [{"length": n, "pattern": p, "bpb": v, "ppl": None if v is None else math.exp(v * math.log(2)),
                 "bytes": 10}
                for (p, n), v in bpb_by_length.items()]
-    return {"scheme": scheme, "seed": seed, "relative": relative, "family": "bias", "run": "runs/x",
+    return {"scheme": scheme, "seed": seed, "relative": relative, "family": "bias" if relative else "absolute",
+            "run": "runs/x",
             "eval": {"results": results, "by_position": [], "documents": 2, "bytes_per_document": 64},
             "resolution": [], "principles": {"order_variance": 0.5, "translation": 0.0}}
 

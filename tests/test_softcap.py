@@ -82,7 +82,7 @@ def test_the_hook_sees_capped_scores_and_a_bad_cap_is_refused():
     idx = torch.arange(6)
     seen = {}
     with torch.no_grad():
-        attend_block(scheme, pat, q, k, v, idx, idx, idx, idx, transformed=False, bias_table=None, softcap=0.5,
+        attend_block(scheme, pat, q, k, v, idx, idx, idx, idx, transformed=False, bias=None, softcap=0.5,
                      hook=lambda layer, qi, ki, s, p: seen.setdefault("s", s))
     finite = seen["s"][torch.isfinite(seen["s"])]
     assert finite.abs().max() <= 0.5 and finite.numel() == H * 21

@@ -117,11 +117,11 @@ def test_a_sink_takes_probability_mass_and_its_absence_changes_nothing():
     q, k, v = (torch.randn(1, H, 5, HD) for _ in range(3))
     idx, pos = torch.arange(5), torch.arange(5)
     with torch.no_grad():
-        plain = attend_block(scheme, pat, q, k, v, idx, idx, pos, pos, transformed=False, bias_table=None)
+        plain = attend_block(scheme, pat, q, k, v, idx, idx, pos, pos, transformed=False, bias=None)
         assert torch.allclose(plain, reference_attention(q, k, v, scheme, pat, pos), atol=1e-6)
         seen = {}
         hook = lambda layer, qi, ki, s, p: seen.setdefault("p", p)  # noqa: E731
-        attend_block(scheme, pat, q, k, v, idx, idx, pos, pos, transformed=False, bias_table=None,
+        attend_block(scheme, pat, q, k, v, idx, idx, pos, pos, transformed=False, bias=None,
                      sink=torch.tensor([20.0, -20.0]), hook=hook)
     mass = seen["p"].sum(-1)[0]  # [heads, n]: what the visible keys get
     assert bool((mass[0] < 1e-6).all()) and torch.allclose(mass[1], torch.ones(5), atol=1e-6)

@@ -9,6 +9,8 @@ any attention pattern at any length (on a layered model, inside each layer's own
 :meth:`GPT.pattern`); ``offset`` is the position of the first token. ``forward(tokens, cache=...)``
 feeds one piece of a longer sequence through a :class:`KVCache` (``new_cache``): streaming
 evaluation and generation.
+With ``random_positions=L_max`` a training forward puts its tokens at a sorted random subset of
+[0, L_max) (Ruoss et al. 2023, :mod:`lexkit.positions.randomized`); evaluation at 0..n-1.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from .attention import create as create_pattern
 from .attention import temperature as temperatures
 from .attention.cache import LayerRule, refusal
 from .attention.kernels import ScoreHook
+from .positions import randomized
 
 VOCAB = 257
 BOS = 256
@@ -49,6 +52,7 @@ class ModelConfig:
     #: the fraction of each position's features replaced by the previous position's at the input of
     #: every attention and feed-forward block (x-transformers' ``shift_tokens``; 0.5 is its 1)
     token_shift: float = 0.0
+    random_positions: int | None = None  # L_max: train at sorted random positions below it (positions/randomized.py)
 
     def __post_init__(self) -> None:
         for key in ("n_layers", "d_model", "n_heads", "train_len"):
@@ -60,6 +64,11 @@ class ModelConfig:
         if not (isinstance(self.token_shift, (int, float)) and 0.0 <= self.token_shift < 1.0):
             raise ValueError(f"token_shift must be a fraction in [0, 1), got {self.token_shift!r}")
         self.scheme = positions.canonical(self.scheme)
+        checks.number("random_positions", self.random_positions, maximum=checks.MAX_EVAL_LENGTH)  # what eval reaches
+        randomized.check(self.random_positions, self.train_len)
+        if self.random_positions is not None and self.logn:
+            raise ValueError("random_positions and logn: log-n scales positions past the training length, which "
+                             "randomized training reaches; give one of them")
         if self.layout is not None:
             if self.logn:
                 raise ValueError("--logn applies to every layer; with --layout put +logn on the layers that take it "
@@ -74,12 +83,12 @@ class ModelConfig:
         if self.layout is None:
             return layouts.uniform(self.scheme, self.n_layers, logn=self.logn)
         return layouts.parse(self.layout, n_layers=self.n_layers, train_len=self.train_len, scheme=self.scheme,
-                             max_len=self.max_len)
+                             max_len=self.position_len)
 
     def resolved(self) -> str:
         """Every layer with every parameter written out (:func:`lexkit.layouts.resolved`): what a run
         records as ``resolved`` in config.json and the study keys its cache on."""
-        return layouts.resolved(self.layers(), train_len=self.train_len, max_len=self.max_len)
+        return layouts.resolved(self.layers(), train_len=self.train_len, max_len=self.position_len)
 
     def identity(self) -> dict:
         """What identifies this network for a cache: every field, and every parameter of every layer
@@ -90,6 +99,13 @@ class ModelConfig:
     def label(self) -> str:
         """How reports name the model: its layout (as typed) when it has one, else its scheme."""
         return self.layout.strip() if self.layout is not None else self.scheme
+
+    @property
+    def position_len(self) -> int:
+        """How many positions training reaches: ``max_len`` when given, else ``random_positions``
+        (randomized training), else ``train_len``. A learned table's size and the length every
+        training-length default of a scheme takes (FIRE's L, ReRoPE's w, a scaling's original_len)."""
+        return self.max_len or self.random_positions or self.train_len
 
     @property
     def head_dim(self) -> int:
@@ -141,7 +157,7 @@ class Block(nn.Module):
         h = self.cfg.n_heads
         a = self._shifted(self.ln1(x), "attn", layer, cache)
         qkv = self.qkv(a).view(b, n, 3, h, d // h).permute(2, 0, 3, 1, 4)  # [3, b, h, n, hd]
-        y = attend(qkv[0], qkv[1], qkv[2], layer, sink=self.sink)  # [b, h, n, hd]
+        y = attend(qkv[0], qkv[1], qkv[2], layer, sink=self.sink, x=a)  # [b, h, n, hd]
         x = x + self.drop(self.proj(y.transpose(1, 2).reshape(b, n, d)))
         return x + self.drop(self.mlp(self._shifted(self.ln2(x), "ff", layer, cache)))
 
@@ -188,7 +204,7 @@ class GPT(nn.Module):
             per_layer = getattr(positions.get(layer.scheme.split(":")[0]), "per_layer", False)
             if per_layer or layer.scheme not in shared:
                 module = positions.create(layer.scheme, n_heads=cfg.n_heads, head_dim=cfg.head_dim,
-                                          max_len=cfg.max_len or cfg.train_len)
+                                          max_len=cfg.position_len)
                 if not per_layer:
                     shared[layer.scheme] = module
             out.append(module if per_layer else shared[layer.scheme])
@@ -219,7 +235,17 @@ class GPT(nn.Module):
         layout allows one only on every layer)."""
         return self.layer_schemes[0].embed(pos)
 
-    def _attentions(self, patterns, pos: Tensor, kernel: str, hook: ScoreHook | None) -> list[Attention]:
+    def positions(self, n: int, offset: int, device: torch.device) -> tuple[Tensor, int]:
+        """The positions [n] of a one-pass forward and their extent: offset .. offset + n - 1, or in a
+        training forward with ``random_positions`` a sorted random subset of [0, L_max) (Ruoss et al.
+        2023; drawn on the CPU, so the extent needs no device sync)."""
+        if self.training and self.cfg.random_positions:
+            pos = randomized.sample(n, self.cfg.random_positions) + offset
+            return pos.to(device), int(pos[-1] - pos[0]) + 1
+        return torch.arange(offset, offset + n, device=device), n
+
+    def _attentions(self, patterns, pos: Tensor, kernel: str, hook: ScoreHook | None,
+                    extent: int | None = None) -> list[Attention]:
         """One Attention per layer; layers with the same scheme module, pattern, temperature and
         sink kind share one (its dense mask and bias table are built once per forward)."""
         built: dict[tuple, Attention] = {}
@@ -231,7 +257,8 @@ class GPT(nn.Module):
                    (temp.spec if temp is not None else None), block.sink is not None)
             if key not in built:
                 built[key] = Attention(scheme, pattern, pos, kernel=kernel, hook=hook, training=training,
-                                       extent=len(pos), temperature=temp, sink=block.sink is not None)
+                                       extent=len(pos) if extent is None else extent, temperature=temp,
+                                       sink=block.sink is not None)
             out.append(built[key])
         return out
 
@@ -254,8 +281,8 @@ class GPT(nn.Module):
         n = tokens.shape[1]
         pat = self.pattern(pattern)
         if cache is None:
-            pos = torch.arange(offset, offset + n, device=tokens.device)  # [n]
-            attends = self._attentions(layer_patterns(pat, self.cfg.n_layers), pos, kernel, hook)
+            pos, extent = self.positions(n, offset, tokens.device)  # [n]: randomized in training
+            attends = self._attentions(layer_patterns(pat, self.cfg.n_layers), pos, kernel, hook, extent)
         else:
             if pat != cache.pattern or offset or hook is not None or self.cache_refusal(pat, kernel):
                 raise ValueError(

@@ -230,7 +230,7 @@ def analytic_curve(
     scheme = make_scheme(scheme, heads=heads, head_dim=head_dim, seed=seed, max_len=max_len, train_len=train_len)
     pattern = _pattern(pattern, train_len)
     scale = _query_scale(length, train_len if logn else None, temperature)  # [N] or [H, N], or None
-    if scheme.relative:
+    if scheme.family != "absolute":  # relative, or FIRE's bias of the query too: the query at N-1's view
         s, seen = _relative_scores(scheme, pattern, length)  # [H, N] by distance, [N]
         return (s if scale is None else s * scale[..., -1:]).masked_fill(~seen, -math.inf)
     return _absolute_curve(scheme, pattern, length, scale)
@@ -387,7 +387,9 @@ def model_curve(model: nn.Module, length: int, pattern: str | Pattern | None = N
                               temperature=model.blocks[layer].temperature)
     pattern = layer_patterns(pattern, cfg.n_layers)[layer]
     own = getattr(model, "position_scheme", None)
-    scheme = own() if own is not None else model.scheme
+    scheme = own() if own is not None else getattr(model, "scheme", None)
+    if scheme is None and getattr(model, "layer_schemes", None):  # one module per layer (FIRE, CoPE, fox)
+        scheme = model.layer_schemes[layer]
     if scheme is not None:
         logn = bool(getattr(cfg, "logn", False))
         return analytic_curve(scheme, length, pattern, train_len=cfg.train_len if logn else None, logn=logn)

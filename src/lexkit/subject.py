@@ -210,10 +210,13 @@ class RunSubject(_Base):
 
         config, model = self.config, self.model
         overrides = config.get("overrides", {})
+        one = model.scheme if model.scheme is not None or not model.uniform else model.layer_schemes[0]  # per layer
         out = {
-            "run": self.source, "scheme": model.scheme.spec if model.scheme is not None else model.cfg.label,
+            "run": self.source, "scheme": one.spec if one is not None else model.cfg.label,
             **({"trained_scheme": config["trained"]["scheme"]} if "scheme" in overrides else {}),
             "logn": bool(config["model"].get("logn", False)), "train_len": self.train_len,
+            **({"random_positions": config["model"]["random_positions"]}
+               if config["model"].get("random_positions") else {}),
         }
         if model.cfg.layout is not None:
             out["scheme"] = model.cfg.label

@@ -23,8 +23,11 @@ o + i.
 * xPos keeps raw keys: its decay is re-centred at the last query of each block (see
   ``rotary.py``), so the query factor stays within e^30 and the key factor only shrinks, at any
   position, far past ``max_query_span``.
+* A data-dependent scheme's context rows (:meth:`Scheme.context`: the forgetting gates' prefix
+  sums) are kept beside the keys, each piece's continuing the last row of the pieces before.
 * Bias schemes gather from one bias table by distance, grown on demand (the bias depends on the
-  distance only, so a longer table holds the same values).
+  distance only, so a longer table holds the same values); a bias of the query's position too
+  (FIRE) is evaluated for each block from the scheme's function (:class:`ForwardBias`).
 
 Inference only: nothing here keeps a graph for backpropagation across pieces.
 """
@@ -37,7 +40,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from ..positions.base import Scheme
+from ..positions.base import ForwardBias, Scheme
 from .kernels import attend_block, note_ran, query_block
 from .patterns import Pattern
 from .temperature import Temperature
@@ -140,25 +143,23 @@ class LayerRule:
 
 class _Lane:
     """The kept keys of the layers that share a (scheme, pattern): which input indices they keep and
-    the bias table of the scheme, grown on demand."""
+    the scheme's bias (its distance table grown on demand)."""
 
     def __init__(self, scheme: Scheme, pattern: Pattern) -> None:
         self.scheme, self.pattern = scheme, pattern
         self.k_idx: Tensor | None = None  # [n_kept] input indices of the kept keys, ascending
-        self._table: Tensor | None = None  # [heads, distances]
+        self._bias: ForwardBias | None = None
 
     def extend(self, q_idx: Tensor, seen: int, device) -> _Piece:
         k_idx = q_idx if self.k_idx is None else torch.cat((self.k_idx.to(device), q_idx))
         keep = self.pattern.retained(k_idx, seen)  # [n_k] what the next piece can still see
         self.k_idx = k_idx[keep]
-        table = None
         if self.scheme.has_bias:
             need = int(q_idx[-1] - k_idx[0]) + 1  # the longest distance of this piece
-            if self._table is None or self._table.shape[1] < need:
-                have = 0 if self._table is None else self._table.shape[1]
-                self._table = self.scheme.bias_table(max(need, 2 * have), device=device)
-            table = self._table
-        return _Piece(self, q_idx, k_idx, keep, table)
+            if self._bias is None or not self._bias.covers(need):
+                have = 0 if self._bias is None else self._bias.table.shape[1]
+                self._bias = self.scheme.forward_bias(max(need, 2 * have), device=device)
+        return _Piece(self, q_idx, k_idx, keep, self._bias)
 
 
 class KVCache:
@@ -190,6 +191,8 @@ class KVCache:
         self.lanes = list(lanes.values())
         self.keys = [_Rows() for _ in layers]
         self.values = [_Rows() for _ in layers]
+        self.contexts = [_Rows() for _ in layers]  # a data-dependent scheme's rows, kept as its keys
+        self.last_context: list[Tensor | None] = [None] * len(layers)  # [b, h, 1, c]: the last token's row
         self.shifted: list[dict[str, Tensor]] = [{} for _ in layers]
 
     @property
@@ -223,7 +226,7 @@ class KVCache:
 class _Piece:
     """One piece of one lane: its queries' indices, the keys they may see, what to keep after."""
 
-    def __init__(self, lane: _Lane, q_idx: Tensor, k_idx: Tensor, keep: Tensor, table: Tensor | None) -> None:
+    def __init__(self, lane: _Lane, q_idx: Tensor, k_idx: Tensor, keep: Tensor, table: ForwardBias | None) -> None:
         self.lane, self.q_idx, self.k_idx, self.keep, self.table = lane, q_idx, k_idx, keep, table
         self._plan: list[tuple[slice, slice | Tensor]] | None = None
 
@@ -249,9 +252,12 @@ class CachedAttention:
         self.cache, self.layer, self.piece, self.q_pos, self.temperature = cache, layer, piece, q_pos, temperature
         self.k_pos = piece.k_idx + cache.offset
 
-    def __call__(self, q: Tensor, k: Tensor, v: Tensor, layer: int | None = None, sink: Tensor | None = None) -> Tensor:
+    def __call__(self, q: Tensor, k: Tensor, v: Tensor, layer: int | None = None, sink: Tensor | None = None,
+                 x: Tensor | None = None) -> Tensor:
         """q, k, v: [batch, heads, n, head_dim] of the piece's tokens, before the position
-        transform -> [batch, heads, n, head_dim]. ``sink``: the layer's sink logit per head."""
+        transform -> [batch, heads, n, head_dim]. ``sink``: the layer's sink logit per head. ``x``
+        [batch, n, d_model]: the layer's input, which a data-dependent scheme reads (its context
+        continues the cached one's)."""
         cache, piece, layer = self.cache, self.piece, self.layer
         scheme, pattern = piece.lane.scheme, piece.lane.pattern
         q_scale = None if self.temperature is None else self.temperature.scale(self.q_pos)  # [n] or [H, n]
@@ -260,16 +266,24 @@ class CachedAttention:
             q, k = scheme.transform_qk(q, k, self.q_pos, self.q_pos)
         keys = cache.keys[layer].append(k)  # [b, h, n_k, d]
         values = cache.values[layer].append(v)
+        rows = kept = None
+        if scheme.has_context and x is not None:
+            rows = scheme.context(x, cache.last_context[layer])  # [b, h, n, c]
+            cache.last_context[layer] = rows[..., -1:, :]
+            kept = cache.contexts[layer].append(rows)
         out = [
             attend_block(
                 scheme, pattern, q[..., qs, :], keys[..., ks, :], values[..., ks, :],
                 piece.q_idx[qs], piece.k_idx[ks], self.q_pos[qs], self.k_pos[ks],
-                transformed=pre, bias_table=piece.table, sink=sink,
+                transformed=pre, bias=piece.table, sink=sink,
                 q_scale=None if q_scale is None else q_scale[..., qs],
+                context=None if rows is None else (rows[..., qs, :], kept[..., ks, :]),
             )
             for qs, ks in piece.plan(query_block(scheme, len(piece.k_idx), q.shape[0] * q.shape[1]))
         ]
         cache.keys[layer].keep(piece.keep)
         cache.values[layer].keep(piece.keep)
+        if rows is not None:
+            cache.contexts[layer].keep(piece.keep)
         note_ran("chunked")  # the chunked block kernel over the cached keys
         return torch.cat(out, dim=-2)  # [b, h, n, d]

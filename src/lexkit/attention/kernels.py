@@ -7,7 +7,8 @@ definitions:
   (``pattern.reach``) through the scheme's reference :meth:`Scheme.scores`. Exact, differentiable,
   O(n·W) time and memory for local patterns, and the path the score hook observes.
 * ``flex``: compiled FlexAttention with ``score_mod`` from the scheme's :meth:`Scheme.bias_fn`
-  (closed forms from per-head vectors; a table gather only for Sandwich and T5) and a block mask
+  (closed forms from per-head vectors; a table gather only for Sandwich and T5; FIRE's MLP of the
+  distance and the query's position) and a block mask
   built from block-level logic (never a dense n x n grid), cached per (pattern, length). Forward
   only on CPU; forward and backward on CUDA. A kernel that cannot be built or launched steps down
   a ladder of smaller kernel options, then to the chunked kernel (``FLEX_RUNGS``), decided once
@@ -30,7 +31,14 @@ C·tanh(s/C) (:func:`soft_cap`) before the mask: dense and chunked compute the s
 dense kernel as one block, like ReRoPE), flex caps in its ``score_mod``. A scheme that is not one q/k
 transform (``separable = False``: ReRoPE) and a pattern that rescores its sinks at cache positions
 (``sinks:...,pos=cache``) run through the scheme's :meth:`Scheme.scores`: the chunked kernel, or
-the dense kernel as one block over all queries; flex refuses them with a clear error.
+the dense kernel as one block over all queries; flex refuses them with a clear error. So do the
+data-dependent schemes (CoPE, forgetting gates), which read the pattern's mask of each block and a
+per-layer ``context`` (:meth:`Scheme.context`).
+
+Positions need not be contiguous (randomized training positions, Ruoss et al. 2023): distances are
+differences of positions on the dense and chunked kernels; flex, which computes them from indices,
+refuses such input. Softmax scale: 1/sqrt(head_dim) of the scheme, passed explicitly (PoPE's
+transform doubles the dimension of q and k, which would change SDPA's default).
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..positions.base import Scheme
+from ..positions.base import ForwardBias, Scheme
 from .patterns import Pattern
 from .temperature import LogN, Temperature, rows
 
@@ -102,8 +110,10 @@ class Attention:
             kernel, scheme, pattern, self.n, pos.device, training, hook is not None, extent=extent, sink=sink,
             softcap=softcap,
         )
+        self.extent = extent
+        self.scale = 1.0 / math.sqrt(scheme.head_dim)  # the scheme's, whatever the width of its q and k
         self._mask: Tensor | None = None
-        self._table: Tensor | None = None
+        self._bias: ForwardBias | None = None
         if logn is not None:
             if temperature is not None:
                 raise ValueError("give log-n scaling (logn=L) or a temperature, not both")
@@ -119,19 +129,23 @@ class Attention:
         #: (``flex``, ``flex:128x64/2``) or ``chunked`` when no flex kernel could be built
         self.ran = self.kernel
 
-    def __call__(self, q: Tensor, k: Tensor, v: Tensor, layer: int = 0, sink: Tensor | None = None) -> Tensor:
+    def __call__(self, q: Tensor, k: Tensor, v: Tensor, layer: int = 0, sink: Tensor | None = None,
+                 x: Tensor | None = None) -> Tensor:
         """q, k, v: [batch, heads, n, head_dim] projections before the position transform; ``sink``:
-        the layer's sink logit per head [heads] (only when built with ``sink=True``)."""
+        the layer's sink logit per head [heads] (only when built with ``sink=True``); ``x``
+        [b, n, d_model]: the layer's normalized input, from which a data-dependent scheme computes
+        its per-layer context once (:meth:`Scheme.context`, [b, heads, n, c])."""
+        context = self.scheme.context(x) if x is not None and self.scheme.has_context else None
         self.ran = self.kernel
         if self.kernel == "dense":
             if self.by_scores:  # the reference computation, one block of every query
-                out = self._chunked(q, k, v, layer, block=max(1, self.n), sink=sink)
+                out = self._chunked(q, k, v, layer, block=max(1, self.n), sink=sink, context=context)
             else:
                 out = self._dense(q, k, v, sink)
         elif self.kernel == "flex":
             out = self._flex(q, k, v, layer)  # sets self.ran: flex, a smaller flex, or chunked
         else:
-            out = self._chunked(q, k, v, layer, sink=sink)
+            out = self._chunked(q, k, v, layer, sink=sink, context=context)
         note_ran(self.ran)
         return out
 
@@ -152,8 +166,8 @@ class Attention:
             idx = torch.arange(self.n, device=self.pos.device)
             visible = self.pattern.visible(idx[:, None], idx[None, :])  # [n, n]
             if self.scheme.has_bias:
-                dist = (idx[:, None] - idx[None, :]).clamp_min(0)
-                bias = self.bias_table()[:, dist]  # [H, n, n]
+                dist = (self.pos[:, None] - self.pos[None, :]).clamp_min(0)  # [n, n] by position
+                bias = self.bias().block(self.pos, dist)  # [H, n, n]
                 if self.q_scale is not None:  # a temperature scales the whole score, bias included
                     bias = bias * rows(self.q_scale)
             else:
@@ -165,7 +179,7 @@ class Attention:
         q, k = self.scheme.transform_qk(q, k, self.pos, self.pos)
         q = self._scale_q(q)
         if sink is None and self.pattern.name == "causal" and not self.scheme.has_bias:
-            return F.scaled_dot_product_attention(q, k, v, is_causal=True)  # fused, no mask
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale)  # fused, no mask
         mask = self.dense_mask().to(q.dtype)
         if sink is not None:  # a virtual first key: q·0 = 0 plus the sink logit, value 0
             b, h, n, d = q.shape
@@ -173,11 +187,11 @@ class Attention:
             v = torch.cat((v.new_zeros(b, h, 1, v.shape[-1]), v), dim=-2)
             column = sink.to(q.dtype)[None, :, None, None].expand(1, h, n, 1)
             mask = torch.cat((column, mask.expand(1, h, n, n)), dim=-1)  # [1, h, n, 1 + n]
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # [b, h, n, d]
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale)  # [b, h, n, d]
 
     # -- chunked ------------------------------------------------------------------------------
     def _chunked(self, q: Tensor, k: Tensor, v: Tensor, layer: int, block: int | None = None,
-                 sink: Tensor | None = None) -> Tensor:
+                 sink: Tensor | None = None, context: Tensor | None = None) -> Tensor:
         block = block or query_block(self.scheme, self.n if self.pattern.reach is None else
                                      self.pattern.reach + CHUNK + self.pattern.sinks, q.shape[0] * q.shape[1])
         # a position-wise transform (all but xPos and ReRoPE) commutes with slicing: do it once
@@ -185,7 +199,7 @@ class Attention:
         raw_q, raw_k = q, k
         if pre:
             q, k = self.scheme.transform_qk(q, k, self.pos, self.pos)
-        table = self.bias_table() if self.scheme.has_bias else None
+        table = self.bias() if self.scheme.has_bias else None
         out = []
         for start in range(0, self.n, block):
             stop = min(start + block, self.n)
@@ -196,11 +210,12 @@ class Attention:
             if self.pattern.cache_positions:
                 def rescore(scores, s=start, e=stop, qi=q_idx, ki=k_idx):
                     return self._rescore_sinks(scores, raw_q[..., s:e, :], raw_k, qi, ki, table)
+            ctx = None if context is None else (context[..., start:stop, :], context[..., k_sel, :])
             out.append(attend_block(
                 self.scheme, self.pattern, q[..., start:stop, :], k[..., k_sel, :], v[..., k_sel, :],
-                q_idx, k_idx, self.pos[start:stop], self.pos[k_sel], transformed=pre, bias_table=table,
+                q_idx, k_idx, self.pos[start:stop], self.pos[k_sel], transformed=pre, bias=table,
                 hook=self.hook, layer=layer, q_scale=None if self.q_scale is None else self.q_scale[..., start:stop],
-                rescore=rescore, sink=sink, softcap=self.softcap,
+                rescore=rescore, sink=sink, softcap=self.softcap, context=ctx,
             ))
         return torch.cat(out, dim=-2)  # [b, h, n, d]
 
@@ -212,18 +227,19 @@ class Attention:
         if n_s == 0:
             return scores
         q_pos = self.pos[q_idx] - q_idx + self.pattern.sink_query_index(q_idx)  # [n_q]
-        sink = self.scheme.scores(q, k[..., :n_s, :], q_pos, self.pos[:n_s], bias_table=table)  # [b, h, n_q, n_s]
+        sink = self.scheme.scores(q, k[..., :n_s, :], q_pos, self.pos[:n_s], bias=table)  # [b, h, n_q, n_s]
         return torch.cat((sink.to(scores.dtype), scores[..., n_s:]), dim=-1)
 
     def _scale_q(self, q: Tensor) -> Tensor:
         """A temperature as q_m <- λ_m q_m (bias rows are scaled where the bias is added)."""
         return q if self.q_scale is None else q * rows(self.q_scale).to(q.dtype)
 
-    def bias_table(self) -> Tensor:
-        """[heads, n] bias at distances 0..n-1 (built once per forward; differentiable)."""
-        if self._table is None:
-            self._table = self.scheme.bias_table(self.n, device=self.pos.device)
-        return self._table
+    def bias(self) -> ForwardBias:
+        """The scheme's bias over this forward's distances 0 .. extent-1 (built once per forward and
+        shared by every layer; differentiable)."""
+        if self._bias is None:
+            self._bias = self.scheme.forward_bias(self.extent, device=self.pos.device)
+        return self._bias
 
     # -- flex ---------------------------------------------------------------------------------
     def _flex(self, q: Tensor, k: Tensor, v: Tensor, layer: int) -> Tensor:
@@ -257,7 +273,7 @@ class Attention:
         predecessor and keeps only its new rows. ``probe``: also run the backward once (training),
         so a backward kernel that cannot be built fails here, inside the ladder."""
         flex = compiled_flex()
-        bias = self.scheme.bias_fn(self.n, self.pos.device) if self.scheme.has_bias else None
+        bias = self.bias().fn if self.scheme.has_bias else None
         outs, done = [], 0
         for start, stop in flex_query_blocks(self.scheme, self.n):
             whole = stop - start == self.n  # one call: the rotary factors are shared by every layer
@@ -267,9 +283,9 @@ class Attention:
             if lam is not None:
                 tq = tq * rows(lam).to(tq.dtype)
             offset = None if whole else torch.tensor(start, device=q.device)
-            score_mod = flex_score_mod(bias, lam, offset, self.softcap)
+            score_mod = flex_score_mod(bias, lam, offset, self.softcap, self.pos[0])
             block_mask = cached_block_mask(self.pattern, self.n, q.device, q_start=start, q_stop=stop)
-            out = flex(tq, tk, v, score_mod=score_mod, block_mask=block_mask, kernel_options=options)
+            out = flex(tq, tk, v, score_mod=score_mod, block_mask=block_mask, scale=self.scale, kernel_options=options)
             outs.append(out[..., done - start:, :])
             done = stop
         out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)  # [b, h, n, d]
@@ -291,33 +307,36 @@ def attend_block(
     k_pos: Tensor,
     *,
     transformed: bool,
-    bias_table: Tensor | None,
+    bias: ForwardBias | None,
     hook: ScoreHook | None = None,
     layer: int = 0,
     q_scale: Tensor | None = None,
     rescore: Callable[[Tensor], Tensor] | None = None,
     sink: Tensor | None = None,
     softcap: float | None = None,
+    context: tuple[Tensor, Tensor] | None = None,
 ) -> Tensor:
     """One block of queries against the keys it may see: softmax(where(visible, scores, -inf)) @ v.
 
     q: [b, h, n_q, d] at input indices q_idx [n_q] and positions q_pos [n_q]; k, v: [b, h, n_k, d]
-    at k_idx, k_pos [n_k]. Scores come from :meth:`Scheme.scores` (the reference path), then
-    ``rescore`` (sinks at their cache slots) and a temperature's ``q_scale`` [n_q] or [h, n_q] (the
-    whole score, bias included); the mask from the pattern's predicate. ``sink`` [h]: a learned sink
-    logit per head, a virtual key of value 0 beside the visible ones (GPT-OSS), not scaled by the
-    temperature; the hook then sees probabilities that sum to less than 1. ``softcap``: the scores
-    soft-capped (:func:`soft_cap`) after the temperature, before the mask; the hook sees them capped.
-    The chunked kernel and the KV cache (``cache.py``) both call it.
+    at k_idx, k_pos [n_k]. Scores come from :meth:`Scheme.scores` (the reference path; it also gets
+    the block's mask and the rows of a per-layer ``context``, which the data-dependent schemes
+    read), then ``rescore`` (sinks at their cache slots) and a temperature's ``q_scale`` [n_q] or
+    [h, n_q] (the whole score, bias included); the mask from the pattern's predicate. ``sink`` [h]:
+    a learned sink logit per head, a virtual key of value 0 beside the visible ones (GPT-OSS), not
+    scaled by the temperature; the hook then sees probabilities that sum to less than 1. ``softcap``:
+    the scores soft-capped (:func:`soft_cap`) after the temperature, before the mask; the hook sees
+    them capped. The chunked kernel and the KV cache (``cache.py``) both call it.
     """
-    scores = scheme.scores(q, k, q_pos, k_pos, transformed=transformed, bias_table=bias_table)  # [b, h, n_q, n_k]
+    visible = pattern.visible(q_idx[:, None], k_idx[None, :])  # [n_q, n_k]
+    scores = scheme.scores(q, k, q_pos, k_pos, transformed=transformed, bias=bias, visible=visible,
+                           context=context)  # [b, h, n_q, n_k]
     if rescore is not None:
         scores = rescore(scores)
     if q_scale is not None:
         scores = scores * rows(q_scale).to(scores.dtype)
     if softcap is not None:
         scores = soft_cap(scores, softcap)
-    visible = pattern.visible(q_idx[:, None], k_idx[None, :])  # [n_q, n_k]
     scores = scores.masked_fill(~visible, float("-inf"))
     if sink is None:
         probs = torch.softmax(scores.float(), dim=-1).to(v.dtype)
@@ -384,9 +403,10 @@ def choose_kernel(
 
     ``extent`` is max(pos) - min(pos) + 1 (default n, contiguous positions). The dense kernel
     transforms all queries at once, which xPos allows only within ``scheme.max_query_span``; flex
-    re-centres xPos per query block, which needs contiguous positions (extent == n). A learned
-    sink logit (``sink``) runs on dense and chunked only. Soft-capped scores (``softcap``) never run
-    as SDPA (no mask tensor can cap them): on CUDA ``auto`` takes flex for them."""
+    computes distances from indices and re-centres xPos per query block, which needs contiguous
+    positions (extent == n: not randomized training positions). A learned sink logit (``sink``)
+    runs on dense and chunked only. Soft-capped scores (``softcap``) never run as SDPA (no mask
+    tensor can cap them): on CUDA ``auto`` takes flex for them."""
     extent = n if extent is None else extent
     span_ok = scheme.max_query_span is None or extent <= scheme.max_query_span
     flex_span_ok = span_ok or extent == n
@@ -400,7 +420,7 @@ def choose_kernel(
         if on_cuda:
             if sdpa_causal(scheme, pattern) and span_ok and softcap is None:
                 return "dense"
-            if flex_available() and not by_scores(scheme, pattern) and flex_span_ok and not sink:
+            if flex_available() and not by_scores(scheme, pattern) and extent == n and not sink:
                 return "flex"
             return "dense" if n <= DENSE_MAX and span_ok else "chunked"
         local = pattern.reach is not None and n > LOCAL_DENSE_MAX
@@ -411,7 +431,7 @@ def choose_kernel(
             f"use kernel='chunked' or 'auto'"
         )
     if kernel == "flex":
-        _check_flex(scheme, pattern, training and not on_cuda)
+        _check_flex(scheme, pattern, training and not on_cuda, n, extent)
         if sink:
             raise ValueError("kernel 'flex' cannot run a learned sink logit (a virtual key); use 'dense' or 'chunked'")
         refuse_cpu_flex(kernel, device)
@@ -436,18 +456,20 @@ def refuse_cpu_flex(kernel: str, device: torch.device | str) -> None:
         raise ValueError(CPU_FLEX_REFUSAL)
 
 
-def _check_flex(scheme: Scheme, pattern: Pattern, cpu_training: bool) -> None:
-    """Refuse kernel 'flex' where it cannot run: two score passes, no flex_attention, a CPU backward."""
+def _check_flex(scheme: Scheme, pattern: Pattern, cpu_training: bool, n: int, extent: int) -> None:
+    """Refuse kernel 'flex' where it cannot run: two score passes, no flex_attention, a CPU backward,
+    positions that are not contiguous (``n`` tokens over ``extent`` positions)."""
     if by_scores(scheme, pattern):
-        what = f"scheme {scheme.spec}" if not scheme.separable else f"pattern {pattern.spec}"
-        raise ValueError(
-            f"kernel 'flex' cannot run {what}: it needs two score passes per query (a different "
-            f"relative position for some keys); use kernel 'dense' or 'chunked'"
-        )
+        what, why = ((f"scheme {scheme.spec}", scheme.scores_only) if not scheme.separable else
+                     (f"pattern {pattern.spec}", Scheme.scores_only))
+        raise ValueError(f"kernel 'flex' cannot run {what}: {why}; use kernel 'dense' or 'chunked'")
     if not flex_available():
         raise ValueError("kernel 'flex' needs torch.nn.attention.flex_attention (torch >= 2.5)")
     if cpu_training:
         raise ValueError("kernel 'flex' has no backward on CPU; train with 'dense' or 'chunked'")
+    if extent != n:
+        raise ValueError(f"kernel 'flex' needs contiguous positions ({n} tokens span {extent} positions: "
+                         "randomized positions?); use kernel 'dense' or 'chunked'")
 
 
 # -- which kernel ran ------------------------------------------------------------------------------
@@ -569,11 +591,13 @@ def flex_query_blocks(scheme: Scheme, n: int) -> list[tuple[int, int]]:
 
 
 def flex_score_mod(bias: Callable | None, lam: Tensor | None, offset: Tensor | None,
-                   softcap: float | None = None) -> Callable | None:
+                   softcap: float | None = None, first: Tensor | None = None) -> Callable | None:
     """FlexAttention ``score_mod`` from a scheme's :meth:`Scheme.bias_fn` (None: no bias), a
     temperature's λ [n_q] or [heads, n_q] (the bias is scaled with the rest of the score; q is
-    scaled before), the index of the first query of a block (None: 0) and a soft cap (the whole
-    score capped last, :func:`soft_cap`, as the block computation does)."""
+    scaled before), the index of the first query of a block (None: 0), a soft cap (the whole
+    score capped last, :func:`soft_cap`, as the block computation does) and the position of the
+    input's first token (None: 0; positions are contiguous on flex, so a query's position is
+    ``first`` + its index)."""
     if bias is None and softcap is None:
         return None
     per_head = lam is not None and lam.dim() == 2
@@ -581,7 +605,7 @@ def flex_score_mod(bias: Callable | None, lam: Tensor | None, offset: Tensor | N
     def score_mod(score, b, h, q_idx, kv_idx):
         if bias is not None:
             m = q_idx if offset is None else q_idx + offset
-            bias_mn = bias(h, (m - kv_idx).clamp(min=0))
+            bias_mn = bias(h, (m - kv_idx).clamp(min=0), m if first is None else m + first)
             if lam is not None:
                 bias_mn = bias_mn * (lam[h, q_idx] if per_head else lam[q_idx])
             score = score + bias_mn

@@ -133,7 +133,9 @@ def format_report(report: dict) -> str:
     else:
         lines = [f"run {report['run']}  scheme {report['scheme']}"
                  + (f" (trained as {report['trained_scheme']})" if report.get("trained_scheme") else "")
-                 + ("  log-n" if report.get("logn") else "") + f"  train_len {train_len}",
+                 + ("  log-n" if report.get("logn") else "") + f"  train_len {train_len}"
+                 + (f"  trained at random positions < {report['random_positions']}"
+                    if report.get("random_positions") else ""),
                  f"data {data['spec']} ({data['split']}): {docs} x {data['bytes_per_document']:,} bytes"
                  f" = {data['documents'] * data['bytes_per_document']:,} bytes scored per length"]
         tables = (("bpb", "bits per byte (lower is better)", "{:.4f}"),)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .. import checks, presets, threads
+from .. import checks, positions, presets, threads
 from ..device import resolve_device
 from ..report import length_table, pattern_table
 from ..results import read
@@ -29,6 +29,9 @@ def add_parser(sub):
     p.add_argument("--preset", default="small", choices=list(presets.PRESETS), help="size preset (default: small)")
     p.add_argument("--scheme", action="append", metavar="SPEC",
                    help=f"repeatable; default: {' '.join(DEFAULT_SCHEMES)} (with --layout only: none)")
+    p.add_argument("--since-seeds", action="store_true",
+                   help=f"also study the schemes since the seeds: {' '.join(positions.SINCE_SEEDS)} (tables A-D and G; "
+                   "docs/schemes.md has their cost)")
     p.add_argument("--layout", action="append", metavar="SPEC",
                    help="a layout as a row of the grid beside the schemes (docs/layouts.md), e.g. hwfa:W=32,shift=0.5; "
                    f"repeatable; default: {' '.join(DEFAULT_LAYOUTS) or 'none'} (with --scheme only: none)")
@@ -84,7 +87,8 @@ def run(args) -> int:
         require()  # before hours of work: a missing extra fails at once
     cfg = StudyConfig(
         preset=args.preset,
-        schemes=args.scheme or ([] if args.layout else list(DEFAULT_SCHEMES)),
+        schemes=(args.scheme or ([] if args.layout else list(DEFAULT_SCHEMES)))
+        + (positions.SINCE_SEEDS if args.since_seeds else []),
         layouts=args.layout or ([] if args.scheme else list(DEFAULT_LAYOUTS)),
         patterns=args.pattern or list(DEFAULT_PATTERNS),
         lengths=parse_lengths(args.lengths) if args.lengths else None,

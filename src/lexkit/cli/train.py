@@ -42,6 +42,9 @@ def add_parser(sub):
                    "it changes nothing in training (the scale is 1 at every position up to the training length, "
                    "so the weights are the same) and applies when the run is evaluated longer (default: off; "
                    "under --init: the parent's)")
+    p.add_argument("--random-positions", type=int, metavar="L_MAX",
+                   help="train at a sorted random subset of the positions 0..L_MAX-1 (Ruoss et al. 2023; L_MAX at "
+                   "least --train-len), evaluate at 0..n-1; recorded with the run (default: off)")
     p.add_argument("--preset", default=None, choices=list(presets.PRESETS),
                    help="size preset (default: small; see `lexkit presets`)")
     for key, flag in presets.FLAGS.items():
@@ -80,7 +83,7 @@ def _default(key: str) -> str:
 def _overrides(args) -> dict:
     return {**{key: getattr(args, key) for key in presets.FLAGS}, "data": args.data, "seed": args.seed,
             "logn": args.logn, "mix": ",".join(args.mix) if args.mix else None, "layout": args.layout,
-            "token_shift": args.token_shift}
+            "token_shift": args.token_shift, "random_positions": args.random_positions}
 
 
 def run(args) -> int:

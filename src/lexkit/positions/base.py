@@ -5,11 +5,17 @@ A scheme does up to three things, each in one place:
 * ``embed(pos)``: absolute schemes return a ``[n, d_model]`` table added to token embeddings;
 * ``transform_qk(q, k, q_pos, k_pos)``: rotary schemes rotate (and scale) queries and keys;
 * ``bias(head, dist)``: bias schemes return the additive pre-softmax bias as a function of head
-  index and distance ``d = m - n >= 0``. That one function feeds the dense additive mask (through
-  :meth:`Scheme.bias_table`), the FlexAttention ``score_mod`` (through :meth:`Scheme.bias_fn`, the
-  same formula with its per-forward pieces evaluated once) and the resolution instrument.
+  index and distance ``d = m - n >= 0``; a scheme with ``query_bias = True`` (FIRE) defines
+  ``bias(head, dist, pos)``, a bias of the query's position m too. The kernels reach it through one
+  object per forward, :class:`ForwardBias` (:meth:`Scheme.forward_bias`): the same formula with its
+  per-forward pieces evaluated once (:meth:`Scheme.bias_fn`), which feeds the dense additive mask,
+  the chunked kernel, the KV cache and the FlexAttention ``score_mod``; a bias of the distance
+  alone is also tabulated once per forward over its distances (:meth:`Scheme.bias_table`) and
+  gathered. The resolution instrument reads it through :meth:`Scheme.scores`.
 
 :meth:`Scheme.scores` is the dense reference path every kernel and instrument is checked against.
+A scheme whose score is not (T q)·(T k) + bias (``separable = False``: ReRoPE, and the
+data-dependent CoPE and forgetting gates) overrides it and runs on the dense and chunked kernels.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from ..device import device_of
 from ..registry import Registry
 from ..specs import Param, describe_params, format_spec, parse_params, split_spec
 
-FAMILIES = ("none", "absolute", "rotary", "bias")
+FAMILIES = ("none", "absolute", "rotary", "bias", "contextual")
 
 
 class Scheme(nn.Module):
@@ -44,11 +50,22 @@ class Scheme(nn.Module):
     #: (None: any): every call's query positions satisfy max - min < max_query_span. xPos needs
     #: this; :meth:`scores` and the kernels split queries by position (not by count) to respect it.
     max_query_span: ClassVar[int | None] = None
-    #: False when scores are not (T q)·(T k) + bias(m - n) for one position transform T (ReRoPE):
-    #: such a scheme runs through :meth:`scores` only (dense reference and chunked kernels).
+    #: False when scores are not (T q)·(T k) + bias(m - n) for one position transform T (ReRoPE,
+    #: CoPE, the forgetting gates): such a scheme runs through :meth:`scores` only (dense reference
+    #: and chunked kernels); ``scores_only`` says why, in the words kernel 'flex' refuses it with.
     separable: ClassVar[bool] = True
+    scores_only: ClassVar[str] = "it needs two score passes per query (a different relative position for some keys)"
+    #: True when the class defines :meth:`context` (derived in ``__init_subclass__``, never declared)
+    has_context: ClassVar[bool] = False
     #: parameters that default to the model's training length when the spec leaves them out
     train_len_params: ClassVar[tuple[str, ...]] = ()
+    #: True when the bias depends on the query's position m as well as on m - n (FIRE's
+    #: normaliser): the class defines ``bias(head, dist, pos)`` and no distance table exists.
+    query_bias: ClassVar[bool] = False
+    #: True when every layer gets its own instance (its own parameters, under that layer's
+    #: state-dict keys); False: one instance shared by every layer with the same spec (KERPLE and
+    #: T5 share theirs across layers, as their reference code does).
+    per_layer: ClassVar[bool] = False
 
     @classmethod
     def fills(cls, given: set[str], values: dict[str, Any]) -> tuple[str, ...]:
@@ -60,6 +77,7 @@ class Scheme(nn.Module):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.has_bias = cls.bias is not Scheme.bias
+        cls.has_context = cls.context is not Scheme.context
 
     def __init__(self, n_heads: int, head_dim: int, **values: Any) -> None:
         super().__init__()
@@ -82,17 +100,44 @@ class Scheme(nn.Module):
         return q, k
 
     def bias(self, head: Tensor, dist: Tensor) -> Tensor:
-        """Additive bias for integer ``head`` (0-based) and distance ``dist >= 0``, broadcast."""
+        """Additive bias for integer ``head`` (0-based) and distance ``dist >= 0``, broadcast. A
+        scheme with ``query_bias`` defines ``bias(head, dist, pos)``, ``pos`` the query's position."""
         raise NotImplementedError(f"{self.name} has no bias")
 
-    def bias_fn(self, n: int, device: torch.device | str | None = None) -> Callable[[Tensor, Tensor], Tensor]:
-        """The bias as ``f(head, dist)`` for one forward over distances 0 .. n-1, written in torch ops
-        that broadcast, so the same ``f`` runs on ``[H, 1, 1] x [n, n]`` index tensors (dense) and on
-        the scalar indices inside a FlexAttention ``score_mod``. What depends on neither head nor
-        distance is evaluated once here: closed forms capture per-head ``[H]`` vectors (a scalar load
-        per kernel program), table schemes a distance table with integer indices. Gradients reach
-        learnable parameters through ``f`` exactly as through :meth:`bias`. Default: :meth:`bias`."""
-        return self.bias
+    def bias_fn(self, n: int, device: torch.device | str | None = None) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
+        """The bias as ``f(head, dist, pos)`` for one forward over distances 0 .. n-1 (``pos``: the
+        query's position; a bias of the distance alone ignores it), written in torch ops that
+        broadcast, so the same ``f`` runs on ``[H, 1, 1] x [n_q, n_k] x [n_q, 1]`` index tensors
+        (dense, chunked, the cache) and on the scalar indices inside a FlexAttention ``score_mod``.
+        What depends on neither head nor distance is evaluated once here: closed forms capture
+        per-head ``[H]`` vectors (a scalar load per kernel program), table schemes a distance table
+        with integer indices. Gradients reach learnable parameters through ``f`` exactly as through
+        :meth:`bias`. Default: :meth:`bias`."""
+        if self.query_bias:
+            return self.bias
+        bias = self.bias
+
+        def distance_only(head: Tensor, dist: Tensor, pos: Tensor | None = None) -> Tensor:
+            return bias(head, dist)
+
+        return distance_only
+
+    def forward_bias(self, n: int, device: torch.device | str | None = None) -> ForwardBias | None:
+        """This forward's bias over distances 0 .. n-1 for every kernel (None: no bias): its
+        :meth:`bias_fn`, and for a bias of the distance alone its :meth:`bias_table`."""
+        if not self.has_bias:
+            return None
+        device = device if device is not None else device_of(self)
+        table = None if self.query_bias else self.bias_table(n, device=device)
+        return ForwardBias(self.bias_fn(n, device), torch.arange(self.n_heads, device=device), table)
+
+    def context(self, x: Tensor, previous: Tensor | None = None) -> Tensor | None:
+        """A per-layer context from the layer's normalized input ``x`` [b, n, d_model]: rows
+        [b, heads, n, c], one per token, computed once per layer and forward, which the kernels
+        slice like keys and hand to :meth:`scores` (the forgetting gates' log-forget prefix sums).
+        ``previous`` [b, heads, 1, c]: the last row of the pieces before (a KV cache continuing a
+        sequence; None at its start). None for a scheme that reads only q, k and positions."""
+        return None
 
     def constrain_(self) -> None:
         """Clamp learnable parameters into their valid range in place (after optimizer steps)."""
@@ -100,7 +145,10 @@ class Scheme(nn.Module):
     # -- derived, shared by all schemes -------------------------------------------------------
     def bias_table(self, n: int, device: torch.device | str | None = None) -> Tensor:
         """``[n_heads, n]``: the bias at distances 0 .. n-1 for every head (one evaluation of
-        :meth:`bias`, gathered by the kernels). Differentiable for learnable biases."""
+        :meth:`bias`, gathered by the kernels). Differentiable for learnable biases. Only a bias of
+        the distance alone has one (``query_bias`` schemes: ValueError)."""
+        if self.query_bias:
+            raise ValueError(f"{self.spec}: the bias depends on the query's position; it has no distance table")
         device = device if device is not None else device_of(self)
         heads = torch.arange(self.n_heads, device=device)[:, None]
         dist = torch.arange(n, device=device)[None, :]
@@ -114,19 +162,23 @@ class Scheme(nn.Module):
         k_pos: Tensor,
         *,
         transformed: bool = False,
-        bias_table: Tensor | None = None,
+        bias: ForwardBias | None = None,
+        visible: Tensor | None = None,
+        context: tuple[Tensor, Tensor] | None = None,
     ) -> Tensor:
         """Dense pre-softmax scores, the reference path.
 
         q: [batch, heads, n_q, head_dim], k: [batch, heads, n_k, head_dim], q_pos: [n_q],
         k_pos: [n_k] -> [batch, heads, n_q, n_k] = (T q)·(T k) / sqrt(head_dim) + bias(m - n),
-        where T is the scheme's transform. Keys after the query (m < n) get the bias of
-        distance 0; every causal pattern masks them.
+        where T is the scheme's transform (and the bias may read the query's position m). Keys
+        after the query (m < n) get the bias of distance 0; every causal pattern masks them.
 
         Kernels that score one block at a time may pass q and k already transformed
         (``transformed=True``; only for schemes whose transform is position-wise, i.e.
-        ``max_query_span is None``) and this forward's :meth:`bias_table` (covering every
-        distance in the block), so nothing is recomputed per block.
+        ``max_query_span is None``) and this forward's :meth:`forward_bias` (covering every
+        distance in the block), so nothing is recomputed per block. ``visible`` [n_q, n_k] (the
+        pattern's mask of the block) and ``context`` (the block's query and key rows of
+        :meth:`context`) are for the data-dependent schemes; the others ignore them.
         """
         q_pos = torch.as_tensor(q_pos, device=q.device)
         k_pos = torch.as_tensor(k_pos, device=k.device)
@@ -153,11 +205,12 @@ class Scheme(nn.Module):
         out = out / math.sqrt(self.head_dim)  # [b, h, n_q, n_k]
         if self.has_bias:
             dist = (q_pos[:, None] - k_pos[None, :]).clamp_min(0)  # [n_q, n_k]
-            if bias_table is not None:
-                bias = bias_table[:, dist]  # [H, n_q, n_k], the same bias() gathered
-            else:
-                bias = self.bias(torch.arange(self.n_heads, device=q.device)[:, None, None], dist[None])
-            out = out + bias.to(out.dtype)
+            if bias is not None:
+                added = bias.block(q_pos, dist)  # [H, n_q, n_k]: this forward's bias, gathered or evaluated
+            else:  # the reference: the bias function at the scheme's own precision
+                fn = self.bias_fn(int(dist.max()) + 1 if dist.numel() else 1, q.device)
+                added = fn(torch.arange(self.n_heads, device=q.device)[:, None, None], dist[None], q_pos[None, :, None])
+            out = out + added.to(out.dtype)
         return out
 
     @property
@@ -167,6 +220,30 @@ class Scheme(nn.Module):
 
     def extra_repr(self) -> str:
         return f"spec={self.spec!r}, n_heads={self.n_heads}, head_dim={self.head_dim}"
+
+
+class ForwardBias:
+    """One forward's additive bias, as every kernel reads it (:meth:`Scheme.forward_bias`).
+
+    ``fn(head, dist, pos)`` is the scheme's :meth:`Scheme.bias_fn` (torch ops that broadcast, so it
+    also runs on FlexAttention's scalar indices); ``table`` [H, n] its values at distances 0 .. n-1
+    when the bias depends on the distance alone (one evaluation per forward, then gathers), None for
+    a bias of the query's position too. :meth:`block` is the bias of a block of queries either way.
+    """
+
+    def __init__(self, fn: Callable[[Tensor, Tensor, Tensor], Tensor], heads: Tensor, table: Tensor | None) -> None:
+        self.fn, self.heads, self.table = fn, heads, table  # heads: [H] 0 .. H-1
+
+    def covers(self, n: int) -> bool:
+        """Whether distances 0 .. n-1 are all defined (a table has a width; a function has none)."""
+        return self.table is None or self.table.shape[1] >= n
+
+    def block(self, q_pos: Tensor, dist: Tensor) -> Tensor:
+        """[H, n_q, n_k] float32: the bias of queries at positions ``q_pos`` [n_q] and distances
+        ``dist`` [n_q, n_k] (>= 0)."""
+        if self.table is not None:
+            return self.table[:, dist]  # the same bias() gathered
+        return self.fn(self.heads[:, None, None], dist[None], q_pos[None, :, None]).to(torch.float32)
 
 
 # -- registry ----------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Bias schemes: each defines ``bias(head, dist)`` once, for ``dist = m - n >= 0``.
 
 That definition feeds the dense additive mask, the FlexAttention ``score_mod`` (through
-:meth:`Scheme.bias_fn`) and the resolution instrument's analytic curve. On FlexAttention a bias with
+:meth:`Scheme.bias_fn`, whose functions take the query's position as a third argument and ignore
+it here) and the resolution instrument's analytic curve. On FlexAttention a bias with
 a closed form is computed in the kernel from per-head ``[H]`` vectors (ALiBi's slopes, KERPLE's
 clamped parameters: one scalar load per program). Only a bias that *is* a table gathers one:
 Sandwich's distance curve (float32: half precision loses ~0.03 at its magnitude ~64) and T5's
@@ -121,7 +122,7 @@ class KerplePower(Kerple):
     def bias_fn(self, n: int, device=None):
         a, p = self.effective()  # [H] each, clamped once per forward; gradients flow through the clamp
 
-        def power(head: Tensor, dist: Tensor) -> Tensor:
+        def power(head: Tensor, dist: Tensor, pos: Tensor | None = None) -> Tensor:
             return -a[head] * dist.to(a.dtype).pow(p[head])
 
         return power
@@ -140,7 +141,7 @@ class KerpleLog(Kerple):
     def bias_fn(self, n: int, device=None):
         a, p = self.effective()  # [H] each, clamped once per forward
 
-        def log(head: Tensor, dist: Tensor) -> Tensor:
+        def log(head: Tensor, dist: Tensor, pos: Tensor | None = None) -> Tensor:
             return -p[head] * torch.log1p(a[head] * dist.to(a.dtype))
 
         return log
@@ -186,7 +187,7 @@ class Sandwich(BiasScheme):
         curve = smallest_table(sandwich_raw(torch.arange(n, device=device), self.values["dim"]))  # [n]
         divisor = self.divisor
 
-        def sandwich(head: Tensor, dist: Tensor) -> Tensor:
+        def sandwich(head: Tensor, dist: Tensor, pos: Tensor | None = None) -> Tensor:
             return curve[dist].to(torch.float32) / divisor[head]
 
         return sandwich
@@ -235,7 +236,7 @@ class T5(BiasScheme):
         bucket = smallest_table(t5_bucket(dist, self.values["buckets"], self.values["max_distance"]))  # [n] int8
         table = self.table  # [buckets, H], learned: gradients reach it through the gather
 
-        def t5(head: Tensor, dist: Tensor) -> Tensor:
+        def t5(head: Tensor, dist: Tensor, pos: Tensor | None = None) -> Tensor:
             return table[bucket[dist].to(torch.int32), head]
 
         return t5

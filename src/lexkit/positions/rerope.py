@@ -14,7 +14,7 @@ from torch import Tensor
 
 from ..specs import Param, positive
 from .base import Scheme, register
-from .rotary import rotary_angles, rotate_half
+from .rotary import PARTIAL_PARAMS, rotary_angles, rotate_partial, rotated_dims
 
 
 @register
@@ -41,6 +41,7 @@ class ReRoPE(Scheme):
         "k": Param(float, math.inf, "leak: past w positions grow by 1/k (inf: ReRoPE, 16: the leaky reference)",
                    lambda x: x >= 1, ">= 1"),
         "base": Param(float, 10000.0, "θ_i = base^(-2i/h)", positive, "> 0"),
+        **PARTIAL_PARAMS,
     }
     train_len_params = ("w",)
     summary = "RoPE with relative position min(m-n, w) (leaky: w + (m-n-w)/k past w)"
@@ -49,22 +50,23 @@ class ReRoPE(Scheme):
         super().__init__(n_heads, head_dim, **values)
         if head_dim % 2:
             raise ValueError(f"{self.name}: head_dim must be even, got {head_dim}")
+        self.rot_dims, self.rot_heads = rotated_dims(f"scheme {self.name}", head_dim, n_heads, values)  # r, K
 
     def transform_qk(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
         raise ValueError(f"{self.spec} is not one transform of q and k; use kernel 'dense' or 'chunked'")
 
-    def scores(self, q, k, q_pos, k_pos, *, transformed=False, bias_table=None) -> Tensor:
+    def scores(self, q, k, q_pos, k_pos, *, transformed=False, bias=None, visible=None, context=None) -> Tensor:
         """[b, h, n_q, n_k]: RoPE scores where m - n < w, the clamped (or leaky) ones beyond."""
         if transformed:
             raise ValueError(f"{self.spec}: scores need the raw q and k")
         q_pos = torch.as_tensor(q_pos, device=q.device)
         k_pos = torch.as_tensor(k_pos, device=k.device)
-        h, base = self.head_dim, self.values["base"]
+        h, base, r = self.head_dim, self.values["base"], self.rot_dims
         w, leak = self.values["w"], self.values["k"]
 
         def rot(x: Tensor, pos: Tensor) -> Tensor:
-            cos, sin = rotary_angles(pos, h, base)
-            return rotate_half(x, cos.to(x.dtype), sin.to(x.dtype))
+            cos, sin = rotary_angles(pos, r, base)
+            return rotate_partial(x, cos.to(x.dtype), sin.to(x.dtype), r, self.rot_heads)
 
         near = rot(q, q_pos) @ rot(k, k_pos).transpose(-1, -2)
         if math.isinf(leak):

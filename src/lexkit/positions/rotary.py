@@ -13,6 +13,11 @@ Numerics (both written down and tested):
 
 * Angles are computed in float64 and cast after cos/sin, so float32 scores at positions ~65k
   match a float64 evaluation (a float32 angle table loses ~3 digits there).
+* Partial RoPE (every rotary scheme, ReRoPE too): ``fraction=f`` rotates the first
+  r = 2·floor(f·h/2) dimensions of each head (GPT-NeoX's ``rotary_pct`` 0.25, x-transformers'
+  default half), with frequencies base^(-2i/r) over those r (as both do; the scalings and xPos's
+  ζ are taken over r too), and leaves the other h - r as they are; ``heads=K`` rotates the last K
+  heads only (x-transformers' ``rotate_num_heads``), the others get no position at all.
 * The decay only matters through m - n. We centre at c = the last query position of the call:
   the query gets ζ^((m - c)/B) >= 1, bounded by the span of the queries, and the key gets
   ζ^((c - min(n, c))/B) <= 1, which can only underflow to 0 (as the true product does), never
@@ -43,6 +48,37 @@ SCALING_PARAMS = {
     "low_freq": Param(float, None, "llama3 low_freq_factor (default 1)", positive, "> 0"),
     "high_freq": Param(float, None, "llama3 high_freq_factor (default 4)", positive, "> 0"),
 }
+#: partial RoPE, shared by every rotary scheme (rope, xpos, rerope)
+PARTIAL_PARAMS = {
+    "fraction": Param(float, None, "fraction of each head's dimensions rotated (default: all; GPT-NeoX 0.25)",
+                      lambda x: 0 < x <= 1, "in (0, 1]"),
+    "heads": Param(int, None, "rotate the last K heads only (default: all)", positive, "> 0"),
+}
+
+
+def rotated_dims(owner: str, head_dim: int, n_heads: int, values: dict) -> tuple[int, int | None]:
+    """(r, K): the dimensions rotated in each head, 2·floor(fraction·h/2), and the number of heads
+    rotated (None: all); ValueError when r is 0 or K exceeds the heads."""
+    fraction = values.get("fraction")
+    dims = head_dim if fraction is None else 2 * int(fraction * head_dim / 2)
+    if dims == 0:
+        raise ValueError(f"{owner}: fraction={values['fraction']} rotates no pair of a head of {head_dim} "
+                         f"dimensions (the smallest is {2 / head_dim:g})")
+    heads = values.get("heads")
+    if heads is not None and heads > n_heads:
+        raise ValueError(f"{owner}: heads={heads} exceeds the model's {n_heads} heads")
+    return dims, (None if heads is None or heads == n_heads else heads)
+
+
+def rotate_partial(x: Tensor, cos: Tensor, sin: Tensor, dims: int, heads: int | None) -> Tensor:
+    """Partial RoPE: the first ``dims`` dimensions of each of the last ``heads`` heads (None: all)
+    of x [..., H, n, h] rotated by cos, sin [n, dims/2] (:func:`rotate_half`), the rest unchanged."""
+    if heads is not None:
+        keep = x.shape[-3] - heads
+        return torch.cat((x[..., :keep, :, :], rotate_partial(x[..., keep:, :, :], cos, sin, dims, None)), dim=-3)
+    if dims < x.shape[-1]:
+        return torch.cat((rotate_half(x[..., :dims], cos, sin), x[..., dims:]), dim=-1)
+    return rotate_half(x, cos, sin)
 
 
 def rotary_angles(pos: Tensor, head_dim: int, base: float, theta: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -78,6 +114,7 @@ class Rotary(Scheme):
             raise ValueError(f"{self.name}: head_dim must be even, got {head_dim}")
         self.rotate = values.get("rotate", True)
         self.decay = values.get("decay", False)
+        self.rot_dims, self.rot_heads = rotated_dims(f"scheme {self.name}", head_dim, n_heads, values)  # r, K
         if "scaling" in values:
             if values["scaling"] == "none":  # unscaled: the training length fill means nothing
                 self.values["original_len"] = None
@@ -87,7 +124,7 @@ class Rotary(Scheme):
                                  f"xPos splits; use another scaling or xpos:decay=false")
         self._freq: tuple | None = None  # (length, θ', a) of the last call (dynamic: per length)
         if self.decay:
-            zeta = xpos_zeta(head_dim, values["gamma"])  # [h/2] float64
+            zeta = xpos_zeta(self.rot_dims, values["gamma"])  # [r/2] float64
             self.register_buffer("log_zeta", torch.log(zeta), persistent=False)
             # keep every query factor ζ_min^(-span/B) below e^30
             self.max_query_span = max(1, int(30 * values["scale_base"] / -math.log(float(zeta.min()))))
@@ -112,11 +149,11 @@ class Rotary(Scheme):
         cached = self._cache
         if cached is not None and cached[0] is q_pos and cached[1] is k_pos and cached[2] == dtype:
             return cached[3]
-        half = self.head_dim // 2
+        half = self.rot_dims // 2
         if self.rotate:
             theta, a = self.frequencies(q_pos, k_pos)
-            cos_q, sin_q = rotary_angles(q_pos, self.head_dim, 0.0, theta)
-            cos_k, sin_k = (cos_q, sin_q) if k_pos is q_pos else rotary_angles(k_pos, self.head_dim, 0.0, theta)
+            cos_q, sin_q = rotary_angles(q_pos, self.rot_dims, 0.0, theta)
+            cos_k, sin_k = (cos_q, sin_q) if k_pos is q_pos else rotary_angles(k_pos, self.rot_dims, 0.0, theta)
             if a != 1.0:  # HF: the attention factor multiplies cos and sin, so logits scale by a²
                 cos_q, sin_q, cos_k, sin_k = cos_q * a, sin_q * a, cos_k * a, sin_k * a
         else:
@@ -134,18 +171,19 @@ class Rotary(Scheme):
         return factors
 
     def frequencies(self, q_pos: Tensor | None = None, k_pos: Tensor | None = None) -> tuple[Tensor, float]:
-        """(θ'_i float64 [h/2], attention factor a) under the scheme's scaling; ``dynamic`` reads
-        the current length max(position) + 1 of the call."""
+        """(θ'_i float64 [r/2], attention factor a) under the scheme's scaling, over the r rotated
+        dimensions; ``dynamic`` reads the current length max(position) + 1 of the call."""
         length = 0
         if self.values.get("scaling") == "dynamic" and q_pos is not None and q_pos.numel():
             length = int(max(q_pos.max(), k_pos.max())) + 1
         if self._freq is None or self._freq[0] != length:
-            self._freq = (length, *scaling.inv_freq(self.head_dim, self.values["base"], self.values, length))
+            self._freq = (length, *scaling.inv_freq(self.rot_dims, self.values["base"], self.values, length))
         return self._freq[1], self._freq[2]
 
     def transform_qk(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
         cos_q, sin_q, cos_k, sin_k = self._factors(q_pos, k_pos, q.dtype)
-        return rotate_half(q, cos_q, sin_q), rotate_half(k, cos_k, sin_k)  # [..., n, h] each
+        r, heads = self.rot_dims, self.rot_heads
+        return rotate_partial(q, cos_q, sin_q, r, heads), rotate_partial(k, cos_k, sin_k, r, heads)  # [..., n, h]
 
 
 @register
@@ -153,7 +191,7 @@ class RoPE(Rotary):
     """Rotary position embedding (Su et al. 2021, RoFormer, Eq. 34)."""
 
     name = "rope"
-    params = {"base": Param(float, 10000.0, "θ_i = base^(-2i/h)", positive, "> 0"), **SCALING_PARAMS}
+    params = {"base": Param(float, 10000.0, "θ_i = base^(-2i/h)", positive, "> 0"), **SCALING_PARAMS, **PARTIAL_PARAMS}
     train_len_params = ("original_len",)
     summary = "rotate each pair of q and k by p·θ_i (scaling=linear|ntk|dynamic|yarn|llama3 stretches it)"
 
@@ -171,6 +209,7 @@ class XPos(Rotary):
         "decay": Param(bool, True, "apply the ζ decay (false: RoPE)"),
         "rotate": Param(bool, True, "apply the rotation (false: decay only, Table 4)"),
         **SCALING_PARAMS,
+        **PARTIAL_PARAMS,
     }
     train_len_params = ("original_len",)
     summary = "RoPE with per-dimension decay ζ_i^((m-n)/B) (the paper's scheme)"

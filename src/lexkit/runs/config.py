@@ -130,7 +130,7 @@ def scheme_overrides(model_section: dict, scheme: str) -> dict:
     plain, pairs = layouts.split_overrides(scheme)
     if cfg.layout is None and not pairs:
         return {"scheme": positions.canonical(plain)}
-    layers = layouts.override_schemes(cfg.layers(), scheme, cfg.max_len or cfg.train_len)
+    layers = layouts.override_schemes(cfg.layers(), scheme, cfg.position_len)
     return {"layout": layouts.canonical(layers), "logn": False}  # a uniform run's log-n is now each layer's
 
 
@@ -167,7 +167,7 @@ def configs_from_run(run_dir: str | Path, scheme: str | None = None, **overrides
                          "cannot load them")
     values = {**old["model"], **old["train"]}
     values.update({k: v for k, v in overrides.items() if v is not None})
-    length = old["model"].get("max_len") or old["model"]["train_len"]
+    length = ModelConfig(**old["model"]).position_len
     if old["model"].get("layout") is not None and overrides.get("layout") is None:
         # the parent's layers as they were at its length (every length default written out)
         layers = ModelConfig(**old["model"]).layers()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from .. import lock
 from ..errors import RunError
+from ..positions import randomized
 from .config import read_config
 from .files import CONFIG, read_metrics
 from .weights import trainer_state
@@ -31,7 +32,8 @@ def summary(run_dir: str | Path) -> dict:
     origin = config.get("provenance") or {}
     device = origin.get("device") or {}
     return {
-        "path": str(run_dir), "scheme": config["model"]["scheme"], "layout": config["model"].get("layout"),
+        "path": str(run_dir), "layout": config["model"].get("layout"),
+        "scheme": randomized.label(config["model"]["scheme"], config["model"].get("random_positions")),
         "train_len": config["model"].get("train_len"),
         "step": step, "steps": int(config["train"]["steps"]),
         "finished": bool(state.get("done")) and step >= int(config["train"]["steps"]),

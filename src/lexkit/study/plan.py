@@ -185,7 +185,7 @@ class Plan:
         """The study's model shape, as the resolution instrument takes it (initial values under
         seed 0, the random state of the process untouched)."""
         cfg = self.cells()[0].model_cfg
-        return {"heads": cfg.n_heads, "head_dim": cfg.head_dim, "seed": 0, "max_len": cfg.max_len or cfg.train_len}
+        return {"heads": cfg.n_heads, "head_dim": cfg.head_dim, "seed": 0, "max_len": cfg.position_len}
 
 
 class Section(Protocol):

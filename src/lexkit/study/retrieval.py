@@ -77,7 +77,8 @@ class Trained:
 
 
 #: table G's rows: every scheme the study may train, with the recipe as it is
-ROWS: list[Trained] = [Trained(s, s) for s in ("none", "rope", "xpos", "alibi", "kerple-log", "sandwich")]
+ROWS: list[Trained] = [Trained(s, s) for s in ("none", "rope", "xpos", "alibi", "kerple-log", "sandwich",
+                                                "fire", "pope", "cope", "fox")]
 #: the schemes of :data:`ROWS` (the rows without a layout)
 SCHEMES = tuple(r.scheme for r in ROWS if r.layout is None)
 
@@ -213,7 +214,7 @@ class RetrievalTable:
             bpb = bpb or {(r.pattern, r.multiple): r.bpb for r in rows}
             scored[name] = {"rows": [dict(r.to_json(), bpb=bpb.get((r.pattern, r.multiple))) for r in rows],
                             "cells": [c.to_json() for c in found]}
-        return {"scheme": subject.model.scheme.spec, "logn": bool(subject.config["model"].get("logn", False)),
+        return {"scheme": subject.describe()["scheme"], "logn": bool(subject.config["model"].get("logn", False)),
                 "patterns": patterns, "formats": scored}
 
     def tasks(self, grid: dict[str, dict], device) -> list[dict]:
