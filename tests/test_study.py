@@ -252,6 +252,26 @@ def test_table_g_plan_runs_configurations_and_cache_keys(tmp_path, data_dir, mon
     assert only.retrieval.rows() == [] and only.retrieval.run() is None
 
 
+def test_the_study_layouts_are_rows_of_table_g_and_the_default_study_has_them(tmp_path, data_dir):
+    """Each study layout is a row of table G after the scheme rows, labelled as given; a layout that
+    shifts tokens itself takes no recipe token shift besides (the two would be refused together), one
+    that does not takes the recipe's; the default study (default schemes) has DEFAULT_LAYOUTS, one
+    with schemes of its own none unless asked, as ``lexkit study`` does."""
+    from lexkit.study import DEFAULT_LAYOUTS, DEFAULT_SCHEMES
+
+    cfg = config(data_dir, ("rope",), retrieval=True)
+    cfg.layouts = ["hwfa:W=4,shift=0.25", "hwfa:W=4"]
+    g = Study(cfg, tmp_path, progress=False, echo=None).retrieval
+    assert [(r.label, r.layout) for r in g.rows()] == [("rope", None), ("hwfa:W=4,shift=0.25", "hwfa:W=4,shift=0.25"),
+                                                        ("hwfa:W=4", "hwfa:W=4")]
+    shifted, plain = g.jobs()[1].cell.model_cfg, g.jobs()[2].cell.model_cfg
+    assert shifted.token_shift == 0.0 and {layer.shift for layer in shifted.layers()} == {0.25}
+    assert plain.token_shift == RECIPE.token_shift == 0.5 and not any(layer.shift for layer in plain.layers())
+    assert len(DEFAULT_LAYOUTS) >= 1 and StudyConfig(data=str(data_dir)).layouts == DEFAULT_LAYOUTS
+    assert StudyConfig(schemes=["rope"], data=str(data_dir)).layouts == []
+    assert StudyConfig(schemes=list(DEFAULT_SCHEMES), layouts=["hwfa"], data=str(data_dir)).layouts == ["hwfa"]
+
+
 def test_the_recipe_is_one_definition_for_the_study_and_the_command_line():
     """RECIPE.flags() given to ``lexkit train`` make the configs the study makes from RECIPE.settings()."""
     from lexkit.cli import build_parser

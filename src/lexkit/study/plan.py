@@ -25,9 +25,10 @@ from .recipe import RECIPE
 DEFAULT_SCHEMES = [
     "none", "sinusoidal", "rope", "xpos", "xpos:rotate=false", "alibi", "kerple-log", "kerple-power", "sandwich",
 ]
-#: layouts in the grid beside the schemes (docs/layouts.md): HWFA with token shift, its local window a quarter of the
-#: training length, the configuration that retrieved at 16x in the layout measurements
-DEFAULT_LAYOUTS: list[str] = []
+#: layouts beside the schemes, in the grid (tables A-D) and as rows of table G (docs/layouts.md): HWFA (RoPE window
+#: layers under one full NoPE layer with log-n) with token shift, windows 16 and 32: the configurations nearest the
+#: goal in the layout measurements (retrieval at 16x at every depth; bpb 16x/1x 1.04 at W=16)
+DEFAULT_LAYOUTS: list[str] = ["hwfa:W=16,shift=0.5", "hwfa:W=32,shift=0.5"]
 DEFAULT_PATTERNS = ["causal", "window", "bca"]
 #: the version of results.json a study writes (:data:`lexkit.rows.SCHEMA`)
 SCHEMA_VERSION = SCHEMA
@@ -39,7 +40,8 @@ EVAL_VERSION = 1
 class StudyConfig:
     preset: str = "small"
     schemes: list[str] = dataclasses.field(default_factory=lambda: list(DEFAULT_SCHEMES))
-    layouts: list[str] = dataclasses.field(default_factory=lambda: list(DEFAULT_LAYOUTS))
+    #: None: :data:`DEFAULT_LAYOUTS` when ``schemes`` is the default set, else none (as ``lexkit study``)
+    layouts: list[str] | None = None
     patterns: list[str] = dataclasses.field(default_factory=lambda: list(DEFAULT_PATTERNS))
     lengths: list[int] | None = None  # default: the training length x 1/2, 1, 2, 4, 8, 16
     seeds: int = 1
@@ -58,6 +60,8 @@ class StudyConfig:
     retrieval_seeds: int = 3  # seeds of each of table G's rows
 
     def __post_init__(self) -> None:
+        if self.layouts is None:
+            self.layouts = list(DEFAULT_LAYOUTS) if self.schemes == DEFAULT_SCHEMES else []
         if not self.schemes and not self.layouts:
             raise ValueError("a study needs at least one --scheme or --layout")
         if not self.patterns:

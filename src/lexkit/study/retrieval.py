@@ -36,6 +36,7 @@ from ..device import eval_mode
 from ..extension import finetunes, methods
 from ..retrieval import DEFAULT_MULTIPLES
 from ..rows import RetrievalEntry, RetrievalSection
+from ..settings import configs
 from .cache import Cache
 from .estimate import timed_steps
 from .plan import Cell, Plan, digest, slug
@@ -112,18 +113,33 @@ class RetrievalTable:
         self.plan, self.cache = plan, cache
 
     def rows(self) -> list[Trained]:
-        """The rows of :data:`ROWS` this study runs, in their order (none: the table is off)."""
+        """The rows this study runs, in order (none: the table is off): those of :data:`ROWS` whose
+        scheme the study studies (a row of :data:`ROWS` with a layout always), then one row per
+        layout of the study (``--layout``, :data:`~lexkit.study.plan.DEFAULT_LAYOUTS`), labelled
+        as given."""
         if not self.plan.cfg.retrieval:
             return []
         studied = set(self.plan.cfg.schemes)
-        return [r for r in ROWS if r.layout is not None or positions.canonical(r.scheme) in studied]
+        out = [r for r in ROWS if r.layout is not None or positions.canonical(r.scheme) in studied]
+        return out + [Trained(spec, "rope", layout=spec) for spec in self.plan.cfg.layouts
+                      if spec not in {r.label for r in out}]
+
+    def settings(self, row: Trained) -> dict[str, Any]:
+        """How ``row`` trains: :data:`RECIPE`'s settings for its steps, then the row's own; a layout
+        that shifts tokens itself (``+shift``, ``shift=F``) takes no recipe token shift besides."""
+        out = RECIPE.settings(row.steps or self.plan.cfg.retrieval_steps) | row.settings
+        if row.layout is not None and "token_shift" not in row.settings:
+            model_cfg, _ = configs(self.plan.cfg.retrieval_preset, row.scheme, layout=row.layout)
+            if any(layer.shift for layer in model_cfg.layers()):
+                out["token_shift"] = 0.0
+        return out
 
     def jobs(self) -> list[Job]:
-        """Every row on every seed (``retrieval_seeds``), trained with :data:`RECIPE` for the row's
-        or the study's ``retrieval_steps`` at its ``retrieval_preset``."""
+        """Every row on every seed (``retrieval_seeds``), trained with :meth:`settings` at the
+        study's ``retrieval_preset``."""
         cfg = self.plan.cfg
         return [Job(row, self.plan.cell(cfg.retrieval_preset, row.scheme, seed, prefix="mix-", layout=row.layout,
-                                        **(RECIPE.settings(row.steps or cfg.retrieval_steps) | row.settings)))
+                                        **self.settings(row)))
                 for row in self.rows() for seed in range(cfg.retrieval_seeds)]
 
     def cells(self) -> list[Cell]:
