@@ -369,3 +369,40 @@ def test_scatter_labels_never_cover_each_other(monkeypatch):
         assert frame.contains(a.x0, a.y0) and frame.contains(a.x1, a.y1), ax.texts[i].get_text()
         for j in range(i):
             assert not a.overlaps(boxes[j]), (ax.texts[i].get_text(), ax.texts[j].get_text())
+
+
+def test_no_figure_hides_a_curve_behind_another_or_its_legend(monkeypatch):
+    """Once a study had nine schemes the legend sat on the curves it names, and two schemes with
+    the same numbers (window and bca past the training length) drew one line: on twelve schemes
+    with identical numbers, every line figure's legend lies outside every axes, and no two series
+    of a panel share colour, line style and marker."""
+    import copy
+    import json
+    from pathlib import Path
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from lexkit import plots
+
+    doc = json.loads((Path(__file__).parent / "fixtures" / "safety_net" / "results.json").read_text())
+    names = [f"scheme{i}" for i in range(12)]
+    doc["runs"] = [dict(copy.deepcopy(doc["runs"][0]), scheme=name) for name in names]
+    curve = next(iter(doc["analytic_curves"]["curves"].values()))
+    doc["analytic_curves"]["curves"] = {name: curve for name in names}
+    drawn = {}
+    monkeypatch.setattr(plots, "save", lambda fig, path: drawn.__setitem__(path, fig))
+    for name in ("bpb_by_length", "analytic_curves", "resolution_per_layer", "entropy_by_length",
+                 "loss_by_position", "extension"):
+        getattr(plots, name)(read(doc), name)
+    assert set(drawn) == {"bpb_by_length", "analytic_curves", "resolution_per_layer", "entropy_by_length",
+                          "loss_by_position", "extension"}
+    for name, fig in drawn.items():
+        renderer = FigureCanvasAgg(fig).get_renderer()
+        fig.draw_without_rendering()
+        (box,) = [legend.get_window_extent(renderer) for legend in fig.legends]
+        for ax in fig.axes:
+            assert not box.overlaps(ax.get_window_extent(renderer)), name
+            styles = [(line.get_color(), line.get_linestyle(), line.get_marker()) for line in ax.get_lines()
+                      if not line.get_label().startswith("_")]
+            assert len(styles) >= 2 and len(set(styles)) == len(styles), (name, styles)
+        assert len(fig.legends[0].get_texts()) >= 2

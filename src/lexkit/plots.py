@@ -43,6 +43,10 @@ def save(fig, path: str | Path | BinaryIO) -> None:
         fig.savefig(path, dpi=DPI, format="png")
 
 
+def unique_patterns(patterns) -> list[str]:
+    return list(dict.fromkeys(patterns))
+
+
 def _finite(x: Tensor) -> Tensor:
     """float64 copy with every non-finite entry (a never-visible distance) as NaN (a gap)."""
     x = x.to(torch.float64).clone()
@@ -69,6 +73,37 @@ def _line(ax, points: dict | list, *style, **options) -> None:
     """One line through ``points`` (x -> y, or (x, y) pairs)."""
     pts = list(points.items()) if isinstance(points, dict) else list(points)
     ax.plot([p[0] for p in pts], [p[1] for p in pts], *style, **options)
+
+
+#: a figure's series differ in colour (10), line style (a new one every 10 series) and marker (7,
+#: drawn hollow): two series that coincide (window and bca past the training length) still show
+#: both markers, and no two of the first 40 series look alike
+_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:gray",
+           "tab:olive", "tab:cyan")
+_LINESTYLES = ("-", "--", "-.", ":")
+_MARKERS = ("o", "s", "^", "v", "D", "P", "X")
+
+
+def series(ax) -> None:
+    """Give the series drawn next on ``ax`` the styles above, in order (call before plotting)."""
+    from cycler import cycler
+
+    n = len(_COLORS) * len(_LINESTYLES)
+    ax.set_prop_cycle(cycler(color=[_COLORS[i % len(_COLORS)] for i in range(n)],
+                             linestyle=[_LINESTYLES[i // len(_COLORS)] for i in range(n)],
+                             marker=[_MARKERS[i % len(_MARKERS)] for i in range(n)]))
+
+
+def legend(fig, *axes, fontsize: float = 7) -> None:
+    """One legend for the figure (the series of its first axes: every panel draws the same ones),
+    outside the axes on the right (a legend inside covered the curves it names once a study had
+    nine schemes); markers hollow, so a marker under another shows."""
+    for ax in axes:
+        for line in ax.get_lines():
+            line.set_markerfacecolor("none")
+    handles, labels = axes[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="outside right upper", fontsize=fontsize)
 
 
 # -- the resolution command ---------------------------------------------------------------------
@@ -159,10 +194,11 @@ def bpb_by_length(doc: StudyResults, path: str | Path) -> None:
     """bpb against evaluation length, one panel per pattern, one line per scheme."""
     fig, axes = figure(5 * len(doc.patterns), 4, panels=len(doc.patterns))
     for ax, pattern in zip(axes, doc.patterns):
+        series(ax)
         for scheme in query.schemes(doc):
-            _line(ax, query.curve(doc, scheme, pattern), marker="o", label=scheme)
+            _line(ax, query.curve(doc, scheme, pattern), label=scheme)
         _bpb_axes(ax, doc.train_len, pattern, "evaluation length (bytes)")
-    axes[0].legend(fontsize=7)
+    legend(fig, *axes)
     save(fig, path)
 
 
@@ -171,43 +207,46 @@ def analytic_curves(doc: StudyResults, path: str | Path) -> None:
     file for a study that stored none (results.json of schema 1)."""
     if doc.analytic_curves is None:
         return
-    fig, (ax,) = figure(7, 4)
+    fig, (ax,) = figure(8, 4)
+    series(ax)
     for scheme, curve in doc.analytic_curves.curves.items():
-        ax.plot(range(len(curve)), curve, label=scheme, lw=1)
+        ax.plot(range(len(curve)), curve, label=scheme, lw=1, markevery=max(1, len(curve) // 12))
     _mark(ax, doc.train_len)
     ax.set_xlabel("distance n")
     ax.set_ylabel("s[n] − s[0] (analytic, mean over heads)")
-    ax.legend(fontsize=7)
+    legend(fig, ax)
     save(fig, path)
 
 
 def resolution_per_layer(doc: StudyResults, path: str | Path) -> None:
     """Empirical R per layer under causal attention, each scheme at its longest measured length."""
-    fig, (ax,) = figure(7, 4)
+    fig, (ax,) = figure(8, 4)
+    series(ax)
     for scheme in query.schemes(doc):
         measured = query.resolution_per_layer(doc, scheme)
         if measured is not None:
             length, layers = measured
-            ax.plot(range(len(layers)), layers, marker="o", label=f"{scheme} @ {length}")
+            ax.plot(range(len(layers)), layers, label=f"{scheme} @ {length}")
     ax.set_xlabel("layer")
     ax.set_ylabel("empirical R (mean over heads)")
-    ax.legend(fontsize=7)
+    legend(fig, ax)
     save(fig, path)
 
 
 def entropy_by_length(doc: StudyResults, path: str | Path) -> None:
     """Attention entropy against length, under causal (solid) and the last pattern (dashed)."""
     patterns = doc.patterns
-    fig, (ax,) = figure(7, 4)
+    fig, (ax,) = figure(9, 4.5)
+    series(ax)
     for scheme in query.schemes(doc):
-        for pattern, style in (("causal", "-"), (patterns[-1] if len(patterns) > 1 else "causal", "--")):
+        for pattern in unique_patterns(("causal", patterns[-1])):
             pts = query.entropy(doc, scheme, pattern)
             if pts:
-                _line(ax, pts, style, marker=".", label=f"{scheme} {pattern}")
+                _line(ax, pts, label=f"{scheme} {pattern}")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("length")
     ax.set_ylabel("attention entropy (nats, mean over layers)")
-    ax.legend(fontsize=6, ncol=2)
+    legend(fig, ax, fontsize=6)
     save(fig, path)
 
 
@@ -216,13 +255,14 @@ def loss_by_position(doc: StudyResults, path: str | Path) -> None:
     longest = max(doc.lengths)
     fig, axes = figure(5 * len(doc.patterns), 4, panels=len(doc.patterns))
     for ax, pattern in zip(axes, doc.patterns):
+        series(ax)
         for scheme in query.schemes(doc):
             pts = query.seed_mean(((r.from_ + r.to) / 2, r.bpb) for r in query.by_position(doc, scheme, pattern,
                                                                                            longest))
             if pts:
-                _line(ax, pts, marker=".", label=scheme)
+                _line(ax, pts, label=scheme)
         _bpb_axes(ax, doc.train_len, f"{pattern} at {longest}", "position in the chunk")
-    axes[0].legend(fontsize=7)
+    legend(fig, *axes)
     save(fig, path)
 
 
@@ -233,18 +273,19 @@ def extension(doc: StudyResults, path: str | Path) -> None:
     lines = query.extension_lines(doc)
     if not lines:
         return
-    fig, (ax,) = figure(9, 5)
+    fig, (ax,) = figure(11, 5.5)
+    series(ax)
     for line in lines:
-        label = line.label + ("" if line.pattern == "causal" else f" [{line.pattern}]")
-        _line(ax, {n: mean for n, (mean, _) in line.bpb.items() if mean is not None}, "--" if line.finetune else "-",
-              marker=".", label=label, lw=1)
+        label = line.label + ("" if line.pattern == "causal" else f" [{line.pattern}]") + (
+            " (fine-tuned)" if line.finetune else "")
+        _line(ax, {n: mean for n, (mean, _) in line.bpb.items() if mean is not None}, label=label, lw=1)
     for scheme in ("rope", "xpos"):
         if scheme not in query.schemes(doc):
             continue
         for pattern in doc.patterns[1:]:
-            _line(ax, query.curve(doc, scheme, pattern), ":", marker="x", label=f"{scheme} [{pattern}]", lw=1)
+            _line(ax, query.curve(doc, scheme, pattern), label=f"{scheme} [{pattern}]", lw=1)
     _bpb_axes(ax, doc.train_len, "", "evaluation length (bytes)")
-    ax.legend(fontsize=6, ncol=2)
+    legend(fig, ax, fontsize=6)
     save(fig, path)
 
 
