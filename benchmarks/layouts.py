@@ -1,12 +1,13 @@
 """Layouts against the goal of issue 27: one configuration flat in bpb at 16x (within 3 % of its own
-1x) and retrieving (>= 90 % exact match at 16x at every depth). Each configuration trains with
-the recipe of table G in release 0.3 (the ``quick`` preset unless it says otherwise, batch 64, lr
-3e-3, the copy mix at 75 %: one needle format; table G now trains its rows, these layouts among them,
-with :data:`lexkit.study.recipe.RECIPE`, the general induction mix), logs the copy probe every 100 steps (``val_copy_bits`` / ``val_copy_exact`` on 32 held-out
-needles at the training length: the phase change), and is scored as table G scores: copy needles of
-12 letters at 1, 2, 4, 8 and 16x the training length and depths 0, 25, 50, 75 and 100 %, under its
-own layout (``causal``), teacher-forced exact match (equal to greedy decoding on a byte model), with
-bpb on validation documents at 1x and 16x beside it.
+1x) and retrieving (>= 90 % exact match at 16x at every depth). Each configuration trains with the
+recipe of table G in release 0.3 (the ``quick`` preset unless it says otherwise, batch 64, lr 3e-3,
+the copy mix at 75 %: one needle format; table G now trains its rows, these layouts among them, with
+:data:`lexkit.study.recipe.RECIPE`, the general induction mix), logs the copy probe every 100 steps
+(``val_copy_bits`` / ``val_copy_exact`` on 32 held-out needles at the training length: the phase
+change), and is scored as table G scores: copy needles of 12 letters at 1, 2, 4, 8 and 16x the
+training length and depths 0, 25, 50, 75 and 100 %, under its own layout (``causal``),
+teacher-forced exact match (equal to greedy decoding on a byte model), with bpb on validation
+documents at 1x and 16x beside it.
 
     python benchmarks/layouts.py --out /tmp/layouts --jobs 2           # every configuration
     python benchmarks/layouts.py --out /tmp/layouts --only hwfa16 rope  # some
