@@ -33,7 +33,8 @@ def add_parser(sub):
                    help=f"also study the schemes since the seeds: {' '.join(positions.SINCE_SEEDS)} (tables A-D and G; "
                    "docs/schemes.md has their cost)")
     p.add_argument("--layout", action="append", metavar="SPEC",
-                   help="a layout as a row of the grid beside the schemes (docs/layouts.md), e.g. hwfa:W=32,shift=0.5; "
+                   help="a layout as a row beside the schemes, in tables A-D and G (docs/layouts.md), "
+                   "e.g. hwfa:W=32,shift=0.5; "
                    f"repeatable; default: {' '.join(DEFAULT_LAYOUTS) or 'none'} (with --scheme only: none)")
     p.add_argument("--pattern", action="append", metavar="SPEC",
                    help=f"repeatable; default: {' '.join(DEFAULT_PATTERNS)}")
