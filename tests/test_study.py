@@ -159,8 +159,18 @@ def test_dry_run_lists_cells_and_trains_nothing(tmp_path, data_dir, capsys):
     # table G trains alibi with the retrieval mix on 3 seeds (xpos:gamma=0.5 is not one of its rows)
     assert (f"table G (use of context): 3 runs (3 seeds a row) with --mix {RECIPE.mix} (quick preset, "
             f"{RECIPE.steps} steps, batch 64)") in text
-    assert "G train     alibi + mix, seed 2" in text and "to train" in text
+    assert "G train     alibi + mix, seed 2" in text and "to train" in text and "left" not in text
     assert not (out / "runs").exists()
+    # a run already trained here (its checkpoint) is not counted in what is left, and says so
+    from lexkit import runs
+
+    name = next(line.split()[0] for line in text.splitlines() if line.strip().startswith("alibi-s0-"))
+    (out / "runs" / name).mkdir(parents=True)
+    (out / "runs" / name / runs.CHECKPOINT).write_bytes(b"")
+    assert main(["study", "--preset", "tiny", "--scheme", "alibi", "--scheme", "xpos:gamma=0.5", "--data",
+                 str(data_dir), "--lengths", "16,32", "--out", str(out), "--dry-run"]) == 0
+    again = capsys.readouterr().out
+    assert f"{name}" in again and "exists" in again and "min left: the runs already trained here are reused" in again
 
 
 def test_no_retrieval_reaches_the_study_and_its_plan(tmp_path, data_dir, capsys, monkeypatch):
@@ -169,7 +179,7 @@ def test_no_retrieval_reaches_the_study_and_its_plan(tmp_path, data_dir, capsys,
     def estimate(self):
         seen.update(retrieval=self.cfg.retrieval, steps=self.cfg.retrieval_steps)
         return {"cells": [], "lengths": [16], "patterns": ["causal"], "per_scheme": {}, "extension": [],
-                "retrieval": self.retrieval.tasks_at(1.0, 1.0), "total_s": 0.0}
+                "retrieval": self.retrieval.tasks_at(1.0, 1.0), "total_s": 0.0, "left_s": 0.0}
 
     monkeypatch.setattr(Study, "estimate", estimate)
     argv = ["study", "--preset", "tiny", "--scheme", "alibi", "--data", str(data_dir), "--out", str(tmp_path / "s"),
@@ -324,7 +334,7 @@ def test_study_dry_run_times_at_the_threads_asked(tmp_path, monkeypatch, capsys)
     def estimate(self):
         seen.append(torch.get_num_threads())
         return {"cells": [], "lengths": [16], "patterns": ["causal"], "per_scheme": {}, "extension": [],
-                "retrieval": [], "total_s": 0.0}
+                "retrieval": [], "total_s": 0.0, "left_s": 0.0}
 
     monkeypatch.setattr(Study, "estimate", estimate)
     argv = ["study", "--preset", "tiny", "--scheme", "alibi", "--out", str(tmp_path / "s"), "--dry-run",

@@ -141,7 +141,9 @@ def print_plan(plan: dict, cfg: StudyConfig) -> None:
     else:
         print("table E (context extension): skipped (--no-extension, or rope is not a studied scheme)")
     print_retrieval_plan(plan["retrieval"], cfg)
-    print(f"estimated total: {plan['total_s'] / 60:.1f} min on this machine (measured just now)")
+    print(f"estimated total: {plan['total_s'] / 60:.1f} min on this machine (measured just now)"
+          + (f"; at most {plan['left_s'] / 60:.1f} min left: the runs already trained here are reused"
+             if plan["left_s"] < plan["total_s"] else ""))
 
 
 def print_tables(results: StudyResults) -> None:

@@ -42,8 +42,12 @@ def estimate(plan: Plan, cache: Cache, tables: list[Section]) -> dict:
     work = {table.key: table.tasks(per_scheme, device) for table in tables}
     total += sum(task["seconds"] for tasks in work.values() for task in tasks)
     done = {c.name for c in cells if (cache.run_dir(c) / runs.CHECKPOINT).is_file()}
+    # what the trained runs already here save (their evaluations and scores may be cached too: not counted)
+    saved = sum(per_scheme[c.scheme]["train_s"] for c in cells if c.name in done)
+    saved += sum(task["seconds"] for tasks in work.values() for task in tasks if task.get("exists"))
     return {"cells": [{"scheme": c.scheme, "seed": c.seed, "run": c.name, "exists": c.name in done} for c in cells],
-            "lengths": lengths, "patterns": patterns, "per_scheme": per_scheme, **work, "total_s": total}
+            "lengths": lengths, "patterns": patterns, "per_scheme": per_scheme, **work, "total_s": total,
+            "left_s": total - saved}
 
 
 def timed_steps(cell, device, n: int) -> tuple[torch.nn.Module, float, torch.Tensor]:
