@@ -43,10 +43,6 @@ def save(fig, path: str | Path | BinaryIO) -> None:
         fig.savefig(path, dpi=DPI, format="png")
 
 
-def unique_patterns(patterns) -> list[str]:
-    return list(dict.fromkeys(patterns))
-
-
 def _finite(x: Tensor) -> Tensor:
     """float64 copy with every non-finite entry (a never-visible distance) as NaN (a gap)."""
     x = x.to(torch.float64).clone()
@@ -234,12 +230,12 @@ def resolution_per_layer(doc: StudyResults, path: str | Path) -> None:
 
 
 def entropy_by_length(doc: StudyResults, path: str | Path) -> None:
-    """Attention entropy against length, under causal (solid) and the last pattern (dashed)."""
+    """Attention entropy against length, under causal and under the last pattern (one series each)."""
     patterns = doc.patterns
     fig, (ax,) = figure(9, 4.5)
     series(ax)
     for scheme in query.schemes(doc):
-        for pattern in unique_patterns(("causal", patterns[-1])):
+        for pattern in dict.fromkeys(("causal", patterns[-1])):  # once each, in order
             pts = query.entropy(doc, scheme, pattern)
             if pts:
                 _line(ax, pts, label=f"{scheme} {pattern}")
@@ -267,8 +263,8 @@ def loss_by_position(doc: StudyResults, path: str | Path) -> None:
 
 
 def extension(doc: StudyResults, path: str | Path) -> None:
-    """bpb against length for every context-extension configuration (fine-tuned ones dashed),
-    with the main grid's rope and xpos under their patterns (dotted); no file when the study ran
+    """bpb against length for every context-extension configuration (fine-tuned ones labelled so),
+    with the main grid's rope and xpos under their patterns; no file when the study ran
     no context extension."""
     lines = query.extension_lines(doc)
     if not lines:

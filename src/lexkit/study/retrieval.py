@@ -137,10 +137,13 @@ class RetrievalTable:
     def jobs(self) -> list[Job]:
         """Every row on every seed (``retrieval_seeds``), trained with :meth:`settings` at the
         study's ``retrieval_preset``."""
-        cfg = self.plan.cfg
-        return [Job(row, self.plan.cell(cfg.retrieval_preset, row.scheme, seed, prefix="mix-", layout=row.layout,
-                                        **self.settings(row)))
-                for row in self.rows() for seed in range(cfg.retrieval_seeds)]
+        cfg, jobs = self.plan.cfg, []
+        for row in self.rows():
+            settings = self.settings(row)  # once a row: a layout is parsed to see whether it shifts tokens
+            jobs += [Job(row, self.plan.cell(cfg.retrieval_preset, row.scheme, seed, prefix="mix-", layout=row.layout,
+                                             **settings))
+                     for seed in range(cfg.retrieval_seeds)]
+        return jobs
 
     def cells(self) -> list[Cell]:
         return [job.cell for job in self.jobs()]
