@@ -15,6 +15,7 @@ from cli_checks import one_error_line
 from kit import rel
 from lexkit import attention, positions, resolution
 from lexkit.attention import Attention
+from lexkit.attention.modifiers import LogN, Scoring
 from lexkit.cli import main
 from rope_formulas import written_out
 
@@ -57,7 +58,7 @@ def check_logn(spec, pat, kernels):
         plain = reference(s, pattern, q.double(), k.double(), v.double(), pos)
         assert rel(plain, want) > 1e-3  # log-n changes the output here
         for kernel in kernels:
-            att = Attention(s, pattern, pos, kernel=kernel, logn=L)
+            att = Attention(s, pattern, pos, kernel=kernel, scoring=Scoring.of(LogN(L=L)))
             got = att(q, k, v)
             assert att.ran == kernel and rel(got, want) <= 1e-4, (spec, pat, kernel, att.ran, rel(got, want))
 
@@ -84,7 +85,7 @@ def test_logn_on_flex_run_eagerly_equals_the_reference(spec, pat, eager_flex):
 
 
 def test_logn_is_identity_inside_the_training_length_and_grows_as_written():
-    from lexkit.attention.logn import logn_scale
+    from lexkit.attention.modifiers import logn_scale
 
     got = logn_scale(torch.arange(0, 1000), 128)
     want = torch.tensor([lam(m, 128) for m in range(1000)], dtype=torch.float32)
@@ -129,7 +130,7 @@ def test_rerope_runs_on_dense_and_chunked_and_flex_refuses():
         with torch.no_grad():
             want = reference(s, pattern, q.double(), k.double(), v.double(), pos, logn=40)
             for kernel in ("dense", "chunked", "auto"):
-                got = Attention(s, pattern, pos, kernel=kernel, logn=40)(q, k, v)
+                got = Attention(s, pattern, pos, kernel=kernel, scoring=Scoring.of(LogN(L=40)))(q, k, v)
                 assert rel(got, want) <= 1e-4, (pat, kernel)
     with pytest.raises(ValueError, match="flex.*rerope.*'dense' or 'chunked'"):
         Attention(s, attention.create("causal"), torch.arange(8), kernel="flex")

@@ -111,7 +111,7 @@ def test_window_reproduces_transformers_sliding_window(tf, saved, tmp_path):
         changed.hf.config.sliding_window = w
         with pytest.raises(ValueError, match="layer 0: transformers masks it as window:8, but lexkit read causal"):
             changed(x)
-    assert native.layers[0].pattern == f"window:{w}" and native.cfg.layout == f"(rope:base=10000@window:{w})x2"
+    assert native.layers[0].pattern.spec == f"window:{w}" and native.cfg.layout == f"(rope:base=10000@window:{w})x2"
     assert (theirs - full).abs().max() > 1e-3  # the window changes the logits
     torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=0)
     torch.testing.assert_close(ours_chunked, theirs, atol=1e-4, rtol=0)

@@ -39,13 +39,15 @@ def small(layout: str | None = None, n_layers: int = 2, **kw) -> GPT:
 
 # -- the grammar --------------------------------------------------------------------------------
 @pytest.mark.parametrize("text, n_layers, want", [
-    ("rope@window:16 ; none@causal+logn", 2, "rope@window:16;none@causal+logn"),
+    ("rope@window:16 ; none@causal+logn", 2, "rope@window:16;none@causal+logn:L=64"),  # L: the training length
+    ("rope@window:16 ; none@causal + logn + sink", 2, "rope@window:16;none@causal+logn:L=64+sink"),  # spaces at '+'
+    ("none+sink+logn:L=32", 1, "none@causal+logn:L=32+sink"),  # modifiers in canonical order
     ("(rope@window:64)x3 ; none", 4, "(rope@window:64)x3;none@causal"),
     ("rope@window:8;none", 4, "rope@window:8;none@causal;rope@window:8;none@causal"),  # 2 layers repeat to fit 4
     ("@bca", 2, "(rope@bca:64)x2"),  # the model's scheme; W = the training length
     ("rerope@causal", 1, "rerope:w=64@causal"),  # a length default written out
     ("none+llama4:beta=0.2+sink", 1, "none@causal+llama4:beta=0.2,floor=64+sink"),
-    ("rope@window:8+shift:0.25;none+logn+shift", 2, "rope@window:8+shift:0.25;none@causal+logn+shift"),
+    ("rope@window:8+shift:0.25;none+logn+shift", 2, "rope@window:8+shift:0.25;none@causal+logn:L=64+shift"),
     ("((rope@chunk:8)x2;none@causal+ssmax)x2", 6,
      "(rope@chunk:8)x2;none@causal+ssmax;(rope@chunk:8)x2;none@causal+ssmax"),
 ])
@@ -55,10 +57,10 @@ def test_written_layouts_parse_to_their_canonical_form(text, n_layers, want):
 
 
 @pytest.mark.parametrize("text, n_layers, train_len, want", [
-    ("hwfa", 2, 64, "rope@window:48;none@causal+logn"),  # Su's rule: (W-1)(L-1)+1 = 3/4 N -> 48
-    ("hwfa", 4, 128, "(rope@window:33)x3;none@causal+logn"),  # (W-1)*3 + 1 = 96 -> W = 32.67 -> 33
+    ("hwfa", 2, 64, "rope@window:48;none@causal+logn:L=64"),  # Su's rule: (W-1)(L-1)+1 = 3/4 N -> 48
+    ("hwfa", 4, 128, "(rope@window:33)x3;none@causal+logn:L=128"),  # (W-1)*3 + 1 = 96 -> W = 32.67 -> 33
     ("hwfa:W=16,logn=false", 2, 64, "rope@window:16;none@causal"),
-    ("hwfa2:W=16", 2, 64, "rope@window:16;rope@causal+logn"),
+    ("hwfa2:W=16", 2, 64, "rope@window:16;rope@causal+logn:L=64"),
     ("rnope-swa", 4, 64, "(rope@window:16)x3;none@causal"),
     ("irope", 4, 64, "(rope@chunk:16)x3;none@causal+llama4:floor=16"),
     ("irope:chunk=8,local=bca,every=2", 4, 64,
@@ -66,7 +68,7 @@ def test_written_layouts_parse_to_their_canonical_form(text, n_layers, want):
     ("gemma", 6, 64, "(rope@window:16)x5;rope:base=1000000.0@causal"),
     ("gemma:ratio=1,W=32", 2, 64, "rope@window:32;rope:base=1000000.0@causal"),
     ("gpt-oss:W=8", 2, 64, "rope@window:8+sink;rope@causal+sink"),
-    ("hwfa:W=16,shift=0.5", 2, 64, "rope@window:16+shift;none@causal+logn+shift"),
+    ("hwfa:W=16,shift=0.5", 2, 64, "rope@window:16+shift;none@causal+logn:L=64+shift"),
 ])
 def test_named_layouts_are_their_designs(text, n_layers, train_len, want):
     assert parse(text, n_layers, train_len) == want
@@ -81,7 +83,7 @@ def test_the_hwfa_window_follows_su_s_receptive_field_rule():
 @pytest.mark.parametrize("text, n_layers, words", [
     ("ropee@window:4;none", 2, ["layer 0", "unknown position scheme 'ropee'"]),
     ("rope@windo:4;none", 2, ["layer 0", "unknown attention pattern 'windo'"]),
-    ("rope@window:4;none+tempo", 2, ["layer 1", "unknown attention temperature 'tempo'"]),
+    ("rope@window:4;none+tempo", 2, ["layer 1", "unknown layer modifier 'tempo'"]),
     ("rope;none;rope", 2, ["3 layers and the model 2"]),
     ("rope@window:16+logn;none", 2, ["layer 0", "logn", "global layer"]),
     ("sinusoidal;none", 2, ["layer 0", "absolute scheme must be every layer's"]),
@@ -93,7 +95,9 @@ def test_the_hwfa_window_follows_su_s_receptive_field_rule():
     ("hwfa:X=3", 2, ["unknown parameter 'X'"]),
     ("foo", 2, ["unknown layout 'foo'", "hwfa"]),
     ("rope;;none", 2, ["empty layer"]),
-    ("rope+shift:1.5", 1, ["shifted fraction must be in (0, 1)"]),
+    ("rope+shift:1.5", 1, ["shift", "F=1.5", "in (0, 1)"]),
+    ("rope+softcap", 1, ["softcap needs its cap C"]),
+    ("rope+logn:L=1", 1, ["L=1", ">= 2"]),
     ("rope+shift+shift", 1, ["'+shift' given twice"]),
 ])
 def test_bad_layouts_name_the_layer_and_the_fault(text, n_layers, words):
@@ -256,7 +260,7 @@ def test_every_named_layout_is_covered_by_the_streaming_test():
 
 # -- token shift ----------------------------------------------------------------------------------
 def test_token_shift_moves_the_last_features_one_position_as_x_transformers_shift_tokens():
-    from lexkit.model import token_shift
+    from lexkit.attention.modifiers import token_shift
 
     h = torch.arange(2 * 4 * 6, dtype=torch.float32).view(2, 4, 6)
     got = token_shift(h, 3)
@@ -271,7 +275,7 @@ def test_token_shift_moves_the_last_features_one_position_as_x_transformers_shif
 
 def test_a_layout_shifts_the_layers_it_names():
     model = small("rope@window:4+shift:0.25;none@causal")
-    assert [block.shift for block in model.blocks] == [8, 0]
+    assert [[m.spec for m in block.layer.at("inputs")] for block in model.blocks] == [["shift:0.25"], []]
     x = torch.randint(0, 256, (1, 30))
     with torch.no_grad():
         cache = model.new_cache()
@@ -281,7 +285,7 @@ def test_a_layout_shifts_the_layers_it_names():
 
 def test_token_shift_reaches_every_block_and_the_cache_carries_it():
     model = small(scheme="alibi", token_shift=0.5)
-    assert all(block.shift == 16 for block in model.blocks)
+    assert all([m.spec for m in block.layer.at("inputs")] == ["shift"] for block in model.blocks)
     x = torch.randint(0, 256, (1, 30))
     with torch.no_grad():
         one = model(x)
@@ -309,11 +313,11 @@ def test_train_with_a_layout_records_it_and_every_command_takes_the_run(tmp_path
                  "--json", str(tmp_path / "e.json")]) == 0
     report = json.loads((tmp_path / "e.json").read_text())
     assert [r["pattern"] for r in report["results"]] == ["causal", "global=window:16"]
-    assert report["layout"] == "rope@window:8;none@causal+logn"
+    assert report["layout"] == "rope@window:8+shift:0.25;none@causal+logn:L=32+shift:0.25"  # as it ran (tiny: 32 bytes)
     assert main(["eval", str(out), "--lengths", "64", "--scheme", "global=rerope:w=16", "--json",
                  str(tmp_path / "r.json")]) == 0
     report = json.loads((tmp_path / "r.json").read_text())
-    assert report["layout"] == "rope@window:8;rerope:w=16@causal+logn"
+    assert report["layout"] == "rope@window:8+shift:0.25;rerope:w=16@causal+logn:L=32+shift:0.25"
     assert report["trained_layout"] == "hwfa:W=8"
     capsys.readouterr()
     assert main(["train", "--layout", "rope@window:8;none@causal", "--resume", "--out", str(out),
@@ -338,12 +342,12 @@ def test_bad_layouts_on_the_command_line_write_nothing(tmp_path, capsys, argv, w
 
 
 def test_an_unqualified_scheme_reaches_the_layers_of_its_family():
-    layers = layouts.parse("hwfa:W=8", n_layers=2, train_len=64)
-    assert layouts.canonical(layouts.override_schemes(layers, "rope:scaling=yarn,factor=4", 64)) == \
-        "rope:scaling=yarn,factor=4.0,original_len=64@window:8;none@causal+logn"
-    assert layouts.canonical(layouts.override_schemes(layers, "L0-1=alibi", 64)) == "alibi@window:8;alibi@causal+logn"
+    plan = layouts.parse("hwfa:W=8", n_layers=2, train_len=64)
+    assert plan.replace_schemes("rope:scaling=yarn,factor=4").canonical() == \
+        "rope:scaling=yarn,factor=4.0,original_len=64@window:8;none@causal+logn:L=64"
+    assert plan.replace_schemes("L0-1=alibi").canonical() == "alibi@window:8;alibi@causal+logn:L=64"
     with pytest.raises(ValueError, match="no layer of this model has a bias scheme"):
-        layouts.override_schemes(layers, "alibi", 64)
+        plan.replace_schemes("alibi")
 
 
 def test_a_global_layer_over_many_keys_scores_fewer_queries_at_a_time(monkeypatch):

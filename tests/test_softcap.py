@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from lexkit import attention, positions
-from lexkit.attention import Attention
-from lexkit.attention import temperature as temperatures
-from lexkit.attention.kernels import attend_block, soft_cap
+from lexkit.attention import Attention, modifiers
+from lexkit.attention.kernels import attend_block
+from lexkit.attention.modifiers import Scoring, Sink, SoftCap, soft_cap
 
 H, HD = 2, 8
 
@@ -46,19 +46,20 @@ def test_soft_capped_attention_runs_the_same_on_dense_and_chunked(spec, temp, pa
     torch.manual_seed(1)
     scheme = positions.create(spec, n_heads=H, head_dim=HD, max_len=64)
     pat = attention.create(pattern)
-    t = None if temp is None else temperatures.create(temp, H, 16)
+    t = None if temp is None else modifiers.parse(temp, 16)
     n, cap = 41, 1.5
     pos = torch.arange(n)
     q, k, v = (3 * torch.randn(2, H, n, HD) for _ in range(3))
     sink = torch.tensor([0.5, -1.0])
     with torch.no_grad():
-        scale = None if t is None else t.scale(pos)
+        scale = None if t is None else t.query_scale(None, pos)
         uncapped = reference(q, k, v, scheme, pat, pos, 1e9, scale)
         for s in (None, sink):
             want = reference(q, k, v, scheme, pat, pos, cap, scale, s)
             for kernel in ("dense", "chunked"):
-                got = Attention(scheme, pat, pos, kernel=kernel, temperature=t, sink=s is not None,
-                                softcap=cap)(q, k, v, sink=s)
+                parts = [m for m in (t, Sink() if s is not None else None, SoftCap(C=cap)) if m is not None]
+                got = Attention(scheme, pat, pos, kernel=kernel, scoring=Scoring.of(*parts, states={"sink": s}))(
+                    q, k, v)
                 assert (got.double() - want).abs().max() <= 1e-5, (kernel, s is not None)
     assert (reference(q, k, v, scheme, pat, pos, cap, scale) - uncapped).abs().max() > 1e-2  # the cap matters
 
@@ -72,7 +73,7 @@ def test_flex_caps_in_its_score_mod(eager_flex):
     pos = torch.arange(n)
     q, k, v = (3 * torch.randn(1, H, n, HD) for _ in range(3))
     with torch.no_grad():
-        got = Attention(scheme, pat, pos, kernel="flex", softcap=2.0)(q, k, v)
+        got = Attention(scheme, pat, pos, kernel="flex", scoring=Scoring.of(SoftCap(C=2.0)))(q, k, v)
     assert (got.double() - reference(q, k, v, scheme, pat, pos, 2.0)).abs().max() <= 1e-5
 
 
@@ -82,9 +83,10 @@ def test_the_hook_sees_capped_scores_and_a_bad_cap_is_refused():
     idx = torch.arange(6)
     seen = {}
     with torch.no_grad():
-        attend_block(scheme, pat, q, k, v, idx, idx, idx, idx, transformed=False, bias=None, softcap=0.5,
-                     hook=lambda layer, qi, ki, s, p: seen.setdefault("s", s))
+        attend_block(scheme, pat, q, k, v, idx, idx, idx, idx, transformed=False, bias=None,
+                     score_fn=SoftCap(C=0.5).score_fn(None), hook=lambda layer, qi, ki, s, p: seen.setdefault("s", s))
     finite = seen["s"][torch.isfinite(seen["s"])]
     assert finite.abs().max() <= 0.5 and finite.numel() == H * 21
-    with pytest.raises(ValueError, match="softcap must be a positive number"):
-        Attention(scheme, pat, idx, softcap=0.0)
+    for bad in ("softcap:0", "softcap:-1", "softcap"):
+        with pytest.raises(ValueError, match="softcap"):
+            modifiers.parse(bad)

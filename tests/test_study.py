@@ -275,8 +275,11 @@ def test_the_study_layouts_are_rows_of_table_g_and_the_default_study_has_them(tm
     assert [(r.label, r.layout) for r in g.rows()] == [("rope", None), ("hwfa:W=4,shift=0.25", "hwfa:W=4,shift=0.25"),
                                                         ("hwfa:W=4", "hwfa:W=4")]
     shifted, plain = g.jobs()[1].cell.model_cfg, g.jobs()[2].cell.model_cfg
-    assert shifted.token_shift == 0.0 and {layer.shift for layer in shifted.layers()} == {0.25}
-    assert plain.token_shift == RECIPE.token_shift == 0.5 and not any(layer.shift for layer in plain.layers())
+    def shifts(cfg):  # what each layer shifts (a layout's own +shift, or the config's token shift on every layer)
+        return {layer.find("shift").values["F"] for layer in cfg.plan}
+
+    assert shifted.token_shift == 0.0 and shifts(shifted) == {0.25}
+    assert plain.token_shift == RECIPE.token_shift == 0.5 and shifts(plain) == {0.5}
     assert len(DEFAULT_LAYOUTS) >= 1 and StudyConfig(data=str(data_dir)).layouts == DEFAULT_LAYOUTS
     assert StudyConfig(schemes=["rope"], data=str(data_dir)).layouts == []
     assert StudyConfig(schemes=list(DEFAULT_SCHEMES), layouts=["hwfa"], data=str(data_dir)).layouts == ["hwfa"]

@@ -10,38 +10,48 @@ import pytest
 import torch
 
 from lexkit import attention, positions
-from lexkit.attention import Attention, reference_attention
-from lexkit.attention import temperature as temperatures
+from lexkit.attention import Attention, modifiers, reference_attention
 from lexkit.attention.kernels import attend_block
+from lexkit.attention.modifiers import Scoring, Shape, Sink
 
 H, HD = 2, 8
 
 
+def temperature(spec, heads=H, train_len=16):
+    """(the temperature modifier, its learned state or None) as a layer of ``heads`` heads builds them."""
+    t = modifiers.parse(spec, train_len)
+    return t, t.state(Shape(heads * HD, heads, train_len))
+
+
 def test_logn_is_the_log_n_formula():
-    t = temperatures.create("logn", H, 16)
+    t, state = temperature("logn")
+    assert t.spec == "logn:L=16"  # the training length pinned into the spec
     m = torch.arange(0, 300)
     want = torch.tensor([max(1.0, math.log(i + 1) / math.log(16)) for i in range(300)])
-    assert torch.allclose(t.scale(m).double(), want.double(), rtol=0, atol=1e-6)
+    assert torch.allclose(t.query_scale(state, m).double(), want.double(), rtol=0, atol=1e-6)
 
 
-def test_llama4_is_its_formula_and_one_inside_the_first_floor():
-    t = temperatures.create("llama4:beta=0.2", H, 16)  # floor: the training length
+def test_llama4_is_its_formula_and_one_for_the_first_floor_minus_one_positions():
+    t, state = temperature("llama4:beta=0.2")  # floor: the training length
     assert t.spec == "llama4:beta=0.2,floor=16"
     m = torch.arange(0, 200)
     want = torch.tensor([1 + 0.2 * math.log(math.floor((i + 1) / 16) + 1) for i in range(200)])
-    assert torch.allclose(t.scale(m).double(), want.double(), rtol=0, atol=1e-6)
-    assert bool((t.scale(torch.arange(15)) == 1).all()) and float(t.scale(torch.tensor([15]))) > 1
+    assert torch.allclose(t.query_scale(state, m).double(), want.double(), rtol=0, atol=1e-6)
+    # 1 while m + 1 < F (positions 0 .. F-2); position F-1 already gets 1 + beta ln 2 (docs/layouts.md)
+    assert bool((t.query_scale(state, torch.arange(15)) == 1).all())
+    assert float(t.query_scale(state, torch.tensor([15]))) == pytest.approx(1 + 0.2 * math.log(2), abs=1e-6)
 
 
 def test_ssmax_is_s_times_log_n_per_head_and_starts_at_one_at_the_training_length():
-    t = temperatures.create("ssmax", H, 16)
-    assert torch.allclose(t.scale(torch.tensor([15]))[:, 0], torch.ones(H))  # s = 1/ln L at init
+    t, state = temperature("ssmax")
+    assert torch.allclose(t.query_scale(state, torch.tensor([15]))[:, 0], torch.ones(H))  # s = 1/ln L at init
     with torch.no_grad():
-        t.s.copy_(torch.tensor([0.5, 2.0]))
+        state.s.copy_(torch.tensor([0.5, 2.0]))
     m = torch.arange(0, 40)
     want = torch.tensor([[s * math.log(i + 1) for i in range(40)] for s in (0.5, 2.0)])
-    assert t.scale(m).shape == (H, 40) and torch.allclose(t.scale(m).double(), want.double(), atol=1e-5)
-    assert t.learned and not temperatures.create("logn", H, 16).learned
+    got = t.query_scale(state, m)
+    assert got.shape == (H, 40) and torch.allclose(got.double(), want.double(), atol=1e-5)
+    assert t.slot == "temperature" and temperature("logn")[1] is None  # learned state: ssmax's only
 
 
 @pytest.mark.xdist_group("hf")  # beside test_hf.py under `pytest -n`: one worker imports transformers
@@ -68,7 +78,8 @@ def test_llama4_equals_transformers_own_temperature():
     with torch.no_grad():
         layer(x, position_embeddings=None, attention_mask=None)
         q = layer.q_proj(x).view(1, 23, 2, 8).transpose(1, 2)
-    ours = temperatures.create("llama4:beta=0.3,floor=4", 2, 64).scale(torch.arange(23))
+    t, state = temperature("llama4:beta=0.3,floor=4", 2, 64)
+    ours = t.query_scale(state, torch.arange(23))
     assert torch.allclose(seen["query"], q * ours[:, None], rtol=1e-6, atol=1e-6)
 
 
@@ -95,20 +106,21 @@ def test_temperatures_and_sinks_run_the_same_on_dense_and_chunked(spec, temp, pa
     torch.manual_seed(1)
     scheme = positions.create(spec, n_heads=H, head_dim=HD, max_len=64)
     pat = attention.create(pattern)
-    t = temperatures.create(temp, H, 16)
-    if t.learned:
+    t, state = temperature(temp)
+    if state is not None:
         with torch.no_grad():
-            t.s.copy_(torch.tensor([0.3, 0.9]))
+            state.s.copy_(torch.tensor([0.3, 0.9]))
     n = 41
     pos = torch.arange(3, 3 + n)
     q, k, v = (torch.randn(2, H, n, HD) for _ in range(3))
     sink = torch.tensor([0.5, -1.0])
     with torch.no_grad():
-        scale = t.scale(pos)
+        scale = t.query_scale(state, pos)
         for s in (None, sink):
             want = reference(q, k, v, scheme, pat, pos, scale, s)
+            scoring = Scoring.of(t, *([Sink()] if s is not None else []), states={"temperature": state, "sink": s})
             for kernel in ("dense", "chunked"):
-                got = Attention(scheme, pat, pos, kernel=kernel, temperature=t, sink=s is not None)(q, k, v, sink=s)
+                got = Attention(scheme, pat, pos, kernel=kernel, scoring=scoring)(q, k, v)
                 assert (got.double() - want).abs().max() <= 1e-5, (kernel, s is not None)
 
 
@@ -129,12 +141,16 @@ def test_a_sink_takes_probability_mass_and_its_absence_changes_nothing():
 
 def test_flex_refuses_a_sink_by_name():
     scheme, pat = positions.create("rope", n_heads=H, head_dim=HD), attention.create("causal")
+    scoring = Scoring.of(Sink(), states={"sink": torch.zeros(H)})
     with pytest.raises(ValueError, match="flex.*sink"):
-        Attention(scheme, pat, torch.arange(8), kernel="flex", sink=True)
-    assert Attention(scheme, pat, torch.arange(8), sink=True).kernel in ("dense", "chunked")
+        Attention(scheme, pat, torch.arange(8), kernel="flex", scoring=scoring)
+    assert Attention(scheme, pat, torch.arange(8), scoring=scoring).kernel in ("dense", "chunked")
 
 
-def test_log_n_and_a_temperature_are_not_both_given():
-    scheme, pat = positions.create("rope", n_heads=H, head_dim=HD), attention.create("causal")
-    with pytest.raises(ValueError, match="not both"):
-        Attention(scheme, pat, torch.arange(8), logn=16, temperature=temperatures.create("logn", H, 16))
+def test_two_factors_per_query_multiply():
+    """A scoring of two scale modifiers (a user's own beside a temperature) scales by their product."""
+    logn, _ = temperature("logn")
+    llama, _ = temperature("llama4:floor=4")
+    pos = torch.arange(50)
+    both = Scoring.of(logn, llama).query_scale(pos)
+    assert torch.allclose(both, logn.query_scale(None, pos) * llama.query_scale(None, pos))

@@ -1,10 +1,11 @@
 """A pre-LN GPT decoder over bytes (nanoGPT-sized), parameterised by a position scheme per layer.
 
 Vocabulary: the 256 byte values plus BOS (id 256), which starts every document. Every layer has a
-scheme, a pattern it trains under, optionally a temperature and a learned sink logit (its
-:class:`lexkit.layouts.Layer`); without a ``layout`` every layer has the model's one scheme under
-causal attention (one scheme module shared by every layer: KERPLE and T5 share their parameters
-across layers, as their reference code does). ``forward(tokens, pattern=..., offset=...)`` runs
+scheme, a pattern it trains under and its modifiers (a temperature, a learned sink logit, token
+shift, ...: its :class:`lexkit.layouts.Layer` in the config's :class:`~lexkit.layouts.LayerPlan`,
+built once); without a ``layout`` every layer has the model's one scheme under causal attention (one
+scheme module shared by every layer: KERPLE and T5 share their parameters across layers, as their
+reference code does). ``forward(tokens, pattern=..., offset=...)`` runs
 any attention pattern at any length (on a layered model, inside each layer's own: see
 :meth:`GPT.pattern`); ``offset`` is the position of the first token. ``forward(tokens, cache=...)``
 feeds one piece of a longer sequence through a :class:`KVCache` (``new_cache``): streaming
@@ -17,20 +18,25 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import OrderedDict
 
 import torch
 from torch import Tensor, nn
 
-from . import checks, layouts, positions
-from .attention import Attention, KVCache, Layered, Pattern, layer_patterns
-from .attention import create as create_pattern
-from .attention import temperature as temperatures
-from .attention.cache import LayerRule, refusal
+from . import checks, layouts, positions, registry
+from .attention import Attention, KVCache, Pattern, layer_patterns
+from .attention import modifiers as mods
+from .attention.cache import LayerRule, kernel_refusal, refusal_of
 from .attention.kernels import ScoreHook
 from .positions import randomized
 
 VOCAB = 257
 BOS = 256
+#: layer plans by what builds them (plans are immutable): a run that loads parses its layout once,
+#: however many configs of it are made (validation, overrides, the model); keyed on the registries'
+#: generation, so a replaced scheme, pattern or modifier class is never served stale
+_PLANS: OrderedDict[tuple, layouts.LayerPlan] = OrderedDict()
+_PLANS_KEPT = 64
 
 
 @dataclasses.dataclass
@@ -45,7 +51,7 @@ class ModelConfig:
     train_len: int = 128
     max_len: int | None = None  # table size of `learned` (default: train_len)
     vocab_size: int = VOCAB
-    logn: bool = False  # log-n attention scaling, λ_m = max(1, ln(m+1)/ln train_len) (attention/logn.py)
+    logn: bool = False  # log-n scaling on every layer, λ_m = max(1, ln(m+1)/ln train_len) (modifiers/temperature.py)
     #: a scheme, pattern and temperature per layer (lexkit.layouts), as typed; None: every layer
     #: ``scheme`` under causal attention (log-n on every layer with ``logn``)
     layout: str | None = None
@@ -69,26 +75,68 @@ class ModelConfig:
         if self.random_positions is not None and self.logn:
             raise ValueError("random_positions and logn: log-n scales positions past the training length, which "
                              "randomized training reaches; give one of them")
-        if self.layout is not None:
-            if self.logn:
-                raise ValueError("--logn applies to every layer; with --layout put +logn on the layers that take it "
-                                 "(e.g. none@causal+logn)")
-            layers = self.layers()  # checked once, naming the layer at fault
-            if self.token_shift and any(layer.shift for layer in layers):
+        if self.layout is not None and self.logn:
+            raise ValueError("--logn applies to every layer; with --layout put +logn on the layers that take it "
+                             "(e.g. none@causal+logn)")
+        key = (registry.generation(), self.scheme, self.layout, self.n_layers, self.d_model, self.n_heads,
+               self.train_len, self.position_len, self.logn, self.token_shift, self.random_positions)
+        if key not in _PLANS:
+            _PLANS[key] = self._build_plan()  # parsed and checked once, naming the layer at fault
+            while len(_PLANS) > _PLANS_KEPT:
+                _PLANS.popitem(last=False)
+        self._plan = _PLANS[key]
+
+    def matches(self, recorded: str) -> bool:
+        """Whether the layers a run recorded (config.json's ``resolved``) are what this config builds
+        today, compared as resolved plans, not as text (a recording from before token shift was a
+        layer's modifier is read with this config's ``token_shift``)."""
+        if recorded == self.resolved():
+            return True
+        try:
+            plan = layouts.parse(recorded, n_layers=self.n_layers, train_len=self.train_len, scheme=self.scheme,
+                                 max_len=self.position_len)
+        except ValueError:
+            return False
+        if self.token_shift and not any(layer.find("shift") for layer in plan):
+            plan = plan.with_modifier(mods.Shift(F=float(self.token_shift)))
+        return plan.resolved() == self.resolved()
+
+    def _build_plan(self) -> layouts.LayerPlan:
+        if self.layout is None:
+            plan = layouts.uniform(self.scheme, self.n_layers, train_len=self.train_len, max_len=self.position_len,
+                                   logn=self.logn)
+        else:
+            plan = layouts.parse(self.layout, n_layers=self.n_layers, train_len=self.train_len, scheme=self.scheme,
+                                 max_len=self.position_len)
+        if self.token_shift:
+            if any(layer.find("shift") for layer in plan):
                 raise ValueError("--token-shift applies to every layer and the layout shifts some itself (+shift); "
                                  "give one of them")
+            mods.check_width(self.token_shift, self.d_model, "--token-shift")
+            plan = plan.with_modifier(mods.Shift(F=float(self.token_shift)))
+        plan.check(mods.Shape(self.d_model, self.n_heads, self.train_len))
+        if self.random_positions is not None:
+            for i, layer in enumerate(plan):
+                grows = next((m for m in layer.modifiers if m.global_only), None)
+                if grows is not None:
+                    raise ValueError(f"random_positions and layer {i}'s {grows.spec}: it grows with the position past "
+                                     "the training length, which randomized training reaches; give one of them")
+        return plan
 
-    def layers(self) -> list[layouts.Layer]:
-        """What every layer is (:mod:`lexkit.layouts`): the layout's layers, or the uniform model."""
-        if self.layout is None:
-            return layouts.uniform(self.scheme, self.n_layers, logn=self.logn)
-        return layouts.parse(self.layout, n_layers=self.n_layers, train_len=self.train_len, scheme=self.scheme,
-                             max_len=self.position_len)
+    @property
+    def plan(self) -> layouts.LayerPlan:
+        """What every layer is (:class:`lexkit.layouts.LayerPlan`): the layout's layers, or the
+        uniform model, with ``token_shift`` on every layer; built once, when the config is made."""
+        return self._plan
+
+    def layers(self) -> layouts.LayerPlan:
+        """The plan's layers (:attr:`plan`)."""
+        return self._plan
 
     def resolved(self) -> str:
-        """Every layer with every parameter written out (:func:`lexkit.layouts.resolved`): what a run
-        records as ``resolved`` in config.json and the study keys its cache on."""
-        return layouts.resolved(self.layers(), train_len=self.train_len, max_len=self.position_len)
+        """Every layer with every parameter written out (:meth:`lexkit.layouts.LayerPlan.resolved`):
+        what a run records as ``resolved`` in config.json and the study keys its cache on."""
+        return self._plan.resolved()
 
     def identity(self) -> dict:
         """What identifies this network for a cache: every field, and every parameter of every layer
@@ -112,22 +160,16 @@ class ModelConfig:
         return self.d_model // self.n_heads
 
 
-def token_shift(h: Tensor, width: int, previous: Tensor | None = None) -> Tensor:
-    """h [b, n, d] with its last ``width`` features at each position replaced by those of the
-    position before: zeros before the first, or ``previous`` [b, 1, width] (the last position of
-    the piece before, through a KV cache). x-transformers' ``ShiftTokens`` with shifts (0, 1)."""
-    before = h.new_zeros(h.shape[0], 1, width) if previous is None else previous.to(h.dtype)
-    shifted = torch.cat((before, h[:, :-1, -width:]), dim=1)  # [b, n, width]
-    return torch.cat((h[..., :-width], shifted), dim=-1)
-
-
 class Block(nn.Module):
-    """One pre-LN layer. ``temperature`` (a learned one's parameters live here) and ``sink`` (a
-    learned logit per head, GPT-OSS) come from the layer's entry in the layout."""
+    """One pre-LN layer (nanoGPT's), with the modifiers of its :class:`~lexkit.layouts.Layer` at their
+    places (:mod:`lexkit.attention.modifiers`): ``inputs`` on the normalized input of the attention and
+    the feed-forward block, ``qkv`` on the projections, ``scores`` inside the kernels (through
+    :meth:`scoring`), ``output`` on the attention output. A modifier's learned state is registered
+    under its ``slot`` (``blocks.i.sink``, ``blocks.i.temperature.s``)."""
 
-    def __init__(self, cfg: ModelConfig, layer: layouts.Layer | None = None) -> None:
+    def __init__(self, cfg: ModelConfig, layer: layouts.Layer) -> None:
         super().__init__()
-        self.cfg = cfg
+        self.cfg, self.layer = cfg, layer
         self.ln1 = nn.LayerNorm(cfg.d_model)
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
@@ -138,34 +180,45 @@ class Block(nn.Module):
             nn.Linear(4 * cfg.d_model, cfg.d_model, bias=False),
         )
         self.drop = nn.Dropout(cfg.dropout)
-        self.shift = int(cfg.d_model * (layer.shift if layer is not None and layer.shift else cfg.token_shift))
-        temp = None if layer is None else layer.temperature
-        self.temperature = None if temp is None else temperatures.create(temp, cfg.n_heads, cfg.train_len)
-        self.sink = nn.Parameter(torch.zeros(cfg.n_heads)) if layer is not None and layer.sink else None
+        shape = mods.Shape(cfg.d_model, cfg.n_heads, cfg.train_len)
+        for modifier in layer.modifiers:
+            state = modifier.state(shape)
+            if state is not None:
+                setattr(self, modifier.slot, state)
 
-    def _shifted(self, h: Tensor, part: str, layer: int, cache: KVCache | None) -> Tensor:
-        if not self.shift:
-            return h
-        carried = None if cache is None else cache.shifted[layer]
-        out = token_shift(h, self.shift, None if carried is None else carried.get(part))
-        if carried is not None:
-            carried[part] = h[:, -1:, -self.shift:].detach()
-        return out
+    def state(self, modifier: mods.Modifier):
+        """A modifier's learned state on this layer (None: it has none)."""
+        return getattr(self, modifier.slot) if modifier.slot is not None else None
+
+    def scoring(self) -> mods.Scoring:
+        """What this layer's score modifiers hand the kernels."""
+        return mods.Scoring(self.layer.modifiers, self.state)
+
+    def _inputs(self, h: Tensor, part: str, carry: dict | None) -> Tensor:
+        for modifier in self.layer.at("inputs"):
+            h = modifier.inputs(h, self.state(modifier), part, carry)
+        return h
 
     def forward(self, x: Tensor, attend: Attention, layer: int, cache: KVCache | None = None) -> Tensor:
         b, n, d = x.shape
         h = self.cfg.n_heads
-        a = self._shifted(self.ln1(x), "attn", layer, cache)
+        carry = None if cache is None else cache.carried[layer]
+        a = self._inputs(self.ln1(x), "attn", carry)
         qkv = self.qkv(a).view(b, n, 3, h, d // h).permute(2, 0, 3, 1, 4)  # [3, b, h, n, hd]
-        y = attend(qkv[0], qkv[1], qkv[2], layer, sink=self.sink, x=a)  # [b, h, n, hd]
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        for modifier in self.layer.at("qkv"):
+            q, k, v = modifier.qkv(q, k, v, self.state(modifier), carry)
+        y = attend(q, k, v, layer, x=a)  # [b, h, n, hd]
+        for modifier in self.layer.at("output"):
+            y = modifier.output(y, a, self.state(modifier))
         x = x + self.drop(self.proj(y.transpose(1, 2).reshape(b, n, d)))
-        return x + self.drop(self.mlp(self._shifted(self.ln2(x), "ff", layer, cache)))
+        return x + self.drop(self.mlp(self._inputs(self.ln2(x), "ff", carry)))
 
 
 class GPT(nn.Module):
     """Decoder-only byte LM. ``forward(tokens [b, n]) -> logits [b, n, vocab]``.
 
-    Its layers follow ``cfg.layers()`` (:mod:`lexkit.layouts`). Scheme modules: layers with the same
+    Its layers follow ``cfg.plan`` (:mod:`lexkit.layouts`). Scheme modules: layers with the same
     scheme spec share one module (KERPLE and T5 share their parameters across layers, as their
     reference code does), unless the scheme class sets ``per_layer`` (one module per layer). A
     model with one scheme module keeps it as ``scheme`` (today's state-dict keys); several are kept
@@ -175,7 +228,8 @@ class GPT(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        self.layers = cfg.layers()  # [n_layers] layouts.Layer
+        self.plan = cfg.plan  # [n_layers] layouts.Layer, built once with the config
+        self.layers = self.plan.layers
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.layer_schemes = self._schemes()
         distinct = list({id(m): m for m in self.layer_schemes}.values())
@@ -193,8 +247,7 @@ class GPT(nn.Module):
         for block in self.blocks:  # GPT-2: residual projections scaled by 1/sqrt(2L)
             nn.init.normal_(block.proj.weight, std=0.02 / math.sqrt(2 * cfg.n_layers))
             nn.init.normal_(block.mlp[2].weight, std=0.02 / math.sqrt(2 * cfg.n_layers))
-        self._own = [create_pattern(layer.pattern) for layer in self.layers]  # each layer's own pattern
-        self.kinds = [layer.kind for layer in self.layers]  # local / global
+        self.kinds = self.plan.kinds  # what selectors call each layer: (local,) or (global,)
 
     def _schemes(self) -> list[positions.Scheme]:
         """Layer i's scheme module for every i: one module per distinct spec, or one per layer for a
@@ -218,12 +271,13 @@ class GPT(nn.Module):
     @property
     def uniform(self) -> bool:
         """Every layer the same (today's model: one scheme, causal, one temperature)."""
-        return layouts.is_uniform(self.layers)
+        return self.plan.uniform
 
     def pattern(self, spec: str | Pattern = "causal") -> Pattern:
         """An evaluation pattern resolved against this model: W defaults to the training length; on
-        a layered model, per layer inside each layer's own (:func:`lexkit.layouts.resolve_pattern`)."""
-        return layouts.resolve_pattern(self._own, self.kinds, spec, default_window=self.cfg.train_len)
+        a layered model, per layer inside each layer's own (:meth:`lexkit.layouts.LayerPlan.resolve`,
+        once per spec)."""
+        return self.plan.resolve(spec)
 
     def constrain_(self) -> None:
         """Every scheme's learnable parameters clamped into range (after an optimizer step)."""
@@ -246,19 +300,18 @@ class GPT(nn.Module):
 
     def _attentions(self, patterns, pos: Tensor, kernel: str, hook: ScoreHook | None,
                     extent: int | None = None) -> list[Attention]:
-        """One Attention per layer; layers with the same scheme module, pattern, temperature and
-        sink kind share one (its dense mask and bias table are built once per forward)."""
+        """One Attention per layer; layers with the same scheme module, pattern and scoring (their
+        score modifiers' specs and learned state) share one (its dense mask and bias table are
+        built once per forward)."""
         built: dict[tuple, Attention] = {}
         out = []
         training = torch.is_grad_enabled() and self.training
         for scheme, pattern, block in zip(self.layer_schemes, patterns, self.blocks):
-            temp = block.temperature
-            key = (id(scheme), pattern.spec, id(temp) if temp is not None and temp.learned else
-                   (temp.spec if temp is not None else None), block.sink is not None)
+            scoring = block.scoring()
+            key = (id(scheme), pattern.spec, scoring.key)
             if key not in built:
                 built[key] = Attention(scheme, pattern, pos, kernel=kernel, hook=hook, training=training,
-                                       extent=len(pos) if extent is None else extent, temperature=temp,
-                                       sink=block.sink is not None)
+                                       extent=len(pos) if extent is None else extent, scoring=scoring)
             out.append(built[key])
         return out
 
@@ -283,8 +336,8 @@ class GPT(nn.Module):
         if cache is None:
             pos, extent = self.positions(n, offset, tokens.device)  # [n]: randomized in training
             attends = self._attentions(layer_patterns(pat, self.cfg.n_layers), pos, kernel, hook, extent)
-        else:
-            if pat != cache.pattern or offset or hook is not None or self.cache_refusal(pat, kernel):
+        else:  # the cache was built for its pattern (KVCache refused what it cannot run): no re-check
+            if pat != cache.pattern or offset or hook is not None or kernel_refusal(kernel):
                 raise ValueError(
                     f"a cached forward runs the cache's pattern ({cache.pattern.spec}) from its own offset on the "
                     f"chunked block kernel, without a hook; got pattern {pat.spec}, offset {offset}, "
@@ -302,24 +355,22 @@ class GPT(nn.Module):
 
     unit = "bytes"  # what a length counts (a tokenizer model: tokens)
 
+    def cache_rules(self, pattern: str | Pattern = "causal") -> list[LayerRule]:
+        """What each layer's attention is under ``pattern``, for a KV cache (:mod:`lexkit.attention.cache`:
+        :func:`~lexkit.attention.cache.refusal_of` asks whether the model can stream from these)."""
+        patterns = layer_patterns(self.pattern(pattern), self.cfg.n_layers)
+        return [LayerRule(scheme, p, block.scoring(), block.layer.modifiers)
+                for scheme, p, block in zip(self.layer_schemes, patterns, self.blocks)]
+
     def cache_refusal(self, pattern: str | Pattern = "causal", kernel: str = "auto") -> str | None:
         """Why this model cannot run ``pattern`` on ``kernel`` through a KV cache exactly, or None
-        when it can (:func:`lexkit.attention.cache.refusal`, asked of every layer): the question
-        evaluation's streaming, generation, the cached forward and the cache itself all ask here."""
-        patterns = layer_patterns(self.pattern(pattern), self.cfg.n_layers)
-        for layer, (scheme, pat) in enumerate(zip(self.layer_schemes, patterns)):
-            reason = refusal(scheme, pat, kernel)
-            if reason is not None:
-                return reason if self.uniform and not isinstance(pat, Layered) else f"layer {layer}: {reason}"
-        return None
+        (:func:`lexkit.attention.cache.refusal_of`, the one answer)."""
+        return refusal_of(self, pattern, kernel)
 
     def new_cache(self, pattern: str | Pattern = "causal", offset: int = 0) -> KVCache:
         """An empty per-layer KV cache for one sequence starting at position ``offset``, each layer
         trimmed to what its pattern can reach (inference only)."""
-        pat = self.pattern(pattern)
-        rules = [LayerRule(scheme, p, block.temperature, block.sink is not None)
-                 for scheme, p, block in zip(self.layer_schemes, layer_patterns(pat, self.cfg.n_layers), self.blocks)]
-        return KVCache(rules, offset=offset, pattern=pat)
+        return KVCache(self.cache_rules(pattern), offset=offset, pattern=self.pattern(pattern))
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -15,6 +15,14 @@ from typing import Generic, TypeVar
 
 T = TypeVar("T", bound=type)
 
+_GENERATION = [0]
+
+
+def generation() -> int:
+    """A counter every registration of any registry bumps: what a cache of things built from registered
+    names (the model config's layer plans) keys on, so a replaced class is never served stale."""
+    return _GENERATION[0]
+
 
 class Registry(Generic[T]):
     def __init__(self, kind: str, base: type, check: Callable[[type], None] | None = None) -> None:
@@ -40,6 +48,8 @@ class Registry(Generic[T]):
                     f"({_where(cls)}) another name, or register it with replace=True"
                 )
             warnings.warn(f"{self.kind} {name!r} ({_where(old)}) is replaced by {_where(cls)}", stacklevel=2)
+        if old is not cls:
+            _GENERATION[0] += 1
         self._classes[name] = cls
         return cls
 

@@ -38,9 +38,8 @@ from .api import callable_module
 from .attention import Pattern, layer_patterns
 from .attention import create as create_pattern
 from .attention.kernels import choose_kernel
-from .attention.logn import logn_scale
+from .attention.modifiers import Scoring, logn_scale
 from .attention.patterns import Causal
-from .attention.temperature import Temperature
 from .device import device_of, eval_mode
 from .positions import Scheme
 from .rows import ResolutionRow
@@ -207,7 +206,7 @@ def analytic_curve(
     max_len: int | None = None,
     train_len: int | None = None,
     logn: bool = False,
-    temperature: Temperature | None = None,
+    scoring: Scoring | None = None,
 ) -> Tensor:
     """The analytic s[n], float64 ``[heads, length]`` (-inf at distances the pattern never shows).
 
@@ -216,8 +215,9 @@ def analytic_curve(
     and values, e.g. a trained model's ``scheme``).
     ``pattern``: ``None``/``"causal"``, ``"window:W"``, ``"bca:W"``, ``"sinks:W,K=4"`` (W must be given).
     ``logn``: log-n scaling at training length ``train_len``: the query at N-1 scales its scores
-    by λ = max(1, ln N / ln L) (absolute schemes: each query m by its λ_m). ``temperature``: any
-    temperature (attention/temperature.py), applied the same way (one of the two).
+    by λ = max(1, ln N / ln L) (absolute schemes: each query m by its λ_m). ``scoring``: a layer's
+    score modifiers (:class:`~lexkit.attention.modifiers.Scoring`): their factor per query (a
+    temperature), applied the same way (one of the two).
 
     Context extension: a scaled RoPE or ReRoPE enters through its own :meth:`Scheme.scores` (YaRN's
     attention factor included). Under ``sinks:...,pos=cache`` the curve is the query at N-1's view:
@@ -229,24 +229,23 @@ def analytic_curve(
     length = int(length)
     scheme = make_scheme(scheme, heads=heads, head_dim=head_dim, seed=seed, max_len=max_len, train_len=train_len)
     pattern = _pattern(pattern, train_len)
-    scale = _query_scale(length, train_len if logn else None, temperature)  # [N] or [H, N], or None
+    scale = _query_scale(length, train_len if logn else None, scoring)  # [N] or [H, N], or None
     if scheme.family != "absolute":  # relative, or FIRE's bias of the query too: the query at N-1's view
         s, seen = _relative_scores(scheme, pattern, length)  # [H, N] by distance, [N]
         return (s if scale is None else s * scale[..., -1:]).masked_fill(~seen, -math.inf)
     return _absolute_curve(scheme, pattern, length, scale)
 
 
-def _query_scale(length: int, logn: int | None, temperature: Temperature | None) -> Tensor | None:
+def _query_scale(length: int, logn: int | None, scoring: Scoring | None) -> Tensor | None:
     """The factor on each query's scores, float64 [N] or [H, N]: log-n at training length ``logn``, or
-    ``temperature``'s (one of the two), or None."""
-    if temperature is not None and logn is not None:
-        raise ValueError("give logn or a temperature, not both")
+    ``scoring``'s (one of the two), or None."""
+    if scoring and logn is not None:
+        raise ValueError("give logn or a scoring, not both")
     if logn is not None:
         return logn_scale(torch.arange(length), logn).to(torch.float64)  # [N] λ_m
-    if temperature is None:
-        return None
     with torch.no_grad():
-        return temperature.scale(torch.arange(length)).to(torch.float64).cpu()  # [N] or [H, N]
+        scale = None if scoring is None else scoring.query_scale(torch.arange(length))
+    return None if scale is None else scale.to(torch.float64).cpu()  # [N] or [H, N]
 
 
 def _absolute_curve(scheme: Scheme, pattern: Pattern, length: int, scale: Tensor | None) -> Tensor:
@@ -384,7 +383,7 @@ def model_curve(model: nn.Module, length: int, pattern: str | Pattern | None = N
     pattern = model.pattern(pattern or "causal")
     if getattr(cfg, "layout", None) is not None and hasattr(model, "layer_schemes"):  # a lexkit layout: the layer's
         return analytic_curve(model.layer_schemes[layer], length, layer_patterns(pattern, cfg.n_layers)[layer],
-                              temperature=model.blocks[layer].temperature)
+                              scoring=model.blocks[layer].scoring())
     pattern = layer_patterns(pattern, cfg.n_layers)[layer]
     own = getattr(model, "position_scheme", None)
     scheme = own() if own is not None else getattr(model, "scheme", None)
@@ -397,10 +396,9 @@ def model_curve(model: nn.Module, length: int, pattern: str | Pattern | None = N
     n = torch.arange(length, dtype=torch.float64)
     rotated = 2 * torch.cos(n[:, None] * freqs[None, :]).sum(-1)  # [N]
     s = (factor**2 * rotated + (cfg.head_dim - 2 * freqs.numel())) / math.sqrt(cfg.head_dim)
-    temperature = model.temperature(layer)
-    if temperature is not None:
-        with torch.no_grad():
-            s = s * temperature.scale(torch.arange(length)).to(torch.float64)[-1]
+    scale = _query_scale(length, None, model.scoring(layer))  # the query temperature the model gives N-1
+    if scale is not None:
+        s = s * scale[..., -1]
     seen = visible_counts(pattern, length) > 0
     return s.masked_fill(~seen, -math.inf).expand(cfg.n_heads, length).clone()
 
@@ -430,7 +428,8 @@ def layer_groups(model: nn.Module, pattern: Pattern) -> list[tuple[str, int]]:
     patterns = layer_patterns(pattern, model.cfg.n_layers)
     groups: dict[tuple, list[int]] = {}
     for i, (layer, pat) in enumerate(zip(model.layers, patterns)):
-        groups.setdefault((layer.scheme, pat.spec, layer.temperature), []).append(i)
+        temperature = layer.temperature
+        groups.setdefault((layer.scheme, pat.spec, temperature and temperature.spec), []).append(i)
     out = []
     for (scheme, pat, temp), members in groups.items():
         where = f"L{members[0]}" + (f"-{members[-1]}" if len(members) > 1 else "")

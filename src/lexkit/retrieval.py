@@ -5,7 +5,7 @@ Two measures per document, both under an attention pattern:
 * **exact match**: greedy decoding from the prompt (everything before the answer) reproduces the
   answer's bytes (a tokenizer model: its decoded text starts with them, LongLoRA's rule). A
   byte model decodes through its KV cache where the pattern allows it
-  (:func:`lexkit.sample.use_cache`), token for token what the uncached decoding gives.
+  (:func:`lexkit.attention.cache.use_cache`), token for token what the uncached decoding gives.
 * **answer bits**: teacher-forced bits per answer byte, the negative log2-likelihood of the
   tokens that cover the answer divided by its bytes. Chance for a uniform guess is
   log2(alphabet) per byte (``tasks.chance_bits``); a model that copies scores near 0.
@@ -289,7 +289,7 @@ def _cell(subject: Subject, task: str, length: int, depth: float, docs: list[tas
           scored: list[tuple[float, bool]] | None = None) -> RetrievalCell:
     """One cell: exact match (greedy decoding, or the teacher-forced argmax) and answer bits
     (``scored``: the documents' :func:`answer_scores`, when already computed)."""
-    from .sample import use_cache
+    from .attention.cache import use_cache
 
     scored = answer_scores(subject, docs, pat, kernel) if scored is None else scored
     bits = [x for x, _ in scored]

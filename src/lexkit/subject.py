@@ -90,9 +90,9 @@ class _Base:
                kernel: str = "auto", text: bool = False) -> Iterator[int]:
         """Greedy next tokens after ``tokens`` [T], one at a time, without end: through the
         model's KV cache when ``cache`` is None and the model can run ``pattern`` through one
-        (:func:`lexkit.sample.use_cache`; True insists, False never), else one plain forward
+        (:func:`lexkit.attention.cache.use_cache`; True insists, False never), else one plain forward
         per token. ``text``: only text tokens are chosen (never a byte model's BOS)."""
-        from .sample import use_cache
+        from .attention.cache import use_cache
 
         model = self.model
         device = next(model.parameters()).device

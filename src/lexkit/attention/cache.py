@@ -42,8 +42,8 @@ from torch import Tensor
 
 from ..positions.base import ForwardBias, Scheme
 from .kernels import attend_block, note_ran, query_block
+from .modifiers import Modifier, Scoring
 from .patterns import Pattern
-from .temperature import Temperature
 
 SEGMENT = 4096  # tokens per cached forward when a long input is fed in pieces (eval, a long prompt)
 
@@ -103,42 +103,76 @@ def _span(mask: Tensor) -> slice | Tensor:
 BLOCK_KERNELS = ("auto", "chunked")
 
 
-def refusal(scheme: Scheme, pattern: Pattern, kernel: str = "auto") -> str | None:
-    """Why a cache cannot reproduce a one-pass forward of ``scheme`` under ``pattern`` on
-    ``kernel`` exactly, or None when it can: the one answer to "can this run through a cache"
-    (``GPT.cache_refusal`` asks it; :func:`refusal_of` asks any model). Keys are kept transformed
-    as they arrive (raw for xPos and ReRoPE, whose scores take raw keys), so a RoPE whose
-    frequencies change with the length of each call (dynamic NTK) and sinks scored at their cache
-    slots are refused; a cached forward runs the chunked kernel's block step."""
+def kernel_refusal(kernel: str) -> str | None:
+    """Why ``kernel`` cannot run a cached forward (None: it can): the cache runs the chunked block step."""
     if kernel not in BLOCK_KERNELS:
         return (f"kernel {kernel!r} cannot run through a KV cache "
                 "(it runs the chunked block kernel: use auto or chunked)")
+    return None
+
+
+def refusal(scheme: Scheme, pattern: Pattern, kernel: str = "auto", modifiers: Sequence[Modifier] = ()) -> str | None:
+    """Why a cache cannot reproduce a one-pass forward of a layer with ``scheme``, ``pattern`` and
+    ``modifiers`` on ``kernel`` exactly, or None when it can. Keys are kept transformed as they
+    arrive (raw for xPos and ReRoPE, whose scores take raw keys), so a RoPE whose frequencies change
+    with the length of each call (dynamic NTK) and sinks scored at their cache slots are refused, as
+    is a modifier that says it cannot stream; a cached forward runs the chunked kernel's block step."""
+    reason = kernel_refusal(kernel)
+    if reason is not None:
+        return reason
     if scheme.values.get("scaling") == "dynamic":
         return f"scheme {scheme.spec} changes its frequencies with the length of each call"
     if pattern.cache_positions:
         return f"pattern {pattern.spec} rescores its sinks at their cache slots"
-    return None
+    return next((f"modifier {m.spec}: {m.stream_refusal}" for m in modifiers if m.stream_refusal), None)
 
 
 def refusal_of(model, pattern: Pattern | str = "causal", kernel: str = "auto") -> str | None:
-    """:func:`refusal` asked of a model: its ``cache_refusal(pattern, kernel)``; a model without
-    one has no KV cache."""
-    ask = getattr(model, "cache_refusal", None)
-    if ask is None:
-        return (f"{type(model).__name__} has no KV cache: this needs a model with a KV cache (new_cache), "
-                "such as lexkit.GPT")
-    return ask(pattern, kernel)
+    """Can ``model`` run ``pattern`` on ``kernel`` through a KV cache exactly? None when it can, else
+    why: the one answer every caller asks (streaming evaluation, generation, retrieval's decoding),
+    from each layer's :class:`LayerRule` (``model.cache_rules``; a model without them has no cache)."""
+    rules = getattr(model, "cache_rules", None)
+    if rules is None:
+        reason = getattr(model, "cache_refusal", None)  # a model that says why it has none (hf:)
+        return reason(pattern, kernel) if reason is not None else (
+            f"{type(model).__name__} has no KV cache: this needs a model with a KV cache (new_cache), "
+            "such as lexkit.GPT")
+    layers = rules(pattern)
+    uniform = all(rule.same(layers[0]) for rule in layers)
+    for i, rule in enumerate(layers):
+        reason = refusal(rule.scheme, rule.pattern, kernel, rule.modifiers)
+        if reason is not None:
+            return reason if uniform else f"layer {i}: {reason}"
+    return None
+
+
+def use_cache(model, kernel: str, cache: bool | None, pattern: Pattern | str = "causal",
+              what: str = "generate") -> bool:
+    """The cache policy of every decoding caller: ``cache=None`` (auto) runs through a KV cache when
+    :func:`refusal_of` says the model can; ``True`` insists (a ValueError with the reason when it
+    cannot); ``False`` never."""
+    reason = refusal_of(model, pattern, kernel)
+    if cache is None:
+        return reason is None
+    if cache and reason is not None:
+        raise ValueError(f"cannot {what} through a KV cache (--cache, cache=True): {reason}; "
+                         f"{what} without one (--no-cache)")
+    return bool(cache)
 
 
 @dataclasses.dataclass(frozen=True)
 class LayerRule:
-    """What one layer's attention is, for a cache: its scheme, pattern and temperature (None: none),
-    and whether it adds a learned sink logit."""
+    """What one layer's attention is, for a cache: its scheme, pattern, what its score modifiers do
+    (:class:`Scoring`) and every modifier (whether each can stream)."""
 
     scheme: Scheme
     pattern: Pattern
-    temperature: Temperature | None = None
-    sink: bool = False
+    scoring: Scoring = dataclasses.field(default_factory=Scoring)
+    modifiers: tuple[Modifier, ...] = ()
+
+    def same(self, other: LayerRule) -> bool:
+        return (self.scheme is other.scheme and self.pattern == other.pattern
+                and self.scoring.key == other.scoring.key and self.modifiers == other.modifiers)
 
 
 class _Lane:
@@ -171,16 +205,16 @@ class KVCache:
     next token's index). A layer that :func:`refusal` names is a ValueError naming the layer.
 
     Layers with the same scheme and pattern share one record of kept key indices (a lane); each
-    layer keeps its own rows. ``shifted`` holds, per layer, the last input rows a token shift reads
-    across pieces (``model.Block``)."""
+    layer keeps its own rows. ``carried`` holds, per layer, what its modifiers carry across pieces
+    (token shift's last input rows; :meth:`Modifier.inputs`)."""
 
     def __init__(self, layers: Sequence[LayerRule], *, offset: int = 0, pattern: Pattern | None = None) -> None:
         layers = list(layers)
         if not layers:
             raise ValueError("a KV cache needs at least one layer")
-        uniform = all(r == layers[0] for r in layers)
+        uniform = all(r.same(layers[0]) for r in layers)
         for i, rule in enumerate(layers):
-            reason = refusal(rule.scheme, rule.pattern)
+            reason = refusal(rule.scheme, rule.pattern, modifiers=rule.modifiers)
             if reason is not None:
                 raise ValueError(f"no KV cache for this model{'' if uniform else f' (layer {i})'}: {reason}")
         self.layers, self.offset = layers, int(offset)
@@ -193,7 +227,8 @@ class KVCache:
         self.values = [_Rows() for _ in layers]
         self.contexts = [_Rows() for _ in layers]  # a data-dependent scheme's rows, kept as its keys
         self.last_context: list[Tensor | None] = [None] * len(layers)  # [b, h, 1, c]: the last token's row
-        self.shifted: list[dict[str, Tensor]] = [{} for _ in layers]
+        #: per layer, what its modifiers carry from one piece to the next (token shift's last row)
+        self.carried: list[dict] = [{} for _ in layers]
 
     @property
     def k_idx(self) -> Tensor | None:
@@ -218,7 +253,7 @@ class KVCache:
         pos = q_idx + self.offset
         self.seen += n
         pieces = {id(lane): lane.extend(q_idx, self.seen, device) for lane in self.lanes}
-        calls = [CachedAttention(self, layer, pieces[id(self.lane_of[layer])], pos, rule.temperature)
+        calls = [CachedAttention(self, layer, pieces[id(self.lane_of[layer])], pos, rule.scoring)
                  for layer, rule in enumerate(self.layers)]
         return pos, calls
 
@@ -247,20 +282,18 @@ class _Piece:
 class CachedAttention:
     """Attention of one layer for one piece: the piece's queries against the layer's cached and new keys."""
 
-    def __init__(self, cache: KVCache, layer: int, piece: _Piece, q_pos: Tensor,
-                 temperature: Temperature | None) -> None:
-        self.cache, self.layer, self.piece, self.q_pos, self.temperature = cache, layer, piece, q_pos, temperature
+    def __init__(self, cache: KVCache, layer: int, piece: _Piece, q_pos: Tensor, scoring: Scoring) -> None:
+        self.cache, self.layer, self.piece, self.q_pos, self.scoring = cache, layer, piece, q_pos, scoring
         self.k_pos = piece.k_idx + cache.offset
 
-    def __call__(self, q: Tensor, k: Tensor, v: Tensor, layer: int | None = None, sink: Tensor | None = None,
-                 x: Tensor | None = None) -> Tensor:
+    def __call__(self, q: Tensor, k: Tensor, v: Tensor, layer: int | None = None, x: Tensor | None = None) -> Tensor:
         """q, k, v: [batch, heads, n, head_dim] of the piece's tokens, before the position
-        transform -> [batch, heads, n, head_dim]. ``sink``: the layer's sink logit per head. ``x``
-        [batch, n, d_model]: the layer's input, which a data-dependent scheme reads (its context
-        continues the cached one's)."""
+        transform -> [batch, heads, n, head_dim]. ``x`` [batch, n, d_model]: the layer's input,
+        which a data-dependent scheme reads (its context continues the cached one's)."""
         cache, piece, layer = self.cache, self.piece, self.layer
         scheme, pattern = piece.lane.scheme, piece.lane.pattern
-        q_scale = None if self.temperature is None else self.temperature.scale(self.q_pos)  # [n] or [H, n]
+        q_scale = self.scoring.query_scale(self.q_pos)  # [n] or [H, n] or None
+        sink, score_fn = self.scoring.sink(), self.scoring.score_fn
         pre = scheme.max_query_span is None and scheme.separable  # position-wise: once, as tokens arrive
         if pre:
             q, k = scheme.transform_qk(q, k, self.q_pos, self.q_pos)
@@ -275,7 +308,7 @@ class CachedAttention:
             attend_block(
                 scheme, pattern, q[..., qs, :], keys[..., ks, :], values[..., ks, :],
                 piece.q_idx[qs], piece.k_idx[ks], self.q_pos[qs], self.k_pos[ks],
-                transformed=pre, bias=piece.table, sink=sink,
+                transformed=pre, bias=piece.table, sink=sink, score_fn=score_fn,
                 q_scale=None if q_scale is None else q_scale[..., qs],
                 context=None if rows is None else (rows[..., qs, :], kept[..., ks, :]),
             )

@@ -21,14 +21,15 @@ the chunked kernel skips) and chunked past it (on a 2-core CPU a fresh shape cos
 compilation, more than the chunked kernel spends at the lengths we evaluate). What actually ran is
 ``Attention.ran``, collected by :func:`record_kernels` for metrics and evaluation rows.
 
-Context extension (docs/context-extension.md): ``logn=L`` multiplies every query's scores by
-λ_m = max(1, ln(m+1)/ln L) (attention/logn.py) on every kernel; ``temperature=`` takes any
-temperature of attention/temperature.py (log-n, Llama 4's, a learned per-head SSMax scale), a
-factor per query or per head and query. A learned sink logit per head (GPT-OSS; ``sink=`` at the
-call) is a virtual key with zero value that takes probability mass: dense and chunked run it, flex
-refuses it by name. Attention logit soft-capping (Gemma 2; ``softcap=C``) replaces every score s by
-C·tanh(s/C) (:func:`soft_cap`) before the mask: dense and chunked compute the scores themselves (the
-dense kernel as one block, like ReRoPE), flex caps in its ``score_mod``. A scheme that is not one q/k
+A layer's score modifiers reach every kernel through one object, ``scoring=``
+(:class:`~lexkit.attention.modifiers.Scoring`, attention/modifiers/): a factor per query or per head
+and query (the temperatures: log-n, Llama 4's, a learned SSMax scale; the whole score is scaled,
+bias included), an elementwise function of the score (Gemma 2's soft-capping, C·tanh(s/C)) and a
+learned sink logit per head (GPT-OSS: a virtual key with zero value that takes probability mass).
+Dense and chunked run all three (an elementwise function needs the scores themselves: the dense
+kernel then runs the block computation as one block, like ReRoPE); flex scales q and its bias and
+applies the function in its ``score_mod``, and refuses a modifier that says it cannot run there (the
+sink) by the modifier's own words. A scheme that is not one q/k
 transform (``separable = False``: ReRoPE) and a pattern that rescores its sinks at cache positions
 (``sinks:...,pos=cache``) run through the scheme's :meth:`Scheme.scores`: the chunked kernel, or
 the dense kernel as one block over all queries; flex refuses them with a clear error. So do the
@@ -55,8 +56,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..positions.base import ForwardBias, Scheme
+from .modifiers import Scoring, rows
 from .patterns import Pattern
-from .temperature import LogN, Temperature, rows
 
 KERNELS = ("auto", "dense", "chunked", "flex")
 DENSE_MAX = 2048  # CPU: longest input the auto choice sends to the dense kernel
@@ -88,54 +89,42 @@ class Attention:
         hook: ScoreHook | None = None,
         training: bool = False,
         extent: int | None = None,
-        logn: int | None = None,
-        temperature: Temperature | None = None,
-        sink: bool = False,
-        softcap: float | None = None,
+        scoring: Scoring | None = None,
     ) -> None:
         """``extent``: max(pos) - min(pos) + 1 when the caller knows it (the model's positions
         are contiguous: extent = n), which keeps a compiled forward free of a host sync.
-        ``logn``: the training length L of log-n scaling (None: off), shorthand for
-        ``temperature=LogN``; ``temperature``: any temperature (one of the two). ``sink``: the
-        layers calling this give a learned sink logit per head (``sink=`` of each call). ``softcap``:
-        every score s becomes softcap·tanh(s/softcap) before the mask (Gemma 2's attention logit
-        soft-capping)."""
+        ``scoring``: what the layer's score modifiers do (a factor per query, an elementwise
+        function of the score, a sink logit per head; None: nothing), read at each call inside the
+        layer's forward."""
         if kernel not in KERNELS:
             raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
         self.scheme, self.pattern, self.pos, self.hook = scheme, pattern, pos, hook
         self.n = pos.shape[0]
         if extent is None:  # positions one transform covers
             extent = int(pos.max() - pos.min()) + 1 if self.n else 0
+        self.scoring = scoring if scoring is not None else Scoring()
         self.kernel = choose_kernel(
-            kernel, scheme, pattern, self.n, pos.device, training, hook is not None, extent=extent, sink=sink,
-            softcap=softcap,
+            kernel, scheme, pattern, self.n, pos.device, training, hook is not None, extent=extent,
+            scoring=self.scoring,
         )
         self.extent = extent
         self.scale = 1.0 / math.sqrt(scheme.head_dim)  # the scheme's, whatever the width of its q and k
         self._mask: Tensor | None = None
         self._bias: ForwardBias | None = None
-        if logn is not None:
-            if temperature is not None:
-                raise ValueError("give log-n scaling (logn=L) or a temperature, not both")
-            temperature = LogN(scheme.n_heads, logn)
-        self.temperature = temperature
         self._scale: Tensor | None = None
-        if softcap is not None and not softcap > 0:
-            raise ValueError(f"softcap must be a positive number, got {softcap!r}")
-        self.softcap = softcap
-        # soft-capping needs the scores themselves: the dense kernel runs the block computation
-        self.by_scores = by_scores(scheme, pattern) or softcap is not None
+        self._scaled = False
+        # an elementwise function of the scores needs them: the dense kernel runs the block computation
+        self.by_scores = by_scores(scheme, pattern) or self.scoring.score_fn is not None
         #: the kernel the last call actually ran: ``self.kernel``, or for flex the ladder's rung
         #: (``flex``, ``flex:128x64/2``) or ``chunked`` when no flex kernel could be built
         self.ran = self.kernel
 
-    def __call__(self, q: Tensor, k: Tensor, v: Tensor, layer: int = 0, sink: Tensor | None = None,
-                 x: Tensor | None = None) -> Tensor:
-        """q, k, v: [batch, heads, n, head_dim] projections before the position transform; ``sink``:
-        the layer's sink logit per head [heads] (only when built with ``sink=True``); ``x``
+    def __call__(self, q: Tensor, k: Tensor, v: Tensor, layer: int = 0, x: Tensor | None = None) -> Tensor:
+        """q, k, v: [batch, heads, n, head_dim] projections before the position transform; ``x``
         [b, n, d_model]: the layer's normalized input, from which a data-dependent scheme computes
         its per-layer context once (:meth:`Scheme.context`, [b, heads, n, c])."""
         context = self.scheme.context(x) if x is not None and self.scheme.has_context else None
+        sink = self.scoring.sink()  # [heads] or None: the layer's, read inside its forward
         self.ran = self.kernel
         if self.kernel == "dense":
             if self.by_scores:  # the reference computation, one block of every query
@@ -151,11 +140,11 @@ class Attention:
 
     @property
     def q_scale(self) -> Tensor | None:
-        """The temperature per query [n] or per head and query [H, n] (None: none), computed at the
-        first call, inside the layer's forward: a learned temperature's parameters belong to its
-        layer (under FSDP2 they are gathered only there)."""
-        if self._scale is None and self.temperature is not None:
-            self._scale = self.temperature.scale(self.pos)
+        """The factor per query [n] or per head and query [H, n] (None: none), computed at the first
+        call, inside the layer's forward: a learned temperature's parameters belong to its layer
+        (under FSDP2 they are gathered only there)."""
+        if not self._scaled:
+            self._scale, self._scaled = self.scoring.query_scale(self.pos), True
         return self._scale
 
     # -- dense --------------------------------------------------------------------------------
@@ -215,7 +204,7 @@ class Attention:
                 self.scheme, self.pattern, q[..., start:stop, :], k[..., k_sel, :], v[..., k_sel, :],
                 q_idx, k_idx, self.pos[start:stop], self.pos[k_sel], transformed=pre, bias=table,
                 hook=self.hook, layer=layer, q_scale=None if self.q_scale is None else self.q_scale[..., start:stop],
-                rescore=rescore, sink=sink, softcap=self.softcap, context=ctx,
+                rescore=rescore, sink=sink, score_fn=self.scoring.score_fn, context=ctx,
             ))
         return torch.cat(out, dim=-2)  # [b, h, n, d]
 
@@ -283,7 +272,7 @@ class Attention:
             if lam is not None:
                 tq = tq * rows(lam).to(tq.dtype)
             offset = None if whole else torch.tensor(start, device=q.device)
-            score_mod = flex_score_mod(bias, lam, offset, self.softcap, self.pos[0])
+            score_mod = flex_score_mod(bias, lam, offset, self.scoring.score_fn, self.pos[0])
             block_mask = cached_block_mask(self.pattern, self.n, q.device, q_start=start, q_stop=stop)
             out = flex(tq, tk, v, score_mod=score_mod, block_mask=block_mask, scale=self.scale, kernel_options=options)
             outs.append(out[..., done - start:, :])
@@ -313,7 +302,7 @@ def attend_block(
     q_scale: Tensor | None = None,
     rescore: Callable[[Tensor], Tensor] | None = None,
     sink: Tensor | None = None,
-    softcap: float | None = None,
+    score_fn: Callable[[Tensor], Tensor] | None = None,
     context: tuple[Tensor, Tensor] | None = None,
 ) -> Tensor:
     """One block of queries against the keys it may see: softmax(where(visible, scores, -inf)) @ v.
@@ -324,9 +313,9 @@ def attend_block(
     read), then ``rescore`` (sinks at their cache slots) and a temperature's ``q_scale`` [n_q] or
     [h, n_q] (the whole score, bias included); the mask from the pattern's predicate. ``sink`` [h]:
     a learned sink logit per head, a virtual key of value 0 beside the visible ones (GPT-OSS), not
-    scaled by the temperature; the hook then sees probabilities that sum to less than 1. ``softcap``:
-    the scores soft-capped (:func:`soft_cap`) after the temperature, before the mask; the hook sees
-    them capped. The chunked kernel and the KV cache (``cache.py``) both call it.
+    scaled by the temperature; the hook then sees probabilities that sum to less than 1. ``score_fn``:
+    an elementwise function of the scores (soft-capping) after the temperature, before the mask; the
+    hook sees its result. The chunked kernel and the KV cache (``cache.py``) both call it.
     """
     visible = pattern.visible(q_idx[:, None], k_idx[None, :])  # [n_q, n_k]
     scores = scheme.scores(q, k, q_pos, k_pos, transformed=transformed, bias=bias, visible=visible,
@@ -335,8 +324,8 @@ def attend_block(
         scores = rescore(scores)
     if q_scale is not None:
         scores = scores * rows(q_scale).to(scores.dtype)
-    if softcap is not None:
-        scores = soft_cap(scores, softcap)
+    if score_fn is not None:
+        scores = score_fn(scores)
     scores = scores.masked_fill(~visible, float("-inf"))
     if sink is None:
         probs = torch.softmax(scores.float(), dim=-1).to(v.dtype)
@@ -347,13 +336,6 @@ def attend_block(
     if hook is not None:
         hook(layer, q_idx, k_idx, scores, probs)
     return probs @ v  # [b, h, n_q, d]
-
-
-def soft_cap(scores: Tensor, cap: float) -> Tensor:
-    """Attention logit soft-capping (Gemma 2, transformers' ``attn_logit_softcapping``): s ->
-    cap·tanh(s / cap), near s for |s| << cap and bounded by ±cap. The one definition the block
-    computation and flex's ``score_mod`` both use."""
-    return torch.tanh(scores / cap) * cap
 
 
 def query_block(scheme: Scheme, keys: int = 0, rows: int = 1) -> int:
@@ -388,8 +370,7 @@ def choose_kernel(
     hooked: bool,
     *,
     extent: int | None = None,
-    sink: bool = False,
-    softcap: float | None = None,
+    scoring: Scoring | None = None,
 ) -> str:
     """Resolve ``auto`` and refuse combinations that cannot run (with a clear ValueError): a pure
     function of the device type, scheme, pattern, training or evaluation, length and hook (the
@@ -404,9 +385,10 @@ def choose_kernel(
     ``extent`` is max(pos) - min(pos) + 1 (default n, contiguous positions). The dense kernel
     transforms all queries at once, which xPos allows only within ``scheme.max_query_span``; flex
     computes distances from indices and re-centres xPos per query block, which needs contiguous
-    positions (extent == n: not randomized training positions). A learned sink logit (``sink``)
-    runs on dense and chunked only. Soft-capped scores (``softcap``) never run as SDPA (no mask
-    tensor can cap them): on CUDA ``auto`` takes flex for them."""
+    positions (extent == n: not randomized training positions). A score modifier that refuses flex
+    (the sink logit) runs on dense and chunked only; an elementwise function of the scores (soft-
+    capping) never runs as SDPA (no mask tensor can express it): on CUDA ``auto`` takes flex for it."""
+    scoring = scoring if scoring is not None else Scoring()
     extent = n if extent is None else extent
     span_ok = scheme.max_query_span is None or extent <= scheme.max_query_span
     flex_span_ok = span_ok or extent == n
@@ -418,9 +400,10 @@ def choose_kernel(
         if hooked:
             return "chunked"
         if on_cuda:
-            if sdpa_causal(scheme, pattern) and span_ok and softcap is None:
+            if sdpa_causal(scheme, pattern) and span_ok and scoring.score_fn is None:
                 return "dense"
-            if flex_available() and not by_scores(scheme, pattern) and extent == n and not sink:
+            if (flex_available() and not by_scores(scheme, pattern) and extent == n
+                    and scoring.flex_refusal is None):
                 return "flex"
             return "dense" if n <= DENSE_MAX and span_ok else "chunked"
         local = pattern.reach is not None and n > LOCAL_DENSE_MAX
@@ -432,8 +415,8 @@ def choose_kernel(
         )
     if kernel == "flex":
         _check_flex(scheme, pattern, training and not on_cuda, n, extent)
-        if sink:
-            raise ValueError("kernel 'flex' cannot run a learned sink logit (a virtual key); use 'dense' or 'chunked'")
+        if scoring.flex_refusal is not None:
+            raise ValueError(scoring.flex_refusal)
         refuse_cpu_flex(kernel, device)
     if hooked and kernel != "chunked":
         raise ValueError("a score hook observes the chunked kernel; use kernel='chunked' or 'auto'")
@@ -591,14 +574,14 @@ def flex_query_blocks(scheme: Scheme, n: int) -> list[tuple[int, int]]:
 
 
 def flex_score_mod(bias: Callable | None, lam: Tensor | None, offset: Tensor | None,
-                   softcap: float | None = None, first: Tensor | None = None) -> Callable | None:
+                   score_fn: Callable | None = None, first: Tensor | None = None) -> Callable | None:
     """FlexAttention ``score_mod`` from a scheme's :meth:`Scheme.bias_fn` (None: no bias), a
     temperature's λ [n_q] or [heads, n_q] (the bias is scaled with the rest of the score; q is
-    scaled before), the index of the first query of a block (None: 0), a soft cap (the whole
-    score capped last, :func:`soft_cap`, as the block computation does) and the position of the
+    scaled before), the index of the first query of a block (None: 0), an elementwise function of
+    the score (soft-capping, applied last, as the block computation does) and the position of the
     input's first token (None: 0; positions are contiguous on flex, so a query's position is
     ``first`` + its index)."""
-    if bias is None and softcap is None:
+    if bias is None and score_fn is None:
         return None
     per_head = lam is not None and lam.dim() == 2
 
@@ -609,7 +592,7 @@ def flex_score_mod(bias: Callable | None, lam: Tensor | None, offset: Tensor | N
             if lam is not None:
                 bias_mn = bias_mn * (lam[h, q_idx] if per_head else lam[q_idx])
             score = score + bias_mn
-        return score if softcap is None else soft_cap(score, softcap)
+        return score if score_fn is None else score_fn(score)
 
     return score_mod
 

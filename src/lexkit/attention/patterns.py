@@ -14,7 +14,8 @@ the input (0 .. n-1), so a pattern's blocks do not move with a position ``offset
 * ``chunk:W``: chunked attention (Llama 4's local layers): a query sees only the keys of its own
   chunk of W, causally, n <= m and floor(n/W) = floor(m/W) (unlike ``bca``, not the previous one).
 * ``sinks:W,K=4``: attention sinks (StreamingLLM, Xiao et al. 2023): the first K keys always
-  visible beside a window of W keys, n <= m and (n < K or m - n < W). Positions ``pos=text`` (the
+  visible beside a window of W keys, n <= m and (n < K or m - n < W): ``Either(First(K), Window(W))``.
+  Positions ``pos=text`` (the
   text's own positions) or ``pos=cache`` (StreamingLLM's: positions assigned within a cache of
   K + W slots, so a sink key n is scored at distance min(m, K + W - 1) - n).
 
@@ -22,6 +23,11 @@ the input (0 .. n-1), so a pattern's blocks do not move with a position ``offset
 visible pair has m - n < reach or n < sinks); kernels use the two to skip keys that can never be
 seen (O(n·(W + K)) cost for local patterns), and a streaming KV cache keeps exactly those keys: the
 first ``sinks`` and the last ``reach``.
+
+Patterns compose as predicates do: :class:`Both` (and: a pattern inside a layer's own) and
+:class:`Either` (or: attention-gym's ``or_masks``); each combinator derives ``reach``, ``sinks`` and
+``retained`` from its parts, so the kernels' key blocks, the block masks and the KV cache follow
+from the composition.
 
 lexkit's window convention: ``window:W`` and ``sinks:W`` show W keys *including the query itself*
 (HF's sliding window; attention-gym's ``sliding_window(W)`` shows W + 1).
@@ -215,14 +221,84 @@ class Chunk(Pattern):
         return self.values["W"]
 
 
+class First(Pattern):
+    """The first K keys, causally: n <= m and n < K (a combinator part: the attention sinks of
+    StreamingLLM are ``Either(First(K), Window(W))``). Every visible pair has n < K, so its reach
+    is 0 and its sinks K."""
+
+    name = "first"
+
+    def __init__(self, K: int) -> None:
+        super().__init__(K=int(K))
+
+    def visible(self, q_idx: Tensor, k_idx: Tensor) -> Tensor:
+        return causal(q_idx, k_idx) & (k_idx < self.values["K"])
+
+    @property
+    def reach(self) -> int:
+        return 0
+
+    @property
+    def sinks(self) -> int:
+        return self.values["K"]
+
+    def retained(self, k_idx: Tensor, q: int) -> Tensor:
+        return (k_idx < self.values["K"]) | (k_idx >= q)
+
+    @property
+    def spec(self) -> str:
+        return f"first:{self.values['K']}"
+
+
+class Either(Pattern):
+    """Visible under either pattern: ``Either(a, b).visible = a.visible | b.visible``
+    (attention-gym's ``or_masks``, transformers' ``or_masks``; the sinks of StreamingLLM are
+    ``Either(First(K), Window(W))``). A combinator; its spec is ``a|b``.
+
+    Its bookkeeping is derived from the parts: a visible pair is visible under some part, so it
+    has m - n below that part's reach or n below its sinks; the reach is the largest part reach
+    (None when a part is unbounded) and the sinks the most sinks. A key is retained when either
+    part retains it."""
+
+    name = "either"
+
+    def __init__(self, first: Pattern, second: Pattern, **values: Any) -> None:
+        super().__init__(**values)
+        self.first, self.second = first, second
+
+    def visible(self, q_idx: Tensor, k_idx: Tensor) -> Tensor:
+        return self.first.visible(q_idx, k_idx) | self.second.visible(q_idx, k_idx)
+
+    @property
+    def reach(self) -> int | None:
+        reaches = (self.first.reach, self.second.reach)
+        return None if None in reaches else max(reaches)
+
+    @property
+    def sinks(self) -> int:
+        return max(self.first.sinks, self.second.sinks)
+
+    def retained(self, k_idx: Tensor, q: int) -> Tensor:
+        return self.first.retained(k_idx, q) | self.second.retained(k_idx, q)
+
+    @property
+    def cache_positions(self) -> bool:
+        return self.first.cache_positions or self.second.cache_positions
+
+    @property
+    def spec(self) -> str:
+        return f"{self.first.spec}|{self.second.spec}"
+
+
 @register
-class Sinks(Pattern):
-    """Attention sinks (StreamingLLM, Xiao et al. 2023): key n visible to query m iff n <= m and
-    (n < K or m - n < W). ``pos=text`` keeps the text's positions; ``pos=cache`` assigns them
-    within a cache of K + W slots as StreamingLLM does (keys cached before rotation, re-rotated by
-    slot): a sink key n is then at distance min(m, K + W - 1) - n from query m, and the window
-    keys at their text distance. (With W keys including the query, the paper's window of R recent
-    tokens plus the query is W = R + 1.)"""
+class Sinks(Either):
+    """Attention sinks (StreamingLLM, Xiao et al. 2023): the first K keys or a window of W,
+    ``Either(First(K), Window(W))``: key n visible to query m iff n <= m and (n < K or m - n < W).
+    ``pos=text`` keeps the text's positions; ``pos=cache`` assigns them within a cache of K + W
+    slots as StreamingLLM does (keys cached before rotation, re-rotated by slot): a sink key n is
+    then at distance min(m, K + W - 1) - n from query m, and the window keys at their text
+    distance. (With W keys including the query, the paper's window of R recent tokens plus the
+    query is W = R + 1.)"""
 
     name = "sinks"
     params = {
@@ -234,16 +310,8 @@ class Sinks(Pattern):
     positional = "W"
     summary = "the first K keys + a window of W (StreamingLLM); pos=text|cache"
 
-    def visible(self, q_idx: Tensor, k_idx: Tensor) -> Tensor:
-        return causal(q_idx, k_idx) & (near(q_idx, k_idx, self.values["W"]) | (k_idx < self.values["K"]))
-
-    @property
-    def reach(self) -> int:
-        return self.values["W"]
-
-    @property
-    def sinks(self) -> int:
-        return self.values["K"]
+    def __init__(self, **values: Any) -> None:
+        super().__init__(First(values["K"]), Window(W=values["W"]), **values)
 
     @property
     def cache_positions(self) -> bool:
@@ -253,6 +321,10 @@ class Sinks(Pattern):
         if not self.cache_positions:
             return q_idx
         return q_idx.clamp(max=self.values["K"] + self.values["W"] - 1)
+
+    @property
+    def spec(self) -> str:
+        return Pattern.spec.fget(self)
 
 
 class Both(Pattern):

@@ -1,10 +1,11 @@
 """Which transformers model types lexkit runs, and what every layer of one is.
 
 A :class:`Family` says how a model type holds positions and which per-layer rules it has; from a
-config, :func:`layers_of` writes out each layer as an :class:`HFLayer` in the words of lexkit's
-layouts (docs/layouts.md): its transformers layer type, its position scheme, its own mask as a
-lexkit pattern, and what the model adds around attention (Llama 4's query temperature, GPT-OSS's
-sink logit, Gemma's soft-capping). The mask functions registered with transformers check every
+config, :func:`layers_of` reads each layer into a :class:`lexkit.layouts.Layer` of a layer plan, as a
+byte run's layout holds them (docs/layouts.md): its transformers layer type, its position scheme,
+its own mask as a lexkit pattern, and what the model adds around attention as lexkit's modifiers
+(Llama 4's query temperature ``llama4``, GPT-OSS's ``sink`` logit, Gemma's ``softcap``). The mask
+functions registered with transformers check every
 layer against this reading on every forward pass (:mod:`lexkit.hf.interface`), so a rule read
 wrong here is an error, never a silent run.
 
@@ -31,9 +32,9 @@ from __future__ import annotations
 import dataclasses
 
 from ..attention import create as create_pattern
-from ..attention import temperature as temperatures
+from ..attention import modifiers as mods
 from ..errors import LexkitError
-from ..layouts import canonical
+from ..layouts import Layer, LayerPlan, canonical
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,42 +83,6 @@ FAMILIES = {
 #: transformers' layer type -> the config field that sizes its mask (None: causal)
 MASKS = {"full_attention": None, "sliding_attention": "sliding_window", "chunked_attention": "attention_chunk_size"}
 PATTERN_OF = {"sliding_attention": "window", "chunked_attention": "chunk"}
-
-
-@dataclasses.dataclass(frozen=True)
-class HFLayer:
-    """One layer of a Hugging Face model in lexkit's words: its transformers ``type``, its position
-    ``scheme`` (``rope:base=THETA[,scaling=TYPE,factor=F]``, ``none``, ``learned``, ``alibi``), its own
-    mask as a lexkit ``pattern`` spec, the ``temperature`` the model applies to its queries (a lexkit
-    temperature spec), a learned ``sink`` logit per head and the ``softcap`` of its logits."""
-
-    type: str
-    scheme: str
-    pattern: str = "causal"
-    temperature: str | None = None
-    sink: bool = False
-    softcap: float | None = None
-
-    @property
-    def spec(self) -> str:
-        """``rope:base=10000@window:4096+softcap:50``: a byte run's layer text (docs/layouts.md), and
-        ``+softcap:C`` where the model caps its logits."""
-        out = f"{self.scheme}@{self.pattern}"
-        if self.temperature:
-            out += f"+{self.temperature}"
-        if self.sink:
-            out += "+sink"
-        return out + (f"+softcap:{number(self.softcap)}" if self.softcap is not None else "")
-
-    @property
-    def kind(self) -> str:
-        """``local`` (a mask with finite reach: window, chunk) or ``global``."""
-        return "global" if create_pattern(self.pattern).reach is None else "local"
-
-    @property
-    def names(self) -> tuple[str, str]:
-        """What a selector may call this layer (``--pattern NAME=SPEC``): its type and its kind."""
-        return self.type, self.kind
 
 
 def require_family(config) -> Family:
@@ -197,8 +162,8 @@ def rope_scheme(params: dict) -> str:
     return out
 
 
-def layers_of(config, family: Family) -> list[HFLayer]:
-    """Every layer of a model with this config (see the module docstring)."""
+def layers_of(config, family: Family) -> list[Layer]:
+    """Every layer of a model with this config (see the module docstring), as layer-plan layers."""
     types = layer_types(config)
     rope = uses_rope(config, family, types)
     tuning = family.temperature and getattr(config, "attn_temperature_tuning", False)
@@ -209,16 +174,23 @@ def layers_of(config, family: Family) -> list[HFLayer]:
             scheme = rope_scheme(rope_parameters(config, layer_type))
         else:
             scheme = {"rope": "none", "learned": "learned", "alibi": "alibi"}[family.positions]
-        temperature = None
+        modifiers: list[mods.Modifier] = []
         if tuning and not rotated:
-            temperature = temperatures.pin(f"llama4:beta={config.attn_scale},floor={config.floor_scale}",
-                                           int(config.floor_scale))
-        out.append(HFLayer(layer_type, scheme, own_pattern(config, layer_type), temperature, family.sinks,
-                           None if softcap is None else float(softcap)))
+            modifiers.append(mods.Llama4(beta=float(config.attn_scale), floor=int(config.floor_scale)))
+        if family.sinks:
+            modifiers.append(mods.Sink())
+        if softcap is not None:
+            modifiers.append(mods.SoftCap(C=float(softcap)))
+        out.append(Layer(scheme, create_pattern(own_pattern(config, layer_type)), tuple(modifiers), layer_type))
     return out
 
 
-def layout_text(layers: list[HFLayer]) -> str:
+def plan_of(config, family: Family, train_len: int | None) -> LayerPlan:
+    """The layer plan of a model with this config (:func:`layers_of`), evaluated at ``train_len``."""
+    return LayerPlan(layers_of(config, family), train_len=train_len)
+
+
+def layout_text(layers: list[Layer]) -> str:
     """Every layer written as a layout (docs/layouts.md): the shortest period that repeats to all
     the layers as ``(...)xN`` (Gemma 2: ``(A;B)x13``), runs of equal layers as ``(A)x5``."""
     n = len(layers)

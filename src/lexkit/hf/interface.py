@@ -36,6 +36,7 @@ from .. import positions
 from ..attention import Attention, Layered, Pattern, intersect
 from ..attention import create as create_pattern
 from ..attention.kernels import ScoreHook
+from ..attention.modifiers import Scoring, Sink, SoftCap
 from ..attention.patterns import Chunk, Window
 from ..errors import LexkitError
 from .families import FAMILIES
@@ -80,16 +81,20 @@ class Call:
             return self.pattern.layers[layer]
         return self.pattern if self.own is not None else intersect(own, self.pattern)
 
-    def attention(self, heads: int, head_dim: int, n: int, pattern: Pattern, device, sink: bool,
+    def attention(self, heads: int, head_dim: int, n: int, pattern: Pattern, device, sink: Tensor | None,
                   softcap: float | None) -> Attention:
-        """One :class:`Attention` per (shape, pattern, sink, soft cap) and forward: its dense mask is
-        shared by every layer that has them."""
-        key = (heads, head_dim, n, pattern.spec, str(device), sink, softcap)
+        """One :class:`Attention` per (shape, pattern, sink logits, soft cap) and forward: its dense mask
+        is shared by every layer that has them. The model's sink logits and soft cap reach lexkit's
+        kernels as lexkit's own modifiers (``sink``, ``softcap``); the model applies its temperature
+        itself, before attention."""
+        modifiers = ((Sink(),) if sink is not None else ()) + ((SoftCap(C=softcap),) if softcap is not None else ())
+        scoring = Scoring.of(*modifiers, states={"sink": sink})
+        key = (heads, head_dim, n, pattern.spec, str(device), None if sink is None else id(sink), softcap)
         if key not in self.attentions:
             scheme = _nope(heads, head_dim, device)
             pos = torch.arange(n, device=device)
             self.attentions[key] = Attention(scheme, pattern, pos, kernel=self.kernel, hook=self.hook, extent=n,
-                                             sink=sink, softcap=softcap)
+                                             scoring=scoring)
         return self.attentions[key]
 
 
@@ -177,9 +182,8 @@ def attention(module, query: Tensor, key: Tensor, value: Tensor, attention_mask,
         value = value.repeat_interleave(heads // value.shape[1], dim=1)
     if scaling is not None:  # lexkit's kernels divide by sqrt(d); the model's factor may differ
         query = query * (scaling * math.sqrt(d))
-    attend = call.attention(heads, d, n, call.layer_pattern(layer, attention_mask), query.device,
-                            sink is not None, softcap)
-    out = attend(query, key, value, layer, sink=sink)  # [b, h, n, d]
+    attend = call.attention(heads, d, n, call.layer_pattern(layer, attention_mask), query.device, sink, softcap)
+    out = attend(query, key, value, layer)  # [b, h, n, d]
     return out.transpose(1, 2).contiguous(), None
 
 

@@ -3,8 +3,8 @@
 ``model(tokens [b, n], pattern=..., kernel=..., hook=...) -> logits [b, n, vocab]``, with a
 ``cfg`` (layers, heads, head dim, training length, the label and layout tables print),
 ``pattern(spec)``, ``cache_refusal`` and ``unit = "tokens"``, so :func:`lexkit.evaluate.evaluate`,
-:mod:`lexkit.retrieval` and :mod:`lexkit.resolution` take it as it is. ``layers`` holds every
-layer in lexkit's words (:class:`~lexkit.hf.families.HFLayer`), ``kinds`` the names selectors
+:mod:`lexkit.retrieval` and :mod:`lexkit.resolution` take it as it is. ``plan`` holds every layer in
+lexkit's words (a :class:`~lexkit.layouts.LayerPlan`, as a byte run's), ``kinds`` the names selectors
 use (its transformers layer type, ``local`` or ``global``). Its text is tokens, not bytes:
 :meth:`HFModel.encode` gives the bytes each token covers.
 """
@@ -17,15 +17,15 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from .. import layouts, positions
+from .. import positions
 from ..attention import Layered, Pattern, layer_patterns
 from ..attention import create as create_pattern
-from ..attention import temperature as temperatures
 from ..attention.kernels import ScoreHook
-from ..attention.temperature import Temperature
+from ..attention.modifiers import Scoring
 from ..device import device_of
 from ..errors import LexkitError
-from .families import Family, HFLayer, layers_of, layout_text, number, per_type_rope, rope_parameters
+from ..layouts import Layer
+from .families import Family, layout_text, number, per_type_rope, plan_of, rope_parameters
 from .interface import CALL, Call
 
 
@@ -64,7 +64,7 @@ class HFConfig:
         return text
 
 
-def describe_config(config, family: Family, train_len: int | None, layers: Sequence[HFLayer]) -> HFConfig:
+def describe_config(config, family: Family, train_len: int | None, layers: Sequence[Layer]) -> HFConfig:
     heads = config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
     rope = None
@@ -102,10 +102,12 @@ class HFModel(nn.Module):
         self.tokenizer = tokenizer
         self.family = family
         self.source = source
-        self.layers = layers_of(model.config, family)  # [n_layers] HFLayer
-        self._own = tuple(create_pattern(layer.pattern) for layer in self.layers)  # each layer's own mask
-        self.kinds = [layer.names for layer in self.layers]  # (layer type, local/global) per layer
-        self.cfg = describe_config(model.config, family, train_len, self.layers)
+        plan = plan_of(model.config, family, None)
+        self.cfg = describe_config(model.config, family, train_len, plan.layers)
+        self.plan = plan_of(model.config, family, self.cfg.train_len)  # W of an evaluation pattern: its length
+        self.layers = self.plan.layers
+        self._own = self.plan.own  # each layer's own mask
+        self.kinds = self.plan.kinds  # (layer type, local/global) per layer
         self.verify_layout()
 
     unit = "tokens"  # what a length counts (lexkit.GPT: bytes)
@@ -117,7 +119,7 @@ class HFModel(nn.Module):
         selected layers'. W defaults to the training length. ``sinks:...,pos=cache`` is refused:
         transformers rotates q and k before lexkit sees them, so sinks keep their text positions; so
         is a pattern per layer on a family whose attention is its own (Bloom: one mask for all)."""
-        pattern = layouts.resolve_pattern(self._own, self.kinds, spec, default_window=self.cfg.train_len)
+        pattern = self.plan.resolve(spec)
         if isinstance(pattern, Layered) and not self.family.interface:
             raise ValueError(f"{self.cfg.model_type} computes attention in its own module: lexkit's patterns reach it "
                              f"as one mask for every layer, so a pattern per layer ({pattern.spec}) cannot")
@@ -150,7 +152,9 @@ class HFModel(nn.Module):
                 raise LexkitError(f"{self.source}: layer {i} never reached lexkit's attention; lexkit cannot run it")
             rotated = self.cfg.positions == "rope" and not torch.equal(calls[0].queries[i], calls[1].queries[i])
             got = (*calls[0].layers[i], rotated)
-            want = (layer.pattern, layer.softcap, layer.sink, layer.scheme.startswith("rope"))
+            cap = layer.find("softcap")
+            want = (layer.pattern.spec, cap and cap.values["C"], layer.find("sink") is not None,
+                    layer.scheme.startswith("rope"))
             if got != want:
                 raise LexkitError(f"{self.source}: layer {i} reaches attention as (mask, softcap, sink, RoPE) = {got}, "
                                   f"but lexkit read {want} from its {self.cfg.model_type} config; lexkit cannot run it")
@@ -193,11 +197,11 @@ class HFModel(nn.Module):
         freqs = getattr(rotary, f"{prefix}inv_freq").detach().to(torch.float64).cpu()
         return freqs, float(getattr(rotary, f"{prefix}attention_scaling", 1.0))
 
-    def temperature(self, layer: int) -> Temperature | None:
+    def scoring(self, layer: int) -> Scoring:
         """The query temperature the model applies on layer ``layer`` before attention, as lexkit's
-        (Llama 4's NoPE layers: ``llama4``), or None."""
-        spec = self.layers[layer].temperature
-        return None if spec is None else temperatures.create(spec, self.cfg.n_heads, self.cfg.train_len or 1)
+        (Llama 4's NoPE layers: ``llama4``), for the instruments; the model itself applies it."""
+        temperature = self.layers[layer].temperature
+        return Scoring((temperature,) if temperature is not None else ())
 
     def position_scheme(self) -> positions.Scheme | None:
         """The model's positions as a lexkit scheme where lexkit has one (Bloom: ``alibi`` with
@@ -223,9 +227,9 @@ class HFModel(nn.Module):
         if offset and any(layer.temperature for layer in self.layers):
             raise ValueError(f"{name} computes its query temperature from the index in the input, not the position: "
                              f"lexkit runs it from position 0 only (offset {offset})")
-        if kernel == "flex" and any(layer.sink for layer in self.layers):
-            raise ValueError(f"{name} has a learned sink logit on its layers, which kernel 'flex' cannot run; "
-                             "use dense or chunked")
+        refused = next((m for layer in self.layers for m in layer.modifiers if m.flex_refusal), None)
+        if kernel == "flex" and refused is not None:
+            raise ValueError(f"{name} has {refused.spec} on its layers: {refused.flex_refusal}")
         if not self.family.interface:
             if kernel not in ("auto", "dense"):
                 raise ValueError(f"{name} computes attention in its own module ({self.cfg.positions} added there): "

@@ -1,4 +1,4 @@
-"""Layouts: a position scheme, an attention pattern, a temperature and a sink per layer.
+"""Layouts: a position scheme, an attention pattern and modifiers per layer, as a layer plan.
 
 Since the seeds, the designs that aim to be flat *and* use a long context give layers different jobs
 (docs/layouts.md): local layers (RoPE inside a window or chunk, never out of distribution) under
@@ -9,7 +9,8 @@ layout says what every layer is, as one spec a person can type (``lexkit train -
               | group (';' group)*
     group    := layer ['x' N] | '(' layout ')' 'x' N
     layer    := [SCHEME] ['@' PATTERN] ('+' MODIFIER)*
-    MODIFIER := TEMPERATURE | 'sink'                TEMPERATURE: logn, llama4[:beta=B,floor=F], ssmax
+    MODIFIER := a registered layer modifier (lexkit.attention.modifiers; `lexkit layouts` lists them):
+                logn, llama4[:beta=B,floor=F], ssmax, sink, shift[:F], softcap:C, ...
 
 e.g. ``rope@window:16 ; none@causal+logn`` (HWFA on two layers) or ``(rope@window:64)x3 ; none``.
 A layer's SCHEME defaults to the model's ``--scheme``, its PATTERN to ``causal``; a pattern's W
@@ -27,10 +28,13 @@ inclusive). The pattern a layer trains under is part of the model. At evaluation
   ``--pattern local=causal`` widens the local layers); several join with ``;``
   (``local=causal;global=window:256``).
 
-Rules checked once, here, naming the layer: every scheme, pattern and temperature exists and takes its
-parameters; an absolute scheme (it adds positions to the embeddings) is all layers' or none's; a
-temperature grows with the position, so it belongs to a global layer (a local layer's count of
-visible keys stops at its reach).
+A layout is parsed once into a :class:`LayerPlan` (objects: each layer's scheme spec, its
+:class:`~lexkit.attention.Pattern`, its :class:`~lexkit.attention.modifiers.Modifier` objects), which
+the model config keeps; named layouts build their plans from objects. Rules checked once, here,
+naming the layer: every scheme, pattern and modifier exists and takes its parameters; an absolute
+scheme (it adds positions to the embeddings) is all layers' or none's; a modifier that grows with the
+position (a temperature) belongs to a global layer (a local layer's count of visible keys stops at
+its reach); a layer takes each modifier once and one of a group (one temperature).
 """
 
 from __future__ import annotations
@@ -39,33 +43,22 @@ import re
 
 from .. import positions
 from ..specs import split_spec
-from .layer import (
-    KINDS,
-    SINK,
-    Layer,
-    LayoutError,
-    canonical,
-    check,
-    is_uniform,
-    parse_layer,
-    parse_written,
-    resolved,
-    uniform,
-)
+from .layer import build_layer, expand, parse_layer, parse_written, uniform
 from .named import NAMED, NamedLayout, describe, hwfa_window, register
-from .select import check_pattern, check_scheme, override_schemes, resolve_pattern, select, split_overrides
+from .plan import KINDS, Layer, LayerPlan, LayoutError, canonical, check
+from .select import check_pattern, check_scheme, chosen_schemes, resolve_pattern, select, split_overrides
 
 __all__ = [
-    "KINDS", "NAMED", "SINK", "Layer", "LayoutError", "NamedLayout", "canonical", "check", "check_pattern",
-    "check_scheme", "describe", "hwfa_window", "is_uniform", "override_schemes", "parse", "parse_layer",
-    "parse_written", "register", "resolve_pattern", "resolved", "select", "split_overrides", "uniform",
+    "KINDS", "NAMED", "Layer", "LayerPlan", "LayoutError", "NamedLayout", "build_layer", "canonical", "check",
+    "check_pattern", "check_scheme", "chosen_schemes", "describe", "expand", "hwfa_window", "parse", "parse_layer",
+    "parse_written", "register", "resolve_pattern", "select", "split_overrides", "uniform",
 ]
 
 
-def parse(text: str, *, n_layers: int, train_len: int, scheme: str = "rope", max_len: int | None = None) -> list[Layer]:
-    """A layout spec (named or written out) -> one :class:`Layer` per layer of an ``n_layers``
-    model trained at ``train_len`` (``max_len``: a learned table's size, default ``train_len``).
-    :class:`LayoutError` (a ValueError) names the layer at fault."""
+def parse(text: str, *, n_layers: int, train_len: int, scheme: str = "rope", max_len: int | None = None) -> LayerPlan:
+    """A layout spec (named or written out) -> the :class:`LayerPlan` of an ``n_layers`` model
+    trained at ``train_len`` (``max_len``: how many positions training reaches, default
+    ``train_len``). :class:`LayoutError` (a ValueError) names the layer at fault."""
     if not isinstance(text, str) or not text.strip():
         raise LayoutError(f"empty layout {text!r}")
     text = text.strip()

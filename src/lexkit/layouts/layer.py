@@ -1,55 +1,19 @@
-"""The written grammar of a layout: one :class:`Layer` per layer, read from ``SCHEME@PATTERN+MODIFIER``
-texts (``rope@window:16+logn``), repeated with ``(...)xN``, checked across layers, written back out
-canonically (docs/layouts.md)."""
+"""The written grammar of a layout: one :class:`~lexkit.layouts.plan.Layer` per layer, read from
+``SCHEME@PATTERN+MODIFIER`` texts (``rope@window:16+logn``), repeated with ``(...)xN``
+(docs/layouts.md). :func:`build_layer` is the one place a layer is made, from text or from objects
+(the named layouts build theirs without writing text): it pins every value that defaults to the
+training length and checks the layer's rules."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Sequence
 
 from .. import positions
+from ..attention import Pattern
 from ..attention import create as create_pattern
-from ..attention import temperature as temperatures
-from ..specs import split_spec
-
-SINK = "sink"
-SHIFT = "shift"
-#: the fraction ``+shift`` alone shifts (x-transformers' ``shift_tokens=1``: half the features)
-DEFAULT_SHIFT = 0.5
-KINDS = ("local", "global")
-
-
-@dataclasses.dataclass(frozen=True)
-class Layer:
-    """One layer of a layout, canonical: scheme spec, pattern spec (W resolved), temperature spec
-    (None: none), whether it adds a learned sink logit per head, and the fraction of its input's
-    features shifted from the position before (token shift; 0: none)."""
-
-    scheme: str
-    pattern: str = "causal"
-    temperature: str | None = None
-    sink: bool = False
-    shift: float = 0.0
-
-    @property
-    def spec(self) -> str:
-        out = f"{self.scheme}@{self.pattern}"
-        if self.temperature:
-            out += f"+{self.temperature}"
-        out += f"+{SINK}" if self.sink else ""
-        if self.shift:
-            out += f"+{SHIFT}" if self.shift == DEFAULT_SHIFT else f"+{SHIFT}:{self.shift:g}"
-        return out
-
-    @property
-    def kind(self) -> str:
-        """``local`` (a pattern with finite reach) or ``global``."""
-        return "global" if create_pattern(self.pattern).reach is None else "local"
-
-
-class LayoutError(ValueError):
-    """A layout spec that cannot be built (one line naming the layer)."""
+from ..attention import modifiers as mods
+from .plan import Layer, LayerPlan, LayoutError
 
 
 # -- parsing ------------------------------------------------------------------------------------
@@ -73,7 +37,8 @@ def _split_top(text: str, sep: str) -> list[str]:
 
 
 _REPEAT = re.compile(r"^(.*?)\s*x\s*(\d+)$", re.S)
-_MODIFIER = re.compile(r"\+(?=[A-Za-z])")
+#: a '+' that starts a modifier (a name follows, spaces allowed around it; never a number's exponent)
+_MODIFIER = re.compile(r"\s*\+\s*(?=[A-Za-z])")
 
 
 def expand(text: str, whole: str) -> list[str]:
@@ -99,110 +64,67 @@ def expand(text: str, whole: str) -> list[str]:
     return out
 
 
-def parse_layer(text: str, *, scheme: str, train_len: int, max_len: int | None = None, where: str = "") -> Layer:
-    """One layer's text (``rope@window:16+logn``) -> :class:`Layer`, canonical and pinned: every value
-    that defaults to the training length written out (a pattern's W, ReRoPE's w, a scaled RoPE's
-    original_len at ``max_len or train_len``, Llama 4's floor), so the layer stays what it was when
-    the model trains or is fine-tuned at another length. ``scheme`` fills an omitted scheme.
-    ValueError naming ``where`` (``layer 2``) and the bad part."""
-    head, *mods = [m.strip() for m in _MODIFIER.split(text.strip())]
-    scheme_text, at, pattern_text = (s.strip() for s in head.partition("@"))
+def build_layer(scheme: str, pattern: str | Pattern = "causal", modifiers: Sequence[str | mods.Modifier] = (), *,
+                train_len: int, max_len: int | None = None, type: str | None = None, where: str = "") -> Layer:
+    """One :class:`Layer`, canonical and pinned: every value that defaults to the training length
+    written out (a pattern's W, ReRoPE's w, a scaled RoPE's original_len at ``max_len or train_len``,
+    a temperature's length), so the layer stays what it was when the model trains or is fine-tuned
+    at another length. ``modifiers`` are specs or :class:`~lexkit.attention.modifiers.Modifier`
+    objects. LayoutError naming ``where`` (``layer 2``) and the bad part: an unknown name or
+    parameter, a modifier given twice or two of one group (two temperatures), a modifier that grows
+    with the position on a local layer."""
     prefix = f"{where}: " if where else ""
-    if at and not pattern_text:
-        raise LayoutError(f"{prefix}{text!r} has '@' and no pattern after it")
     try:
-        scheme_spec = positions.pin(scheme_text or scheme, max_len or train_len)
-        pattern = create_pattern(pattern_text or "causal", default_window=train_len)
-        temperature, sink, shift = None, False, 0.0
-        for mod in mods:
-            if mod == SINK:
-                if sink:
-                    raise ValueError("'+sink' given twice")
-                sink = True
-            elif mod.split(":")[0].strip() == SHIFT:
-                if shift:
-                    raise ValueError("'+shift' given twice")
-                shift = parse_shift(mod)
-            elif temperature is not None:
-                raise ValueError(f"two temperatures ({temperature} and {mod}); a layer takes one")
-            else:
-                temperature = temperatures.pin(mod, train_len)
+        scheme_spec = positions.pin(scheme, max_len or train_len)
+        pat = create_pattern(pattern, default_window=train_len)
+        built = [m if isinstance(m, mods.Modifier) else mods.parse(m, train_len) for m in modifiers]
     except (ValueError, KeyError) as exc:
         raise LayoutError(f"{prefix}{exc}") from None
-    layer = Layer(scheme_spec, pattern.spec, temperature, sink, shift)
-    if temperature is not None and pattern.reach is not None:
-        raise LayoutError(f"{prefix}temperature {temperature} grows with the position, but {pattern.spec} shows at "
-                          f"most {pattern.reach} keys: a temperature belongs to a global layer (causal)")
-    return layer
+    seen: dict[str, mods.Modifier] = {}
+    for modifier in built:
+        for key in (modifier.name, modifier.group):
+            if key is None:
+                continue
+            if key in seen:
+                what = (f"'+{modifier.name}' given twice" if key == modifier.name else
+                        f"two {key}s ({seen[key].spec} and {modifier.spec}); a layer takes one")
+                raise LayoutError(f"{prefix}{what}")
+            seen[key] = modifier
+        if modifier.global_only and pat.reach is not None:
+            raise LayoutError(f"{prefix}{modifier.spec} grows with the position, but {pat.spec} shows at most "
+                              f"{pat.reach} keys: it belongs to a global layer (causal)")
+    return Layer(scheme_spec, pat, tuple(built), type)
 
 
-def parse_shift(text: str) -> float:
-    """``shift`` (half the features, x-transformers' ``shift_tokens=1``) or ``shift:F``, F in (0, 1)."""
-    _, colon, value = text.partition(":")
-    if not colon:
-        return DEFAULT_SHIFT
-    try:
-        fraction = float(value)
-    except ValueError:
-        raise ValueError(f"'+{text}': the shifted fraction must be a number in (0, 1)") from None
-    if not 0 < fraction < 1:
-        raise ValueError(f"'+{text}': the shifted fraction must be in (0, 1), got {value}")
-    return fraction
+def parse_layer(text: str, *, scheme: str, train_len: int, max_len: int | None = None, where: str = "") -> Layer:
+    """One layer's text (``rope@window:16+logn``) -> :class:`Layer` (:func:`build_layer`); ``scheme``
+    fills an omitted scheme. LayoutError naming ``where`` and the bad part."""
+    head, *modifiers = [m.strip() for m in _MODIFIER.split(text.strip())]
+    scheme_text, at, pattern_text = (s.strip() for s in head.partition("@"))
+    if at and not pattern_text:
+        raise LayoutError(f"{where + ': ' if where else ''}{text!r} has '@' and no pattern after it")
+    return build_layer(scheme_text or scheme, pattern_text or "causal", modifiers, train_len=train_len,
+                       max_len=max_len, where=where)
 
 
 def parse_written(text: str, *, n_layers: int, train_len: int, scheme: str = "rope",
-                  max_len: int | None = None) -> list[Layer]:
-    """A written-out layout (``rope@window:16 ; none@causal+logn``) -> one :class:`Layer` per layer of an
-    ``n_layers`` model; k layers repeat to fill n when k divides n."""
+                  max_len: int | None = None) -> LayerPlan:
+    """A written-out layout (``rope@window:16 ; none@causal+logn``) -> the plan of an ``n_layers``
+    model; k layers repeat to fill n when k divides n."""
     pieces = expand(text, text)
     if n_layers % len(pieces):
         raise LayoutError(f"layout {text!r} has {len(pieces)} layers and the model {n_layers}: give {n_layers} "
                           f"layers (or a number that divides it, repeated to fit; '(...)xN' repeats)")
     pieces = pieces * (n_layers // len(pieces))
     where = (lambda i: f"layout layer {i} ({pieces[i]!r})") if len(pieces) > 1 else (lambda i: f"layout {text!r}")
-    layers = [parse_layer(p, scheme=scheme, train_len=train_len, max_len=max_len, where=where(i))
-              for i, p in enumerate(pieces)]
-    check(layers)
-    return layers
+    return LayerPlan([parse_layer(p, scheme=scheme, train_len=train_len, max_len=max_len, where=where(i))
+                      for i, p in enumerate(pieces)], train_len=train_len, position_len=max_len)
 
 
-def check(layers: Sequence[Layer]) -> None:
-    """Rules across layers: an absolute scheme is every layer's or none's."""
-    for i, layer in enumerate(layers):
-        cls = positions.get(split_spec(layer.scheme)[0])
-        if cls.family == "absolute" and any(other.scheme != layer.scheme for other in layers):
-            raise LayoutError(f"layout layer {i}: {layer.scheme} adds positions to the token embeddings, not to a "
-                              "layer; an absolute scheme must be every layer's")
-
-
-def uniform(scheme: str, n_layers: int, *, logn: bool = False) -> list[Layer]:
-    """Today's model: every layer ``scheme`` under causal attention (log-n on every layer)."""
-    return [Layer(positions.canonical(scheme), "causal", "logn" if logn else None)] * n_layers
-
-
-def canonical(layers: Sequence[Layer]) -> str:
-    """The written-out spec of ``layers``, runs of equal layers as ``(...)xN``."""
-    out, i = [], 0
-    while i < len(layers):
-        j = i
-        while j + 1 < len(layers) and layers[j + 1] == layers[i]:
-            j += 1
-        count = j - i + 1
-        out.append(layers[i].spec if count == 1 else f"({layers[i].spec})x{count}")
-        i = j + 1
-    return ";".join(out)
-
-
-def resolved(layers: Sequence[Layer], *, train_len: int, max_len: int | None = None) -> str:
-    """The layout with every parameter of every layer written out, defaults included
-    (:func:`lexkit.positions.full`): what a run records beside its config, so that a later change
-    of a registered default cannot change what an old run runs (and the study's cache keys on it)."""
-    length = max_len or train_len
-    return canonical([dataclasses.replace(layer, scheme=positions.full(layer.scheme, length),
-                                          temperature=layer.temperature and temperatures.full(layer.temperature,
-                                                                                              train_len))
-                      for layer in layers])
-
-
-def is_uniform(layers: Sequence[Layer]) -> bool:
-    return all(layer == layers[0] for layer in layers)
+def uniform(scheme: str, n_layers: int, *, train_len: int, max_len: int | None = None,
+            logn: bool = False) -> LayerPlan:
+    """Today's model: every layer ``scheme`` (canonical, its training-length defaults left to the
+    model) under causal attention, log-n on every layer with ``logn``."""
+    layer = Layer(positions.canonical(scheme), create_pattern("causal"),
+                  (mods.parse("logn", train_len),) if logn else ())
+    return LayerPlan([layer] * n_layers, train_len=train_len, position_len=max_len)

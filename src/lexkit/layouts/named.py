@@ -1,20 +1,27 @@
 """The named layouts: the field's per-layer designs (HWFA, HWFA2, RNoPE-SWA, iRoPE, Gemma, GPT-OSS), each
-a class that writes out its layers for a model's depth and training length, with its source
-(docs/layouts.md). ``@lexkit.layouts.register`` adds a user's own (``--import MODULE``)."""
+a class that builds its layers for a model's depth and training length as objects (a scheme, a
+pattern, modifiers: no layout text is written to be parsed back), with its source (docs/layouts.md).
+``@lexkit.layouts.register`` adds a user's own (``--import MODULE``)."""
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from ..attention.modifiers import Llama4, LogN, Modifier, Shift, Sink
+from ..attention.patterns import BCA, Causal, Chunk, Window
 from ..registry import Registry
 from ..specs import Param, describe_params, parse_params, split_spec
-from .layer import Layer, LayoutError, check, parse_layer
+from .layer import build_layer
+from .plan import LayerPlan, LayoutError
+
+#: one layer of a named design: (scheme spec, pattern, modifiers)
+Piece = tuple[str, Any, tuple[Modifier, ...]]
 
 
 class NamedLayout:
     """A named design: subclasses set ``name``, ``params``, ``summary``, ``source`` and define
-    :meth:`pieces`, the text of each layer for a model of ``n_layers`` trained at ``train_len``
-    (or raise :class:`LayoutError` when the depth cannot hold the design)."""
+    :meth:`pieces`, each layer's (scheme, pattern, modifiers) for a model of ``n_layers`` trained at
+    ``train_len`` (or raise :class:`LayoutError` when the depth cannot hold the design)."""
 
     name: ClassVar[str] = ""
     params: ClassVar[dict[str, Param]] = {}
@@ -22,7 +29,7 @@ class NamedLayout:
     source: ClassVar[str] = ""
 
     @classmethod
-    def pieces(cls, values: dict[str, Any], n_layers: int, train_len: int) -> list[str]:
+    def pieces(cls, values: dict[str, Any], n_layers: int, train_len: int) -> list[Piece]:
         raise NotImplementedError
 
     @classmethod
@@ -31,19 +38,17 @@ class NamedLayout:
         return {**cls.params, **COMMON}
 
     @classmethod
-    def build(cls, text: str, *, n_layers: int, train_len: int, max_len: int | None = None) -> list[Layer]:
+    def build(cls, text: str, *, n_layers: int, train_len: int, max_len: int | None = None) -> LayerPlan:
         name, items = split_spec(text)
         try:
             values = parse_params(f"layout {name}", cls.all_params(), items)
         except ValueError as exc:
             raise LayoutError(str(exc)) from None
-        pieces = cls.pieces(values, n_layers, train_len)
-        if values["shift"]:
-            pieces = [f"{piece}+shift:{values['shift']:g}" for piece in pieces]
-        layers = [parse_layer(p, scheme="rope", train_len=train_len, max_len=max_len,
-                              where=f"layout {text!r}, layer {i}") for i, p in enumerate(pieces)]
-        check(layers)
-        return layers
+        shift = (Shift(F=values["shift"]),) if values["shift"] else ()
+        layers = [build_layer(scheme, pattern, (*modifiers, *shift), train_len=train_len, max_len=max_len,
+                              where=f"layout {text!r}, layer {i}")
+                  for i, (scheme, pattern, modifiers) in enumerate(cls.pieces(values, n_layers, train_len))]
+        return LayerPlan(layers, train_len=train_len, position_len=max_len)
 
 
 #: parameters every named layout takes
@@ -75,13 +80,14 @@ def hwfa_window(n_layers: int, train_len: int, alpha: float = 0.75) -> int:
     return max(2, min(train_len, round((alpha * train_len - 1) / max(1, n_layers - 1)) + 1))
 
 
-def windows_under(name: str, full: str, values: dict[str, Any], n_layers: int, train_len: int) -> list[str]:
+def windows_under(name: str, full: str, values: dict[str, Any], n_layers: int, train_len: int) -> list[Piece]:
     """HWFA's shape: L - 1 RoPE layers under ``window:W`` (W: ``values["W"]``, else Su's rule), then
-    the ``full`` layer, with log-n when ``values["logn"]``."""
+    the full layer of scheme ``full`` under causal attention, with log-n when ``values["logn"]``."""
     if n_layers < 2:
         raise LayoutError(f"layout {name} needs at least 2 layers (window layers under one full layer)")
     w = values["W"] or hwfa_window(n_layers, train_len)
-    return [f"rope@window:{w}"] * (n_layers - 1) + [full + ("+logn" if values["logn"] else "")]
+    logn = (LogN(L=train_len),) if values["logn"] else ()
+    return [("rope", Window(W=w), ())] * (n_layers - 1) + [(full, Causal(), logn)]
 
 
 @register
@@ -98,7 +104,7 @@ class HWFA(NamedLayout):
 
     @classmethod
     def pieces(cls, values, n_layers, train_len):
-        return windows_under(cls.name, "none@causal", values, n_layers, train_len)
+        return windows_under(cls.name, "none", values, n_layers, train_len)
 
 
 @register
@@ -115,7 +121,7 @@ class HWFA2(NamedLayout):
 
     @classmethod
     def pieces(cls, values, n_layers, train_len):
-        return windows_under(cls.name, "rope@causal", values, n_layers, train_len)
+        return windows_under(cls.name, "rope", values, n_layers, train_len)
 
 
 @register
@@ -132,7 +138,8 @@ class RNoPESWA(NamedLayout):
     def pieces(cls, values, n_layers, train_len):
         _every(cls.name, values["every"], n_layers)
         w = _window(values, "W", train_len, train_len // 4)
-        return ["none@causal" if (i + 1) % values["every"] == 0 else f"rope@window:{w}" for i in range(n_layers)]
+        return [("none", Causal(), ()) if (i + 1) % values["every"] == 0 else ("rope", Window(W=w), ())
+                for i in range(n_layers)]
 
 
 @register
@@ -159,8 +166,9 @@ class IRoPE(NamedLayout):
         chunk = _window(values, "chunk", train_len, train_len // 4)
         if values["local"] == "bca" and chunk % 2:
             raise LayoutError(f"layout irope: local=bca needs an even chunk, got {chunk}")
-        temp = f"llama4:beta={values['beta']},floor={values['floor'] or chunk}"
-        return [f"none@causal+{temp}" if (i + 1) % values["every"] == 0 else f"rope@{values['local']}:{chunk}"
+        temperature = Llama4(beta=values["beta"], floor=values["floor"] or chunk)
+        local = Chunk(W=chunk) if values["local"] == "chunk" else BCA(W=chunk)
+        return [("none", Causal(), (temperature,)) if (i + 1) % values["every"] == 0 else ("rope", local, ())
                 for i in range(n_layers)]
 
 
@@ -183,8 +191,8 @@ class Gemma(NamedLayout):
     def pieces(cls, values, n_layers, train_len):
         _every(cls.name, values["ratio"] + 1, n_layers)
         w = _window(values, "W", train_len, train_len // 4)
-        local = f"rope:base={values['local_base']:g}@window:{w}"
-        full = f"rope:base={values['global_base']:g}@causal"
+        local = (f"rope:base={values['local_base']:g}", Window(W=w), ())
+        full = (f"rope:base={values['global_base']:g}", Causal(), ())
         return [full if (i + 1) % (values["ratio"] + 1) == 0 else local for i in range(n_layers)]
 
 
@@ -201,7 +209,7 @@ class GPTOSS(NamedLayout):
     @classmethod
     def pieces(cls, values, n_layers, train_len):
         w = _window(values, "W", train_len, train_len // 4)
-        return [f"rope@window:{w}+sink" if i % 2 == 0 else "rope@causal+sink" for i in range(n_layers)]
+        return [("rope", Window(W=w) if i % 2 == 0 else Causal(), (Sink(),)) for i in range(n_layers)]
 
 
 def describe() -> list[tuple[str, str, str, str]]:

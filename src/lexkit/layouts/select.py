@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Sequence
 
@@ -12,8 +11,8 @@ from .. import positions
 from ..attention import Layered, Pattern, intersect
 from ..attention import create as create_pattern
 from ..specs import split_spec
-from .layer import KINDS, Layer, check
 
+KINDS = ("local", "global")
 _INDEX = re.compile(r"^L(\d+)(?:-(\d+))?$")
 
 
@@ -27,7 +26,10 @@ def select(selector: str, kinds: Sequence[str | Sequence[str]]) -> list[int]:
     if match:
         lo = int(match.group(1))
         hi = int(match.group(2)) if match.group(2) is not None else lo
-        if lo > hi or hi >= len(kinds):
+        if lo > hi:
+            raise ValueError(f"layer selector {selector!r} is an empty range: write L<i>-<j> with i <= j "
+                             f"(layers L0-{len(kinds) - 1})")
+        if hi >= len(kinds):
             raise ValueError(f"layer selector {selector!r}: the model has layers L0-{len(kinds) - 1}")
         return list(range(lo, hi + 1))
     chosen = [i for i, own in enumerate(names) if selector in own]
@@ -55,7 +57,12 @@ def split_overrides(text: str) -> tuple[str | None, list[tuple[str, str]]]:
         if match and ":" not in match.group(1):
             if not match.group(2).strip():
                 raise ValueError(f"{part.strip()!r}: nothing after '='")
-            pairs.append((match.group(1), match.group(2).strip()))
+            selector = match.group(1).strip()
+            twice = next((p for p in pairs if p[0] == selector), None)
+            if twice is not None:
+                raise ValueError(f"{text!r} gives layer selector {selector!r} twice ({selector}={twice[1]}, "
+                                 f"{part.strip()}); give each selector once")
+            pairs.append((selector, match.group(2).strip()))
         elif not part.strip():
             raise ValueError(f"{text!r} has an empty part (two ';' in a row, or one at an end)")
         elif plain is not None:
@@ -98,9 +105,14 @@ def resolve_pattern(own: Sequence[Pattern], kinds: Sequence[str | Sequence[str]]
         plain = None if text is None else create_pattern(text, default_window=default_window)
     layers = [p if plain is None else intersect(p, plain) for p in own]
     labels = [] if plain is None else [plain.spec]
+    chosen_by: dict[int, str] = {}
     for selector, text in pairs:
         pattern = create_pattern(text, default_window=default_window)
         for i in select(selector, kinds):
+            if i in chosen_by:
+                raise ValueError(f"layer L{i} is selected by both {chosen_by[i]!r} and {selector!r} in {spec!r}; "
+                                 "give each layer one pattern")
+            chosen_by[i] = selector
             layers[i] = pattern
         labels.append(f"{selector}={pattern.spec}")
     if not pairs and all(p == layers[0] for p in layers):
@@ -108,32 +120,40 @@ def resolve_pattern(own: Sequence[Pattern], kinds: Sequence[str | Sequence[str]]
     return Layered(layers, ";".join(labels) or "causal")
 
 
-def override_schemes(layers: Sequence[Layer], spec: str, length: int) -> list[Layer]:
-    """``layers`` with the schemes an evaluation ``--scheme`` gives (``rope:scaling=yarn,factor=4``,
-    ``global=rerope:w=64``, ``L0-2=rope:base=500000``), pinned at the model's training ``length``.
-    Unqualified, it replaces the scheme of every layer on a model with one scheme, and otherwise of
-    the layers whose scheme is of its family (RoPE scalings reach the layers with RoPE only); an
-    error when none is."""
+def chosen_schemes(schemes: Sequence[str], kinds: Sequence[Sequence[str]], spec: str,
+                   length: int) -> list[tuple[int, str]]:
+    """(layer, new scheme) for what an evaluation ``--scheme`` gives layers with ``schemes`` and
+    selector names ``kinds`` (``rope:scaling=yarn,factor=4``, ``global=rerope:w=64``,
+    ``L0-2=rope:base=500000``), pinned at the model's training ``length``. Unqualified, it replaces
+    the scheme of every layer on a model with one scheme, and otherwise of the layers whose scheme is
+    of its family (RoPE scalings reach the layers with RoPE only); an error when none is, or when it
+    would change no layer (``--scheme none`` on layers that are already ``none``). A layer selected
+    twice is an error."""
     plain, pairs = split_overrides(spec)
-    out = list(layers)
-    kinds = [layer.kind for layer in layers]
+    out: list[tuple[int, str]] = []
     if plain is not None:
         new = positions.pin(plain, length)
         family = positions.get(split_spec(new)[0]).family
-        if len({layer.scheme for layer in layers}) == 1:
-            chosen = list(range(len(layers)))
+        if len(set(schemes)) == 1:
+            chosen = list(range(len(schemes)))
         else:
-            chosen = [i for i, layer in enumerate(layers)
-                      if positions.get(split_spec(layer.scheme)[0]).family == family]
+            chosen = [i for i, scheme in enumerate(schemes) if positions.get(split_spec(scheme)[0]).family == family]
             if not chosen:
-                have = ", ".join(sorted({layer.scheme for layer in layers}))
+                have = ", ".join(sorted(set(schemes)))
                 raise ValueError(f"--scheme {plain}: no layer of this model has a {family} scheme (it has {have}); "
                                  "name the layers, e.g. --scheme global=SPEC or L0=SPEC")
-        for i in chosen:
-            out[i] = dataclasses.replace(out[i], scheme=new)
-    for selector, text in pairs:
+            if all(schemes[i] == new for i in chosen):
+                layers = ", ".join(f"L{i}" for i in chosen)
+                raise ValueError(f"--scheme {plain} changes no layer of this model: its {family} layers ({layers}) "
+                                 f"already have it; name the layers to change, e.g. --scheme local={plain}")
+        out += [(i, new) for i in chosen]
+    taken: dict[int, str] = {}
+    for selector, text in pairs:  # each replaces what the unqualified part gave its layers
         new = positions.pin(text, length)
         for i in select(selector, kinds):
-            out[i] = dataclasses.replace(out[i], scheme=new)
-    check(out)
+            if i in taken:
+                raise ValueError(f"layer L{i} is selected by both {taken[i]!r} and {selector!r} in {spec!r}; give "
+                                 "each layer one scheme")
+            taken[i] = selector
+            out.append((i, new))
     return out

@@ -115,12 +115,13 @@ def as_recorded(config: dict, run_dir: Path) -> dict:
     recorded = config.get("resolved")
     if recorded is None:
         return {}
-    today = ModelConfig(**config["model"]).resolved()
-    if today == recorded:
+    cfg = ModelConfig(**config["model"])
+    if cfg.matches(recorded):
         return {}
-    warnings.warn(f"{run_dir} trained with {recorded}; today's defaults would make it {today}: it runs as it "
-                  "trained", RunWarning, stacklevel=3)
-    return {"layout": recorded, "logn": False}
+    warnings.warn(f"{run_dir} trained with {recorded}; today's defaults would make it {cfg.resolved()}: it runs as "
+                  "it trained", RunWarning, stacklevel=3)
+    return {"layout": recorded, "logn": False, "token_shift": 0.0 if cfg.token_shift and "+shift" in recorded
+            else cfg.token_shift}
 
 
 def scheme_overrides(model_section: dict, scheme: str) -> dict:
@@ -130,8 +131,13 @@ def scheme_overrides(model_section: dict, scheme: str) -> dict:
     plain, pairs = layouts.split_overrides(scheme)
     if cfg.layout is None and not pairs:
         return {"scheme": positions.canonical(plain)}
-    layers = layouts.override_schemes(cfg.layers(), scheme, cfg.position_len)
-    return {"layout": layouts.canonical(layers), "logn": False}  # a uniform run's log-n is now each layer's
+    return layout_values(cfg, cfg.plan.replace_schemes(scheme))
+
+
+def layout_values(cfg: ModelConfig, plan: layouts.LayerPlan) -> dict:
+    """The model-config keys that make ``cfg`` run ``plan`` (written out, every length pinned): its
+    layout, log-n and token shift now each layer's."""
+    return {"layout": plan.canonical(), "logn": False, "token_shift": 0.0}
 
 
 def run_config(model_cfg: ModelConfig, train_cfg: TrainConfig, corpus: Corpus) -> dict:
@@ -170,10 +176,8 @@ def configs_from_run(run_dir: str | Path, scheme: str | None = None, **overrides
     length = ModelConfig(**old["model"]).position_len
     if old["model"].get("layout") is not None and overrides.get("layout") is None:
         # the parent's layers as they were at its length (every length default written out)
-        layers = ModelConfig(**old["model"]).layers()
-        if scheme is not None:
-            layers = layouts.override_schemes(layers, scheme, length)
-        values["layout"] = layouts.canonical(layers)
+        parent = ModelConfig(**old["model"])
+        values.update(layout_values(parent, parent.plan if scheme is None else parent.plan.replace_schemes(scheme)))
         return split_settings(values.pop("scheme"), values)
     values.pop("scheme", None)
     return split_settings(positions.pin(scheme if scheme is not None else old["model"]["scheme"], length), values)

@@ -130,7 +130,7 @@ class RetrievalTable:
         out = RECIPE.settings(row.steps or self.plan.cfg.retrieval_steps) | row.settings
         if row.layout is not None and "token_shift" not in row.settings:
             model_cfg, _ = configs(self.plan.cfg.retrieval_preset, row.scheme, layout=row.layout)
-            if any(layer.shift for layer in model_cfg.layers()):
+            if any(layer.find("shift") for layer in model_cfg.plan):
                 out["token_shift"] = 0.0
         return out
 

@@ -1,0 +1,221 @@
+"""The layer-modifier interface: a named, typed description of something a layer does besides its
+position scheme and its pattern, and :class:`Scoring`, what a layer's score modifiers hand the
+kernels.
+
+A modifier acts at one **place** of a pre-LN layer (``x`` the residual stream, ``a = LN(x)``)::
+
+    inputs   a -> a'          the normalized input of the attention and the feed-forward block
+                              (token shift: the previous position's features)
+    qkv      q, k, v -> ...   the projections, before the position transform
+    scores   s -> f(s)        the pre-softmax scores: a factor per query (a temperature), an
+                              elementwise function (soft-capping), a learned sink logit per head
+    output   y -> y'          the attention output per head, before the output projection
+
+and says what it needs: learned **state** (:meth:`Modifier.state`: a module or parameter the layer
+registers under :attr:`Modifier.slot`, so its state-dict key is ``blocks.i.<slot>...``), a **carry**
+across the pieces of a streamed sequence (:meth:`Modifier.inputs` / :meth:`Modifier.qkv` read and
+write ``carry``, the layer's dict in the KV cache; None in a one-pass forward), and what a kernel or
+the cache cannot run (:attr:`Modifier.flex_refusal`, :attr:`Modifier.stream_refusal`).
+
+A modifier is immutable and compared by its spec (``logn:L=64``, ``shift:0.25``, ``softcap:50``), so
+two layers with the same scheme, pattern and modifiers are the same layer. The model's ``Block``,
+the kernels (through :class:`Scoring`), the KV cache and the Hugging Face path read modifiers through
+this interface only: a new modifier is one class in one file (``@lexkit.attention.modifiers.register``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
+
+from torch import Tensor, nn
+
+from ...specs import Param, format_spec
+
+PLACES = ("inputs", "qkv", "scores", "output")
+
+
+class Shape:
+    """The shape of the layer a modifier is built for: width, heads, head dim, training length."""
+
+    def __init__(self, d_model: int, n_heads: int, train_len: int) -> None:
+        self.d_model, self.n_heads, self.train_len = int(d_model), int(n_heads), int(train_len)
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+
+class Modifier:
+    """Base class: subclasses set ``name``, ``params``, ``place``, ``summary``, ``source`` and define
+    the methods of their place. Construct from typed values (every parameter present)."""
+
+    name: ClassVar[str] = ""
+    params: ClassVar[dict[str, Param]] = {}
+    #: the parameter a bare first value sets (``shift:0.25``); written bare in the spec
+    positional: ClassVar[str | None] = None
+    place: ClassVar[str] = "scores"
+    summary: ClassVar[str] = ""
+    source: ClassVar[str] = ""
+    #: a layer takes at most one modifier of a group (``temperature``: one factor per query)
+    group: ClassVar[str | None] = None
+    #: parameters that default to the model's training length when the spec leaves them out
+    train_len_params: ClassVar[tuple[str, ...]] = ()
+    #: True when the modifier grows with the position and so belongs to a global layer only (a
+    #: local layer's count of visible keys stops at its reach)
+    global_only: ClassVar[bool] = False
+    #: the layer attribute holding its learned state (:meth:`state`); None: it has none
+    slot: ClassVar[str | None] = None
+    #: why compiled FlexAttention cannot run it (None: it can)
+    flex_refusal: ClassVar[str | None] = None
+    #: why the KV cache cannot reproduce it exactly (None: it can)
+    stream_refusal: ClassVar[str | None] = None
+
+    def __init__(self, **values: Any) -> None:
+        missing = sorted(set(self.params) - set(values))
+        if missing:
+            raise TypeError(f"modifier {self.name} needs {', '.join(missing)}")
+        self.values = dict(values)
+
+    # -- identity ------------------------------------------------------------------------------
+    @property
+    def spec(self) -> str:
+        """Canonical spec: non-default values, the positional one bare (``shift:0.25``)."""
+        if self.positional is None:
+            return format_spec(self.name, self.params, self.values)
+        rest = {k: p for k, p in self.params.items() if k != self.positional}
+        tail = format_spec(self.name, rest, self.values)[len(self.name) + 1:]
+        value = self.values[self.positional]
+        head = "" if value == self.params[self.positional].default else str(value)
+        parts = [p for p in (head, tail) if p]
+        return self.name + (":" + ",".join(parts) if parts else "")
+
+    @property
+    def full(self) -> str:
+        """The spec with every parameter written out, defaults included (what a run records)."""
+        written = ",".join(f"{key}={self.values[key]}" for key in self.params if self.values[key] is not None)
+        return self.name + (f":{written}" if written else "")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Modifier) and other.spec == self.spec
+
+    def __hash__(self) -> int:
+        return hash(self.spec)
+
+    def __repr__(self) -> str:
+        return f"Modifier({self.spec!r})"
+
+    # -- building ------------------------------------------------------------------------------
+    def check(self, shape: Shape) -> None:
+        """ValueError when this modifier cannot run on a layer of ``shape`` (default: it can)."""
+
+    def state(self, shape: Shape) -> nn.Module | nn.Parameter | None:
+        """The learned state a layer of ``shape`` registers under :attr:`slot` (None: none)."""
+        return None
+
+    # -- what it does, by place (each modifier defines those of its place) -----------------------
+    def inputs(self, h: Tensor, state: Any, part: str, carry: dict | None) -> Tensor:
+        """place ``inputs``: h [b, n, d] the normalized input of ``part`` (``attn`` or ``ff``)."""
+        return h
+
+    def qkv(self, q: Tensor, k: Tensor, v: Tensor, state: Any, carry: dict | None) -> tuple[Tensor, Tensor, Tensor]:
+        """place ``qkv``: q, k, v [b, heads, n, head_dim] before the position transform."""
+        return q, k, v
+
+    def query_scale(self, state: Any, pos: Tensor) -> Tensor | None:
+        """place ``scores``: a factor on each query's whole score, [n] or [heads, n], from the query
+        positions ``pos`` [n] (None: no factor)."""
+        return None
+
+    def score_fn(self, state: Any) -> Callable[[Tensor], Tensor] | None:
+        """place ``scores``: an elementwise function of the (scaled) score, applied before the mask;
+        written in torch ops, so it also runs inside FlexAttention's ``score_mod`` (None: none)."""
+        return None
+
+    def sink_logit(self, state: Any) -> Tensor | None:
+        """place ``scores``: a learned logit per head [heads] of a virtual key with value 0 (None: none)."""
+        return None
+
+    def output(self, y: Tensor, x: Tensor, state: Any) -> Tensor:
+        """place ``output``: y [b, heads, n, head_dim] the attention output, x [b, n, d] the layer's
+        normalized input."""
+        return y
+
+
+class Scoring:
+    """What a layer's ``scores`` modifiers do, in the words the kernels use: a factor per query (the
+    product of every :meth:`Modifier.query_scale`), an elementwise function of the scaled score (the
+    :meth:`Modifier.score_fn` of each, in order) and a learned sink logit per head.
+
+    ``state_of(modifier)`` gives a modifier's state when it is asked for (the layer's registered
+    module or parameter, looked up at call time: under FSDP2 it is gathered only inside the
+    layer's forward; a Hugging Face layer's sink logits of the current call)."""
+
+    def __init__(self, modifiers: Sequence[Modifier] = (), state_of: Callable[[Modifier], Any] | None = None) -> None:
+        self.modifiers = tuple(m for m in modifiers if m.place == "scores")
+        self.state_of = state_of or (lambda modifier: None)
+
+    @classmethod
+    def of(cls, *modifiers: Modifier, states: Mapping[str, Any] | None = None) -> Scoring:
+        """A scoring from modifiers and their states by slot (a test, the Hugging Face path)."""
+        states = dict(states or {})
+        return cls(modifiers, lambda m: states.get(m.slot) if m.slot is not None else None)
+
+    def __bool__(self) -> bool:
+        return bool(self.modifiers)
+
+    @property
+    def key(self) -> tuple:
+        """What two layers share when they score alike: the specs, and for learned state its identity."""
+        return tuple((m.spec, id(self.state_of(m)) if m.slot is not None else None) for m in self.modifiers)
+
+    def query_scale(self, pos: Tensor) -> Tensor | None:
+        """The factor per query [n] or per head and query [heads, n] (None: none)."""
+        out = None
+        for m in self.modifiers:
+            scale = m.query_scale(self.state_of(m), pos)
+            if scale is not None:
+                out = scale if out is None else out * scale
+        return out
+
+    @property
+    def score_fn(self) -> Callable[[Tensor], Tensor] | None:
+        fns = [fn for m in self.modifiers if (fn := m.score_fn(self.state_of(m))) is not None]
+        if not fns:
+            return None
+        if len(fns) == 1:
+            return fns[0]
+
+        def composed(score: Tensor) -> Tensor:
+            for fn in fns:
+                score = fn(score)
+            return score
+
+        return composed
+
+    @property
+    def has_sink(self) -> bool:
+        return any(type(m).sink_logit is not Modifier.sink_logit for m in self.modifiers)
+
+    def sink(self) -> Tensor | None:
+        """The sink logit per head [heads] (None: none)."""
+        for m in self.modifiers:
+            logit = m.sink_logit(self.state_of(m))
+            if logit is not None:
+                return logit
+        return None
+
+    @property
+    def flex_refusal(self) -> str | None:
+        return next((m.flex_refusal for m in self.modifiers if m.flex_refusal), None)
+
+    @property
+    def has_scale(self) -> bool:
+        return any(type(m).query_scale is not Modifier.query_scale for m in self.modifiers)
+
+
+def rows(scale: Tensor) -> Tensor:
+    """A scale [n] or [heads, n] as a factor on score rows [..., heads, n, keys]: [n, 1] or [heads, n, 1]."""
+    return scale.unsqueeze(-1)
+
+

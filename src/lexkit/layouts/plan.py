@@ -1,0 +1,208 @@
+"""The layer plan: what every layer of a model is, as objects, built once from a layout spec.
+
+A :class:`Layer` is a scheme (its canonical, pinned spec), its own :class:`~lexkit.attention.Pattern`
+and its modifiers (:mod:`lexkit.attention.modifiers`), and for a Hugging Face model its layer type. A
+:class:`LayerPlan` is the layers of one model with the lengths they were pinned at; the model, the run
+config, the KV cache, the instruments and the Hugging Face path read it, and an evaluation pattern is
+resolved against it once per spec (:meth:`LayerPlan.resolve`, kept on the plan).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+
+from .. import positions
+from ..attention import Pattern
+from ..attention import create as create_pattern
+from ..attention.modifiers import Modifier, Shape, canonical_order
+from ..specs import split_spec
+from .select import chosen_schemes, resolve_pattern
+
+KINDS = ("local", "global")
+
+
+class LayoutError(ValueError):
+    """A layout spec that cannot be built (one line naming the layer)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Layer:
+    """One layer: ``scheme`` (canonical spec, training-length defaults pinned), its own ``pattern``
+    (W resolved), its ``modifiers`` (canonical order) and, on a Hugging Face model, its transformers
+    layer ``type``. Layers compare by what they are, so equal layers run alike."""
+
+    scheme: str
+    pattern: Pattern = dataclasses.field(default_factory=lambda: create_pattern("causal"))
+    modifiers: tuple[Modifier, ...] = ()
+    type: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.pattern, str):
+            object.__setattr__(self, "pattern", create_pattern(self.pattern))
+        object.__setattr__(self, "modifiers", canonical_order(self.modifiers))
+
+    @property
+    def spec(self) -> str:
+        """``rope@window:16+shift``: the layer as a layout writes it."""
+        return f"{self.scheme}@{self.pattern.spec}" + "".join(f"+{m.spec}" for m in self.modifiers)
+
+    def full(self, position_len: int) -> str:
+        """The layer with every parameter written out, defaults included."""
+        return (f"{positions.full(self.scheme, position_len)}@{self.pattern.spec}"
+                + "".join(f"+{m.full}" for m in self.modifiers))
+
+    @property
+    def kind(self) -> str:
+        """``local`` (a pattern with finite reach) or ``global``."""
+        return "global" if self.pattern.reach is None else "local"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """What a selector may call it (``--pattern NAME=SPEC``): its type (a Hugging Face layer) and kind."""
+        return (self.type, self.kind) if self.type else (self.kind,)
+
+    @property
+    def scheme_class(self) -> type[positions.Scheme]:
+        return positions.get(split_spec(self.scheme)[0])
+
+    def at(self, place: str) -> tuple[Modifier, ...]:
+        """Its modifiers that act at ``place`` (inputs, qkv, scores, output), in order."""
+        return tuple(m for m in self.modifiers if m.place == place)
+
+    def find(self, name: str) -> Modifier | None:
+        """Its modifier named ``name``, or of group ``name`` (``temperature``), or None."""
+        return next((m for m in self.modifiers if name in (m.name, m.group)), None)
+
+    @property
+    def temperature(self) -> Modifier | None:
+        """Its temperature (the modifier of group ``temperature``), or None."""
+        return self.find("temperature")
+
+    def replace(self, **changes) -> Layer:
+        return dataclasses.replace(self, **changes)
+
+    def __str__(self) -> str:
+        return self.spec
+
+
+def canonical(layers: Sequence[Layer]) -> str:
+    """The written-out spec of ``layers``, runs of equal layers as ``(...)xN``."""
+    out, i = [], 0
+    while i < len(layers):
+        j = i
+        while j + 1 < len(layers) and layers[j + 1] == layers[i]:
+            j += 1
+        count = j - i + 1
+        out.append(layers[i].spec if count == 1 else f"({layers[i].spec})x{count}")
+        i = j + 1
+    return ";".join(out)
+
+
+def check(layers: Sequence[Layer]) -> None:
+    """Rules across layers: an absolute scheme is every layer's or none's."""
+    for i, layer in enumerate(layers):
+        if layer.scheme_class.family == "absolute" and any(other.scheme != layer.scheme for other in layers):
+            raise LayoutError(f"layout layer {i}: {layer.scheme} adds positions to the token embeddings, not to a "
+                              "layer; an absolute scheme must be every layer's")
+
+
+class LayerPlan:
+    """Every layer of one model (:class:`Layer`), pinned at ``train_len`` (patterns, temperatures;
+    a pattern's default W at evaluation) and ``position_len`` (schemes: a learned table's size,
+    ReRoPE's w, a scaling's original length).
+    Immutable; an evaluation pattern resolved against it is kept per spec."""
+
+    def __init__(self, layers: Sequence[Layer], *, train_len: int | None, position_len: int | None = None) -> None:
+        if not layers:
+            raise LayoutError("a layer plan needs at least one layer")
+        self.layers: tuple[Layer, ...] = tuple(layers)
+        self.train_len = None if train_len is None else int(train_len)  # None: a pretrained model that says none
+        self.position_len = position_len or self.train_len
+        check(self.layers)
+        self._resolved: dict = {}
+
+    # -- what it is ----------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[Layer]:
+        return iter(self.layers)
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def __getitem__(self, i: int) -> Layer:
+        return self.layers[i]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LayerPlan) and other.layers == self.layers
+
+    def __hash__(self) -> int:
+        return hash(self.layers)
+
+    def __repr__(self) -> str:
+        return f"LayerPlan({self.canonical()!r})"
+
+    @property
+    def uniform(self) -> bool:
+        """Every layer the same (one scheme, pattern and set of modifiers)."""
+        return all(layer == self.layers[0] for layer in self.layers)
+
+    @property
+    def own(self) -> tuple[Pattern, ...]:
+        """Each layer's own pattern."""
+        return tuple(layer.pattern for layer in self.layers)
+
+    @property
+    def kinds(self) -> list[tuple[str, ...]]:
+        """What selectors call each layer (:attr:`Layer.names`)."""
+        return [layer.names for layer in self.layers]
+
+    def canonical(self) -> str:
+        """The written-out layout, runs of equal layers as ``(...)xN``."""
+        return canonical(self.layers)
+
+    def resolved(self) -> str:
+        """Every layer with every parameter written out, defaults included: what a run records as
+        ``resolved`` beside its config, so that a later change of a registered default cannot change
+        what an old run runs (and the study keys its cache on it)."""
+        out, i = [], 0
+        texts = [layer.full(self.position_len) for layer in self.layers]
+        while i < len(texts):
+            j = i
+            while j + 1 < len(texts) and texts[j + 1] == texts[i]:
+                j += 1
+            out.append(texts[i] if j == i else f"({texts[i]})x{j - i + 1}")
+            i = j + 1
+        return ";".join(out)
+
+    def check(self, shape: Shape) -> None:
+        """Every modifier checked against the layer shape it runs on; LayoutError naming the layer."""
+        for i, layer in enumerate(self.layers):
+            for modifier in layer.modifiers:
+                try:
+                    modifier.check(shape)
+                except ValueError as exc:
+                    where = "" if self.uniform else f"layer {i} ({layer.spec}): "
+                    raise LayoutError(f"{where}{exc}") from None
+
+    # -- what an evaluation means on it ----------------------------------------------------------
+    def resolve(self, spec: str | Pattern = "causal") -> Pattern:
+        """An evaluation pattern on this plan (:func:`lexkit.layouts.select.resolve_pattern`): a plain
+        pattern when every layer gets the same one, else a ``Layered`` one. Resolved once per spec."""
+        key = spec if isinstance(spec, str) else (type(spec), spec)
+        if key not in self._resolved:
+            self._resolved[key] = resolve_pattern(self.own, self.kinds, spec, default_window=self.train_len)
+        return self._resolved[key]
+
+    def replace_schemes(self, spec: str) -> LayerPlan:
+        """This plan with the schemes an evaluation ``--scheme`` gives (``rope:scaling=yarn,factor=4``,
+        ``global=rerope:w=64``), pinned at its ``position_len`` (:func:`lexkit.layouts.select.chosen_schemes`)."""
+        layers = list(self.layers)
+        for i, scheme in chosen_schemes([layer.scheme for layer in layers], [layer.names for layer in layers],
+                                        spec, self.position_len):
+            layers[i] = layers[i].replace(scheme=scheme)
+        return LayerPlan(layers, train_len=self.train_len, position_len=self.position_len)
+
+    def with_modifier(self, modifier: Modifier) -> LayerPlan:
+        """Every layer with ``modifier`` added (``--token-shift``: a shift on every layer)."""
+        return LayerPlan([layer.replace(modifiers=(*layer.modifiers, modifier)) for layer in self.layers],
+                         train_len=self.train_len, position_len=self.position_len)
