@@ -89,7 +89,9 @@ def run(args) -> int:
         write_json(out_dir / "conformance.json", doc)
         atomic_write(out_dir / "conformance.md", _markdown(table, notes, impls, skipped, doc["date"]))
 
-    print(f"conformance: {len(cases)} case{'s' if len(cases) != 1 else ''} against lexkit's float64 reference (tolerances: docs/conformance.md)")
+    plural = "s" if len(cases) != 1 else ""
+    print(f"conformance: {len(cases)} case{plural} against lexkit's float64 reference "
+          "(tolerances: docs/conformance.md)")
     print("implementations: " + ", ".join(f"{i['impl']} {i['version']}".strip() for i in impls))
     for s in skipped:
         print(f"skipped: {s['impl']}: {s['reason']}")

@@ -76,7 +76,8 @@ class Adapter:
                 _quiet_import(module)
             except Exception as exc:  # a broken install raises anything while it imports
                 hint = f" (pip install 'lexkit[{self.extra}]')" if self.extra else ""
-                return f"{module} does not import: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}{hint}"
+                first = (str(exc).splitlines() or [""])[0]
+                return f"{module} does not import: {type(exc).__name__}: {first}{hint}"
         return None
 
     def version(self) -> str:

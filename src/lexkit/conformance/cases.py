@@ -72,10 +72,15 @@ def _battery() -> list[Case]:
         c.append(Case(name, config, tuple(tuple(x) for x in calls), tuple(checks), why, **kw))
 
     # -- plain RoPE ------------------------------------------------------------------------------
-    add("rope/default", ROPE, [around(4096, 8192)], why="θ_i = 10000^(-2i/64); catches a default scale where none is configured")
+    add("rope/default", ROPE, [around(4096, 8192)],
+        why="θ_i = 10000^(-2i/64); catches a default scale where none is configured")
     for h, why in ((18, "9 pairs: an odd number of pairs"), (80, "not a power of two"), (256, "Gemma's"),
                    (512, "a large head")):
         add(f"rope/head-dim-{h}", replace(ROPE, head_dim=h), [around(4096, 8192)], why=why)
+    add("rope/partial-0.25", replace(ROPE, fraction=0.25), [around(4096, 8192)],
+        why="GPT-NeoX's rotary_pct: r = 16 of 64, frequencies over r")
+    add("rope/partial-0.3", replace(ROPE, fraction=0.3), [around(4096, 8192)],
+        why="r = 2·floor(0.3·64/2) = 18; a runtime taking int(0.3·64) = 19 rotates an odd count")
     add("rope/odd-head-dim-65", replace(ROPE, head_dim=65, fraction=0.5), [around(4096, 8192)],
         why="an odd head dim, half rotated (r = 32), the last 33 dims pass through")
     for base, why in ((5e5, "Llama 3"), (1e6, "Qwen 2/3, Gemma 3 global layers"), (1e7, "Qwen2.5-1M")):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from ..blocks import Table
@@ -18,6 +19,8 @@ def cell(result: Result) -> str:
     """``pass 3.1e-07`` / ``FAIL 0.14``: the status and the largest error of the check nearest its bound."""
     mark = MARK[result.status]
     if result.status in ("pass", "fail") and result.error is not None:
+        if not math.isfinite(result.error):
+            return f"{mark} {'shape' if result.worst.where.startswith('shape') else 'non-finite'}"
         return f"{mark} {result.error:.2g}"
     return mark
 
