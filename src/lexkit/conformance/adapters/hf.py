@@ -129,6 +129,12 @@ class Transformers(Adapter):
     summary = ("GPTNeoX/Phi3/Olmo3RotaryEmbedding (per layer type) from rope_parameters, with their "
                "dynamic_rope_update; apply_rotary_pos_emb")
 
+    def unavailable(self) -> str | None:
+        reason = super().unavailable()
+        if reason is None and int(self.version().split(".")[0]) < 5:
+            return f"transformers {self.version()}: the adapter needs >= 5 (rope_parameters)"
+        return reason
+
     def supports(self, config: RopeConfig) -> str | None:
         if config.scheme != "rope":
             return f"no {config.scheme} in transformers"
