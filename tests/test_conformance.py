@@ -265,3 +265,14 @@ def test_cli_list_names_cases_and_implementations(capsys):
     assert main(["conformance", "--list", "--impl", "lexkit"]) == 0
     text = capsys.readouterr().out
     assert "longrope/switch" in text and "installed 0.1.0" in text
+
+
+def test_the_docs_adapter_example_runs_as_written(capsys):
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "conformance.md").read_text()
+    block = re.findall(r"```python\n(.*?)```", doc, flags=re.S)[0]
+    exec(compile(block, "docs/conformance.md", "exec"), {})
+    assert "('rope/default', 'pass')" in capsys.readouterr().out
+    assert f"prints all {len(conformance.CASES)}" in doc

@@ -119,7 +119,7 @@ def _refusal(adapter: Adapter, case: Case) -> Result:
     return Result(adapter.name, case.name, "fail", f"accepted {case.config.describe()} (lexkit refuses it)")
 
 
-def _inputs(case: Case, pos: Tensor, gen: Tensor, count: int) -> list[Tensor]:
+def _inputs(case: Case, pos: Tensor, gen: torch.Generator, count: int) -> list[Tensor]:
     shape = (HEADS, pos.numel(), case.config.head_dim)
     return [torch.randn(shape, generator=gen, dtype=torch.float64).to(case.config.dtype) for _ in range(count)]
 
