@@ -255,6 +255,18 @@ def mix_sizes(task: str) -> tuple[int, int]:
     return kind.mix_sizes or (kind.size, kind.size)
 
 
+#: the smallest needle :func:`fitting_size` lowers a size to (a training mix's floor, the study's)
+MIN_FITTING_SIZE = 4
+
+
+def fitting_size(task: str, length: int, size: int, format: str | None = None) -> int:
+    """``size``, lowered (down to :data:`MIN_FITTING_SIZE`) until a ``task`` document in ``format``
+    fits ``length`` bytes."""
+    while size > MIN_FITTING_SIZE and minimum_length(task, "bytes", size, format) > length:
+        size -= 1
+    return size
+
+
 def describe() -> list[tuple[str, str, str, str]]:
     """(name, default size, styles, summary) of every task: ``lexkit tasks``."""
     return [(t.name, str(t.size), ", ".join(t.styles), t.summary) for t in TASKS]
