@@ -4,7 +4,8 @@
 windows by task documents of exactly the training length: byte style, training-split needles
 (:func:`lexkit.tasks.held_out`), the haystack drawn from the training stream itself, the needle at
 a uniform random depth, the needle size drawn from the task's ``mix_sizes`` (lowered to what fits,
-:func:`lexkit.tasks.fitting_size`). Row i of step t is a task row by a generator seeded from
+:func:`lexkit.tasks.fitting_size`) and its parameters from its ``mix_choices`` (``kvthread``:
+1 or 2 hops, forward or backward). Row i of step t is a task row by a generator seeded from
 (seed, t) alone, so a resumed run draws the same batches and each torchrun rank takes its rows of
 the same global batch (:class:`MixedStream`).
 
@@ -39,13 +40,17 @@ PROBE_SIZE = 12
 def parse_mix(spec: str | None) -> dict[str, float]:
     """``"passkey:0.05,copy:0.1"`` -> ``{"passkey": 0.05, "copy": 0.1}`` (``""``/None: no mix).
     Each fraction in (0, 1), a task at most once, the fractions summing to at most 1 (an exact
-    sum, :func:`math.fsum`); spaces around a task or a fraction are ignored."""
+    sum, :func:`math.fsum`); spaces around a task or a fraction are ignored. A mix names a task
+    alone: its documents draw the task's parameters (``mix_choices``, :func:`lexkit.tasks.draw_spec`)."""
     out: dict[str, float] = {}
     for item in filter(None, (part.strip() for part in (spec or "").split(","))):
         task, colon, value = (part.strip() for part in item.partition(":"))
         if not colon:
             raise ValueError(f"--mix {item!r}: write TASK:FRACTION, e.g. passkey:0.05")
         tasks.check_task(task)
+        if ":" in value or "=" in value:
+            raise ValueError(f"--mix {item!r}: write TASK:FRACTION with the task's name alone (a mix draws "
+                             f"{task}'s parameters per document: `lexkit tasks`)")
         try:
             fraction = float(value)
         except ValueError:
@@ -70,9 +75,10 @@ def format_mix(mix: dict[str, float]) -> str:
 
 def check_mix(spec: str | None, length: int) -> None:
     """A ValueError when a task of the mix cannot fit a training window of ``length`` bytes (with
-    its smallest needle, :data:`lexkit.tasks.MIN_FITTING_SIZE`)."""
+    its smallest needle, :data:`lexkit.tasks.MIN_FITTING_SIZE`, and the largest parameters its mix
+    draws, :func:`lexkit.tasks.mix_specs`)."""
     for task in parse_mix(spec):
-        need = tasks.minimum_length(task, "bytes", tasks.MIN_FITTING_SIZE)
+        need = max(tasks.minimum_length(spec, "bytes", tasks.MIN_FITTING_SIZE) for spec in tasks.mix_specs(task))
         if need > length:
             raise ValueError(f"--mix {task}: its documents need at least {need} bytes, more than the training "
                              f"length {length}")
@@ -93,20 +99,23 @@ def mix_size(task: str, length: int, rng) -> int:
     return int(rng.integers(min(low, top), top + 1))
 
 
-def mix_document(task: str, length: int, rng: np.random.Generator, depth: float | None = None,
-                 **make) -> tasks.Document:
-    """One mix document of ``task``: its size drawn from ``rng``, then its depth unless given;
-    ``make``: :func:`lexkit.tasks.make`'s other arguments."""
-    size = mix_size(task, length, rng)
+def mix_document(task: str, length: int, rng: np.random.Generator, choices: np.random.Generator,
+                 depth: float | None = None, **make) -> tasks.Document:
+    """One mix document of ``task``: its parameters drawn from ``choices`` (:func:`lexkit.tasks.draw_spec`:
+    nothing drawn for a task without ``mix_choices``), its size from ``rng``, then its depth unless
+    given; ``make``: :func:`lexkit.tasks.make`'s other arguments."""
+    spec = tasks.draw_spec(task, choices)
+    size = mix_size(spec, length, rng)
     depth = float(rng.uniform(0, 100)) if depth is None else depth
-    return tasks.make(task, length, depth, size=size, **make)
+    return tasks.make(spec, length, depth, size=size, **make)
 
 
 def mix_probe(tokens: Tensor, mix: dict[str, float] | str, length: int,
               count: int = PROBE_DOCUMENTS) -> dict[str, tuple[Tensor, Tensor, Tensor]]:
     """Fixed documents per task of a mix, to see a run learn it: ``count`` documents of ``length``
     bytes whose haystack is ``tokens`` (the validation stream), evaluation-split needles (never
-    trained on), depths spread evenly from 0 to 100 %, needle sizes drawn as the mix draws them.
+    trained on), depths spread evenly from 0 to 100 %, needle sizes and parameters drawn as the mix
+    draws them.
     When the mix has a copy-like task (one that takes needle formats or draws them), also
     :data:`HELD_OUT`: ``count`` documents of each held-out format (copy needles of
     :data:`PROBE_SIZE`), pooled, to see whether what is learnt is the skill or a format. Per entry:
@@ -116,8 +125,9 @@ def mix_probe(tokens: Tensor, mix: dict[str, float] | str, length: int,
     out = {}
     mix = parse_mix(mix) if isinstance(mix, str) else mix
     for task in mix:
-        docs = [mix_document(task, length, np.random.default_rng([0x315, i]), 100.0 * i / max(1, count - 1),
-                             haystack=haystack, seed=0x315, index=i, split="eval") for i in range(count)]
+        docs = [mix_document(task, length, np.random.default_rng([0x315, i]), np.random.default_rng([0x317, i]),
+                             100.0 * i / max(1, count - 1), haystack=haystack, seed=0x315, index=i, split="eval")
+                for i in range(count)]
         out[task] = _probe_rows(docs, length)
     if any(tasks.get(t).default_format is not None or tasks.get(t).draws_formats for t in mix):
         docs = []
@@ -165,8 +175,9 @@ class MixedStream(Stream):
             if slot >= len(self.mix):
                 continue
             task = list(self.mix)[slot]
-            doc = mix_document(task, length, np.random.default_rng([0x314, seed, step, i]), haystack=self.haystack,
-                               seed=seed, index=step * batch + i, split="train")
+            doc = mix_document(task, length, np.random.default_rng([0x314, seed, step, i]),
+                               np.random.default_rng([0x316, seed, step, i]), haystack=self.haystack, seed=seed,
+                               index=step * batch + i, split="train")
             row = encode(doc.text)  # [length + 1]
             x[local], y[local] = row[:-1], row[1:]
         return x, y
