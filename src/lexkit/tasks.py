@@ -2,8 +2,8 @@
 
 Every document is ``text`` = haystack before + needle + haystack after + question + answer, and
 knows where its answer is: ``answer`` is the byte span the model must produce (the prompt is
-everything before it) and ``needle`` the span where the same bytes were given earlier. Three
-tasks, each in two styles:
+everything before it) and ``needle`` the span where the same bytes were given earlier. The
+tasks, each in two styles but ``induction``:
 
 * ``copy`` (induction / repeated sequence, Olsson et al.; TransformerLens' ``induction_loss``): a
   random segment of ``size`` letters a-z after a marker, the haystack, the marker again, the
@@ -22,12 +22,31 @@ tasks, each in two styles:
   ``\\n{word} ~{key}\\n`` asked as ``\\n{word} ~``; standard style RULER's needle "One of the
   special magic numbers for {word} is: {value}." in the grass filler, values of 7 digits as
   RULER's (or ``size``).
+* ``induction``: a copy needle in a trained format drawn per document (the training mix of the skill).
+* ``kvthread`` (Needle Threading, Roberts et al., ICLR 2025; HashHop, magicproduct/hash-hop):
+  ``chains`` chains of ``hops`` + 1 random hashes of ``size`` symbols a-z, A-Z, each link an
+  assignment scattered through the haystack; asked for the hash ``hops`` links forward from a
+  chain's first hash, or backward from its last. Byte style: links ``~A=B``, the question
+  ``~A>>`` (one arrow a hop; ``<`` backward); standard style: links "A = B." in the grass filler,
+  the question in words. The needle is the link that holds the answer.
+* ``ordinal`` (the structure of MRCR): one cue given ``count`` times with distinct values, asked
+  for the value of its ``which``-th occurrence. Byte style ``~cue=value`` asked as ``~cue#2=``;
+  standard style RULER's needle, one word throughout, "What is the second special magic number
+  for {word} ...".
+
+Neither of the last two can be answered by copying what follows the question's cue: a copier
+gives the 1-hop value (kvthread forward), nothing (backward: the asked hash is never a key) or
+the latest occurrence's value (ordinal). Their parameters are set in the task's spec,
+``kvthread:hops=3,direction=backward`` (:func:`parse`, as a scheme's or a pattern's).
 
 Depth (percent, the needle-in-a-haystack convention): the share of the haystack placed before
-the needle; 0 puts the needle first, 100 right before the question. The haystack of the byte
+the needle; 0 puts the needle first, 100 right before the question (the pieces of a kvthread or
+ordinal document other than its needle may stand anywhere, ordinal's later occurrences after
+it). The haystack of the byte
 style is text of a corpus (``Haystack``); the marker byte never occurs in it.
 
-No leaks between training and evaluation: a needle value (segment or key) belongs to the
+No leaks between training and evaluation: a needle value (segment, key, each hash of a kvthread
+chain, each value of an ordinal cue) belongs to the
 evaluation split or the training split by a hash of its bytes (:func:`held_out`), generators
 draw from seeds salted by split, and the training mix takes its haystack from the training
 documents, evaluation from validation documents.
@@ -42,13 +61,15 @@ registers its own is loaded with ``--import MODULE`` (``lexkit tasks --import MO
         name = "reverse"  # the registry key and the salt of its documents' seeds
         size = 8  # default needle size; mix_sizes: the range a training mix draws from
         summary = "a segment of letters, asked for backwards"
+        params = {}  # name -> specs.Param, set in a spec ``reverse:key=value``; mix_choices: what a mix draws
 
         @classmethod
-        def build(cls, rng, haystack, free, before, depth, size, split, style):
+        def build(cls, rng, haystack, free, before, depth, size, split, style, **params):
             ...  # a Document of exactly free + minimum_length bytes (tests/fixtures/my_task.py)
 
 A document's generator is seeded by (split, seed, the task's *name*, length, depth, index)
-(:func:`rng_for`), so adding or removing a task changes no other task's documents. Whatever
+(:func:`rng_for`; with the parameters given other than their defaults, :func:`seed_name`), so
+adding or removing a task changes no other task's documents. Whatever
 changes a task's documents (its builder: bump its ``version``; the seeding rule:
 :data:`SEEDING`) changes its :func:`identity`, which caches of scored documents are keyed by.
 """
@@ -107,7 +128,7 @@ KVTHREAD_QUESTION = {
     "backward": "Start at {hash} and follow the assignments {hops} backward (A = B leads back from B to A). Which "
                 "hash do you reach? The hash {hops} before {hash} is",
 }
-# ordinal: the structure of MRCR (OpenAI's multi-round co-reference), in RULER's words for the standard style.
+# ordinal: the structure of MRCR (multi-round co-reference), in RULER's words for the standard style.
 #: letters of the byte style's cue
 ORDINAL_CUE = 3
 ORDINAL_TASK = ("The special magic number of one word is given several times within the following text, a "
@@ -611,8 +632,8 @@ class KVThread(Task):
 
 @register
 class Ordinal(Task):
-    """The structure of MRCR (OpenAI's multi-round co-reference; Vodrahalli et al., "Michelangelo",
-    2024): one cue given ``count`` times, each time with another value, and the question asks for
+    """The structure of MRCR (multi-round co-reference: Vodrahalli et al., "Michelangelo", 2024;
+    OpenAI's openai/mrcr): one cue given ``count`` times, each time with another value, and the question asks for
     the value of its ``which``-th occurrence (1 = the first; ``any``: drawn per document). The
     asked occurrence is the needle (at ``depth``), the earlier ones before it and the later ones
     after, so neither recency nor primacy answers but for one position."""
