@@ -342,3 +342,37 @@ def test_lexkit_train_mixes_both_and_logs_their_probe(tmp_path):
     probe = [r for r in rows if "val_kvthread_bits" in r]
     assert probe and {"val_kvthread_exact", "val_ordinal_bits", "val_ordinal_exact"} <= set(probe[-1])
     assert json.loads((out / "config.json").read_text())["train"]["mix"] == "kvthread:0.3,ordinal:0.2"
+
+
+@pytest.mark.xdist_group("hf")  # on the worker that has imported transformers for tests/test_hf.py
+def test_an_hf_model_reads_the_standard_style_in_tokens_and_an_oracle_scores_right(tmp_path, capsys):
+    """``lexkit retrieval hf:PATH --task kvthread`` builds standard documents to a length in tokens;
+    a greedy decoder that emits the answer's tokens is an exact match (the answer's leading space
+    kept, as the passkey's)."""
+    import json
+
+    import lexkit
+    from lexkit.cli import main
+    from tiny_hf import SMALL, save, tokenizer
+
+    tf = pytest.importorskip("transformers")
+    config = tf.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                            num_key_value_heads=2, max_position_embeddings=64, **SMALL)
+    path = save(tf, config, tmp_path / "llama", tokenizer(tf))
+    out = tmp_path / "r.json"
+    argv = ["retrieval", f"hf:{path}", "--task", "kvthread:direction=backward", "--lengths", "400", "--depths", "50",
+            "--samples", "1", "--json", str(out), "--device", "cpu", "--no-progress"]
+    assert main(argv) == 0
+    report = json.loads(out.read_text())
+    assert report["style"] == "standard" and report["unit"] == "tokens" and report["task"] == argv[3]
+    assert 390 <= report["rows"][0]["tokens"] <= 400  # tokens, not bytes (the bisection lands just below)
+    assert "task kvthread:direction=backward (standard style)" in capsys.readouterr().out
+
+    subject = lexkit.load(f"hf:{path}")
+    for spec, length in (("kvthread:direction=backward", 400), ("ordinal:which=3", 700)):
+        doc = retrieval.cell_documents(subject, spec, length, 50, 1, haystack=None)[0]
+        ids, prompt = subject.encode(doc.text)[0], subject.encode(doc.prompt)[0]
+        assert torch.equal(ids[: prompt.numel()], prompt) and doc.expected.startswith(b" ")
+        answer = ids[prompt.numel():].tolist()
+        subject.greedy = lambda tokens, answer=answer, **options: (t for t in answer + [1] * 16)  # then </s>
+        assert retrieval.exact_match(subject, doc, subject.model.pattern("causal")) == (True, doc.expected)
