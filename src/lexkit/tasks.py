@@ -40,16 +40,14 @@ the latest occurrence's value (ordinal). Their parameters are set in the task's 
 ``kvthread:hops=3,direction=backward`` (:func:`parse`, as a scheme's or a pattern's).
 
 Depth (percent, the needle-in-a-haystack convention): the share of the haystack placed before
-the needle; 0 puts the needle first, 100 right before the question (the pieces of a kvthread or
-ordinal document other than its needle may stand anywhere, ordinal's later occurrences after
-it). The haystack of the byte
-style is text of a corpus (``Haystack``); the marker byte never occurs in it.
+the needle; 0 puts the needle first, 100 right before the question (the other pieces of a
+kvthread or ordinal document may stand anywhere, ordinal's later occurrences after it). The
+haystack of the byte style is text of a corpus (``Haystack``); the marker byte never occurs in it.
 
 No leaks between training and evaluation: a needle value (segment, key, each hash of a kvthread
-chain, each value of an ordinal cue) belongs to the
-evaluation split or the training split by a hash of its bytes (:func:`held_out`), generators
-draw from seeds salted by split, and the training mix takes its haystack from the training
-documents, evaluation from validation documents.
+chain, each value of an ordinal cue) belongs to the evaluation split or the training split by a
+hash of its bytes (:func:`held_out`), generators draw from seeds salted by split, and the
+training mix takes its haystack from the training documents, evaluation from validation documents.
 
 **The registry.** Tasks are kept by name (:data:`TASKS`), like position schemes and attention
 patterns: a task is a :class:`Task` subclass registered with :func:`register`, and a module that
@@ -69,9 +67,9 @@ registers its own is loaded with ``--import MODULE`` (``lexkit tasks --import MO
 
 A document's generator is seeded by (split, seed, the task's *name*, length, depth, index)
 (:func:`rng_for`; with the parameters given other than their defaults, :func:`seed_name`), so
-adding or removing a task changes no other task's documents. Whatever
-changes a task's documents (its builder: bump its ``version``; the seeding rule:
-:data:`SEEDING`) changes its :func:`identity`, which caches of scored documents are keyed by.
+adding or removing a task changes no other task's documents. Whatever changes a task's documents
+(its builder: bump its ``version``; the seeding rule: :data:`SEEDING`; its parameters: part of
+its canonical spec) changes its :func:`identity`, which caches of scored documents are keyed by.
 """
 
 from __future__ import annotations
@@ -607,25 +605,26 @@ class KVThread(Task):
         forward = direction == "forward"
         asked = hops - 1 if forward else 0  # the link that holds the answer: the asked chain's last or first
         start, answer = (hashes[0], hashes[hops]) if forward else (hashes[hops], hashes[0])
-        if style == "standard":
-            head = (KVTHREAD_TASK + "\n").encode()
+        standard = style == "standard"
+        if standard:  # " A = B." in the grass; the answer after a space, as the passkey's
+            head, lead = (KVTHREAD_TASK + "\n").encode(), b" "
             pieces = [b" " + KVTHREAD_PAIR.format(key=k.decode(), value=v.decode()).encode() for k, v in links]
-            value_at = 1 + size + len(" = ")
+            key_at, value_at = 1, 1 + size + len(" = ")
             hop_text = f"{hops} hop" + ("s" if hops > 1 else "")
-            question = ("\n" + KVTHREAD_QUESTION[direction].format(hash=start.decode(), hops=hop_text) + " ").encode()
-        else:
-            head = b""
+            question = ("\n" + KVTHREAD_QUESTION[direction].format(hash=start.decode(), hops=hop_text)).encode()
+        else:  # ~A=B, asked as ~A>> (one arrow a hop)
+            head, lead = b"", b""
             pieces = [MARK + k + b"=" + v for k, v in links]
-            value_at = len(MARK) + size + 1
+            key_at, value_at = len(MARK), len(MARK) + size + 1
             question = MARK + start + ARROWS[direction] * hops
-        cuts = [before] + [int(c) for c in rng.integers(0, free + 1, len(links) - 1)]
+        cuts = [before] + [int(c) for c in rng.integers(0, free + 1, len(links) - 1)]  # the others: anywhere
         order = [asked] + [i for i in range(len(links)) if i != asked]
         body, starts = _weave(free, [(cut, pieces[i]) for cut, i in zip(cuts, order)],
                               _filler(rng, haystack, style, free))
         text = head + body + question
-        at = [len(head) + s for s in starts]
-        needle = at[0] + (value_at if forward else 1)
-        return Document(cls.name, text + answer, (len(text) - (style == "standard"), len(text) + size),
+        at = [len(head) + s for s in starts]  # where each link starts, the asked one first
+        needle = at[0] + (value_at if forward else key_at)
+        return Document(cls.name, text + lead + answer, (len(text), len(text) + len(lead) + size),
                         (needle, needle + size), float(depth), len(HASH),
                         tuple((a + value_at, a + value_at + size) for a in at[1:]))
 
@@ -633,10 +632,10 @@ class KVThread(Task):
 @register
 class Ordinal(Task):
     """The structure of MRCR (multi-round co-reference: Vodrahalli et al., "Michelangelo", 2024;
-    OpenAI's openai/mrcr): one cue given ``count`` times, each time with another value, and the question asks for
-    the value of its ``which``-th occurrence (1 = the first; ``any``: drawn per document). The
-    asked occurrence is the needle (at ``depth``), the earlier ones before it and the later ones
-    after, so neither recency nor primacy answers but for one position."""
+    OpenAI's openai/mrcr): one cue given ``count`` times, each time with another value, and the
+    question asks for the value of its ``which``-th occurrence (1 = the first; ``any``: drawn per
+    document). The asked occurrence is the needle (at ``depth``), the earlier ones before it and
+    the later ones after, so neither recency nor primacy answers but for one position."""
 
     name = "ordinal"
     summary = "one cue ~key=value given `count` times with different values; asked for the i-th (MRCR)"
@@ -664,29 +663,31 @@ class Ordinal(Task):
         alphabet = DIGITS[1:] if standard else LETTERS  # RULER's numbers of nonzero digits; letters
         values = _distinct(rng, alphabet, size, split, count, cls.name)
         i = int(rng.integers(1, count + 1)) if which == "any" else int(which)
-        if standard:
+        if standard:  # RULER's needle, one word throughout; the answer after a space, as the passkey's
             cue = _word(rng, set()).decode()
-            head = (ORDINAL_TASK + "\n").encode()
+            head, lead, tail = (ORDINAL_TASK + "\n").encode(), b" ", b"."
             given = b" " + RULER_NEEDLE.split("{value}")[0].format(word=cue).encode()
 
             def question(j: int) -> bytes:
-                return ("\n" + ORDINAL_QUESTION.format(nth=_nth(j), word=cue) + " ").encode()
-        else:
+                return ("\n" + ORDINAL_QUESTION.format(nth=_nth(j), word=cue)).encode()
+        else:  # ~cue=value, asked as ~cue#2=
             cue = _word(rng, set(), ORDINAL_CUE).decode()
-            head, given = b"", MARK + cue.encode() + b"="
+            head, lead, tail = b"", b"", b""
+            given = MARK + cue.encode() + b"="
 
             def question(j: int) -> bytes:
                 return MARK + cue.encode() + b"#" + str(j).encode() + b"="
-        spare = max(len(question(j)) for j in range(1, count + 1)) - len(question(i))  # filler instead
+        # a question shorter than the longest (fewer digits, a shorter ordinal word) leaves the rest to
+        # the filler, before and after the needle in the depth's proportion: every document has one length
+        spare = max(len(question(j)) for j in range(1, count + 1)) - len(question(i))
         free, before = free + spare, before + round(spare * depth / 100)
         cuts = sorted(int(c) for c in rng.integers(0, before + 1, i - 1)) + [before] + sorted(
-            int(c) for c in rng.integers(before, free + 1, count - i))
-        tail = b"." if standard else b""
+            int(c) for c in rng.integers(before, free + 1, count - i))  # occurrence order, the asked at `before`
         body, starts = _weave(free, [(cut, given + v + tail) for cut, v in zip(cuts, values)],
                               _filler(rng, haystack, style, free))
         text = head + body + question(i)
-        at = [len(head) + s + len(given) for s in starts]
-        return Document(cls.name, text + values[i - 1], (len(text) - standard, len(text) + size),
+        at = [len(head) + s + len(given) for s in starts]  # where each occurrence's value starts
+        return Document(cls.name, text + lead + values[i - 1], (len(text), len(text) + len(lead) + size),
                         (at[i - 1], at[i - 1] + size), float(depth), len(alphabet),
                         tuple((a, a + size) for j, a in enumerate(at) if j != i - 1))
 
