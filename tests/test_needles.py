@@ -10,7 +10,7 @@ import re
 import pytest
 import torch
 
-from lexkit import data, needles, tasks
+from lexkit import data, mix, needles, tasks
 
 HAY = tasks.Haystack(b"def f(x):\n    return x + 1  # ok ~ tilde ^ caret\n    y = 'a' + \"b\"\n" * 20)
 TRAINED = ["tilde", "marker", "bare", "ngram", "recall"]
@@ -54,7 +54,7 @@ def test_formats_and_the_mix_are_deterministic_by_seed():
     docs = [tasks.make("induction", 64, 50, haystack=HAY, seed=1, index=i, split="train") for i in range(40)]
     assert docs == [tasks.make("induction", 64, 50, haystack=HAY, seed=1, index=i, split="train") for i in range(40)]
     assert {d.format for d in docs} == set(TRAINED)  # every trained format is drawn
-    stream = data.MixedStream(data.tokens_of([HAY.text]), "induction:0.5")
+    stream = mix.MixedStream(data.tokens_of([HAY.text]), "induction:0.5")
     assert torch.equal(stream.batch(3, 16, 64, seed=2)[0], stream.batch(3, 16, 64, seed=2)[0])
     assert not torch.equal(stream.batch(3, 16, 64, seed=2)[0], stream.batch(3, 16, 64, seed=5)[0])
 
@@ -85,7 +85,7 @@ def test_training_never_emits_a_held_out_format():
     seen = set()
     for i in range(2000):
         length = (64, 96, 200)[i % 3]
-        size = data.mix_size("induction", length, __import__("numpy").random.default_rng(i))
+        size = mix.mix_size("induction", length, __import__("numpy").random.default_rng(i))
         doc = tasks.make("induction", length, (7 * i) % 101, haystack=haystack, seed=9, index=i, split="train",
                          size=size)
         seen.add(doc.format)
@@ -95,7 +95,7 @@ def test_training_never_emits_a_held_out_format():
         assert b"^" not in given  # never a caret in a trained needle, marker or value
     assert seen == set(TRAINED)
     # and in the training batches themselves: no row holds a held-out needle's marker
-    stream = data.MixedStream(data.tokens_of([HAY.text.replace(b"^", b" ")]), "induction:0.9")
+    stream = mix.MixedStream(data.tokens_of([HAY.text.replace(b"^", b" ")]), "induction:0.9")
     for step in range(40):
         for row in stream.batch(step, 32, 64, seed=0)[0]:
             assert b"^" not in bytes(row[row < 256].tolist())
@@ -113,11 +113,11 @@ def test_a_held_out_format_reads_as_itself_and_no_other(name):
 
 def test_the_held_out_probe_logs_the_guard_beside_the_mix():
     tokens = data.tokens_of([HAY.text])
-    probe = data.mix_probe(tokens, "induction:0.5", 64, count=4)
-    assert list(probe) == ["induction", data.HELD_OUT]
-    x, y, mask = probe[data.HELD_OUT]
-    assert x.shape == (4 * len(HELD_OUT), 64) and int(mask.sum()) == 4 * len(HELD_OUT) * data.PROBE_SIZE
-    assert list(data.mix_probe(tokens, "passkey:0.5", 64, count=2)) == ["passkey"]  # no copy: no guard
+    probe = mix.mix_probe(tokens, "induction:0.5", 64, count=4)
+    assert list(probe) == ["induction", mix.HELD_OUT]
+    x, y, mask = probe[mix.HELD_OUT]
+    assert x.shape == (4 * len(HELD_OUT), 64) and int(mask.sum()) == 4 * len(HELD_OUT) * mix.PROBE_SIZE
+    assert list(mix.mix_probe(tokens, "passkey:0.5", 64, count=2)) == ["passkey"]  # no copy: no guard
 
 
 def test_identity_names_the_formats_that_define_the_documents():

@@ -45,9 +45,10 @@ import torch.nn.functional as F
 from . import checks, distributed, provenance, runs
 from .api import callable_module
 from .attention import kernel_label, record_kernels
-from .data import LN2, Corpus, Stream, check_mix, check_splits, mix_probe
+from .data import LN2, Corpus, Stream, check_splits
 from .device import eval_mode
 from .errors import LexkitError
+from .mix import check_mix, mix_probe
 from .model import GPT, ModelConfig
 from .progress import bar
 from .runs import configs_from_run, lifecycle
@@ -157,7 +158,7 @@ def validation_bpb(model: GPT, stream: Stream, cfg: TrainConfig, length: int, de
 
 @torch.no_grad()
 def validation_tasks(model: GPT, probe: dict, device: torch.device) -> dict:
-    """Each mix task's probe (:func:`lexkit.data.mix_probe`): teacher-forced bits per answer byte
+    """Each mix task's probe (:func:`lexkit.mix.mix_probe`): teacher-forced bits per answer byte
     (``val_<task>_bits``) and the share of documents whose argmax is right at every answer byte
     (``val_<task>_exact``, what greedy decoding reproduces on a byte model). Logged beside the
     validation bpb, so a run's curve shows when it learned the task (its phase change)."""
