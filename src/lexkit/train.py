@@ -42,7 +42,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from . import checks, distributed, provenance, runs
+from . import distributed, provenance, runs
 from .api import callable_module
 from .attention import kernel_label, record_kernels
 from .data import LN2, Corpus, Stream, check_mix, check_splits, mix_probe
@@ -52,6 +52,7 @@ from .model import GPT, ModelConfig
 from .progress import bar
 from .runs import configs_from_run, lifecycle
 from .settings import TrainConfig, check_model, configs, split_settings
+from .threads import use as use_threads
 
 __all__ = ["TrainConfig", "TrainError", "check_job", "configs", "configs_from_run", "device_autocast", "lr_at",
            "make_optimizer", "split_settings", "train", "train_step", "train_step_stats", "validation_bpb",
@@ -239,8 +240,7 @@ def check_job(model_cfg: ModelConfig, train_cfg: TrainConfig, w: distributed.Wor
     """Refuse settings this job cannot train (the model, the mix, the batch over the ranks, FSDP
     on one process) before anything is read or written; set the CPU threads."""
     if threads is not None:
-        checks.number("threads", threads, maximum=4096)
-        torch.set_num_threads(threads)
+        use_threads(threads, "threads")
     check_model(model_cfg)
     check_mix(train_cfg.mix, model_cfg.train_len)
     w.check_batch(train_cfg.batch)
