@@ -320,7 +320,8 @@ def test_a_stop_signal_checkpoints_the_step_in_progress(tmp_path, corpus, monkey
 
 @pytest.mark.parametrize("flags, words", [
     (["--dim", "64"], ["--dim", "shape is fixed"]),
-    (["--heads", "4", "--layers", "3"], ["--layers, --heads", "shape is fixed"]),
+    (["--heads", "4", "--layers", "3"], ["--layers 3 (2 in", "--heads 4 (2 in", "shape is fixed"]),
+    (["--heads", "2", "--layers", "3"], ["--layers 3 (2 in", "shape is fixed"]),  # the equal one is not named
     (["--scheme", "t5"], ["--scheme t5", "does not match", "needs parameters", "scheme.", "trained with rope"]),
     (["--scheme", "learned:max_len=16"], ["--scheme learned:max_len=16", "cannot train at --train-len 64"]),
 ])
@@ -331,6 +332,18 @@ def test_finetune_refusals_name_the_flag_and_leave_nothing(tmp_path, parent, fla
     assert len(err) == 1 and err[0].startswith("error: ") and all(w in err[0] for w in words), err
     assert "model.safetensors does not match config.json" not in err[0]  # the parent is not blamed
     assert not out.exists()
+
+
+def test_finetune_accepts_the_parents_own_shape(tmp_path, parent, capsys):
+    """--layers/--dim/--heads equal to the parent's are the shape it has: accepted (a different one is
+    refused, above)."""
+    out = tmp_path / "ft"
+    assert main(["train", "--init", str(parent), "--layers", "2", "--dim", "32", "--heads", "2", "--train-len", "64",
+                 "--steps", "2", "--eval-every", "2", "--save-every", "2", "--data", str(_data_dir(tmp_path)),
+                 "--out", str(out), "--quiet", "--threads", "1"]) == 0
+    model = json.loads((out / runs.CONFIG).read_text())["model"]
+    assert (model["n_layers"], model["d_model"], model["n_heads"], model["train_len"]) == (2, 32, 2, 64)
+    capsys.readouterr()
 
 
 def test_a_corrupt_parent_leaves_nothing(tmp_path, parent, capsys):
