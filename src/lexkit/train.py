@@ -46,7 +46,7 @@ from . import distributed, provenance, runs
 from .api import callable_module
 from .attention import kernel_label, record_kernels
 from .data import LN2, Corpus, Stream, check_mix, check_splits, mix_probe
-from .device import eval_mode
+from .device import eval_mode, training_dtype
 from .errors import LexkitError
 from .model import GPT, ModelConfig
 from .progress import bar
@@ -138,8 +138,9 @@ def train_step_stats(
 
 
 def device_autocast(device: torch.device) -> AbstractContextManager:
-    """bf16 autocast on CUDA; nothing elsewhere (CPU trains in float32)."""
-    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
+    """Autocast to :func:`~lexkit.device.training_dtype` (bf16 on CUDA); nothing where that is float32."""
+    dtype = training_dtype(device)
+    return torch.autocast(device.type, dtype=getattr(torch, dtype)) if dtype != "float32" else nullcontext()
 
 
 @torch.no_grad()
@@ -383,7 +384,7 @@ def throughput(model: GPT, model_cfg: ModelConfig, rows: int, dev: torch.device)
     """A function of a step's seconds giving ``{"mfu": ...}`` for one rank's ``rows`` windows of
     the training length when the device's peak is known (:mod:`lexkit.provenance`), else ``{}``.
     FLOPs per step = (6·N + 12·L·d·T)·rows·T (:func:`lexkit.provenance.flops_per_token`)."""
-    dtype = "bfloat16" if dev.type == "cuda" else "float32"
+    dtype = training_dtype(dev)
     name = provenance.device_name(dev)
     if provenance.peak_flops(name, dtype) is None:
         return lambda seconds: {}
