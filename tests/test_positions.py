@@ -495,32 +495,22 @@ def partial_scores_f64(q, k, q_pos, k_pos, dims, heads=None, **kw):
     return out
 
 
-@pytest.mark.parametrize("spec, dims, heads, kw", [
-    ("rope:fraction=0.25", 4, None, {}),  # GPT-NeoX's 25 % of a head of 16
-    ("rope:fraction=0.5,heads=2", 8, 2, {}),  # x-transformers' half, on the last 2 of 3 heads
-    ("rope:fraction=0.6", 8, None, {}),  # 9.6 dimensions: 4 whole pairs
-    ("xpos:fraction=0.5", 8, None, {"gamma": 0.4}),  # ζ over the rotated dimensions
-    ("rope:fraction=0.5,base=500", 8, None, {"base": 500.0}),
+@pytest.mark.parametrize("spec, h, dims, heads, kw", [
+    ("rope:fraction=0.25", 16, 4, None, {}),  # GPT-NeoX's 25 % of a head of 16
+    ("rope:fraction=0.5,heads=2", 16, 8, 2, {}),  # x-transformers' half, on the last 2 of 3 heads
+    ("rope:fraction=0.6", 16, 8, None, {}),  # 9.6 dimensions: 4 whole pairs
+    ("xpos:fraction=0.5", 16, 8, None, {"gamma": 0.4}),  # ζ over the rotated dimensions
+    ("rope:fraction=0.5,base=500", 16, 8, None, {"base": 500.0}),
+    # an odd head rotates when its rotated part is whole pairs, the rest as it is
+    ("rope:fraction=0.5", 9, 4, None, {}),  # 4.5 dimensions of a head of 9: 2 whole pairs
+    ("rope:fraction=1", 9, 8, None, {}),  # every whole pair of 9; the ninth dimension unrotated
+    ("rope:fraction=0.75,heads=1", 9, 6, 1, {}),
+    ("xpos:fraction=0.75", 9, 6, None, {"gamma": 0.4}),
 ])
-def test_partial_rope_scores_match_the_definition(spec, dims, heads, kw):
-    s = make(spec, n_heads=3, head_dim=16)
+def test_partial_rope_scores_match_the_definition(spec, h, dims, heads, kw):
+    s = make(spec, n_heads=3, head_dim=h)
     assert (s.rot_dims, s.rot_heads) == (dims, heads)
-    q, k = torch.randn(2, 3, 12, 16, dtype=torch.float64), torch.randn(2, 3, 20, 16, dtype=torch.float64)
-    q_pos, k_pos = torch.arange(12) * 5 + 40, torch.arange(20) * 2
-    want = partial_scores_f64(q, k, q_pos, k_pos, dims, heads, **kw)
-    assert rel_err(s.scores(q, k, q_pos, k_pos), want) < 1e-10
-
-
-@pytest.mark.parametrize("spec, dims, heads, kw", [
-    ("rope:fraction=0.5", 4, None, {}),  # 4.5 dimensions of a head of 9: 2 whole pairs
-    ("rope:fraction=1", 8, None, {}),  # every whole pair of 9; the ninth dimension as it is
-    ("rope:fraction=0.75,heads=1", 6, 1, {}),
-    ("xpos:fraction=0.75", 6, None, {"gamma": 0.4}),
-])
-def test_partial_rope_rotates_an_odd_head_when_its_rotated_part_is_whole_pairs(spec, dims, heads, kw):
-    s = make(spec, n_heads=3, head_dim=9)
-    assert (s.rot_dims, s.rot_heads) == (dims, heads)
-    q, k = torch.randn(2, 3, 12, 9, dtype=torch.float64), torch.randn(2, 3, 20, 9, dtype=torch.float64)
+    q, k = torch.randn(2, 3, 12, h, dtype=torch.float64), torch.randn(2, 3, 20, h, dtype=torch.float64)
     q_pos, k_pos = torch.arange(12) * 5 + 40, torch.arange(20) * 2
     want = partial_scores_f64(q, k, q_pos, k_pos, dims, heads, **kw)
     assert rel_err(s.scores(q, k, q_pos, k_pos), want) < 1e-10
