@@ -146,7 +146,7 @@ def test_a_mix_is_recorded_as_given_and_reads_back(spec, want):
     """The canonical text config.json records reads back as the same fractions (it was rounded to 6
     significant figures, and the rounded mix refused: 'sum to 1, more than 1', 'got 1')."""
     from lexkit.mix import format_mix, parse_mix
-    from lexkit.train import TrainConfig
+    from lexkit.settings import TrainConfig
 
     assert parse_mix(spec) == want
     recorded = TrainConfig(mix=spec).mix
