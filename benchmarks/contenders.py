@@ -9,7 +9,8 @@ import torch
 
 from lexkit.model import GPT, VOCAB
 from lexkit.presets import get as preset
-from lexkit.train import TrainConfig, configs, make_optimizer, train_step
+from lexkit.settings import TrainConfig, configs
+from lexkit.train import make_optimizer, train_step
 
 SCHEMES = ("alibi", "rope", "xpos")
 SMALL = preset("small")  # the size both libraries are measured at

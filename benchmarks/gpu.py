@@ -27,7 +27,8 @@ from common import ROOT, cpu_facts, gpu_facts, installed, md_table, random_docum
 from lexkit import provenance
 from lexkit.attention import kernel_label, record_kernels
 from lexkit.model import GPT, VOCAB
-from lexkit.train import configs, device_autocast, make_optimizer, train_step
+from lexkit.settings import configs
+from lexkit.train import device_autocast, make_optimizer, train_step
 
 SCHEMES = ("alibi", "rope", "xpos", "kerple-log", "t5", "sandwich", "kerple-power")  # the first three first
 BASELINE = ("none", "dense")  # scheme, kernel: SDPA causal without bias

@@ -1,4 +1,4 @@
-"""Layouts against the goal of issue 27: one configuration flat in bpb at 16x (within 3 % of its own
+"""Layouts against one goal: a configuration flat in bpb at 16x (within 3 % of its own
 1x) and retrieving (>= 90 % exact match at 16x at every depth). Each configuration trains with the
 recipe of table G in release 0.3 (the ``quick`` preset unless it says otherwise, batch 64, lr 3e-3,
 the copy mix at 75 %: one needle format; table G now trains its rows, these layouts among them, with

@@ -329,7 +329,8 @@ def test_eval_under_scaling_logn_and_sinks_without_retraining(rope_run, tmp_path
 
 def test_train_init_continues_a_run_longer_with_a_scaling(rope_run, tmp_path, capsys):
     from lexkit import runs
-    from lexkit.train import configs_from_run, train
+    from lexkit.runs import configs_from_run
+    from lexkit.train import train
 
     model_cfg, train_cfg = configs_from_run(rope_run, "rope:scaling=yarn,factor=2", train_len=64, steps=1, lr=1e-12,
                                             warmup=0)

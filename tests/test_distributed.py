@@ -31,8 +31,9 @@ from lexkit import distributed, runs
 from lexkit.data import Stream
 from lexkit.distributed import World
 from lexkit.errors import DataError
+from lexkit.settings import configs
 from lexkit.study import Study, StudyConfig
-from lexkit.train import configs, train
+from lexkit.train import train
 from toy_corpus import DOCS, write_corpus
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")

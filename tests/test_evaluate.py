@@ -5,6 +5,7 @@ the model actually receives."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 import math
@@ -313,7 +314,9 @@ def test_cli_eval_prints_a_table_and_writes_json_and_csv(tmp_path, capsys):
     ]
     assert report["results"][-1]["bpb"] is None and "learned" in report["results"][-1]["unavailable"]
     lines = out_csv.read_text().splitlines()
-    assert lines[0] == "length,pattern,stride,bpb,ppl,bytes,unavailable,scheme,logn,streamed,kernel" and len(lines) == 7
+    assert lines[0] == "length,pattern,stride,bpb,ppl,bytes,unavailable,scheme,layout,logn,streamed,kernel"
+    rows = list(csv.DictReader(out_csv.open()))  # a model without a layout: the column is empty
+    assert len(rows) == 6 and {(r["scheme"], r["layout"]) for r in rows} == {("learned:max_len=16", "")}
     assert csv_rows(report)[0]["bytes"] == 12 * 32
     # the kernel that ran, per cell (auto: dense on the CPU at these lengths); none where nothing ran
     assert [r.get("kernel") for r in report["results"]] == ["dense"] * 4 + [None, None]
@@ -377,7 +380,6 @@ def test_cli_eval_cuda_without_cuda(tmp_path, capsys):
 def test_the_report_and_csv_record_the_scheme_that_ran(tmp_path, capsys):
     """--scheme rerope runs w = the training length (16), not the spec's default; yarn keeps its
     original_len; the CSV carries scheme, log-n and whether each row streamed."""
-    import csv
 
     run = make_run(tmp_path, "rope")
     for spec, recorded in (("rerope", "rerope:w=16"), ("rope:scaling=yarn,factor=4", "original_len=16")):

@@ -13,7 +13,8 @@ import pytest
 import lexkit
 from lexkit import retrieval, tasks
 from lexkit.data import load_corpus
-from lexkit.train import configs, train
+from lexkit.settings import configs
+from lexkit.train import train
 from toy_corpus import write_corpus
 
 

@@ -20,7 +20,8 @@ import torch
 from lexkit import GPT, ModelConfig, attention
 from lexkit.attention import Attention, choose_kernel, kernels, reference_attention
 from lexkit.evaluate import evaluate
-from lexkit.train import TrainConfig, device_autocast, make_optimizer, train_step_stats
+from lexkit.settings import TrainConfig
+from lexkit.train import device_autocast, make_optimizer, train_step_stats
 from schemes_under_test import TEN
 
 gpu = pytest.mark.gpu

@@ -139,6 +139,34 @@ def test_the_attention_function_is_transformers_eager_with_sinks_and_soft_cappin
         hf.attention(module, q, k, v, own, sliding_window=4)
 
 
+#: (pad, bos, eos) a family's models use where the tiny vocabulary of 300 holds them: Gemma's configs pad with 0
+#: (eos 1, bos 2), Cohere's pad with 0 (bos 5); every other family here with pad 0 as a fine-tune that pads
+#: with id 0 writes it (transformers zeroes the row of padding_idx = pad_token_id, and it never gets a gradient)
+SPECIALS = {name: (0, 2, 1) for name in ("gemma2", "gemma3_text", "vaultgemma", "gemma")} | {
+    "cohere2": (0, 5, 1), "cohere": (0, 5, 1)}
+
+
+@pytest.mark.parametrize("name", ["llama"] + list(LAYOUTS) + list(OTHERS))
+def test_a_model_whose_pad_token_is_id_0_loads(tf, configs, name):
+    """The layout check at load probes with a token that is no special token and whose embedding
+    row is not zero: with pad_token_id = 0 the row of id 0 is zero, its query zero at every
+    position, so a probe with id 0 read every RoPE layer as unrotated and refused the model."""
+    from lexkit.hf import FAMILIES
+    from lexkit.hf.interface import ATTN, register
+    from lexkit.hf.model import HFModel
+
+    register()
+    config = (tf.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                             vocab_size=300) if name == "llama" else configs[name].__class__(**configs[name].to_dict()))
+    config.pad_token_id, config.bos_token_id, config.eos_token_id = SPECIALS.get(name, (0, 0, 1))
+    torch.manual_seed(0)
+    model = tf.AutoModelForCausalLM.from_config(config, attn_implementation=ATTN).eval()
+    assert not model.get_input_embeddings().weight[0].any()  # the pad row as every such model has it
+    loaded = HFModel(model, None, FAMILIES[name], f"hf:{name}")  # verify_layout runs here
+    specials = set(SPECIALS.get(name, (0, 0, 1)))
+    assert loaded.probe_token() not in specials and model.get_input_embeddings().weight[loaded.probe_token()].any()
+
+
 @pytest.mark.parametrize("family, message", [
     (dict(rope_layers="sliding", softcap=True),
      r"layer 1 reaches attention as \(mask, softcap, sink, RoPE\) = \('causal', 1.0, False, True\), "

@@ -461,7 +461,8 @@ def tiny_model(spec: str) -> GPT:
 
 def train_losses(model: GPT, kernel: str, steps: int = 2) -> list[float]:
     """A few steps of lexkit's own train_step with the model attending through ``kernel``."""
-    from lexkit.train import TrainConfig, make_optimizer, train_step
+    from lexkit.settings import TrainConfig
+    from lexkit.train import make_optimizer, train_step
 
     model.forward = functools.partial(type(model).forward, model, kernel=kernel)
     optimizer = make_optimizer(model, TrainConfig())

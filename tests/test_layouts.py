@@ -5,6 +5,7 @@ under a window), per-layer caches, streamed == one pass for every named layout, 
 
 from __future__ import annotations
 
+import csv
 import json
 import random
 
@@ -310,10 +311,13 @@ def test_train_with_a_layout_records_it_and_every_command_takes_the_run(tmp_path
     row = next(line for line in capsys.readouterr().out.splitlines() if line.endswith(str(out)))
     assert row.split()[:2] == ["-", "hwfa:W=8"]
     assert main(["eval", str(out), "--lengths", "64", "--pattern", "causal", "--pattern", "global=window:16",
-                 "--json", str(tmp_path / "e.json")]) == 0
+                 "--json", str(tmp_path / "e.json"), "--csv", str(tmp_path / "e.csv")]) == 0
     report = json.loads((tmp_path / "e.json").read_text())
     assert [r["pattern"] for r in report["results"]] == ["causal", "global=window:16"]
-    assert report["layout"] == "rope@window:8+shift:0.25;none@causal+logn:L=32+shift:0.25"  # as it ran (tiny: 32 bytes)
+    ran = "rope@window:8+shift:0.25;none@causal+logn:L=32+shift:0.25"  # as it ran (tiny: 32 bytes)
+    assert report["layout"] == ran
+    rows = list(csv.DictReader((tmp_path / "e.csv").open()))  # the CSV names the layout as the JSON does
+    assert [(r["scheme"], r["layout"]) for r in rows] == [("hwfa:W=8", ran)] * 2
     assert main(["eval", str(out), "--lengths", "64", "--scheme", "global=rerope:w=16", "--json",
                  str(tmp_path / "r.json")]) == 0
     report = json.loads((tmp_path / "r.json").read_text())

@@ -13,8 +13,9 @@ from lexkit.cli import main
 from lexkit.data import Corpus
 from lexkit.extension import finetunes
 from lexkit.report import extension_table
+from lexkit.settings import configs
 from lexkit.study import Study, StudyConfig
-from lexkit.train import configs, train
+from lexkit.train import train
 from stop import stop_at
 from toy_corpus import STUDY_DOCS as DOCS
 from toy_corpus import write_corpus

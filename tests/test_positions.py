@@ -495,20 +495,40 @@ def partial_scores_f64(q, k, q_pos, k_pos, dims, heads=None, **kw):
     return out
 
 
-@pytest.mark.parametrize("spec, dims, heads, kw", [
-    ("rope:fraction=0.25", 4, None, {}),  # GPT-NeoX's 25 % of a head of 16
-    ("rope:fraction=0.5,heads=2", 8, 2, {}),  # x-transformers' half, on the last 2 of 3 heads
-    ("rope:fraction=0.6", 8, None, {}),  # 9.6 dimensions: 4 whole pairs
-    ("xpos:fraction=0.5", 8, None, {"gamma": 0.4}),  # ζ over the rotated dimensions
-    ("rope:fraction=0.5,base=500", 8, None, {"base": 500.0}),
+@pytest.mark.parametrize("spec, h, dims, heads, kw", [
+    ("rope:fraction=0.25", 16, 4, None, {}),  # GPT-NeoX's 25 % of a head of 16
+    ("rope:fraction=0.5,heads=2", 16, 8, 2, {}),  # x-transformers' half, on the last 2 of 3 heads
+    ("rope:fraction=0.6", 16, 8, None, {}),  # 9.6 dimensions: 4 whole pairs
+    ("xpos:fraction=0.5", 16, 8, None, {"gamma": 0.4}),  # ζ over the rotated dimensions
+    ("rope:fraction=0.5,base=500", 16, 8, None, {"base": 500.0}),
+    # an odd head rotates when its rotated part is whole pairs, the rest as it is
+    ("rope:fraction=0.5", 9, 4, None, {}),  # 4.5 dimensions of a head of 9: 2 whole pairs
+    ("rope:fraction=1", 9, 8, None, {}),  # every whole pair of 9; the ninth dimension unrotated
+    ("rope:fraction=0.75,heads=1", 9, 6, 1, {}),
+    ("xpos:fraction=0.75", 9, 6, None, {"gamma": 0.4}),
 ])
-def test_partial_rope_scores_match_the_definition(spec, dims, heads, kw):
-    s = make(spec, n_heads=3, head_dim=16)
+def test_partial_rope_scores_match_the_definition(spec, h, dims, heads, kw):
+    s = make(spec, n_heads=3, head_dim=h)
     assert (s.rot_dims, s.rot_heads) == (dims, heads)
-    q, k = torch.randn(2, 3, 12, 16, dtype=torch.float64), torch.randn(2, 3, 20, 16, dtype=torch.float64)
+    q, k = torch.randn(2, 3, 12, h, dtype=torch.float64), torch.randn(2, 3, 20, h, dtype=torch.float64)
     q_pos, k_pos = torch.arange(12) * 5 + 40, torch.arange(20) * 2
     want = partial_scores_f64(q, k, q_pos, k_pos, dims, heads, **kw)
     assert rel_err(s.scores(q, k, q_pos, k_pos), want) < 1e-10
+
+
+def test_a_model_with_odd_heads_trains_with_partial_rope():
+    """d_model 36 over 4 heads: heads of 9, 2·floor(0.5·9/2) = 4 dimensions of each rotated; a
+    forward and backward pass run. Plain rope on the same heads is refused by name."""
+    from lexkit import GPT, ModelConfig
+
+    for spec in ("rope:fraction=0.5", "rerope:w=4,fraction=0.5"):
+        model = GPT(ModelConfig(vocab_size=257, n_layers=1, d_model=36, n_heads=4, train_len=16, scheme=spec))
+        assert model.scheme.rot_dims == 4
+        loss = model(torch.randint(0, 256, (2, 16)), kernel="dense").float().logsumexp(-1).mean()
+        loss.backward()
+        assert torch.isfinite(loss) and model.blocks[0].qkv.weight.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match=r"a head of 9 dimensions cannot be rotated whole .*\(fraction=1: 8\)"):
+        GPT(ModelConfig(vocab_size=257, n_layers=1, d_model=36, n_heads=4, train_len=16, scheme="rope"))
 
 
 def test_partial_rerope_rotates_the_same_dimensions():
@@ -550,6 +570,18 @@ def test_partial_rope_analytic_resolution_is_the_closed_form(spec, dims, heads):
 def test_partial_rope_bad_specs(spec, words):
     with pytest.raises(ValueError) as info:
         make(spec, n_heads=4, head_dim=16)
+    assert all(w in str(info.value) for w in words), (spec, info.value)
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("rope:fraction=0.2", ["fraction=0.2", "no pair", "0.222"]),  # 1.8 of 9: no whole pair
+    ("rope", ["scheme rope", "head of 9", "fraction=F", "fraction=1: 8"]),
+    ("xpos", ["scheme xpos", "head of 9", "fraction=F"]),
+    ("rerope", ["scheme rerope", "head of 9", "fraction=F"]),
+])
+def test_an_odd_head_rotated_whole_is_refused(spec, words):
+    with pytest.raises(ValueError) as info:
+        make(spec, n_heads=4, head_dim=9)
     assert all(w in str(info.value) for w in words), (spec, info.value)
 
 

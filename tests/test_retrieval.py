@@ -227,7 +227,8 @@ def test_bad_grids(kwargs, message):
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     from lexkit.data import load_corpus
-    from lexkit.train import configs, train
+    from lexkit.settings import configs
+    from lexkit.train import train
     from toy_corpus import write_corpus
 
     root = tmp_path_factory.mktemp("retrieval")

@@ -94,6 +94,32 @@ def test_cli_sample_is_deterministic_with_a_seed(tmp_path, capsys):
     assert capsys.readouterr().out == expected + "\n"
 
 
+def test_cli_sample_prints_the_seed_it_drew_and_none_when_greedy(tmp_path, capsys, monkeypatch):
+    """Sampling without --seed prints the seed on stderr, and that seed repeats the text; greedy
+    (--temperature 0) draws nothing and prints no seed line. --threads past the cores: one warning."""
+    from lexkit import threads
+
+    monkeypatch.setenv("LEXKIT_THREADS", "1")  # (the policy's own line aside)
+    run = make_run(tmp_path)
+    argv = ["sample", str(run), "--prompt", "ab", "--bytes", "12", "--continuation-only"]
+    assert main(argv) == 0
+    drawn = capsys.readouterr()
+    assert drawn.err.startswith("seed ") and len(drawn.err.splitlines()) == 1
+    assert main(argv + ["--seed", drawn.err.split()[1]]) == 0 and capsys.readouterr().out == drawn.out
+    assert main(argv + ["--temperature", "0"]) == 0
+    greedy = capsys.readouterr()
+    assert greedy.err == "" and greedy.out == generate(lexkit.runs.load(run)[0], "ab", 12, temperature=0).decode(
+        "utf-8", errors="replace") + "\n"
+    monkeypatch.setattr(threads, "cores", lambda: 2)
+    monkeypatch.setattr(threads, "use", lambda n, what: used.append(n))  # (no 64 threads started here)
+    used = []
+    assert main(argv + ["--temperature", "0", "--threads", "64"]) == 0 and used == [64]
+    assert capsys.readouterr().err.splitlines() == ["warning: --threads 64 is more threads than the 2 cores this "
+                                                    "process may run on: running 64 all the same, but threads past "
+                                                    "the cores wait on each other at every parallel region "
+                                                    "(docs/threads.md); 2 or fewer is faster"]
+
+
 def test_cli_sample_bad_input(tmp_path, capsys):
     run = make_run(tmp_path, "learned", train_len=16)
     assert main(["sample", str(run), "--bytes", "40", "--seed", "0"]) == 2

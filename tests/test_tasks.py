@@ -8,7 +8,7 @@ import re
 import pytest
 import torch
 
-from lexkit import data, tasks
+from lexkit import mix, tasks
 
 HAY = tasks.Haystack(b"def f(x):\n    return x + 1  # ok ~ tilde\n" * 20)
 
@@ -130,7 +130,7 @@ def test_bad_requests(call, message):
 
 # -- the training mix ----------------------------------------------------------------------------------
 def test_parse_mix():
-    from lexkit.data import format_mix, parse_mix
+    from lexkit.mix import format_mix, parse_mix
 
     assert parse_mix("passkey:0.05, copy:0.1") == {"passkey": 0.05, "copy": 0.1}
     assert parse_mix("") == {} and format_mix(parse_mix("copy:0.50")) == "copy:0.5"
@@ -145,8 +145,8 @@ def test_parse_mix():
 def test_a_mix_is_recorded_as_given_and_reads_back(spec, want):
     """The canonical text config.json records reads back as the same fractions (it was rounded to 6
     significant figures, and the rounded mix refused: 'sum to 1, more than 1', 'got 1')."""
-    from lexkit.data import format_mix, parse_mix
-    from lexkit.train import TrainConfig
+    from lexkit.mix import format_mix, parse_mix
+    from lexkit.settings import TrainConfig
 
     assert parse_mix(spec) == want
     recorded = TrainConfig(mix=spec).mix
@@ -163,14 +163,15 @@ def test_a_mix_is_recorded_as_given_and_reads_back(spec, want):
     ("copy:0.1,copy:0.2", "names copy twice"),
 ])
 def test_bad_mixes(spec, message):
-    from lexkit.data import parse_mix
+    from lexkit.mix import parse_mix
 
     with pytest.raises(ValueError, match=message):
         parse_mix(spec)
 
 
 def _stream():
-    from lexkit.data import MixedStream, tokens_of
+    from lexkit.data import tokens_of
+    from lexkit.mix import MixedStream
 
     docs = [(f"def f{i}(x):\n    return x * {i}\n" * 30).encode() for i in range(8)]
     return MixedStream(tokens_of(docs), "copy:0.3,passkey:0.2")
@@ -214,9 +215,9 @@ def test_train_refuses_a_bad_mix_in_one_line_writing_nothing(tmp_path, capsys):
     from lexkit.cli import main
 
     base = ["train", "--preset", "tiny", "--scheme", "rope", "--quiet"]
-    for mix, message in (("passkey:1.5", "fraction must be in (0, 1), got 1.5"),
-                         ("passkey:0.2", "need at least 46 bytes, more than the training length 32")):
-        assert main([*base, "--out", str(tmp_path / "new"), "--mix", mix]) == 2
+    for spec, message in (("passkey:1.5", "fraction must be in (0, 1), got 1.5"),
+                          ("passkey:0.2", "need at least 46 bytes, more than the training length 32")):
+        assert main([*base, "--out", str(tmp_path / "new"), "--mix", spec]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
         assert not (tmp_path / "new").exists()
@@ -258,7 +259,7 @@ def test_adding_a_task_changes_no_other_tasks_documents(fresh_tasks):
         def build(cls, rng, haystack, free, before, depth, size, split, style):
             return tasks.TASKS.get("copy").build(rng, haystack, free, before, depth, size, split, style)
 
-    assert tasks.names() == ["copy", "passkey", "multikey", "induction", "aaa-first"]
+    assert tasks.names() == ["copy", "passkey", "multikey", "induction", "kvthread", "ordinal", "aaa-first"]
     assert every_document() == before
     # its own documents are its own: the same builder under another name draws other values
     mine = tasks.make("aaa-first", 120, 50, haystack=HAY, size=4)
@@ -280,12 +281,12 @@ def test_import_registers_a_user_task_for_every_command(fresh_tasks, trained, ca
     assert main(["tasks"]) == 0
     assert "reverse" not in capsys.readouterr().out
     assert main(["tasks", "--import", "my_task"]) == 0
-    listed = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:5 + 1]}
+    listed = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:len(tasks.names()) + 1]}
     assert list(listed)[:3] == ["copy", "passkey", "multikey"] and "reverse" in listed
     assert listed["reverse"].split()[1:3] == ["8", "bytes"]
     doc = tasks.make("reverse", 80, 50, haystack=HAY)
     assert len(doc.text) == 80 and doc.expected == doc.text[doc.needle[0]:doc.needle[1]][::-1]
-    assert data.parse_mix("reverse:0.5") == {"reverse": 0.5}  # --mix takes its name
+    assert mix.parse_mix("reverse:0.5") == {"reverse": 0.5}  # --mix takes its name
     with pytest.raises(ValueError, match="unknown style 'standard' for task 'reverse'; valid: bytes"):
         tasks.make("reverse", 80, 50, haystack=HAY, style="standard")
     # `lexkit retrieval` scores it on a run (another process would load it with the same --import)

@@ -33,7 +33,21 @@ NOTHING: dict[str, str] = {}
 def test_the_policy(cores, busy, env, asked, want):
     got = choose(cores, busy, env, asked)
     assert (got.threads, got.source) == want
-    assert (got.warning is not None) == (got.source == "busy")
+    assert (got.warning is not None) == (got.source == "busy" or (got.threads or 0) > cores)
+
+
+@pytest.mark.parametrize("env, asked, given", [
+    (NOTHING, 64, "--threads 64"), ({"LEXKIT_THREADS": "3"}, None, "LEXKIT_THREADS=3")])
+def test_more_threads_than_cores_run_with_one_warning(env, asked, given):
+    """Asked for (the flag or the variable), more threads than cores run as asked, with one warning
+    naming the count, the cores and what would be faster; at the cores, no warning."""
+    got = choose(2, None, env, asked)
+    assert got.threads == int(given.split()[-1].split("=")[-1])
+    assert got.warning == (f"{given} is more threads than the 2 cores this process may run on: running {got.threads} "
+                           "all the same, but threads past the cores wait on each other at every parallel region "
+                           "(docs/threads.md); 2 or fewer is faster")
+    assert choose(1, None, NOTHING, 2).warning.startswith("--threads 2 is more threads than the 1 core this")
+    assert choose(2, 2.0, NOTHING, 2).warning is None and choose(2, None, {"LEXKIT_THREADS": "2"}).warning is None
 
 
 def test_the_warning_says_how_many_and_how_to_choose():

@@ -17,7 +17,9 @@ from lexkit import runs
 from lexkit.cli import main
 from lexkit.data import Corpus
 from lexkit.errors import RunError
-from lexkit.train import TrainConfig, TrainError, configs, configs_from_run, lr_at, train
+from lexkit.runs import configs_from_run
+from lexkit.settings import TrainConfig, configs
+from lexkit.train import TrainError, lr_at, train
 from stop import stop_at
 
 DOCS = [(f"def f{i}(x):\n    return x * {i} + {i * i}\n" * 40).encode() for i in range(30)]
@@ -320,7 +322,8 @@ def test_a_stop_signal_checkpoints_the_step_in_progress(tmp_path, corpus, monkey
 
 @pytest.mark.parametrize("flags, words", [
     (["--dim", "64"], ["--dim", "shape is fixed"]),
-    (["--heads", "4", "--layers", "3"], ["--layers, --heads", "shape is fixed"]),
+    (["--heads", "4", "--layers", "3"], ["--layers 3 (2 in", "--heads 4 (2 in", "shape is fixed"]),
+    (["--heads", "2", "--layers", "3"], ["--layers 3 (2 in", "shape is fixed"]),  # the equal one is not named
     (["--scheme", "t5"], ["--scheme t5", "does not match", "needs parameters", "scheme.", "trained with rope"]),
     (["--scheme", "learned:max_len=16"], ["--scheme learned:max_len=16", "cannot train at --train-len 64"]),
 ])
@@ -331,6 +334,18 @@ def test_finetune_refusals_name_the_flag_and_leave_nothing(tmp_path, parent, fla
     assert len(err) == 1 and err[0].startswith("error: ") and all(w in err[0] for w in words), err
     assert "model.safetensors does not match config.json" not in err[0]  # the parent is not blamed
     assert not out.exists()
+
+
+def test_finetune_accepts_the_parents_own_shape(tmp_path, parent, capsys):
+    """--layers/--dim/--heads equal to the parent's are the shape it has: accepted (a different one is
+    refused, above)."""
+    out = tmp_path / "ft"
+    assert main(["train", "--init", str(parent), "--layers", "2", "--dim", "32", "--heads", "2", "--train-len", "64",
+                 "--steps", "2", "--eval-every", "2", "--save-every", "2", "--data", str(_data_dir(tmp_path)),
+                 "--out", str(out), "--quiet", "--threads", "1"]) == 0
+    model = json.loads((out / runs.CONFIG).read_text())["model"]
+    assert (model["n_layers"], model["d_model"], model["n_heads"], model["train_len"]) == (2, 32, 2, 64)
+    capsys.readouterr()
 
 
 def test_a_corrupt_parent_leaves_nothing(tmp_path, parent, capsys):
@@ -426,9 +441,9 @@ def test_config_records_provenance_and_keeps_earlier_sessions(tmp_path, corpus, 
 
 # -- --tensorboard ------------------------------------------------------------------------------------
 def test_tensorboard_gets_every_metrics_row(tmp_path, monkeypatch):
-    import types
+    from lexkit import tensorboard
 
-    opened, received, closed = [], [], []
+    opened, received, closed, checked = [], [], [], []
 
     class Writer:
         def add(self, record, flush=True):
@@ -437,20 +452,19 @@ def test_tensorboard_gets_every_metrics_row(tmp_path, monkeypatch):
         def close(self):
             closed.append(True)
 
-    fake = types.ModuleType("lexkit.tensorboard")
-    fake.open_writer = lambda logdir, run=None: opened.append(Path(logdir)) or Writer()
-    monkeypatch.setitem(sys.modules, "lexkit.tensorboard", fake)
+    monkeypatch.setattr(tensorboard, "check_extra", lambda: checked.append(True))
+    monkeypatch.setattr(tensorboard, "open_writer", lambda logdir, run=None: opened.append(Path(logdir)) or Writer())
     out = tmp_path / "run"
     argv = ["train", "--scheme", "rope", "--preset", "tiny", "--steps", "4", "--eval-every", "2", "--out", str(out),
             "--data", str(_data_dir(tmp_path)), "--quiet", "--tensorboard"]
     assert main(argv) == 0
-    assert opened[-1] == out / "tb" and len(closed) == len(opened)  # the probe's writer closed too
+    assert checked == [True] and opened == [out / "tb"] and closed == [True]  # the extra checked first
     assert received == runs.read_metrics(out) and len(received) == 2
     assert json.loads((out / runs.CONFIG).read_text())["tensorboard"] == str((out / "tb").absolute())
 
 
 def test_tensorboard_without_its_extra_is_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "lexkit.tensorboard", None)  # import fails as without the extra
+    monkeypatch.setitem(sys.modules, "tensorboardX", None)  # import fails as without the extra
     out = tmp_path / "run"
     argv = ["train", "--scheme", "rope", "--preset", "tiny", "--out", str(out), "--quiet", "--tensorboard",
             str(tmp_path / "tb")]
@@ -461,14 +475,14 @@ def test_tensorboard_without_its_extra_is_one_line_and_writes_nothing(tmp_path, 
 
 
 def test_lexkit_train_is_the_module_and_its_main_function(tmp_path, corpus):
-    """`lexkit.train(...)` trains, `lexkit.train.configs` is the module's, and help() or
+    """`lexkit.train(...)` trains, `lexkit.train.lr_at` is the module's, and help() or
     inspect show train()'s parameters (the module is callable, not shadowed by a function)."""
     import inspect
 
     import lexkit
     import lexkit.train as module
 
-    assert lexkit.train is module and lexkit.train.configs is configs
+    assert lexkit.train is module and lexkit.train.lr_at is lr_at
     assert inspect.signature(lexkit.train) == inspect.signature(train)
     for name in ("evaluate", "resolution"):
         target = getattr(lexkit, name)

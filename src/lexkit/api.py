@@ -7,7 +7,7 @@ module object itself is callable. Python supports this by assigning a module's `
 module's ``__signature__`` is its function's, so ``help()`` and ``inspect.signature`` show the
 real parameters. The same for ``lexkit.train`` and ``lexkit.resolution``. A plain function of
 the same name in ``lexkit/__init__.py`` would instead hide the module behind it
-(``lexkit.train.configs`` would stop working, depending on what was imported first).
+(``lexkit.train.lr_at`` would stop working, depending on what was imported first).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Where a module runs: which torch device a command uses, the device a module lives on, and
-evaluation mode for the length of a block.
+"""Where a module runs: which torch device a command uses, the device a module lives on, the
+precision the trainer computes in there, and evaluation mode for the length of a block.
 
 ``resolve_device``: ``auto`` (CUDA when present, else CPU; the environment variable
 ``LEXKIT_DEVICE`` overrides what ``auto`` means, e.g. ``LEXKIT_DEVICE=cpu`` on a GPU machine),
@@ -29,6 +29,13 @@ def resolve_device(device: str = "auto") -> torch.device:
     if device == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
         raise ValueError("--device mps: MPS is not available here (use cpu or auto)")
     return torch.device(device)
+
+
+def training_dtype(device: str | torch.device) -> str:
+    """The precision lexkit's trainer computes in on ``device``: ``"bfloat16"`` (autocast) on CUDA,
+    ``"float32"`` elsewhere (the CPU and MPS train in float32). The one rule the trainer's autocast,
+    its MFU and every run's provenance read."""
+    return "bfloat16" if torch.device(device).type == "cuda" else "float32"
 
 
 def device_of(module: nn.Module) -> torch.device:

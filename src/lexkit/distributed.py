@@ -40,9 +40,10 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
-from .data import Corpus, MixedStream, Stream, tokens_of
+from .data import Corpus, Stream, tokens_of
 from .device import resolve_device
 from .errors import LexkitError
+from .mix import MixedStream
 
 T = TypeVar("T")
 

@@ -497,8 +497,8 @@ def evaluate_run(
 
 
 # -- rows for tables and CSV --------------------------------------------------------------------
-CSV_FIELDS = ("length", "pattern", "stride", "bpb", "ppl", "tokens", "bytes", "unavailable", "scheme", "logn",
-              "streamed", "kernel")
+CSV_FIELDS = ("length", "pattern", "stride", "bpb", "ppl", "tokens", "bytes", "unavailable", "scheme", "layout",
+              "logn", "streamed", "kernel")
 
 
 def csv_fields(report: dict) -> list[str]:
@@ -508,8 +508,9 @@ def csv_fields(report: dict) -> list[str]:
 
 def csv_rows(report: dict) -> list[dict]:
     """One row per (length, pattern) with the report's :func:`csv_fields` (empty where not
-    applicable); ``scheme`` and ``logn`` are the report's."""
-    every = {"scheme": report.get("scheme"), "logn": bool(report.get("logn", False))}
+    applicable); ``scheme``, ``layout`` and ``logn`` are the report's (``layout`` every layer as it
+    ran, empty for a model without one: every layer the ``scheme`` under causal attention)."""
+    every = {"scheme": report.get("scheme"), "layout": report.get("layout"), "logn": bool(report.get("logn", False))}
     return [{k: ("" if (v := {**every, **r}.get(k)) is None else v) for k in csv_fields(report)}
             for r in report["results"]]
 

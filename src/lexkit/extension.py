@@ -60,7 +60,7 @@ def methods(train_len: int, longest: int) -> list[Method]:
 @dataclasses.dataclass(frozen=True)
 class Finetune:
     """A continuation of the ``rope`` run at ``train_len`` under ``scheme`` (``original_len`` is
-    pinned to the parent's length by :func:`lexkit.train.configs_from_run`), then evaluated under
+    pinned to the parent's length by :func:`lexkit.runs.configs_from_run`), then evaluated under
     each of ``patterns``."""
 
     label: str

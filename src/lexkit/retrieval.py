@@ -247,9 +247,10 @@ def score(
     progress: bool = False,
     format: str | None = None,
 ) -> list[RetrievalCell]:
-    """The grid length x depth x pattern for ``task`` (evaluation split of the needles), its
-    needles in ``format`` (:mod:`lexkit.needles`) for a task that takes one (``copy``); lengths
-    in the subject's unit (bytes; tokens for a tokenizer model, :func:`cell_documents`). A
+    """The grid length x depth x pattern for ``task`` (a task spec, its parameters after a colon:
+    ``kvthread:hops=3``; evaluation split of the needles), its needles in ``format``
+    (:mod:`lexkit.needles`) for a task that takes one (``copy``); lengths in the subject's unit
+    (bytes; tokens for a tokenizer model, :func:`cell_documents`). A
     length, depth or pattern given twice (patterns compared once resolved: ``window`` is
     ``window:64`` on a run trained at 64) is scored once, with a warning.
 
@@ -263,6 +264,7 @@ def score(
     if not decode and kind != "bytes":
         raise ValueError("exact match without decoding needs a byte model (one token per byte)")
     check_grid(task, lengths, depths, samples, kind, size, format)
+    task = tasks.canonical(task)  # a row names the task as its identity does (kvthread:hops=2 is kvthread)
     lengths = unique("lengths", lengths, lengths)
     depths = unique("depths", depths, [float(d) for d in depths])
     resolved = [subject.model.pattern(p) for p in _listed("patterns", patterns, "['causal', 'window']")]
@@ -411,8 +413,8 @@ def retrieval_run(
 
     hf = str(target).startswith("hf:")
     kind_of = "standard" if hf else "bytes"
-    tasks.check_task(task)
     check_grid(task, lengths or [], depths, samples, kind_of, size, format)
+    task = tasks.canonical(task)
     for spec in patterns:
         check_pattern(spec)
     kind(target).refuse(scheme=scheme, logn=logn, rope_scaling=rope_scaling)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from . import checks, presets
-from .data import format_mix, parse_mix
+from .mix import format_mix, parse_mix
 from .model import ModelConfig
 
 
@@ -30,7 +30,7 @@ class TrainConfig:
     eval_windows: int = 64
     save_every: int = 250
     log_every: int = 10
-    mix: str = ""  # retrieval documents among the windows, "passkey:0.05,copy:0.1" (data.MixedStream)
+    mix: str = ""  # retrieval documents among the windows, "passkey:0.05,copy:0.1" (mix.MixedStream)
 
     def __post_init__(self) -> None:
         self.mix = format_mix(parse_mix(self.mix))

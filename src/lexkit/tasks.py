@@ -2,8 +2,8 @@
 
 Every document is ``text`` = haystack before + needle + haystack after + question + answer, and
 knows where its answer is: ``answer`` is the byte span the model must produce (the prompt is
-everything before it) and ``needle`` the span where the same bytes were given earlier. Three
-tasks, each in two styles:
+everything before it) and ``needle`` the span where the same bytes were given earlier. The
+tasks, each in two styles but ``induction``:
 
 * ``copy`` (induction / repeated sequence, Olsson et al.; TransformerLens' ``induction_loss``): a
   random segment of ``size`` letters a-z after a marker, the haystack, the marker again, the
@@ -22,15 +22,32 @@ tasks, each in two styles:
   ``\\n{word} ~{key}\\n`` asked as ``\\n{word} ~``; standard style RULER's needle "One of the
   special magic numbers for {word} is: {value}." in the grass filler, values of 7 digits as
   RULER's (or ``size``).
+* ``induction``: a copy needle in a trained format drawn per document (the training mix of the skill).
+* ``kvthread`` (Needle Threading, Roberts et al., ICLR 2025; HashHop, magicproduct/hash-hop):
+  ``chains`` chains of ``hops`` + 1 random hashes of ``size`` symbols a-z, A-Z, each link an
+  assignment scattered through the haystack; asked for the hash ``hops`` links forward from a
+  chain's first hash, or backward from its last. Byte style: links ``~A=B``, the question
+  ``~A>>`` (one arrow a hop; ``<`` backward); standard style: links "A = B." in the grass filler,
+  the question in words. The needle is the link that holds the answer.
+* ``ordinal`` (the structure of MRCR): one cue given ``count`` times with distinct values, asked
+  for the value of its ``which``-th occurrence. Byte style ``~cue=value`` asked as ``~cue#2=``;
+  standard style RULER's needle, one word throughout, "What is the second special magic number
+  for {word} ...".
+
+Neither of the last two can be answered by copying what follows the question's cue: a copier
+gives the 1-hop value (kvthread forward), nothing (backward: the asked hash is never a key) or
+the latest occurrence's value (ordinal). Their parameters are set in the task's spec,
+``kvthread:hops=3,direction=backward`` (:func:`parse`, as a scheme's or a pattern's).
 
 Depth (percent, the needle-in-a-haystack convention): the share of the haystack placed before
-the needle; 0 puts the needle first, 100 right before the question. The haystack of the byte
-style is text of a corpus (``Haystack``); the marker byte never occurs in it.
+the needle; 0 puts the needle first, 100 right before the question (the other pieces of a
+kvthread or ordinal document may stand anywhere, ordinal's later occurrences after it). The
+haystack of the byte style is text of a corpus (``Haystack``); the marker byte never occurs in it.
 
-No leaks between training and evaluation: a needle value (segment or key) belongs to the
-evaluation split or the training split by a hash of its bytes (:func:`held_out`), generators
-draw from seeds salted by split, and the training mix takes its haystack from the training
-documents, evaluation from validation documents.
+No leaks between training and evaluation: a needle value (segment, key, each hash of a kvthread
+chain, each value of an ordinal cue) belongs to the evaluation split or the training split by a
+hash of its bytes (:func:`held_out`), generators draw from seeds salted by split, and the
+training mix takes its haystack from the training documents, evaluation from validation documents.
 
 **The registry.** Tasks are kept by name (:data:`TASKS`), like position schemes and attention
 patterns: a task is a :class:`Task` subclass registered with :func:`register`, and a module that
@@ -42,15 +59,17 @@ registers its own is loaded with ``--import MODULE`` (``lexkit tasks --import MO
         name = "reverse"  # the registry key and the salt of its documents' seeds
         size = 8  # default needle size; mix_sizes: the range a training mix draws from
         summary = "a segment of letters, asked for backwards"
+        params = {}  # name -> specs.Param, set in a spec ``reverse:key=value``; mix_choices: what a mix draws
 
         @classmethod
-        def build(cls, rng, haystack, free, before, depth, size, split, style):
+        def build(cls, rng, haystack, free, before, depth, size, split, style, **params):
             ...  # a Document of exactly free + minimum_length bytes (tests/fixtures/my_task.py)
 
 A document's generator is seeded by (split, seed, the task's *name*, length, depth, index)
-(:func:`rng_for`), so adding or removing a task changes no other task's documents. Whatever
-changes a task's documents (its builder: bump its ``version``; the seeding rule:
-:data:`SEEDING`) changes its :func:`identity`, which caches of scored documents are keyed by.
+(:func:`rng_for`; with the parameters given other than their defaults, :func:`seed_name`), so
+adding or removing a task changes no other task's documents. Whatever changes a task's documents
+(its builder: bump its ``version``; the seeding rule: :data:`SEEDING`; its parameters: part of
+its canonical spec) changes its :func:`identity`, which caches of scored documents are keyed by.
 """
 
 from __future__ import annotations
@@ -58,14 +77,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import itertools
 import math
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from . import checks, needles
 from .needles import held_out, needle_value  # noqa: F401 (the needle values of every task; re-exported)
 from .registry import Registry
+from .specs import Param, describe_params, format_spec, parse_params, split_spec
 
 #: the marker byte of the byte-style needles (never in a haystack)
 MARK = needles.TILDE
@@ -89,6 +110,32 @@ RULER_NEEDLE = "One of the special magic numbers for {word} is: {value}."
 RULER_QUESTION = ("What is the special magic number for {word} mentioned in the provided text? "
                   "The special magic number for {word} mentioned in the provided text is")
 RULER_DIGITS = 7
+# kvthread: Needle Threading (Roberts et al., ICLR 2025) and HashHop (magicproduct/hash-hop).
+#: the symbols of a kvthread hash (HashHop's: a-z and A-Z)
+HASH = LETTERS + needles.CAPITALS
+DIRECTIONS = ("forward", "backward")
+#: the byte style's question: the hash it starts from, then one arrow per hop
+ARROWS = {"forward": b">", "backward": b"<"}
+KVTHREAD_STANDARD_SIZE = 8
+KVTHREAD_TASK = ("Some assignments of random hashes, each written A = B, are hidden within the following text. "
+                 "Make sure to memorize them. I will quiz you about chains of them afterwards.")
+KVTHREAD_PAIR = "{key} = {value}."
+KVTHREAD_QUESTION = {
+    "forward": "Start at {hash} and follow the assignments {hops} forward (A = B leads from A to B). Which hash do "
+               "you reach? The hash {hops} after {hash} is",
+    "backward": "Start at {hash} and follow the assignments {hops} backward (A = B leads back from B to A). Which "
+                "hash do you reach? The hash {hops} before {hash} is",
+}
+# ordinal: the structure of MRCR (multi-round co-reference), in RULER's words for the standard style.
+#: letters of the byte style's cue
+ORDINAL_CUE = 3
+ORDINAL_TASK = ("The special magic number of one word is given several times within the following text, a "
+                "different number each time. Make sure to memorize them in order. I will quiz you about them "
+                "afterwards.")
+ORDINAL_QUESTION = ("What is the {nth} special magic number for {word} mentioned in the provided text? "
+                    "The {nth} special magic number for {word} mentioned in the provided text is")
+#: the most hops, chains and repeats of a cue a spec may ask for
+MAX_LINKS = 1000
 
 _SALT = {"eval": 0x5E1EC7, "train": 0x7A1A}
 #: how a document's generator is seeded: 2, by its task's name (1: by the task's place in a list,
@@ -174,6 +221,15 @@ class Task:
     default_format: ClassVar[str | None] = None
     #: whether its documents draw among the trained formats (their versions are part of its identity)
     draws_formats: ClassVar[bool] = False
+    #: its parameters, set by a task spec ``name:key=value,...`` (:func:`parse`) and handed to :meth:`build`
+    params: ClassVar[dict[str, Param]] = {}
+    #: the values a training mix draws each of these parameters from, uniformly per document (the
+    #: others keep their defaults; :func:`draw_spec`)
+    mix_choices: ClassVar[dict[str, tuple]] = {}
+
+    @classmethod
+    def check_params(cls, values: dict[str, Any]) -> None:
+        """A ValueError for parameter values each valid alone but not together (none here)."""
 
     @classmethod
     def default_size(cls, style: str) -> int:
@@ -182,9 +238,10 @@ class Task:
 
     @classmethod
     def build(cls, rng: np.random.Generator, haystack: Haystack | None, free: int, before: int, depth: float,
-              size: int, split: str, style: str) -> Document:
+              size: int, split: str, style: str, **params) -> Document:
         """A document with ``free`` bytes of haystack, ``before`` of them ahead of the needle (a
-        needle value of ``size`` symbols that belongs to ``split``, :func:`held_out`)."""
+        needle value of ``size`` symbols that belongs to ``split``, :func:`held_out`); ``params``:
+        the values of the task's :attr:`params`, defaults filled in."""
         raise NotImplementedError
 
 
@@ -192,6 +249,13 @@ def _check_task(cls: type[Task]) -> None:
     checks.number(f"task {cls.name!r}: size", cls.size)
     if set(cls.styles) - set(STYLES) or not cls.styles:
         raise ValueError(f"task {cls.name!r}: styles {cls.styles!r} must be among {STYLES}")
+    if set(cls.mix_choices) - set(cls.params) or not all(cls.mix_choices.values()):
+        raise ValueError(f"task {cls.name!r}: mix_choices {cls.mix_choices!r} must give values of its params "
+                         f"({', '.join(cls.params) or 'none'})")
+    for values in _choices(cls):
+        for key in cls.mix_choices:
+            cls.params[key].parse(f"task {cls.name}", key, values[key])
+        cls.check_params(values)
 
 
 #: Every retrieval task by name; ``@lexkit.tasks.register`` adds a user's own.
@@ -204,13 +268,56 @@ def names() -> list[str]:
     return TASKS.names()
 
 
+def parse(task: str) -> tuple[type[Task], dict[str, Any]]:
+    """A task spec ``name[:key=value,...]`` (``kvthread:hops=3,direction=backward``): the task
+    registered under its name and the values of its parameters, defaults filled in. ValueError
+    naming the bad part and what is valid: an unknown task, parameter or value."""
+    name, colon, _ = str(task).partition(":")
+    kind = TASKS.get(name.strip())
+    values = parse_params(f"task {kind.name}", kind.params, split_spec(task)[1] if colon else [])
+    kind.check_params(values)
+    return kind, values
+
+
 def get(task: str) -> type[Task]:
-    """The task registered as ``task`` (ValueError naming the valid ones otherwise)."""
-    return TASKS.get(task)
+    """The task a spec names (ValueError naming the valid ones otherwise; :func:`parse`)."""
+    return parse(task)[0]
 
 
 def check_task(task: str) -> None:
-    get(task)
+    parse(task)
+
+
+def canonical(task: str) -> str:
+    """A task spec in canonical form: its name, and the parameters that differ from their defaults
+    in declaration order (``kvthread:hops=2`` is ``kvthread``)."""
+    kind, values = parse(task)
+    return format_spec(kind.name, kind.params, values)
+
+
+def _choices(kind: type[Task]) -> list[dict[str, Any]]:
+    """Every combination of parameter values a training mix may draw for ``kind``."""
+    defaults = {key: param.default for key, param in kind.params.items()}
+    keys = list(kind.mix_choices)
+    return [defaults | dict(zip(keys, combo)) for combo in itertools.product(*(kind.mix_choices[k] for k in keys))]
+
+
+def mix_specs(task: str) -> list[str]:
+    """The specs a training mix of ``task`` draws its documents from (:attr:`Task.mix_choices`;
+    the task alone when it has none)."""
+    kind = get(task)
+    return [format_spec(kind.name, kind.params, values) for values in _choices(kind)]
+
+
+def draw_spec(task: str, rng: np.random.Generator) -> str:
+    """A spec for one training-mix document of ``task``: each parameter of its ``mix_choices``
+    drawn uniformly from ``rng`` (nothing drawn, ``task`` returned, for a task without them)."""
+    kind = get(task)
+    if not kind.mix_choices:
+        return task
+    values = parse(task)[1] | {key: choices[int(rng.integers(0, len(choices)))]
+                                for key, choices in kind.mix_choices.items()}
+    return format_spec(kind.name, kind.params, values)
 
 
 def task_seed(task: str) -> int:
@@ -223,7 +330,7 @@ def identity(task: str, format: str | None = None) -> dict:
     version and the seeding rule (a cache of scored documents is keyed by it); and the version of
     the needle ``format`` it is scored in, or, for a task that draws trained formats
     (``induction``), of every trained format."""
-    out = {"task": task, "version": get(task).version, "seeding": SEEDING}
+    out = {"task": canonical(task), "version": get(task).version, "seeding": SEEDING}
     if format is not None and format != get(task).default_format:
         out["format"] = {format: needles.get(format).version}
     if get(task).draws_formats:
@@ -244,9 +351,11 @@ def check_format(task: str, format: str | None) -> None:
 
 
 def seed_name(task: str, format: str | None = None) -> str:
-    """What salts a document's seed: the task's name, with ``@format`` for a format other than
-    the task's default (so the default's documents stay what they were)."""
-    return task if format is None or format == get(task).default_format else f"{task}@{format}"
+    """What salts a document's seed: the task's canonical spec (its name, and the parameters
+    given other than their defaults), with ``@format`` for a format other than the task's default
+    (so the default's documents stay what they were)."""
+    spec = canonical(task)
+    return spec if format is None or format == get(task).default_format else f"{spec}@{format}"
 
 
 def mix_sizes(task: str) -> tuple[int, int]:
@@ -255,9 +364,22 @@ def mix_sizes(task: str) -> tuple[int, int]:
     return kind.mix_sizes or (kind.size, kind.size)
 
 
-def describe() -> list[tuple[str, str, str, str]]:
-    """(name, default size, styles, summary) of every task: ``lexkit tasks``."""
-    return [(t.name, str(t.size), ", ".join(t.styles), t.summary) for t in TASKS]
+#: the smallest needle :func:`fitting_size` lowers a size to (a training mix's floor, the study's)
+MIN_FITTING_SIZE = 4
+
+
+def fitting_size(task: str, length: int, size: int, format: str | None = None) -> int:
+    """``size``, lowered (down to :data:`MIN_FITTING_SIZE`) until a ``task`` document in ``format``
+    fits ``length`` bytes."""
+    while size > MIN_FITTING_SIZE and minimum_length(task, "bytes", size, format) > length:
+        size -= 1
+    return size
+
+
+def describe() -> list[tuple[str, str, str, str, str]]:
+    """(name, default size, styles, parameters with their defaults, summary) of every task:
+    ``lexkit tasks``."""
+    return [(t.name, str(t.size), ", ".join(t.styles), describe_params(t.params), t.summary) for t in TASKS]
 
 
 def check_depth(depth: float) -> None:
@@ -272,30 +394,31 @@ def rng_for(task: str, split: str, seed: int, *key: int) -> np.random.Generator:
     return np.random.default_rng([_SALT[split], int(seed), task_seed(task), *(int(k) for k in key)])
 
 
-def _word(rng: np.random.Generator, avoid: set[bytes]) -> bytes:
+def _word(rng: np.random.Generator, avoid: set[bytes], letters: int = 6) -> bytes:
     table = np.frombuffer(LETTERS, dtype=np.uint8)
     while True:
-        word = table[rng.integers(0, 26, 6)].tobytes()
+        word = table[rng.integers(0, 26, letters)].tobytes()
         if word not in avoid:
             return word
 
 
 def minimum_length(task: str, style: str = "bytes", size: int | None = None, format: str | None = None) -> int:
-    """The bytes of a document of ``task`` with no haystack at all (the shortest valid length)."""
-    kind = get(task)
+    """The bytes of a document of ``task`` (a spec: its parameters count) with no haystack at all
+    (the shortest valid length)."""
+    kind, values = parse(task)
     size = kind.default_size(style) if size is None else size
     form = None if kind.default_format is None else needles.get(format or kind.default_format)
     trained = tuple(needles.get(n) for n in needles.trained()) if kind.draws_formats else ()
-    return _minimum(kind, kind.version, style, size, form, form and form.version, trained)
+    return _minimum(kind, kind.version, style, size, form, form and form.version, trained, tuple(values.items()))
 
 
 @functools.lru_cache(maxsize=4096)
 def _minimum(kind: type[Task], version: int, style: str, size: int, form: type[needles.Format] | None,
-             form_version: int | None, trained: tuple) -> int:
-    """:func:`minimum_length`, built once per task class, version, style, size and format (the
-    training mix asks for it with every document)."""
+             form_version: int | None, trained: tuple, values: tuple) -> int:
+    """:func:`minimum_length`, built once per task class, version, style, size, format and
+    parameter values (the training mix asks for it with every document)."""
     return len(kind.build(np.random.default_rng(0), Haystack(b"x"), 0, 0, 0.0, size, "eval", style,
-                          **({} if form is None else {"format": form.name})).text)
+                          **({} if form is None else {"format": form.name}), **dict(values)).text)
 
 
 def _format_argument(kind: type[Task], format: str | None) -> dict:
@@ -309,11 +432,12 @@ def make(task: str, length: int, depth: float, *, haystack: Haystack | None, see
          style: str = "bytes", split: str = "eval", size: int | None = None, format: str | None = None) -> Document:
     """Document ``index`` of a cell (task, length, depth): ``length`` bytes of text in all, the
     needle at ``depth`` percent of the haystack. Deterministic in (split, seed, task, format,
-    length, depth, index). ``size``: letters of a copy segment / digits of a key (default: the
-    task's); ``format``: the needle format of a task that takes one (``copy``:
-    :mod:`lexkit.needles`, default ``tilde``). ValueError for an unknown task, format or style, a
-    depth outside [0, 100] or a length too short for the needle."""
-    kind = get(task)
+    length, depth, index). ``task``: a task spec, its parameters after a colon
+    (``kvthread:hops=3``, :func:`parse`); ``size``: letters of a copy segment / digits of a key /
+    symbols of a hash (default: the task's); ``format``: the needle format of a task that takes
+    one (``copy``: :mod:`lexkit.needles`, default ``tilde``). ValueError for an unknown task,
+    parameter, format or style, a depth outside [0, 100] or a length too short for the needle."""
+    kind, values = parse(task)
     check_format(task, format)
     check_depth(depth)
     if style not in kind.styles:
@@ -329,7 +453,7 @@ def make(task: str, length: int, depth: float, *, haystack: Haystack | None, see
     rng = rng_for(seed_name(task, format), split, seed, length, round(depth * 1000), index)
     free = length - need
     return kind.build(rng, haystack, free, round(free * depth / 100), float(depth), size, split, style,
-                      **_format_argument(kind, format))
+                      **_format_argument(kind, format), **values)
 
 
 def _byte_needle(task: str, rng, haystack: Haystack, free: int, before: int, depth: float, size: int, split: str,
@@ -441,6 +565,174 @@ class Induction(Task):
         total = free + max(needles.get(n).minimum(size) for n in names)
         form = needles.get(names[int(rng.integers(0, len(names)))])
         return _formatted(cls.name, form, rng, haystack, total, depth, size, split)
+
+
+@register
+class KVThread(Task):
+    """Needle Threading (Roberts et al., "Needle Threading: Can LLMs Follow Threads through
+    Near-Million-Scale Haystacks?", ICLR 2025) and HashHop (magicproduct/hash-hop): ``chains``
+    chains of ``hops`` + 1 random hashes, each link an assignment ``A = B``; the links of every
+    chain are scattered through the haystack in random order and the question asks for the hash
+    ``hops`` links forward from the first hash of one chain, or backward from its last. The link
+    that holds the answer is the needle (at ``depth``); the other chains are distractors of the
+    same shape, so the answer is no chain's end by position alone."""
+
+    name = "kvthread"
+    summary = ("hash links ~A=B scattered in the haystack; asked for the hash `hops` links forward or backward "
+               "(Needle Threading, HashHop)")
+    size = 4
+    params = {
+        "hops": Param(int, 2, "links from the asked hash to the answer", lambda k: 1 <= k <= MAX_LINKS,
+                      f"1..{MAX_LINKS}"),
+        "direction": Param(str, "forward", "forward: from a chain's first hash; backward: from its last",
+                           lambda d: d in DIRECTIONS, " or ".join(DIRECTIONS)),
+        "chains": Param(int, 2, "chains in the document: one asked, the others distractors",
+                        lambda c: 1 <= c <= MAX_LINKS, f"1..{MAX_LINKS}"),
+    }
+    mix_choices = {"hops": (1, 2), "direction": DIRECTIONS}
+
+    @classmethod
+    def default_size(cls, style: str) -> int:
+        """4 symbols in lexkit's byte needles (a 2-hop document fits 64 bytes), 8 in the standard style."""
+        return KVTHREAD_STANDARD_SIZE if style == "standard" else cls.size
+
+    @classmethod
+    def build(cls, rng, haystack, free, before, depth, size, split, style, hops=2, direction="forward",
+              chains=2) -> Document:
+        hashes = _distinct(rng, HASH, size, split, (hops + 1) * chains, cls.name)  # chain c: [c * (hops + 1):]
+        links = [(hashes[c * (hops + 1) + j], hashes[c * (hops + 1) + j + 1]) for c in range(chains)
+                 for j in range(hops)]
+        forward = direction == "forward"
+        asked = hops - 1 if forward else 0  # the link that holds the answer: the asked chain's last or first
+        start, answer = (hashes[0], hashes[hops]) if forward else (hashes[hops], hashes[0])
+        standard = style == "standard"
+        if standard:  # " A = B." in the grass; the answer after a space, as the passkey's
+            head, lead = (KVTHREAD_TASK + "\n").encode(), b" "
+            pieces = [b" " + KVTHREAD_PAIR.format(key=k.decode(), value=v.decode()).encode() for k, v in links]
+            key_at, value_at = 1, 1 + size + len(" = ")
+            hop_text = f"{hops} hop" + ("s" if hops > 1 else "")
+            question = ("\n" + KVTHREAD_QUESTION[direction].format(hash=start.decode(), hops=hop_text)).encode()
+        else:  # ~A=B, asked as ~A>> (one arrow a hop)
+            head, lead = b"", b""
+            pieces = [MARK + k + b"=" + v for k, v in links]
+            key_at, value_at = len(MARK), len(MARK) + size + 1
+            question = MARK + start + ARROWS[direction] * hops
+        cuts = [before] + [int(c) for c in rng.integers(0, free + 1, len(links) - 1)]  # the others: anywhere
+        order = [asked] + [i for i in range(len(links)) if i != asked]
+        body, starts = _weave(free, [(cut, pieces[i]) for cut, i in zip(cuts, order)],
+                              _filler(rng, haystack, style, free))
+        text = head + body + question
+        at = [len(head) + s for s in starts]  # where each link starts, the asked one first
+        needle = at[0] + (value_at if forward else key_at)
+        return Document(cls.name, text + lead + answer, (len(text), len(text) + len(lead) + size),
+                        (needle, needle + size), float(depth), len(HASH),
+                        tuple((a + value_at, a + value_at + size) for a in at[1:]))
+
+
+@register
+class Ordinal(Task):
+    """The structure of MRCR (multi-round co-reference: Vodrahalli et al., "Michelangelo", 2024;
+    OpenAI's openai/mrcr): one cue given ``count`` times, each time with another value, and the
+    question asks for the value of its ``which``-th occurrence (1 = the first; ``any``: drawn per
+    document). The asked occurrence is the needle (at ``depth``), the earlier ones before it and
+    the later ones after, so neither recency nor primacy answers but for one position."""
+
+    name = "ordinal"
+    summary = "one cue ~key=value given `count` times with different values; asked for the i-th (MRCR)"
+    size = 4
+    params = {
+        "count": Param(int, 4, "times the cue is given", lambda n: 2 <= n <= MAX_LINKS, f"2..{MAX_LINKS}"),
+        "which": Param(str, "any", "the occurrence asked for, 1..count, or any (drawn per document)",
+                       lambda w: w == "any" or (w.isascii() and w.isdigit() and w[0] != "0"), "any or 1..count"),
+    }
+
+    @classmethod
+    def check_params(cls, values):
+        if values["which"] != "any" and int(values["which"]) > values["count"]:
+            raise ValueError(f"task ordinal: parameter which={values['which']} is out of range (must be any or "
+                             f"1..count, count={values['count']})")
+
+    @classmethod
+    def default_size(cls, style: str) -> int:
+        """4 letters in lexkit's byte needles, RULER's 7 digits in the standard style."""
+        return RULER_DIGITS if style == "standard" else cls.size
+
+    @classmethod
+    def build(cls, rng, haystack, free, before, depth, size, split, style, count=4, which="any") -> Document:
+        standard = style == "standard"
+        alphabet = DIGITS[1:] if standard else LETTERS  # RULER's numbers of nonzero digits; letters
+        values = _distinct(rng, alphabet, size, split, count, cls.name)
+        i = int(rng.integers(1, count + 1)) if which == "any" else int(which)
+        if standard:  # RULER's needle, one word throughout; the answer after a space, as the passkey's
+            cue = _word(rng, set()).decode()
+            head, lead, tail = (ORDINAL_TASK + "\n").encode(), b" ", b"."
+            given = b" " + RULER_NEEDLE.split("{value}")[0].format(word=cue).encode()
+
+            def question(j: int) -> bytes:
+                return ("\n" + ORDINAL_QUESTION.format(nth=_nth(j), word=cue)).encode()
+        else:  # ~cue=value, asked as ~cue#2=
+            cue = _word(rng, set(), ORDINAL_CUE).decode()
+            head, lead, tail = b"", b"", b""
+            given = MARK + cue.encode() + b"="
+
+            def question(j: int) -> bytes:
+                return MARK + cue.encode() + b"#" + str(j).encode() + b"="
+        # a question shorter than the longest (fewer digits, a shorter ordinal word) leaves the rest to
+        # the filler, before and after the needle in the depth's proportion: every document has one length
+        spare = max(len(question(j)) for j in range(1, count + 1)) - len(question(i))
+        free, before = free + spare, before + round(spare * depth / 100)
+        cuts = sorted(int(c) for c in rng.integers(0, before + 1, i - 1)) + [before] + sorted(
+            int(c) for c in rng.integers(before, free + 1, count - i))  # occurrence order, the asked at `before`
+        body, starts = _weave(free, [(cut, given + v + tail) for cut, v in zip(cuts, values)],
+                              _filler(rng, haystack, style, free))
+        text = head + body + question(i)
+        at = [len(head) + s + len(given) for s in starts]  # where each occurrence's value starts
+        return Document(cls.name, text + lead + values[i - 1], (len(text), len(text) + len(lead) + size),
+                        (at[i - 1], at[i - 1] + size), float(depth), len(alphabet),
+                        tuple((a, a + size) for j, a in enumerate(at) if j != i - 1))
+
+
+def _nth(i: int) -> str:
+    """``first``, ``second``, ... ``tenth``, then ``11th``, ``21st``, ``22nd``, ``23rd``, ..."""
+    words = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
+    if i <= len(words):
+        return words[i - 1]
+    suffix = "th" if i % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(i % 10, "th")
+    return f"{i}{suffix}"
+
+
+def _distinct(rng, alphabet: bytes, size: int, split: str, count: int, task: str) -> list[bytes]:
+    """``count`` distinct needle values of ``size`` symbols of ``alphabet``, each of ``split``."""
+    if count > len(alphabet) ** size // 4:
+        raise ValueError(f"task {task}: {count} distinct values of {size} symbols (an alphabet of {len(alphabet)}) "
+                         f"are more than a quarter of those there are; use a larger --size")
+    out: list[bytes] = []
+    for _ in range(count):
+        out.append(needle_value(rng, alphabet, size, split, set(out)))
+    return out
+
+
+def _weave(free: int, pieces: list[tuple[int, bytes]], filler) -> tuple[bytes, list[int]]:
+    """``free`` bytes of ``filler(start, end)`` with each piece ``(cut, bytes)`` inserted after
+    ``cut`` of them (equal cuts keep the pieces' order): the text, and where each piece starts, in
+    the pieces' order."""
+    order = sorted(range(len(pieces)), key=lambda i: pieces[i][0])
+    text, starts, last = b"", [0] * len(pieces), 0
+    for i in order:
+        cut, piece = pieces[i]
+        text += filler(last, cut)
+        starts[i], last = len(text), cut
+        text += piece
+    return text + filler(last, free), starts
+
+
+def _filler(rng, haystack: Haystack | None, style: str, free: int):
+    """The filler between a document's pieces: slices of the corpus at random places (byte
+    style), or Landmark's grass sliced in characters (standard style)."""
+    if style == "standard":
+        grass = _grass(free).encode()
+        return lambda start, end: grass[start:end]
+    return lambda start, end: haystack.take(rng, end - start)
 
 
 def _byte_multikey(rng, haystack: Haystack, free: int, before: int, depth: float, size: int, split: str) -> Document:

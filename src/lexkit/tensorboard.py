@@ -6,7 +6,9 @@
 * :func:`open_writer` / :class:`Writer`: one metrics row at a time, as a run trains
   (``lexkit train --tensorboard``), each flushed to disk as it is written; a resumed run's writer
   first rewrites the curves from metrics.jsonl (cut back to the checkpoint), so a run killed
-  before its writer flushed still has every step, and nothing twice;
+  before its writer flushed still has every step, and nothing twice; :func:`training_logdir`
+  says where a training job's curves go (a resumed run's go on where they were), the extra
+  checked (:func:`check_extra`) before anything is written;
 * :func:`export_runs`: the runs below a directory, one subdirectory each, named by its path
   (``lexkit runs DIR --tensorboard OUT``), so a study's runs share one TensorBoard;
 * :func:`write_study`: a study's evaluations, bpb by length per scheme and pattern (the
@@ -18,6 +20,8 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import sys
+import warnings
 from pathlib import Path
 
 from . import results as query
@@ -128,6 +132,39 @@ def open_writer(logdir: str | Path, run: str | Path | None = None) -> Writer:
             writer.add(row, flush=False)
     writer.flush()
     return writer
+
+
+def check_extra() -> None:
+    """The extra, checked as a training run needs it before anything is written: a writer opened
+    and closed on a scratch directory; a missing extra is one LexkitError naming what to install."""
+    import tempfile
+
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            Writer(scratch).close()
+    except LexkitError as exc:
+        raise LexkitError(f"--tensorboard needs the TensorBoard extra: {INSTALL}") from exc
+
+
+def training_logdir(logdir: str | Path | None, old: dict | None) -> str | Path | None:
+    """Where a training job writes its curves (None: nowhere), decided before anything is written:
+    ``logdir`` when given (:func:`check_extra` first); else, for a resumed run whose config.json
+    (``old``) records curves, its recorded logdir, with one line saying the curves go on there,
+    or, without the extra now, one warning that they stop."""
+    if logdir is not None:
+        check_extra()
+        return logdir
+    recorded = (old or {}).get("tensorboard")
+    if not recorded:
+        return None
+    try:
+        check_extra()
+    except LexkitError as exc:
+        warnings.warn(f"{exc}: the run's TensorBoard curves in {recorded} stop at this resume", RuntimeWarning,
+                      stacklevel=2)
+        return None
+    print(f"tensorboard: the curves go on in {recorded} (recorded in config.json)", file=sys.stderr)
+    return recorded
 
 
 def run_name(run_dir: Path, root: Path) -> str:

@@ -6,7 +6,9 @@ training step took 1.4 s instead of 0.12 s beside a second torch job on a 2-core
 policy, a pure function (:func:`choose`) of what :func:`apply` gathers:
 
 1. ``--threads N`` (train, eval, sample, retrieval, study): N threads;
-2. else ``LEXKIT_THREADS=N`` in the environment (every command): N threads;
+2. else ``LEXKIT_THREADS=N`` in the environment (every command): N threads (either one more than
+   the cores: N all the same, and one ``warning:`` line, since threads past the cores wait on each
+   other at every parallel region);
 3. else ``OMP_NUM_THREADS`` set (``torchrun`` sets it to 1 per rank): torch follows it, lexkit
    leaves it alone;
 4. else what other processes keep busy right now (:class:`Probe`: their CPU time while this
@@ -71,10 +73,10 @@ def choose(cores: int, busy: float | None, env: Mapping[str, str], asked: int | 
     ``env``: the environment; ``asked``: ``--threads`` (None when not given)."""
     if asked is not None:
         checks.number("--threads", asked, maximum=MAX_THREADS)
-        return Choice(asked, "--threads")
+        return Choice(asked, "--threads", _oversubscribed(f"--threads {asked}", asked, cores))
     from_env = env_threads(env)
     if from_env is not None:
-        return Choice(from_env, ENV)
+        return Choice(from_env, ENV, _oversubscribed(f"{ENV}={from_env}", from_env, cores))
     if env.get("OMP_NUM_THREADS", "").strip():
         return Choice(None, "OMP_NUM_THREADS")
     if busy is None or busy < IDLE_BELOW:
@@ -87,6 +89,24 @@ def choose(cores: int, busy: float | None, env: Mapping[str, str], asked: int | 
                   f"other processes keep {busy:.1f} of this machine's {cores} cores busy: running {threads} "
                   f"thread{s} instead of {cores} (jobs that each take every core slow each other down many "
                   f"times); choose with --threads N or {ENV}=N")
+
+
+def _oversubscribed(given: str, threads: int, cores: int) -> str | None:
+    """The warning for a thread count above the cores (None at or below them)."""
+    if threads <= cores:
+        return None
+    return (f"{given} is more threads than the {cores} core{'s' if cores != 1 else ''} this process may run on: "
+            f"running {threads} all the same, but threads past the cores wait on each other at every parallel "
+            f"region (docs/threads.md); {cores} or fewer is faster")
+
+
+def use(threads: int, what: str = "--threads") -> None:
+    """Set torch's CPU threads to ``threads`` (1 to :data:`MAX_THREADS`, else a ValueError naming
+    ``what``): the one place lexkit sets them, for the policy and for a study's or a job's own count."""
+    checks.number(what, threads, maximum=MAX_THREADS)
+    import torch
+
+    torch.set_num_threads(threads)
 
 
 def cores() -> int:
@@ -157,13 +177,12 @@ def apply(asked: int | None = None, probe: Probe | None = None, env: Mapping[str
     ``probe`` is only read when the choice depends on it (no ``--threads``, ``LEXKIT_THREADS``
     or ``OMP_NUM_THREADS``)."""
     env = os.environ if env is None else env
-    decided = choose(1, None, env, asked)
+    n = cores()
+    decided = choose(n, None, env, asked)
     if decided.source == "idle":  # nothing fixed it: look at the machine
-        decided = choose(cores(), (probe or Probe()).busy(), env)
+        decided = choose(n, (probe or Probe()).busy(), env)
     if decided.threads is not None:
-        import torch
-
-        torch.set_num_threads(decided.threads)
+        use(decided.threads, decided.source)
     if decided.warning:
         print(f"warning: {decided.warning}", file=sys.stderr)
     return decided

@@ -21,9 +21,9 @@ whole tensors either way.
 
 This module is the step, the schedule, validation and the loop. What happens to the run directory
 before the first step (its checks, the corpus, a fine-tune's parent) is :mod:`lexkit.runs.lifecycle`;
-the settings are :mod:`lexkit.settings` (``configs``, ``TrainConfig``, ... are handed on here, with
-:func:`lexkit.runs.configs_from_run`, so ``lexkit.train.configs`` keeps working); torchrun's glue
-(the corpus per node, the model spread over ranks, the streams) is :mod:`lexkit.distributed`.
+the settings are :mod:`lexkit.settings` (``configs``, ``TrainConfig``) and a fine-tune's
+:func:`lexkit.runs.configs_from_run`; the TensorBoard curves :mod:`lexkit.tensorboard`; torchrun's
+glue (the corpus per node, the model spread over ranks, the streams) is :mod:`lexkit.distributed`.
 """
 
 from __future__ import annotations
@@ -42,20 +42,22 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from . import checks, distributed, provenance, runs
+from . import distributed, provenance, runs
+from . import tensorboard as tb
 from .api import callable_module
 from .attention import kernel_label, record_kernels
-from .data import LN2, Corpus, Stream, check_mix, check_splits, mix_probe
-from .device import eval_mode
+from .data import LN2, Corpus, Stream, check_splits
+from .device import eval_mode, training_dtype
 from .errors import LexkitError
+from .mix import check_mix, mix_probe
 from .model import GPT, ModelConfig
 from .progress import bar
-from .runs import configs_from_run, lifecycle
-from .settings import TrainConfig, check_model, configs, split_settings
+from .runs import lifecycle
+from .settings import TrainConfig, check_model
+from .threads import use as use_threads
 
-__all__ = ["TrainConfig", "TrainError", "check_job", "configs", "configs_from_run", "device_autocast", "lr_at",
-           "make_optimizer", "split_settings", "train", "train_step", "train_step_stats", "validation_bpb",
-           "validation_tasks"]
+__all__ = ["TrainError", "check_job", "device_autocast", "lr_at", "make_optimizer", "train", "train_step",
+           "train_step_stats", "validation_bpb", "validation_tasks"]
 
 
 class TrainError(LexkitError):
@@ -137,8 +139,9 @@ def train_step_stats(
 
 
 def device_autocast(device: torch.device) -> AbstractContextManager:
-    """bf16 autocast on CUDA; nothing elsewhere (CPU trains in float32)."""
-    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
+    """Autocast to :func:`~lexkit.device.training_dtype` (bf16 on CUDA); nothing where that is float32."""
+    dtype = training_dtype(device)
+    return torch.autocast(device.type, dtype=getattr(torch, dtype)) if dtype != "float32" else nullcontext()
 
 
 @torch.no_grad()
@@ -157,7 +160,7 @@ def validation_bpb(model: GPT, stream: Stream, cfg: TrainConfig, length: int, de
 
 @torch.no_grad()
 def validation_tasks(model: GPT, probe: dict, device: torch.device) -> dict:
-    """Each mix task's probe (:func:`lexkit.data.mix_probe`): teacher-forced bits per answer byte
+    """Each mix task's probe (:func:`lexkit.mix.mix_probe`): teacher-forced bits per answer byte
     (``val_<task>_bits``) and the share of documents whose argmax is right at every answer byte
     (``val_<task>_exact``, what greedy decoding reproduces on a byte model). Logged beside the
     validation bpb, so a run's curve shows when it learned the task (its phase change)."""
@@ -196,7 +199,7 @@ def train(
     ``tensorboard``: a directory for TensorBoard event files (``lexkit[tb]``) of every metrics row.
 
     ``init``: start from that trained run's weights (a fresh optimizer and schedule: the fine-tune
-    of context extension, :func:`configs_from_run`), recorded under ``"init"`` in config.json
+    of context extension, :func:`lexkit.runs.configs_from_run`), recorded under ``"init"`` in config.json
     (absolute path, scheme, length, step, weight digest); resumed before its first checkpoint,
     the fine-tune starts again from that parent, whose weights must still have that digest.
     """
@@ -204,7 +207,8 @@ def train(
     w, dev = distributed.setup(device) if world is None else (world, distributed.rank_device(device, world))
     check_job(model_cfg, train_cfg, w, fsdp=fsdp, threads=threads)
     plan = w.on_main(lambda: lifecycle.plan(out, train_cfg, resume, corpus, init))
-    tensorboard, tb = curves(tensorboard, plan.old, w.is_main)  # before any write
+    if w.is_main:  # rank 0 writes the curves (the extra checked before any write)
+        tensorboard = tb.training_logdir(tensorboard, plan.old)
     train_cfg = plan.train_cfg
     corpus = distributed.node_corpus(corpus, plan.corpus, w)
     w.agree(lambda: corpus is None or check_splits(corpus, model_cfg.train_len))  # before the run directory
@@ -224,7 +228,8 @@ def train(
         model, optimizer = distributed.spread(model, optimizer, w, dev, fsdp=fsdp,
                                               rebuild=lambda m: make_optimizer(m, train_cfg))
         streams = distributed.streams(corpus, train_cfg.mix, train_cfg.eval_windows, model_cfg.train_len, w)
-        with contextlib.closing(tb.open_writer(tensorboard, run.path)) if tb is not None else nullcontext() as writer:
+        curves = tensorboard is not None and run is not None
+        with contextlib.closing(tb.open_writer(tensorboard, run.path)) if curves else nullcontext() as writer:
             summary = _loop(run, model, optimizer, state, streams, _Job(model_cfg, train_cfg, w, dev, progress, writer))
         if run is not None:
             run.finish()
@@ -239,8 +244,7 @@ def check_job(model_cfg: ModelConfig, train_cfg: TrainConfig, w: distributed.Wor
     """Refuse settings this job cannot train (the model, the mix, the batch over the ranks, FSDP
     on one process) before anything is read or written; set the CPU threads."""
     if threads is not None:
-        checks.number("threads", threads, maximum=4096)
-        torch.set_num_threads(threads)
+        use_threads(threads, "threads")
     check_model(model_cfg)
     check_mix(train_cfg.mix, model_cfg.train_len)
     w.check_batch(train_cfg.batch)
@@ -248,51 +252,6 @@ def check_job(model_cfg: ModelConfig, train_cfg: TrainConfig, w: distributed.Wor
         raise ValueError("--fsdp shards over processes and this job has one (world size 1): it needs torchrun "
                          "with more than one rank (torchrun --nproc_per_node 2 -m lexkit train ...); or leave out "
                          "--fsdp")
-
-
-def tensorboard_module():
-    """:mod:`lexkit.tensorboard` with its extra, checked by opening a writer on a scratch
-    directory; a missing extra is one error line naming what to install."""
-    import importlib
-    import tempfile
-
-    try:
-        module = importlib.import_module("lexkit.tensorboard")
-    except ImportError as exc:
-        raise LexkitError("--tensorboard needs the TensorBoard extra: pip install 'lexkit[tb]'") from exc
-    with tempfile.TemporaryDirectory() as scratch:
-        module.open_writer(Path(scratch)).close()
-    return module
-
-
-def curves(logdir: str | Path | None, old: dict | None, main: bool) -> tuple[str | Path | None, Any]:
-    """(logdir, :mod:`lexkit.tensorboard`) of the job's TensorBoard curves: the logdir asked for
-    (the extra checked before anything is written), else a resumed run's recorded one
-    (:func:`continued_curves`); no module off rank 0, which writes nothing."""
-    if not main:
-        return logdir, None
-    return (logdir, tensorboard_module()) if logdir is not None else continued_curves(old)
-
-
-def continued_curves(old: dict | None) -> tuple[str | None, Any]:
-    """(logdir, :mod:`lexkit.tensorboard`) for a resumed run whose config.json records TensorBoard
-    curves, given no ``--tensorboard``: they go on, with one line saying where; without the extra
-    now, one warning that they stop. (None, None) for any other run."""
-    logdir = (old or {}).get("tensorboard")
-    if not logdir:
-        return None, None
-    try:
-        module = tensorboard_module()
-    except LexkitError as exc:
-        import warnings
-
-        warnings.warn(f"{exc}: the run's TensorBoard curves in {logdir} stop at this resume", RuntimeWarning,
-                      stacklevel=2)
-        return None, None
-    import sys
-
-    print(f"tensorboard: the curves go on in {logdir} (recorded in config.json)", file=sys.stderr)
-    return logdir, module
 
 
 @dataclasses.dataclass
@@ -383,7 +342,7 @@ def throughput(model: GPT, model_cfg: ModelConfig, rows: int, dev: torch.device)
     """A function of a step's seconds giving ``{"mfu": ...}`` for one rank's ``rows`` windows of
     the training length when the device's peak is known (:mod:`lexkit.provenance`), else ``{}``.
     FLOPs per step = (6·N + 12·L·d·T)·rows·T (:func:`lexkit.provenance.flops_per_token`)."""
-    dtype = "bfloat16" if dev.type == "cuda" else "float32"
+    dtype = training_dtype(dev)
     name = provenance.device_name(dev)
     if provenance.peak_flops(name, dtype) is None:
         return lambda seconds: {}

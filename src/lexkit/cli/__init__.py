@@ -14,7 +14,7 @@ import warnings
 from ..errors import LexkitError
 
 COMMANDS = ("schemes", "patterns", "layouts", "tasks", "presets", "train", "runs", "eval", "sample", "resolution",
-            "retrieval", "study")
+            "retrieval", "study", "conformance")
 #: the commands that compute with torch: their CPU threads follow lexkit.threads' policy
 COMPUTING = ("train", "eval", "sample", "resolution", "retrieval", "study")
 

@@ -1,8 +1,12 @@
 """``lexkit retrieval TARGET``: does the model use its context? Exact match and answer bits of
-needles hidden at distance (copy, passkey, multikey), on a grid of lengths x depths, per pattern.
+needles hidden at distance (copy, passkey, multikey; kvthread and ordinal, which no copying of a
+needle's format answers), on a grid of lengths x depths, per pattern. ``--task`` takes a task's
+spec: its parameters after a colon (``kvthread:hops=3,direction=backward``, ``ordinal:which=2``;
+``lexkit tasks`` lists them).
 
 TARGET is a run directory or hf:PATH (a Hugging Face causal LM: the standard passkey prompt of
-Landmark Attention / YaRN / LongLoRA and RULER's multikey needles). Prints one table per pattern
+Landmark Attention / YaRN / LongLoRA, RULER's multikey needles, and the standard styles of
+kvthread and ordinal). Prints one table per pattern
 (depths as rows, lengths as columns, exact match in percent), then accuracy over all depths with
 its 95 % Wilson interval and the answer's bits per byte; ``--json``/``--csv``/``--plot`` write the
 results only once every cell has been scored. The report is built by the library,
@@ -24,12 +28,13 @@ from .eval import layout_lines
 
 
 def add_parser(sub):
-    p = sub.add_parser("retrieval", help="exact match of needles at distance (copy, passkey, multikey)",
+    p = sub.add_parser("retrieval", help="exact match of needles at distance (copy, passkey, kvthread, ...)",
                        description=__doc__)
     p.add_argument("target", metavar="TARGET", help="a run directory written by `lexkit train`, or hf:PATH")
-    p.add_argument("--task", default="passkey", metavar="TASK",
-                   help="a retrieval task of `lexkit tasks` (copy, passkey, multikey, or one --import registers; "
-                   "default: passkey)")
+    p.add_argument("--task", default="passkey", metavar="SPEC",
+                   help="a retrieval task of `lexkit tasks` (copy, passkey, multikey, induction, kvthread, ordinal, "
+                   "or one --import registers), its parameters after a colon: kvthread:hops=3,direction=backward, "
+                   "ordinal:count=6,which=2 (default: passkey)")
     p.add_argument("--format", metavar="NAME",
                    help=f"the needle format of --task copy: trained ({', '.join(needles.trained())}; default tilde) "
                    f"or held out ({', '.join(needles.held_out_formats())}); `lexkit tasks` lists them")
@@ -39,7 +44,8 @@ def add_parser(sub):
     p.add_argument("--depths", metavar="D,D,...", help="needle depths in percent, 0..100 (default: 0,10,...,100)")
     p.add_argument("--samples", type=int, default=10, metavar="N", help="documents per cell (default: 10)")
     p.add_argument("--size", type=int, metavar="N",
-                   help="letters of a copy segment / digits of a key (default: the task's, `lexkit tasks`)")
+                   help="letters of a copy segment / digits of a key / symbols of a kvthread hash or an ordinal "
+                   "value (default: the task's, `lexkit tasks`)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="which documents (default: 0)")
     p.add_argument("--pattern", dest="patterns", action="append", metavar="SPEC",
                    help="attention pattern (causal, window[:W], bca[:W], sinks[:W,K=4]); repeatable (default: causal)")

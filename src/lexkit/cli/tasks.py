@@ -1,6 +1,7 @@
-"""``lexkit tasks``: the registry of retrieval tasks, one line each (``--import MODULE`` adds a
-module's own; ``lexkit retrieval --task``, ``lexkit train --mix`` and the study take their names),
-then the needle formats of ``copy`` (:mod:`lexkit.needles`), trained and held out."""
+"""``lexkit tasks``: the registry of retrieval tasks, one line each with its parameters
+(``--import MODULE`` adds a module's own; ``lexkit retrieval --task`` takes a task's spec,
+``kvthread:hops=3``; ``lexkit train --mix`` and the study take their names), then the needle
+formats of ``copy`` (:mod:`lexkit.needles`), trained and held out."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    print_table([("name", "size", "styles", "what it asks")] + tasks.describe(), "lrll")
-    print("size: the default needle (letters or digits, --size); styles: bytes for lexkit runs, standard for hf:")
+    print_table([("name", "size", "styles", "parameters", "what it asks")] + tasks.describe(), "lrlll")
+    print("size: the default needle (letters, digits or hash symbols, --size); styles: bytes for lexkit runs, "
+          "standard for hf:; parameters: set in the task's spec, `--task kvthread:hops=3,direction=backward` "
+          "(docs/retrieval.md)")
     print()
     print_table([("format", "", "what the needle looks like")] + needles.describe(), "lll")
     print("formats of copy (`lexkit retrieval --task copy --format NAME`); `--mix induction:F` trains on the "

@@ -93,10 +93,6 @@ def run(args) -> int:
     if args.init is not None:
         if args.preset is not None:
             raise ValueError("--init takes its settings from RUN; --preset does not apply")
-        shape = [presets.FLAGS[key] for key in ("n_layers", "d_model", "n_heads") if getattr(args, key) is not None]
-        if shape:
-            raise ValueError(f"--init fine-tunes the weights of {args.init}, whose shape is fixed: leave out "
-                             f"{', '.join(shape)} (the parent's are used)")
         model_cfg, train_cfg = configs_from_run(args.init, args.scheme, **overrides)
     elif args.resume:
         # start from the run's own settings; what the command line gives is compared against them

@@ -138,15 +138,17 @@ class HFModel(nn.Module):
         model itself: every layer's mask, sink logits and soft cap as transformers hands them to
         attention, and its RoPE (a lone token's query is the same at both positions on a layer
         without RoPE, rotated on one with it: nothing before attention depends on the position
-        otherwise). A LexkitError names the first layer lexkit read wrong (a rule of this model type
-        it does not know)."""
+        otherwise). The token is :meth:`probe_token` (a zero embedding row would give a zero query,
+        unrotated by any RoPE). A LexkitError names the first layer lexkit read wrong (a rule of
+        this model type it does not know)."""
         if not self.family.interface:
             return
         device = device_of(self)
+        token = torch.full((1, 1), self.probe_token(), dtype=torch.int64, device=device)
         calls = [Call(create_pattern("causal"), probe=True) for _ in range(2)]
         with torch.no_grad():
             for call, offset in zip(calls, (0, 5)):
-                self._run(torch.zeros(1, 1, dtype=torch.int64, device=device), call, offset)
+                self._run(token, call, offset)
         for i, layer in enumerate(self.layers):
             if i not in calls[0].layers:
                 raise LexkitError(f"{self.source}: layer {i} never reached lexkit's attention; lexkit cannot run it")
@@ -158,6 +160,23 @@ class HFModel(nn.Module):
             if got != want:
                 raise LexkitError(f"{self.source}: layer {i} reaches attention as (mask, softcap, sink, RoPE) = {got}, "
                                   f"but lexkit read {want} from its {self.cfg.model_type} config; lexkit cannot run it")
+
+    def probe_token(self) -> int:
+        """The first token id that is no special token (pad, BOS, EOS of the config; every special
+        id of the tokenizer) and whose input embedding row is not zero: transformers zeroes the row
+        of ``padding_idx = pad_token_id`` and it never gets a gradient, so the pad token (id 0 in
+        Gemma's and Cohere's configs) reaches attention as a zero query at every position."""
+        config = self.hf.config
+        specials = set(getattr(self.tokenizer, "all_special_ids", None) or [])
+        for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
+            ids = getattr(config, key, None)
+            specials.update(ids if isinstance(ids, (list, tuple)) else [] if ids is None else [ids])
+        usable = self.hf.get_input_embeddings().weight.detach().ne(0).any(dim=1)  # [vocab]
+        usable[[i for i in specials if 0 <= i < len(usable)]] = False
+        if not usable.any():
+            raise LexkitError(f"{self.source}: every token's embedding row is zero or a special token's; "
+                              "lexkit cannot check how its layers reach attention")
+        return int(usable.nonzero()[0])
 
     def reset_positions(self) -> None:
         """Put every rotary embedding back to its frequencies at the training length (per layer

@@ -48,8 +48,6 @@ class ReRoPE(Scheme):
 
     def __init__(self, n_heads: int, head_dim: int, **values) -> None:
         super().__init__(n_heads, head_dim, **values)
-        if head_dim % 2:
-            raise ValueError(f"{self.name}: head_dim must be even, got {head_dim}")
         self.rot_dims, self.rot_heads = rotated_dims(f"scheme {self.name}", head_dim, n_heads, values)  # r, K
 
     def transform_qk(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:

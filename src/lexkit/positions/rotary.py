@@ -17,7 +17,8 @@ Numerics (both written down and tested):
   r = 2·floor(f·h/2) dimensions of each head (GPT-NeoX's ``rotary_pct`` 0.25, x-transformers'
   default half), with frequencies base^(-2i/r) over those r (as both do; the scalings and xPos's
   ζ are taken over r too), and leaves the other h - r as they are; ``heads=K`` rotates the last K
-  heads only (x-transformers' ``rotate_num_heads``), the others get no position at all.
+  heads only (x-transformers' ``rotate_num_heads``), the others get no position at all. An odd h
+  rotates only with a fraction (``fraction=1``: h - 1), since r counts whole pairs.
 * The decay only matters through m - n. We centre at c = the last query position of the call:
   the query gets ζ^((m - c)/B) >= 1, bounded by the span of the queries, and the key gets
   ζ^((c - min(n, c))/B) <= 1, which can only underflow to 0 (as the true product does), never
@@ -57,10 +58,14 @@ PARTIAL_PARAMS = {
 
 
 def rotated_dims(owner: str, head_dim: int, n_heads: int, values: dict) -> tuple[int, int | None]:
-    """(r, K): the dimensions rotated in each head, 2·floor(fraction·h/2), and the number of heads
-    rotated (None: all); ValueError when r is 0 or K exceeds the heads."""
+    """(r, K): the dimensions rotated in each head, 2·floor(fraction·h/2) (h without a fraction),
+    and the number of heads rotated (None: all); ValueError when r is 0 or odd (an odd h rotated
+    whole) or K exceeds the heads. An odd h rotates with a fraction: its pairs are whole."""
     fraction = values.get("fraction")
     dims = head_dim if fraction is None else 2 * int(fraction * head_dim / 2)
+    if dims % 2:
+        raise ValueError(f"{owner}: a head of {head_dim} dimensions cannot be rotated whole (rotations turn pairs); "
+                         f"give fraction=F to rotate 2·floor(F·{head_dim}/2) of them (fraction=1: {head_dim - 1})")
     if dims == 0:
         raise ValueError(f"{owner}: fraction={values['fraction']} rotates no pair of a head of {head_dim} "
                          f"dimensions (the smallest is {2 / head_dim:g})")
@@ -110,8 +115,6 @@ class Rotary(Scheme):
 
     def __init__(self, n_heads: int, head_dim: int, **values) -> None:
         super().__init__(n_heads, head_dim, **values)
-        if head_dim % 2:
-            raise ValueError(f"{self.name}: head_dim must be even, got {head_dim}")
         self.rotate = values.get("rotate", True)
         self.decay = values.get("decay", False)
         self.rot_dims, self.rot_heads = rotated_dims(f"scheme {self.name}", head_dim, n_heads, values)  # r, K

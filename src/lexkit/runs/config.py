@@ -157,6 +157,8 @@ def run_config(model_cfg: ModelConfig, train_cfg: TrainConfig, corpus: Corpus) -
 def configs_from_run(run_dir: str | Path, scheme: str | None = None, **overrides) -> tuple[ModelConfig, TrainConfig]:
     """Configs that continue a trained run (``lexkit train --init RUN``): its architecture and
     training settings, ``scheme`` (default: its own) and explicit overrides (None = the run's).
+    The shape is the parent's: a layer count, width or head count equal to the run's is accepted,
+    another one refused by name (the one rule of ``lexkit train --init``).
 
     The short fine-tune of position interpolation and YaRN: e.g. ``scheme="rope:scaling=yarn,factor=4"``
     with ``train_len`` 4x the run's. Every parameter of the new scheme that defaults to the

@@ -15,6 +15,7 @@ import torch
 
 from .. import provenance
 from ..data import Corpus, DataError, absolute_spec, load_corpus, same_corpus
+from ..device import training_dtype
 from ..errors import RunError
 from ..model import GPT
 from ..settings import TrainConfig, differences
@@ -96,7 +97,7 @@ def settle(plan: Plan, model: GPT, corpus: Corpus, world, dev: torch.device) -> 
     the config.json to write (``world``: the job's :class:`lexkit.distributed.World`, recorded)."""
     model_cfg, out, old = model.cfg, plan.out, plan.old
     new = run_config(model_cfg, plan.train_cfg, corpus)
-    new["provenance"] = provenance.collect(world, dev, "bfloat16" if dev.type == "cuda" else "float32")
+    new["provenance"] = provenance.collect(world, dev, training_dtype(dev))
     if old is not None:
         check_resume(out, old, new, plan.train_cfg, corpus, plan.moved)
         if "init" in old:

@@ -13,10 +13,11 @@ from typing import Any, Protocol
 
 from .. import checks, positions, presets, tasks
 from ..attention import create as create_pattern
-from ..data import Corpus, load_corpus, parse_mix
+from ..data import Corpus, load_corpus
 from ..evaluate import default_lengths
 from ..extension import Finetune
 from ..layouts import check_pattern
+from ..mix import parse_mix
 from ..rows import SCHEMA, Row
 from ..runs import configs_from_run
 from ..settings import configs

@@ -31,7 +31,6 @@ from typing import Any
 import torch
 
 from .. import needles, positions, runs, tasks
-from ..data import fitting_size
 from ..device import eval_mode
 from ..extension import finetunes, methods
 from ..retrieval import DEFAULT_MULTIPLES
@@ -153,7 +152,7 @@ class RetrievalTable:
 
     def size(self) -> int:
         """The needle size: :data:`SIZE`, lowered until every format fits the training length."""
-        return min(fitting_size(TASK, self.train_len(), SIZE, name) for name in FORMATS)
+        return min(tasks.fitting_size(TASK, self.train_len(), SIZE, name) for name in FORMATS)
 
     def configurations(self, job: Job) -> list[Config]:
         """The row itself under its patterns, then on the ``rope`` row's seed-0 run (when the study

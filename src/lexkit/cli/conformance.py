@@ -1,0 +1,136 @@
+"""``lexkit conformance``: RoPE scalings and rotary schemes of other implementations checked against
+lexkit's float64 reference, case by case.
+
+    lexkit conformance                                   # every implementation installed here
+    lexkit conformance --impl transformers --impl x-transformers --case 'yarn/*' --case 'dynamic/*'
+    lexkit conformance --list                            # the cases and the implementations
+    lexkit conformance --json conformance.json           # or --out DIR: conformance.json + conformance.md
+
+Each cell is ``pass`` or ``FAIL`` with the largest error of the check nearest its bound (tolerances by
+dtype: docs/conformance.md), ``n/a`` where the implementation cannot express the case, ``error``
+where it raised. A difference is a measurement, not a verdict: exit 0 unless ``--check`` (exit 1 on
+any FAIL or error). An implementation whose package is missing is skipped by name; ``--import
+MODULE`` may register another (``lexkit.conformance.register``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+from pathlib import Path
+
+from .. import checks
+from ..errors import LexkitError
+from ..render import markdown_table
+from ..runs import atomic_write, write_json
+from .table import print_table
+
+
+def add_parser(sub):
+    p = sub.add_parser("conformance", help="check RoPE scalings of other implementations against lexkit's reference",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--impl", action="append", metavar="NAME",
+                   help="an implementation (repeatable; default: every one registered, missing ones skipped)")
+    p.add_argument("--case", action="append", metavar="GLOB",
+                   help="cases whose name matches (repeatable; 'yarn/*', a group such as 'dynamic', or a name)")
+    p.add_argument("--list", action="store_true", help="list the cases and implementations, run nothing")
+    p.add_argument("--json", metavar="FILE", help="write every result as JSON")
+    p.add_argument("--out", metavar="DIR", help="write DIR/conformance.json and DIR/conformance.md")
+    p.add_argument("--check", action="store_true", help="exit 1 when any case fails or errors")
+    return p
+
+
+def _out_dir(path: str) -> Path:
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise LexkitError(f"--out {path}: exists and is not a directory")
+    if not target.exists() and not target.parent.is_dir():
+        raise LexkitError(f"--out {path}: directory {target.parent} does not exist")
+    for name in ("conformance.json", "conformance.md"):
+        if (target / name).exists():
+            checks.writable("--out", target / name)
+    return target
+
+
+def run(args) -> int:
+    from .. import conformance
+
+    names = list(dict.fromkeys(args.impl or conformance.names()))
+    for name in names:
+        conformance.ADAPTERS.get(name)  # an unknown name: ValueError listing the valid ones
+    cases = conformance.cases(args.case)
+    if args.json:
+        checks.writable("--json", args.json)
+    out_dir = _out_dir(args.out) if args.out else None
+    adapters = [conformance.adapter(n) for n in names]
+    if args.list:
+        return _list(adapters, cases)
+
+    ready, skipped = [], []
+    for adapter in adapters:
+        reason = adapter.unavailable()
+        if reason:
+            skipped.append({"impl": adapter.name, "reason": reason})
+        else:
+            ready.append(adapter)
+    impls = [{"impl": a.name, "version": a.version(), "exercises": a.summary} for a in ready]
+    results = conformance.run(ready, cases)
+
+    from ..conformance import report
+
+    doc = report.to_json(results, impls, cases, skipped)
+    doc["date"] = datetime.date.today().isoformat()
+    table = report.table(results, [a.name for a in ready], cases)
+    notes = report.notes(results)
+    if args.json:
+        write_json(Path(args.json), doc)
+    if out_dir is not None:
+        out_dir.mkdir(exist_ok=True)
+        write_json(out_dir / "conformance.json", doc)
+        atomic_write(out_dir / "conformance.md", _markdown(table, notes, impls, skipped, doc["date"]))
+
+    plural = "s" if len(cases) != 1 else ""
+    print(f"conformance: {len(cases)} case{plural} against lexkit's float64 reference "
+          "(tolerances: docs/conformance.md)")
+    print("implementations: " + ", ".join(f"{i['impl']} {i['version']}".strip() for i in impls))
+    for s in skipped:
+        print(f"skipped: {s['impl']}: {s['reason']}")
+    if ready:
+        print_table(table)
+        if notes:
+            print("\ndifferences:")
+            for line in notes:
+                print(f"  {line}")
+        print()
+        for a in ready:
+            c = report.counts(results, a.name)
+            print(f"{a.name}: {c['pass']} pass, {c['fail']} fail, {c['error']} error, {c['n/a']} n/a")
+    for path in ([args.json] if args.json else []) + ([str(out_dir)] if out_dir is not None else []):
+        print(f"wrote {path}")
+    if args.check and any(r.status in ("fail", "error") for r in results):
+        return 1
+    return 0
+
+
+def _list(adapters, cases) -> int:
+    rows = [["case", "config", "checks", "why"]]
+    for c in cases:
+        kind = "refuse" if c.refuse else ("vs itself: " + c.twin.describe() if c.twin is not None else "")
+        rows.append([c.name, c.config.describe() + (f" ({kind})" if kind else ""), ",".join(c.checks), c.why])
+    print_table(rows, "llll")
+    print()
+    rows = [["implementation", "status", "exercises"]]
+    for a in adapters:
+        reason = a.unavailable()
+        rows.append([a.name, f"missing: {reason}" if reason else f"installed {a.version()}".strip(), a.summary])
+    print_table(rows, "lll")
+    return 0
+
+
+def _markdown(table, notes, impls, skipped, date) -> str:
+    lines = [f"Measured {date}: " + ", ".join(f"{i['impl']} {i['version']}".strip() for i in impls) + ".", ""]
+    lines += [markdown_table(table), ""]
+    if notes:
+        lines += ["Differences (the case that shows each):", ""] + [f"- {n}" for n in notes] + [""]
+    lines += [f"- skipped: {s['impl']}: {s['reason']}" for s in skipped]
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,37 @@
+"""A conformance suite for RoPE scalings and rotary position schemes: every implementation checked
+against lexkit's float64 reference, case by case (``docs/conformance.md``).
+
+>>> from lexkit import conformance
+>>> adapter = conformance.adapter("lexkit")
+>>> result = conformance.check(adapter, conformance.cases(["yarn/defaults"])[0])
+>>> result.status
+'pass'
+
+In a runtime's own tests (pytest)::
+
+    @pytest.mark.parametrize("case", conformance.cases(), ids=str)
+    def test_rope_conforms(case):
+        result = conformance.check(MyAdapter(), case)
+        assert result.status in ("pass", "n/a"), result.detail
+"""
+
+from . import adapters  # noqa: F401  (registers the adapters)
+from .adapter import ADAPTERS, CHECKS, Adapter, Embedding, from_functions, from_interleaved, register, to_interleaved
+from .cases import CASES, Case, cases
+from .config import RopeConfig, hybrid
+from .harness import Finding, Result, check, run
+from .reference import Reference
+
+
+def adapter(name: str) -> Adapter:
+    """A registered implementation's adapter (ValueError naming the valid ones)."""
+    return ADAPTERS.get(name)()
+
+
+def names() -> list[str]:
+    return ADAPTERS.names()
+
+
+__all__ = ["ADAPTERS", "CASES", "CHECKS", "Adapter", "Case", "Embedding", "Finding", "Reference", "Result",
+           "RopeConfig", "adapter", "cases", "check", "from_functions", "from_interleaved", "hybrid", "names",
+           "register", "run", "to_interleaved"]

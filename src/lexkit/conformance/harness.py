@@ -1,0 +1,206 @@
+"""The harness: one implementation on one case -> a :class:`Result` (pass, fail, n/a or error, with the
+largest error and where it is), and :func:`run` over many.
+
+For each call of the case, every check the embedding offers is compared element by element with the
+float64 reference (a property: with the implementation under the twin config) against the bounds of
+:mod:`lexkit.conformance.tolerance`; the case passes when no element exceeds its bound. The inputs of
+``rotate`` and ``scores`` are standard normal, drawn from a seed of the case's name and rounded to the
+config's dtype before both sides see them (so input rounding is not counted as error).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from . import tolerance
+from .adapter import CHECKS, Adapter
+from .cases import Case
+from .reference import Reference
+
+HEADS = 2  # heads of the x, q, k given to rotate and scores
+
+
+@dataclass
+class Finding:
+    """The worst element of one check at one call."""
+
+    check: str  # inv_freq, attention_factor, tables, rotate, scores
+    call: int  # index of the call in the case
+    error: float  # the largest |got - want| of the check (relative for inv_freq and attention_factor)
+    tolerance: float  # the bound at the element nearest its bound (the largest error/bound)
+    ratio: float  # that element's error/bound (> 1: fails)
+    where: str  # that element, in words
+
+
+@dataclass
+class Result:
+    impl: str
+    case: str
+    status: str  # pass, fail, n/a, error
+    detail: str = ""
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def worst(self) -> Finding | None:
+        return max(self.findings, key=lambda f: f.ratio) if self.findings else None
+
+    @property
+    def error(self) -> float | None:
+        """The largest error of the check that came nearest its bound (or past it)."""
+        return self.worst.error if self.worst else None
+
+    def to_json(self) -> dict:
+        w = self.worst
+        return {"impl": self.impl, "case": self.case, "status": self.status, "detail": self.detail,
+                "error": _finite(w.error) if w else None, "check": w.check if w else None,
+                "tolerance": w.tolerance if w else None, "ratio": _finite(w.ratio) if w else None,
+                "where": w.where if w else None,
+                "findings": [{"check": f.check, "call": f.call, "error": _finite(f.error), "tolerance": f.tolerance,
+                              "ratio": _finite(f.ratio), "where": f.where} for f in self.findings]}
+
+
+def _finite(x: float) -> float | str:
+    """JSON has no inf or NaN: those are written as strings."""
+    return x if math.isfinite(x) else str(x)
+
+
+def _first(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def check(adapter: Adapter, case: Case) -> Result:
+    """``adapter`` on ``case``."""
+    name = adapter.name
+    for cfg in (case.config, case.twin):
+        reason = adapter.supports(cfg) if cfg is not None else None
+        if reason:
+            return Result(name, case.name, "n/a", reason)
+    if case.refuse:
+        return _refusal(adapter, case)
+    ref = Reference(case.config)
+    try:
+        emb = adapter.build(case.config)
+        twin = adapter.build(case.twin) if case.twin is not None else None
+    except Exception as exc:  # an adapter's runtime raises anything
+        return Result(name, case.name, "error", f"refused a valid config: {_first(exc)}")
+    offered = [c for c in case.checks if hasattr(emb, c) and (twin is None or hasattr(twin, c))]
+    if not offered:
+        return Result(name, case.name, "n/a", f"offers none of {', '.join(case.checks)}")
+    gen = torch.Generator().manual_seed(zlib.crc32(case.name.encode()))
+    findings: list[Finding] = []
+    for i, call in enumerate(case.calls):
+        pos = torch.tensor(call, dtype=torch.long)
+        for kind in offered:
+            try:
+                findings += _compare(kind, emb, twin, ref, case, pos, i, gen)
+            except Exception as exc:
+                return Result(name, case.name, "error", f"{kind} at call {i + 1} raised {_first(exc)}", findings)
+    worst = max(findings, key=lambda f: f.ratio)
+    status = "pass" if worst.ratio <= 1 else "fail"
+    return Result(name, case.name, status, _describe(worst, case), findings)
+
+
+def _refusal(adapter: Adapter, case: Case) -> Result:
+    try:
+        emb = adapter.build(case.config)
+        pos = torch.tensor(case.calls[0], dtype=torch.long)
+        for kind in CHECKS:
+            if hasattr(emb, kind):
+                _call(kind, emb, pos, case, torch.Generator().manual_seed(0))
+                break
+    except Exception as exc:
+        return Result(adapter.name, case.name, "pass", f"refused: {_first(exc)}")
+    return Result(adapter.name, case.name, "fail", f"accepted {case.config.describe()} (lexkit refuses it)")
+
+
+def _inputs(case: Case, pos: Tensor, gen: torch.Generator, count: int) -> list[Tensor]:
+    shape = (HEADS, pos.numel(), case.config.head_dim)
+    return [torch.randn(shape, generator=gen, dtype=torch.float64).to(case.config.dtype) for _ in range(count)]
+
+
+def _call(kind: str, emb, pos: Tensor, case: Case, gen, inputs: list[Tensor] | None = None):
+    """The embedding's answer for one check, as float64 tensors (and a float attention factor)."""
+    if kind == "frequencies":
+        inv, a = emb.frequencies(pos)
+        return torch.as_tensor(inv).to(torch.float64).flatten(), float(a)
+    if kind == "tables":
+        cos, sin = emb.tables(pos)
+        return torch.stack((torch.as_tensor(cos).to(torch.float64), torch.as_tensor(sin).to(torch.float64)))
+    inputs = inputs if inputs is not None else _inputs(case, pos, gen, 1 if kind == "rotate" else 2)
+    if kind == "rotate":
+        return torch.as_tensor(emb.rotate(inputs[0], pos)).to(torch.float64)
+    return torch.as_tensor(emb.scores(inputs[0], inputs[1], pos)).to(torch.float64)
+
+
+def _compare(kind: str, emb, twin, ref: Reference, case: Case, pos: Tensor, call: int, gen) -> list[Finding]:
+    dtype, r = case.config.dtype, ref.rot_dims
+    theta, a = ref.frequencies(pos)
+    inputs = _inputs(case, pos, gen, {"frequencies": 0, "tables": 0, "rotate": 1, "scores": 2}[kind])
+    got = _call(kind, emb, pos, case, gen, inputs)
+    if twin is not None:  # a property: the implementation under the twin config, positions shifted
+        want = _call(kind, twin, pos + case.shift, case, gen, inputs)
+        scale = 2.0  # both sides carry rounding
+    else:
+        want = {"frequencies": lambda: ref.frequencies(pos), "tables": lambda: torch.stack(ref.tables(pos)),
+                "rotate": lambda: ref.rotate(inputs[0], pos),
+                "scores": lambda: ref.scores(inputs[0], inputs[1], pos)}[kind]()
+        scale = 1.0
+    far = pos if not case.shift else pos + case.shift
+    if kind == "frequencies":
+        inv_bound = tolerance.frequencies(theta, dtype) * scale
+        return [_worst("inv_freq", call, got[0], want[0], inv_bound, lambda i: f"pair {i[0]}", relative=True),
+                _worst("attention_factor", call, torch.tensor([got[1]]), torch.tensor([float(want[1])]),
+                       torch.tensor([tolerance.attention_factor(dtype) * scale]), lambda i: "a", relative=True)]
+    if kind == "tables":
+        bound = tolerance.tables(torch.maximum(pos, far), theta, a, dtype).expand(2, -1, -1) * scale
+        return [_worst("tables", call, got, want, bound,
+                       lambda i: f"{'cos' if i[0] == 0 else 'sin'} at position {int(pos[i[1]])}, pair {i[2]}")]
+    if kind == "rotate":
+        bound = tolerance.rotate(inputs[0], torch.maximum(pos, far), theta, a, r, dtype) * scale
+        return [_worst("rotate", call, got, want, bound, lambda i: f"position {int(pos[i[1]])}, dim {i[2]}")]
+    gain = ref.score_gain(pos)
+    bound = tolerance.scores(inputs[0], inputs[1], torch.maximum(pos, far), theta, gain, dtype) * scale
+    if case.within is not None:
+        outside = (pos[:, None] - pos[None, :]).abs() >= case.within
+        bound = bound.masked_fill(outside, math.inf)
+    return [_worst("scores", call, got, want, bound,
+                   lambda i: f"(m, n) = ({int(pos[i[1]])}, {int(pos[i[2]])})")]
+
+
+def _worst(check: str, call: int, got: Tensor, want: Tensor, bound: Tensor, where, relative: bool = False) -> Finding:
+    want = torch.as_tensor(want, dtype=torch.float64)
+    if got.shape != want.shape:
+        return Finding(check, call, math.inf, math.nan, math.inf,
+                       f"shape {list(got.shape)}, the reference's {list(want.shape)}")
+    diff = (got - want).abs()
+    if relative:
+        diff = diff / want.abs().clamp_min(1e-300)
+    finite = torch.isfinite(got) & torch.isfinite(want)
+    diff = torch.where(finite, diff, torch.full_like(diff, math.inf))  # NaN and inf fail
+    keep = torch.isfinite(bound)
+    if not bool(keep.any()):
+        return Finding(check, call, 0.0, math.inf, 0.0, "nothing compared")
+    ratio = torch.where(keep, diff / bound, torch.zeros_like(diff))
+    flat = int(torch.argmax(ratio))
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), ratio.shape))
+    error = float(torch.where(keep, diff, torch.zeros_like(diff)).max())
+    return Finding(check, call, error, float(bound[index]), float(ratio[index]), where(index))
+
+
+def _describe(f: Finding, case: Case) -> str:
+    call = f" at call {f.call + 1} (length {max(case.calls[f.call]) + 1})" if len(case.calls) > 1 else ""
+    if not math.isfinite(f.tolerance):
+        return f"{f.check}{call}: {f.where}"
+    return (f"{f.check}{call}: largest error {f.error:.2g}; nearest its bound at {f.where}, "
+            f"{f.ratio * f.tolerance:.2g} against {f.tolerance:.2g}")
+
+
+def run(adapters: list[Adapter], cases: list[Case]) -> list[Result]:
+    """Every adapter on every case, adapter by adapter."""
+    return [check(adapter, case) for adapter in adapters for case in cases]

@@ -1,0 +1,59 @@
+"""The report of a run: implementation x case as a table of cells (``pass 3e-07``, ``FAIL 0.14``,
+``n/a``, ``error``), the lines that say what each failure is, and the JSON document."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from ..blocks import Table
+from ..version import __version__
+from .cases import Case
+from .harness import Result
+
+FORMAT_VERSION = 1
+MARK = {"pass": "pass", "fail": "FAIL", "n/a": "n/a", "error": "error"}
+
+
+def cell(result: Result) -> str:
+    """``pass 3.1e-07`` / ``FAIL 0.14``: the status and the largest error of the check nearest its bound."""
+    mark = MARK[result.status]
+    if result.status in ("pass", "fail") and result.error is not None:
+        if not math.isfinite(result.error):
+            return f"{mark} {'shape' if result.worst.where.startswith('shape') else 'non-finite'}"
+        return f"{mark} {result.error:.2g}"
+    return mark
+
+
+def table(results: Sequence[Result], impls: Sequence[str], cases: Sequence[Case]) -> Table:
+    """Cases down, implementations across."""
+    by = {(r.impl, r.case): r for r in results}
+    rows = [[c.name] + [cell(by[(i, c.name)]) if (i, c.name) in by else "" for i in impls] for c in cases]
+    return Table.of(["case", *impls], rows)
+
+
+def notes(results: Sequence[Result]) -> list[str]:
+    """One line per result that is not a pass or an n/a: implementation, case, what differs."""
+    return [f"{r.impl} x {r.case}: {r.status}: {r.detail}" for r in results if r.status in ("fail", "error")]
+
+
+def counts(results: Sequence[Result], impl: str) -> dict[str, int]:
+    out = {k: 0 for k in MARK}
+    for r in results:
+        if r.impl == impl:
+            out[r.status] += 1
+    return out
+
+
+def to_json(results: Sequence[Result], implementations: Sequence[dict], cases: Sequence[Case],
+            skipped: Sequence[dict]) -> dict:
+    """The whole run: versions, the cases (config, calls, checks, why), every result with its findings."""
+    return {
+        "version": FORMAT_VERSION, "lexkit": __version__,
+        "implementations": list(implementations), "skipped": list(skipped),
+        "cases": [{"name": c.name, "config": c.config.describe(), "why": c.why, "checks": list(c.checks),
+                   "calls": [list(call) for call in c.calls], "refuse": c.refuse,
+                   "twin": c.twin.describe() if c.twin is not None else None, "shift": c.shift, "within": c.within}
+                  for c in cases],
+        "results": [r.to_json() for r in results],
+    }

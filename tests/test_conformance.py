@@ -1,0 +1,278 @@
+"""lexkit.conformance: the harness catches each RoPE-scaling bug found in runtimes when it is planted in
+a toy implementation, passes the toy without it, passes lexkit's own schemes and transformers' (on the
+cases the docs list as differences, the measured difference itself), and the CLI refuses bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from lexkit import conformance
+from lexkit.cli import main
+from lexkit.conformance import report
+from lexkit.conformance.adapter import ADAPTERS
+from lexkit.positions import longrope
+
+# -- a toy implementation, written from the formulas in float32, with the bugs runtimes shipped -------
+BUGS = {  # bug -> the case that must catch it (and the groups whose cases it may fail)
+    "dynamic-constant": ("dynamic/many-lengths", {"dynamic", "property"}),  # vLLM #41236
+    "dynamic-no-clamp": ("dynamic/below-original", {"dynamic", "property"}),  # vLLM #52665: NaN below L
+    "wrong-axis": ("dynamic/many-lengths", {"dynamic", "property"}),  # mlx-lm #1553: length from the heads axis
+    "default-scale-2": ("rope/default", {"rope", "hybrid", "property", "xpos"}),  # mlx-lm #1554
+    "linear-base": ("linear/factor-4", {"linear", "property", "hybrid"}),  # mlx-lm #1553: base recomputed
+    "yarn-no-mscale": ("yarn/defaults", {"yarn", "hybrid"}),  # xinfer #329
+    "sliding-scaled": ("hybrid/olmo3-sliding", {"hybrid"}),  # transformers #45945
+    "dynamic-no-reset": ("dynamic/after-longer-call", {"dynamic"}),  # transformers #27227
+}
+
+
+class Toy:
+    """RoPE and its scalings in float32 (float64 for a float64 config), rotate-half pairs."""
+
+    def __init__(self, config, bug):
+        if bug == "sliding-scaled" and config.layers:
+            config = config.layer("full_attention")  # every layer gets the full layers' scaling
+        if config.factor is not None and config.factor < 1:
+            raise ValueError(f"factor {config.factor} < 1")
+        self.c, self.bug, self.longest = config, bug, 0
+        self.dt = torch.float64 if config.dtype == torch.float64 else torch.float32
+
+    def frequencies(self, pos, n=None):
+        c, r, bug = self.c, self.c.rotary_dims, self.bug
+        n = int(pos.max()) + 1 if n is None else n
+        s, L, base = c.factor, c.original_len, c.base
+        expo = torch.arange(0, r, 2, dtype=self.dt) / r
+        inv = 1.0 / base**expo
+        if c.scaling == "none":
+            return (inv / 2 if bug == "default-scale-2" else inv), 1.0
+        if c.scaling == "linear":
+            return (1.0 / (base * s ** (r / (r - 2))) ** expo / s if bug == "linear-base" else inv / s), 1.0
+        if c.scaling == "ntk":
+            return 1.0 / (base * s ** (r / (r - 2))) ** expo, 1.0
+        if c.scaling == "dynamic":
+            if bug == "dynamic-constant":
+                n = int(s * L)
+            elif bug == "dynamic-no-reset":
+                self.longest = max(self.longest, n)
+                n = max(n, self.longest, L)
+            elif bug != "dynamic-no-clamp":
+                n = max(n, L)
+            grown = torch.tensor(s * n / L - (s - 1), dtype=self.dt) ** (r / (r - 2))  # NaN when negative
+            return 1.0 / (base * grown) ** expo, 1.0
+        if c.scaling == "yarn":
+            def corr(rot):
+                return r * math.log(L / (rot * 2 * math.pi)) / (2 * math.log(base))
+            low = max(math.floor(corr(c.beta_fast or 32)), 0)
+            high = min(math.ceil(corr(c.beta_slow or 1)), r - 1)
+            ramp = ((torch.arange(r // 2, dtype=self.dt) - low) / max(high - low, 1e-3)).clamp(0, 1)
+            a = 1.0 if bug == "yarn-no-mscale" or s <= 1 else 0.1 * math.log(s) + 1
+            return inv * (1 - ramp) + inv / s * ramp, a
+        if c.scaling == "llama3":
+            lo, hi = c.low_freq or 1.0, c.high_freq or 4.0
+            wave = 2 * math.pi / inv
+            smooth = ((L / wave - lo) / (hi - lo)).clamp(0, 1)
+            return (1 - smooth) * inv / s + smooth * inv, 1.0
+        ext = torch.tensor(c.long_factor if n > L else c.short_factor, dtype=self.dt)  # longrope
+        a = math.sqrt(1 + math.log(s) / math.log(L)) if s > 1 else 1.0
+        return inv / ext, a
+
+    def tables(self, pos, n=None):
+        inv, a = self.frequencies(pos, n)
+        angle = pos.to(self.dt)[:, None] * inv
+        return (angle.cos() * a).to(self.c.dtype), (angle.sin() * a).to(self.c.dtype)
+
+    def rotate(self, x, pos):
+        n = x.shape[0] if self.bug == "wrong-axis" else None  # [H, n, h]: the heads axis read as the length
+        cos, sin = self.tables(pos, n)
+        r, half = self.c.rotary_dims, self.c.rotary_dims // 2
+        x1, x2 = x[..., :half], x[..., half:r]
+        return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos, x[..., r:]), dim=-1)
+
+
+def toy(bug=None):
+    class ToyAdapter(conformance.Adapter):
+        name = f"toy-{bug}" if bug else "toy"
+
+        def supports(self, config):
+            return None if config.scheme == "rope" else "RoPE only"
+
+        def build(self, config):
+            return Toy(config, bug)
+
+    return ToyAdapter()
+
+
+def test_the_toy_passes_every_case_it_can_express():
+    results = conformance.run([toy()], conformance.cases())
+    assert {r.status for r in results} == {"pass", "n/a"}, [(r.case, r.detail) for r in results if r.status != "pass"]
+    assert sum(r.status == "pass" for r in results) >= 50
+
+
+@pytest.mark.parametrize("bug", list(BUGS))
+def test_each_planted_bug_is_caught(bug):
+    catcher, groups = BUGS[bug]
+    cases = [c for c in conformance.cases() if c.group in groups or c.name == "rope/default"]
+    results = {r.case: r for r in conformance.run([toy(bug)], cases)}
+    assert results[catcher].status == "fail", results[catcher].detail
+    assert results[catcher].worst.ratio > 100  # far past its bound, not at the edge of a tolerance
+    failed = {name for name, r in results.items() if r.status != "pass" and r.status != "n/a"}
+    assert {conformance.cases([n])[0].group for n in failed} <= groups, failed
+
+
+def test_the_nan_of_a_negative_dynamic_base_fails_as_non_finite():
+    (result,) = conformance.run([toy("dynamic-no-clamp")], conformance.cases(["dynamic/below-original"]))
+    assert result.status == "fail" and math.isinf(result.error)
+    assert report.cell(result) == "FAIL non-finite"
+
+
+def test_lexkit_passes_every_case_it_can_express():
+    results = conformance.run([conformance.adapter("lexkit")], conformance.cases())
+    assert {r.status for r in results} == {"pass", "n/a"}
+    na = {r.case for r in results if r.status == "n/a"}
+    assert na == {c.name for c in conformance.CASES if c.group == "longrope" or c.config.head_dim % 2}
+
+
+def test_refusal_cases_and_properties_are_what_they_say():
+    for case in conformance.CASES:
+        if case.refuse:  # the reference itself refuses them
+            with pytest.raises(ValueError, match="factor"):
+                conformance.Reference(case.config)
+        elif case.property:
+            assert case.twin is not None and case.checks
+    # the property a case claims holds for the reference: dynamic NTK is RoPE up to L
+    case = conformance.cases(["property/dynamic-is-rope-up-to-L"])[0]
+    ref, rope = conformance.Reference(case.config), conformance.Reference(case.twin)
+    for call in case.calls:
+        pos = torch.tensor(call)
+        assert torch.equal(ref.frequencies(pos)[0], rope.frequencies(pos)[0])
+
+
+def test_llama3_bands_case_populates_all_three_bands():
+    case = conformance.cases(["llama3/bands"])[0]
+    c = case.config
+    theta = 10000.0 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64)
+    wave = 2 * math.pi / theta
+    kept, divided = wave < c.original_len / c.high_freq, wave > c.original_len / c.low_freq
+    assert kept.any() and divided.any() and (~kept & ~divided).any()
+
+
+def test_longrope_reference_switches_per_call_and_sets_its_factor():
+    short, long = (1.0, 1.0, 1.0, 1.0), (1.0, 2.0, 4.0, 8.0)
+    i = torch.arange(4, dtype=torch.float64)
+    plain = 10000.0 ** (-2 * i / 8)
+    theta, a = longrope.inv_freq(8, 10000.0, short, long, 16.0, 64, length=64)
+    assert torch.allclose(theta, plain) and a == pytest.approx(math.sqrt(1 + math.log(16) / math.log(64)))
+    theta, _ = longrope.inv_freq(8, 10000.0, short, long, 16.0, 64, length=65)
+    assert torch.allclose(theta, plain / torch.tensor(long))
+    assert longrope.inv_freq(8, 10000.0, short, long, 1.0, 64, length=65)[1] == 1.0
+    with pytest.raises(ValueError, match="short_factor has 3 values"):
+        longrope.inv_freq(8, 10000.0, short[:3], long, 16.0, 64, length=10)
+
+
+def test_pair_layouts_round_trip():
+    x = torch.arange(10.0)
+    inter = conformance.to_interleaved(x, 8)
+    assert inter.tolist() == [0, 4, 1, 5, 2, 6, 3, 7, 8, 9]
+    assert torch.equal(conformance.from_interleaved(inter, 8), x)
+
+
+def test_from_functions_is_the_documented_minimal_adapter():
+    def tables(config, pos):
+        r = config.rotary_dims
+        inv = 1.0 / config.base ** (torch.arange(0, r, 2) / r)
+        ang = pos[:, None].float() * inv
+        return ang.cos().to(config.dtype), ang.sin().to(config.dtype)
+
+    def supports(c):
+        return None if c.scaling == "none" and c.scheme == "rope" else "RoPE only"
+
+    cls = conformance.from_functions("mine", tables=tables, supports=supports)
+    results = {r.case: r for r in conformance.run([cls()], conformance.cases(["rope", "linear/factor-4"]))}
+    assert results["rope/default"].status == "pass" and results["linear/factor-4"].status == "n/a"
+    assert [f.check for f in results["rope/default"].findings] == ["tables"]
+
+
+# -- transformers, as installed ---------------------------------------------------------------------
+#: the cases docs/conformance.md lists as transformers' measured differences
+HF_DIFFERENCES = {"rope/float64-angles-past-1M", "rope/partial-0.3", "dynamic/shorter-than-longest",
+                  "linear/factor-0.5", "dynamic/factor-0.5", "yarn/factor-0.5", "llama3/factor-0.5"}
+
+
+@pytest.mark.xdist_group("hf")  # beside test_hf.py under `pytest -n`: one worker imports transformers
+def test_transformers_adapter_passes_all_but_its_documented_differences():
+    pytest.importorskip("transformers")
+    adapter = conformance.adapter("transformers")
+    if adapter.unavailable():
+        pytest.skip(adapter.unavailable())
+    results = conformance.run([adapter], conformance.cases())
+    failed = {r.case for r in results if r.status in ("fail", "error")}
+    assert failed == HF_DIFFERENCES, [(r.case, r.detail) for r in results if r.case in failed ^ HF_DIFFERENCES]
+    passed = {r.case for r in results if r.status == "pass"}
+    assert {"longrope/switch", "hybrid/olmo3-sliding", "dynamic/after-longer-call", "yarn/defaults"} <= passed
+
+
+# -- the command ------------------------------------------------------------------------------------
+def test_cli_runs_and_writes_json(tmp_path, capsys):
+    out = tmp_path / "c.json"
+    assert main(["conformance", "--impl", "lexkit", "--case", "yarn/*", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "yarn/defaults" in text and "lexkit:" in text and "pass" in text
+    doc = json.loads(out.read_text())
+    assert doc["implementations"][0]["impl"] == "lexkit"
+    assert {r["case"] for r in doc["results"]} == {c.name for c in conformance.cases(["yarn/*"])}
+
+
+def test_cli_skips_a_missing_implementation_by_name(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(ADAPTERS, "_classes", dict(ADAPTERS._classes))
+
+    class Missing(conformance.Adapter):
+        name, modules, extra = "missing-runtime", ("no_such_module_for_lexkit",), "conformance-missing"
+
+    conformance.register(Missing)
+    args = ["conformance", "--impl", "missing-runtime", "--impl", "lexkit", "--case", "rope/default",
+            "--out", str(tmp_path / "o")]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "skipped: missing-runtime: no_such_module_for_lexkit does not import" in text
+    assert "lexkit[conformance-missing]" in text
+    assert (tmp_path / "o" / "conformance.md").read_text().count("| rope/default |") == 1
+
+
+def test_cli_check_exits_1_on_a_failure(monkeypatch, capsys):
+    monkeypatch.setattr(ADAPTERS, "_classes", dict(ADAPTERS._classes))
+    conformance.register(type(toy("default-scale-2")))
+    assert main(["conformance", "--impl", "toy-default-scale-2", "--case", "rope/default", "--check"]) == 1
+    assert "FAIL" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--impl", "nosuch"], ["unknown implementation 'nosuch'", "transformers", "x-transformers"]),
+    (["--case", "nosuch/*"], ["--case 'nosuch/*' matches no case", "yarn", "dynamic"]),
+    (["--json", "/no/such/dir/x.json"], ["--json", "does not exist"]),
+])
+def test_cli_bad_input_is_one_error_line(argv, words, capsys):
+    assert main(["conformance", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+    for w in words:
+        assert w in err, err
+
+
+def test_cli_list_names_cases_and_implementations(capsys):
+    assert main(["conformance", "--list", "--impl", "lexkit"]) == 0
+    text = capsys.readouterr().out
+    assert "longrope/switch" in text and "installed 0.1.0" in text
+
+
+def test_the_docs_adapter_example_runs_as_written(capsys):
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "conformance.md").read_text()
+    block = re.findall(r"```python\n(.*?)```", doc, flags=re.S)[0]
+    exec(compile(block, "docs/conformance.md", "exec"), {})
+    assert "('rope/default', 'pass')" in capsys.readouterr().out
+    assert f"prints all {len(conformance.CASES)}" in doc
