@@ -115,6 +115,8 @@ class ModelConfig:
             mods.check_width(self.token_shift, self.d_model, "--token-shift")
             plan = plan.with_modifier(mods.Shift(F=float(self.token_shift)))
         plan.check(mods.Shape(self.d_model, self.n_heads, self.train_len))
+        if self.layout is not None:
+            self._check_schemes(plan)
         if self.random_positions is not None:
             for i, layer in enumerate(plan):
                 grows = next((m for m in layer.modifiers if m.global_only), None)
@@ -122,6 +124,22 @@ class ModelConfig:
                     raise ValueError(f"random_positions and layer {i}'s {grows.spec}: it grows with the position past "
                                      "the training length, which randomized training reaches; give one of them")
         return plan
+
+    def _check_schemes(self, plan: layouts.LayerPlan) -> None:
+        """Every scheme of a layout built once at this shape (on the meta device, the random state
+        untouched), so a value a scheme refuses names its layer, here, not when the model is built."""
+        seen: set[str] = set()
+        for i, layer in enumerate(plan):
+            if layer.scheme in seen:
+                continue
+            seen.add(layer.scheme)
+            try:
+                with torch.random.fork_rng(devices=[]), torch.device("meta"):
+                    positions.create(layer.scheme, n_heads=self.n_heads, head_dim=self.head_dim,
+                                     max_len=self.position_len)
+            except ValueError as exc:
+                where = f"layout {self.layout!r}" if plan.uniform else f"layout layer {i} ({layer.spec})"
+                raise layouts.LayoutError(f"{where}: {exc}") from None
 
     @property
     def plan(self) -> layouts.LayerPlan:
