@@ -4,7 +4,7 @@ PYTHON ?= python
 TORCH_SPEC ?= torch==2.13.0
 STUDY_ARGS ?=
 
-.PHONY: install lint test test-slow test-gpu study study-quick bench
+.PHONY: install lint test test-slow test-gpu study study-quick study-full bench
 
 install:
 	@$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install "$(TORCH_SPEC)"
@@ -29,11 +29,18 @@ test-slow: install
 test-gpu: install
 	$(PYTEST) -m gpu
 
+# the main job: tables A-G, every free core a worker (lexkit study --jobs; --dry-run estimates it first)
 study: install
 	$(PYTHON) -m lexkit study --out study $(STUDY_ARGS)
 
+# a first look: tables A-F at the quick preset, and a table G of one uniform scheme and one layout, one seed
 study-quick: install
-	$(PYTHON) -m lexkit study --preset quick --out study-quick --no-retrieval $(STUDY_ARGS)
+	$(PYTHON) -m lexkit study --preset quick --out study-quick --retrieval-rows alibi \
+		--retrieval-rows hwfa:W=16,shift=0.5 $(STUDY_ARGS)
+
+# `make study` with table G on three seeds (intervals over seeds): the same directory, so only seeds 1 and 2 train
+study-full: install
+	$(PYTHON) -m lexkit study --out study --retrieval-seeds 3 $(STUDY_ARGS)
 
 bench: install
 	$(PYTHON) -m pip install -q -e '.[bench]'

@@ -1,6 +1,7 @@
 """A tiny study end to end: its report agrees with results.json, a re-run does nothing (from the
 study's own record), an interrupted study resumes, a new scheme trains only that scheme."""
 
+import dataclasses
 import json
 
 import pytest
@@ -15,6 +16,7 @@ from lexkit.study.tables.extension.report import extension_table
 from lexkit.study.tables.retrieval import table as table_g
 from lexkit.study.tables.retrieval.report import retrieval_table
 from lexkit.study.tables.retrieval.table import Configuration, RowSpec
+from stub_timer import StubTimer
 from toy_corpus import STUDY_DOCS as DOCS
 from toy_corpus import write_corpus
 
@@ -150,45 +152,55 @@ def test_a_study_directory_has_one_writer(tmp_path, data_dir, no_figures):
     assert not lock.is_locked(out) and not (out / lock.LOCK).exists()
 
 
-def test_dry_run_lists_cells_and_trains_nothing(tmp_path, data_dir, capsys):
+def test_dry_run_lists_cells_and_trains_nothing(tmp_path, data_dir, capsys, monkeypatch):
     out = tmp_path / "study"
-    code = main(["study", "--preset", "tiny", "--scheme", "alibi", "--scheme", "xpos:gamma=0.5",
-                 "--data", str(data_dir), "--lengths", "16,32", "--out", str(out), "--dry-run"])
-    assert code == 0
+    argv = ["study", "--preset", "tiny", "--scheme", "alibi", "--scheme", "xpos:gamma=0.5", "--data", str(data_dir),
+            "--lengths", "16,32", "--out", str(out), "--dry-run"]
+    assert main(argv) == 0
     text = capsys.readouterr().out
     assert "2 training runs" in text and "xpos_gamma_0.5-s0-" in text and "estimated total" in text
-    # table G trains alibi with the retrieval mix on 3 seeds (xpos:gamma=0.5 is not one of its rows)
-    assert (f"table G (use of context): 3 runs (3 seeds a row) with --mix {RECIPE.mix} (quick preset, "
-            f"{RECIPE.steps} steps, batch 64)") in text
-    assert "G train     alibi + mix, seed 2" in text and "to train" in text and "left" not in text
+    # table G trains alibi with the tiny study's recipe, on one seed (xpos:gamma=0.5 is not one of its rows)
+    assert (f"table G (use of context): 1 run (1 seed a row) with --mix {RECIPE.mix} (tiny preset, "
+            "40 steps, batch 64)") in text
+    assert "G train     alibi + mix, seed 0" in text and "to train" in text and "left" not in text
     assert not (out / "runs").exists()
-    # a run already trained here (its checkpoint) is not counted in what is left, and says so
-    from lexkit import runs
+    # a run killed at step 12 of 40 (its checkpoint at 10) counts the 30 steps it has left, and says so
+    from lexkit import runs, train
+    from stop import stop_at
 
-    name = next(line.split()[0] for line in text.splitlines() if line.strip().startswith("alibi-s0-"))
-    (out / "runs" / name).mkdir(parents=True)
-    (out / "runs" / name / runs.CHECKPOINT).write_bytes(b"")
-    assert main(["study", "--preset", "tiny", "--scheme", "alibi", "--scheme", "xpos:gamma=0.5", "--data",
-                 str(data_dir), "--lengths", "16,32", "--out", str(out), "--dry-run"]) == 0
+    study = Study(StudyConfig(preset="tiny", schemes=["alibi", "xpos:gamma=0.5"], lengths=[16, 32],
+                              data=str(data_dir)), out, progress=False, echo=None)
+    cell = study.plan.cells()[0]
+    stop_at(monkeypatch, 12)
+    with pytest.raises(KeyboardInterrupt):
+        train(study.cache.run_dir(cell), cell.model_cfg, dataclasses.replace(cell.train_cfg, save_every=5),
+              progress=False, corpus=study.plan.corpus)
+    monkeypatch.undo()
+    assert runs.trainer_state(study.cache.run_dir(cell))["step"] == 10
+    assert main(argv) == 0
     again = capsys.readouterr().out
-    assert f"{name}" in again and "exists" in again and "min left: the runs already trained here are reused" in again
+    line = next(x for x in again.splitlines() if x.strip().startswith(cell.name))
+    assert "10/40 steps" in line and "min left: what is already trained and cached here is reused" in again
+    plan = study.estimate(timer=StubTimer(step=1.0, other=0.0))  # a step 1 s, nothing else: left = 30 steps
+    unit = next(u for u in plan["units"] if u["name"] == f"cell {cell.name}")
+    assert (unit["seconds"], unit["left"], unit["done_steps"]) == (40.0, 30.0, 10)
 
 
 def test_no_retrieval_reaches_the_study_and_its_plan(tmp_path, data_dir, capsys, monkeypatch):
-    seen = {}
+    seen, real = {}, Study.estimate
 
-    def estimate(self):
+    def estimate(self, jobs=None, timer=None):
         g = self.cfg.tables["retrieval"]
         seen.update(retrieval=g.on, steps=g.steps)
-        return {"cells": [], "lengths": [16], "patterns": ["causal"], "grid": {},
-                "tables": {"extension": [], "retrieval": self.table("retrieval").tasks_at(1.0, 1.0)},
-                "total_s": 0.0, "left_s": 0.0}
+        return real(self, jobs, StubTimer())
 
     monkeypatch.setattr(Study, "estimate", estimate)
     argv = ["study", "--preset", "tiny", "--scheme", "alibi", "--data", str(data_dir), "--out", str(tmp_path / "s"),
             "--dry-run"]
     assert main(argv + ["--retrieval-steps", "7"]) == 0
-    assert seen == {"retrieval": True, "steps": 7} and "G train     alibi + mix, seed 0" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert seen == {"retrieval": True, "steps": 7} and "G train     alibi + mix, seed 0" in text
+    assert "(tiny preset, 7 steps, batch 64)" in text
     assert main(argv + ["--no-retrieval"]) == 0
     assert seen["retrieval"] is False and "table G (use of context): skipped" in capsys.readouterr().out
 
@@ -259,7 +271,7 @@ def test_table_g_plan_runs_configurations_and_cache_keys(tmp_path, data_dir, mon
                                                                                      ("causal",))]
     assert row.describe() == "layout hwfa:W=8, token_shift 0.5, 3 steps" and RowSpec("a", "alibi").describe() is None
     study.cfg.tables["retrieval"].on = False
-    assert g.run() is None and g.tasks_at(1.0, 1.0) == [] and g.tasks({}, "cpu") == []
+    assert g.run() is None and g.units() == []
     monkeypatch.setattr(table_g, "ROWS", table_g.ROWS[:-1])
     only = Study(config(data_dir, ("xpos:gamma=0.5",), retrieval=True), tmp_path, progress=False, echo=None)
     assert only.table("retrieval").rows() == [] and only.table("retrieval").run() is None
@@ -333,18 +345,20 @@ def test_tiny_study_writes_table_g_the_scatter_and_the_goal(tmp_path, data_dir):
 
 
 def test_study_dry_run_times_at_the_threads_asked(tmp_path, monkeypatch, capsys):
-    """--dry-run timed with every core whatever --threads said (143 min estimated, 12.5 ran)."""
-    import torch
+    """--dry-run timed with every core whatever --threads said (143 min estimated, 12.5 ran): it times
+    at the threads each worker runs at, --threads N without --jobs (one process), one with --jobs."""
+    import lexkit.study.execution as execution
 
     seen = []
 
-    def estimate(self):
-        seen.append(torch.get_num_threads())
-        return {"cells": [], "lengths": [16], "patterns": ["causal"], "grid": {},
-                "tables": {"extension": [], "retrieval": []}, "total_s": 0.0, "left_s": 0.0}
+    class Recording(StubTimer):
+        def __init__(self, device, threads, **_):
+            super().__init__(threads=threads)
+            seen.append(threads)
 
-    monkeypatch.setattr(Study, "estimate", estimate)
+    monkeypatch.setattr(execution, "Timer", Recording)
     argv = ["study", "--preset", "tiny", "--scheme", "alibi", "--out", str(tmp_path / "s"), "--dry-run",
-            "--no-retrieval", "--threads", "2"]
-    assert main(argv) == 0
-    assert seen == [2]
+            "--no-retrieval", "--lengths", "16,32"]
+    assert main([*argv, "--threads", "2"]) == 0 and "with 1 worker " in capsys.readouterr().out
+    assert main([*argv, "--jobs", "2"]) == 0 and "with 2 workers " in capsys.readouterr().out
+    assert seen == [2, 1]

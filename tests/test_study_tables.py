@@ -102,6 +102,14 @@ def test_table_settings_are_study_config_keywords(data_dir):
     assert list(config_json)[-7:] == ["extension", "extension_steps", "retrieval", "retrieval_steps",
                                       "retrieval_preset", "retrieval_samples", "retrieval_seeds"]
     assert config_json["extension_steps"] == 7 and config_json["retrieval_seeds"] == 1
+    # as the study runs them: G's recipe of the preset asked (tiny: 40 steps, no stop rule, recorded only
+    # when set, as every setting added since; the default study's stop rule is recorded)
+    assert (config_json["retrieval_preset"], config_json["retrieval_steps"]) == ("tiny", 40)
+    assert "retrieval_stop" not in config_json and "retrieval_rows" not in config_json
+    small = StudyConfig(data=str(data_dir)).to_json()
+    assert (small["retrieval_preset"], small["retrieval_steps"], small["retrieval_seeds"]) == ("quick", 4000, 1)
+    assert small["retrieval_stop"] == "probe:exact=0.9,probes=5,after=2000"
+    assert StudyConfig(data=str(data_dir), retrieval_rows=["alibi"]).to_json()["retrieval_rows"] == ["alibi"]
     whole = StudyConfig(data=str(data_dir), tables={"retrieval": type(g)(seeds=1, preset="tiny")},
                         extension=False, extension_steps=7)
     assert whole == cfg

@@ -3,7 +3,8 @@ unless asked. Every long-running library call takes ``progress: bool``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
@@ -72,3 +73,42 @@ def _fmt(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.4g}" if abs(value) < 1e3 else f"{value:,.0f}"
     return str(value)
+
+
+@contextmanager
+def watch(description: str, state: Callable[[], tuple[float, str]], *, enabled: bool = True,
+          every: float = 1.0) -> Iterator[None]:
+    """A bar for work that reports its own progress: every ``every`` seconds a thread reads
+    ``state()`` (the share done, 0 to 1, and a line of text: counts, ETA) and shows it, with the
+    time elapsed, until the block ends."""
+    if not enabled:
+        yield
+        return
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(),
+                        TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=Console(stderr=True),
+                        transient=False, auto_refresh=False)
+    stop = threading.Event()
+
+    def show() -> None:
+        try:
+            share, text = state()
+        except RuntimeError:  # what it reads changed while it read: the next look
+            return
+        progress.update(task, completed=round(1000 * share), info=text)
+        progress.refresh()
+
+    def loop() -> None:
+        while not stop.wait(every):
+            show()
+
+    with progress:
+        task = progress.add_task(description, total=1000, info="")
+        show()
+        thread = threading.Thread(target=loop, daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+            show()

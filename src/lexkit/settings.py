@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import checks, presets
+from . import checks, presets, stopping
 from .mix import format_mix, parse_mix
 from .model import ModelConfig
 
@@ -31,9 +31,11 @@ class TrainConfig:
     save_every: int = 250
     log_every: int = 10
     mix: str = ""  # retrieval documents among the windows, "passkey:0.05,copy:0.1" (mix.MixedStream)
+    stop: str = ""  # a rule that ends the run once the mix's probe converged (lexkit.stopping; "": none)
 
     def __post_init__(self) -> None:
         self.mix = format_mix(parse_mix(self.mix))
+        self.stop = stopping.canonical(self.stop)
         for key in ("steps", "batch", "eval_every", "save_every", "log_every", "eval_windows"):
             checks.number(key, getattr(self, key))
         checks.number("warmup", self.warmup, strict=False)
@@ -42,6 +44,14 @@ class TrainConfig:
         checks.number("weight_decay", self.weight_decay, maximum=checks.MAX_LR, strict=False, integer=False)
         checks.number("grad_clip", self.grad_clip, maximum=1e9, integer=False)
         checks.number("seed", self.seed, maximum=2**63 - 1, strict=False)
+
+    def recorded(self) -> dict:
+        """The config as config.json, results.json and cache keys keep it: every field, but
+        ``stop`` only when a rule is set (a run without one keeps the keys it had before rules)."""
+        out = dataclasses.asdict(self)
+        if not out["stop"]:
+            del out["stop"]
+        return out
 
 
 #: settings that may change on --resume without changing the run

@@ -42,14 +42,14 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from . import distributed, provenance, runs
+from . import distributed, provenance, runs, stopping
 from . import tensorboard as tb
 from .api import callable_module
 from .attention import kernel_label, record_kernels
 from .data import LN2, Corpus, Stream, check_splits
 from .device import eval_mode, training_dtype
 from .errors import LexkitError
-from .mix import check_mix, mix_probe
+from .mix import check_mix, mix_probe, parse_mix
 from .model import GPT, ModelConfig
 from .progress import bar
 from .runs import lifecycle
@@ -221,7 +221,7 @@ def train(
     run = runs.RunDir(out, resume=resume, expected=plan.old) if w.is_main else None
     try:
         state = w.on_main(lambda: run.open().start(config, model, optimizer))
-        if state.get("done") and state["step"] >= train_cfg.steps:
+        if runs.finished(state, train_cfg.steps):
             if progress and w.is_main:
                 print(f"{out}: already finished ({state['step']} steps); nothing to do")
             return state
@@ -247,6 +247,9 @@ def check_job(model_cfg: ModelConfig, train_cfg: TrainConfig, w: distributed.Wor
         use_threads(threads, "threads")
     check_model(model_cfg)
     check_mix(train_cfg.mix, model_cfg.train_len)
+    if train_cfg.stop and not train_cfg.mix:
+        raise ValueError(f"--stop {train_cfg.stop} watches the probe of a retrieval mix and this run has none: "
+                         "give --mix too (e.g. --mix induction:0.75), or leave out --stop")
     w.check_batch(train_cfg.batch)
     if fsdp and not w.parallel:
         raise ValueError("--fsdp shards over processes and this job has one (world size 1): it needs torchrun "
@@ -275,10 +278,12 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
     cfg, w, dev, length = job.train_cfg, job.world, job.device, job.model_cfg.train_len
     train_stream, valid_stream = streams
     probe = mix_probe(valid_stream.tokens, cfg.mix, length) if cfg.mix else {}  # the mix's tasks, validated
+    rule, watched = stopping.parse(cfg.stop), list(parse_mix(cfg.mix)) if cfg.mix else []
+    history = w.broadcast(runs.read_metrics(run.path) if rule is not None and run is not None else [])  # resumed
     autocast = device_autocast(dev)
     rate_of = throughput(distributed.unwrap(model), job.model_cfg, cfg.batch // w.size, dev)
     model.train()
-    loss_value, last = float("nan"), time.perf_counter()
+    loss_value, last, stopped = float("nan"), time.perf_counter(), False
     began, elapsed_before = last, float(state.get("elapsed", 0.0))
     with stop_signals() as stop, bar(cfg.steps, f"train {job.model_cfg.label}",
                                      enabled=job.progress and w.is_main) as pbar:
@@ -305,24 +310,34 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
                 if evaluate_now:  # every rank (an FSDP2 forward is collective)
                     row["val_bpb"] = round(validation_bpb(distributed.unwrap(model), valid_stream, cfg, length, dev), 6)
                     row.update(validation_tasks(distributed.unwrap(model), probe, dev))
+                    if rule is not None:  # the same probes on every rank: every rank stops at the same step
+                        history.append(row)
+                        if stopping.stop_step(history, rule, watched) == done:
+                            row["stopped"] = stopped = True
                 if run is not None:
                     run.log(row)
                     if job.writer is not None:
                         job.writer.add(row)
-            stopping = w.any(stop.requested, dev)
-            if done % cfg.save_every == 0 or done == cfg.steps or stopping:
-                state = {"step": done, "done": done == cfg.steps, "loss": loss_value,
+            signalled = w.any(stop.requested, dev)
+            if done % cfg.save_every == 0 or done == cfg.steps or signalled or stopped:
+                state = {"step": done, "done": done == cfg.steps or stopped, "loss": loss_value,
                          "elapsed": round(elapsed_before + time.perf_counter() - began, 3)}
+                if stopped:
+                    state["stopped"] = done  # by the run's stop rule: its end
                 whole, whole_optimizer = distributed.full_state(model, optimizer)  # collective under FSDP2
                 if run is not None:
                     run.save(whole, whole_optimizer, state)
-            if stopping:
+            if signalled:
                 if run is not None:
                     run.finish()  # the session's end and wall seconds, as for a completed one
                 raise KeyboardInterrupt(f"stopped by a signal after step {done}, checkpoint written")
             pbar.advance(1, loss=loss_value, bytes_s=rate)
+            if stopped:
+                break
     w.barrier()  # every rank leaves together (rank 0 wrote the last checkpoint)
-    summary = {"step": cfg.steps, "loss": loss_value, "elapsed": state.get("elapsed")}
+    summary = {"step": state["step"], "loss": loss_value, "elapsed": state.get("elapsed")}
+    if stopped:
+        summary["stopped"] = state["step"]
     rows = [r for r in runs.read_metrics(run.path) if "val_bpb" in r] if run is not None else []
     if rows:
         summary["val_bpb"] = rows[-1]["val_bpb"]

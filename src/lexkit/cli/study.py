@@ -15,14 +15,17 @@ from pathlib import Path
 
 from .. import checks, positions, presets, threads
 from ..device import resolve_device
+from ..distributed import world as study_world
 from ..report import length_table, pattern_table
 from ..rows import StudyResults
 from ..specs import parse_lengths
 from ..study import DEFAULT_LAYOUTS, DEFAULT_PATTERNS, DEFAULT_SCHEMES, TABLES, Study, StudyConfig, read
-from ..study.plan import setting_name
-from ..study.recipe import RECIPE
+from ..study.execution import MAX_JOBS
+from ..study.plan import field_type, setting_name
 from ..study.tables.retrieval.findings import context_goal_finding
 from ..study.tables.retrieval.report import retrieval_table
+from ..study.units import GRID
+from ..study.workers import clock
 from .table import print_table
 
 
@@ -49,7 +52,13 @@ def add_parser(sub):
     p.add_argument("--eval-docs", type=int, default=24, help="validation documents scored per length")
     p.add_argument("--out", default="study", help="study directory (default: ./study)")
     p.add_argument("--device", default="auto")
-    p.add_argument("--threads", type=int, metavar="N", help=threads.HELP)
+    p.add_argument("--threads", type=int, metavar="N", help=threads.HELP + "; with --jobs, each worker's "
+                   "(default 1); without --jobs, one process at N threads")
+    p.add_argument("--jobs", type=int, metavar="N",
+                   help="worker processes that train and score the study's units of work side by side, each at "
+                   "one thread on the CPU, one per device on GPUs (default: the cores lexkit.threads' policy "
+                   "gives this command, i.e. the free ones; the GPUs; 1 with --threads: one process); "
+                   "results equal one process's at one thread")
     for table in TABLES:  # each table's settings, from its own dataclass: --no-KEY, --KEY-FIELD
         add_table_flags(p, table.key, table.Settings)
     p.add_argument("--tensorboard", nargs="?", const="", metavar="DIR",
@@ -65,28 +74,53 @@ def add_table_flags(p, key: str, settings: type) -> None:
     the type and ``choices`` of its default), each stored as StudyConfig's keyword of that setting."""
     for field in dataclasses.fields(settings):
         flag, dest, meta = setting_name(key, field.name, flag=True), setting_name(key, field.name), field.metadata
-        if field.name == "on":
+        kind = field_type(field)
+        if kind is bool:  # on: --no-KEY; another: --no-KEY-FIELD (both default True)
+            flag = flag if field.name == "on" else f"--no-{flag[2:]}"
             p.add_argument(flag, dest=dest, action="store_false", help=meta.get("help"))
+        elif kind is list:
+            p.add_argument(flag, dest=dest, action="append", metavar=meta.get("metavar"), help=meta.get("help"))
         else:
-            p.add_argument(flag, dest=dest, type=type(field.default), default=field.default,
-                           choices=meta.get("choices"), help=meta.get("help"))
+            p.add_argument(flag, dest=dest, type=kind, default=field.default, choices=meta.get("choices"),
+                           metavar=meta.get("metavar"), help=meta.get("help"))
 
 
 def table_settings(args) -> dict:
     """Every table's settings as given on the command line, checked under their flags' names."""
     out = {}
     for table in TABLES:
-        settings = table.Settings(**{f.name: getattr(args, setting_name(table.key, f.name))
-                                     for f in dataclasses.fields(table.Settings)})
+        settings = table.Settings(**{f.name: given(args, table.key, f) for f in dataclasses.fields(table.Settings)})
         settings.check(table.key, flags=True)
         out[table.key] = settings
     return out
 
 
+def given(args, key: str, field: dataclasses.Field):
+    """A table setting as the command line gives it (a repeatable flag not given: its default)."""
+    value = getattr(args, setting_name(key, field.name))
+    return field.default_factory() if value is None and field.default_factory is not dataclasses.MISSING else value
+
+
+def jobs(args) -> int:
+    """``--jobs``, else 1 with ``--threads`` (one process at those threads), else the GPUs on a CUDA
+    device, else the threads lexkit.threads' policy gave this command (the free cores, or
+    ``LEXKIT_THREADS``), a worker at one thread each."""
+    if args.jobs is not None:
+        return args.jobs
+    if args.threads is not None:
+        return 1
+    import torch
+
+    if str(resolve_device(args.device)).startswith("cuda"):
+        return max(1, torch.cuda.device_count())
+    return max(1, torch.get_num_threads())
+
+
 def run(args) -> int:
     resolve_device(args.device)  # before any timing or training: a missing CUDA fails at once
     for flag, value, top in (("--seeds", args.seeds, 1000), ("--steps", args.steps, checks.MAX_COUNT),
-                             ("--eval-docs", args.eval_docs, checks.MAX_COUNT), ("--threads", args.threads, 4096)):
+                             ("--eval-docs", args.eval_docs, checks.MAX_COUNT), ("--threads", args.threads, 4096),
+                             ("--jobs", args.jobs, MAX_JOBS)):
         checks.number(flag, value, maximum=top)
     tables = table_settings(args)
     if args.lengths:
@@ -105,7 +139,7 @@ def run(args) -> int:
         seeds=args.seeds, steps=args.steps, data=args.data, eval_docs=args.eval_docs,
         device=args.device, threads=args.threads, tables=tables,
     )
-    study = Study(cfg, args.out, progress=not args.quiet)
+    study = Study(cfg, args.out, progress=not args.quiet, jobs=1 if study_world().parallel else jobs(args))
     if not study.world.is_main and args.dry_run:
         return 0  # rank 0 prints the plan
     if args.dry_run:
@@ -131,21 +165,47 @@ def run(args) -> int:
 
 
 def print_plan(plan: dict, cfg: StudyConfig) -> None:
-    """The dry run: every training run, then each table's tasks, each with its estimated time."""
-    print(f"{len(plan['cells'])} training runs; lengths {plan['lengths']}; patterns {plan['patterns']}")
-    for cell in plan["cells"]:
-        est = plan["grid"][cell["label"]]
-        state = "exists" if cell["exists"] else "to train"
-        print(f"  {cell['run']:48s} {state:9s} train ~{est['train_s']:.0f} s, eval ~{est['eval_s']:.0f} s")
-    for key, tasks in plan["tables"].items():
-        PLANS.get(key, print_table_plan)(tasks, cfg, key)
-    print(f"estimated total: {plan['total_s'] / 60:.1f} min on this machine (measured just now)"
-          + (f"; at most {plan['left_s'] / 60:.1f} min left: the runs already trained here are reused"
-             if plan["left_s"] < plan["total_s"] else ""))
+    """The dry run: every training run of the grid, then each table's units, each with its estimated
+    time and what is left of it, then the wall time over the workers."""
+    units, jobs = plan["units"], plan["jobs"]
+    cells = [u for u in units if u["table"] == GRID]
+    print(f"{len(cells)} training runs; lengths {plan['lengths']}; patterns {plan['patterns']}")
+    for u in cells:
+        print(f"  {u['run']:48s} {state(u):17s} train ~{u['train_s']:.0f} s, eval ~{u['eval_s']:.0f} s")
+    for key in dict.fromkeys(u["table"] for u in units if u["table"] != GRID):
+        mine = [u for u in units if u["table"] == key]
+        PLANS.get(key, print_table_plan)(mine, cfg, key)
+    for table in TABLES:  # a table that is off, or has no work in this study
+        if table.key not in {u["table"] for u in units}:
+            PLANS.get(table.key, print_table_plan)([], cfg, table.key)
+    workers = f"{jobs} worker{'s' if jobs != 1 else ''}"
+    print(f"estimated total: {plan['total_s'] / 60:.1f} min of wall time on this machine with {workers} (measured "
+          f"just now; {plan['task_s'] / 60:.1f} min of task time, its longest chain {plan['critical_s'] / 60:.1f} min)"
+          + (f"; at most {plan['left_s'] / 60:.1f} min left: what is already trained and cached here is reused"
+             if plan["left_s"] < plan["total_s"] else "")
+          + (f"; {plan['least_s'] / 60:.1f} min if every run with a stop rule stops at its earliest"
+             if plan["least_s"] < plan["left_s"] else ""))
 
 
-def print_table_plan(tasks: list[dict], cfg: StudyConfig, key: str) -> None:
+def state(unit: dict) -> str:
+    """What the study directory holds of a unit: ``exists`` (done), ``to train`` / ``to run`` (none
+    of it), or how much of a training run is left."""
+    if unit["left"] <= 0:
+        return "exists"
+    if 0 < unit.get("done_steps", 0) < unit.get("steps", 0):
+        return f"{unit['done_steps']}/{unit['steps']} steps"
+    return "to train" if unit["kind"] in ("cell", "train") else "to run"
+
+
+def left(unit: dict) -> str:
+    """The unit's estimated seconds, and what is left of them when that is less."""
+    text = f"~{clock(unit['seconds'])}"
+    return text + (f" ({clock(unit['left'])} left)" if 0 < unit["left"] < unit["seconds"] - 0.5 else "")
+
+
+def print_table_plan(units: list[dict], cfg: StudyConfig, key: str) -> None:
     """A table's part of ``--dry-run``: its tasks, each with its time (or that it is skipped)."""
+    tasks = [task for u in units for task in (u.get("tasks", []) if u["kind"] == "table" else [u])]
     if not tasks:
         print(f"table {key}: skipped")
         return
@@ -162,7 +222,7 @@ def print_extension_plan(extension: list[dict], cfg: StudyConfig, key: str = "ex
               f"fine-tuning, {len(tunes)} fine-tunes of {tunes[0]['steps']} steps at 4x the training length, "
               f"~{sum(task['seconds'] for task in extension):.0f} s")
         for task in extension:
-            print(f"  E {task['kind']:9s} {task['label']:40s} seed {task['seed']}  ~{task['seconds']:.0f} s")
+            print(f"  E {task['kind']:9s} {task['label']:40s} seed {task['seed']}  {state(task):9s} {left(task)}")
     else:
         print("table E (context extension): skipped (--no-extension, or rope is not a studied scheme)")
 
@@ -181,21 +241,22 @@ def print_tables(results: StudyResults) -> None:
 
 
 def print_retrieval_plan(tasks: list[dict], cfg: StudyConfig, key: str = "retrieval") -> None:
-    """Table G's part of ``--dry-run``: its runs (trained or to train) and configurations."""
+    """Table G's part of ``--dry-run``: its runs (trained or to train) and configurations, and the
+    recipe they train with (the study preset's, unless asked otherwise)."""
     if not tasks:
         print("table G (use of context): skipped (--no-retrieval, or none of its schemes is studied)")
         return
     trains = [task for task in tasks if task["kind"] == "train"]
     runs = f"{len(trains)} run{'s' if len(trains) != 1 else ''}"
     g = cfg.tables[key]
+    recipe = g.recipe(cfg.preset)
+    stop = f", stopped by {recipe.stop}" if recipe.stop else ""
     print(f"table G (use of context): {runs} ({g.seeds} seed{'s' if g.seeds != 1 else ''} "
-          f"a row) with --mix {RECIPE.mix} ({g.preset} preset, {g.steps} steps, batch "
-          f"{RECIPE.batch}), {len(tasks) - len(trains)} configurations scored at 1-16x in trained and held-out "
+          f"a row) with --mix {recipe.mix} ({recipe.preset} preset, {recipe.steps} steps{stop}, batch "
+          f"{recipe.batch}), {len(tasks) - len(trains)} configurations scored at 1-16x in trained and held-out "
           f"formats, ~{sum(task['seconds'] for task in tasks):.0f} s")
     for task in tasks:
-        state = ("exists" if task["exists"] else "to train") if task["kind"] == "train" else ""
-        print(f"  G {task['kind']:9s} {task['label']:40s} {state:9s} ~{task['seconds']:.0f} s")
-
+        print(f"  G {task['kind']:9s} {task['label']:40s} {state(task):9s} {left(task)}")
 
 
 #: how ``--dry-run`` prints each table's tasks (any other table: :func:`print_table_plan`)

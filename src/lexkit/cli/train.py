@@ -56,6 +56,10 @@ def add_parser(sub):
     p.add_argument("--mix", action="append", metavar="TASK:FRACTION",
                    help="retrieval documents (a task of `lexkit tasks`; docs/retrieval.md) as this fraction of the "
                    "training windows, e.g. passkey:0.05; repeatable (default: none)")
+    p.add_argument("--stop", metavar="RULE",
+                   help="end the run once the mix's probe has converged: probe:exact=E,probes=K,after=S stops at the "
+                   "first validation at step S or later ending K in a row with every task's probe at E or more "
+                   "(lexkit.stopping; recorded in config.json; default: none)")
     p.add_argument("--seed", type=int, help="random seed (default: 0)")
     p.add_argument("--threads", type=int, metavar="N", help=threads.HELP)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps (default: auto)")
@@ -82,8 +86,8 @@ def _default(key: str) -> str:
 
 def _overrides(args) -> dict:
     return {**{key: getattr(args, key) for key in presets.FLAGS}, "data": args.data, "seed": args.seed,
-            "logn": args.logn, "mix": ",".join(args.mix) if args.mix else None, "layout": args.layout,
-            "token_shift": args.token_shift, "random_positions": args.random_positions}
+            "logn": args.logn, "mix": ",".join(args.mix) if args.mix else None, "stop": args.stop,
+            "layout": args.layout, "token_shift": args.token_shift, "random_positions": args.random_positions}
 
 
 def run(args) -> int:

@@ -31,12 +31,12 @@ from .files import (
 )
 from .integrity import content_hash, fit_problem, mismatch, model_tensors, verify
 from .listing import find, summary
-from .weights import load_checkpoint, load_weights, read_weights, save_checkpoint, save_weights, trainer_state
+from .weights import finished, load_checkpoint, load_weights, read_weights, save_checkpoint, save_weights, trainer_state
 from .writer import RunDir, check_new
 
 __all__ = [
     "CHECKPOINT", "CONFIG", "FORMAT_VERSION", "METRICS", "SECTIONS", "TRAINING_SECTIONS", "WEIGHTS", "RunDir",
-    "RunWarning", "atomic_write", "build_model", "check_new", "configs_from_run", "content_hash", "find",
+    "RunWarning", "atomic_write", "build_model", "check_new", "configs_from_run", "content_hash", "find", "finished",
     "fit_problem", "load", "load_checkpoint", "load_weights", "mismatch", "model_tensors", "read_config",
     "read_metrics", "read_weights", "run_config", "save_checkpoint", "save_weights", "scheme_overrides", "summary",
     "trainer_state", "verify", "write_json",

@@ -134,6 +134,15 @@ def scheme_overrides(model_section: dict, scheme: str) -> dict:
     return layout_values(cfg, cfg.plan.replace_schemes(scheme))
 
 
+def overridden(model_cfg: ModelConfig, scheme: str | None = None, logn: bool | None = None) -> ModelConfig:
+    """The model config a run of ``model_cfg`` is evaluated as under ``scheme`` and ``logn``, as
+    :func:`load` applies them (None: as trained)."""
+    values = {} if logn is None else {"logn": logn}
+    if scheme is not None:
+        values.update(scheme_overrides(dataclasses.asdict(model_cfg), scheme))
+    return dataclasses.replace(model_cfg, **values)
+
+
 def layout_values(cfg: ModelConfig, plan: layouts.LayerPlan) -> dict:
     """The model-config keys that make ``cfg`` run ``plan`` (written out, every length pinned): its
     layout, log-n and token shift now each layer's."""
@@ -148,7 +157,7 @@ def run_config(model_cfg: ModelConfig, train_cfg: TrainConfig, corpus: Corpus) -
         "torch": torch.__version__,
         "model": dataclasses.asdict(model_cfg),
         "resolved": model_cfg.resolved(),  # every parameter of every layer, defaults included
-        "train": dataclasses.asdict(train_cfg),
+        "train": train_cfg.recorded(),
         "data": {"spec": corpus.spec, "fingerprint": corpus.fingerprint,
                  **({"mix": train_cfg.mix} if train_cfg.mix else {})},
     }

@@ -10,7 +10,7 @@ from ..errors import RunError
 from ..positions import randomized
 from .config import read_config
 from .files import CONFIG, read_metrics
-from .weights import trainer_state
+from .weights import finished, trainer_state
 
 
 def summary(run_dir: str | Path) -> dict:
@@ -36,7 +36,7 @@ def summary(run_dir: str | Path) -> dict:
         "scheme": randomized.label(config["model"]["scheme"], config["model"].get("random_positions")),
         "train_len": config["model"].get("train_len"),
         "step": step, "steps": int(config["train"]["steps"]),
-        "finished": bool(state.get("done")) and step >= int(config["train"]["steps"]),
+        "finished": finished(state, int(config["train"]["steps"])),
         "writing": lock.is_locked(run_dir), "val_bpb": bpb[-1] if bpb else None, "bytes": size,
         "parent": (config.get("init") or {}).get("run"), "world_size": origin.get("world_size"),
         "device": device.get("type") if device.get("type") in (None, "cpu") else device.get("name") or device["type"],

@@ -81,6 +81,12 @@ def trainer_state(run_dir: str | Path) -> dict | None:
         raise RunError(f"{path} is corrupt or truncated ({exc})") from exc
 
 
+def finished(state: dict | None, steps: int) -> bool:
+    """Whether a trainer state is a run's end: its last step taken (``steps``), or stopped there by
+    its stop rule (``"stopped"``, :mod:`lexkit.stopping`)."""
+    return bool(state and state.get("done") and (state["step"] >= steps or state.get("stopped") is not None))
+
+
 def _read(path: Path, model: GPT, recorded: dict | None = None) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """The tensors and metadata of a weights or checkpoint file, verified against ``model``'s
     config, or the run's ``recorded`` model section when given (and their content hash)."""

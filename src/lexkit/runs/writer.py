@@ -17,7 +17,7 @@ from ..model import GPT
 from ..provenance import now
 from .config import read_config
 from .files import CHECKPOINT, CONFIG, METRICS, atomic_write, read_metrics, write_json
-from .weights import load_checkpoint, save_checkpoint, save_weights
+from .weights import finished, load_checkpoint, save_checkpoint, save_weights
 
 
 def check_new(out: Path) -> None:
@@ -102,7 +102,7 @@ class RunDir:
         state: dict = {"step": 0, "done": False}
         if self.resume and self.has_checkpoint:
             state = load_checkpoint(self.path, model, optimizer)
-            if state.get("done") and state["step"] >= config["train"]["steps"]:
+            if finished(state, config["train"]["steps"]):
                 return state
         if self.resume:
             self.truncate_metrics(state["step"])

@@ -56,9 +56,9 @@ class Cache:
     def trained(self, run_dir: Path, model_cfg, train_cfg, *, init: Path | None = None) -> None:
         """Train ``run_dir`` to its last step: nothing if it is done, resumed if it was
         interrupted, from scratch (or from ``init``'s weights) otherwise."""
-        state = runs.trainer_state(run_dir) or {}
+        state = runs.trainer_state(run_dir)
         start = time.perf_counter()
-        if state.get("done") and state["step"] >= train_cfg.steps:
+        if runs.finished(state, train_cfg.steps):
             self.log("train", run_dir.name, "cached", 0.0)
             return
         resume = (run_dir / runs.CONFIG).is_file()
@@ -74,6 +74,5 @@ class Cache:
 
     def finished(self, cell: Cell) -> bool:
         """Whether ``cell`` is trained to its last step and its evaluations are cached."""
-        state = runs.trainer_state(self.run_dir(cell)) or {}
-        return bool(state.get("done") and state["step"] >= cell.train_cfg.steps
-                    and all(path.is_file() for path in self.plan.cache_paths(self.out, cell).values()))
+        return runs.finished(runs.trainer_state(self.run_dir(cell)), cell.train_cfg.steps) and all(
+            path.is_file() for path in self.plan.cache_paths(self.out, cell).values())

@@ -1,69 +1,142 @@
-"""The study's time estimate (``lexkit study --dry-run``): its cells and tables timed by a short
-measurement on this machine, nothing trained."""
+"""The study's time estimate (``lexkit study --dry-run``, and the ETA of its progress bar): each unit of
+work (:mod:`lexkit.study.units`) timed by running what it runs, briefly, on this machine, and the units
+scheduled over the study's workers (:mod:`lexkit.study.schedule`).
+
+"Time what runs": a training unit is timed by the trainer's own step on its model at its batch
+(:func:`timed_steps`), counted for the steps its checkpoint has left; an evaluation by
+:func:`lexkit.evaluate.evaluate` itself on one document, under the configuration's own scheme,
+log-n and patterns (a ReRoPE evaluation times ReRoPE's scores path, not the plain forward), scaled by
+the documents; a scoring of table G by the table's own scoring on one needle per cell. Each
+measurement is made once per model and setting (:class:`Timer`), on a freshly initialised model (the
+random state of the process untouched), at the thread count each worker will run at. The wall time
+is the schedule's makespan over the workers, dependencies included, not the sum over them.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import torch
 
-from .. import runs
-from ..device import eval_mode, resolve_device
+from ..device import resolve_device
+from ..evaluate import evaluate
 from ..model import GPT
+from ..runs import atomic_write
 from ..train import device_autocast, make_optimizer, train_step
-from .cache import Cache
-from .plan import Plan, Section, entries
+from .plan import digest
+from .schedule import Task, levels, schedule
+from .units import Unit
 
 
-def estimate(plan: Plan, cache: Cache, tables: list[Section]) -> dict:
-    """The cells, and a time estimate from a short measurement on this machine: the trainer's own
-    :func:`~lexkit.train.train_step`, 4 steps per row of the grid (the first is warm-up; the median
-    of the other three counts), and evaluation from one forward pass at the longest length (``grid``:
-    label -> ``train_s``, ``eval_s``); then each table's tasks (``tables``: key -> its
-    :meth:`~lexkit.study.plan.Section.tasks`, scaled from those)."""
-    device = resolve_device(plan.cfg.device)
-    if plan.cfg.threads:  # timed at the thread count the study will run at
-        torch.set_num_threads(plan.cfg.threads)
-    cells = plan.cells()
-    lengths, patterns = plan.lengths(), plan.patterns()
-    grid = {}
-    for label in entries(plan.cfg):
-        cell = next(c for c in cells if c.label == label)
-        model, step_s, probe = timed_steps(cell, device, max(lengths))
-        with eval_mode(model), torch.no_grad():
-            t0 = time.perf_counter()
-            try:
-                model(probe)
-            except ValueError:
-                pass
-            forward = time.perf_counter() - t0
-        eval_s = forward * plan.cfg.eval_docs * len(lengths) * len(patterns) * 1.3
-        grid[label] = {"train_s": step_s * cell.train_cfg.steps, "eval_s": eval_s}
-    total = sum(v["train_s"] + v["eval_s"] for v in grid.values()) * plan.cfg.seeds
-    work = {table.key: table.tasks(grid, device) for table in tables}
-    total += sum(task["seconds"] for tasks in work.values() for task in tasks)
-    done = {c.name for c in cells if (cache.run_dir(c) / runs.CHECKPOINT).is_file()}
-    # what the trained runs already here save (their evaluations and scores may be cached too: not counted)
-    saved = sum(grid[c.label]["train_s"] for c in cells if c.name in done)
-    saved += sum(task["seconds"] for tasks in work.values() for task in tasks if task.get("exists"))
-    return {"cells": [{"label": c.label, "seed": c.seed, "run": c.name, "exists": c.name in done} for c in cells],
-            "lengths": lengths, "patterns": patterns, "grid": grid, "tables": work, "total_s": total,
-            "left_s": total - saved}
+class Timer:
+    """Measurements on this machine, each made once: :meth:`measured` (any function, by key),
+    :meth:`step` (one training step) and :meth:`evaluation` (one document evaluated), on ``device``
+    at ``threads`` torch threads (None: as the process runs). With a ``store`` (a JSON file), every
+    measurement is written there as it is made, and those already there are reused unless
+    ``fresh``: a study reuses what its dry run measured (the dry run measures anew)."""
+
+    def __init__(self, device: str | torch.device = "cpu", threads: int | None = None, *,
+                 store: Path | None = None, fresh: bool = False) -> None:
+        self.device = resolve_device(device) if isinstance(device, str) else device
+        self.threads = threads
+        self.store = store
+        self.seen: dict[str, float] = {}
+        if store is not None and not fresh and store.is_file():
+            with contextlib.suppress(ValueError, OSError):
+                self.seen = {k: float(v) for k, v in json.loads(store.read_text()).items()}
+
+    def _keep(self, name: str, seconds: float) -> float:
+        self.seen[name] = seconds
+        if self.store is not None:
+            with contextlib.suppress(OSError):
+                self.store.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write(self.store, json.dumps(self.seen, indent=0, sort_keys=True))
+        return seconds
+
+    @contextlib.contextmanager
+    def _threads(self) -> Iterator[None]:
+        before = torch.get_num_threads()
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
+
+    def measured(self, key: Any, run: Callable[[], Any]) -> float:
+        """The seconds ``run()`` takes, measured the first time ``key`` is asked for (the process's
+        random state and thread count as they were)."""
+        name = digest([key, self.threads])
+        if name not in self.seen:
+            with torch.random.fork_rng(devices=[]), self._threads():
+                start = time.perf_counter()
+                run()
+                self._keep(name, time.perf_counter() - start)
+        return self.seen[name]
+
+    def model(self, model_cfg) -> GPT:
+        """A model of ``model_cfg`` initialised under seed 0, on the timer's device, in eval mode."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            return GPT(model_cfg).to(self.device).eval()
+
+    def step(self, model_cfg, train_cfg) -> float:
+        """Seconds of one training step of ``model_cfg`` at ``train_cfg``'s batch (:func:`timed_steps`)."""
+        name = digest([("step", model_cfg.identity(), train_cfg.batch, str(self.device)), self.threads])
+        if name not in self.seen:
+            with torch.random.fork_rng(devices=[]), self._threads():
+                self._keep(name, timed_steps(model_cfg, train_cfg, self.device))
+        return self.seen[name]
+
+    def evaluation(self, model_cfg, documents, lengths: list[int], patterns: list[str],
+                   train_len: int | None = None) -> float:
+        """Seconds :func:`lexkit.evaluate.evaluate` takes for one document of ``documents`` at
+        ``lengths`` under ``patterns`` (it scores the same bytes per document, so a study's
+        evaluation costs this times its documents)."""
+        key = ("evaluate", model_cfg.identity(), lengths, patterns, train_len, str(self.device))
+        return self.measured(key, lambda: evaluate(self.model(model_cfg), documents, lengths, patterns, max_docs=1,
+                                                   train_len=train_len))
 
 
-def timed_steps(cell, device, n: int) -> tuple[torch.nn.Module, float, torch.Tensor]:
-    """A fresh model of ``cell`` (seed 0), the seconds of one training step with the trainer's own
-    :func:`~lexkit.train.train_step` (4 steps: the first is warm-up, the median of the other three
-    counts) and a random probe of ``n`` tokens for timing its forward pass."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        model = GPT(cell.model_cfg).to(device)
-        x = torch.randint(0, 256, (cell.train_cfg.batch, cell.model_cfg.train_len), device=device)
-        probe = torch.randint(0, 256, (1, n), device=device)
-    optimizer = make_optimizer(model, cell.train_cfg)
+def timed_steps(model_cfg, train_cfg, device) -> float:
+    """Seconds of one training step with the trainer's own :func:`~lexkit.train.train_step` on a
+    fresh model of ``model_cfg`` (seed 0) at ``train_cfg``'s batch: 4 steps, the first a warm-up,
+    the median of the other three."""
+    torch.manual_seed(0)
+    model = GPT(model_cfg).to(device)
+    x = torch.randint(0, 256, (train_cfg.batch, model_cfg.train_len), device=device)
+    optimizer = make_optimizer(model, train_cfg)
     times = []
     for _ in range(4):
-        t0 = time.perf_counter()
-        train_step(model, optimizer, x, x, grad_clip=cell.train_cfg.grad_clip, autocast=device_autocast(device))
-        times.append(time.perf_counter() - t0)
-    return model, sorted(times[1:])[1], probe
+        start = time.perf_counter()
+        train_step(model, optimizer, x, x, grad_clip=train_cfg.grad_clip, autocast=device_autocast(device))
+        times.append(time.perf_counter() - start)
+    return sorted(times[1:])[1]
+
+
+def estimate(units: list[Unit], timer: Timer, jobs: int) -> dict:
+    """Every unit timed (``units``: name, kind, label, table, info, ``seconds`` for the whole unit,
+    ``left`` for what the study directory does not hold yet, ``least`` where a stop rule may end it
+    sooner), and the schedule over ``jobs`` workers: ``total_s`` (the whole study's wall time),
+    ``left_s`` (what is left of it), ``least_s`` (what is left if every run with a stop rule stops at
+    its earliest), ``task_s`` (the sum of the units' seconds) and ``critical_s`` (its longest chain)."""
+    rows = []
+    for unit in units:
+        cost = unit.cost(timer)
+        rows.append({"name": unit.name, "kind": unit.kind, "label": unit.label, "table": unit.table,
+                     "needs": list(unit.needs), **unit.info, "seconds": cost.seconds, "left": cost.left,
+                     "least": cost.left if cost.least is None else min(cost.left, cost.least), **cost.parts,
+                     **({"tasks": cost.tasks} if cost.tasks else {})})
+
+    def makespan(field: str) -> float:
+        return schedule([Task(r["name"], r[field], tuple(r["needs"])) for r in rows], jobs).makespan
+
+    whole = [Task(r["name"], r["seconds"], tuple(r["needs"])) for r in rows]
+    return {"units": rows, "jobs": jobs, "total_s": makespan("seconds"), "left_s": makespan("left"),
+            "least_s": makespan("least"), "task_s": sum(r["seconds"] for r in rows),
+            "critical_s": max(levels(whole).values(), default=0.0)}

@@ -1,6 +1,7 @@
-"""Running a study: every cell (this rank's share under ``torchrun``), then on rank 0 the other
-ranks' cells from the shared directory, the analytic measures, each table beside the grid
-(:data:`lexkit.study.tables.TABLES`), results.json and the report."""
+"""Running a study: its units of work (each cell of the grid, each table's runs and scorings) in one
+process or over worker processes (:mod:`lexkit.study.workers`), or this rank's share under
+``torchrun``; then on rank 0, every result read back from the cache, the analytic measures, each
+table beside the grid (:data:`lexkit.study.tables.TABLES`), results.json and the report."""
 
 from __future__ import annotations
 
@@ -12,35 +13,47 @@ from pathlib import Path
 
 import torch
 
-from .. import distributed, lock, provenance, runs
+from .. import checks, distributed, lock, provenance, runs
 from ..evaluate import evaluate
 from ..principles import measure_principles
 from ..report import write_report
 from ..resolution import analytic, analytic_curve, empirical, model_curve, resolution, texts
 from ..rows import AnalyticCurves, AnalyticRow, EmpiricalRow, Evaluation, PrinciplesRow, StudyResults, StudyRun
 from ..version import __version__
+from . import workers
 from .cache import Cache
-from .estimate import estimate
-from .plan import SCHEMA_VERSION, Cell, Plan, StudyConfig, Table
+from .estimate import Timer, estimate
+from .plan import SCHEMA_VERSION, Cell, Plan, StudyConfig, Table, cell_unit
 from .tables import TABLES
+from .units import GRID, Cost, Unit, check, training
+
+#: the most worker processes a study runs
+MAX_JOBS = 1024
 
 
 class Study:
     """A study in the directory ``out`` (see :mod:`lexkit.study`): what it runs (:attr:`plan`), the
     cache its work goes through (:attr:`cache`), and the tables beside its grid (:attr:`tables`, one
     :class:`~lexkit.study.plan.Table` of each of :data:`~lexkit.study.tables.TABLES`, in report
-    order; :meth:`table` by key)."""
+    order; :meth:`table` by key). Its work is :meth:`units`, run in this process (``jobs`` 1) or
+    over ``jobs`` worker processes (:mod:`lexkit.study.workers`), or shared out over torchrun's ranks."""
 
-    #: seconds between looks at the cache while rank 0 waits for the other ranks' cells
+    #: seconds between looks at the cache while a rank waits for another rank's units
     POLL = 2.0
 
     def __init__(self, cfg: StudyConfig, out: str | Path, *, progress: bool = True,
-                 echo: Callable[[str], None] | None = print, world: distributed.World | None = None) -> None:
+                 echo: Callable[[str], None] | None = print, world: distributed.World | None = None,
+                 jobs: int = 1) -> None:
         self.world = world or distributed.world()
         self.cfg, self.out = cfg, Path(out)
         self.echo = echo or (lambda _msg: None)
+        self.jobs = checks.number("jobs", jobs, maximum=MAX_JOBS)
+        if jobs > 1 and self.world.parallel:
+            raise ValueError(f"--jobs {jobs} runs worker processes, and under torchrun the ranks are the workers: "
+                             "leave out --jobs (or give 1)")
+        self.progress = progress and self.world.is_main
         self.plan = Plan(cfg)
-        self.cache = Cache(self.out, self.plan, self.world, progress=progress and self.world.is_main)
+        self.cache = Cache(self.out, self.plan, self.world, progress=self.progress)
         self.tables: list[Table] = [table(self.plan, self.cache) for table in TABLES]
 
     def table(self, key: str) -> Table:
@@ -52,55 +65,163 @@ class Study:
         """What this invocation did, task by task (the lines it added to ``log.jsonl``)."""
         return self.cache.record
 
-    def estimate(self) -> dict:
-        """The dry run (:func:`lexkit.study.estimate.estimate`)."""
-        return estimate(self.plan, self.cache, self.tables)
+    # -- its work --------------------------------------------------------------------------------------
+    def units(self) -> list[Unit]:
+        """Every unit of the study's work, in an order one process can follow: each cell of the grid
+        (trained, then evaluated, its resolution and principles measured), then each table's
+        (:meth:`~lexkit.study.plan.Section`: its own units, or the whole table after the grid)."""
+        cells = self.plan.cells()
+        out = [Unit(cell_unit(cell), "cell", f"{cell.label} (seed {cell.seed})", GRID,
+                    lambda c=cell: self.run_cell(c), lambda timer, c=cell: self.cell_cost(timer, c),
+                    done=lambda c=cell: self.cache.finished(c),
+                    info={"seed": cell.seed, "run": cell.name, "row": cell.label, "steps": cell.train_cfg.steps})
+               for cell in cells]
+        for table in self.tables:
+            if hasattr(table, "units"):
+                out += table.units()
+            elif getattr(table.settings, "on", True):
+                out.append(self.table_unit(table, cells))
+        return check(out)
 
+    def cell_cost(self, timer: Timer, cell: Cell) -> Cost:
+        """A cell's training (from its checkpoint on) and its measures, each timed by what it runs:
+        the trainer's step, :func:`~lexkit.evaluate.evaluate` on one document, the empirical
+        resolution on one text per length, the principles (none left when cached)."""
+        plan, model_cfg = self.plan, cell.model_cfg
+        train = training(timer.step(model_cfg, cell.train_cfg), cell.train_cfg.steps,
+                         runs.trainer_state(self.cache.run_dir(cell)))
+        lengths, patterns, valid = plan.lengths(), plan.patterns(), plan.corpus.valid
+        measures = timer.evaluation(model_cfg, valid, lengths, patterns) * self.cfg.eval_docs
+        res = plan.resolution_lengths()
+        measures += timer.measured(("resolution", model_cfg.identity(), res, patterns, str(timer.device)),
+                                   lambda: self.empirical(timer.model(model_cfg), res, patterns, count=1)
+                                   ) * self.cfg.resolution_texts
+        measures += timer.measured(("principles", model_cfg.identity(), str(timer.device)),
+                                   lambda: measure_principles(timer.model(model_cfg), valid))
+        cached = all(path.is_file() for path in plan.cache_paths(self.out, cell).values())
+        return Cost(train.seconds + measures, train.left + (0.0 if cached else measures),
+                    parts={**train.parts, "eval_s": measures})
+
+    def table_unit(self, table: Table, cells: list[Cell]) -> Unit:
+        """A table without units of its own as one: its :meth:`run` after every cell of the grid,
+        timed by its ``tasks()``, on the grid's measured times."""
+        def cost(timer: Timer) -> Cost:
+            grid = {}
+            for cell in cells:
+                if cell.label not in grid:
+                    parts = self.cell_cost(timer, cell).parts
+                    grid[cell.label] = {"train_s": parts["train_s"], "eval_s": parts["eval_s"]}
+            tasks = table.tasks(grid, timer.device) if hasattr(table, "tasks") else []
+            seconds = sum(task["seconds"] for task in tasks)
+            return Cost(seconds, seconds, tasks=tasks)
+
+        return Unit(f"table {table.key}", "table", f"table {table.key}", table.key, table.run, cost,
+                    tuple(cell_unit(cell) for cell in cells))
+
+    def estimate(self, jobs: int | None = None, timer: Timer | None = None) -> dict:
+        """The dry run: every unit timed on this machine at the threads each worker runs at (by
+        ``timer``, default a fresh :class:`~lexkit.study.estimate.Timer` that keeps its measurements
+        in :meth:`timings` for the run's progress bar), and scheduled over ``jobs`` workers
+        (default: the study's) (:func:`lexkit.study.estimate.estimate`)."""
+        jobs = jobs or self.jobs
+        timer = timer or Timer(self.device(), self.worker_threads(jobs), store=self.timings(), fresh=True)
+        plan = estimate(self.units(), timer, jobs)
+        plan.update(lengths=self.plan.lengths(), patterns=self.plan.patterns())
+        return plan
+
+    def timings(self) -> Path:
+        """Where the estimate's measurements are kept (the dry run's, reused by the run's bar)."""
+        return self.out / "cache" / "timings.json"
+
+    def worker_threads(self, jobs: int | None = None) -> int | None:
+        """The torch threads each worker runs at: ``threads`` when given, else one over workers (as
+        the process is for a study in one process)."""
+        return self.cfg.threads or (1 if (jobs or self.jobs) > 1 else None)
+
+    def device(self) -> str:
+        return str(distributed.rank_device(self.cfg.device, self.world))
+
+    def devices(self) -> list[str]:
+        """The workers' devices: each CUDA device in turn on a GPU machine, else the CPU."""
+        device = self.device()
+        if device.startswith("cuda") and not self.world.parallel:
+            return [f"cuda:{i}" for i in range(max(1, torch.cuda.device_count()))]
+        return [device]
+
+    # -- running it ------------------------------------------------------------------------------------
     def run(self) -> StudyResults | dict:
-        """Every cell (this rank's share under torchrun), then, on rank 0, results.json, the
-        report and its figures (returns the results; another rank returns the names of its cells).
+        """Every unit (this rank's share under torchrun), then, on rank 0, results.json, the
+        report and its figures (returns the results; another rank returns the names of its units).
         One process writes a study directory at a time (its lock); under torchrun the ranks share
         it, each run directory locked by the rank training it."""
+        units = self.units()  # the settings checked before the directory is touched
         with lock.hold(self.out) if not self.world.parallel else nullcontext():
-            return self._run()
+            return self._run(units)
 
-    def _run(self) -> StudyResults | dict:
+    def _run(self, units: list[Unit]) -> StudyResults | dict:
         (self.out / "cache").mkdir(parents=True, exist_ok=True)
         if self.cfg.threads:
             torch.set_num_threads(self.cfg.threads)
-        self.cache.device = str(distributed.rank_device(self.cfg.device, self.world))
+        self.cache.device = self.device()
         started = time.perf_counter()
         dtype = "bfloat16" if self.cache.device.startswith("cuda") else "float32"  # the trainer's autocast
         origin = provenance.collect(self.world, self.cache.device, dtype)
+        if self.world.parallel:
+            mine = self.run_share(units)
+            if not self.world.is_main:
+                return {"rank": self.world.rank, "units": [unit.name for unit in mine]}
+            self.wait_for([unit for unit in units if unit.kind != "table"])
+        else:
+            self.run_units(units)
         cells = self.plan.cells()
-        mine = cells[self.world.rank :: self.world.size]
-        done = self.run_cells(mine, cells)
-        if not self.world.is_main:
-            return {"rank": self.world.rank, "cells": [cell.name for cell in mine]}
-        self.wait_for([cell for cell in cells if cell.name not in done])
-        self.cache.gathering = True  # the other ranks' cells: read from the cache, not logged as work
-        rows = [done[cell.name] if cell.name in done else self.run_cell(cell) for cell in cells]
-        self.cache.gathering = False
-        doc = self.results(cells, rows, started)
+        self.cache.gathering = True  # everything is cached now: read back, not logged as work
+        try:
+            rows = [self.run_cell(cell) for cell in cells]
+            doc = self.results(cells, rows, started)
+        finally:
+            self.cache.gathering = False
         doc = dataclasses.replace(doc, provenance={**origin, "finished": provenance.now(),
                                                    "wall_seconds": round(time.perf_counter() - started, 1)})
         runs.write_json(self.out / "results.json", doc.to_json())
         write_report(doc, self.out)  # report.md, report.html, results.csv and the figures
         return doc
 
-    def run_cells(self, mine: list[Cell], cells: list[Cell]) -> dict[str, StudyRun]:
-        """This rank's cells, each trained and measured; a user error on one rank of several names it."""
-        who = f"rank {self.world.rank}: " if self.world.parallel else ""
-        done = {}
-        for cell in mine:
-            self.echo(f"{who}[{cells.index(cell) + 1}/{len(cells)}] {cell.label} (seed {cell.seed})")
+    def run_units(self, units: list[Unit]) -> None:
+        """Every unit, in this process or over the study's workers (:func:`lexkit.study.workers.run`),
+        behind one progress bar for the whole study when progress is on (timed first: the ETA)."""
+        seconds = None
+        if self.progress:  # the bar's ETA, and the workers' order (longest chain first; else by count)
+            timer = Timer(self.cache.device, self.worker_threads(), store=self.timings())
+            seconds = {unit.name: 0.0 if unit.done() else unit.cost(timer).left for unit in units}
+        inner, self.cache.progress = self.cache.progress, False  # one bar: the study's
+        try:
+            workers.run(units, jobs=self.jobs, build=self.build(), devices=self.devices(),
+                        threads=self.worker_threads() or 1, cache=self.cache, progress=self.progress,
+                        estimate=None if seconds is None else (lambda unit: seconds[unit.name]), echo=self.echo)
+        finally:
+            self.cache.progress = inner
+
+    def build(self) -> workers.Build:
+        """How a worker builds this study's units: the study itself, quiet, in one process."""
+        return workers.Build(Study, (self.cfg, self.out), {"progress": False, "echo": None,
+                                                          "world": distributed.SINGLE}, tuple(TABLES))
+
+    def run_share(self, units: list[Unit]) -> list[Unit]:
+        """Under torchrun: this rank's share of the units (every N-th, a table without units of its
+        own left to rank 0's report), each once what it needs is done (another rank's work, seen
+        through the shared directory); a user error names the rank and the unit's run."""
+        shared = [unit for unit in units if unit.kind != "table"]
+        mine = shared[self.world.rank :: self.world.size]
+        by_name = {unit.name: unit for unit in units}
+        who = f"rank {self.world.rank}: "
+        for i, unit in enumerate(mine):
+            self.wait_for([by_name[name] for name in unit.needs], quiet=True)
+            self.echo(f"{who}[{i + 1}/{len(mine)}] {unit.label}")
             try:
-                done[cell.name] = self.run_cell(cell)
+                unit.work()
             except distributed.USER_ERRORS as exc:
-                if not self.world.parallel:
-                    raise
-                raise distributed.LocalError(f"rank {self.world.rank}: {cell.name}: {exc}") from exc
-        return done
+                raise distributed.LocalError(f"{who}{unit.info.get('run', unit.label)}: {exc}") from exc
+        return mine
 
     def results(self, cells: list[Cell], rows: list[StudyRun], started: float) -> StudyResults:
         """The study's results: its settings, every cell, the analytic measures and each table."""
@@ -112,21 +233,20 @@ class Study:
             data={"spec": plan.corpus.spec, "fingerprint": plan.corpus.fingerprint},
             model={k: v for k, v in dataclasses.asdict(cells[0].model_cfg).items() if k != "scheme"},
             params=runs.build_model({"model": dataclasses.asdict(cells[0].model_cfg)}).num_params(),
-            train={k: v for k, v in dataclasses.asdict(cells[0].train_cfg).items() if k != "seed"},
+            train={k: v for k, v in cells[0].train_cfg.recorded().items() if k != "seed"},
             runs=rows, analytic=self.analytic(), analytic_curves=self.analytic_curves(),
             tables={table.key: table.run() for table in self.tables},
             wall_seconds=round(time.perf_counter() - started, 1),
             work={a: sum(1 for r in self.record if r["action"] == a) for a in ("ran", "cached")})
 
-    def wait_for(self, cells: list[Cell]) -> None:
-        """Return once every cell's run is finished and its evaluations are cached (the other
-        ranks' work, seen through the shared directory)."""
-        pending = [cell for cell in cells if not self.cache.finished(cell)]
-        if pending:
-            self.echo(f"rank 0: waiting for {len(pending)} cell(s) from the other ranks")
+    def wait_for(self, units: list[Unit], *, quiet: bool = False) -> None:
+        """Return once every unit is done (another rank's work, seen through the shared directory)."""
+        pending = [unit for unit in units if not unit.done()]
+        if pending and not quiet:
+            self.echo(f"rank {self.world.rank}: waiting for {len(pending)} unit(s) from the other ranks")
         while pending:
             time.sleep(self.POLL)
-            pending = [cell for cell in pending if not self.cache.finished(cell)]
+            pending = [unit for unit in pending if not unit.done()]
 
     def run_cell(self, cell: Cell) -> StudyRun:
         """One cell trained (or found trained), then evaluated, its empirical resolution and its
@@ -149,12 +269,14 @@ class Study:
                         metrics[-1]["loss"] if metrics else None, val[-1] if val else None,
                         (runs.trainer_state(run_dir) or {}).get("elapsed"), ev, res, principles)
 
-    def empirical(self, model, lengths: list[int], patterns: list[str]) -> list[EmpiricalRow]:
-        """The empirical resolution rows of ``model`` at every length that has texts, under every pattern."""
+    def empirical(self, model, lengths: list[int], patterns: list[str],
+                  count: int | None = None) -> list[EmpiricalRow]:
+        """The empirical resolution rows of ``model`` at every length that has texts (``count`` of
+        them, default ``resolution_texts``), under every pattern."""
         rows = []
         for n in lengths:
             try:
-                toks = texts(self.plan.corpus.valid, n, self.cfg.resolution_texts)
+                toks = texts(self.plan.corpus.valid, n, count or self.cfg.resolution_texts)
             except ValueError:
                 continue
             for pattern in patterns:

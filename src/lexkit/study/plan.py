@@ -43,7 +43,11 @@ class TableSettings:
     study`` (:func:`setting_name`): for the table ``retrieval``, ``retrieval=False`` /
     ``--no-retrieval`` sets ``on`` and ``retrieval_seeds=1`` / ``--retrieval-seeds 1`` the field
     ``seeds``. A field's metadata gives its flag's ``help``, and ``maximum`` (an integer's; default
-    :data:`lexkit.checks.MAX_COUNT`) or ``choices``, which :meth:`check` enforces."""
+    :data:`lexkit.checks.MAX_COUNT`) or ``choices``, which :meth:`check` enforces; ``type`` for a
+    field whose default is None (meaning: the table chooses, :meth:`resolved`); a list field is a
+    repeatable flag, a boolean one other than ``on`` a ``--no-KEY-FIELD`` flag. A field marked
+    ``new`` (added since results.json's schema 2) is written to results.json only when its value is
+    not its ``unset`` one, so a study that leaves it alone writes the config it wrote before."""
 
     on: bool = True
 
@@ -52,10 +56,34 @@ class TableSettings:
         an integer that is not positive or above its ``maximum``, a value not among its ``choices``."""
         for field in dataclasses.fields(self):
             value, name = getattr(self, field.name), setting_name(key, field.name, flag=flags)
+            if value is None and field.default is None:
+                continue  # the table's own choice
             if "choices" in field.metadata and value not in field.metadata["choices"]:
                 raise ValueError(f"{name} must be one of {', '.join(field.metadata['choices'])}, got {value!r}")
-            if isinstance(field.default, int) and not isinstance(field.default, bool):
+            if field_type(field) is int:
                 checks.number(name, value, maximum=field.metadata.get("maximum", checks.MAX_COUNT))
+
+    def resolved(self, cfg: StudyConfig) -> TableSettings:
+        """These settings with every value the table chooses (a None default) filled in as it runs
+        in a study of ``cfg`` (itself by default)."""
+        return self
+
+    def recorded(self, cfg: StudyConfig) -> dict:
+        """The settings as results.json keeps them (:meth:`resolved`; a ``new`` field at its
+        ``unset`` value left out)."""
+        values = dataclasses.asdict(self.resolved(cfg))
+        return {field.name: values[field.name] for field in dataclasses.fields(self)
+                if not (field.metadata.get("new") and values[field.name] == field.metadata.get("unset"))}
+
+
+def field_type(field: dataclasses.Field) -> type:
+    """The type of a table setting's values: its metadata's ``type``, else its default's (list for a
+    field with a default factory)."""
+    if "type" in field.metadata:
+        return field.metadata["type"]
+    if field.default_factory is not dataclasses.MISSING:
+        return type(field.default_factory())
+    return type(field.default)
 
 
 def setting_name(key: str, field: str, *, flag: bool = False) -> str:
@@ -119,11 +147,12 @@ class StudyConfig:
 
     def to_json(self) -> dict[str, Any]:
         """The configuration as results.json keeps it: the grid's fields, then every table's settings
-        by their keywords (``extension``, ``extension_steps``, ``retrieval``, ...)."""
+        by their keywords (``extension``, ``extension_steps``, ``retrieval``, ...), as the study runs
+        them (:meth:`TableSettings.recorded`)."""
         out = dataclasses.asdict(self)
-        tables = out.pop("tables")
-        for key, table in tables.items():
-            out.update({setting_name(key, name): value for name, value in table.items()})
+        del out["tables"]
+        for key, table in self.tables.items():
+            out.update({setting_name(key, name): value for name, value in table.recorded(self).items()})
         return out
 
 
@@ -179,6 +208,11 @@ class Cell:
         return f"{self.prefix}{slug(self.label)}-s{self.seed}-{self.key}"
 
 
+def cell_unit(cell: Cell) -> str:
+    """The name of the unit of work that trains and measures a cell of the grid."""
+    return f"cell {cell.name}"
+
+
 class Plan:
     """What a study runs, derived from its :class:`StudyConfig` alone: its cells, lengths and
     patterns, and the keys its work is cached under. The corpus is loaded on first use."""
@@ -206,7 +240,7 @@ class Plan:
             settings = {"layout": label, **settings}
         model_cfg, train_cfg = configs(preset, "rope" if label in self.cfg.layouts else label, seed=seed,
                                        data=self.cfg.data, **settings)
-        key = {"model": model_cfg.identity(), "train": dataclasses.asdict(train_cfg), "data": self.corpus.fingerprint}
+        key = {"model": model_cfg.identity(), "train": train_cfg.recorded(), "data": self.corpus.fingerprint}
         if train_cfg.mix:
             key["tasks"] = [tasks.identity(task) for task in parse_mix(train_cfg.mix)]
         return Cell(model_cfg.label, seed, model_cfg, train_cfg, digest(key), prefix)
@@ -253,14 +287,15 @@ class Plan:
 class Section(Protocol):
     """What the study runs of a table beside its grid, bound to the study's :class:`Plan` and cache:
     ``key``, the section of results.json it fills; :meth:`run`, that section (None when the table is
-    off); :meth:`tasks`, its work for ``--dry-run``, each task with its estimated ``seconds``
-    (``grid``: the grid's measured ``train_s``/``eval_s`` per row label)."""
+    off), computed through the cache (read back when its work is done); and its work, either
+    ``units()``, a list of :class:`lexkit.study.units.Unit` the study shares out over its workers
+    and times for ``--dry-run`` (tables E and G), or, for a table without it, one unit that runs
+    :meth:`run` after the grid, timed by ``tasks(grid, device)``: each task with its estimated
+    ``seconds`` (``grid``: the grid's measured ``train_s``/``eval_s`` per row label)."""
 
     key: str
 
     def run(self) -> Row | None: ...
-
-    def tasks(self, grid: dict[str, dict], device) -> list[dict]: ...
 
 
 class Bound:

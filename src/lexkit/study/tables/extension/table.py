@@ -8,10 +8,13 @@ from pathlib import Path
 
 from .... import runs
 from ....evaluate import evaluate
-from ...plan import EVAL_VERSION, Bound, Cell, TableSettings, digest
+from ....runs.config import overridden
+from ...plan import EVAL_VERSION, Bound, Cell, TableSettings, cell_unit, digest
+from ...units import Cost, Unit, whole_or_none
 from . import figures, queries, report
 from .configurations import Finetune, Method, finetunes, methods
-from .finetune import finetune, seconds
+from .finetune import configs as finetune_configs
+from .finetune import finetune, finetuned
 from .rows import KEY, Evaluated, ExtensionRow, ExtensionSection, Finetuned
 
 
@@ -77,22 +80,44 @@ class ExtensionTable(Bound):
         return evaluate(model, self.plan.corpus.valid, self.plan.lengths(), patterns, max_docs=self.plan.cfg.eval_docs,
                         progress=self.cache.progress)
 
-    def tasks(self, grid: dict[str, dict], device=None) -> list[dict]:
-        """Table E's tasks, one per seed of ``rope``: each method evaluated without fine-tuning,
-        and each fine-tune (``steps`` steps at 4x the training length) then evaluated under its
-        patterns; empty when the table is off. The seconds scale the grid's measured ``rope`` (a
-        fine-tune: :func:`.finetune.seconds`; one evaluation costs the study's per-pattern one)."""
-        rope, measured = self.rope_cells(), grid.get("rope")
-        if not rope or measured is None:
-            return []
-        t, steps = self.plan.train_len(), self.settings.steps
-        per_eval = measured["eval_s"] / len(self.plan.patterns())
-        per_step = measured["train_s"] / rope[0].train_cfg.steps
-        tasks = [{"kind": "evaluate", "label": m.label, "seconds": per_eval}
-                 for m in methods(t, max(self.plan.lengths()))]
-        tasks += [{"kind": "fine-tune", "label": ft.label, "steps": steps,
-                   "seconds": seconds(ft, steps, per_step, t) + per_eval * len(ft.patterns)}
-                  for ft in finetunes(t)]
-        return [dict(task, seed=seed) for seed in range(self.plan.cfg.seeds) for task in tasks]
+    def units(self) -> list[Unit]:
+        """Table E's work, one unit per configuration on each seed's ``rope`` run (each needs that
+        run's cell): a method evaluated without fine-tuning, or a fine-tune trained (``steps`` steps
+        at 4x) and evaluated under its patterns; none when the table is off."""
+        t, lengths, out = self.plan.train_len(), self.plan.lengths(), []
+        for cell in self.rope_cells():
+            needs = (cell_unit(cell),)
+            for method in methods(t, max(lengths)):
+                out.append(Unit(f"evaluate {cell.name} {method.label}", "evaluate", method.label, KEY,
+                                lambda c=cell, m=method: self.method_rows(c, m),
+                                lambda timer, c=cell, m=method: self.method_cost(timer, c, m), needs,
+                                lambda c=cell, m=method: self.path(c, m).is_file(), {"seed": cell.seed}))
+            for ft in finetunes(t):
+                out.append(Unit(f"fine-tune {cell.name} {ft.label}", "fine-tune", ft.label, KEY,
+                                lambda c=cell, f=ft: self.finetune_rows(c, f),
+                                lambda timer, c=cell, f=ft: self.finetune_cost(timer, c, f), needs,
+                                lambda c=cell, f=ft: self.finetune_done(c, f),
+                                {"seed": cell.seed, "steps": self.settings.steps}))
+        return out
 
+    def method_cost(self, timer, cell: Cell, method: Method) -> Cost:
+        """One method's evaluation, timed under the method's own scheme, log-n and pattern."""
+        model_cfg = overridden(cell.model_cfg, method.scheme, method.logn)
+        seconds = timer.evaluation(model_cfg, self.plan.corpus.valid, self.plan.lengths(), [method.pattern])
+        return whole_or_none(seconds * self.plan.cfg.eval_docs, self.path(cell, method).is_file())
 
+    def finetune_cost(self, timer, cell: Cell, ft: Finetune) -> Cost:
+        """A fine-tune's steps, timed at its length and scheme, and its evaluation under its patterns."""
+        model_cfg, train_cfg = finetuned(cell.model_cfg, cell.train_cfg, ft, self.settings.steps)
+        train = timer.step(model_cfg, train_cfg) * train_cfg.steps
+        ev = timer.evaluation(model_cfg, self.plan.corpus.valid, self.plan.lengths(), list(ft.patterns),
+                              train_len=self.plan.train_len()) * self.plan.cfg.eval_docs
+        return whole_or_none(train + ev, self.finetune_done(cell, ft), train_s=train, eval_s=ev)
+
+    def finetune_done(self, cell: Cell, ft: Finetune) -> bool:
+        """Whether a fine-tune's evaluation is cached (its parent trained first: its key reads it)."""
+        base = self.cache.run_dir(cell)
+        if not runs.finished(runs.trainer_state(base), cell.train_cfg.steps):
+            return False
+        key = finetune_configs(base, cell, ft, self.settings.steps)[2]
+        return self.path(cell, ft, key).is_file()

@@ -3,8 +3,9 @@ it uses a skill or one format?
 
 Perplexity cannot tell the two apart (a window of W keeps bpb flat at 16x by never looking further
 back than W). So the study trains the rows of :data:`ROWS` (one per scheme, and whatever a user or
-the lead adds: a layout, a token shift, another step count) with one recipe (:data:`RECIPE`, the
-general induction mix of :mod:`lexkit.needles`' trained formats, docs/retrieval.md), each on
+the lead adds: a layout, a token shift, another step count) with one recipe (that of the study's
+preset, :func:`lexkit.study.recipe.for_preset`: the general induction mix of :mod:`lexkit.needles`'
+trained formats, docs/retrieval.md), each on
 ``--retrieval-seeds`` seeds, and scores copy needles (:mod:`lexkit.retrieval`) at 1, 2, 4, 8 and
 16x its training length under every study pattern, in the classic trained format (``tilde``) and
 in every held-out format (``python``, ``hex``, ``caret``: never in training), each configuration's
@@ -24,23 +25,21 @@ and listed by ``lexkit study --dry-run``.
 from __future__ import annotations
 
 import dataclasses
-import time
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from .... import needles, positions, presets, runs, tasks
-from ....device import eval_mode
+from .... import needles, positions, presets, runs, stopping, tasks
 from ....retrieval import DEFAULT_MULTIPLES, context_rows
+from ....runs.config import overridden
 from ....settings import configs
-from ....subject import load
+from ....subject import RunSubject, load
 from ....tasks import fitting_size
-from ...estimate import timed_steps
-from ...plan import Bound, Cell, TableSettings, digest
-from ...recipe import RECIPE
+from ...plan import Bound, Cell, TableSettings, digest, setting_name
+from ...recipe import Recipe, for_preset
+from ...units import Cost, Unit, training, whole_or_none
 from ..extension import finetunes, methods
-from ..extension.finetune import finetune, seconds
+from ..extension.finetune import configs as finetune_configs
+from ..extension.finetune import finetune, finetuned
 from ..extension.rows import KEY as EXTENSION
 from . import figures, queries, report
 from .rows import KEY, FormatScores, RetrievalEntry, RetrievalSection, Scores
@@ -57,27 +56,62 @@ VERSION = 2
 
 @dataclasses.dataclass
 class RetrievalSettings(TableSettings):
-    """Table G's settings: ``on`` (``--no-retrieval``), and its runs' ``steps`` and ``preset`` (the
-    measured recipe's by default), the needle documents per length, depth and format (``samples``)
-    and the ``seeds`` of each row."""
+    """Table G's settings: ``on`` (``--no-retrieval``); its runs' ``preset``, ``steps`` and ``stop``
+    rule (None: the recipe of the study's preset, :func:`lexkit.study.recipe.for_preset`); the needle
+    documents per length, depth and format (``samples``); the ``seeds`` of each row; the ``rows`` it
+    runs (empty: every row); and whether it scores table E's ``methods`` on the rope row."""
 
     on: bool = dataclasses.field(default=True, metadata={
         "help": "skip table G, use of context (runs trained with a retrieval mix, needles at 1-16x)"})
-    steps: int = dataclasses.field(default=RECIPE.steps, metadata={
-        "help": "training steps of each run with the retrieval mix in table G, use of context "
-                f"(default: {RECIPE.steps}, the measured recipe's; docs/retrieval.md)"})
-    preset: str = dataclasses.field(default=RECIPE.preset, metadata={
-        "help": f"size preset of table G's runs (default: {RECIPE.preset}, the measured recipe's)",
+    steps: int | None = dataclasses.field(default=None, metadata={
+        "type": int, "help": "training steps of each run with the retrieval mix in table G, use of context "
+        "(default: the recipe of the study's preset, lexkit.study.recipe: 4000 at small, 1500 at quick, "
+        "40 at tiny)"})
+    preset: str | None = dataclasses.field(default=None, metadata={
+        "type": str, "help": "size preset of table G's runs, with the recipe a study at that preset runs "
+        "(default: the study's preset's: quick at small and quick, where the recipe was measured)",
         "choices": list(presets.PRESETS)})
     samples: int = dataclasses.field(default=20, metadata={
         "help": "copy needles per length, depth and format in table G (default: 20)"})
-    seeds: int = dataclasses.field(default=3, metadata={
-        "help": "seeds of each of table G's rows (mean and spread; default: 3)", "maximum": 1000})
+    seeds: int = dataclasses.field(default=1, metadata={
+        "help": "seeds of each of table G's rows (default: 1; intervals over seeds need 3, make study-full)",
+        "maximum": 1000})
+    stop: str | None = dataclasses.field(default=None, metadata={
+        "type": str, "new": True, "unset": "",
+        "help": "stop rule of table G's runs, probe:exact=E,probes=K,after=S (lexkit.stopping), or off "
+        "(default: the recipe's: probe:exact=0.9,probes=5,after=2000 at small, after=1000 at quick)"})
+    rows: list[str] = dataclasses.field(default_factory=list, metadata={
+        "new": True, "unset": [], "metavar": "LABEL",
+        "help": "a row of table G to run, by its label (a scheme or a layout as given); repeatable "
+        "(default: every row)"})
+    methods: bool = dataclasses.field(default=True, metadata={
+        "new": True, "unset": True,
+        "help": "do not score table E's methods and fine-tunes on table G's rope row"})
+
+    def check(self, key: str, *, flags: bool = False) -> None:
+        super().check(key, flags=flags)
+        if self.stop is not None:
+            try:
+                stopping.parse(self.stop)
+            except ValueError as exc:
+                raise ValueError(f"{setting_name(key, 'stop', flag=flags)}: {exc}") from None
+
+    def recipe(self, study_preset: str) -> Recipe:
+        """The recipe G's runs train with in a study at ``study_preset``: that of ``preset`` (else
+        the study's, :func:`~lexkit.study.recipe.for_preset`), with these ``steps`` and ``stop``."""
+        recipe = for_preset(self.preset or study_preset)
+        stop = recipe.stop if self.stop is None else stopping.canonical(self.stop)
+        return dataclasses.replace(recipe, steps=self.steps or recipe.steps, stop=stop)
+
+    def resolved(self, cfg) -> RetrievalSettings:
+        """The preset, steps and stop rule as a study of ``cfg`` runs them (:meth:`recipe`)."""
+        recipe = self.recipe(cfg.preset)
+        return dataclasses.replace(self, preset=recipe.preset, steps=recipe.steps, stop=recipe.stop)
 
 
 @dataclasses.dataclass(frozen=True)
 class RowSpec:
-    """What one row of table G trains, with :data:`RECIPE` on every seed: ``scheme`` (with a
+    """What one row of table G trains, with the table's recipe on every seed: ``scheme`` (with a
     ``layout``: the scheme of the layers that name none, :mod:`lexkit.layouts`), extra
     ``settings`` of ``lexkit train`` (``{"token_shift": 0.5}``, ``{"n_layers": 4}``), ``steps``
     (None: the study's ``--retrieval-steps``) and the ``patterns`` it is scored under (None: the
@@ -132,43 +166,60 @@ class RetrievalTable(Bound):
     key, Settings, row = KEY, RetrievalSettings, RetrievalSection
     blocks, figures, scalars = staticmethod(report.blocks), figures.FIGURES, staticmethod(queries.scalars)
 
-    def rows(self) -> list[RowSpec]:
-        """The rows this study runs, in order (none: the table is off): those of :data:`ROWS` whose
-        scheme the study studies (a row of :data:`ROWS` with a layout always), then one row per
-        layout of the study (``--layout``, :data:`~lexkit.study.plan.DEFAULT_LAYOUTS`), labelled
-        as given."""
-        if not self.settings.on:
-            return []
+    def recipe(self) -> Recipe:
+        """The recipe this table's runs train with (:meth:`RetrievalSettings.recipe`)."""
+        return self.settings.recipe(self.plan.cfg.preset)
+
+    def every_row(self) -> list[RowSpec]:
+        """The rows this study may run, in order: those of :data:`ROWS` whose scheme the study studies
+        (a row of :data:`ROWS` with a layout always), then one row per layout of the study
+        (``--layout``, :data:`~lexkit.study.plan.DEFAULT_LAYOUTS`), labelled as given."""
         studied = set(self.plan.cfg.schemes)
         out = [r for r in ROWS if r.layout is not None or positions.canonical(r.scheme) in studied]
         return out + [RowSpec(spec, "rope", layout=spec) for spec in self.plan.cfg.layouts
                       if spec not in {r.label for r in out}]
 
+    def rows(self) -> list[RowSpec]:
+        """The rows this study runs (none: the table is off): :meth:`every_row`, or those of them
+        ``rows`` names (``--retrieval-rows``; a label that is no row is a ValueError naming the rows)."""
+        if not self.settings.on:
+            return []
+        out = self.every_row()
+        if not self.settings.rows:
+            return out
+        labels = [r.label for r in out]
+        unknown = [label for label in self.settings.rows if label not in labels]
+        if unknown:
+            raise ValueError(f"--retrieval-rows {unknown[0]!r} is not a row of table G in this study; its rows: "
+                             f"{', '.join(labels) or 'none'}")
+        return [r for r in out if r.label in self.settings.rows]
+
     def training(self, row: RowSpec) -> dict[str, Any]:
-        """How ``row`` trains: :data:`RECIPE`'s settings for its steps, then the row's own; a layout
+        """How ``row`` trains: the recipe's settings for its steps, then the row's own; a layout
         that shifts tokens itself (``+shift``, ``shift=F``) takes no recipe token shift besides."""
-        out = RECIPE.settings(row.steps or self.settings.steps) | row.settings
+        recipe = self.recipe()
+        out = recipe.settings(row.steps or recipe.steps) | row.settings
         if row.layout is not None and "token_shift" not in row.settings:
-            model_cfg, _ = configs(self.settings.preset, row.scheme, layout=row.layout)
+            model_cfg, _ = configs(recipe.preset, row.scheme, layout=row.layout)
             if any(layer.find("shift") for layer in model_cfg.plan):
                 out["token_shift"] = 0.0
         return out
 
     def seed_runs(self) -> list[SeedRun]:
-        """Every row on every seed (``seeds``), trained with :meth:`training` at the table's ``preset``."""
-        runs_, settings = [], self.settings
+        """Every row on every seed (``seeds``), trained with :meth:`training` at the recipe's preset."""
+        runs_, preset = [], self.recipe().preset
         for row in self.rows():
             training = self.training(row)  # once a row: a layout is parsed to see whether it shifts tokens
-            runs_ += [SeedRun(row, self.plan.cell(settings.preset, row.scheme, seed, prefix="mix-", layout=row.layout,
+            runs_ += [SeedRun(row, self.plan.cell(preset, row.scheme, seed, prefix="mix-", layout=row.layout,
                                                   **training))
-                      for seed in range(settings.seeds)]
+                      for seed in range(self.settings.seeds)]
         return runs_
 
     def cells(self) -> list[Cell]:
         return [run.cell for run in self.seed_runs()]
 
     def train_len(self) -> int:
-        return self.plan.train_len(self.settings.preset)
+        return self.plan.train_len(self.recipe().preset)
 
     def size(self) -> int:
         """The needle size: :data:`SIZE`, lowered until every format fits the training length."""
@@ -176,10 +227,12 @@ class RetrievalTable(Bound):
 
     def configurations(self, run: SeedRun) -> list[Configuration]:
         """The row itself under its patterns, then on the ``rope`` row's seed-0 run (when the study
-        runs table E) each no-fine-tune method of table E but plain rope, then each fine-tune."""
+        runs table E and ``methods`` is on) each no-fine-tune method of table E but plain rope, then
+        each fine-tune."""
         t = self.train_len()
         out = [Configuration(run.row.label, "scheme", None, None, run.row.patterns or tuple(self.plan.patterns(t)))]
-        if run.row != RowSpec("rope", "rope") or run.cell.seed != 0 or not self.plan.settings(EXTENSION).on:
+        if (run.row != RowSpec("rope", "rope") or run.cell.seed != 0 or not self.plan.settings(EXTENSION).on
+                or not self.settings.methods):
             return out
         for m in methods(t, max(MULTIPLES) * t):
             if (m.scheme, m.pattern, m.logn) != ("rope", "causal", False):
@@ -203,13 +256,13 @@ class RetrievalTable(Bound):
         seed_runs = self.seed_runs()
         if not seed_runs:
             return None
-        settings, entries = self.settings, []
+        settings, recipe, entries = self.settings, self.recipe(), []
         for run in seed_runs:
             self.cache.trained(self.cache.run_dir(run.cell), run.cell.model_cfg, run.cell.train_cfg)
             for configuration in self.configurations(run):
                 entries += self.entries(run, configuration)
-        return RetrievalSection(TASK, self.size(), self.train_len(), settings.preset, settings.steps,
-                                RECIPE.batch, RECIPE.lr, RECIPE.mix, settings.seeds, list(MULTIPLES),
+        return RetrievalSection(TASK, self.size(), self.train_len(), recipe.preset, recipe.steps,
+                                recipe.batch, recipe.lr, recipe.mix, settings.seeds, list(MULTIPLES),
                                 list(BPB_MULTIPLES), list(DEPTHS), settings.samples,
                                 self.plan.settings(EXTENSION).steps, entries,
                                 [f for f in FORMATS if needles.get(f).trained],
@@ -234,57 +287,93 @@ class RetrievalTable(Bound):
                 for pattern in scores.patterns for name in FORMATS]
 
     def score(self, run_dir: Path, configuration: Configuration) -> Scores:
-        """One configuration's retrieval cells and bpb in every format of :data:`FORMATS` (exact
-        match from the teacher-forced pass, :func:`lexkit.retrieval.score` with ``decode=False``;
-        bpb measured once, with the first format, and given to every format's rows)."""
+        """One configuration's retrieval cells and bpb in every format of :data:`FORMATS`
+        (:meth:`scored` on the run loaded as the configuration runs)."""
         subject = load(run_dir, device=self.cache.device, scheme=configuration.scheme, logn=configuration.logn)
+        return self.scored(subject, configuration)
+
+    def scored(self, subject, configuration: Configuration, *, samples: int | None = None,
+               formats: tuple[str, ...] = FORMATS, bpb: bool = True, progress: bool | None = None) -> Scores:
+        """A subject's retrieval cells and bpb in each of ``formats`` (exact match from the
+        teacher-forced pass, :func:`lexkit.retrieval.score` with ``decode=False``; bpb measured
+        once, with the first format, and given to every format's rows; none without ``bpb``),
+        ``samples`` needles per cell (default: the table's). The estimate times this on a fresh
+        model with one needle per cell and one format (:mod:`.work`)."""
         patterns = [subject.model.pattern(p).spec for p in configuration.patterns]
-        scored, bpb = {}, {}
-        for name in FORMATS:
+        scored, measured = {}, {}
+        for name in formats:
             rows, found = context_rows(subject, configuration.label, task=TASK, multiples=MULTIPLES, patterns=patterns,
-                                       depths=DEPTHS, samples=self.settings.samples, size=self.size(),
-                                       documents=self.plan.corpus.valid, bpb_multiples=() if bpb else BPB_MULTIPLES,
+                                       depths=DEPTHS, samples=samples or self.settings.samples, size=self.size(),
+                                       documents=self.plan.corpus.valid,
+                                       bpb_multiples=BPB_MULTIPLES if bpb and not measured else (),
                                        train_len=self.train_len(), max_docs=self.plan.cfg.eval_docs, decode=False,
-                                       progress=self.cache.progress, format=name)
-            bpb = bpb or {(r.pattern, r.multiple): r.bpb for r in rows}
-            scored[name] = FormatScores([dataclasses.replace(r, bpb=bpb.get((r.pattern, r.multiple))) for r in rows],
-                                        found)
+                                       progress=self.cache.progress if progress is None else progress,
+                                       format=name)
+            measured = measured or {(r.pattern, r.multiple): r.bpb for r in rows}
+            scored[name] = FormatScores([dataclasses.replace(r, bpb=measured.get((r.pattern, r.multiple)))
+                                         for r in rows], found)
         return Scores(subject.describe()["scheme"], bool(subject.config["model"].get("logn", False)), patterns, scored)
 
-    def tasks(self, grid: dict[str, dict], device) -> list[dict]:
-        """Table G's tasks for ``--dry-run``, timed on this machine: one training step of its model
-        at the recipe's batch (the median of three after a warm-up step) and one token of its
-        forward pass at 16x (:meth:`tasks_at`)."""
-        seed_runs = self.seed_runs()
-        if not seed_runs:
-            return []
-        n = max(MULTIPLES) * seed_runs[0].cell.model_cfg.train_len
-        model, step_s, probe = timed_steps(seed_runs[0].cell, device, n)
-        with eval_mode(model), torch.no_grad():
-            t0 = time.perf_counter()
-            model(probe)
-            per_token = (time.perf_counter() - t0) / n
-        return self.tasks_at(step_s, per_token)
 
-    def tasks_at(self, per_step: float, per_token: float) -> list[dict]:
-        """Each run's training and each configuration's scoring, with seconds scaled from
-        ``per_step`` (one training step of table G's model at the recipe's batch) and ``per_token``
-        (one token of its forward pass at 16x): the needle documents of every format and the bpb
-        documents, under every pattern, and a fine-tune's steps (:func:`..extension.finetune.seconds`)."""
-        t, settings = self.train_len(), self.settings
-        needles_per = len(DEPTHS) * settings.samples * len(FORMATS)
-        tokens = (sum(m * t for m in MULTIPLES) * needles_per
-                  + sum(m * t for m in BPB_MULTIPLES) * self.plan.cfg.eval_docs)
-        tunes = {ft.label: ft for ft in finetunes(t)}
+    # -- its work, as units of the study (the workers, the dry run) ----------------------------------------
+    def units(self) -> list[Unit]:
+        """Each run's training, then each configuration's scoring (a fine-tune's training with it),
+        each needing its run trained."""
         out = []
         for run in self.seed_runs():
-            exists = (self.cache.run_dir(run.cell) / runs.CHECKPOINT).is_file()
-            out.append({"kind": "train", "label": f"{run.row.label} + mix, seed {run.cell.seed}", "run": run.cell.name,
-                        "exists": exists, "seconds": per_step * run.cell.train_cfg.steps})
+            cell, recipe = run.cell, self.recipe()
+            train = f"train {cell.name}"
+            out.append(Unit(train, "train", f"{run.row.label} + mix, seed {cell.seed}", KEY,
+                            lambda c=cell: self.cache.trained(self.cache.run_dir(c), c.model_cfg, c.train_cfg),
+                            lambda timer, c=cell: self.training_cost(timer, c),
+                            done=lambda c=cell: runs.finished(runs.trainer_state(self.cache.run_dir(c)),
+                                                              c.train_cfg.steps),
+                            info={"seed": cell.seed, "run": cell.name, "steps": cell.train_cfg.steps,
+                                  "stop": recipe.stop}))
             for configuration in self.configurations(run):
-                time_s = per_token * tokens * len(configuration.patterns)
-                if configuration.kind == "fine-tune":
-                    time_s += seconds(tunes[configuration.label], self.plan.settings(EXTENSION).steps, per_step, t)
-                out.append({"kind": configuration.kind, "label": configuration.label,
-                            "patterns": len(configuration.patterns), "seconds": time_s})
+                out.append(Unit(f"score {cell.name} {configuration.label}", configuration.kind,
+                                configuration.label, KEY, lambda r=run, c=configuration: self.entries(r, c),
+                                lambda timer, r=run, c=configuration: self.scoring_cost(timer, r, c), (train,),
+                                lambda r=run, c=configuration: self.scored_done(r, c),
+                                {"seed": cell.seed, "patterns": len(configuration.patterns)}))
         return out
+
+    def training_cost(self, timer, cell: Cell) -> Cost:
+        """A run's steps (from its checkpoint on), timed at its model and batch; with a stop rule,
+        the least it may take besides."""
+        rule = stopping.parse(cell.train_cfg.stop)
+        return training(timer.step(cell.model_cfg, cell.train_cfg), cell.train_cfg.steps,
+                        runs.trainer_state(self.cache.run_dir(cell)), None if rule is None else rule.after)
+
+    def scoring_cost(self, timer, run: SeedRun, configuration: Configuration) -> Cost:
+        """One configuration's scoring, timed by :meth:`scored` itself on a fresh model as the
+        configuration runs (its scheme and log-n: a ReRoPE scoring times ReRoPE's scores path) with
+        one needle per cell in one format, scaled to the table's needles and formats, and its bpb
+        documents (:meth:`lexkit.study.estimate.Timer.evaluation`); a fine-tune's steps besides."""
+        cell, t, train = run.cell, self.train_len(), 0.0
+        if configuration.kind == "fine-tune":
+            ft = next(f for f in finetunes(t) if f.label == configuration.label)
+            model_cfg, train_cfg = finetuned(cell.model_cfg, cell.train_cfg, ft, self.plan.settings(EXTENSION).steps)
+            train = timer.step(model_cfg, train_cfg) * train_cfg.steps
+        else:
+            model_cfg = overridden(cell.model_cfg, configuration.scheme, configuration.logn)
+        key = ("score", model_cfg.identity(), configuration.patterns, t, self.size(), str(timer.device))
+        needle = timer.measured(key, lambda: self.scored(RunSubject.of(timer.model(model_cfg)), configuration,
+                                                         samples=1, formats=FORMATS[:1], bpb=False,
+                                                         progress=False))
+        bpb = timer.evaluation(model_cfg, self.plan.corpus.valid, [m * t for m in BPB_MULTIPLES],
+                               list(configuration.patterns), train_len=t)
+        score = needle * self.settings.samples * len(FORMATS) + bpb * self.plan.cfg.eval_docs
+        return whole_or_none(train + score, self.scored_done(run, configuration), train_s=train, eval_s=score)
+
+    def scored_done(self, run: SeedRun, configuration: Configuration) -> bool:
+        """Whether a configuration's scores are cached (a fine-tune's: once its parent is trained, its
+        key reads it)."""
+        cell, key = run.cell, run.cell.key
+        if configuration.kind == "fine-tune":
+            base = self.cache.run_dir(cell)
+            if not runs.finished(runs.trainer_state(base), cell.train_cfg.steps):
+                return False
+            ft = next(f for f in finetunes(self.train_len()) if f.label == configuration.label)
+            key = finetune_configs(base, cell, ft, self.plan.settings(EXTENSION).steps)[2]
+        return self.cache_path(key, configuration).is_file()

@@ -1,0 +1,191 @@
+"""A study's work over worker processes: the schedule (the critical path, not the sum over workers),
+the ETA, units run in spawned workers in the order their needs allow, a killed worker named and the
+work resumed, a study with two workers writing the serial study's results number for number, and a
+second study in the same directory refused while one runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import safety_net
+from lexkit import lock
+from lexkit.study import Study, StudyConfig, workers
+from lexkit.study.schedule import Task, levels, schedule
+from toy_corpus import STUDY_DOCS, write_corpus
+from toy_work import ToyWork
+
+
+# -- the schedule ----------------------------------------------------------------------------------------
+def test_the_schedule_is_the_critical_path_not_the_sum_over_workers():
+    """A 10 s run that a 10 s scoring waits for, beside a 2 s task: 20 s on two workers (not 22 / 2),
+    22 s on one; each task starts when a worker is free and what it needs has finished."""
+    tasks = [Task("run", 10.0), Task("score", 10.0, ("run",)), Task("other", 2.0)]
+    assert levels(tasks) == {"run": 20.0, "score": 10.0, "other": 2.0}
+    two = schedule(tasks, 2)
+    assert two.makespan == 20.0 and two.start == {"run": 0.0, "other": 0.0, "score": 10.0}
+    assert schedule(tasks, 1).makespan == 22.0 and schedule(tasks, 1).order() == ["run", "score", "other"]
+    # the longest chain first: with one worker free the 6 s chain goes before a lone 5 s task
+    chain = [Task("a", 1.0), Task("b", 5.0, ("a",)), Task("lone", 5.0)]
+    assert schedule(chain, 1).order() == ["a", "b", "lone"]
+    # by hand: A 10 -> B 2; C 6; D 6 on two workers: A | C then D at 6, B at 10: 12 s
+    four = schedule([Task("A", 10), Task("B", 2, ("A",)), Task("C", 6), Task("D", 6)], 2)
+    assert (four.start["D"], four.start["B"], four.makespan) == (6.0, 10.0, 12.0)
+    # what is running keeps a worker; a need outside the tasks counts as done
+    assert schedule([Task("B", 2, ("A",)), Task("C", 6)], 2, running={"A": 3.0}).makespan == 6.0
+    with pytest.raises(ValueError, match="need each other: x -> y -> x"):
+        schedule([Task("x", 1, ("y",)), Task("y", 1, ("x",))], 2)
+    with pytest.raises(ValueError, match="at least 1"):
+        schedule(tasks, 0)
+
+
+def test_the_eta_scales_the_estimates_by_what_the_finished_units_took():
+    """Two units done in twice their estimate: what is left is scheduled at twice its estimate."""
+    tracker = workers.Tracker({"a": 10.0, "b": 10.0, "c": 30.0, "d": 30.0}, {"a": (), "b": (), "c": (), "d": ("c",)},
+                              workers=2)
+    tracker.finished.update(a=20.0, b=20.0)
+    assert tracker.ratio() == 2.0
+    share, text = tracker.state(now=0.0)
+    assert share == pytest.approx(20 / 80) and text == "2/4 units  eta 2:00"  # c then d: 2 x (30 + 30) s
+    tracker.running["c"] = 0.0  # c started 30 s ago: 30 s of its 60 left, then d's 60
+    share, text = tracker.state(now=30.0)
+    assert text.startswith("2/4 units  eta 1:30") and share == pytest.approx((20 + 0.95 * 15) / 80)
+    assert workers.clock(3725) == "1:02:05" and workers.clock(65) == "1:05"
+
+
+# -- the workers -----------------------------------------------------------------------------------------
+def test_units_run_in_workers_and_a_killed_worker_is_named_and_resumed(tmp_path):
+    """Units run in spawned processes (not this one), each after what it needs, their records
+    joining the parent's; a worker SIGKILLed mid-unit stops the run with one message naming the unit
+    and the signal, and a second run does what is left (what was done read here, not redone)."""
+    out = tmp_path / "work"
+    out.mkdir()
+    work = ToyWork(out, True)
+    parent = work.cache  # the parent's record: the workers' join it
+    build = workers.Build(ToyWork, (out, True))
+    with pytest.raises(workers.WorkerError, match=r"killed by SIGKILL while running toy die; .*run it again"):
+        workers.run(work.units(), jobs=2, build=build, cache=parent)
+    assert {"a", "b", "c", "die.marker"} <= {p.name for p in out.iterdir()} and not (out / "die").exists()
+    assert (out / "b").read_text() == (out / "a").read_text() + " then b"  # b ran after a
+    ran = {r["name"]: r["pid"] for r in parent.record}
+    assert set(ran) == {"a", "b", "c"} and os.getpid() not in ran.values()
+    assert {r["action"] for r in parent.record} == {"ran"}
+    before = {name: (out / name).read_text() for name in "abc"}
+    del parent.record[:]
+    workers.run(work.units(), jobs=2, build=build, cache=parent)
+    assert (out / "die").read_text() == "survived" and {name: (out / name).read_text() for name in "abc"} == before
+    # what was done is read here (a cache's "cached"), what was not ran in a worker
+    assert [(r["name"], r["action"], r["pid"] == os.getpid()) for r in parent.record] == [
+        ("a", "cached", True), ("b", "cached", True), ("c", "cached", True), ("die", "ran", False)]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return write_corpus(tmp_path_factory.mktemp("data"), STUDY_DOCS)
+
+
+def tiny(data_dir, **more):
+    """A tiny study with every kind of unit: two cells, table E's methods and fine-tunes, table G's
+    runs on two seeds and their scoring (table E's methods on its rope row left out: the grid's
+    are there)."""
+    return StudyConfig(preset="tiny", schemes=["alibi", "rope"], patterns=["causal"], lengths=[16, 32], steps=4,
+                       data=str(data_dir), eval_docs=1, resolution_texts=1, extension_steps=2, retrieval_steps=3,
+                       retrieval_samples=1, retrieval_seeds=2, retrieval_methods=False, **more)
+
+
+def masked(path: Path, root: Path) -> str:
+    return safety_net.normalize("results.json", path.read_text(), root)
+
+
+def test_two_workers_write_the_serial_studys_results_number_for_number(tmp_path, data_dir, no_figures):
+    """The same tiny study in one process at one thread and over two workers at one thread each:
+    results.json the same (timings and directories masked), the same work done, each run trained once."""
+    serial, parallel = tmp_path / "serial", tmp_path / "parallel"
+    Study(tiny(data_dir), serial, progress=False, echo=None, jobs=1).run()
+    study = Study(tiny(data_dir), parallel, progress=False, echo=None, jobs=2)
+    study.run()
+    assert masked(parallel / "results.json", parallel) == masked(serial / "results.json", serial)
+    log = [json.loads(line) for line in (parallel / "log.jsonl").read_text().splitlines()]
+    trained = [e["name"] for e in log if e["task"] == "train"]
+    assert len(trained) == len(set(trained)) == 2 + 3 + 4  # two cells, E's three fine-tunes, G's 2 x 2 runs
+    assert sorted((e["task"], e["action"]) for e in study.record) == sorted(
+        (e["task"], e["action"]) for e in log) and {e["action"] for e in log} == {"ran"}
+    again = Study(tiny(data_dir), parallel, progress=False, echo=None, jobs=2)
+    again.run()  # everything cached: read here, no worker started
+    assert {e["action"] for e in again.record} == {"cached"}
+
+
+@pytest.mark.slow  # fast sibling: tests/test_study.py's one writer of a study directory (in process)
+def test_a_second_study_in_the_same_directory_is_refused_while_one_runs(tmp_path, data_dir):
+    """(About 10 s: three processes start.) A study with workers holds its directory: a second
+    ``lexkit study`` there exits 2 with one line naming the first; the first goes on and trains
+    each run once."""
+    out = tmp_path / "study"
+    argv = ["study", "--preset", "tiny", "--scheme", "alibi", "--pattern", "causal", "--lengths", "16,32",
+            "--steps", "300", "--data", str(data_dir), "--eval-docs", "1", "--no-extension", "--no-retrieval",
+            "--out", str(out), "--quiet", "--jobs", "2"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    first = subprocess.Popen([sys.executable, "-m", "lexkit", *argv], env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 120
+        while not lock.is_locked(out) and first.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+        assert lock.is_locked(out), first.stderr.read().decode() if first.poll() is not None else "no lock"
+        second = subprocess.run([sys.executable, "-m", "lexkit", *argv], env=env, capture_output=True, text=True)
+        lines = second.stderr.strip().splitlines()
+        assert second.returncode == 2 and lines == [
+            f"error: {out} is being written by process {first.pid}; wait for it to finish or stop it"]
+        assert first.wait(timeout=300) == 0, first.stderr.read().decode()
+    finally:
+        if first.poll() is None:
+            first.kill()
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert [e["action"] for e in log if e["task"] == "train"] == ["ran"]
+
+
+@pytest.mark.slow  # fast siblings: the toy workers' SIGKILL above, and the trainer's resume tests
+def test_a_study_whose_worker_is_killed_mid_run_resumes_to_the_same_results(tmp_path, data_dir, no_figures):
+    """(About a minute.) A worker SIGKILLed while it trains one of table G's runs (after a
+    checkpoint): the study stops naming the run; run again, it continues that run from its checkpoint
+    and writes the results of a study that never stopped."""
+    cfg = dict(retrieval_steps=200)
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    Study(tiny(data_dir, **cfg), whole, progress=False, echo=None, jobs=1).run()
+    import threading
+
+    failure = {}
+
+    def run():
+        try:
+            Study(tiny(data_dir, **cfg), killed, progress=False, echo=None, jobs=2).run()
+        except workers.WorkerError as exc:
+            failure["error"] = str(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    from lexkit import runs
+
+    deadline, victim = time.time() + 300, None
+    while victim is None and time.time() < deadline and thread.is_alive():
+        for run_dir in (killed / "runs").glob("mix-*"):
+            state = runs.trainer_state(run_dir) if (run_dir / runs.CHECKPOINT).is_file() else None
+            if state and 0 < state["step"] < 200 and lock.holder(run_dir):
+                victim = (run_dir, lock.holder(run_dir))
+                break
+        time.sleep(0.02)
+    assert victim is not None, "no run of table G was caught between checkpoints"
+    os.kill(victim[1], signal.SIGKILL)
+    thread.join(timeout=300)
+    assert "killed by SIGKILL while running" in failure["error"] and "+ mix" in failure["error"]
+    step = runs.trainer_state(victim[0])["step"]
+    assert 0 < step < 200
+    Study(tiny(data_dir, **cfg), killed, progress=False, echo=None, jobs=2).run()
+    assert masked(killed / "results.json", killed) == masked(whole / "results.json", whole)
