@@ -103,6 +103,8 @@ def test_the_studys_finetune_checkpoints_and_resumes_to_the_same_weights(tmp_pat
     ft = finetunes(32)[0]
     model_cfg, train_cfg, key = finetune.configs(base, cell, ft, 4)
     assert train_cfg.save_every == 1 and model_cfg.train_len == ft.train_len
+    # the estimate's configs of it, before the parent exists, are these
+    assert finetune.finetuned(cell.model_cfg, cell.train_cfg, ft, 4) == (model_cfg, train_cfg)
     assert finetune.configs(base, cell, ft, 4)[2] == key
     whole = tmp_path / "whole"
     train(whole, model_cfg, train_cfg, progress=False, corpus=plan.corpus, init=base)

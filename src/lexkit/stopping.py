@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from .specs import Param, format_spec, parse_params, split_spec
+from .specs import Param, parse_params, split_spec
 
 NAME = "probe"
 PARAMS = {
@@ -44,7 +44,8 @@ class StopRule:
 
     @property
     def spec(self) -> str:
-        return format_spec(NAME, PARAMS, dataclasses.asdict(self))
+        """The rule written out, every value given (defaults too: a recorded rule reads whole)."""
+        return f"{NAME}:exact={self.exact:g},probes={self.probes},after={self.after}"
 
 
 def parse(spec: str) -> StopRule | None:

@@ -1,0 +1,82 @@
+"""The dry run's estimate: each unit timed by what it runs (a ReRoPE scoring by ReRoPE's forward, a
+fine-tune by steps at its own length), and the wall time the schedule of the units over the workers,
+dependencies included, not the sum over them. (A half-trained run's remaining steps: tests/test_study.py.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from lexkit.model import GPT
+from lexkit.study import Study, StudyConfig
+from lexkit.study.estimate import Timer
+from lexkit.study.schedule import Task, schedule
+from stub_timer import StubTimer
+from toy_corpus import STUDY_DOCS, write_corpus
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return write_corpus(tmp_path_factory.mktemp("data"), STUDY_DOCS)
+
+
+def study(data_dir, out, **more) -> Study:
+    cfg = StudyConfig(preset="tiny", schemes=["rope"], patterns=["causal"], lengths=[16, 32], steps=4,
+                      data=str(data_dir), eval_docs=1, resolution_texts=1, extension_steps=2, retrieval_steps=3,
+                      retrieval_samples=1, **more)
+    return Study(cfg, out, progress=False, echo=None)
+
+
+def unit(s: Study, name: str):
+    return next(u for u in s.units() if u.name.startswith(name.split(" ", 1)[0]) and u.label == name.split(" ", 1)[1])
+
+
+def test_each_unit_is_timed_by_the_forward_it_runs(tmp_path, data_dir, monkeypatch):
+    """ReRoPE's scoring in table G and leaky ReRoPE + log-n in table E are timed by models that run
+    those schemes (the dry run once timed rope's plain forward for them: 8 s estimated, 144-202 s
+    run); a fine-tune's steps at 4x the training length under its own scheme; nothing trains."""
+    s = study(data_dir, tmp_path / "s")
+    forwards, real = [], GPT.forward
+
+    def recording(self, *args, **kwargs):
+        forwards.append((self.cfg.scheme, self.cfg.logn, args[0].shape[-1]))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(GPT, "forward", recording)
+    g = next(u for u in s.units() if u.name.startswith("score mix-rope") and u.label == "ReRoPE w=16")
+    cost = g.cost(Timer("cpu", 1))
+    assert cost.seconds > 0 and cost.left == cost.seconds and forwards
+    assert {scheme for scheme, _, _ in forwards} == {"rerope:w=16"}  # and never rope's plain path
+    assert max(n for _, _, n in forwards) >= 16 * 32  # scored at 16x, as the table scores it
+    forwards.clear()
+    e = next(u for u in s.units() if u.name.startswith("evaluate rope") and u.label.endswith("+ log-n"))
+    e.cost(Timer("cpu", 1))
+    assert {(scheme, logn) for scheme, logn, _ in forwards} == {("rerope:w=16,k=16.0", True)}
+    timer = StubTimer()
+    ft = next(u for u in s.units() if u.name.startswith("fine-tune rope") and u.label.startswith("YaRN"))
+    assert ft.cost(timer).parts["train_s"] == 2.0  # extension_steps 2 at 1 s each
+    assert ("step", "rope:scaling=yarn,factor=4.0,original_len=32", 128, 8) in timer.asked
+    assert not (tmp_path / "s" / "runs").exists()
+
+
+def test_the_wall_time_is_the_schedule_over_the_workers(tmp_path, data_dir):
+    """With a step at 1 s and nothing else timed: each unit's seconds are its steps, table G's scoring
+    waits for its run and table E's units for the grid's rope cell, and the total over two workers
+    is the schedule's makespan: over three workers the longest chain (the rope cell, then a
+    fine-tune), 6 s where the task time over three is 5.3 s."""
+    s = study(data_dir, tmp_path / "s", retrieval_seeds=2, retrieval_methods=False)
+    plan = s.estimate(jobs=3, timer=StubTimer(step=1.0, other=0.0))
+    units = {u["name"]: u for u in plan["units"]}
+    cell = next(u for u in plan["units"] if u["kind"] == "cell")
+    assert cell["seconds"] == 4.0 and plan["jobs"] == 3
+    for u in plan["units"]:
+        if u["table"] == "extension":
+            assert u["needs"] == [cell["name"]]
+        if u["table"] == "retrieval" and u["kind"] != "train":
+            assert [units[n]["kind"] for n in u["needs"]] == ["train"]
+    fine_tunes = [u for u in plan["units"] if u["kind"] == "fine-tune"]
+    assert [u["seconds"] for u in fine_tunes] == [2.0, 2.0, 2.0] and plan["task_s"] == 4 + 3 * 2 + 2 * 3
+    want = schedule([Task(u["name"], u["seconds"], tuple(u["needs"])) for u in plan["units"]], 3).makespan
+    assert plan["total_s"] == want == plan["critical_s"] == 6.0 > plan["task_s"] / 3
+    assert s.estimate(jobs=2, timer=StubTimer())["total_s"] == 8.0  # two workers: 8 s
+    assert plan["left_s"] == plan["total_s"] and plan["least_s"] == plan["left_s"]  # nothing here; no stop rule
+    assert s.estimate(jobs=1, timer=StubTimer())["total_s"] == plan["task_s"]

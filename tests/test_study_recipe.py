@@ -1,0 +1,89 @@
+"""Table G's recipe follows the study's preset (a tiny study trains tiny runs, the default study the
+measured recipe with its stop rule) unless asked otherwise, and says which it used; its rows, its
+methods and its stop rule are settings of the study, checked before anything is written."""
+
+from __future__ import annotations
+
+import pytest
+
+from lexkit.cli import main
+from lexkit.study import Study, StudyConfig
+from lexkit.study.recipe import RECIPE, RECIPES, for_preset
+from toy_corpus import STUDY_DOCS, write_corpus
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return write_corpus(tmp_path_factory.mktemp("data"), STUDY_DOCS)
+
+
+def g(data_dir, tmp_path, **settings):
+    cfg = StudyConfig(data=str(data_dir), **settings)
+    return Study(cfg, tmp_path, progress=False, echo=None).table("retrieval")
+
+
+@pytest.mark.parametrize("preset, size, steps, stop", [
+    ("tiny", "tiny", 40, ""),
+    ("quick", "quick", 1500, "probe:exact=0.9,probes=5,after=1000"),
+    ("small", "quick", 4000, "probe:exact=0.9,probes=5,after=2000"),
+    ("medium", "medium", 20000, ""),
+])
+def test_table_g_follows_the_studys_preset(data_dir, tmp_path, preset, size, steps, stop):
+    """A study at each preset trains G's runs with that preset's recipe: its size, steps and stop rule
+    (``small``, the default study: the measured recipe at quick size, stopped once it has converged)."""
+    table = g(data_dir, tmp_path, preset=preset, schemes=["alibi"])
+    cell = table.cells()[0]
+    assert (table.recipe().preset, cell.train_cfg.steps, cell.train_cfg.stop) == (size, steps, stop)
+    assert cell.train_cfg.batch == RECIPE.batch and cell.train_cfg.mix == RECIPE.mix
+    assert cell.model_cfg.train_len == {"tiny": 32, "quick": 64, "medium": 512}[size] and len(table.cells()) == 1
+    assert for_preset("small") == RECIPES["small"] and RECIPES["small"].steps == RECIPE.steps and not RECIPE.stop
+
+
+def test_the_recipe_asked_for_is_the_recipe_used_and_said(data_dir, tmp_path, capsys):
+    """``--retrieval-preset``, ``--retrieval-steps`` and ``--retrieval-stop`` override the study
+    preset's recipe; the dry run and results.json say what ran."""
+    table = g(data_dir, tmp_path, preset="tiny", schemes=["alibi"], retrieval_preset="quick", retrieval_steps=50,
+              retrieval_stop="probe:after=20")
+    cell = table.cells()[0]
+    assert (cell.model_cfg.train_len, cell.train_cfg.steps, cell.train_cfg.stop) == (64, 50,
+                                                                                      "probe:exact=0.9,probes=5,after=20")
+    assert g(data_dir, tmp_path, schemes=["alibi"], retrieval_stop="off").cells()[0].train_cfg.stop == ""
+    config = table.plan.cfg.to_json()
+    assert (config["retrieval_preset"], config["retrieval_steps"], config["retrieval_stop"]) == (
+        "quick", 50, "probe:exact=0.9,probes=5,after=20")
+    argv = ["study", "--preset", "tiny", "--scheme", "alibi", "--data", str(data_dir), "--lengths", "16,32",
+            "--out", str(tmp_path / "s"), "--dry-run", "--no-extension", "--retrieval-preset", "tiny",
+            "--retrieval-stop", "probe:probes=2"]
+    assert main(argv) == 0
+    assert ("with --mix induction:0.75 (tiny preset, 40 steps, stopped by probe:exact=0.9,probes=2,after=0, batch 64)"
+            in capsys.readouterr().out)
+
+
+def test_rows_and_methods_of_table_g_are_chosen(data_dir, tmp_path):
+    """``retrieval_rows`` keeps the rows named, in the table's order; ``retrieval_methods=False`` scores
+    the rope row alone (no table E methods or fine-tunes on it)."""
+    every = g(data_dir, tmp_path, preset="tiny", schemes=["rope", "alibi", "sandwich"], layouts=["hwfa:W=8"])
+    assert [r.label for r in every.rows()] == ["rope", "alibi", "sandwich", "hwfa:W=8"]
+    some = g(data_dir, tmp_path, preset="tiny", schemes=["rope", "alibi", "sandwich"], layouts=["hwfa:W=8"],
+             retrieval_rows=["hwfa:W=8", "alibi"])
+    assert [r.label for r in some.rows()] == ["alibi", "hwfa:W=8"]
+    rope = every.seed_runs()[0]
+    assert len(every.configurations(rope)) == 1 + 11 + 3
+    plain = g(data_dir, tmp_path, preset="tiny", schemes=["rope"], retrieval_methods=False)
+    assert [c.label for c in plain.configurations(plain.seed_runs()[0])] == ["rope"]
+    assert [u.kind for u in plain.units()] == ["train", "scheme"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--retrieval-rows", "xpos"], "--retrieval-rows 'xpos' is not a row of table G in this study; its rows: alibi"),
+    (["--retrieval-stop", "probe:exact=7"], "--retrieval-stop: stop rule 'probe:exact=7': parameter exact=7 is "
+                                            "out of range (must be in (0, 1])"),
+    (["--jobs", "0"], "--jobs must be a positive integer"),
+])
+def test_bad_table_g_settings_are_one_line_and_write_nothing(tmp_path, data_dir, capsys, argv, message):
+    out = tmp_path / "s"
+    assert main(["study", "--preset", "tiny", "--scheme", "alibi", "--data", str(data_dir), "--out", str(out),
+                 *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
+    assert not out.exists()
