@@ -79,11 +79,10 @@ def test_units_run_in_workers_and_a_killed_worker_is_named_and_resumed(tmp_path)
     assert {r["action"] for r in parent.record} == {"ran"}
     before = {name: (out / name).read_text() for name in "abc"}
     del parent.record[:]
-    workers.run(work.units(), jobs=2, build=build, cache=parent)
+    workers.run(work.units(), jobs=1, build=build, cache=parent)  # one process: what is left of it
     assert (out / "die").read_text() == "survived" and {name: (out / name).read_text() for name in "abc"} == before
-    # what was done is read here (a cache's "cached"), what was not ran in a worker
-    assert [(r["name"], r["action"], r["pid"] == os.getpid()) for r in parent.record] == [
-        ("a", "cached", True), ("b", "cached", True), ("c", "cached", True), ("die", "ran", False)]
+    assert [(r["name"], r["action"]) for r in parent.record] == [
+        ("a", "cached"), ("b", "cached"), ("c", "cached"), ("die", "ran")]
 
 
 @pytest.fixture(scope="module")
@@ -95,29 +94,31 @@ def tiny(data_dir, **more):
     """A tiny study with every kind of unit: two cells, table E's methods and fine-tunes, table G's
     runs on two seeds and their scoring (table E's methods on its rope row left out: the grid's
     are there)."""
-    return StudyConfig(preset="tiny", schemes=["alibi", "rope"], patterns=["causal"], lengths=[16, 32], steps=4,
-                       data=str(data_dir), eval_docs=1, resolution_texts=1, extension_steps=2, retrieval_steps=3,
-                       retrieval_samples=1, retrieval_seeds=2, retrieval_methods=False, **more)
+    settings = dict(preset="tiny", schemes=["alibi", "rope"], patterns=["causal"], lengths=[16, 32], steps=4,
+                    data=str(data_dir), eval_docs=1, resolution_texts=1, extension_steps=2, retrieval_steps=3,
+                    retrieval_samples=1, retrieval_seeds=2, retrieval_methods=False)
+    return StudyConfig(**(settings | more))
 
 
 def masked(path: Path, root: Path) -> str:
     return safety_net.normalize("results.json", path.read_text(), root)
 
 
-def test_two_workers_write_the_serial_studys_results_number_for_number(tmp_path, data_dir, no_figures):
-    """The same tiny study in one process at one thread and over two workers at one thread each:
-    results.json the same (timings and directories masked), the same work done, each run trained once."""
-    serial, parallel = tmp_path / "serial", tmp_path / "parallel"
-    Study(tiny(data_dir), serial, progress=False, echo=None, jobs=1).run()
-    study = Study(tiny(data_dir), parallel, progress=False, echo=None, jobs=2)
+def test_two_workers_write_the_serial_studys_results_number_for_number(tmp_path, no_figures):
+    """The safety net's tiny study (every table: the grid, E's methods and fine-tunes, G's runs, its
+    methods and fine-tunes, on two seeds) over two workers at one thread each: results.json is the
+    fixture's, written by one process at one thread, number for number (timings and directories
+    masked); each run trained once; the work the workers did is the parent's record."""
+    data = write_corpus(tmp_path / "data", STUDY_DOCS)
+    study = Study(safety_net.study_config(data), tmp_path / "study", progress=False, echo=None, jobs=2)
     study.run()
-    assert masked(parallel / "results.json", parallel) == masked(serial / "results.json", serial)
-    log = [json.loads(line) for line in (parallel / "log.jsonl").read_text().splitlines()]
+    assert masked(tmp_path / "study" / "results.json", tmp_path) == (safety_net.HERE / "results.json").read_text()
+    log = [json.loads(line) for line in (tmp_path / "study" / "log.jsonl").read_text().splitlines()]
     trained = [e["name"] for e in log if e["task"] == "train"]
-    assert len(trained) == len(set(trained)) == 2 + 3 + 4  # two cells, E's three fine-tunes, G's 2 x 2 runs
+    assert len(trained) == len(set(trained)) == 2 + 3 + 4 + 3  # cells, E's fine-tunes, G's 2 x 2 runs and 3 fine-tunes
     assert sorted((e["task"], e["action"]) for e in study.record) == sorted(
         (e["task"], e["action"]) for e in log) and {e["action"] for e in log} == {"ran"}
-    again = Study(tiny(data_dir), parallel, progress=False, echo=None, jobs=2)
+    again = Study(safety_net.study_config(data), tmp_path / "study", progress=False, echo=None, jobs=2)
     again.run()  # everything cached: read here, no worker started
     assert {e["action"] for e in again.record} == {"cached"}
 
@@ -188,4 +189,8 @@ def test_a_study_whose_worker_is_killed_mid_run_resumes_to_the_same_results(tmp_
     step = runs.trainer_state(victim[0])["step"]
     assert 0 < step < 200
     Study(tiny(data_dir, **cfg), killed, progress=False, echo=None, jobs=2).run()
-    assert masked(killed / "results.json", killed) == masked(whole / "results.json", whole)
+
+    def numbers(out):  # every number but what this invocation did (the resumed one read what was cached)
+        return {k: v for k, v in json.loads(masked(out / "results.json", out)).items() if k != "work"}
+
+    assert numbers(killed) == numbers(whole)

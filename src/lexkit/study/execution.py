@@ -40,6 +40,8 @@ class Study:
 
     #: seconds between looks at the cache while a rank waits for another rank's units
     POLL = 2.0
+    #: what the progress bar calls it
+    name = "study"
 
     def __init__(self, cfg: StudyConfig, out: str | Path, *, progress: bool = True,
                  echo: Callable[[str], None] | None = print, world: distributed.World | None = None,
@@ -197,7 +199,8 @@ class Study:
         try:
             workers.run(units, jobs=self.jobs, build=self.build(), devices=self.devices(),
                         threads=self.worker_threads() or 1, cache=self.cache, progress=self.progress,
-                        estimate=None if seconds is None else (lambda unit: seconds[unit.name]), echo=self.echo)
+                        estimate=None if seconds is None else (lambda unit: seconds[unit.name]), echo=self.echo,
+                        name=self.name)
         finally:
             self.cache.progress = inner
 

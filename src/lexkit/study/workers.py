@@ -100,17 +100,17 @@ def clock(seconds: float) -> str:
 
 def run(units: list[Unit], *, jobs: int, build: Build | None = None, devices: list[str] | None = None,
         threads: int = 1, estimate: Callable[[Unit], float] | None = None, cache: Any = None,
-        progress: bool = False, echo: Callable[[str], None] = lambda _msg: None) -> None:
+        progress: bool = False, echo: Callable[[str], None] = lambda _msg: None, name: str = "study") -> None:
     """Run every unit: with ``jobs`` 1 in this process, in the order given; else those already done
     here (reading their cache, as one process does), then the others over ``jobs`` workers built by
     ``build`` on ``devices`` (one a worker, round robin) at ``threads`` torch threads, each unit once
     what it needs is done, the highest level first (``estimate``: a unit's seconds left; without
     it, the order given). ``cache``: the parent's, whose record the workers' records join. The bar
-    (``progress``) needs ``estimate``."""
+    (``progress``, labelled ``name``) needs ``estimate``."""
     check(units)
     seconds = {unit.name: (estimate(unit) if estimate is not None else 1.0) for unit in units}
     if jobs == 1:
-        _in_process(units, seconds, progress and estimate is not None, echo)
+        _in_process(units, seconds, progress and estimate is not None, echo, name)
         return
     if build is None:
         raise ValueError("running over workers needs how a worker builds the units (build)")
@@ -122,12 +122,13 @@ def run(units: list[Unit], *, jobs: int, build: Build | None = None, devices: li
             todo.append(unit)
     if todo:
         _over_workers(todo, seconds, jobs, build, devices or ["cpu"], threads, cache,
-                      progress and estimate is not None, echo)
+                      progress and estimate is not None, echo, name)
 
 
-def _in_process(units: list[Unit], seconds: dict[str, float], progress: bool, echo: Callable[[str], None]) -> None:
+def _in_process(units: list[Unit], seconds: dict[str, float], progress: bool, echo: Callable[[str], None],
+                name: str) -> None:
     tracker = Tracker(seconds, {u.name: u.needs for u in units}, 1, labels=_labels(units))
-    with watch("study", tracker.state, enabled=progress):
+    with watch(name, tracker.state, enabled=progress):
         for i, unit in enumerate(units):
             if not progress:
                 echo(f"[{i + 1}/{len(units)}] {unit.label}")
@@ -153,7 +154,7 @@ class _Worker:
 
 
 def _over_workers(units: list[Unit], seconds: dict[str, float], jobs: int, build: Build, devices: list[str],
-                  threads: int, cache: Any, progress: bool, echo: Callable[[str], None]) -> None:
+                  threads: int, cache: Any, progress: bool, echo: Callable[[str], None], name: str) -> None:
     names = {u.name for u in units}
     level = levels([Task(u.name, seconds[u.name], tuple(n for n in u.needs if n in names)) for u in units])
     order = {u.name: i for i, u in enumerate(units)}
@@ -164,7 +165,7 @@ def _over_workers(units: list[Unit], seconds: dict[str, float], jobs: int, build
     pool = [_start(context, build, devices[i % len(devices)], threads) for i in range(min(jobs, len(units)))]
     done: set[str] = set()
     try:
-        with watch("study", tracker.state, enabled=progress):
+        with watch(name, tracker.state, enabled=progress):
             while waiting or any(w.unit is not None for w in pool):
                 for worker in pool:
                     if worker.ready and worker.unit is None:

@@ -165,6 +165,8 @@ class RetrievalTable(Bound):
 
     key, Settings, row = KEY, RetrievalSettings, RetrievalSection
     blocks, figures, scalars = staticmethod(report.blocks), figures.FIGURES, staticmethod(queries.scalars)
+    #: how an error names a row that cannot train
+    row_name = "table G's row"
 
     def recipe(self) -> Recipe:
         """The recipe this table's runs train with (:meth:`RetrievalSettings.recipe`)."""
@@ -209,10 +211,13 @@ class RetrievalTable(Bound):
         """Every row on every seed (``seeds``), trained with :meth:`training` at the recipe's preset."""
         runs_, preset = [], self.recipe().preset
         for row in self.rows():
-            training = self.training(row)  # once a row: a layout is parsed to see whether it shifts tokens
-            runs_ += [SeedRun(row, self.plan.cell(preset, row.scheme, seed, prefix="mix-", layout=row.layout,
-                                                  **training))
-                      for seed in range(self.settings.seeds)]
+            try:
+                training = self.training(row)  # once a row: a layout is parsed to see whether it shifts tokens
+                runs_ += [SeedRun(row, self.plan.cell(preset, row.scheme, seed, prefix="mix-", layout=row.layout,
+                                                      **training))
+                          for seed in range(self.settings.seeds)]
+            except ValueError as exc:
+                raise ValueError(f"{self.row_name} {row.label!r}: {exc}") from None
         return runs_
 
     def cells(self) -> list[Cell]:

@@ -1,0 +1,141 @@
+"""``lexkit sweep``: a 2-arm x 2-seed sweep at the tiny preset trains each run once and scores it as table
+G scores (the same needles, the same pooling and intervals), and on kvthread and ordinal where their
+documents fit; its table, JSON and figure; re-rendered from the cache without training; its workers
+rebuild the same units; a bad config is one line naming the key."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from types import SimpleNamespace
+
+import pytest
+
+from lexkit.cli import main
+from lexkit.study.sweep import Sweep, SweepConfigError, load, parse
+from lexkit.study.sweep.work import phase_change
+from lexkit.study.tables.retrieval import queries
+from lexkit.study.tables.retrieval.rows import RetrievalSection
+from toy_corpus import STUDY_DOCS, write_corpus
+
+ARMS = [{"label": "rope", "scheme": "rope"}, {"label": "hwfa8", "layout": "hwfa:W=8", "train": {"token_shift": 0.25}}]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return write_corpus(tmp_path_factory.mktemp("data"), STUDY_DOCS)
+
+
+def tiny(data_dir, **more) -> dict:
+    return {"name": "tiny", "preset": "tiny", "steps": 3, "seeds": 2, "samples": 1, "eval_docs": 1,
+            "data": str(data_dir), "arms": ARMS, **more}
+
+
+def test_a_tiny_sweep_is_scored_as_table_g_scores_and_renders_again_from_its_cache(tmp_path, data_dir, capsys):
+    config = tmp_path / "sweep.json"
+    config.write_text(json.dumps(tiny(data_dir)))
+    out = tmp_path / "out"
+    assert main(["sweep", str(config), "--out", str(out), "--jobs", "1", "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert "sweep tiny" in printed and f"report: {out}/sweep.md" in printed
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    trained = [e["name"] for e in log if e["task"] == "train"]
+    assert len(trained) == len(set(trained)) == 4 and {e["action"] for e in log} == {"ran"}
+    assert [e["task"] for e in log].count("task") == 4 * 2  # each run on kvthread and ordinal
+    saved = json.loads((out / "sweep.json").read_text())
+    g, tasks = saved["retrieval"], saved["tasks"]
+    assert g["steps"] == 3 and g["seeds"] == 2 and g["preset"] == "tiny" and g["formats"] == ["tilde"]
+    assert sorted(tasks) == ["kvthread", "ordinal"]
+    # the arm's own training: hwfa:W=8 with token shift 0.25 on each seed
+    hwfa = [e for e in g["configs"] if e["label"] == "hwfa8"]
+    assert {e["seed"] for e in hwfa} == {0, 1} and {e["format"] for e in hwfa} == {"tilde", "python", "hex", "caret"}
+    run_config = json.loads((out / hwfa[0]["run"] / "config.json").read_text())
+    assert run_config["model"]["layout"] == "hwfa:W=8" and run_config["model"]["token_shift"] == 0.25
+    # kvthread's documents need 51 bytes: scored from 2x (64 bytes) on, at every depth, on both seeds
+    kv = [e for e in tasks["kvthread"] if e["label"] == "rope"]
+    assert [r["multiple"] for r in kv[0]["rows"]] == [2, 4, 8, 16] and {e["seed"] for e in kv} == {0, 1}
+    assert len(kv[0]["cells"]) == 4 * 5 and all(c["samples"] == 1 for c in kv[0]["cells"])
+    # the table: one row per arm, the tilde column at 1x pooled over both seeds as table G pools it,
+    # with table G's interval; kvthread "-" at 1x is not shown (16x only)
+    header, rows = saved["table"]["header"], saved["table"]["rows"]
+    assert [r[0] for r in rows] == ["rope", "hwfa8"] and header[6:8] == ["tilde 1x", "tilde 16x"]
+    assert header[8:13] == ["python 16x", "hex 16x", "caret 16x", "kvthread 16x", "ordinal 16x"]
+    cells = [c for e in g["configs"] if e["label"] == "rope" and e["format"] == "tilde" for c in e["cells"]
+             if c["length"] == g["train_len"]]
+    k, n = sum(c["correct"] for c in cells), sum(c["samples"] for c in cells)
+    if hasattr(queries, "interval"):  # table G's interval over seeds: what its queries say of these entries
+        section = RetrievalSection.from_json({**g, "configs": [e for e in g["configs"] if e["label"] == "rope"
+                                                               and e["format"] == "tilde"]})
+        (line,) = queries.retrieval_lines(SimpleNamespace(table=lambda key: section), "trained")
+        low, high = queries.interval(line, 1)
+    else:  # over the needles pooled across seeds (Wilson)
+        low, high = queries.wilson(k, n)
+    assert n == 2 * 5 and rows[0][6] == f"{100 * k / n:.0f} [{100 * low:.0f}-{100 * high:.0f}]"
+    assert rows[0][2] == "2" and rows[0][-1] in ("no", "**met**")
+    md = (out / "sweep.md").read_text()
+    assert "## Sweep: tiny" in md and "| " + " | ".join(rows[1]) + " |" in md
+    assert (out / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+    # re-rendered from the cache: nothing trains or scores again, the same table
+    (out / "sweep.md").unlink()
+    assert main(["sweep", str(config), "--out", str(out), "--report-only", "--quiet"]) == 0
+    assert (out / "sweep.md").read_text() == md and len((out / "log.jsonl").read_text().splitlines()) == len(log)
+    # the same config over workers: each builds these units by name (the config travels to them)
+    sweep = Sweep(load(config), out, progress=False, echo=None, jobs=2)
+    build = pickle.loads(pickle.dumps(sweep.build()))
+    rebuilt = build.make(*build.args, **build.kwargs)
+    assert [u.name for u in rebuilt.units()] == [u.name for u in sweep.units()]
+    assert all(u.done() for u in rebuilt.units())
+
+
+def test_the_phase_change_is_the_first_validation_copying_half_its_needles():
+    rows = [{"step": 10, "loss": 2.0}, {"step": 100, "val_induction_exact": 0.2},
+            {"step": 200, "val_induction_exact": 0.5}, {"step": 300, "val_induction_exact": 0.1}]
+    assert phase_change(rows, "induction:0.75") == 200 and phase_change(rows[:2], "induction:0.75") is None
+    assert phase_change(rows, "") is None
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"arm": []}, "arm: unknown key; keys: arms, name"),
+    ({"arms": []}, "arms: a non-empty list of arms is required"),
+    ({"arms": [ARMS[0], ARMS[0]]}, "arms: two arms are labelled 'rope'"),
+    ({"arms": [{"scheme": "rope"}]}, "arms[0].label: every arm needs a label"),
+    ({"arms": [{"label": "x", "train": {"steps": 9}}]}, "arms[0] (x).train.steps: set by the sweep"),
+    ({"arms": [{"label": "x", "colour": 1}]}, "arms[0].colour: unknown key; keys of an arm:"),
+    ({"seeds": 0}, "seeds: seeds must be a positive integer"),
+    ({"seeds": "3"}, "seeds: an integer is expected, got '3'"),
+    ({"stop": "probe:exact=2"}, "stop: stop rule 'probe:exact=2': parameter exact=2 is out of range"),
+    ({"tasks": ["kvthread:hops=0"]}, "tasks:"),
+    ({"patterns": ["bca:3"]}, "patterns:"),
+    ({"preset": "huge"}, "preset: unknown preset 'huge'"),
+])
+def test_a_bad_config_is_one_line_naming_the_key(tmp_path, data_dir, capsys, change, words):
+    config = tmp_path / "sweep.json"
+    config.write_text(json.dumps({**tiny(data_dir), **change}))
+    assert main(["sweep", str(config), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: sweep config {config}: ") and words in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_arm_that_cannot_train_or_a_file_that_is_no_config_is_one_line(tmp_path, data_dir, capsys):
+    config = tmp_path / "sweep.json"
+    config.write_text(json.dumps(tiny(data_dir, arms=[{"label": "i4", "layout": "irope"}])))
+    assert main(["sweep", str(config), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: arm 'i4': ") and "irope" in err[0], err
+    config.write_text("{not json")
+    assert main(["sweep", str(config), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.startswith(f"error: sweep config {config}: not JSON")
+    assert main(["sweep", str(tmp_path / "none.json"), "--out", str(tmp_path / "out")]) == 2
+    assert "cannot read it" in capsys.readouterr().err and not (tmp_path / "out").exists()
+    with pytest.raises(SweepConfigError, match="a JSON object is expected"):
+        parse([1, 2])
+
+
+def test_the_example_config_is_a_sweep():
+    """benchmarks/sweeps/hunt.json (docs/hunt.md) parses and builds its runs: 7 arms on 3 seeds."""
+    from pathlib import Path
+
+    cfg = load(Path(__file__).parents[1] / "benchmarks" / "sweeps" / "hunt.json")
+    assert cfg.seeds == 3 and len(cfg.arms) == 7 and cfg.stop == "" and cfg.steps == 4000
+    assert cfg.tasks == ("kvthread", "ordinal") and cfg.patterns == ("causal",)
