@@ -207,7 +207,7 @@ class Block(nn.Module):
         qkv = self.qkv(a).view(b, n, 3, h, d // h).permute(2, 0, 3, 1, 4)  # [3, b, h, n, hd]
         q, k, v = qkv[0], qkv[1], qkv[2]
         for modifier in self.layer.at("qkv"):
-            q, k, v = modifier.qkv(q, k, v, self.state(modifier), carry)
+            q, k, v = modifier.qkv(q, k, v, self.state(modifier), carry, x=a)
         y = attend(q, k, v, layer, x=a)  # [b, h, n, hd]
         for modifier in self.layer.at("output"):
             y = modifier.output(y, a, self.state(modifier))

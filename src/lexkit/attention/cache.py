@@ -293,7 +293,8 @@ class CachedAttention:
         cache, piece, layer = self.cache, self.piece, self.layer
         scheme, pattern = piece.lane.scheme, piece.lane.pattern
         q_scale = self.scoring.query_scale(self.q_pos)  # [n] or [H, n] or None
-        sink, score_fn = self.scoring.sink(), self.scoring.score_fn
+        sink, score_fn, position_fn = self.scoring.sink(), self.scoring.score_fn, self.scoring.position_fn
+        row_fn = self.scoring.row_fn(False)  # inference only
         pre = scheme.max_query_span is None and scheme.separable  # position-wise: once, as tokens arrive
         if pre:
             q, k = scheme.transform_qk(q, k, self.q_pos, self.q_pos)
@@ -308,7 +309,8 @@ class CachedAttention:
             attend_block(
                 scheme, pattern, q[..., qs, :], keys[..., ks, :], values[..., ks, :],
                 piece.q_idx[qs], piece.k_idx[ks], self.q_pos[qs], self.k_pos[ks],
-                transformed=pre, bias=piece.table, sink=sink, score_fn=score_fn,
+                transformed=pre, bias=piece.table, sink=sink, score_fn=score_fn, position_fn=position_fn,
+                row_fn=row_fn,
                 q_scale=None if q_scale is None else q_scale[..., qs],
                 context=None if rows is None else (rows[..., qs, :], kept[..., ks, :]),
             )

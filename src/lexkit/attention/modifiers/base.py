@@ -8,7 +8,10 @@ A modifier acts at one **place** of a pre-LN layer (``x`` the residual stream, `
                               (token shift: the previous position's features)
     qkv      q, k, v -> ...   the projections, before the position transform
     scores   s -> f(s)        the pre-softmax scores: a factor per query (a temperature), an
-                              elementwise function (soft-capping), a learned sink logit per head
+                              elementwise function of the score (soft-capping) or of the score and
+                              the positions of its query and key (scale-invariant attention), a
+                              function of each query's whole row (the adaptive temperature), a
+                              learned sink logit per head
     output   y -> y'          the attention output per head, before the output projection
 
 and says what it needs: learned **state** (:meth:`Modifier.state`: a module or parameter the layer
@@ -118,8 +121,10 @@ class Modifier:
         """place ``inputs``: h [b, n, d] the normalized input of ``part`` (``attn`` or ``ff``)."""
         return h
 
-    def qkv(self, q: Tensor, k: Tensor, v: Tensor, state: Any, carry: dict | None) -> tuple[Tensor, Tensor, Tensor]:
-        """place ``qkv``: q, k, v [b, heads, n, head_dim] before the position transform."""
+    def qkv(self, q: Tensor, k: Tensor, v: Tensor, state: Any, carry: dict | None,
+            x: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """place ``qkv``: q, k, v [b, heads, n, head_dim] before the position transform; ``x`` [b, n, d]
+        the layer's normalized input they were projected from (a data-dependent mix reads it)."""
         return q, k, v
 
     def query_scale(self, state: Any, pos: Tensor) -> Tensor | None:
@@ -130,6 +135,23 @@ class Modifier:
     def score_fn(self, state: Any) -> Callable[[Tensor], Tensor] | None:
         """place ``scores``: an elementwise function of the (scaled) score, applied before the mask;
         written in torch ops, so it also runs inside FlexAttention's ``score_mod`` (None: none)."""
+        return None
+
+    def position_fn(self, state: Any) -> Callable[[Tensor, Tensor, Tensor], Tensor] | None:
+        """place ``scores``: an elementwise function ``f(s, m, n)`` of the (scaled) score and the positions
+        of its query m and key n (integer tensors that broadcast against s), applied after the factor per
+        query and before :meth:`score_fn` and the mask; written in torch ops, so it also runs inside
+        FlexAttention's ``score_mod``. Masked pairs (n > m) are masked after it (None: none)."""
+        return None
+
+    def row_fn(self, state: Any, training: bool) -> Callable[[Tensor, Tensor | None], Tensor] | None:
+        """place ``scores``: a function ``f(s, sink)`` of each query's whole row of masked scores
+        s [..., n_q, n_k] (invisible keys -inf; ``sink`` [..., n_q, 1] the sink logit's column, or None)
+        returning the row the softmax takes; the last thing before the softmax. It sees every key a
+        query attends to at once, so only the block computation runs it (the dense kernel as one block,
+        the chunked kernel, the KV cache); compiled FlexAttention cannot (say so in
+        :attr:`flex_refusal`). ``training``: whether the forward trains (None: nothing then, e.g. an
+        inference-time temperature)."""
         return None
 
     def sink_logit(self, state: Any) -> Tensor | None:
@@ -144,8 +166,10 @@ class Modifier:
 
 class Scoring:
     """What a layer's ``scores`` modifiers do, in the words the kernels use: a factor per query (the
-    product of every :meth:`Modifier.query_scale`), an elementwise function of the scaled score (the
-    :meth:`Modifier.score_fn` of each, in order) and a learned sink logit per head.
+    product of every :meth:`Modifier.query_scale`), an elementwise function of the scaled score and
+    its positions (each :meth:`Modifier.position_fn`, in order), one of the score alone (each
+    :meth:`Modifier.score_fn`), a function of whole rows (each :meth:`Modifier.row_fn`) and a learned
+    sink logit per head. The kernels apply them in that order.
 
     ``state_of(modifier)`` gives a modifier's state when it is asked for (the layer's registered
     module or parameter, looked up at call time: under FSDP2 it is gathered only inside the
@@ -192,6 +216,36 @@ class Scoring:
             return score
 
         return composed
+
+    @property
+    def position_fn(self) -> Callable[[Tensor, Tensor, Tensor], Tensor] | None:
+        fns = [fn for m in self.modifiers if (fn := m.position_fn(self.state_of(m))) is not None]
+        if len(fns) <= 1:
+            return fns[0] if fns else None
+
+        def composed(score: Tensor, m: Tensor, n: Tensor) -> Tensor:
+            for fn in fns:
+                score = fn(score, m, n)
+            return score
+
+        return composed
+
+    def row_fn(self, training: bool) -> Callable[[Tensor, Tensor | None], Tensor] | None:
+        """The function of whole rows of a forward that trains or not (None: none)."""
+        fns = [fn for m in self.modifiers if (fn := m.row_fn(self.state_of(m), training)) is not None]
+        if len(fns) <= 1:
+            return fns[0] if fns else None
+
+        def composed(scores: Tensor, sink: Tensor | None) -> Tensor:
+            for fn in fns:
+                scores = fn(scores, sink)
+            return scores
+
+        return composed
+
+    def needs_scores(self, training: bool) -> bool:
+        """Whether attention needs the scores themselves (a function of them: no SDPA mask can say it)."""
+        return self.score_fn is not None or self.position_fn is not None or self.row_fn(training) is not None
 
     @property
     def has_sink(self) -> bool:
