@@ -445,3 +445,19 @@ def test_the_issues_layout_trains_evaluates_streams_and_retrieves(tmp_path, caps
     for cls in (Conv, KShift, Gate, ScaleInvariant, Fitted, Adaptive):
         line = next(row for row in listing.splitlines() if row.startswith(cls.name + " "))
         assert cls.source in line and cls.place in line
+
+
+def test_auto_sends_sit_to_flex_and_adaptive_to_the_block_computation_on_cuda():
+    """choose_kernel is a pure function (docs/kernels.md): a transform by distance is no SDPA mask but
+    flex's score_mod runs it; the adaptive temperature refuses flex, and in training it is absent."""
+    from lexkit.attention.kernels import choose_kernel
+
+    rope, causal = positions.create("rope", n_heads=H, head_dim=HD), attention.create("causal")
+    for scoring, training, want in ((Scoring.of(ScaleInvariant(tau=10.0)), False, "flex"),
+                                    (Scoring.of(ScaleInvariant(tau=10.0)), True, "flex"),
+                                    (Scoring.of(Adaptive()), False, "dense"),
+                                    (Scoring.of(Fitted(c=0.41, L=16)), True, "dense")):
+        assert choose_kernel("auto", rope, causal, 512, "cuda", training, False, scoring=scoring) == want
+    assert choose_kernel("auto", rope, causal, 4096, "cuda", False, False, scoring=Scoring.of(Adaptive())) == "chunked"
+    plain = Attention(rope, causal, torch.arange(8), kernel="dense", training=True, scoring=Scoring.of(Adaptive()))
+    assert not plain.by_scores  # a forward that trains runs SDPA as without it

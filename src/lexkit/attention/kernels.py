@@ -118,7 +118,8 @@ class Attention:
         self._scale: Tensor | None = None
         self._scaled = False
         # a function of the scores needs them: the dense kernel runs the block computation
-        self.by_scores = by_scores(scheme, pattern) or self.scoring.needs_scores(training)
+        self.by_scores = (by_scores(scheme, pattern) or self.scoring.needs_scores
+                          or self.scoring.row_fn(training) is not None)
         #: the kernel the last call actually ran: ``self.kernel``, or for flex the ladder's rung
         #: (``flex``, ``flex:128x64/2``) or ``chunked`` when no flex kernel could be built
         self.ran = self.kernel
@@ -418,7 +419,8 @@ def choose_kernel(
         if hooked:
             return "chunked"
         if on_cuda:
-            if sdpa_causal(scheme, pattern) and span_ok and not scoring.needs_scores(training):
+            if (sdpa_causal(scheme, pattern) and span_ok and not scoring.needs_scores
+                    and scoring.row_fn(training) is None):
                 return "dense"
             if (flex_available() and not by_scores(scheme, pattern) and extent == n
                     and scoring.flex_refusal is None):

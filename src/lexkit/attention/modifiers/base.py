@@ -243,9 +243,12 @@ class Scoring:
 
         return composed
 
-    def needs_scores(self, training: bool) -> bool:
-        """Whether attention needs the scores themselves (a function of them: no SDPA mask can say it)."""
-        return self.score_fn is not None or self.position_fn is not None or self.row_fn(training) is not None
+    @property
+    def needs_scores(self) -> bool:
+        """Whether a kernel must hold the scores themselves: an elementwise function of them (no SDPA
+        mask can express it: the dense kernel runs the block computation as one block). A function of
+        whole rows needs them too (:meth:`row_fn`, asked per forward: it may act at inference only)."""
+        return self.score_fn is not None or self.position_fn is not None
 
     @property
     def has_sink(self) -> bool:
