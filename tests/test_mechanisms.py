@@ -461,3 +461,42 @@ def test_auto_sends_sit_to_flex_and_adaptive_to_the_block_computation_on_cuda():
     assert choose_kernel("auto", rope, causal, 4096, "cuda", False, False, scoring=Scoring.of(Adaptive())) == "chunked"
     plain = Attention(rope, causal, torch.arange(8), kernel="dense", training=True, scoring=Scoring.of(Adaptive()))
     assert not plain.by_scores  # a forward that trains runs SDPA as without it
+
+
+@pytest.mark.gpu
+def test_on_cuda_auto_trains_and_evaluates_the_new_modifiers_as_dense_does():
+    """One bf16 step through auto (compiled flex: sit in its score_mod on the global layer, the window
+    layer's Canon-B and key shift outside it) against the dense path, then a float32 evaluation past
+    the training length; run by ``make test-gpu``."""
+    import copy
+    import functools
+
+    from lexkit.evaluate import evaluate
+    from lexkit.settings import TrainConfig
+    from lexkit.train import device_autocast, make_optimizer, train_step_stats
+
+    torch.manual_seed(0)
+    cfg = ModelConfig(scheme="rope", n_layers=2, d_model=64, n_heads=4, train_len=128,
+                      layout="rope@window:32+conv:4,at=qkv+kshift;none@causal+gate+sit")
+    model = GPT(cfg).cuda()
+    dense = copy.deepcopy(model)
+    gen = torch.Generator().manual_seed(1)
+    window = torch.randint(0, 256, (4, 129), generator=gen).cuda()
+    x, y = window[:, :-1], window[:, 1:]
+    stats = {}
+    for kernel, m in (("auto", model), ("dense", dense)):
+        m.forward = functools.partial(type(m).forward, m, kernel=kernel)
+        try:
+            with attention.record_kernels() as ran:
+                loss, norm = train_step_stats(m.train(), make_optimizer(m, TrainConfig(lr=1e-3)), x, y,
+                                              grad_clip=1e9, autocast=device_autocast(torch.device("cuda")))
+        finally:
+            del m.forward
+        stats[kernel] = (loss, float(norm), attention.kernel_label(ran))
+    (loss, norm, ran), (dense_loss, dense_norm, _) = stats["auto"], stats["dense"]
+    assert ran is not None and ran.startswith("flex"), ran
+    assert abs(loss - dense_loss) <= 2e-2 * abs(dense_loss) and abs(norm - dense_norm) <= 5e-2 * dense_norm
+    doc = bytes(torch.randint(0, 256, (1024,), generator=gen).tolist())
+    got = evaluate(model.eval(), [doc], [128, 1024], ["causal"], kernel="auto", stream=False)["results"]
+    want = evaluate(model, [doc], [128, 1024], ["causal"], kernel="dense", stream=False)["results"]
+    assert all(abs(g["bpb"] - w["bpb"]) <= 1e-3 for g, w in zip(got, want)), (got, want)
