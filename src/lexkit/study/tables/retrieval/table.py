@@ -31,11 +31,11 @@ from typing import Any
 import torch
 
 from .... import needles, positions, presets, runs, tasks
-from ....tasks import fitting_size
 from ....device import eval_mode
 from ....retrieval import DEFAULT_MULTIPLES, context_rows
 from ....settings import configs
 from ....subject import load
+from ....tasks import fitting_size
 from ...estimate import timed_steps
 from ...plan import Bound, Cell, TableSettings, digest
 from ...recipe import RECIPE
