@@ -241,7 +241,17 @@ def test_a_format_bound_finding_at_1x_is_said_once_for_every_pattern():
     lines = difference_findings(doc)
     assert sum(" at 1x " in line for line in lines) == 1 and lines[0].startswith("every pattern at 1x (")
     assert any(line.startswith("window:16 at 2x") for line in lines)
-    # a pattern that saw otherwise at 1x keeps its own line
-    seen = read(table_g(lambda label, fmt, seed, m: exact(label, fmt != "tilde", seed, m)
-                        * (0.5 if m == 1 and fmt == "tilde" and label == "xpos" else 1), patterns=("causal",)))
-    assert all(line.startswith("causal") for line in difference_findings(seen))
+    # bound at 1x and 2x: 1x once for every pattern, 2x under each pattern that shows it
+    two = read(table_g(lambda label, fmt, seed, m: (1.0 if fmt == "tilde" else 0.2) if label == "alibi" and m <= 2
+                       else exact(label, fmt != "tilde", seed, m), patterns=("causal", "window:16")))
+    assert [line.split(" (1x: ")[0].split(" (2x: ")[0] for line in format_findings(two)] == [
+        "alibi (every pattern): **format-bound** at 1x", "alibi (causal): **format-bound** at 2x",
+        "alibi (window:16): **format-bound** at 2x"]
+    # a configuration whose patterns saw otherwise at 1x keeps a 1x line per pattern
+    res = table_g(patterns=("causal", "window:16"))
+    for entry in res["retrieval"]["configs"]:
+        if entry["label"] == "xpos" and entry["pattern"] == "window:16" and entry["held_out"]:
+            for c in entry["cells"]:
+                c["correct"] = c["correct"] if c["length"] != TRAIN_LEN else SAMPLES // 2
+    lines = difference_findings(read(res))
+    assert [line.split(" (")[0] for line in lines if " at 1x " in line] == ["causal at 1x", "window:16 at 1x"]

@@ -104,12 +104,13 @@ def format_findings(doc: StudyResults) -> list[str]:
                  and (m != 1 or (trained.label, trained.pattern) not in once)
                  and trained.accuracy[m] >= query.RETRIEVES
                  and query.interval(held, m)[1] < query.interval(trained, m)[0]]
-        if bound:
-            where = "; ".join(f"{m}x: trained {_pct(trained, m)}, held-out {_pct(held, m)}" for m in bound)
-            pattern = ("every pattern" if 1 in bound and any(label == trained.label for label, _ in once)
-                       else trained.pattern)
-            out.append(f"{trained.label} ({pattern}): **format-bound** at {', '.join(f'{m}x' for m in bound)}"
-                       f" ({where}).")
+        merged = 1 in bound and any(label == trained.label for label, _ in once)  # 1x: for every pattern
+        for where, multiples in ((("every pattern", [1]), (trained.pattern, bound[1:])) if merged
+                                 else ((trained.pattern, bound),)):
+            if multiples:
+                what = "; ".join(f"{m}x: trained {_pct(trained, m)}, held-out {_pct(held, m)}" for m in multiples)
+                out.append(f"{trained.label} ({where}): **format-bound** at {', '.join(f'{m}x' for m in multiples)}"
+                           f" ({what}).")
     return out
 
 
