@@ -37,7 +37,7 @@ def figure(width: float = 11.0, height: float = 4.2, panels: int = 1):
 
 
 def save(fig, path: str | Path | BinaryIO) -> None:
-    """Into a file (its format from its name) or a binary stream (PNG)."""
+    """Into a file (PNG, SVG, PDF, ...: the file type from its name) or a binary stream (PNG)."""
     if isinstance(path, (str, Path)):
         fig.savefig(str(path), dpi=DPI)
     else:
