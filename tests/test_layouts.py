@@ -379,10 +379,10 @@ def test_a_study_trains_a_layout_beside_its_schemes(tmp_path, no_figures):
             "--out", str(tmp_path / "s"), "--quiet"]
     assert main(argv) == 0
     results = read(json.loads((tmp_path / "s" / "results.json").read_text()))
-    assert [(r.scheme, r.family) for r in results.runs] == [("rope", "rotary"), ("hwfa:W=8,shift=0.5", "layout")]
+    assert [(r.label, r.family) for r in results.runs] == [("rope", "rotary"), ("hwfa:W=8,shift=0.5", "layout")]
     model = GPT(ModelConfig(layout="hwfa:W=8,shift=0.5", n_layers=2, d_model=32, n_heads=2, train_len=32))
     want = layer_mean(model, [32], "causal")[32]
-    got = [r.resolution for r in results.analytic if r.scheme == "hwfa:W=8,shift=0.5" and r.length == 32]
+    got = [r.resolution for r in results.analytic if r.label == "hwfa:W=8,shift=0.5" and r.length == 32]
     assert got == [pytest.approx(want)]
     from lexkit.study import StudyConfig
 

@@ -14,19 +14,14 @@ from html.parser import HTMLParser
 import pytest
 
 from lexkit.blocks import Table
-from lexkit.formats import length_label, multiple, number, signed
+from lexkit.notation import length_label, multiple, number, signed
 from lexkit.render import markdown as render_markdown
-from lexkit.report import (
-    answer_bits_table,
-    document,
-    length_table,
-    pattern_table,
-    provenance_table,
-    retrieval_findings,
-    retrieval_table,
-    write_report,
-)
-from lexkit.results import FLAT, RETRIEVES, context_goal, principles, read, retrieval_lines, seed_mean, stops_at
+from lexkit.report import length_table, pattern_table, provenance_table
+from lexkit.results import principles, seed_mean
+from lexkit.study import document, read, write_report
+from lexkit.study.tables.retrieval.findings import retrieval_findings
+from lexkit.study.tables.retrieval.queries import FLAT, RETRIEVES, context_goal, retrieval_lines, stops_at
+from lexkit.study.tables.retrieval.report import answer_bits_table, retrieval_table
 from study_results import MULTIPLES, RETRIEVAL, RETRIEVAL_DEPTHS, study_results
 
 
@@ -92,7 +87,7 @@ def test_length_labels_share_one_format():
 ])
 def test_percentages_never_round_to_0_or_100(x, text):
     """'99 [95-100]' hid 99.8: a proportion is whole unless rounding would make it read 0 or 100."""
-    from lexkit.formats import percent as percent_text
+    from lexkit.notation import percent as percent_text
     from lexkit.report.tables import percent
 
     assert percent_text(x) == text
@@ -350,9 +345,11 @@ def test_scatter_labels_never_cover_each_other(monkeypatch):
         for row in near["rows"]:
             row["bpb"] = None if row["bpb"] is None else row["bpb"] + shift
         g["configs"].append(near)
+    from lexkit.study.tables.retrieval import figures
+
     drawn = []
     monkeypatch.setattr(plots, "save", lambda fig, path: drawn.append(fig))
-    plots.retrieval_scatter(read(results), "unused.png")
+    figures.retrieval_scatter(read(results), "unused.png")
     (fig,) = drawn
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -387,13 +384,15 @@ def test_no_figure_hides_a_curve_behind_another_or_its_legend(monkeypatch):
     doc = json.loads((Path(__file__).parent / "fixtures" / "safety_net" / "results.json").read_text())
     names = [f"scheme{i}" for i in range(12)]
     doc["runs"] = [dict(copy.deepcopy(doc["runs"][0]), scheme=name) for name in names]
+    from lexkit.study.tables.extension.figures import extension
     curve = next(iter(doc["analytic_curves"]["curves"].values()))
     doc["analytic_curves"]["curves"] = {name: curve for name in names}
     drawn = {}
     monkeypatch.setattr(plots, "save", lambda fig, path: drawn.__setitem__(path, fig))
     for name in ("bpb_by_length", "analytic_curves", "resolution_per_layer", "entropy_by_length",
-                 "loss_by_position", "extension"):
+                 "loss_by_position"):
         getattr(plots, name)(read(doc), name)
+    extension(read(doc), "extension")
     assert set(drawn) == {"bpb_by_length", "analytic_curves", "resolution_per_layer", "entropy_by_length",
                           "loss_by_position", "extension"}
     for name, fig in drawn.items():

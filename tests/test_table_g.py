@@ -9,16 +9,11 @@ import math
 
 import pytest
 
-from lexkit import results as query
-from lexkit.report import (
-    difference_findings,
-    format_findings,
-    format_table,
-    interval_table,
-    learning_findings,
-    retrieval_table,
-)
-from lexkit.results import read, retrieval_lines, separated
+from lexkit.study import read
+from lexkit.study.tables.retrieval import queries as query
+from lexkit.study.tables.retrieval.findings import difference_findings, format_findings, learning_findings
+from lexkit.study.tables.retrieval.queries import retrieval_lines, separated
+from lexkit.study.tables.retrieval.report import format_table, interval_table, retrieval_table
 from study_results import TRAIN_LEN, study_results
 
 MULTIPLES = [1, 2, 4, 8, 16]

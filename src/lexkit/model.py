@@ -225,8 +225,9 @@ class Block(nn.Module):
         h = self.cfg.n_heads
         carry = None if cache is None else cache.carried[layer]
         a = self._inputs(self.ln1(x), "attn", carry)
-        qkv = self.qkv(a).view(b, n, 3, h, d // h).permute(2, 0, 3, 1, 4)  # [3, b, h, n, hd]
-        q, k, v = qkv[0], qkv[1], qkv[2]
+        # [3, b, h, n, hd]; unbind, not indexing: its backward stacks the three gradients instead of
+        # zero-filling a [3, b, h, n, hd] buffer per part
+        q, k, v = self.qkv(a).view(b, n, 3, h, d // h).permute(2, 0, 3, 1, 4).unbind(0)
         for modifier in self.layer.at("qkv"):
             q, k, v = modifier.qkv(q, k, v, self.state(modifier), carry)
         variants = self.layer.at("attention")

@@ -1,69 +1,19 @@
-"""What the study report says in words: each finding a sentence computed from results.json through
-:mod:`lexkit.results`, so the prose can never contradict the tables beside it. Plain strings (with
-``**bold**``); the document (:mod:`lexkit.report.sections`) places them."""
+"""What table G's section says in words: each finding a sentence computed from results.json through
+:mod:`.queries`, so the prose can never contradict the tables beside it. Plain strings (with
+``**bold**``); :mod:`.report` places them."""
 
 from __future__ import annotations
 
-from .. import results as query
-from ..formats import multiple, signed
-from ..rows import StudyResults
-
-#: A bpb difference below this reads as "no clear change" in the report's findings.
-CLEAR = 0.005
-
-
-def extension_findings(doc: StudyResults) -> list[str]:
-    """One line per no-fine-tune method: what it costs at 1x and what it gives at the longest
-    length, against plain rope under causal attention (where a method loses is said)."""
-    t, far = doc.train_len, max(doc.lengths)
-    lines = query.extension_lines(doc)
-    base = next((r for r in lines if r.label == "rope" and r.pattern == "causal" and not r.logn), None)
-    if base is None or t not in doc.lengths or base.bpb[t][0] is None or base.bpb[far][0] is None:
-        return []
-    out = []
-    for line in lines:
-        if line is base or line.finetune is not None:
-            continue
-        at_one, at_far = line.bpb[t][0], line.bpb[far][0]
-        if at_one is None or at_far is None:
-            continue
-        d_one, d_far = at_one - base.bpb[t][0], at_far - base.bpb[far][0]
-        past = ("helps past the training length" if d_far < -CLEAR else
-                "loses past the training length" if d_far > CLEAR else "no clear change past the training length")
-        inside = "; costs inside it" if d_one > CLEAR else ("; also helps inside it" if d_one < -CLEAR else "")
-        out.append(f"{line.label} ({line.pattern}): "
-                   f"{signed(d_one)} bpb at {t} (1x), {signed(d_far)} at {far} against plain rope: {past + inside}.")
-    return out
-
-
-def goal_finding(doc: StudyResults) -> str | None:
-    """F: the configuration with the lowest bpb at 16x, and its margin below the best bpb any
-    trained scheme reaches at 1x (None when either length is missing)."""
-    g = query.goal(doc)
-    if g is None:
-        return None
-    best, one, t = g.best, g.one_x, doc.train_len
-    verdict = "met" if g.margin >= 0.05 else "not met"
-    caveat = ""
-    own = best.config.bpb.get(t)
-    if best.config.finetuned and own is not None:
-        caveat = (f" That configuration was fine-tuned, so it also had more training than the 1x reference; "
-                  f"against its own bpb at 1x ({own:.3f}) the gain from the longer context alone is "
-                  f"{100 * (own - best.value) / own:.1f} %.")
-    return (f"Of every configuration measured (tables A, B and E), the lowest bpb at {g.length} bytes "
-            f"({multiple(g.length, t)}) is **{best.value:.3f}**: {best.config.name} under {best.config.pattern}"
-            f"{' (fine-tuned)' if best.config.finetuned else ''}. The best any trained scheme reaches at {t} "
-            f"bytes (1x) is {one.value:.3f} ({one.config.name} under {one.config.pattern}). Margin: "
-            f"**{100 * g.margin:.1f} %** below (the aim is at least 5 %: {verdict}). Found by taking the "
-            "minimum over every configuration of the study (lexkit.results.goal); a longer search is a "
-            "matter of adding configurations to lexkit.extension." + caveat)
+from ....rows import StudyResults
+from . import queries as query
+from .rows import section
 
 
 def retrieval_findings(doc: StudyResults) -> list[str]:
     """One line per configuration that loses the skill: where it stops retrieving (below 90 %
     exact match over all depths), with what it keeps at 16x and its bpb there; in the trained
     format, then (when scored) in the held-out formats."""
-    far = max(doc.retrieval.multiples)
+    far = max(section(doc).multiples)
     out = []
     for group in query.GROUPS if query.held_out_scored(doc) else ("trained",):
         suffix = " (held-out formats)" if group == "held-out" else ""
@@ -133,15 +83,15 @@ def format_findings(doc: StudyResults) -> list[str]:
 
 
 def difference_findings(doc: StudyResults) -> list[str]:
-    """Which rows differ beyond doubt (:func:`lexkit.results.separated`: 95 % intervals and seeds
+    """Which rows differ beyond doubt (:func:`.queries.separated`: 95 % intervals and seeds
     apart) on the held-out formats (the trained one when none was scored), per pattern, at 1x, 2x
     and the longest multiple, among the rows (kind ``scheme``) that learned at 1x."""
     group = "held-out" if query.held_out_scored(doc) else "trained"
     lines = [r for r in query.retrieval_lines(doc, group) if r.kind == "scheme" and r.learned]
-    out = []
+    out, multiples = [], section(doc).multiples
     for pattern in dict.fromkeys(r.pattern for r in lines):
         here = [r for r in lines if r.pattern == pattern]
-        for m in sorted({1, 2, max(doc.retrieval.multiples)} & set(doc.retrieval.multiples)):
+        for m in sorted({1, 2, max(multiples)} & set(multiples)):
             ranked = sorted((r for r in here if m in r.accuracy), key=lambda r: -r.accuracy[m])
             apart = [f"{a.label} > {b.label}" for i, a in enumerate(ranked) for b in ranked[i + 1:]
                      if query.separated(a, b, m)]
