@@ -99,7 +99,7 @@ class Differential(Modifier):
 
     def finish(self, y: Tensor, x: Tensor, state: DiffState) -> Tensor:
         b, h, n, d2 = y.shape  # [b, H, n, 2d]: softmax_1·V on even heads, softmax_2·V on odd ones
-        y = y.view(b, h // 2, 2, n, d2)
-        diff = y[:, :, 0] - state.lam().to(y.dtype) * y[:, :, 1]  # [b, H/2, n, 2d]
+        first, second = y.view(b, h // 2, 2, n, d2).unbind(2)  # unbind: its backward stacks, no zero-filled buffer
+        diff = first - state.lam().to(y.dtype) * second  # [b, H/2, n, 2d]
         diff = rms_norm(diff, state.gain) * (1.0 - state.lambda_init)
         return diff.view(b, h // 2, n, 2, d2 // 2).permute(0, 1, 3, 2, 4).reshape(b, h, n, d2 // 2)  # [b, H, n, d]

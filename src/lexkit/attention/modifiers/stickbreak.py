@@ -96,7 +96,7 @@ class StickBreaking(Modifier):
         return partial(stick_breaking, current=self.values["current"])
 
     def finish(self, y: Tensor, x: Tensor, state: StickBreakingState) -> Tensor:
-        out, mass = y[..., :-1], y[..., -1:]  # [b, h, n, d], [b, h, n, 1]: Σ_j A_ij v_j and Σ_j A_ij
+        out, mass = y.split((y.shape[-1] - 1, 1), dim=-1)  # [b, h, n, d], [b, h, n, 1]: Σ_j A_ij v_j and Σ_j A_ij
         out = out + (1.0 - mass) * state.bias[:, None, :].to(out.dtype)
         if state.norm is None:
             return out
