@@ -32,7 +32,10 @@ probability mass), applied in that order. Dense and chunked run all of them (a f
 scores needs the scores themselves: the dense kernel then runs the block computation as one block,
 like ReRoPE); flex scales q and its bias and applies the elementwise functions in its
 ``score_mod``, and refuses a modifier that says it cannot run there (the sink, a function of whole
-rows) by the modifier's own words. A scheme that is not one q/k
+rows) by the modifier's own words. An attention variant (place ``attention``) may replace the
+softmax by its own weights (stick-breaking's running product over the keys): the block computation
+runs them (dense as one block, chunked, the KV cache), SDPA cannot, and flex refuses the variant by
+its own words. A scheme that is not one q/k
 transform (``separable = False``: ReRoPE) and a pattern that rescores its sinks at cache positions
 (``sinks:...,pos=cache``) run through the scheme's :meth:`Scheme.scores`: the chunked kernel, or
 the dense kernel as one block over all queries; flex refuses them with a clear error. So do the
@@ -117,7 +120,8 @@ class Attention:
         self._bias: ForwardBias | None = None
         self._scale: Tensor | None = None
         self._scaled = False
-        # a function of the scores needs them: the dense kernel runs the block computation
+        # a function of the scores or weights other than the softmax need the scores: the dense
+        # kernel runs the block computation
         self.by_scores = (by_scores(scheme, pattern) or self.scoring.needs_scores
                           or self.scoring.row_fn(training) is not None)
         #: the kernel the last call actually ran: ``self.kernel``, or for flex the ladder's rung
@@ -211,6 +215,7 @@ class Attention:
                 hook=self.hook, layer=layer, q_scale=None if self.q_scale is None else self.q_scale[..., start:stop],
                 rescore=rescore, sink=sink, score_fn=self.scoring.score_fn, context=ctx,
                 position_fn=self.scoring.position_fn, row_fn=self.scoring.row_fn(self.training),
+                weights=self.scoring.weights,
             ))
         return torch.cat(out, dim=-2)  # [b, h, n, d]
 
@@ -313,6 +318,7 @@ def attend_block(
     context: tuple[Tensor, Tensor] | None = None,
     position_fn: Callable[[Tensor, Tensor, Tensor], Tensor] | None = None,
     row_fn: Callable[[Tensor, Tensor | None], Tensor] | None = None,
+    weights: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor] | None = None,
 ) -> Tensor:
     """One block of queries against the keys it may see: softmax(where(visible, scores, -inf)) @ v.
 
@@ -326,8 +332,11 @@ def attend_block(
     ``position_fn``: an elementwise function of the scores and the positions of query and key
     (scale-invariant attention), after the temperature; ``score_fn``: one of the scores alone
     (soft-capping), after it, before the mask; ``row_fn``: a function of each query's whole row of
-    masked scores (and the sink's column), last before the softmax (the adaptive temperature). The
-    hook sees their result. The chunked kernel and the KV cache (``cache.py``) both call it.
+    masked scores (and the sink's column), last before the softmax (the adaptive temperature).
+    ``weights(scores, visible, q_idx, k_idx)``: an attention variant's weights in place of the
+    softmax (:meth:`Modifier.weights`, stick-breaking); a sink logit, a column of a softmax, has
+    nothing to join there. The hook sees their result. The chunked kernel and the KV cache
+    (``cache.py``) both call it.
     """
     visible = pattern.visible(q_idx[:, None], k_idx[None, :])  # [n_q, n_k]
     scores = scheme.scores(q, k, q_pos, k_pos, transformed=transformed, bias=bias, visible=visible,
@@ -343,11 +352,15 @@ def attend_block(
     scores = scores.masked_fill(~visible, float("-inf"))
     column = None
     if sink is not None:
+        if weights is not None:
+            raise ValueError("a learned sink logit is a column of a softmax; this layer's weights replace the softmax")
         b, h, n_q, _ = scores.shape
         column = sink.float()[None, :, None, None].expand(b, h, n_q, 1)
     if row_fn is not None:
         scores = row_fn(scores, column)
-    if column is None:
+    if weights is not None:
+        probs = weights(scores.float(), visible, q_idx, k_idx).to(v.dtype)
+    elif column is None:
         probs = torch.softmax(scores.float(), dim=-1).to(v.dtype)
     else:
         probs = torch.softmax(torch.cat((scores.float(), column), dim=-1), dim=-1)[..., :-1].to(v.dtype)
@@ -404,9 +417,10 @@ def choose_kernel(
     transforms all queries at once, which xPos allows only within ``scheme.max_query_span``; flex
     computes distances from indices and re-centres xPos per query block, which needs contiguous
     positions (extent == n: not randomized training positions). A score modifier that refuses flex
-    (the sink logit, a function of whole rows) runs on dense and chunked only; a function of the
-    scores (soft-capping, scale-invariant attention) never runs as SDPA (no mask tensor can express
-    it): on CUDA ``auto`` takes flex for it where flex can run it."""
+    (the sink logit, a function of whole rows, stick-breaking) runs on dense and chunked only; a
+    function of the scores (soft-capping, scale-invariant attention) or weights other than the
+    softmax never run as SDPA (no mask tensor can express them): on CUDA ``auto`` takes flex for
+    the first where flex can run it."""
     scoring = scoring if scoring is not None else Scoring()
     extent = n if extent is None else extent
     span_ok = scheme.max_query_span is None or extent <= scheme.max_query_span

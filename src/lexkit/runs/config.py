@@ -90,7 +90,7 @@ def load(
     ``"trained"`` is the run's own model section (the weights are verified against it). A
     scheme's training-length defaults (``original_len``, ReRoPE's ``w``) take the run's length.
     On a run with a layout, ``scheme`` may select layers (``global=rerope:w=64``; unqualified: the
-    layers of its family, :func:`lexkit.layouts.override_schemes`) and becomes the layout's."""
+    layers of its family, :meth:`lexkit.layouts.LayerPlan.replace_schemes`) and becomes the layout's."""
     run_dir = Path(run_dir)
     config = read_config(run_dir)
     trained = config["model"]

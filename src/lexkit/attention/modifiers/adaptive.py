@@ -16,7 +16,7 @@ Inference only, as the paper proposes it: a forward that trains runs the plain s
 the modifier changes nothing a run learns; an evaluation, the KV cache and generation apply it. It
 needs each query's whole row of scores (:meth:`Modifier.row_fn`): the dense kernel (as one block),
 the chunked kernel and the KV cache run it; compiled FlexAttention cannot, and says so. Group
-``temperature``, on a global layer.
+``temperature``, on a global layer; not beside ``stickbreak``, which replaces the softmax.
 """
 
 from __future__ import annotations
@@ -58,6 +58,8 @@ class Adaptive(Temperature):
     source = "Veličković et al. 2024, arXiv 2410.01104 (softmax is not enough)"
     flex_refusal = ("kernel 'flex' cannot run the adaptive temperature (it needs each query's whole row of "
                     "scores); use 'dense' or 'chunked'")
+    excludes = {"stickbreak": "the adaptive temperature is read from a softmax's entropy, and stick-breaking "
+                              "replaces the softmax"}
 
     def row_fn(self, state, training: bool):
         return None if training else adaptive_rows
