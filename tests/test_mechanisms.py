@@ -53,7 +53,8 @@ def shape(train_len: int = 16) -> Shape:
 def assert_near(got: torch.Tensor, want: torch.Tensor, atol: float) -> None:
     """Same shape, every element within ``atol`` (torch.testing.assert_close imports torch.distributed:
     seconds on its first call)."""
-    assert got.shape == want.shape and float((got - want).abs().max()) <= atol, float((got - want).abs().max())
+    gap = float((got - want).detach().abs().max())
+    assert got.shape == want.shape and gap <= atol, gap
 
 
 def gpt(layout: str, train_len: int = 16) -> GPT:

@@ -40,22 +40,22 @@ AT = ("attn", "qkv", "ff")
 def causal_conv(h: Tensor, weight: Tensor, previous: Tensor | None = None) -> Tensor:
     """Σ_j w_j ⊙ h_{t-j} per channel: h [b, n, C], weight [C, K] (tap K-1 the current position),
     ``previous`` [b, K-1, C] the rows before h (None: zeros) -> [b, n, C]."""
-    b, n, c = h.shape
-    width = weight.shape[-1]
-    before = h.new_zeros(b, width - 1, c) if previous is None else previous.to(h.dtype)
-    rows = torch.cat((before, h), dim=1).transpose(1, 2)  # [b, C, K-1+n]
-    return F.conv1d(rows, weight.to(h.dtype).unsqueeze(1), groups=c).transpose(1, 2)  # [b, n, C]
+    rows = _with_previous(h, weight.shape[-1], previous).transpose(1, 2)  # [b, C, K-1+n]
+    return F.conv1d(rows, weight.to(h.dtype).unsqueeze(1), groups=h.shape[-1]).transpose(1, 2)
 
 
 def canon(h: Tensor, weight: Tensor, carry: dict | None, key: tuple) -> Tensor:
     """h + causal_conv(h): h [b, n, C]; through a cache, ``carry[key]`` holds the K-1 rows before."""
     previous = None if carry is None else carry.get(key)
-    out = h + causal_conv(h, weight, previous)
-    if carry is not None:
-        width = weight.shape[-1]
-        before = h.new_zeros(h.shape[0], width - 1, h.shape[-1]) if previous is None else previous.to(h.dtype)
-        carry[key] = torch.cat((before, h), dim=1)[:, h.shape[1]:].detach()  # the last K-1 rows
-    return out
+    if carry is not None:  # the last K-1 rows, for the next piece
+        carry[key] = _with_previous(h, weight.shape[-1], previous)[:, -(weight.shape[-1] - 1):].detach()
+    return h + causal_conv(h, weight, previous)
+
+
+def _with_previous(h: Tensor, width: int, previous: Tensor | None) -> Tensor:
+    """[previous or K-1 rows of zeros; h]: h [b, n, C] -> [b, K-1+n, C]."""
+    before = h.new_zeros(h.shape[0], width - 1, h.shape[-1]) if previous is None else previous.to(h.dtype)
+    return torch.cat((before, h), dim=1)
 
 
 def _flat(t: Tensor) -> Tensor:
