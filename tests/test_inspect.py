@@ -66,6 +66,21 @@ def test_cosine_and_norm_of_hand_set_rows():
                                                                        "cosine", "trained"}
 
 
+def test_unseen_by_the_corpus_and_the_rarest_tokens():
+    emb, trained = hand_set()
+    corpus = trained.clone()
+    corpus[1] = corpus[2] = 5  # in the corpus's text ...
+    corpus[10] = 0  # ... and a byte only a mix showed: unseen by the corpus
+    rows = dx.byte_rows(emb, None, corpus, trained, unseen_by="corpus")
+    assert [r.token for r in rows if not r.seen] == [10]
+    assert {r.token: r for r in rows}[11].cosine == pytest.approx(1.0)  # along e0 + e1, as row 10
+    s = dx.summarize(rows, top=3, unseen_by="corpus")
+    assert s["unseen_by"] == "corpus" and s["in_corpus_never_trained"] == 2
+    assert [r["token"] for r in s["rarest"]] == [1, 2, 0]  # by the replayed count: 0, 0, then 1
+    with pytest.raises(ValueError, match="--unseen-by 'text': give one of training, corpus"):
+        dx.byte_rows(emb, None, corpus, trained, unseen_by="text")
+
+
 def test_an_untied_head_is_reported_beside_the_input_rows():
     emb, trained = hand_set()
     head = torch.zeros(VOCAB, D, dtype=torch.float64)
@@ -216,7 +231,7 @@ def test_cli_byte_table(run, tmp_path, capsys):
     assert main(["inspect", str(run), "--top", "3", "--json", f"{out}.json", "--csv", f"{out}.csv",
                  "--plot", f"{out}.png"]) == 0
     text = capsys.readouterr().out
-    assert "never shown by the training windows" in text and "the seen tokens closest to the unseen mean" in text
+    assert "unseen (in no replayed training window)" in text and "the seen tokens closest to the unseen mean" in text
     report = json.loads((tmp_path / "b.json").read_text())
     assert report["kind"] == "embedding" and len(report["rows"]) == VOCAB and len(report["summary"]["collapsed"]) == 3
     assert len((tmp_path / "b.csv").read_text().splitlines()) == 1 + VOCAB and (tmp_path / "b.png").stat().st_size
@@ -243,13 +258,19 @@ def test_cli_needle_mass(run, tmp_path, capsys):
     (["--needle-mass", "--lengths", "10"], "length 10 is shorter than the copy needle"),
     (["--task", "copy"], "--task is for --needle-mass"),
     (["--needle-mass", "--top", "3"], "--top is for the byte table"),
+    (["--needle-mass", "--unseen-by", "corpus"], "--unseen-by is for the byte table"),
+    (["--unseen-by", "text"], "argument --unseen-by: invalid choice: 'text'"),
     (["--steps", "999"], "--steps 999: .* trained 12 steps"),
     (["--steps", "0"], "--steps must be a positive integer"),
 ])
 def test_cli_bad_input_is_one_line_and_writes_nothing(run, tmp_path, capsys, extra, message):
     from lexkit.cli import main
 
-    assert main(["inspect", str(run), "--json", str(tmp_path / "r.json"), *extra]) == 2
+    try:
+        code = main(["inspect", str(run), "--json", str(tmp_path / "r.json"), *extra])
+    except SystemExit as exc:  # argparse's own errors (a choice it does not know)
+        code = exc.code
+    assert code == 2
     assert re.search(message, one_error_line(capsys)) and not (tmp_path / "r.json").exists()
 
 

@@ -13,7 +13,9 @@ BOS, 256):
   documents (their haystack included). A fine-tune's (``--init``) parent is not replayed.
 * ``norm`` = ||E_t|| and ``cosine`` = cos(E_t, mu_U) = E_t . mu_U / (||E_t|| ||mu_U||), where
   mu_U = (1/|U|) sum_{u in U} E_u is the mean row of the tokens U training never showed
-  (``trained == 0``; ``corpus == 0`` for a run that cannot be replayed). With tied weights
+  (``trained == 0``; with ``unseen_by="corpus"``, and for a run that cannot be replayed, the
+  tokens the corpus's text never holds, ``corpus == 0``, which a mix may still show: the
+  induction mix draws its markers from almost every byte). With tied weights
   (lexkit's default) E is the input and output table at once; with an untied head (a separate
   ``head.weight``) ``out_norm`` and ``out_cosine`` are the same of the output rows, against
   their own unseen mean.
@@ -165,12 +167,20 @@ def training_counts(stream: Stream, steps: int, batch: int, length: int, seed: i
     return counts, mixed
 
 
+#: what makes a token "unseen" (the set U whose mean row the cosines are taken to): never in a replayed
+#: training window, or never in the corpus's text (a mix may show bytes the corpus never holds)
+UNSEEN_BY = ("training", "corpus")
+
+
 def byte_rows(embedding: Tensor, head: Tensor | None, corpus: Tensor, trained: Tensor | None = None,
-              mix: Tensor | None = None) -> list[ByteRow]:
+              mix: Tensor | None = None, unseen_by: str = "training") -> list[ByteRow]:
     """The byte table of an embedding [V, d] (V = 257) and, when untied, an output head [V, d]
-    (None: tied): a token is seen when ``trained`` > 0 (when given, else ``corpus`` > 0), and each
-    row's cosine is to the mean row of the unseen ones (None: every token seen)."""
-    shown = trained if trained is not None else corpus
+    (None: tied): a token is seen when ``trained`` > 0 (``unseen_by="training"`` and ``trained``
+    given; else when ``corpus`` > 0), and each row's cosine is to the mean row of the unseen ones
+    (None: every token seen)."""
+    if unseen_by not in UNSEEN_BY:
+        raise ValueError(f"--unseen-by {unseen_by!r}: give one of {', '.join(UNSEEN_BY)}")
+    shown = trained if trained is not None and unseen_by == "training" else corpus
     seen = shown > 0
     cos_in = cosine_to_mean(embedding, ~seen)
     norm_in = row_norms(embedding)
@@ -187,29 +197,38 @@ def byte_rows(embedding: Tensor, head: Tensor | None, corpus: Tensor, trained: T
     return rows
 
 
-def summarize(rows: Sequence[ByteRow], top: int = COLLAPSED) -> dict:
-    """The table at a glance: how many tokens training never showed (and which), how many the corpus
-    holds but the replayed windows never drew, the mean cosine of the unseen rows to their own mean
-    (how tight their cluster is) and of the seen rows, and the ``top`` seen tokens of highest cosine
-    (``collapsed``); the same of the output rows when the head is untied."""
+def summarize(rows: Sequence[ByteRow], top: int = COLLAPSED, unseen_by: str = "training") -> dict:
+    """The table at a glance: how many tokens are unseen (``unseen_by``, as :func:`byte_rows` took
+    it) and which, how many the corpus holds but the replayed windows never drew (None: not
+    replayed), the ``top`` seen tokens shown least often (``rarest``: by ``trained`` when the run
+    was replayed), the mean cosine of the unseen rows to their own mean (how tight their cluster
+    is) and of the seen rows, and the ``top`` seen tokens of highest cosine (``collapsed``); the
+    same of the output rows when the head is untied."""
     unseen = [r for r in rows if not r.seen]
     seen = [r for r in rows if r.seen]
+    replayed = bool(rows) and rows[0].trained is not None
+    by = "training windows" if replayed and unseen_by == "training" else "corpus"
+    count = (lambda r: r.trained) if replayed else (lambda r: r.corpus)
     out = {
         "unseen": len(unseen),
         "unseen_tokens": [r.label for r in unseen],
-        "unseen_by": "training windows" if rows and rows[0].trained is not None else "corpus",
-        "in_corpus_never_trained": sum(r.corpus > 0 and not r.seen for r in rows),
+        "unseen_by": by,
+        "in_corpus_never_trained": sum(r.corpus > 0 and not r.trained for r in rows) if replayed else None,
+        "rarest": [_brief(r) for r in sorted(seen, key=lambda r: (count(r), r.token))[:top]],
     }
     for prefix, key in (("", "cosine"), ("out_", "out_cosine")):
         if not rows or getattr(rows[0], key) is None:
             continue
         out[f"{prefix}unseen_cohesion"] = _mean([getattr(r, key) for r in unseen])
         out[f"{prefix}seen_cosine"] = _mean([getattr(r, key) for r in seen])
-        ranked = sorted(seen, key=lambda r: -getattr(r, key))[:top]
-        out[f"{prefix}collapsed"] = [{"token": r.token, "label": r.label, "cosine": getattr(r, key),
-                                      "corpus": r.corpus, **({"trained": r.trained} if r.trained is not None else {})}
-                                     for r in ranked]
+        ranked = sorted(seen, key=lambda r: (-getattr(r, key), r.token))[:top]
+        out[f"{prefix}collapsed"] = [{**_brief(r), "cosine": getattr(r, key)} for r in ranked]
     return out
+
+
+def _brief(row: ByteRow) -> dict:
+    return {"token": row.token, "label": row.label, "corpus": row.corpus,
+            **({"trained": row.trained} if row.trained is not None else {})}
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -254,11 +273,12 @@ def replayable(subject) -> tuple[dict | None, int]:
 
 
 def embedding_run(target, *, data: str | None = None, corpus: Corpus | None = None, steps: int | None = None,
-                  top: int = COLLAPSED, progress: bool = False) -> dict:
+                  top: int = COLLAPSED, unseen_by: str = "training", progress: bool = False) -> dict:
     """``lexkit inspect RUN``: the byte table of a run directory (or a loaded run subject) and its
     summary, as one JSON-ready document. ``data``: the run's corpus at a new place; ``corpus``: the
     corpus itself (a run trained on one built in memory); ``steps``: replay only the first ``steps``
-    training steps (default: every step its weights trained)."""
+    training steps (default: every step its weights trained); ``unseen_by``: what makes a token
+    unseen (:data:`UNSEEN_BY`; a run that cannot be replayed: the corpus)."""
     from . import checks
     from .mix import MixedStream
     from .progress import bar
@@ -270,6 +290,8 @@ def embedding_run(target, *, data: str | None = None, corpus: Corpus | None = No
                          "bytes); --needle-mass measures attention of either")
     checks.number("--steps", steps)
     checks.number("--top", top)
+    if unseen_by not in UNSEEN_BY:
+        raise ValueError(f"--unseen-by {unseen_by!r}: give one of {', '.join(UNSEEN_BY)}")
     train, trained_steps = replayable(subject)
     if steps is not None and steps > trained_steps:
         raise ValueError(f"--steps {steps}: {subject.source} trained "
@@ -297,11 +319,12 @@ def embedding_run(target, *, data: str | None = None, corpus: Corpus | None = No
         if "init" in subject.config:
             training["note"] = (f"a fine-tune of {subject.config['init'].get('run')}: its parent's training is "
                                 "not replayed")
-    rows = byte_rows(model.embed.weight, None if tied(model) else model.head.weight, counts, trained, mixed)
+    rows = byte_rows(model.embed.weight, None if tied(model) else model.head.weight, counts, trained, mixed,
+                     unseen_by)
     return {
         "version": FORMAT_VERSION, "lexkit": __version__, "kind": "embedding", "run": subject.source,
         "scheme": model.cfg.label, "train_len": subject.train_len, "tied": tied(model), "corpus": described,
-        "training": training, "summary": summarize(rows, top), "rows": [r.to_json() for r in rows],
+        "training": training, "summary": summarize(rows, top, unseen_by), "rows": [r.to_json() for r in rows],
     }
 
 

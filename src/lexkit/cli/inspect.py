@@ -25,6 +25,7 @@ import argparse
 import sys
 
 from .. import checks, needles, threads
+from ..diagnostics import UNSEEN_BY
 from ..formats import length_label, number, percent
 from ..render import csv_text, text_table
 from . import options
@@ -33,7 +34,7 @@ from .retrieval import parse_depths
 #: flags of one mode only: flag -> its argparse dest
 NEEDLE_ONLY = {"--task": "task", "--format": "format", "--lengths": "lengths", "--depths": "depths",
                "--samples": "samples", "--size": "size", "--seed": "seed", "--pattern": "patterns"}
-BYTES_ONLY = {"--top": "top", "--all": "all", "--steps": "steps"}
+BYTES_ONLY = {"--top": "top", "--all": "all", "--steps": "steps", "--unseen-by": "unseen_by"}
 
 
 def add_parser(sub):
@@ -48,6 +49,9 @@ def add_parser(sub):
     bytes_.add_argument("--all", action="store_true", default=None, help="print every byte, not the top N")
     bytes_.add_argument("--steps", type=int, metavar="N",
                         help="replay only the first N training steps (default: every step the weights trained)")
+    bytes_.add_argument("--unseen-by", choices=UNSEEN_BY,
+                        help="unseen means absent from every replayed training window (training, the default) or "
+                        "from the corpus's text (corpus: a --mix may show bytes the corpus never holds)")
     needle = p.add_argument_group("--needle-mass")
     needle.add_argument("--task", metavar="SPEC",
                         help="a retrieval task of `lexkit tasks`, its parameters after a colon (default: copy)")
@@ -109,7 +113,7 @@ def run(args) -> int:
                              "bytes); give --needle-mass to measure its attention")
         report = diagnostics.embedding_run(args.target, data=args.data, steps=args.steps,
                                            top=diagnostics.COLLAPSED if args.top is None else args.top,
-                                           progress=progress)
+                                           unseen_by=args.unseen_by or "training", progress=progress)
         options.write_outputs(args, report, bytes_csv, plots.embedding)
         print(format_bytes(report, every=bool(args.all)))
     if args.plot:
@@ -142,16 +146,23 @@ def format_bytes(report: dict, every: bool = False) -> str:
     else:
         lines.append("training not replayable (no checkpoint): unseen means absent from the corpus")
     shown = ", ".join(s["unseen_tokens"][:24]) + (", ..." if len(s["unseen_tokens"]) > 24 else "")
-    lines.append(f"never shown by the {s['unseen_by']}: {s['unseen']} of {len(report['rows'])} tokens"
+    where = "in no replayed training window" if s["unseen_by"] == "training windows" else "not in the corpus's text"
+    lines.append(f"unseen ({where}): {s['unseen']} of {len(report['rows'])} tokens"
                  + (f" ({shown})" if s["unseen"] else ""))
     if s.get("in_corpus_never_trained"):
         lines.append(f"in the corpus but in no replayed window: {s['in_corpus_never_trained']}")
+    count = "trained" if training is not None else "corpus"
+    if s["rarest"]:
+        lines.append(f"the seen tokens shown least often ({count}): "
+                     + ", ".join(f"{r['label']} {r[count]:,}" for r in s["rarest"]))
     for prefix, what in (("", "embedding rows" if report["tied"] else "input rows"), ("out_", "output rows")):
         if f"{prefix}seen_cosine" in s:
             lines.append(f"{what}: mean cosine to the unseen mean {number(s[f'{prefix}seen_cosine'])} (seen), "
                          f"{number(s[f'{prefix}unseen_cohesion'])} (unseen)")
     if s["unseen"] == 0:
-        lines.append("every token was shown: no unseen mean, no cosine")
+        lines.append("every token was shown: no unseen mean, no cosine"
+                     + (" (--unseen-by corpus takes the tokens the corpus's text never holds)"
+                        if s["unseen_by"] == "training windows" else ""))
     rows = report["rows"]
     if every:
         chosen = rows
@@ -184,9 +195,10 @@ def format_mass(report: dict) -> str:
     uniform attention gives, entropy (head mean, best head) beside ln(keys), and the best head's top
     key: on the needle how often, how far from it on average."""
     train_len = report["train_len"]
+    documents = f"{report['samples']} document{'' if report['samples'] == 1 else 's'}"
     lines = [f"{report['target']}  scheme {report['scheme']}  train_len {train_len}",
              f"task {report['task']}" + (f", format {report['format']}" if report.get("format") else "")
-             + f" ({report['style']} style), {report['samples']} documents per length and depth at depths "
+             + f" ({report['style']} style), {documents} per length and depth at depths "
              + ",".join(f"{d:g}" for d in report["depths"]) + f"; the query that predicts the answer's first "
              f"token; lengths in {report['unit']}"]
     header = ["layer", "length", "keys", "needle", "uniform %", "mass %", "best %", "head", "ln keys", "entropy",
