@@ -36,6 +36,9 @@ chunked kernel) keeps that query's attention p over its visible keys, per layer 
 * entropy H = -sum_k p_k ln p_k (nats; ln n for uniform attention over n keys);
 * the top key argmax_k p_k and its distance from N (0 inside it).
 
+(With a learned sink logit per head, GPT-OSS's, p sums to less than 1 over the keys: M and H are
+then of the keys' share, as the hook sees them.)
+
 Averaged over documents per (pattern, length, layer): M over heads (``mass``) and the best head's
 (``mass_max``, the head of largest mean M), H over heads and the best head's, the fraction of
 documents whose best head's top key is on the needle, its mean distance, and the references of
@@ -514,8 +517,8 @@ def needle_mass_run(target, task: str = "copy", *, lengths: Sequence[int] | None
     from .subject import load
 
     loaded = hasattr(target, "documents")
-    hf = not loaded and str(target).startswith("hf:")
-    retrieval.check_grid(task, lengths or [], depths, samples, "standard" if hf else "bytes", size, format)
+    style = retrieval.style(target) if loaded else "standard" if str(target).startswith("hf:") else "bytes"
+    retrieval.check_grid(task, lengths or [], depths, samples, style, size, format)
     task = tasks.canonical(task)
     for spec in patterns:
         if isinstance(spec, str):
