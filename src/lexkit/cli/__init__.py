@@ -14,9 +14,9 @@ import warnings
 from ..errors import LexkitError
 
 COMMANDS = ("schemes", "patterns", "layouts", "tasks", "presets", "train", "runs", "eval", "sample", "resolution",
-            "retrieval", "study", "conformance")
+            "retrieval", "inspect", "study", "conformance")
 #: the commands that compute with torch: their CPU threads follow lexkit.threads' policy
-COMPUTING = ("train", "eval", "sample", "resolution", "retrieval", "study")
+COMPUTING = ("train", "eval", "sample", "resolution", "retrieval", "inspect", "study")
 
 
 class _Parser(argparse.ArgumentParser):
