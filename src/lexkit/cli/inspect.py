@@ -26,7 +26,7 @@ import sys
 
 from .. import checks, needles, threads
 from ..diagnostics import UNSEEN_BY
-from ..formats import length_label, number, percent
+from ..notation import length_label, number, percent
 from ..render import csv_text, text_table
 from . import options
 from .retrieval import parse_depths
