@@ -64,6 +64,9 @@ class TrainConfig:
         if self.freeze_embedding and self.embedding_decay is not None:
             raise ValueError(f"--embedding-decay {self.embedding_decay:g}: a frozen embedding (--freeze-embedding) "
                              "is not in the optimizer, so no decay reaches it; give one of them")
+        if self.drop_layers is not None and (not isinstance(self.drop_layers, str) or not self.drop_layers.strip()):
+            raise ValueError(f"--drop-layers must be a layer selector (all, local, global, L3, L0-2), "
+                             f"got {self.drop_layers!r}")
         if self.drop_positions_at is not None:
             value = self.drop_positions_at
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
@@ -72,9 +75,6 @@ class TrainConfig:
         elif self.drop_layers is not None:
             raise ValueError(f"--drop-layers {self.drop_layers} selects the layers whose positions "
                              "--drop-positions-at drops; give --drop-positions-at F too")
-        if self.drop_layers is not None and (not isinstance(self.drop_layers, str) or not self.drop_layers.strip()):
-            raise ValueError(f"--drop-layers must be a layer selector (all, local, global, L3, L0-2), "
-                             f"got {self.drop_layers!r}")
 
 
 #: settings that may change on --resume without changing the run

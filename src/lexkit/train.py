@@ -231,7 +231,7 @@ def train(
     drop = dropping.schedule(model_cfg, train_cfg)
     if drop is not None:
         config["drop"] = dropping.record(drop)
-        if resume and w.on_main(lambda: (runs.trainer_state(out) or {}).get("step", 0) >= drop.step):
+        if resume and w.on_main(lambda: runs.trained_section(plan.old, out, runs.CHECKPOINT)[0] != plan.old["model"]):
             model = _without_positions(drop, dev)  # the checkpoint holds the model after the drop
             optimizer = make_optimizer(model, train_cfg)
     run = runs.RunDir(out, resume=resume, expected=plan.old) if w.is_main else None

@@ -16,7 +16,7 @@ from ..errors import RunError
 from ..model import GPT, ModelConfig
 from ..settings import TrainConfig, split_settings
 from ..version import __version__
-from .files import CONFIG, FORMAT_VERSION, RunWarning
+from .files import CONFIG, FORMAT_VERSION, WEIGHTS, RunWarning
 from .integrity import model_differences
 from .weights import load_weights, recorded_model
 
@@ -110,13 +110,14 @@ def load(
     return model.to(device).eval(), config
 
 
-def trained_section(config: dict, run_dir: str | Path) -> tuple[dict, str | None]:
-    """The model section a run's weights hold and the layers it recorded for it (``resolved``):
-    config.json's ``model``, or, once its weight file holds the model after its position drop
-    (:mod:`lexkit.dropping`: the file's recorded model is config.json's ``drop.model``), that one."""
+def trained_section(config: dict, run_dir: str | Path, name: str = WEIGHTS) -> tuple[dict, str | None]:
+    """The model section a run's weights (``name``: or its checkpoint) hold and the layers it
+    recorded for it (``resolved``): config.json's ``model``, or, once the file holds the model after
+    the run's position drop (:mod:`lexkit.dropping`: the file's recorded model is config.json's
+    ``drop.model``), that one."""
     drop = config.get("drop")
     if isinstance(drop, dict) and isinstance(drop.get("model"), dict):
-        written = recorded_model(run_dir)
+        written = recorded_model(run_dir, name)
         if written is not None and not model_differences(written, drop["model"]):
             return drop["model"], drop.get("resolved")
     return config["model"], config.get("resolved")

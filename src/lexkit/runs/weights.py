@@ -81,10 +81,10 @@ def trainer_state(run_dir: str | Path) -> dict | None:
         raise RunError(f"{path} is corrupt or truncated ({exc})") from exc
 
 
-def recorded_model(run_dir: str | Path) -> dict | None:
-    """The model section a run's weight file records (its ``model`` metadata: the model it holds),
-    None when it has no weights or records none (lexkit 0.1)."""
-    path = Path(run_dir) / WEIGHTS
+def recorded_model(run_dir: str | Path, name: str = WEIGHTS) -> dict | None:
+    """The model section a run's weight file (or its checkpoint, ``name=CHECKPOINT``) records: its
+    ``model`` metadata, the model it holds. None when there is no such file or it records none (lexkit 0.1)."""
+    path = Path(run_dir) / name
     if not path.is_file():
         return None
     from safetensors import safe_open
