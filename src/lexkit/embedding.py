@@ -7,9 +7,10 @@ to nearly one vector, which makes unseen tokens hard to tell apart, worst when e
 unembedding are shared; freezing or resetting the (un)embeddings is part of what restores
 generalization to them (and explains why "active forgetting", Chen et al. 2023, which re-draws the
 embedding every K steps, works). Magikarp (Land and Bartolo, EMNLP 2024) finds under-trained tokens
-by their rows: with weight decay, a row no gradient reaches only shrinks. A byte LM has such tokens
-too: the byte values its corpus never holds (lexkit's ``caret`` needle format uses one of the rare
-ones). The options are arms to measure, each a :class:`~lexkit.settings.TrainConfig` field (and a
+by their rows. A byte LM has such tokens too: the byte values its corpus never holds (57 in the
+stdlib corpus's training split; tied, their rows collapse onto one direction and drag rare bytes
+such as ``^``, the ``caret`` needle format's marker, toward it: docs/runs.md#embedding-options).
+The options are arms to measure, each a :class:`~lexkit.settings.TrainConfig` field (and a
 ``lexkit train`` flag):
 
 * ``embedding_decay`` (``--embedding-decay D``): AdamW's decoupled decay on the embedding,
