@@ -365,7 +365,7 @@ def test_a_failing_cell_stops_the_study_with_its_rank_named(tmp_path, data_dir, 
     real = Study.run_cell
 
     def run_cell(self, cell):
-        if cell.scheme == "rope":
+        if cell.label == "rope":
             raise DataError("the disk is gone")
         return real(self, cell)
 

@@ -2,7 +2,6 @@
 table E as one that never stopped; `lexkit runs` shows the bpb of the weights it keeps; the
 defaults `lexkit schemes` shows are accepted back; `study --dry-run` plans table E."""
 
-import dataclasses
 import json
 
 import pytest
@@ -11,10 +10,11 @@ from kit import tiny_gpt
 from lexkit import positions, runs
 from lexkit.cli import main
 from lexkit.data import Corpus
-from lexkit.extension import finetunes
-from lexkit.report import extension_table
 from lexkit.settings import configs
 from lexkit.study import Study, StudyConfig
+from lexkit.study.tables.extension import finetune, finetunes
+from lexkit.study.tables.extension.report import extension_table
+from lexkit.study.tables.extension.rows import section
 from lexkit.train import train
 from stop import stop_at
 from toy_corpus import STUDY_DOCS as DOCS
@@ -22,7 +22,7 @@ from toy_corpus import write_corpus
 
 #: table G (use of context), where this lexkit has it, is left out of these studies: its runs
 #: train for thousands of steps, and table E is what is measured here
-NO_G = {"retrieval": False} if "retrieval" in {f.name for f in dataclasses.fields(StudyConfig)} else {}
+NO_G = {"retrieval": False}
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def test_a_study_killed_inside_a_finetune_reports_the_same_table_e(tmp_path, dat
     fine-tune configuration alone.) Killed inside the first fine-tune before its first checkpoint (a resume reloads the
     sha256-checked parent), then inside the second after one (a resume continues from it),
     then run to the end: table E, cell for cell, is the uninterrupted study's."""
-    monkeypatch.setattr("lexkit.report.write_report", lambda results, out: None)  # figures: not the point
+    monkeypatch.setattr("lexkit.study.execution.write_report", lambda results, out: None)  # figures: not the point
     ft_steps = 4  # checkpoints every ceil(4 / 4) = 1 step
     cfg = StudyConfig(preset="tiny", schemes=["rope"], patterns=["causal"], lengths=[32, 64], steps=3,
                       data=str(data_dir), eval_docs=1, resolution_texts=1, extension_steps=ft_steps, **NO_G)
@@ -76,17 +76,17 @@ def test_a_study_killed_inside_a_finetune_reports_the_same_table_e(tmp_path, dat
     checkpointed = [(runs.trainer_state(d) or {}).get("step") for d in second]
     resumed = Study(cfg, out, progress=False, echo=None).run()
 
-    assert len(whole.extension.rows) == len(resumed.extension.rows) > len(finetunes(32))
+    assert len(section(whole).rows) == len(section(resumed).rows) > len(finetunes(32))
     assert extension_table(resumed) == extension_table(whole)
-    for a, b in zip(whole.extension.rows, resumed.extension.rows):
+    for a, b in zip(section(whole).rows, section(resumed).rows):
         assert (a.label, a.pattern) == (b.label, b.pattern)
         assert [r.bpb for r in a.results] == [r.bpb for r in b.results], a.label
     assert checkpointed == [2]  # the second was resumed from its checkpoint at step 2
-    for row in resumed.extension.rows:
+    for row in section(resumed).rows:
         if row.finetune:
             config = json.loads((out / row.finetune.run / runs.CONFIG).read_text())
             assert config["init"]["run"] == str((out / "runs").resolve() / next(
-                r.run for r in resumed.runs if r.scheme == "rope").split("/")[-1])
+                r.run for r in resumed.runs if r.label == "rope").split("/")[-1])
 
 
 def test_the_studys_finetune_checkpoints_and_resumes_to_the_same_weights(tmp_path, data_dir, monkeypatch):
@@ -101,9 +101,9 @@ def test_the_studys_finetune_checkpoints_and_resumes_to_the_same_weights(tmp_pat
     base = tmp_path / "study" / "runs" / cell.name
     train(base, cell.model_cfg, cell.train_cfg, progress=False, corpus=plan.corpus)
     ft = finetunes(32)[0]
-    model_cfg, train_cfg, key = plan.finetune(base, cell, ft)
+    model_cfg, train_cfg, key = finetune.configs(base, cell, ft, 4)
     assert train_cfg.save_every == 1 and model_cfg.train_len == ft.train_len
-    assert plan.finetune(base, cell, ft)[2] == key
+    assert finetune.configs(base, cell, ft, 4)[2] == key
     whole = tmp_path / "whole"
     train(whole, model_cfg, train_cfg, progress=False, corpus=plan.corpus, init=base)
     for at in (0, 2):
@@ -119,7 +119,7 @@ def test_the_studys_finetune_checkpoints_and_resumes_to_the_same_weights(tmp_pat
 
 def test_study_dry_run_plans_table_e(tmp_path, data_dir, capsys):
     argv = ["study", "--preset", "tiny", "--scheme", "rope", "--data", str(data_dir), "--lengths", "32,64",
-            "--out", str(tmp_path / "s"), "--dry-run", *(["--no-retrieval"] if NO_G else [])]
+            "--out", str(tmp_path / "s"), "--dry-run", "--no-retrieval"]
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "table E (context extension of rope)" in text

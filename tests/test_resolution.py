@@ -426,7 +426,7 @@ def test_spec_keys_that_change_nothing_are_refused(spec, words, capsys):
 
 
 def test_length_labels_have_one_format():
-    from lexkit.formats import length_label
+    from lexkit.notation import length_label
 
     assert [length_label(n, 64) for n in (14, 32, 64, 66, 1024, 64000)] == [
         "14 (0.219x)", "32 (0.5x)", "64 (1x)", "66 (1.03x)", "1024 (16x)", "64000 (1000x)"]

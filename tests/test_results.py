@@ -11,10 +11,12 @@ from typing import ClassVar
 import pytest
 
 import safety_net
-from lexkit import results as query
 from lexkit.render import csv_text, markdown
-from lexkit.report import document, length_table, write_report
-from lexkit.rows import EmpiricalRow, ExtensionRow, RetrievalEntry, Row, StudyResults, StudyRun
+from lexkit.report import length_table
+from lexkit.rows import EmpiricalRow, Row, StudyResults, StudyRun
+from lexkit.study import document, read, write_report
+from lexkit.study.tables.extension.rows import ExtensionRow
+from lexkit.study.tables.retrieval.rows import RetrievalEntry
 from lexkit.tensorboard import study_scalars
 
 VERSIONS = Path(__file__).parent / "fixtures" / "results_versions"
@@ -32,7 +34,8 @@ def test_todays_results_json_reads_and_writes_back_key_for_key():
     stored = json.loads((safety_net.HERE / "results.json").read_text())
     doc = StudyResults.from_json(stored)
     assert isinstance(doc.runs[0], StudyRun) and isinstance(doc.runs[0].resolution[0], EmpiricalRow)
-    assert isinstance(doc.extension.rows[0], ExtensionRow) and isinstance(doc.retrieval.configs[0], RetrievalEntry)
+    assert isinstance(doc.table("extension").rows[0], ExtensionRow)
+    assert isinstance(doc.table("retrieval").configs[0], RetrievalEntry)
     assert json.dumps(doc.to_json()) == json.dumps(stored)  # the same keys in the same order, the same values
 
 
@@ -45,8 +48,8 @@ def test_every_version_reads_and_renders(name, tmp_path, request):
     if name != "schema1.json":  # its figures are drawn (the oldest lacks some); the others' as test_report's
         request.getfixturevalue("no_figures")
     stored = json.loads((VERSIONS / name).read_text())
-    doc = query.read(stored)
-    assert [run.scheme for run in doc.runs] == [run["scheme"] for run in stored["runs"]]
+    doc = read(stored)
+    assert [run.label for run in doc.runs] == [run["scheme"] for run in stored["runs"]]
     # table A's cells are the stored bpb of each run, rounded (one seed per scheme in these studies)
     header, rows = length_table(doc)
     for row, run in zip(rows, stored["runs"]):

@@ -7,13 +7,14 @@ import pytest
 
 from lexkit import lock, needles, tasks
 from lexkit.cli import main
-from lexkit.extension import finetunes, methods
-from lexkit.report import extension_table, length_table, pattern_table, retrieval_table
-from lexkit.results import read
-from lexkit.study import Study, StudyConfig
-from lexkit.study import retrieval as table_g
+from lexkit.report import length_table, pattern_table
+from lexkit.study import Study, StudyConfig, read
 from lexkit.study.recipe import RECIPE
-from lexkit.study.retrieval import Config, Trained
+from lexkit.study.tables.extension import finetunes, methods
+from lexkit.study.tables.extension.report import extension_table
+from lexkit.study.tables.retrieval import table as table_g
+from lexkit.study.tables.retrieval.report import retrieval_table
+from lexkit.study.tables.retrieval.table import Configuration, RowSpec
 from toy_corpus import STUDY_DOCS as DOCS
 from toy_corpus import write_corpus
 
@@ -44,7 +45,7 @@ def test_tiny_study_end_to_end(tmp_path, data_dir, request):
         assert (out / name).is_file(), name
     saved = json.loads((out / "results.json").read_text())
     assert saved["schema"] == 2 and [r["scheme"] for r in saved["runs"]] == ["alibi", "rope"]
-    assert "retrieval" not in saved and not (out / "retrieval_scatter.png").exists()  # retrieval=False: no table G
+    assert saved["retrieval"] is None and not (out / "retrieval_scatter.png").exists()  # retrieval=False: no table G
     assert saved["patterns"] == ["causal", "window:32"] and saved["lengths"] == [16, 32, 64]
 
     # the analytic curves the report plots are stored, not recomputed by the report: ALiBi's is
@@ -85,7 +86,7 @@ def test_tiny_study_end_to_end(tmp_path, data_dir, request):
 
 
 def check_extension(saved, out, report):
-    """Section E holds every method and fine-tune of lexkit.extension on the rope run, as stored;
+    """Section E holds every method and fine-tune of table E's configurations on the rope run, as stored;
     the fine-tunes start from the rope run's weights; F's goal is the minimum over every cell."""
     t, far = saved["train_len"], max(saved["lengths"])
     ext = saved["extension"]
@@ -177,9 +178,11 @@ def test_no_retrieval_reaches_the_study_and_its_plan(tmp_path, data_dir, capsys,
     seen = {}
 
     def estimate(self):
-        seen.update(retrieval=self.cfg.retrieval, steps=self.cfg.retrieval_steps)
-        return {"cells": [], "lengths": [16], "patterns": ["causal"], "per_scheme": {}, "extension": [],
-                "retrieval": self.retrieval.tasks_at(1.0, 1.0), "total_s": 0.0, "left_s": 0.0}
+        g = self.cfg.tables["retrieval"]
+        seen.update(retrieval=g.on, steps=g.steps)
+        return {"cells": [], "lengths": [16], "patterns": ["causal"], "grid": {},
+                "tables": {"extension": [], "retrieval": self.table("retrieval").tasks_at(1.0, 1.0)},
+                "total_s": 0.0, "left_s": 0.0}
 
     monkeypatch.setattr(Study, "estimate", estimate)
     argv = ["study", "--preset", "tiny", "--scheme", "alibi", "--data", str(data_dir), "--out", str(tmp_path / "s"),
@@ -213,9 +216,9 @@ def test_table_g_plan_runs_configurations_and_cache_keys(tmp_path, data_dir, mon
     every format fits; a cache key that follows what is scored."""
     study = Study(config(data_dir, ("alibi", "rope", "xpos:gamma=0.5"), extension=True, retrieval=True, seeds=2),
                   tmp_path, progress=False, echo=None)
-    g = study.retrieval
+    g = study.table("retrieval")
     assert [table.key for table in study.tables] == ["extension", "retrieval"]  # E and G, behind one interface
-    jobs = g.jobs()
+    jobs = g.seed_runs()
     assert [(j.row.label, j.cell.seed) for j in jobs] == [("rope", 0), ("rope", 1), ("alibi", 0), ("alibi", 1)]
     cells = g.cells()
     assert all(c.name.startswith("mix-") for c in cells) and len({c.key for c in cells}) == 4
@@ -224,16 +227,16 @@ def test_table_g_plan_runs_configurations_and_cache_keys(tmp_path, data_dir, mon
     assert {c.key for c in cells}.isdisjoint({c.key for c in study.plan.cells()})
     t = g.train_len()
     rope = g.configurations(jobs[0])
-    assert rope[0] == Config("rope", "scheme", None, None, ("causal", f"window:{t}"))
+    assert rope[0] == Configuration("rope", "scheme", None, None, ("causal", f"window:{t}"))
     assert [c.label for c in rope[1:]] == ([m.label for m in methods(t, 16 * t)][1:] + [f.label for f in finetunes(t)])
     assert g.configurations(jobs[1]) == [rope[0]]  # the methods on seed 0 only
-    assert g.configurations(jobs[2]) == [Config("alibi", "scheme", None, None, ("causal", f"window:{t}"))]
+    assert g.configurations(jobs[2]) == [Configuration("alibi", "scheme", None, None, ("causal", f"window:{t}"))]
     # the needle size: 12 lowered until every format fits the training length (python is the longest)
     assert g.size() == 6 and max(needles.get(f).minimum(6) for f in table_g.FORMATS) <= t
     assert needles.get("python").minimum(7) > t
     path = g.cache_path(cells[0].key, rope[0])
     assert path.parent == tmp_path / "cache" and path.name.startswith("retrieval-")
-    study.cfg.retrieval_samples = 2
+    study.cfg.tables["retrieval"].samples = 2
     assert g.cache_path(cells[0].key, rope[0]) != path
     # new documents (a task's builder, a format's, or how its seeds are drawn) are never served old
     # scores or runs
@@ -248,18 +251,18 @@ def test_table_g_plan_runs_configurations_and_cache_keys(tmp_path, data_dir, mon
     assert [c.key for c in g.cells()] != changed
     assert [c.key for c in study.plan.cells()] == main_keys  # the grid's runs have no mix: kept
     # a row of its own: a layout, a token shift, its steps and patterns
-    row = Trained("hwfa8", "rope", layout="hwfa:W=8", settings={"token_shift": 0.5}, steps=3, patterns=("causal",))
+    row = RowSpec("hwfa8", "rope", layout="hwfa:W=8", settings={"token_shift": 0.5}, steps=3, patterns=("causal",))
     monkeypatch.setattr(table_g, "ROWS", [*table_g.ROWS, row])
-    job = g.jobs()[-1]
+    job = g.seed_runs()[-1]
     assert job.row is row and job.cell.model_cfg.layout == "hwfa:W=8" and job.cell.model_cfg.token_shift == 0.5
-    assert job.cell.train_cfg.steps == 3 and g.configurations(job) == [Config("hwfa8", "scheme", None, None,
-                                                                              ("causal",))]
-    assert row.describe() == "layout hwfa:W=8, token_shift 0.5, 3 steps" and Trained("a", "alibi").describe() is None
-    study.cfg.retrieval = False
+    assert job.cell.train_cfg.steps == 3 and g.configurations(job) == [Configuration("hwfa8", "scheme", None, None,
+                                                                                     ("causal",))]
+    assert row.describe() == "layout hwfa:W=8, token_shift 0.5, 3 steps" and RowSpec("a", "alibi").describe() is None
+    study.cfg.tables["retrieval"].on = False
     assert g.run() is None and g.tasks_at(1.0, 1.0) == [] and g.tasks({}, "cpu") == []
     monkeypatch.setattr(table_g, "ROWS", table_g.ROWS[:-1])
     only = Study(config(data_dir, ("xpos:gamma=0.5",), retrieval=True), tmp_path, progress=False, echo=None)
-    assert only.retrieval.rows() == [] and only.retrieval.run() is None
+    assert only.table("retrieval").rows() == [] and only.table("retrieval").run() is None
 
 
 def test_the_study_layouts_are_rows_of_table_g_and_the_default_study_has_them(tmp_path, data_dir):
@@ -271,10 +274,11 @@ def test_the_study_layouts_are_rows_of_table_g_and_the_default_study_has_them(tm
 
     cfg = config(data_dir, ("rope",), retrieval=True)
     cfg.layouts = ["hwfa:W=4,shift=0.25", "hwfa:W=4"]
-    g = Study(cfg, tmp_path, progress=False, echo=None).retrieval
+    g = Study(cfg, tmp_path, progress=False, echo=None).table("retrieval")
     assert [(r.label, r.layout) for r in g.rows()] == [("rope", None), ("hwfa:W=4,shift=0.25", "hwfa:W=4,shift=0.25"),
                                                         ("hwfa:W=4", "hwfa:W=4")]
-    shifted, plain = g.jobs()[1].cell.model_cfg, g.jobs()[2].cell.model_cfg
+    shifted, plain = g.seed_runs()[1].cell.model_cfg, g.seed_runs()[2].cell.model_cfg
+
     def shifts(cfg):  # what each layer shifts (a layout's own +shift, or the config's token shift on every layer)
         return {layer.find("shift").values["F"] for layer in cfg.plan}
 
@@ -324,7 +328,7 @@ def test_tiny_study_writes_table_g_the_scatter_and_the_goal(tmp_path, data_dir):
     assert "G. Use of context" in html and "retrieval_scatter.png" in html
     assert (out / "retrieval_scatter.png").is_file() and (out / "retrieval_heatmap.png").is_file()
     again = Study(config(data_dir, ("rope",), retrieval=True, seeds=2), out, progress=False, echo=None)
-    assert again.run().retrieval.to_json() == g
+    assert again.run().table("retrieval").to_json() == g
     assert {a for t, a in actions(again) if t in ("retrieval", "train")} == {"cached"}
 
 
@@ -336,11 +340,61 @@ def test_study_dry_run_times_at_the_threads_asked(tmp_path, monkeypatch, capsys)
 
     def estimate(self):
         seen.append(torch.get_num_threads())
-        return {"cells": [], "lengths": [16], "patterns": ["causal"], "per_scheme": {}, "extension": [],
-                "retrieval": [], "total_s": 0.0, "left_s": 0.0}
+        return {"cells": [], "lengths": [16], "patterns": ["causal"], "grid": {},
+                "tables": {"extension": [], "retrieval": []}, "total_s": 0.0, "left_s": 0.0}
 
     monkeypatch.setattr(Study, "estimate", estimate)
     argv = ["study", "--preset", "tiny", "--scheme", "alibi", "--out", str(tmp_path / "s"), "--dry-run",
             "--no-retrieval", "--threads", "2"]
     assert main(argv) == 0
     assert seen == [2]
+
+
+def test_a_layouts_analytic_resolution_keeps_each_layer_beside_the_mean():
+    """Table C's layout rows: the mean over layers, each layer's R (its own curve under the pattern)
+    kept beside it, so the report can show the layer the mean hides."""
+    from lexkit import GPT, ModelConfig
+    from lexkit.resolution import model_curve, resolution
+    from lexkit.study.execution import layer_mean, layer_values
+
+    model = GPT(ModelConfig(layout="hwfa:W=8,shift=0.5", n_layers=2, d_model=32, n_heads=2, train_len=32))
+    each = layer_values(model, [32, 64], "causal")
+    for n in (32, 64):
+        want = [float(resolution(model_curve(model, n, "causal", layer=i)).mean()) for i in range(2)]
+        assert each[n] == pytest.approx(want) and layer_mean(model, [n], "causal")[n] == pytest.approx(sum(want) / 2)
+    assert each[32][0] != pytest.approx(each[32][1])  # the local and the global layer differ: a mean hides one
+
+
+def test_the_readme_summary_is_the_reports_own_numbers_and_sentence(tmp_path, capsys):
+    """`lexkit study --readme FILE` writes the README's block from OUT/results.json: table A's bpb,
+    table E's lines, section F's very sentence; the rest of FILE is left as it was, a second run
+    changes nothing, and a file without the block or a study without results.json is one error."""
+    import safety_net
+    from lexkit.study.summary import BEGIN, END, summary
+    from lexkit.study.tables.extension.queries import extension_lines
+    from lexkit.study.tables.extension.report import goal_finding
+
+    saved = json.loads((safety_net.HERE / "results.json").read_text())
+    out = tmp_path / "study"
+    out.mkdir()
+    (out / "results.json").write_text(json.dumps(saved))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# title\n\nbefore\n\n{BEGIN}\nold numbers\n{END}\n\nafter\n")
+    assert main(["study", "--out", str(out), "--readme", str(readme)]) == 0
+    text = readme.read_text()
+    doc = read(saved)
+    assert text.startswith("# title\n\nbefore\n\n" + BEGIN) and text.endswith(END + "\n\nafter\n")
+    assert "old numbers" not in text and summary(doc) in text
+    assert goal_finding(doc) in text  # section F's sentence, computed once for both
+    for row in length_table(doc).rows:  # table A's 1x column
+        assert f"| {row[0]} | {row[2]} |" in text
+    rope = next(line for line in extension_lines(doc) if line.label == "rope")
+    assert f"| rope | {rope.bpb[32][0]:.3f} | {rope.bpb[64][0]:.3f} |" in text
+    assert main(["study", "--out", str(out), "--readme", str(readme)]) == 0 and readme.read_text() == text
+    capsys.readouterr()
+    readme.write_text("no block here\n")
+    assert main(["study", "--out", str(out), "--readme", str(readme)]) == 2
+    assert "has no block to write" in capsys.readouterr().err and readme.read_text() == "no block here\n"
+    assert main(["study", "--out", str(tmp_path / "none"), "--readme", str(readme)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --readme needs a finished study")

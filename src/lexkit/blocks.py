@@ -74,7 +74,7 @@ class Bullets:
 
 @dataclasses.dataclass
 class Figure:
-    """A figure of :data:`lexkit.plots.REPORT_FIGURES`, by file name."""
+    """A figure of the report (:data:`lexkit.plots.GRID_FIGURES`, or a table's ``figures``), by file name."""
 
     name: str
     alt: str

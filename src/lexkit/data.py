@@ -243,15 +243,17 @@ def load_corpus(spec: str = "stdlib", *, split: str = "split") -> Corpus:
 
 def check_splits(corpus: Corpus, length: int) -> Corpus:
     """``corpus``, or a DataError (before a run is written) when training cannot use it: no
-    training or no validation documents (a :class:`Corpus` built by hand), or a training split
-    shorter than one window of ``length`` bytes."""
+    training or no validation documents (a :class:`Corpus` built by hand), or a training or
+    validation split shorter than one window of ``length`` bytes (validation bpb reads one)."""
     for what, docs in (("training", corpus.train), ("validation", corpus.valid)):
         if not any(docs):
             raise DataError(f"corpus {corpus.spec!r} has no {what} documents: training draws its batches from the "
                             "training split and measures bpb on the validation split; give both")
-    total = sum(len(d) + 1 for d in corpus.train)  # BOS before each
-    if total < length + 1:
-        raise DataError(f"the training split has {total:,} tokens, fewer than one window of {length + 1}")
+    for what, docs in (("training", corpus.train), ("validation", corpus.valid)):
+        total = sum(len(d) + 1 for d in docs)  # BOS before each
+        if total < length + 1:
+            raise DataError(f"the {what} split has {total:,} tokens, fewer than one window of {length + 1} (the "
+                            f"training length {length} + 1): give a larger corpus or a shorter --train-len")
     return corpus
 
 

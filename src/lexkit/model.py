@@ -121,6 +121,8 @@ class ModelConfig:
             mods.check_width(self.token_shift, self.d_model, "--token-shift")
             plan = plan.with_modifier(mods.Shift(F=float(self.token_shift)))
         plan.check(mods.Shape(self.d_model, self.n_heads, self.train_len))
+        if self.layout is not None:
+            self._check_schemes(plan)
         if self.random_positions is not None:
             for i, layer in enumerate(plan):
                 grows = next((m for m in layer.modifiers if m.global_only), None)
@@ -128,6 +130,22 @@ class ModelConfig:
                     raise ValueError(f"random_positions and layer {i}'s {grows.spec}: it grows with the position past "
                                      "the training length, which randomized training reaches; give one of them")
         return plan
+
+    def _check_schemes(self, plan: layouts.LayerPlan) -> None:
+        """Every scheme of a layout built once at this shape (on the meta device, the random state
+        untouched), so a value a scheme refuses names its layer, here, not when the model is built."""
+        seen: set[str] = set()
+        for i, layer in enumerate(plan):
+            if layer.scheme in seen:
+                continue
+            seen.add(layer.scheme)
+            try:
+                with torch.random.fork_rng(devices=[]), torch.device("meta"):
+                    positions.create(layer.scheme, n_heads=self.n_heads, head_dim=self.head_dim,
+                                     max_len=self.position_len)
+            except ValueError as exc:
+                where = f"layout {self.layout!r}" if plan.uniform else f"layout layer {i} ({layer.spec})"
+                raise layouts.LayoutError(f"{where}: {exc}") from None
 
     @property
     def plan(self) -> layouts.LayerPlan:
@@ -170,10 +188,13 @@ class Block(nn.Module):
     """One pre-LN layer (nanoGPT's), with the modifiers of its :class:`~lexkit.layouts.Layer` at their
     places (:mod:`lexkit.attention.modifiers`): ``inputs`` on the normalized input of the attention and
     the feed-forward block, ``qkv`` on the projections, ``scores`` inside the kernels (through
-    :meth:`scoring`), ``output`` on the attention output. A modifier's learned state is registered
-    under its ``slot`` (``blocks.i.sink``, ``blocks.i.temperature.s``)."""
+    :meth:`scoring`), ``attention`` around and inside them (an attention variant: what the kernel
+    holds, its weights, what becomes of its output), ``output`` on the attention output. A
+    modifier's learned state is registered under its ``slot`` (``blocks.i.sink``,
+    ``blocks.i.temperature.s``); ``index`` is the layer's place in the model (0-based), which a
+    modifier's state may depend on (differential attention's λ_init)."""
 
-    def __init__(self, cfg: ModelConfig, layer: layouts.Layer) -> None:
+    def __init__(self, cfg: ModelConfig, layer: layouts.Layer, index: int = 0) -> None:
         super().__init__()
         self.cfg, self.layer = cfg, layer
         self.ln1 = nn.LayerNorm(cfg.d_model)
@@ -186,7 +207,7 @@ class Block(nn.Module):
             nn.Linear(4 * cfg.d_model, cfg.d_model, bias=False),
         )
         self.drop = nn.Dropout(cfg.dropout)
-        shape = mods.Shape(cfg.d_model, cfg.n_heads, cfg.train_len)
+        shape = mods.Shape(cfg.d_model, cfg.n_heads, cfg.train_len, layer=index)
         for modifier in layer.modifiers:
             state = modifier.state(shape)
             if state is not None:
@@ -210,11 +231,17 @@ class Block(nn.Module):
         h = self.cfg.n_heads
         carry = None if cache is None else cache.carried[layer]
         a = self._inputs(self.ln1(x), "attn", carry)
-        qkv = self.qkv(a).view(b, n, 3, h, d // h).permute(2, 0, 3, 1, 4)  # [3, b, h, n, hd]
-        q, k, v = qkv[0], qkv[1], qkv[2]
+        # [3, b, h, n, hd]; unbind, not indexing: its backward stacks the three gradients instead of
+        # zero-filling a [3, b, h, n, hd] buffer per part
+        q, k, v = self.qkv(a).view(b, n, 3, h, d // h).permute(2, 0, 3, 1, 4).unbind(0)
         for modifier in self.layer.at("qkv"):
             q, k, v = modifier.qkv(q, k, v, self.state(modifier), carry)
-        y = attend(q, k, v, layer, x=a)  # [b, h, n, hd]
+        variants = self.layer.at("attention")
+        for modifier in variants:
+            q, k, v = modifier.prepare(q, k, v, self.state(modifier))
+        y = attend(q, k, v, layer, x=a)  # [b, h, n, value dim]
+        for modifier in reversed(variants):
+            y = modifier.finish(y, a, self.state(modifier))  # [b, h, n, hd]
         for modifier in self.layer.at("output"):
             y = modifier.output(y, a, self.state(modifier))
         x = x + self.drop(self.proj(y.transpose(1, 2).reshape(b, n, d)))
@@ -246,7 +273,7 @@ class GPT(nn.Module):
             self.schemes = nn.ModuleList(distinct)
             self.scheme = None
         self.drop = nn.Dropout(cfg.dropout)
-        self.blocks = nn.ModuleList(Block(cfg, layer) for layer in self.layers)
+        self.blocks = nn.ModuleList(Block(cfg, layer, i) for i, layer in enumerate(self.layers))
         self.ln_f = nn.LayerNorm(cfg.d_model)
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if not cfg.untied_head:

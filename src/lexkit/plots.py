@@ -1,5 +1,6 @@
-"""Every figure lexkit draws: the study report's five, the resolution command's two and one
-evaluation report's.
+"""The figures lexkit draws, and the helpers every figure of the study report shares (each table
+beside the grid draws its own with them, :mod:`lexkit.study.tables`): the grid's five, the
+resolution command's two and one evaluation report's.
 
 matplotlib's object API only (``matplotlib.figure.Figure``, no pyplot): no global backend or
 figure state, so plotting is safe in a library, a test run or a thread, and needs no display.
@@ -36,7 +37,7 @@ def figure(width: float = 11.0, height: float = 4.2, panels: int = 1):
 
 
 def save(fig, path: str | Path | BinaryIO) -> None:
-    """Into a file (its format from its name) or a binary stream (PNG)."""
+    """Into a file (PNG, SVG, PDF, ...: the file type from its name) or a binary stream (PNG)."""
     if isinstance(path, (str, Path)):
         fig.savefig(str(path), dpi=DPI)
     else:
@@ -55,7 +56,7 @@ def _mark(ax, train_len: int | None) -> None:
         ax.axvline(train_len, color="grey", linestyle=":", linewidth=1)
 
 
-def _bpb_axes(ax, train_len: int | None, title: str, xlabel: str) -> None:
+def bpb_axes(ax, train_len: int | None, title: str, xlabel: str) -> None:
     """Bits per byte against a log2 x axis, the training length marked, the top capped."""
     _mark(ax, train_len)
     ax.set_xscale("log", base=2)
@@ -65,7 +66,7 @@ def _bpb_axes(ax, train_len: int | None, title: str, xlabel: str) -> None:
     ax.set_ylim(top=min(BPB_TOP, ax.get_ylim()[1]))
 
 
-def _line(ax, points: dict | list, *style, **options) -> None:
+def line(ax, points: dict | list, *style, **options) -> None:
     """One line through ``points`` (x -> y, or (x, y) pairs)."""
     pts = list(points.items()) if isinstance(points, dict) else list(points)
     ax.plot([p[0] for p in pts], [p[1] for p in pts], *style, **options)
@@ -95,8 +96,8 @@ def legend(fig, *axes, fontsize: float = 7) -> None:
     outside the axes on the right (a legend inside covered the curves it names once a study had
     nine schemes); markers hollow, so a marker under another shows."""
     for ax in axes:
-        for line in ax.get_lines():
-            line.set_markerfacecolor("none")
+        for drawn in ax.get_lines():
+            drawn.set_markerfacecolor("none")
     handles, labels = axes[0].get_legend_handles_labels()
     if handles:
         fig.legend(handles, labels, loc="outside right upper", fontsize=fontsize)
@@ -171,9 +172,9 @@ def eval_report(report: dict, path: str | Path) -> None:
     longest = max(report["lengths"])
     results, buckets = eval_rows(report), position_rows(report)
     for pattern in report["patterns"]:
-        _line(left, [(r.length, r.bpb) for r in results if r.pattern == pattern and r.bpb is not None], marker="o",
+        line(left, [(r.length, r.bpb) for r in results if r.pattern == pattern and r.bpb is not None], marker="o",
               label=pattern)
-        _line(right, sorted(((b.from_ + b.to) / 2, b.bpb) for b in buckets
+        line(right, sorted(((b.from_ + b.to) / 2, b.bpb) for b in buckets
                             if b.pattern == pattern and b.length == longest), marker=".", label=pattern)
     for ax, label in ((left, "length"), (right, f"position in the window (length {longest})")):
         _mark(ax, report.get("train_len"))
@@ -187,13 +188,13 @@ def eval_report(report: dict, path: str | Path) -> None:
 
 # -- the study report: every figure from the typed results.json, through lexkit.results ------------
 def bpb_by_length(doc: StudyResults, path: str | Path) -> None:
-    """bpb against evaluation length, one panel per pattern, one line per scheme."""
+    """bpb against evaluation length, one panel per pattern, one line per row of the grid."""
     fig, axes = figure(5 * len(doc.patterns), 4, panels=len(doc.patterns))
     for ax, pattern in zip(axes, doc.patterns):
         series(ax)
-        for scheme in query.schemes(doc):
-            _line(ax, query.curve(doc, scheme, pattern), label=scheme)
-        _bpb_axes(ax, doc.train_len, pattern, "evaluation length (bytes)")
+        for label in query.labels(doc):
+            line(ax, query.curve(doc, label, pattern), label=label)
+        bpb_axes(ax, doc.train_len, pattern, "evaluation length (bytes)")
     legend(fig, *axes)
     save(fig, path)
 
@@ -215,14 +216,14 @@ def analytic_curves(doc: StudyResults, path: str | Path) -> None:
 
 
 def resolution_per_layer(doc: StudyResults, path: str | Path) -> None:
-    """Empirical R per layer under causal attention, each scheme at its longest measured length."""
+    """Empirical R per layer under causal attention, each row of the grid at its longest measured length."""
     fig, (ax,) = figure(8, 4)
     series(ax)
-    for scheme in query.schemes(doc):
-        measured = query.resolution_per_layer(doc, scheme)
+    for label in query.labels(doc):
+        measured = query.resolution_per_layer(doc, label)
         if measured is not None:
             length, layers = measured
-            ax.plot(range(len(layers)), layers, label=f"{scheme} @ {length}")
+            ax.plot(range(len(layers)), layers, label=f"{label} @ {length}")
     ax.set_xlabel("layer")
     ax.set_ylabel("empirical R (mean over heads)")
     legend(fig, ax)
@@ -234,11 +235,11 @@ def entropy_by_length(doc: StudyResults, path: str | Path) -> None:
     patterns = doc.patterns
     fig, (ax,) = figure(9, 4.5)
     series(ax)
-    for scheme in query.schemes(doc):
+    for label in query.labels(doc):
         for pattern in dict.fromkeys(("causal", patterns[-1])):  # once each, in order
-            pts = query.entropy(doc, scheme, pattern)
+            pts = query.entropy(doc, label, pattern)
             if pts:
-                _line(ax, pts, label=f"{scheme} {pattern}")
+                line(ax, pts, label=f"{label} {pattern}")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("length")
     ax.set_ylabel("attention entropy (nats, mean over layers)")
@@ -252,66 +253,13 @@ def loss_by_position(doc: StudyResults, path: str | Path) -> None:
     fig, axes = figure(5 * len(doc.patterns), 4, panels=len(doc.patterns))
     for ax, pattern in zip(axes, doc.patterns):
         series(ax)
-        for scheme in query.schemes(doc):
-            pts = query.seed_mean(((r.from_ + r.to) / 2, r.bpb) for r in query.by_position(doc, scheme, pattern,
+        for label in query.labels(doc):
+            pts = query.seed_mean(((r.from_ + r.to) / 2, r.bpb) for r in query.by_position(doc, label, pattern,
                                                                                            longest))
             if pts:
-                _line(ax, pts, label=scheme)
-        _bpb_axes(ax, doc.train_len, f"{pattern} at {longest}", "position in the chunk")
+                line(ax, pts, label=label)
+        bpb_axes(ax, doc.train_len, f"{pattern} at {longest}", "position in the chunk")
     legend(fig, *axes)
-    save(fig, path)
-
-
-def extension(doc: StudyResults, path: str | Path) -> None:
-    """bpb against length for every context-extension configuration (fine-tuned ones labelled so),
-    with the main grid's rope and xpos under their patterns; no file when the study ran
-    no context extension."""
-    lines = query.extension_lines(doc)
-    if not lines:
-        return
-    fig, (ax,) = figure(11, 5.5)
-    series(ax)
-    for line in lines:
-        label = line.label + ("" if line.pattern == "causal" else f" [{line.pattern}]") + (
-            " (fine-tuned)" if line.finetune else "")
-        _line(ax, {n: mean for n, (mean, _) in line.bpb.items() if mean is not None}, label=label, lw=1)
-    for scheme in ("rope", "xpos"):
-        if scheme not in query.schemes(doc):
-            continue
-        for pattern in doc.patterns[1:]:
-            _line(ax, query.curve(doc, scheme, pattern), label=f"{scheme} [{pattern}]", lw=1)
-    _bpb_axes(ax, doc.train_len, "", "evaluation length (bytes)")
-    legend(fig, ax, fontsize=6)
-    save(fig, path)
-
-
-def retrieval_scatter(results: StudyResults, path: str | Path) -> None:
-    """Table G on both axes: bpb at 16x (x) against exact match at 16x over all depths (y), one
-    point per configuration (scheme or method, and pattern), labelled and coloured by the goal:
-    green meets it, blue is flat in bpb (within 3 % of its own 1x) but does not retrieve at
-    every depth, red is not flat; the 90 % line drawn. Points at 0 % are labelled only when they
-    have the lowest bpb (the heatmap names every configuration). No label covers another, also
-    where points coincide (:func:`place_labels`). No file without table G."""
-    goal = query.context_goal(results)
-    if goal is None:
-        return
-    far = goal.multiple
-    fig, (ax,) = figure(9, 5.5)
-    markers = {"scheme": "o", "method": "s", "fine-tune": "^"}
-    points = [(r, r.line.bpb.get(far), r.line.accuracy.get(far)) for r in goal.scored]
-    points = [(r, x, y) for r, x, y in points if x is not None and y is not None]
-    lowest = min((x for _, x, _ in points), default=None)
-    for r, x, y in points:
-        ax.scatter([x], [y], marker=markers.get(r.line.kind, "o"), s=36, color="tab:green" if r.met else
-                   ("tab:blue" if r.flat else "tab:red"), alpha=0.8)
-    ax.axhline(query.RETRIEVES, color="grey", linestyle=":", linewidth=1)
-    ax.set_xlabel(f"bits per byte at {far}x the training length")
-    ax.set_ylabel(f"exact match at {far}x (all depths)")
-    ax.set_ylim(-0.03, 1.03)
-    ax.set_title("perplexity against use of context (green: goal met; blue: bpb flat within 3 % of 1x; "
-                 "red: not flat; circle scheme, square method, triangle fine-tune)", fontsize=8)
-    named = [(x, y, f"{r.line.label} [{r.line.pattern}]") for r, x, y in points if y > 0 or x == lowest]
-    place_labels(ax, [(x, y) for x, y, _ in named], [label for _, _, label in named])
     save(fig, path)
 
 
@@ -369,49 +317,26 @@ def place_labels(ax, points: Sequence[tuple[float, float]], labels: Sequence[str
     return out
 
 
-def retrieval_heatmap(doc: StudyResults, path: str | Path) -> None:
-    """Exact match over all depths, configuration (rows) by multiple of the training length
-    (columns), each cell annotated in percent. No file without table G."""
-    rows = query.retrieval_lines(doc, None)  # trained and held-out formats, each configuration's together
-    if not rows:
-        return
-    multiples = doc.retrieval.multiples
-    grid = [[r.accuracy.get(m, math.nan) for m in multiples] for r in rows]
-    fig, (ax,) = figure(6.5, 1.2 + 0.24 * len(rows))
-    image = ax.imshow(grid, vmin=0.0, vmax=1.0, cmap="RdYlGn", aspect="auto")
-    for i, line in enumerate(grid):
-        for j, v in enumerate(line):
-            if not math.isnan(v):
-                ax.text(j, i, f"{100 * v:.0f}", ha="center", va="center", fontsize=6)
-    ax.set_xticks(range(len(multiples)), [f"{m}x" for m in multiples], fontsize=7)
-    ax.set_yticks(range(len(rows)), [f"{r.label} [{r.pattern}] {r.group}" for r in rows], fontsize=6)
-    ax.set_xlabel("length (multiple of the training length)")
-    fig.colorbar(image, ax=ax, label="exact match", shrink=0.8)
-    save(fig, path)
-
-
-#: The study report's figures: file name -> drawing function (the report links these names; each
-#: takes the results and a path or binary stream).
-REPORT_FIGURES = {
+#: The figures of the study report's grid: file name -> drawing function (the report links these
+#: names; each takes the results and a path or binary stream, and draws nothing when it has nothing
+#: to draw). Each table beside the grid has its own (:attr:`lexkit.study.plan.Table.figures`).
+GRID_FIGURES = {
     "bpb_by_length.png": bpb_by_length,
     "s_curves.png": analytic_curves,
     "resolution_per_layer.png": resolution_per_layer,
     "entropy.png": entropy_by_length,
     "loss_by_position.png": loss_by_position,
-    "extension.png": extension,
-    "retrieval_scatter.png": retrieval_scatter,
-    "retrieval_heatmap.png": retrieval_heatmap,
 }
 
 
-def report_figures(results: StudyResults | dict, out: str | Path | None = None) -> dict[str, bytes]:
-    """Draw every figure of the study report, once each: name -> PNG bytes (a figure with nothing
-    to draw is absent), also written into the directory ``out`` when given."""
+def draw(figures: dict, results: StudyResults | dict, out: str | Path | None = None) -> dict[str, bytes]:
+    """Draw ``figures`` (file name -> drawing function) once each: name -> PNG bytes (a figure with
+    nothing to draw is absent), also written into the directory ``out`` when given."""
     doc = query.read(results)
     images = {}
-    for name, draw in REPORT_FIGURES.items():
+    for name, drawing in figures.items():
         buffer = io.BytesIO()
-        draw(doc, buffer)
+        drawing(doc, buffer)
         if buffer.getvalue():
             images[name] = buffer.getvalue()
             if out is not None:

@@ -1,10 +1,12 @@
 """A study's ``results.json``, read as one typed document (:class:`lexkit.rows.StudyResults`, every
-version a study has written), and the queries every reader of it goes through: the report's tables
-and findings, its figures, its CSV and TensorBoard. A table and the figure beside it can never
-disagree: both ask the same question here.
+version a study has written), and the queries of its grid (rows by label, patterns, lengths) every
+reader goes through: the report's tables, its figures, its CSV and TensorBoard. A table and the
+figure beside it can never disagree: both ask the same question here. (Each table beside the grid
+asks its own section through its own queries, in :mod:`lexkit.study.tables`.)
 
-A cell with several seeds aggregates to the mean and the sample standard deviation; a cell nobody
-could compute (``None``, NaN) is left out, and a cell with no value at all is ``(None, None)``.
+A row of the grid is named by its *label*: a position scheme's spec, or a layout as given. A cell
+with several seeds aggregates to the mean and the sample standard deviation; a cell nobody could
+compute (``None``, NaN) is left out, and a cell with no value at all is ``(None, None)``.
 """
 
 from __future__ import annotations
@@ -15,8 +17,7 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from .rows import Finetuned, PositionRow, StudyResults, StudyRun
-from .stats import wilson
+from .rows import PositionRow, StudyResults, StudyRun
 
 Mean = tuple[float | None, float | None]  # (mean, sample std) over seeds
 
@@ -48,47 +49,47 @@ def seed_mean(points) -> list[tuple[float, float]]:
     return [(x, mean) for x in sorted(by_x) if (mean := aggregate(by_x[x])[0]) is not None]
 
 
-# -- the main grid: schemes x patterns x lengths ---------------------------------------------------
-def schemes(doc: StudyResults) -> list[str]:
-    """The schemes of the study, in the order it ran them."""
-    return list(dict.fromkeys(r.scheme for r in doc.runs))
+# -- the main grid: rows (schemes and layouts) x patterns x lengths ----------------------------------
+def labels(doc: StudyResults) -> list[str]:
+    """The labels of the rows of the study's grid (its schemes, then its layouts), in the order it ran them."""
+    return list(dict.fromkeys(r.label for r in doc.runs))
 
 
-def runs_of(doc: StudyResults, scheme: str) -> list[StudyRun]:
-    """Every seed's run of ``scheme``."""
-    return [r for r in doc.runs if r.scheme == scheme]
+def runs_of(doc: StudyResults, label: str) -> list[StudyRun]:
+    """Every seed's run of the row ``label``."""
+    return [r for r in doc.runs if r.label == label]
 
 
-def evaluation(doc: StudyResults, scheme: str, pattern: str, length: int, key: str = "bpb") -> Mean:
+def evaluation(doc: StudyResults, label: str, pattern: str, length: int, key: str = "bpb") -> Mean:
     """(mean, std) over seeds of one evaluation cell (``key``: ``bpb`` or ``ppl``)."""
-    return aggregate([getattr(row, key) for run in runs_of(doc, scheme) for row in run.eval.results
+    return aggregate([getattr(row, key) for run in runs_of(doc, label) for row in run.eval.results
                       if row.pattern == pattern and row.length == length])
 
 
-def curve(doc: StudyResults, scheme: str, pattern: str, key: str = "bpb") -> dict[int, float]:
-    """The mean over seeds of one (scheme, pattern) at every length that has one."""
-    return {n: v for n in doc.lengths if (v := evaluation(doc, scheme, pattern, n, key)[0]) is not None}
+def curve(doc: StudyResults, label: str, pattern: str, key: str = "bpb") -> dict[int, float]:
+    """The mean over seeds of one (row, pattern) at every length that has one."""
+    return {n: v for n in doc.lengths if (v := evaluation(doc, label, pattern, n, key)[0]) is not None}
 
 
-def empirical_resolution(doc: StudyResults, scheme: str, pattern: str, length: int) -> Mean:
+def empirical_resolution(doc: StudyResults, label: str, pattern: str, length: int) -> Mean:
     """(mean, std) over seeds of the empirical R (mean over heads, then layers)."""
-    return aggregate([row.resolution for run in runs_of(doc, scheme) for row in run.resolution
+    return aggregate([row.resolution for run in runs_of(doc, label) for row in run.resolution
                       if row.pattern == pattern and row.length == length])
 
 
-def analytic_resolution(doc: StudyResults, scheme: str, pattern: str, length: int) -> Mean:
+def analytic_resolution(doc: StudyResults, label: str, pattern: str, length: int) -> Mean:
     """(R, None): the analytic R computed before training (one value, no seeds)."""
     for row in doc.analytic:
-        if row.scheme == scheme and row.pattern == pattern and row.length == length:
+        if row.label == label and row.pattern == pattern and row.length == length:
             return row.resolution, None
     return None, None
 
 
-def resolution_per_layer(doc: StudyResults, scheme: str, pattern: str = "causal") -> tuple[int, list[float]] | None:
+def resolution_per_layer(doc: StudyResults, label: str, pattern: str = "causal") -> tuple[int, list[float]] | None:
     """The empirical R of each layer (mean over seeds) at the longest length measured under
     ``pattern``, with that length; None when no layer was measured."""
     by_len = defaultdict(list)
-    for run in runs_of(doc, scheme):
+    for run in runs_of(doc, label):
         for r in run.resolution:
             if r.pattern == pattern and r.per_layer:
                 by_len[r.length].append(r.per_layer)
@@ -98,23 +99,40 @@ def resolution_per_layer(doc: StudyResults, scheme: str, pattern: str = "causal"
     return length, [sum(v) / len(v) for v in zip(*layers)]
 
 
-def entropy(doc: StudyResults, scheme: str, pattern: str) -> list[tuple[float, float]]:
+def layouts(doc: StudyResults) -> list[str]:
+    """The labels of the grid's rows that are layouts (a scheme, a pattern, a temperature per layer),
+    whose resolution in table C is a mean over layers."""
+    return [label for label in labels(doc) if runs_of(doc, label)[0].family == "layout"]
+
+
+def layer_resolution(doc: StudyResults, label: str, pattern: str, length: int
+                     ) -> tuple[list[float] | None, list[float] | None]:
+    """Each layer's R of a layout at one (pattern, length): analytic (as initialised; None in a study
+    that kept only the mean) and empirical (mean over seeds; None where not measured)."""
+    analytic = next((row.per_layer for row in doc.analytic
+                     if row.label == label and row.pattern == pattern and row.length == length), None)
+    measured = [r.per_layer for run in runs_of(doc, label) for r in run.resolution
+                if r.pattern == pattern and r.length == length and r.per_layer]
+    return analytic, [sum(v) / len(v) for v in zip(*measured)] if measured else None
+
+
+def entropy(doc: StudyResults, label: str, pattern: str) -> list[tuple[float, float]]:
     """Attention entropy against length (mean over layers, then seeds)."""
-    return seed_mean((r.length, r.entropy) for run in runs_of(doc, scheme) for r in run.resolution
+    return seed_mean((r.length, r.entropy) for run in runs_of(doc, label) for r in run.resolution
                      if r.pattern == pattern and r.entropy is not None)
 
 
-def best_pattern(doc: StudyResults, scheme: str, length: int) -> str | None:
+def best_pattern(doc: StudyResults, label: str, length: int) -> str | None:
     """The pattern with the lowest mean bpb at ``length`` (None if the length was not run)."""
     if length not in doc.lengths:
         return None
-    scored = [(v, p) for p in doc.patterns if (v := evaluation(doc, scheme, p, length)[0]) is not None]
+    scored = [(v, p) for p in doc.patterns if (v := evaluation(doc, label, p, length)[0]) is not None]
     return min(scored)[1] if scored else None
 
 
-def by_position(doc: StudyResults, scheme: str, pattern: str, length: int) -> list[PositionRow]:
-    """Every seed's loss-by-position rows of one (scheme, pattern, length)."""
-    return [r for run in runs_of(doc, scheme) for r in run.eval.by_position
+def by_position(doc: StudyResults, label: str, pattern: str, length: int) -> list[PositionRow]:
+    """Every seed's loss-by-position rows of one (row, pattern, length)."""
+    return [r for run in runs_of(doc, label) for r in run.eval.by_position
             if r.length == length and r.pattern == pattern]
 
 
@@ -131,21 +149,21 @@ def kernels_ran(doc: StudyResults) -> dict[str, list[int]]:
 
 
 def evaluation_table(doc: StudyResults) -> list[dict]:
-    """Every evaluation cell of every seed's run, one dict per (scheme, seed, pattern, length):
-    the study's CSV."""
-    return [{"scheme": run.scheme, "seed": run.seed, "pattern": row.pattern, "length": row.length, "bpb": row.bpb,
+    """Every evaluation cell of every seed's run, one dict per (row, seed, pattern, length): the
+    study's CSV (the row's label in its ``scheme`` column)."""
+    return [{"scheme": run.label, "seed": run.seed, "pattern": row.pattern, "length": row.length, "bpb": row.bpb,
              "ppl": row.ppl, "bytes": row.bytes, "unavailable": row.unavailable or ""}
             for run in doc.runs for row in run.eval.results]
 
 
 @dataclasses.dataclass(frozen=True)
 class Principles:
-    """Table D's row of a scheme: order variance and translation change (means over seeds), the
-    extrapolation ratios (bpb at 4x and 16x over bpb at 1x, causal), the best pattern at 16x, and
+    """Table D's row of a row of the grid: order variance and translation change (means over seeds),
+    the extrapolation ratios (bpb at 4x and 16x over bpb at 1x, causal), the best pattern at 16x, and
     per pattern the bpb of positions past the training length minus that of the last bucket
     inside it, at the longest length."""
 
-    scheme: str
+    label: str
     order_variance: float | None
     translation: float | None
     ratio_4x: float | None
@@ -155,15 +173,15 @@ class Principles:
 
 
 def principles(doc: StudyResults) -> list[Principles]:
-    """:class:`Principles` of every scheme, in the study's order."""
+    """:class:`Principles` of every row of the grid, in the study's order."""
     t, lengths = doc.train_len, doc.lengths
     out = []
-    for scheme in schemes(doc):
-        runs = runs_of(doc, scheme)
-        one = evaluation(doc, scheme, "causal", t)[0] if t in lengths else None
+    for label in labels(doc):
+        runs = runs_of(doc, label)
+        one = evaluation(doc, label, "causal", t)[0] if t in lengths else None
 
-        def ratio(n: int, scheme: str = scheme, one: float | None = one):
-            value = evaluation(doc, scheme, "causal", n)[0] if n in lengths else None
+        def ratio(n: int, label: str = label, one: float | None = one):
+            value = evaluation(doc, label, "causal", n)[0] if n in lengths else None
             return value / one if value is not None and one else None
 
         falls = {}
@@ -175,288 +193,7 @@ def principles(doc: StudyResults) -> list[Principles]:
                 beyond += [r.bpb for r in rows if r.beyond_train]
             if inside and beyond:
                 falls[pattern] = (aggregate(beyond)[0] or 0) - (aggregate(inside)[0] or 0)
-        out.append(Principles(scheme, aggregate([r.principles.order_variance for r in runs])[0],
+        out.append(Principles(label, aggregate([r.principles.order_variance for r in runs])[0],
                               aggregate([r.principles.translation for r in runs])[0], ratio(4 * t), ratio(16 * t),
-                              best_pattern(doc, scheme, 16 * t), falls))
+                              best_pattern(doc, label, 16 * t), falls))
     return out
-
-
-# -- context extension (tables E and F) -------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class ExtensionLine:
-    """One context-extension configuration under one pattern: its settings and ``bpb``, length ->
-    (mean, std) over seeds."""
-
-    label: str
-    pattern: str
-    scheme: str
-    logn: bool
-    finetune: Finetuned | None
-    bpb: dict[int, Mean]
-
-
-def extension_lines(doc: StudyResults) -> list[ExtensionLine]:
-    """Table E's configurations, one per (label, pattern); empty when the study ran none."""
-    rows = doc.extension.rows if doc.extension is not None else []
-    out = []
-    for label, pattern in dict.fromkeys((r.label, r.pattern) for r in rows):
-        mine = [r for r in rows if r.label == label and r.pattern == pattern]
-        bpb = {n: aggregate([x.bpb for r in mine for x in r.results if x.length == n]) for n in doc.lengths}
-        out.append(ExtensionLine(label, pattern, mine[0].scheme, mine[0].logn, mine[0].finetune, bpb))
-    return out
-
-
-@dataclasses.dataclass(frozen=True)
-class Configuration:
-    """Anything the study measured bpb of: a (scheme, pattern) of the main grid or a line of table
-    E, with ``bpb``: length -> mean over seeds."""
-
-    name: str
-    pattern: str
-    finetuned: bool
-    bpb: dict[int, float | None]
-
-
-def configurations(doc: StudyResults) -> list[Configuration]:
-    """Every configuration the study measured: each (scheme, pattern) of the main grid, then each
-    context-extension line."""
-    out = [Configuration(scheme, pattern, False, {n: evaluation(doc, scheme, pattern, n)[0] for n in doc.lengths})
-           for scheme in schemes(doc) for pattern in doc.patterns]
-    out += [Configuration(line.label, line.pattern, line.finetune is not None,
-                          {n: mean for n, (mean, _) in line.bpb.items()}) for line in extension_lines(doc)]
-    return out
-
-
-@dataclasses.dataclass(frozen=True)
-class Best:
-    """A configuration and its bpb at the length it was the best at."""
-
-    config: Configuration
-    value: float
-
-
-@dataclasses.dataclass(frozen=True)
-class Goal:
-    """The lowest bpb at ``length`` (16x) over every configuration, against the best any trained
-    scheme reaches at 1x: ``margin`` = (best at 1x - best far) / best at 1x."""
-
-    length: int
-    best: Best
-    one_x: Best
-    margin: float
-
-
-def _best(configs: list[Configuration], length: int) -> Best | None:
-    scored = [(c.bpb[length], i) for i, c in enumerate(configs) if c.bpb.get(length) is not None]
-    return Best(configs[min(scored)[1]], min(scored)[0]) if scored else None
-
-
-def goal(doc: StudyResults) -> Goal | None:
-    """The lowest bpb at 16x the training length (the longest length if 16x was not run) over
-    every configuration, against the best bpb any trained scheme reaches at 1x under any pattern
-    (the main grid); positive ``margin`` when the longer context is *used*. None when either
-    length is missing."""
-    t = doc.train_len
-    far = 16 * t if 16 * t in doc.lengths else max(doc.lengths)
-    if t not in doc.lengths or far == t:
-        return None
-    every = configurations(doc)
-    one = _best([c for c in every if c.name in schemes(doc)], t)
-    best = _best(every, far)
-    if one is None or best is None:
-        return None
-    return Goal(far, best, one, (one.value - best.value) / one.value)
-
-
-# -- use of context (table G) -----------------------------------------------------------------
-#: the goal: bpb at 16x within this fraction of the configuration's own bpb at 1x ...
-FLAT = 0.03
-#: ... and at least this exact match at 16x at every needle depth
-RETRIEVES = 0.9
-
-
-#: the formats of table G: those the runs trained on, those held out from training
-GROUPS = ("trained", "held-out")
-
-
-@dataclasses.dataclass(frozen=True)
-class RetrievalLine:
-    """One configuration of table G under one pattern, in one ``group`` of needle formats
-    (:data:`GROUPS`), pooled over its ``seeds`` and the group's ``formats``, by multiple of the
-    training length: ``accuracy`` (exact match over every depth, format and seed), ``low``/``high``
-    (its 95 % Wilson interval over the ``needles`` pooled), ``spread`` (the lowest and highest
-    seed's exact match), ``answer_bits``, ``bpb`` (mean over seeds; None where not measured),
-    ``worst_depth`` (the lowest exact match of any one depth) and ``learned``: whether the
-    configuration retrieves at 1x (at least :data:`RETRIEVES` on the held-out formats, or on the
-    trained ones when none was scored). A configuration that did not learn is not ranked past 1x."""
-
-    label: str
-    pattern: str
-    kind: str
-    scheme: str
-    run: str
-    accuracy: dict[int, float]
-    low: dict[int, float]
-    high: dict[int, float]
-    answer_bits: dict[int, float]
-    bpb: dict[int, float | None]
-    worst_depth: dict[int, float]
-    group: str = "trained"
-    seeds: int = 1
-    spread: dict[int, tuple[float, float]] = dataclasses.field(default_factory=dict)
-    needles: dict[int, int] = dataclasses.field(default_factory=dict)
-    formats: tuple[str, ...] = ()
-    learned: bool = True
-    training: str | None = None
-
-
-def _group(entry) -> str:
-    return "held-out" if entry.held_out else "trained"
-
-
-def _pooled(entries: list, train_len: int) -> dict:
-    """The pooled measures of entries of one (label, pattern, group), by multiple (see
-    :class:`RetrievalLine`)."""
-    counts: dict[int, list] = defaultdict(lambda: [0, 0, 0.0])  # by multiple: needles, correct, bits x needles
-    depth: dict[tuple[int, float], list] = defaultdict(lambda: [0, 0])  # by (multiple, depth)
-    seed: dict[tuple[int, int], list] = defaultdict(lambda: [0, 0])  # by (multiple, seed)
-    for entry in entries:
-        for c in entry.cells:
-            m = c.length // train_len
-            for cell in (counts[m], depth[m, c.depth], seed[m, entry.seed]):
-                cell[0] += c.samples
-                cell[1] += c.correct
-            counts[m][2] += c.answer_bits * c.samples
-    out = {"accuracy": {}, "low": {}, "high": {}, "answer_bits": {}, "worst_depth": {}, "spread": {}, "needles": {}}
-    for m, (n, k, bits) in sorted(counts.items()):
-        out["accuracy"][m], out["needles"][m], out["answer_bits"][m] = k / n, n, bits / n
-        out["low"][m], out["high"][m] = wilson(k, n)
-        out["worst_depth"][m] = min(kk / nn for (mm, _), (nn, kk) in depth.items() if mm == m)
-        per_seed = [kk / nn for (mm, _), (nn, kk) in seed.items() if mm == m]
-        out["spread"][m] = (min(per_seed), max(per_seed))
-    bpb: dict[int, list] = defaultdict(list)
-    for entry in entries:
-        for r in entry.rows:
-            bpb[r.multiple].append(r.bpb)
-    out["bpb"] = {m: aggregate(v)[0] for m, v in bpb.items()}
-    return out
-
-
-def retrieval_lines(doc: StudyResults, group: str | None = "trained") -> list[RetrievalLine]:
-    """Table G's configurations, one per (label, pattern) in ``group`` (:data:`GROUPS`; None: one
-    per (label, pattern, group), trained first), pooled over seeds and formats; empty when the
-    study ran none."""
-    g = doc.retrieval
-    if g is None:
-        return []
-    by: dict[tuple[str, str, str], list] = {}
-    for entry in g.configs:
-        by.setdefault((entry.label, entry.pattern, _group(entry)), []).append(entry)
-    pooled = {key: _pooled(entries, g.train_len) for key, entries in by.items()}
-    out = []
-    for (label, pattern, kind), entries in by.items():
-        if group is not None and kind != group:
-            continue
-        first, p = entries[0], pooled[(label, pattern, kind)]
-        judge = pooled.get((label, pattern, "held-out"), p)
-        out.append(RetrievalLine(label, pattern, first.kind, first.scheme, first.run, p["accuracy"], p["low"],
-                                 p["high"], p["answer_bits"], p["bpb"], p["worst_depth"], kind,
-                                 len({e.seed for e in entries}), p["spread"], p["needles"],
-                                 tuple(dict.fromkeys(e.format for e in entries)),
-                                 judge["accuracy"].get(min(judge["accuracy"], default=1), 0.0) >= RETRIEVES,
-                                 first.training))
-    order = {key[:2]: i for i, key in reversed(list(enumerate(by)))}  # where each (label, pattern) came first
-    return sorted(out, key=lambda r: (order[r.label, r.pattern], GROUPS.index(r.group)))
-
-
-def held_out_scored(doc: StudyResults) -> bool:
-    """Whether table G scored held-out formats (a study before them scored the trained one alone)."""
-    return doc.retrieval is not None and any(e.held_out for e in doc.retrieval.configs)
-
-
-def separated(a: RetrievalLine, b: RetrievalLine, m: int) -> bool:
-    """Whether two lines differ at multiple ``m`` beyond doubt: their 95 % intervals (over the
-    pooled needles) do not overlap, and neither do their seeds (every seed of one above every
-    seed of the other)."""
-    if m not in a.accuracy or m not in b.accuracy:
-        return False
-    lo, hi = (a, b) if a.accuracy[m] < b.accuracy[m] else (b, a)
-    return lo.high[m] < hi.low[m] and lo.spread[m][1] < hi.spread[m][0]
-
-
-def stops_at(line: RetrievalLine, level: float = RETRIEVES) -> int | None:
-    """The first multiple of the training length at which ``line`` retrieves below ``level`` over
-    all depths (1 when it never retrieves); None when it keeps ``level`` at every multiple measured."""
-    return next((m for m in sorted(line.accuracy) if line.accuracy[m] < level), None)
-
-
-@dataclasses.dataclass(frozen=True)
-class Scored:
-    """A :class:`RetrievalLine` against the goal at the longest multiple: ``ratio`` = bpb far / bpb
-    1x, ``flat`` (within :data:`FLAT`), ``worst`` (its lowest per-depth exact match far), ``met``,
-    and ``reach``, the longest multiple up to which every depth keeps :data:`RETRIEVES` (None when it
-    does not at 1x)."""
-
-    line: RetrievalLine
-    ratio: float | None
-    flat: bool
-    worst: float
-    met: bool
-    reach: int | None
-
-
-@dataclasses.dataclass(frozen=True)
-class ContextGoal:
-    """The goal of table G measured: ``met`` (the configurations that meet it), ``nearest`` (one that
-    meets it, else the flat one that retrieves best at every depth, else the flattest),
-    ``best_retrieval`` (whatever its bpb) and ``longest_reach``."""
-
-    multiple: int
-    scored: list[Scored]
-    met: list[str]
-    nearest: Scored
-    best_retrieval: Scored
-    longest_reach: Scored | None
-
-
-def _reach(worst_depth: dict[int, float]) -> int | None:
-    """The longest multiple up to which every depth keeps :data:`RETRIEVES` (None below it at the first)."""
-    held = sorted(worst_depth)
-    if not held or worst_depth[held[0]] < RETRIEVES:
-        return None
-    return next((held[i - 1] for i, m in enumerate(held) if worst_depth[m] < RETRIEVES), held[-1])
-
-
-def context_goal(doc: StudyResults) -> ContextGoal | None:
-    """The stated goal of table G: a configuration whose bpb at the longest multiple (16x) is
-    within :data:`FLAT` of its own bpb at 1x *and* whose exact match there is at least
-    :data:`RETRIEVES` at every depth, on the held-out formats (the skill; on the trained format in a
-    study that scored no held-out one); None when the study ran no table G. A configuration that
-    did not learn at 1x is scored but never ranked (neither nearest nor best)."""
-    lines = retrieval_lines(doc, "held-out" if held_out_scored(doc) else "trained")
-    if not lines:
-        return None
-    far = max(doc.retrieval.multiples)
-    scored = []
-    for line in lines:
-        one, long = line.bpb.get(1), line.bpb.get(far)
-        ratio = long / one if one and long is not None else None
-        flat = ratio is not None and ratio <= 1 + FLAT
-        worst = line.worst_depth.get(far, 0.0)
-        met = flat and worst >= RETRIEVES and line.learned
-        scored.append(Scored(line, ratio, flat, worst, met, _reach(line.worst_depth)))
-
-    def rank(s: Scored):  # better retrieval first, then flatter
-        return s.worst, s.line.accuracy.get(far, 0.0), -(s.ratio if s.ratio is not None else float("inf"))
-
-    ranked = [s for s in scored if s.line.learned] or scored
-    met = [s for s in ranked if s.met]
-    flat = [s for s in ranked if s.flat]
-    if met or flat:
-        nearest = max(met or flat, key=rank)
-    else:
-        nearest = min((s for s in ranked if s.ratio is not None), key=lambda s: s.ratio, default=ranked[0])
-    reaching = [s for s in ranked if s.reach is not None]
-    return ContextGoal(far, scored, [f"{s.line.label} ({s.line.pattern})" for s in met], nearest,
-                       max(ranked, key=rank),
-                       max(reaching, key=lambda s: (s.reach, s.line.accuracy.get(s.reach, 0)), default=None))

@@ -18,9 +18,10 @@ tests/fixtures/results_versions). The rows, from the instruments up:
 * retrieval: :class:`RetrievalCell` (a grid cell: task, pattern, length, depth),
   :class:`RetrievalSummary` (a pattern and length over every depth), :class:`ContextRow` (one
   configuration at one multiple of its training length, retrieval beside bpb);
-* the study (:class:`StudyResults`, results.json): :class:`StudyRun` (a trained cell and its
-  measures), :class:`ExtensionSection` of :class:`ExtensionRow` (table E),
-  :class:`RetrievalSection` of :class:`RetrievalEntry` (table G).
+* the study (:class:`StudyResults`, results.json): :class:`StudyRun` (a trained cell of the grid
+  and its measures), and one section per table beside the grid, each of the row type its table
+  brings when it registers here (:func:`register_table`, :data:`TABLES`: the tables live in
+  :mod:`lexkit.study.tables`, and nothing here, in the report or in TensorBoard names one).
 """
 
 from __future__ import annotations
@@ -33,11 +34,13 @@ from typing import Any, ClassVar
 class Row:
     """A row: dataclass fields in JSON order. ``OPTIONAL`` fields are left out of the JSON when
     None; ``KEYS`` renames a field in the JSON (``from_`` is ``"from"``); ``NESTED`` names the row
-    class of a field that holds a row or a list of rows."""
+    class of a field that holds a row or a list of rows, or (a field of ``MAPS``) an object of rows
+    by name."""
 
     OPTIONAL: ClassVar[tuple[str, ...]] = ()
     KEYS: ClassVar[dict[str, str]] = {}
     NESTED: ClassVar[dict[str, type[Row]]] = {}
+    MAPS: ClassVar[tuple[str, ...]] = ()
 
     def to_json(self) -> dict[str, Any]:
         out = {}
@@ -45,7 +48,7 @@ class Row:
             value = getattr(self, field.name)
             if value is None and field.name in self.OPTIONAL:
                 continue
-            out[self.KEYS.get(field.name, field.name)] = _json(value)
+            out[self.KEYS.get(field.name, field.name)] = jsonable(value)
         return out
 
     @classmethod
@@ -56,7 +59,11 @@ class Row:
             key = cls.KEYS.get(field.name, field.name)
             if key in data:
                 value = data[key]
-                values[field.name] = _rows(cls.NESTED[field.name], value) if field.name in cls.NESTED else value
+                if field.name in cls.MAPS and value is not None:
+                    value = {name: typed(cls.NESTED[field.name], v) for name, v in value.items()}
+                elif field.name in cls.NESTED:
+                    value = typed(cls.NESTED[field.name], value)
+                values[field.name] = value
             elif field.default is not dataclasses.MISSING:
                 values[field.name] = field.default
             else:
@@ -64,15 +71,19 @@ class Row:
         return cls(**values)
 
 
-def _json(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON: a row (or the rows in a list or an object) by its ``to_json``."""
     if isinstance(value, Row):
         return value.to_json()
     if isinstance(value, list):
-        return [_json(v) for v in value]
+        return [jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
     return value
 
 
-def _rows(kind: type[Row], value: Any) -> Any:
+def typed(kind: type[Row], value: Any) -> Any:
+    """The JSON ``value`` as rows of ``kind``: one row, a list of rows, or None."""
     if isinstance(value, list):
         return [kind.from_json(v) for v in value]
     return None if value is None else kind.from_json(value)
@@ -180,12 +191,18 @@ class EmpiricalRow(Row):
 
 @dataclasses.dataclass(frozen=True)
 class AnalyticRow(Row):
-    """The study's analytic R (mean over heads) of a scheme as initialised, at one pattern and length."""
+    """The study's analytic R (mean over heads) of one row of its grid (a scheme, or a layout: the mean
+    over its layers, each layer's in ``per_layer``) as initialised, at one pattern and length.
+    ``label`` is ``"scheme"`` in the JSON."""
 
-    scheme: str
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("per_layer",)
+    KEYS: ClassVar[dict[str, str]] = {"label": "scheme"}
+
+    label: str
     pattern: str
     length: int
     resolution: float | None
+    per_layer: list[float] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,12 +283,14 @@ class ContextRow(Row):
 # -- the study's results.json -------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class StudyRun(Row):
-    """One trained cell of a study (a scheme and a seed) and everything measured on it."""
+    """One trained cell of a study's grid (a row of the grid, by its ``label``: a scheme spec or a
+    layout as given, ``"scheme"`` in the JSON; and a seed) and everything measured on it."""
 
+    KEYS: ClassVar[dict[str, str]] = {"label": "scheme"}
     NESTED: ClassVar[dict[str, type[Row]]] = {"eval": Evaluation, "resolution": EmpiricalRow,
                                               "principles": PrinciplesRow}
 
-    scheme: str
+    label: str
     seed: int
     run: str  # the run directory, relative to the study's
     family: str
@@ -284,103 +303,39 @@ class StudyRun(Row):
     principles: PrinciplesRow
 
 
-@dataclasses.dataclass(frozen=True)
-class Finetuned(Row):
-    """How a configuration of table E was fine-tuned: its run, length, steps and learning rate."""
-
-    run: str
-    train_len: int
-    steps: int
-    lr: float
+#: the tables beside the grid, in report order (:func:`register_table`; ``import lexkit.study``
+#: registers tables E and G): each a :class:`lexkit.study.plan.Table`, of which results.json's
+#: readers take its ``key``, ``row`` (the row type of its section), ``Settings``, ``blocks``,
+#: ``figures`` and ``scalars``
+TABLES: list[Any] = []
 
 
-@dataclasses.dataclass(frozen=True)
-class ExtensionRow(Row):
-    """One context-extension configuration of table E under one pattern, on one seed's rope run."""
-
-    NESTED: ClassVar[dict[str, type[Row]]] = {"finetune": Finetuned, "results": EvalRow}
-
-    label: str
-    scheme: str
-    pattern: str
-    logn: bool
-    finetune: Finetuned | None
-    seed: int
-    results: list[EvalRow]
+def register_table(table: Any) -> Any:
+    """Add ``table`` to :data:`TABLES`, after the others: its section of results.json reads as its
+    ``row``, and the study's configuration, report and TensorBoard export take it in. Returns it."""
+    if any(t.key == table.key for t in TABLES):
+        raise ValueError(f"a table {table.key!r} is registered already")
+    TABLES.append(table)
+    return table
 
 
-@dataclasses.dataclass(frozen=True)
-class ExtensionSection(Row):
-    """Table E: every scaling set for ``factor`` (longest / training length), fine-tunes of
-    ``finetune_steps`` steps at ``finetune_len``."""
-
-    NESTED: ClassVar[dict[str, type[Row]]] = {"rows": ExtensionRow}
-
-    factor: float
-    finetune_len: int
-    finetune_steps: int
-    rows: list[ExtensionRow]
-
-
-@dataclasses.dataclass(frozen=True)
-class RetrievalEntry(Row):
-    """One configuration of table G (a scheme, method or fine-tune of a run trained with the
-    retrieval mix) under one pattern, on one seed's run, scored in one needle format: its rows by
-    multiple and its cells by depth. (Before formats and seeds: seed 0, the ``tilde`` format.)"""
-
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("training",)
-    NESTED: ClassVar[dict[str, type[Row]]] = {"rows": ContextRow, "cells": RetrievalCell}
-
-    label: str
-    kind: str  # "scheme", "method" or "fine-tune"
-    scheme: str
-    logn: bool
-    pattern: str
-    run: str
-    rows: list[ContextRow]
-    cells: list[RetrievalCell]
-    seed: int = 0
-    format: str = "tilde"  # the needle format (lexkit.needles)
-    held_out: bool = False  # whether that format is held out from training
-    training: str | None = None  # how its run trained beyond the recipe (a layout, a token shift, steps)
-
-
-@dataclasses.dataclass(frozen=True)
-class RetrievalSection(Row):
-    """Table G: the recipe its runs trained with, the grid it scored, and every configuration."""
-
-    NESTED: ClassVar[dict[str, type[Row]]] = {"configs": RetrievalEntry}
-
-    task: str
-    size: int
-    train_len: int
-    preset: str
-    steps: int
-    batch: int
-    lr: float
-    mix: str
-    seeds: int
-    multiples: list[int]
-    bpb_multiples: list[int]
-    depths: list[float]
-    samples: int
-    finetune_steps: int
-    configs: list[RetrievalEntry]
-    formats: list[str] | None = None  # the trained needle formats scored (None: the tilde format alone)
-    held_out: list[str] | None = None  # the held-out needle formats scored
+def table_row(key: str) -> type[Row] | None:
+    """The row type of the section ``key`` of results.json (None: no table of that key is registered)."""
+    return next((t.row for t in TABLES if t.key == key), None)
 
 
 @dataclasses.dataclass(frozen=True)
 class StudyResults(Row):
     """A study's results.json (:mod:`lexkit.study`): settings, every cell's measures, the analytic
-    measures, tables E and G when they ran, time and provenance. Every version is read (schema 1
-    has no ``analytic_curves``; tables E, G and ``provenance`` came later); a study writes the
-    current one, :data:`SCHEMA`."""
+    measures, each table beside the grid (``tables``: key -> its section, None when the table did
+    not run; in the JSON each is a key of its own where tables E and G always stood), time and
+    provenance. Every version is read (schema 1 has no ``analytic_curves``; the tables and
+    ``provenance`` came later); a study writes the current one, :data:`SCHEMA`. A section whose
+    table is not registered stays its JSON (:meth:`table` reads it once the table is)."""
 
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("analytic_curves", "retrieval", "provenance")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("analytic_curves", "provenance")
     NESTED: ClassVar[dict[str, type[Row]]] = {"runs": StudyRun, "analytic": AnalyticRow,
-                                              "analytic_curves": AnalyticCurves, "extension": ExtensionSection,
-                                              "retrieval": RetrievalSection}
+                                              "analytic_curves": AnalyticCurves}
 
     schema: int
     lexkit: str
@@ -397,11 +352,32 @@ class StudyResults(Row):
     runs: list[StudyRun]
     analytic: list[AnalyticRow]
     analytic_curves: AnalyticCurves | None = None
-    extension: ExtensionSection | None = None
-    retrieval: RetrievalSection | None = None
+    tables: dict[str, Any] = dataclasses.field(default_factory=dict)
     wall_seconds: float | None = None
     work: dict | None = None
     provenance: dict | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {}
+        for key, value in super().to_json().items():
+            if key == "tables":
+                out.update(value)  # each table's section a key of its own, in place
+            else:
+                out[key] = value
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StudyResults:
+        """The document; every key that is no field is a table's section (typed when registered)."""
+        fields = {field.name for field in dataclasses.fields(cls)} - {"tables"}
+        tables = {key: typed(row, value) if (row := table_row(key)) else value
+                  for key, value in data.items() if key not in fields}
+        return dataclasses.replace(super().from_json(data), tables=tables)
+
+    def table(self, key: str) -> Any:
+        """The section of the table ``key`` (None when it did not run or the study had none)."""
+        value, row = self.tables.get(key), table_row(key)
+        return row.from_json(value) if isinstance(value, dict) and row is not None else value
 
 
 #: the version of results.json a study writes (2: ``analytic_curves`` stored)

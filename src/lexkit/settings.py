@@ -118,5 +118,15 @@ def differences(old: dict, new: dict) -> list[str]:
             if section == "train" and key in RUNTIME_KEYS:
                 continue
             if old[section].get(key, defaults[section].get(key)) != new[section].get(key):
+                if section == "model" and key == "layout" and same_layers(old["model"], new["model"]):
+                    continue  # the same layout written another way (spacing, a named layout written out)
                 out.append(f"{section}.{key} ({old[section].get(key)!r} -> {new[section].get(key)!r})")
     return out
+
+
+def same_layers(old: dict, new: dict) -> bool:
+    """Whether two model sections build the same layers (their resolved layer plans are equal)."""
+    try:
+        return ModelConfig(**old).resolved() == ModelConfig(**new).resolved()
+    except (TypeError, ValueError):
+        return False

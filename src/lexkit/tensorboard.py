@@ -27,7 +27,7 @@ from pathlib import Path
 from . import results as query
 from . import runs
 from .errors import LexkitError
-from .rows import StudyResults
+from .rows import TABLES, StudyResults
 
 #: metrics.jsonl keys -> TensorBoard tags; any other numeric key ``k`` goes to ``train/k`` (``val/k``
 #: for a ``val_k``)
@@ -214,22 +214,23 @@ def tag_slug(text: str) -> str:
 
 def study_scalars(results: StudyResults | dict) -> dict[str, dict[str, dict[int, float]]]:
     """A study's evaluations as TensorBoard would show them: subdirectory -> tag -> {length:
-    value}. One subdirectory per scheme (``eval/<scheme>``) and per context-extension
-    configuration (``extension/<label>``), tags ``bpb/<pattern>`` (and ``ppl/<pattern>``, causal
-    and beyond), means over seeds as in the report's tables; a cell with no value is left out."""
+    value}. One subdirectory per row of the grid (``eval/<label>``) and per configuration of each
+    table beside it (``<table>/<configuration>``: ``extension/<label>``, :meth:`Table.scalars
+    <lexkit.study.plan.Table.scalars>`), tags ``bpb/<pattern>`` (and ``ppl/<pattern>``, causal and
+    beyond), means over seeds as in the report's tables; a cell with no value is left out."""
     doc = query.read(results)
     out: dict[str, dict[str, dict[int, float]]] = {}
-    for scheme in query.schemes(doc):
-        tags = out.setdefault(f"eval/{slug(scheme)}", {})
+    for label in query.labels(doc):
+        tags = out.setdefault(f"eval/{slug(label)}", {})
         for pattern in doc.patterns:
             for key in ("bpb", "ppl"):
-                points = query.curve(doc, scheme, pattern, key)
+                points = query.curve(doc, label, pattern, key)
                 if points:
                     tags[f"{key}/{tag_slug(pattern)}"] = points
-    for line in query.extension_lines(doc):
-        points = {n: mean for n, (mean, _) in line.bpb.items() if mean is not None}
-        if points:
-            out.setdefault(f"extension/{slug(line.label)}", {})[f"bpb/{tag_slug(line.pattern)}"] = points
+    for table in TABLES:
+        for name, series in table.scalars(doc).items():
+            for (quantity, pattern), points in series.items():
+                out.setdefault(f"{table.key}/{slug(name)}", {})[f"{quantity}/{tag_slug(pattern)}"] = points
     return out
 
 

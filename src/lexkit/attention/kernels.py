@@ -29,7 +29,10 @@ learned sink logit per head (GPT-OSS: a virtual key with zero value that takes p
 Dense and chunked run all three (an elementwise function needs the scores themselves: the dense
 kernel then runs the block computation as one block, like ReRoPE); flex scales q and its bias and
 applies the function in its ``score_mod``, and refuses a modifier that says it cannot run there (the
-sink) by the modifier's own words. A scheme that is not one q/k
+sink) by the modifier's own words. An attention variant (place ``attention``) may replace the
+softmax by its own weights (stick-breaking's running product over the keys): the block computation
+runs them (dense as one block, chunked, the KV cache), SDPA cannot, and flex refuses the variant by
+its own words. A scheme that is not one q/k
 transform (``separable = False``: ReRoPE) and a pattern that rescores its sinks at cache positions
 (``sinks:...,pos=cache``) run through the scheme's :meth:`Scheme.scores`: the chunked kernel, or
 the dense kernel as one block over all queries; flex refuses them with a clear error. So do the
@@ -113,8 +116,9 @@ class Attention:
         self._bias: ForwardBias | None = None
         self._scale: Tensor | None = None
         self._scaled = False
-        # an elementwise function of the scores needs them: the dense kernel runs the block computation
-        self.by_scores = by_scores(scheme, pattern) or self.scoring.score_fn is not None
+        # an elementwise function of the scores or weights other than the softmax need the scores:
+        # the dense kernel runs the block computation
+        self.by_scores = by_scores(scheme, pattern) or self.scoring.needs_scores
         #: the kernel the last call actually ran: ``self.kernel``, or for flex the ladder's rung
         #: (``flex``, ``flex:128x64/2``) or ``chunked`` when no flex kernel could be built
         self.ran = self.kernel
@@ -205,6 +209,7 @@ class Attention:
                 q_idx, k_idx, self.pos[start:stop], self.pos[k_sel], transformed=pre, bias=table,
                 hook=self.hook, layer=layer, q_scale=None if self.q_scale is None else self.q_scale[..., start:stop],
                 rescore=rescore, sink=sink, score_fn=self.scoring.score_fn, context=ctx,
+                weights=self.scoring.weights,
             ))
         return torch.cat(out, dim=-2)  # [b, h, n, d]
 
@@ -304,6 +309,7 @@ def attend_block(
     sink: Tensor | None = None,
     score_fn: Callable[[Tensor], Tensor] | None = None,
     context: tuple[Tensor, Tensor] | None = None,
+    weights: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor] | None = None,
 ) -> Tensor:
     """One block of queries against the keys it may see: softmax(where(visible, scores, -inf)) @ v.
 
@@ -315,7 +321,10 @@ def attend_block(
     a learned sink logit per head, a virtual key of value 0 beside the visible ones (GPT-OSS), not
     scaled by the temperature; the hook then sees probabilities that sum to less than 1. ``score_fn``:
     an elementwise function of the scores (soft-capping) after the temperature, before the mask; the
-    hook sees its result. The chunked kernel and the KV cache (``cache.py``) both call it.
+    hook sees its result. ``weights(scores, visible, q_idx, k_idx)``: an attention variant's weights
+    in place of the softmax (:meth:`Modifier.weights`, stick-breaking; the hook sees them); a
+    sink logit, a column of a softmax, has nothing to join there. The chunked kernel and the KV
+    cache (``cache.py``) both call it.
     """
     visible = pattern.visible(q_idx[:, None], k_idx[None, :])  # [n_q, n_k]
     scores = scheme.scores(q, k, q_pos, k_pos, transformed=transformed, bias=bias, visible=visible,
@@ -327,7 +336,11 @@ def attend_block(
     if score_fn is not None:
         scores = score_fn(scores)
     scores = scores.masked_fill(~visible, float("-inf"))
-    if sink is None:
+    if weights is not None:
+        if sink is not None:
+            raise ValueError("a learned sink logit is a column of a softmax; this layer's weights replace the softmax")
+        probs = weights(scores.float(), visible, q_idx, k_idx).to(v.dtype)
+    elif sink is None:
         probs = torch.softmax(scores.float(), dim=-1).to(v.dtype)
     else:
         b, h, n_q, _ = scores.shape
@@ -386,8 +399,9 @@ def choose_kernel(
     transforms all queries at once, which xPos allows only within ``scheme.max_query_span``; flex
     computes distances from indices and re-centres xPos per query block, which needs contiguous
     positions (extent == n: not randomized training positions). A score modifier that refuses flex
-    (the sink logit) runs on dense and chunked only; an elementwise function of the scores (soft-
-    capping) never runs as SDPA (no mask tensor can express it): on CUDA ``auto`` takes flex for it."""
+    (the sink logit, stick-breaking) runs on dense and chunked only; an elementwise function of the
+    scores (soft-capping) or weights other than the softmax never run as SDPA (no mask tensor can
+    express them): on CUDA ``auto`` takes flex for the first."""
     scoring = scoring if scoring is not None else Scoring()
     extent = n if extent is None else extent
     span_ok = scheme.max_query_span is None or extent <= scheme.max_query_span
@@ -400,7 +414,7 @@ def choose_kernel(
         if hooked:
             return "chunked"
         if on_cuda:
-            if sdpa_causal(scheme, pattern) and span_ok and scoring.score_fn is None:
+            if sdpa_causal(scheme, pattern) and span_ok and not scoring.needs_scores:
                 return "dense"
             if (flex_available() and not by_scores(scheme, pattern) and extent == n
                     and scoring.flex_refusal is None):

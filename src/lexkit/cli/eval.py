@@ -16,7 +16,7 @@ import sys
 
 from .. import checks, evaluate, threads
 from ..attention import KERNELS
-from ..formats import length_label
+from ..notation import length_label
 from ..render import text_table
 from . import options
 

@@ -24,7 +24,7 @@ import sys
 
 from .. import checks, plots
 from .. import resolution as res
-from ..formats import number
+from ..notation import number
 from ..runs import write_json
 from ..specs import parse_lengths
 from .eval import add_hf_arguments, layout_lines
@@ -103,7 +103,7 @@ MAX_WIDTH = 4096
 
 def measured(x: float | None) -> str:
     """A measured value (R, entropy) in a cell: 4 decimals, 3 significant digits below 1e-3, ``n/a``
-    for None (:func:`lexkit.formats.number`)."""
+    for None (:func:`lexkit.notation.number`)."""
     return number(x, digits=4, small=True)
 
 

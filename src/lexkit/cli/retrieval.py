@@ -21,7 +21,7 @@ import sys
 
 from .. import checks, needles, threads
 from ..attention import KERNELS
-from ..formats import length_label, percent
+from ..notation import length_label, percent
 from ..render import text_table
 from . import options
 from .eval import layout_lines
@@ -106,7 +106,7 @@ def run(args) -> int:
 def format_report(report: dict) -> str:
     """Header; per pattern, exact match (%) by depth (rows) and length (columns); then the
     summary over depths: accuracy with its 95 % interval and the answer's bits per byte.
-    Percentages are whole unless that would round them to 0 or 100 (:func:`lexkit.formats.percent`)."""
+    Percentages are whole unless that would round them to 0 or 100 (:func:`lexkit.notation.percent`)."""
     lengths, train_len = report["lengths"], report["train_len"]
     rows = report["rows"]
     lines = [

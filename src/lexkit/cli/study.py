@@ -10,16 +10,20 @@ over the N processes (nodes sharing --out too); rank 0 writes the report (docs/d
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from .. import checks, positions, presets, threads
 from ..device import resolve_device
+from ..errors import LexkitError
 from ..report import length_table, pattern_table
-from ..results import read
 from ..rows import StudyResults
 from ..specs import parse_lengths
-from ..study import DEFAULT_LAYOUTS, DEFAULT_PATTERNS, DEFAULT_SCHEMES, Study, StudyConfig
+from ..study import DEFAULT_LAYOUTS, DEFAULT_PATTERNS, DEFAULT_SCHEMES, TABLES, Study, StudyConfig, read
+from ..study.plan import setting_name
 from ..study.recipe import RECIPE
+from ..study.tables.retrieval.findings import context_goal_finding
+from ..study.tables.retrieval.report import retrieval_table
 from .table import print_table
 
 
@@ -47,39 +51,50 @@ def add_parser(sub):
     p.add_argument("--out", default="study", help="study directory (default: ./study)")
     p.add_argument("--device", default="auto")
     p.add_argument("--threads", type=int, metavar="N", help=threads.HELP)
-    p.add_argument("--extension-steps", type=int, default=60,
-                   help="steps of each fine-tune at 4x the training length in the context-extension "
-                   "table (default: 60)")
-    p.add_argument("--no-extension", dest="extension", action="store_false",
-                   help="skip the context-extension table (RoPE scalings, ReRoPE, log-n, sinks, fine-tunes)")
-    p.add_argument("--retrieval-steps", type=int, default=RECIPE.steps,
-                   help="training steps of each run with the retrieval mix in table G, use of context "
-                   f"(default: {RECIPE.steps}, the measured recipe's; docs/retrieval.md)")
-    p.add_argument("--retrieval-preset", default=RECIPE.preset, choices=list(presets.PRESETS),
-                   help=f"size preset of table G's runs (default: {RECIPE.preset}, the measured recipe's)")
-    p.add_argument("--retrieval-samples", type=int, default=20,
-                   help="copy needles per length, depth and format in table G (default: 20)")
-    p.add_argument("--retrieval-seeds", type=int, default=3,
-                   help="seeds of each of table G's rows (mean and spread; default: 3)")
-    p.add_argument("--no-retrieval", dest="retrieval", action="store_false",
-                   help="skip table G, use of context (runs trained with a retrieval mix, needles at 1-16x)")
+    for table in TABLES:  # each table's settings, from its own dataclass: --no-KEY, --KEY-FIELD
+        add_table_flags(p, table.key, table.Settings)
     p.add_argument("--tensorboard", nargs="?", const="", metavar="DIR",
                    help="also write the evaluations (bpb by length per scheme and pattern) and the runs' "
                    "training curves as TensorBoard event files (default DIR: OUT/tensorboard; needs lexkit[tb])")
     p.add_argument("--dry-run", action="store_true", help="list the cells and estimate the time; train nothing")
+    p.add_argument("--readme", metavar="FILE",
+                   help="rewrite the study summary block of FILE (the README's) from OUT/results.json, as the "
+                   "report computes it; train nothing")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
 
 
+def add_table_flags(p, key: str, settings: type) -> None:
+    """``--no-KEY`` and ``--KEY-FIELD`` for each field of a table's settings (its ``help`` metadata,
+    the type and ``choices`` of its default), each stored as StudyConfig's keyword of that setting."""
+    for field in dataclasses.fields(settings):
+        flag, dest, meta = setting_name(key, field.name, flag=True), setting_name(key, field.name), field.metadata
+        if field.name == "on":
+            p.add_argument(flag, dest=dest, action="store_false", help=meta.get("help"))
+        else:
+            p.add_argument(flag, dest=dest, type=type(field.default), default=field.default,
+                           choices=meta.get("choices"), help=meta.get("help"))
+
+
+def table_settings(args) -> dict:
+    """Every table's settings as given on the command line, checked under their flags' names."""
+    out = {}
+    for table in TABLES:
+        settings = table.Settings(**{f.name: getattr(args, setting_name(table.key, f.name))
+                                     for f in dataclasses.fields(table.Settings)})
+        settings.check(table.key, flags=True)
+        out[table.key] = settings
+    return out
+
+
 def run(args) -> int:
+    if args.readme is not None:
+        return write_readme(Path(args.out), Path(args.readme))
     resolve_device(args.device)  # before any timing or training: a missing CUDA fails at once
     for flag, value, top in (("--seeds", args.seeds, 1000), ("--steps", args.steps, checks.MAX_COUNT),
-                             ("--eval-docs", args.eval_docs, checks.MAX_COUNT), ("--threads", args.threads, 4096),
-                             ("--extension-steps", args.extension_steps, checks.MAX_COUNT),
-                             ("--retrieval-steps", args.retrieval_steps, checks.MAX_COUNT),
-                             ("--retrieval-samples", args.retrieval_samples, checks.MAX_COUNT),
-                             ("--retrieval-seeds", args.retrieval_seeds, 1000)):
+                             ("--eval-docs", args.eval_docs, checks.MAX_COUNT), ("--threads", args.threads, 4096)):
         checks.number(flag, value, maximum=top)
+    tables = table_settings(args)
     if args.lengths:
         checks.lengths("--lengths", parse_lengths(args.lengths), checks.MAX_EVAL_LENGTH)
     if args.tensorboard is not None:
@@ -94,9 +109,7 @@ def run(args) -> int:
         patterns=args.pattern or list(DEFAULT_PATTERNS),
         lengths=parse_lengths(args.lengths) if args.lengths else None,
         seeds=args.seeds, steps=args.steps, data=args.data, eval_docs=args.eval_docs,
-        device=args.device, threads=args.threads, extension=args.extension, extension_steps=args.extension_steps,
-        retrieval=args.retrieval, retrieval_steps=args.retrieval_steps, retrieval_preset=args.retrieval_preset,
-        retrieval_samples=args.retrieval_samples, retrieval_seeds=args.retrieval_seeds,
+        device=args.device, threads=args.threads, tables=tables,
     )
     study = Study(cfg, args.out, progress=not args.quiet)
     if not study.world.is_main and args.dry_run:
@@ -123,14 +136,46 @@ def run(args) -> int:
     return 0
 
 
+def write_readme(out: Path, readme: Path) -> int:
+    """``--readme``: the summary block of ``readme`` written from ``out``'s results.json."""
+    from ..study.summary import write_into
+
+    if not (out / "results.json").is_file():
+        raise LexkitError(f"--readme needs a finished study: {out / 'results.json'} does not exist (run lexkit "
+                          f"study --out {out} first)")
+    if not readme.is_file():
+        raise LexkitError(f"--readme {readme}: no such file")
+    write_into(readme, read(out / "results.json"))
+    print(f"{readme}: the study summary written from {out / 'results.json'}")
+    return 0
+
+
 def print_plan(plan: dict, cfg: StudyConfig) -> None:
-    """The dry run: every training run, table E's and table G's tasks, each with its estimated time."""
+    """The dry run: every training run, then each table's tasks, each with its estimated time."""
     print(f"{len(plan['cells'])} training runs; lengths {plan['lengths']}; patterns {plan['patterns']}")
     for cell in plan["cells"]:
-        est = plan["per_scheme"][cell["scheme"]]
+        est = plan["grid"][cell["label"]]
         state = "exists" if cell["exists"] else "to train"
         print(f"  {cell['run']:48s} {state:9s} train ~{est['train_s']:.0f} s, eval ~{est['eval_s']:.0f} s")
-    extension = plan["extension"]
+    for key, tasks in plan["tables"].items():
+        PLANS.get(key, print_table_plan)(tasks, cfg, key)
+    print(f"estimated total: {plan['total_s'] / 60:.1f} min on this machine (measured just now)"
+          + (f"; at most {plan['left_s'] / 60:.1f} min left: the runs already trained here are reused"
+             if plan["left_s"] < plan["total_s"] else ""))
+
+
+def print_table_plan(tasks: list[dict], cfg: StudyConfig, key: str) -> None:
+    """A table's part of ``--dry-run``: its tasks, each with its time (or that it is skipped)."""
+    if not tasks:
+        print(f"table {key}: skipped")
+        return
+    print(f"table {key}: {len(tasks)} tasks, ~{sum(task['seconds'] for task in tasks):.0f} s")
+    for task in tasks:
+        print(f"  {task['kind']:9s} {task['label']:40s} ~{task['seconds']:.0f} s")
+
+
+def print_extension_plan(extension: list[dict], cfg: StudyConfig, key: str = "extension") -> None:
+    """Table E's part of ``--dry-run``: its evaluations and fine-tunes."""
     if extension:
         tunes = [task for task in extension if task["kind"] == "fine-tune"]
         print(f"table E (context extension of rope): {len(extension) - len(tunes)} evaluations without "
@@ -140,10 +185,6 @@ def print_plan(plan: dict, cfg: StudyConfig) -> None:
             print(f"  E {task['kind']:9s} {task['label']:40s} seed {task['seed']}  ~{task['seconds']:.0f} s")
     else:
         print("table E (context extension): skipped (--no-extension, or rope is not a studied scheme)")
-    print_retrieval_plan(plan["retrieval"], cfg)
-    print(f"estimated total: {plan['total_s'] / 60:.1f} min on this machine (measured just now)"
-          + (f"; at most {plan['left_s'] / 60:.1f} min left: the runs already trained here are reused"
-             if plan["left_s"] < plan["total_s"] else ""))
 
 
 def print_tables(results: StudyResults) -> None:
@@ -152,27 +193,30 @@ def print_tables(results: StudyResults) -> None:
                          ("beyond the training length, by pattern (B)", pattern_table(results))):
         align = "".join("l" if h in ("scheme", "pattern") else "r" for h in table.header)
         print_table(table, align, title=f"\n{title}")
-    if results.retrieval:
-        from ..report import context_goal_finding, retrieval_table
-
+    if results.table("retrieval"):
         table = retrieval_table(results)
         print_table(table, "ll" + "r" * (len(table.header) - 2), title="\nuse of context: exact match of copy "
                     "needles (%) and bpb, by multiple of the training length (G)")
         print(context_goal_finding(results).replace("**", ""))
 
 
-def print_retrieval_plan(tasks: list[dict], cfg: StudyConfig) -> None:
+def print_retrieval_plan(tasks: list[dict], cfg: StudyConfig, key: str = "retrieval") -> None:
     """Table G's part of ``--dry-run``: its runs (trained or to train) and configurations."""
     if not tasks:
         print("table G (use of context): skipped (--no-retrieval, or none of its schemes is studied)")
         return
     trains = [task for task in tasks if task["kind"] == "train"]
     runs = f"{len(trains)} run{'s' if len(trains) != 1 else ''}"
-    print(f"table G (use of context): {runs} ({cfg.retrieval_seeds} seed{'s' if cfg.retrieval_seeds != 1 else ''} "
-          f"a row) with --mix {RECIPE.mix} ({cfg.retrieval_preset} preset, {cfg.retrieval_steps} steps, batch "
+    g = cfg.tables[key]
+    print(f"table G (use of context): {runs} ({g.seeds} seed{'s' if g.seeds != 1 else ''} "
+          f"a row) with --mix {RECIPE.mix} ({g.preset} preset, {g.steps} steps, batch "
           f"{RECIPE.batch}), {len(tasks) - len(trains)} configurations scored at 1-16x in trained and held-out "
           f"formats, ~{sum(task['seconds'] for task in tasks):.0f} s")
     for task in tasks:
         state = ("exists" if task["exists"] else "to train") if task["kind"] == "train" else ""
         print(f"  G {task['kind']:9s} {task['label']:40s} {state:9s} ~{task['seconds']:.0f} s")
 
+
+
+#: how ``--dry-run`` prints each table's tasks (any other table: :func:`print_table_plan`)
+PLANS = {"extension": print_extension_plan, "retrieval": print_retrieval_plan}

@@ -18,7 +18,7 @@ from pathlib import Path
 from .. import presets, threads
 from ..distributed import setup
 from ..runs import configs_from_run, read_config
-from ..settings import configs, split_settings
+from ..settings import configs, same_layers, split_settings
 from ..train import train
 
 
@@ -122,6 +122,8 @@ def run(args) -> int:
         given = {k: v for k, v in overrides.items() if v is not None}
         if args.scheme is not None:
             given["scheme"] = args.scheme
+        if "layout" in given and same_layers(old["model"], {**old["model"], "layout": given["layout"]}):
+            given["layout"] = old["model"]["layout"]  # the same layers written another way: the run's own text
         merged = {**stored, **given}
         scheme = merged.pop("scheme")
         model_cfg, train_cfg = _from_values(scheme, merged)

@@ -1,34 +1,21 @@
 """The study report: results.json (:mod:`lexkit.results`) as one document of blocks, rendered as
 markdown and as self-contained HTML, with its figures and CSV. One job per module: :mod:`.tables`
-(every table), :mod:`.findings` (every sentence computed from the numbers), :mod:`.sections` (the
-sections in order, and the files written). ``lexkit.report`` hands on their names."""
+(the grid's tables, and the cells every table is made of), :mod:`.sections` (the grid's sections,
+the document in order with each table's part, and the files written). Each table beside the grid
+brings its own sections and figures (:mod:`lexkit.study.tables`, registered in
+:data:`lexkit.rows.TABLES`). ``lexkit.report`` hands on their names."""
 
-from .findings import (
-    context_goal_finding,
-    difference_findings,
-    extension_findings,
-    format_findings,
-    goal_finding,
-    learning_findings,
-    retrieval_findings,
-)
-from .sections import document, extension_sections, grid_sections, retrieval_sections, write_report
+from .sections import Part, document, grid_sections, listed, report_figures, write_report
 from .tables import (
-    answer_bits_table,
-    extension_table,
-    format_table,
-    interval_table,
+    cell,
     length_table,
     paper_tables,
     pattern_table,
+    percent,
     principles_table,
     provenance_table,
     resolution_table,
-    retrieval_table,
 )
 
-__all__ = ["answer_bits_table", "context_goal_finding", "difference_findings", "document", "extension_findings",
-           "extension_sections", "extension_table", "format_findings", "format_table", "goal_finding", "grid_sections",
-           "interval_table", "learning_findings", "length_table", "paper_tables", "pattern_table", "principles_table",
-           "provenance_table", "resolution_table", "retrieval_findings", "retrieval_sections", "retrieval_table",
-           "write_report"]
+__all__ = ["Part", "cell", "document", "grid_sections", "length_table", "listed", "paper_tables", "pattern_table",
+           "percent", "principles_table", "provenance_table", "report_figures", "resolution_table", "write_report"]

@@ -1,32 +1,47 @@
 """The study report as one document: its sections in order, each a heading, a few sentences of what
-was measured, the tables (:mod:`.tables`), the findings (:mod:`.findings`) and the figures
-(:mod:`lexkit.plots`), all from results.json alone (no model, no scheme is built here), so a report
-can be rebuilt without the runs. :func:`write_report` renders it as ``report.md`` and as one
+was measured, the tables (:mod:`.tables`) and the figures (:mod:`lexkit.plots`), all from
+results.json alone (no model, no scheme is built here), so a report can be rebuilt without the
+runs. The grid's sections (A-D) are here; each table beside the grid brings its own (:class:`Part`:
+its blocks and figures), as registered (:data:`lexkit.rows.TABLES`; ``import lexkit.study``
+registers tables E and G). :func:`write_report` renders the document as ``report.md`` and as one
 self-contained ``report.html`` (:mod:`lexkit.htmlreport`), beside the figures and ``results.csv``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Protocol
 
+from .. import plots
 from .. import results as query
 from ..blocks import Block, Bullets, Figure, Heading, Text
-from ..formats import multiple
 from ..htmlreport import html
-from ..plots import report_figures
 from ..render import csv_text, markdown
-from ..rows import StudyResults
+from ..rows import TABLES, StudyResults
 from ..runs import atomic_write
-from . import findings, tables
+from . import tables
 
 #: the columns of results.csv, one row per evaluation cell of every seed's run
 CSV_FIELDS = ("scheme", "seed", "pattern", "length", "bpb", "ppl", "bytes", "unavailable")
 
 
+class Part(Protocol):
+    """What the report takes of a table beside the grid: its sections (:meth:`blocks`, none when
+    its section of results.json is empty) and its figures (file name -> ``draw(results, path)``)."""
+
+    figures: dict[str, Callable[[StudyResults, Any], None]]
+
+    @staticmethod
+    def blocks(doc: StudyResults) -> list[Block]: ...
+
+
 def document(results: StudyResults | dict) -> list[Block]:
-    """The report, block by block."""
+    """The report, block by block: the grid's sections, each table's (:data:`lexkit.rows.TABLES`, in
+    order), the paper's numbers and the provenance."""
     doc = query.read(results)
-    return [*grid_sections(doc), *extension_sections(doc), *retrieval_sections(doc),
+    parts: list[Part] = TABLES
+    return [*grid_sections(doc), *[block for part in parts for block in part.blocks(doc)],
             Heading("The paper's numbers, for orientation"),
             Text("A different model (24 layers, hidden 1024), data (a Pile subset, BPE tokens) and scale: compare "
                  "shapes and orderings, not values."),
@@ -65,6 +80,8 @@ def grid_sections(doc: StudyResults) -> list[Block]:
              f"{doc.config['resolution_texts']} validation texts. R lies in [0, 1] for any curve, so the "
              "paper's 1.08 for xPos+BCA cannot come from the formula as printed."),
         tables.resolution_table(doc),
+        *([Text("A layout's R above is the mean over its layers; each layer's (layer 0 first, as the layout "
+                "is written):"), tables.layer_resolution_table(doc)] if query.layouts(doc) else []),
         Figure("s_curves.png", "s[n] curves"),
         Figure("resolution_per_layer.png", "resolution per layer"),
         Figure("entropy.png", "entropy"),
@@ -80,81 +97,24 @@ def grid_sections(doc: StudyResults) -> list[Block]:
     ]
 
 
-def extension_sections(doc: StudyResults) -> list[Block]:
-    """Sections E (context extension) and F (the stated goal), when the study ran them."""
-    ext = doc.extension
-    if not ext:
-        return []
-    out = [
-        Heading("E. Context extension: stretching RoPE, beside local attention and xPos"),
-        Text(f"The study's `rope` run evaluated without retraining under each method (every scaling set "
-             f"for the longest length: factor {ext.factor:.3g}), and fine-tuned for {ext.finetune_steps} "
-             f"steps at {ext.finetune_len} bytes ({multiple(ext.finetune_len, doc.train_len)}) with `--init` under "
-             "no scaling, PI and YaRN, each evaluated under causal attention and under window/BCA at its new "
-             "length. Bits per byte; the same bytes at every length."),
-        tables.extension_table(doc),
-        Figure("extension.png", "context extension"),
-    ]
-    out += listed("Against plain rope under causal attention (lower is better):", findings.extension_findings(doc))
-    goal = findings.goal_finding(doc)
-    return out + ([Heading("F. The stated goal: context that is used"), Text(goal)] if goal is not None else [])
-
-
-def retrieval_sections(doc: StudyResults) -> list[Block]:
-    """Section G (use of context), when the study ran it."""
-    g = doc.retrieval
-    if not g:
-        return []
-    held = query.held_out_scored(doc)
-    formats = (f"in the trained format ({', '.join(g.formats or ['tilde'])}: `~` + {g.size} random letters, the "
-               f"marker again) and in the held-out formats ({', '.join(g.held_out or [])}: never in training, "
-               "lexkit.needles)" if held else f"({g.size} random letters after a marker, the marker again)")
-    out = [
-        Heading("G. Use of context: retrieval at distance"),
-        Text(f"Perplexity rewards a model that survives a long input; it cannot tell it from one that uses it. "
-             f"Each row is a run trained with one recipe ({g.preset} preset, trained at {g.train_len} bytes for "
-             f"{g.steps} steps, batch {g.batch}, lr {g.lr:g}, `--mix {g.mix}`) on {g.seeds} "
-             f"seed{'s' if g.seeds != 1 else ''}, scored on copy needles {formats}, held-out values, validation "
-             f"filler, {g.samples} documents at each depth {', '.join(f'{d:g}' for d in g.depths)} % per "
-             "format and seed: exact match (teacher-forced argmax, equal to greedy decoding on a byte model) at "
-             "each multiple of the training length, pooled over seeds (lowest and highest seed in parentheses), "
-             "beside the configuration's bpb. A configuration learned the skill when it retrieves at least 90 % "
-             "at 1x" + (" on the held-out formats" if held else "") + "; one that did not is marked and not "
-             f"ranked past 1x. On the rope row's seed-0 run, table E's methods (scalings at x{max(g.multiples)}, "
-             f"ReRoPE, log-n, sinks; the fine-tunes run {g.finetune_steps} steps at 4x with the same mix)."),
-        tables.retrieval_table(doc),
-        Figure("retrieval_scatter.png", "bpb against retrieval at 16x"),
-        Figure("retrieval_heatmap.png", "exact match by configuration and length"),
-        Text("95 % intervals (Wilson, over the needles pooled across seeds, depths and the formats of a line), "
-             "the needles per length, and the worst depth at the longest length: a difference is stated below "
-             "only where two intervals and the seeds' ranges are apart."),
-        tables.interval_table(doc),
-    ]
-    if held:
-        out += [Text("By format, each row under its first pattern (exact match %, pooled over seeds and depths):"),
-                tables.format_table(doc)]
-    out += [Text("Answer bits per byte (teacher-forced; a copying model scores near 0, a uniform guess log2 of "
-                 "the alphabet: 4.70 over letters, 4.00 over hex digits):"),
-            tables.answer_bits_table(doc)]
-    out += listed("Did not learn the skill at 1x:", findings.learning_findings(doc))
-    out += listed("Format-bound (the trained format retrieved, the held-out ones clearly not):",
-                  findings.format_findings(doc))
-    out += listed("Differences between the rows that learned, " + ("held-out formats" if held else "trained format")
-                  + " (ordered by exact match):", findings.difference_findings(doc))
-    out += listed("Where each configuration that loses the skill stops retrieving (below 90 % over all depths):",
-                  findings.retrieval_findings(doc))
-    goal = findings.context_goal_finding(doc)
-    return out + ([Text(goal)] if goal is not None else [])
-
-
 def listed(intro: str, items: list[str]) -> list[Block]:
     """``items`` as bullets after ``intro``; nothing when there are none."""
     return [Text(intro), Bullets(items)] if items else []
 
 
+def report_figures(results: StudyResults | dict, out: str | Path | None = None) -> dict[str, bytes]:
+    """Every figure of the report, the grid's (:data:`lexkit.plots.GRID_FIGURES`) then each table's:
+    file name -> PNG bytes (:func:`lexkit.plots.draw`), also written into ``out`` when given."""
+    figures = dict(plots.GRID_FIGURES)
+    parts: list[Part] = TABLES
+    for part in parts:
+        figures.update(part.figures)
+    return plots.draw(figures, results, out)
+
+
 def write_report(results: StudyResults | dict, out: str | Path) -> None:
-    """In the directory ``out``: the figures (:func:`lexkit.plots.report_figures`), ``report.md``,
-    ``report.html`` (the same blocks, figures embedded) and ``results.csv``."""
+    """In the directory ``out``: the figures (:func:`report_figures`), ``report.md``, ``report.html``
+    (the same blocks, figures embedded) and ``results.csv``."""
     doc, out = query.read(results), Path(out)
     images = report_figures(doc, out)
     blocks = document(doc)

@@ -1,14 +1,15 @@
-"""The study report's tables, built from results.json through :mod:`lexkit.results` alone: the
-paper's Tables 2, 5 and 3 layouts (A, B, C), the design principles (D), context extension (E), use
-of context (G), the paper's own numbers and the provenance. Each is a :class:`lexkit.blocks.Table`
-of :class:`~lexkit.blocks.Number` cells that every renderer draws."""
+"""The study report's tables of the grid, built from results.json through :mod:`lexkit.results`
+alone: the paper's Tables 2, 5 and 3 layouts (A, B, C), the design principles (D), the paper's own
+numbers and the provenance; and the cells every table of the report is made of (:func:`cell`,
+:func:`percent`, the tables beside the grid's too). Each table is a :class:`lexkit.blocks.Table` of
+:class:`~lexkit.blocks.Number` cells that every renderer draws."""
 
 from __future__ import annotations
 
-from .. import formats
+from .. import notation
 from .. import results as query
 from ..blocks import Number, Table
-from ..formats import length_label, number
+from ..notation import length_label, number
 from ..rows import StudyResults
 
 LOWEST_BPB = "best (lowest) bpb per column marked"
@@ -35,49 +36,73 @@ def cell(mean: float | None, std: float | None = None, digits: int = 3, *, small
 
 
 def percent(x: float | None) -> Number:
-    """An exact-match cell in percent (:func:`lexkit.formats.percent`; its value the fraction as shown)."""
+    """An exact-match cell in percent (:func:`lexkit.notation.percent`; its value the fraction as shown)."""
     if x is None:
         return Number("n/a", None)
-    text = formats.percent(x)
+    text = notation.percent(x)
     return Number(text, float(text) / 100 if text[0].isdigit() else x)
 
 
 def length_table(doc: StudyResults, key: str = "bpb") -> Table:
-    """A, the paper's Table 2 layout: scheme x length under causal attention (``key``: bpb or ppl)."""
+    """A, the paper's Table 2 layout: row (scheme or layout) x length under causal attention (``key``:
+    bpb or ppl)."""
     t = doc.train_len
     header = ["scheme"] + [length_label(n, t) for n in doc.lengths]
     rows = [[s] + [cell(*query.evaluation(doc, s, "causal", n, key), digits=3 if key == "bpb" else 2)
-                   for n in doc.lengths] for s in query.schemes(doc)]
+                   for n in doc.lengths] for s in query.labels(doc)]
     return Table.of(header, rows, "min", LOWEST_BPB if key == "bpb" else "best (lowest) perplexity per column marked")
 
 
 def pattern_table(doc: StudyResults) -> Table:
-    """B, the paper's Table 5 layout: each scheme without absolute embeddings (the relative ones,
-    and FIRE's bias of the query's position) under every pattern beyond the training length (bpb)."""
+    """B, the paper's Table 5 layout: each row without absolute embeddings (the relative schemes,
+    FIRE's bias of the query's position, the layouts) under every pattern beyond the training length
+    (bpb)."""
     t = doc.train_len
     beyond = [n for n in doc.lengths if n > t] or doc.lengths
     header = ["scheme", "pattern"] + [length_label(n, t) for n in beyond]
-    rows = [[scheme, pattern] + [cell(*query.evaluation(doc, scheme, pattern, n)) for n in beyond]
-            for scheme in query.schemes(doc) if query.runs_of(doc, scheme)[0].family != "absolute"
+    rows = [[label, pattern] + [cell(*query.evaluation(doc, label, pattern, n)) for n in beyond]
+            for label in query.labels(doc) if query.runs_of(doc, label)[0].family != "absolute"
             for pattern in doc.patterns]
     return Table.of(header, rows, "min", LOWEST_BPB)
 
 
 def resolution_table(doc: StudyResults) -> Table:
-    """C, the paper's Table 3 layout: resolution per scheme (and pattern) at 1x, 2x, ... the
+    """C, the paper's Table 3 layout: resolution per row (and pattern) at 1x, 2x, ... the
     training length, analytic (before training) beside empirical (after); R spans decades (a flat
-    curve gives 1/N^2), so values below 1e-3 are shown in scientific notation."""
+    curve gives 1/N^2), so values below 1e-3 are shown in scientific notation. A layout's R is the
+    mean over its layers, and its label says so (each layer's: :func:`layer_resolution_table`)."""
     header = ["scheme", "pattern"]
     for n in doc.resolution_lengths:
         header += [f"analytic {n}", f"empirical {n}"]
-    rows = []
-    for scheme in query.schemes(doc):
+    rows, layered = [], set(query.layouts(doc))
+    for label in query.labels(doc):
         for pattern in doc.patterns:
-            row = [scheme, pattern]
+            row = [f"{label} (mean over layers)" if label in layered else label, pattern]
             for n in doc.resolution_lengths:
-                row += [cell(*query.analytic_resolution(doc, scheme, pattern, n), small=True),
-                        cell(*query.empirical_resolution(doc, scheme, pattern, n), small=True)]
+                row += [cell(*query.analytic_resolution(doc, label, pattern, n), small=True),
+                        cell(*query.empirical_resolution(doc, label, pattern, n), small=True)]
             rows.append(row)
+    return Table.of(header, rows, "max", "best (highest) resolution per column marked")
+
+
+def layer_resolution_table(doc: StudyResults) -> Table:
+    """C, layer by layer: each layout's R of every layer, analytic beside empirical (mean over
+    seeds), at every resolution length, so that a layer the mean hides (a global layer beneath
+    local ones) shows."""
+    header = ["layout", "pattern", "layer"]
+    for n in doc.resolution_lengths:
+        header += [f"analytic {n}", f"empirical {n}"]
+    rows = []
+    for label in query.layouts(doc):
+        for pattern in doc.patterns:
+            by_length = {n: query.layer_resolution(doc, label, pattern, n) for n in doc.resolution_lengths}
+            count = max((len(v) for pair in by_length.values() for v in pair if v), default=0)
+            for i in range(count):
+                row = [label, pattern, str(i)]
+                for n in doc.resolution_lengths:
+                    row += [cell(values[i] if values and i < len(values) else None, small=True)
+                            for values in by_length[n]]
+                rows.append(row)
     return Table.of(header, rows, "max", "best (highest) resolution per column marked")
 
 
@@ -89,115 +114,13 @@ def principles_table(doc: StudyResults) -> Table:
               "best pattern at 16x"] + [f"beyond − inside ({p})" for p in doc.patterns]
     rows = []
     for p in query.principles(doc):
-        row = [p.scheme, cell(p.order_variance, digits=3), cell(p.translation, digits=4),
+        row = [p.label, cell(p.order_variance, digits=3), cell(p.translation, digits=4),
                cell(p.ratio_4x, digits=2), cell(p.ratio_16x, digits=2), p.best_pattern_16x or "n/a"]
         row += [cell(p.beyond_minus_inside.get(pat), digits=3) for pat in doc.patterns]
         rows.append(row)
     best = {3: "min", 4: "min"} | {6 + i: "min" for i in range(len(doc.patterns))}
     return Table.of(header, rows, best, "lowest extrapolation ratio and lowest beyond − inside per column marked "
                     "(order variance and translation Δ describe a scheme, they are not scores: unmarked)")
-
-
-def extension_table(doc: StudyResults) -> Table:
-    """E: the context-extension configurations of the rope run (bpb by length), then the main
-    grid's rope and xpos rows for reference."""
-    t = doc.train_len
-    header = ["configuration", "pattern"] + [length_label(n, t) for n in doc.lengths]
-    rows = [[line.label, line.pattern] + [cell(*line.bpb[n]) for n in doc.lengths]
-            for line in query.extension_lines(doc)]
-    for scheme in ("rope", "xpos"):
-        if scheme in query.schemes(doc):
-            rows += [[f"{scheme} (tables A, B)", pattern]
-                     + [cell(*query.evaluation(doc, scheme, pattern, n)) for n in doc.lengths]
-                     for pattern in doc.patterns]
-    return Table.of(header, rows, "min", LOWEST_BPB)
-
-
-def _lines(doc: StudyResults) -> list[query.RetrievalLine]:
-    """Table G's lines: trained and held-out of each configuration together (trained alone in a
-    study that scored no held-out format)."""
-    return query.retrieval_lines(doc, None if query.held_out_scored(doc) else "trained")
-
-
-def _formats(line: query.RetrievalLine) -> str:
-    return f"{line.group} ({', '.join(line.formats)})" if line.group == "held-out" else line.group
-
-
-def _exact(line: query.RetrievalLine, m: int) -> Number:
-    """Exact match (%) at multiple ``m``, pooled over seeds, with the lowest and highest seed's when
-    there are several; not ranked past 1x when the configuration did not learn at 1x."""
-    acc = line.accuracy.get(m)
-    if acc is None:
-        return Number("n/a", None)
-    low, high = line.spread.get(m, (acc, acc))
-    text = f"{100 * acc:.0f}" + (f" ({100 * low:.0f}-{100 * high:.0f})" if line.seeds > 1 else "")
-    return Number(text, round(100 * acc) / 100 if line.learned or m == min(line.accuracy) else None)
-
-
-def retrieval_table(doc: StudyResults) -> Table:
-    """G: exact match (%) of copy needles at every multiple of the training length, in the trained
-    format and (a second line) the held-out ones, pooled over seeds (the lowest and highest seed in
-    parentheses), whether the configuration learned at 1x, then bpb at 1x and 16x and their
-    ratio. A configuration that did not learn at 1x is not ranked past 1x."""
-    ms, bms = doc.retrieval.multiples, doc.retrieval.bpb_multiples
-    header = (["configuration", "pattern", "formats", "seeds", "learned at 1x"] + [f"exact {m}x (%)" for m in ms]
-              + [f"bpb {m}x" for m in bms] + [f"bpb {bms[-1]}x / {bms[0]}x"])
-    rows = []
-    for line in _lines(doc):
-        b = [line.bpb.get(m) for m in bms]
-        ratio = b[-1] / b[0] if b[0] and b[-1] is not None else None
-        rows.append([line.label, line.pattern, _formats(line), str(line.seeds), "yes" if line.learned else "no"]
-                    + [_exact(line, m) for m in ms] + [cell(v) for v in b] + [cell(ratio, digits=2)])
-    first = 5
-    best = {first + i: "max" for i in range(len(ms))} | {first + len(ms) + i: "min" for i in range(len(bms) + 1)}
-    return Table.of(header, rows, best, "highest exact match and lowest bpb (and ratio) per column marked; "
-                    "configurations that did not learn at 1x are not ranked past it")
-
-
-def interval_table(doc: StudyResults) -> Table:
-    """G's 95 % intervals: exact match pooled over seeds, depths and the formats of a group, with the
-    Wilson interval of the needles pooled (their count beside it), and the worst depth at the
-    longest multiple: what a difference in the findings must clear."""
-    ms = doc.retrieval.multiples
-    header = ["configuration", "pattern", "formats", "needles"] + [f"{m}x [95 %]" for m in ms] + [
-        f"worst depth {ms[-1]}x"]
-    rows = []
-    for line in _lines(doc):
-        rows.append([line.label, line.pattern, _formats(line), str(line.needles.get(ms[0], 0))]
-                    + [f"{100 * line.accuracy[m]:.0f} [{100 * line.low[m]:.0f}-{100 * line.high[m]:.0f}]"
-                       if m in line.accuracy else "n/a" for m in ms]
-                    + [percent(line.worst_depth.get(ms[-1]))])
-    return Table.of(header, rows)
-
-
-def format_table(doc: StudyResults) -> Table:
-    """G by format: each scheme row's exact match (%) in every format scored, pooled over seeds and
-    depths, under its first pattern."""
-    g, ms = doc.retrieval, doc.retrieval.multiples
-    header = ["configuration", "pattern", "format", "held out"] + [f"{m}x" for m in ms]
-    acc: dict[tuple, list[int]] = {}
-    for e in g.configs:
-        if e.kind != "scheme":
-            continue
-        for c in e.cells:
-            counts = acc.setdefault((e.label, e.pattern, e.format, e.held_out, c.length // g.train_len), [0, 0])
-            counts[0], counts[1] = counts[0] + c.samples, counts[1] + c.correct
-    keys = list(dict.fromkeys(k[:4] for k in acc))
-    first = {k[0]: k[1] for k in reversed(keys)}
-    rows = [list(k[:3]) + ["yes" if k[3] else "no"] + [percent(acc[(*k, m)][1] / acc[(*k, m)][0])
-                                                      if (*k, m) in acc else percent(None) for m in ms]
-            for k in keys if first[k[0]] == k[1]]
-    return Table.of(header, rows, "max", "highest exact match per column marked")
-
-
-def answer_bits_table(doc: StudyResults) -> Table:
-    """G, continuous: teacher-forced bits per answer byte by multiple, pooled over seeds (and the
-    held-out formats on their own line; chance: log2 of the alphabet, 4.70 for letters)."""
-    ms = doc.retrieval.multiples
-    header = ["configuration", "pattern", "formats"] + [f"{m}x" for m in ms]
-    rows = [[line.label, line.pattern, _formats(line)] + [cell(line.answer_bits.get(m), digits=2) for m in ms]
-            for line in _lines(doc)]
-    return Table.of(header, rows, "min", "lowest answer bits per column marked")
 
 
 def paper_tables() -> list[tuple[str, Table]]:

@@ -91,7 +91,7 @@ def load(
     ``"trained"`` is the run's own model section (the weights are verified against it). A
     scheme's training-length defaults (``original_len``, ReRoPE's ``w``) take the run's length.
     On a run with a layout, ``scheme`` may select layers (``global=rerope:w=64``; unqualified: the
-    layers of its family, :func:`lexkit.layouts.override_schemes`) and becomes the layout's. A run
+    layers of its family, :meth:`lexkit.layouts.LayerPlan.replace_schemes`) and becomes the layout's. A run
     whose weights are past its position drop is the model after the drop (:func:`trained_section`)."""
     run_dir = Path(run_dir)
     config = read_config(run_dir)

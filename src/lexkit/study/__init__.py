@@ -8,6 +8,7 @@ Every unit of work is cached in the study directory under a hash of its full con
     DIR/cache/resolution-<hash>.json         empirical resolution and entropy per layer
     DIR/cache/principles-<hash>.json         order variance, translation invariance
     DIR/cache/extension-<hash>.json          a context-extension configuration (table E)
+    DIR/runs/<run>-ft-<scheme>-<hash>/       a fine-tune of a run (tables E and G)
     DIR/runs/mix-<scheme>-s0-<hash>/         a run of table G, trained with the retrieval mix
     DIR/cache/retrieval-<hash>.json          a table-G configuration's retrieval and bpb
     DIR/log.jsonl                            one line per task and whether it ran or was cached
@@ -20,26 +21,35 @@ r, r + N, r + 2N, ... on its own device; rank 0 then waits until every other cel
 files exist (no collective: a cell may take hours) and writes the report from the cache.
 
 The package, one job per module: :mod:`~lexkit.study.plan` (configuration, cells, lengths,
-cache keys, and :class:`~lexkit.study.plan.Section`, the interface of the tables beside the grid),
-:mod:`~lexkit.study.cache` (the cache and its log), :mod:`~lexkit.study.execution` (the
-:class:`Study`, which owns a plan, a cache and its tables, and runs them locally and under
-torchrun), :mod:`~lexkit.study.extension` (table E), :mod:`~lexkit.study.retrieval` (table G, use
-of context) and :mod:`~lexkit.study.estimate` (the dry run's time estimate). What a study writes is
-typed: :class:`lexkit.rows.StudyResults`.
+cache keys, and :class:`~lexkit.study.plan.Table`, the interface of the tables beside the grid,
+with their :class:`~lexkit.study.plan.TableSettings`), :mod:`~lexkit.study.cache` (the cache and
+its log), :mod:`~lexkit.study.execution` (the :class:`Study`, which owns a plan, a cache and its
+tables, and runs them locally and under torchrun), :mod:`~lexkit.study.estimate` (the dry run's
+time estimate), :mod:`~lexkit.study.recipe` (table G's training recipe) and
+:mod:`~lexkit.study.tables` (one folder per table: ``extension/``, table E; ``retrieval/``, table
+G; :data:`~lexkit.study.tables.TABLES` in report order). What a study writes is typed:
+:class:`lexkit.rows.StudyResults`, read by :func:`read`; :func:`write_report` writes its report
+(importing this package registers its tables, so both take them in).
 """
 
+from ..report import document, report_figures, write_report
+from ..results import read
 from .execution import Study
 from .plan import (
-                   DEFAULT_LAYOUTS,
-                   DEFAULT_PATTERNS,
-                   DEFAULT_SCHEMES,
-                   EVAL_VERSION,
-                   SCHEMA_VERSION,
-                   Cell,
-                   StudyConfig,
-                   digest,
-                   slug,
+    DEFAULT_LAYOUTS,
+    DEFAULT_PATTERNS,
+    DEFAULT_SCHEMES,
+    EVAL_VERSION,
+    SCHEMA_VERSION,
+    Cell,
+    StudyConfig,
+    Table,
+    TableSettings,
+    digest,
+    slug,
 )
+from .tables import TABLES, register
 
-__all__ = ["DEFAULT_LAYOUTS", "DEFAULT_PATTERNS", "DEFAULT_SCHEMES", "EVAL_VERSION", "SCHEMA_VERSION", "Cell", "Study",
-           "StudyConfig", "digest", "slug"]
+__all__ = ["DEFAULT_LAYOUTS", "DEFAULT_PATTERNS", "DEFAULT_SCHEMES", "EVAL_VERSION", "SCHEMA_VERSION", "TABLES", "Cell",
+           "Study", "StudyConfig", "Table", "TableSettings", "digest", "document", "read", "register",
+           "report_figures", "slug", "write_report"]

@@ -8,11 +8,14 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from .. import distributed, runs
-from ..rows import Row
+from ..rows import Row, jsonable, typed
 from ..train import train
 from .plan import Cell, Plan
+
+R = TypeVar("R", bound=Row)
 
 
 class Cache:
@@ -36,17 +39,19 @@ class Cache:
         with open(self.out / "log.jsonl", "a") as handle:
             handle.write(json.dumps(entry) + "\n")
 
-    def cached(self, task: str, name: str, path: Path, compute: Callable[[], dict | Row]) -> dict:
-        """The JSON stored at ``path``, or ``compute()``'s (a dict or a row), stored there first."""
+    def cached(self, task: str, name: str, path: Path, compute: Callable[[], Any], row: type[R]) -> Any:
+        """``compute()``'s result as rows of ``row`` (one, or a list): read from ``path`` when it is
+        there, else computed and stored there first. ``compute`` returns rows (handed back as they
+        are) or an instrument's JSON document (stored whole, handed back as ``row``)."""
         if path.is_file():
             self.log(task, name, "cached", 0.0)
-            return json.loads(path.read_text())
+            return typed(row, json.loads(path.read_text()))
         start = time.perf_counter()
         result = compute()
-        result = result.to_json() if isinstance(result, Row) else result
-        runs.write_json(path, result)
+        runs.write_json(path, jsonable(result))
         self.log(task, name, "ran", time.perf_counter() - start)
-        return result
+        is_rows = isinstance(result, Row) or (isinstance(result, list) and all(isinstance(r, Row) for r in result))
+        return result if is_rows else typed(row, result)
 
     def trained(self, run_dir: Path, model_cfg, train_cfg, *, init: Path | None = None) -> None:
         """Train ``run_dir`` to its last step: nothing if it is done, resumed if it was

@@ -17,17 +17,18 @@ from .plan import Plan, Section, entries
 
 def estimate(plan: Plan, cache: Cache, tables: list[Section]) -> dict:
     """The cells, and a time estimate from a short measurement on this machine: the trainer's own
-    :func:`~lexkit.train.train_step`, 4 steps per scheme (the first is warm-up; the median of the
-    other three counts), and evaluation from one forward pass at the longest length; then each
-    table's tasks (:meth:`lexkit.study.plan.Section.tasks`) scaled from those."""
+    :func:`~lexkit.train.train_step`, 4 steps per row of the grid (the first is warm-up; the median
+    of the other three counts), and evaluation from one forward pass at the longest length (``grid``:
+    label -> ``train_s``, ``eval_s``); then each table's tasks (``tables``: key -> its
+    :meth:`~lexkit.study.plan.Section.tasks`, scaled from those)."""
     device = resolve_device(plan.cfg.device)
     if plan.cfg.threads:  # timed at the thread count the study will run at
         torch.set_num_threads(plan.cfg.threads)
     cells = plan.cells()
     lengths, patterns = plan.lengths(), plan.patterns()
-    per_scheme = {}
-    for scheme in entries(plan.cfg):
-        cell = next(c for c in cells if c.scheme == scheme)
+    grid = {}
+    for label in entries(plan.cfg):
+        cell = next(c for c in cells if c.label == label)
         model, step_s, probe = timed_steps(cell, device, max(lengths))
         with eval_mode(model), torch.no_grad():
             t0 = time.perf_counter()
@@ -37,16 +38,16 @@ def estimate(plan: Plan, cache: Cache, tables: list[Section]) -> dict:
                 pass
             forward = time.perf_counter() - t0
         eval_s = forward * plan.cfg.eval_docs * len(lengths) * len(patterns) * 1.3
-        per_scheme[scheme] = {"train_s": step_s * cell.train_cfg.steps, "eval_s": eval_s}
-    total = sum(v["train_s"] + v["eval_s"] for v in per_scheme.values()) * plan.cfg.seeds
-    work = {table.key: table.tasks(per_scheme, device) for table in tables}
+        grid[label] = {"train_s": step_s * cell.train_cfg.steps, "eval_s": eval_s}
+    total = sum(v["train_s"] + v["eval_s"] for v in grid.values()) * plan.cfg.seeds
+    work = {table.key: table.tasks(grid, device) for table in tables}
     total += sum(task["seconds"] for tasks in work.values() for task in tasks)
     done = {c.name for c in cells if (cache.run_dir(c) / runs.CHECKPOINT).is_file()}
     # what the trained runs already here save (their evaluations and scores may be cached too: not counted)
-    saved = sum(per_scheme[c.scheme]["train_s"] for c in cells if c.name in done)
+    saved = sum(grid[c.label]["train_s"] for c in cells if c.name in done)
     saved += sum(task["seconds"] for tasks in work.values() for task in tasks if task.get("exists"))
-    return {"cells": [{"scheme": c.scheme, "seed": c.seed, "run": c.name, "exists": c.name in done} for c in cells],
-            "lengths": lengths, "patterns": patterns, "per_scheme": per_scheme, **work, "total_s": total,
+    return {"cells": [{"label": c.label, "seed": c.seed, "run": c.name, "exists": c.name in done} for c in cells],
+            "lengths": lengths, "patterns": patterns, "grid": grid, "tables": work, "total_s": total,
             "left_s": total - saved}
 
 

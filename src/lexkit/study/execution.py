@@ -1,6 +1,6 @@
 """Running a study: every cell (this rank's share under ``torchrun``), then on rank 0 the other
-ranks' cells from the shared directory, the analytic measures, tables E and G, results.json and
-the report."""
+ranks' cells from the shared directory, the analytic measures, each table beside the grid
+(:data:`lexkit.study.tables.TABLES`), results.json and the report."""
 
 from __future__ import annotations
 
@@ -15,20 +15,21 @@ import torch
 from .. import distributed, lock, provenance, runs
 from ..evaluate import evaluate
 from ..principles import measure_principles
+from ..report import write_report
 from ..resolution import analytic, analytic_curve, empirical, model_curve, resolution, texts
 from ..rows import AnalyticCurves, AnalyticRow, EmpiricalRow, Evaluation, PrinciplesRow, StudyResults, StudyRun
 from ..version import __version__
 from .cache import Cache
 from .estimate import estimate
-from .extension import ExtensionTable
-from .plan import SCHEMA_VERSION, Cell, Plan, Section, StudyConfig
-from .retrieval import RetrievalTable
+from .plan import SCHEMA_VERSION, Cell, Plan, StudyConfig, Table
+from .tables import TABLES
 
 
 class Study:
     """A study in the directory ``out`` (see :mod:`lexkit.study`): what it runs (:attr:`plan`), the
-    cache its work goes through (:attr:`cache`), and the tables beside its grid (:attr:`tables`,
-    each a :class:`~lexkit.study.plan.Section`: E, then G)."""
+    cache its work goes through (:attr:`cache`), and the tables beside its grid (:attr:`tables`, one
+    :class:`~lexkit.study.plan.Table` of each of :data:`~lexkit.study.tables.TABLES`, in report
+    order; :meth:`table` by key)."""
 
     #: seconds between looks at the cache while rank 0 waits for the other ranks' cells
     POLL = 2.0
@@ -40,9 +41,11 @@ class Study:
         self.echo = echo or (lambda _msg: None)
         self.plan = Plan(cfg)
         self.cache = Cache(self.out, self.plan, self.world, progress=progress and self.world.is_main)
-        self.extension = ExtensionTable(self.plan, self.cache)
-        self.retrieval = RetrievalTable(self.plan, self.cache)
-        self.tables: list[Section] = [self.extension, self.retrieval]
+        self.tables: list[Table] = [table(self.plan, self.cache) for table in TABLES]
+
+    def table(self, key: str) -> Table:
+        """The table ``key`` of this study (``"extension"``, ``"retrieval"``)."""
+        return next(table for table in self.tables if table.key == key)
 
     @property
     def record(self) -> list[dict]:
@@ -82,8 +85,6 @@ class Study:
         doc = dataclasses.replace(doc, provenance={**origin, "finished": provenance.now(),
                                                    "wall_seconds": round(time.perf_counter() - started, 1)})
         runs.write_json(self.out / "results.json", doc.to_json())
-        from ..report import write_report
-
         write_report(doc, self.out)  # report.md, report.html, results.csv and the figures
         return doc
 
@@ -92,7 +93,7 @@ class Study:
         who = f"rank {self.world.rank}: " if self.world.parallel else ""
         done = {}
         for cell in mine:
-            self.echo(f"{who}[{cells.index(cell) + 1}/{len(cells)}] {cell.scheme} (seed {cell.seed})")
+            self.echo(f"{who}[{cells.index(cell) + 1}/{len(cells)}] {cell.label} (seed {cell.seed})")
             try:
                 done[cell.name] = self.run_cell(cell)
             except distributed.USER_ERRORS as exc:
@@ -104,16 +105,16 @@ class Study:
     def results(self, cells: list[Cell], rows: list[StudyRun], started: float) -> StudyResults:
         """The study's results: its settings, every cell, the analytic measures and each table."""
         plan = self.plan
-        sections = {table.key: table.run() for table in self.tables}
         return StudyResults(
-            schema=SCHEMA_VERSION, lexkit=__version__, torch=torch.__version__, config=dataclasses.asdict(self.cfg),
+            schema=SCHEMA_VERSION, lexkit=__version__, torch=torch.__version__, config=self.cfg.to_json(),
             train_len=plan.train_len(), lengths=plan.lengths(), patterns=plan.patterns(),
             resolution_lengths=plan.resolution_lengths(),
             data={"spec": plan.corpus.spec, "fingerprint": plan.corpus.fingerprint},
             model={k: v for k, v in dataclasses.asdict(cells[0].model_cfg).items() if k != "scheme"},
             params=runs.build_model({"model": dataclasses.asdict(cells[0].model_cfg)}).num_params(),
             train={k: v for k, v in dataclasses.asdict(cells[0].train_cfg).items() if k != "seed"},
-            runs=rows, analytic=self.analytic(), analytic_curves=self.analytic_curves(), **sections,
+            runs=rows, analytic=self.analytic(), analytic_curves=self.analytic_curves(),
+            tables={table.key: table.run() for table in self.tables},
             wall_seconds=round(time.perf_counter() - started, 1),
             work={a: sum(1 for r in self.record if r["action"] == a) for a in ("ran", "cached")})
 
@@ -137,18 +138,18 @@ class Study:
         val = [r["val_bpb"] for r in metrics if "val_bpb" in r]
         lengths, patterns, paths = plan.lengths(), plan.patterns(), plan.cache_paths(self.out, cell)
         ev = cache.cached("eval", cell.name, paths["eval"], lambda: evaluate(
-            model, plan.corpus.valid, lengths, patterns, max_docs=self.cfg.eval_docs, progress=cache.progress))
+            model, plan.corpus.valid, lengths, patterns, max_docs=self.cfg.eval_docs, progress=cache.progress),
+                          Evaluation)
         res = cache.cached("resolution", cell.name, paths["resolution"],
-                           lambda: self.empirical(model, plan.resolution_lengths(), patterns))
+                           lambda: self.empirical(model, plan.resolution_lengths(), patterns), EmpiricalRow)
         principles = cache.cached("principles", cell.name, paths["principles"],
-                                  lambda: measure_principles(model, plan.corpus.valid))
+                                  lambda: measure_principles(model, plan.corpus.valid), PrinciplesRow)
         family, relative = kind_of(model)
-        return StudyRun(cell.scheme, cell.seed, str(run_dir.relative_to(self.out)), family, relative,
+        return StudyRun(cell.label, cell.seed, str(run_dir.relative_to(self.out)), family, relative,
                         metrics[-1]["loss"] if metrics else None, val[-1] if val else None,
-                        (runs.trainer_state(run_dir) or {}).get("elapsed"), Evaluation.from_json(ev),
-                        [EmpiricalRow.from_json(r) for r in res], PrinciplesRow.from_json(principles))
+                        (runs.trainer_state(run_dir) or {}).get("elapsed"), ev, res, principles)
 
-    def empirical(self, model, lengths: list[int], patterns: list[str]) -> list[dict]:
+    def empirical(self, model, lengths: list[int], patterns: list[str]) -> list[EmpiricalRow]:
         """The empirical resolution rows of ``model`` at every length that has texts, under every pattern."""
         rows = []
         for n in lengths:
@@ -161,7 +162,7 @@ class Study:
                     row = EmpiricalRow.from_json(empirical(model, toks, pattern))
                 except ValueError as exc:  # learned past its table
                     row = EmpiricalRow(n, pattern, resolution=None, note=str(exc))
-                rows.append(row.to_json())
+                rows.append(row)
         return rows
 
     def analytic(self) -> list[AnalyticRow]:
@@ -169,7 +170,7 @@ class Study:
         model shape, for every pattern and resolution length (the resolution instrument's own
         :func:`~lexkit.resolution.analytic`); each layout as its model initialised under seed 0, R
         the mean over its layers of each layer's own (its scheme, its pattern under the study's,
-        its temperature)."""
+        its temperature), each layer's kept beside it (``per_layer``)."""
         rows, shape, lengths = [], self.plan.shape(), self.plan.resolution_lengths()
         for spec in self.cfg.schemes:
             for pattern in self.plan.patterns():
@@ -178,8 +179,9 @@ class Study:
         for spec in self.cfg.layouts:
             model = initialised(self.plan.cell(self.cfg.preset, spec, 0).model_cfg)
             for pattern in self.plan.patterns():
-                for length, r in layer_mean(model, lengths, pattern).items():
-                    rows.append(AnalyticRow(spec, pattern, length, r))
+                for length, layers in layer_values(model, lengths, pattern).items():
+                    mean = None if layers is None else sum(layers) / len(layers)
+                    rows.append(AnalyticRow(spec, pattern, length, mean, layers))
         return rows
 
     def analytic_curves(self) -> AnalyticCurves:
@@ -215,16 +217,21 @@ def initialised(model_cfg):
         return GPT(model_cfg).eval()
 
 
-def layer_mean(model, lengths: list[int], pattern: str) -> dict[int, float | None]:
-    """Per length, the mean over a layered model's layers of the analytic R of each layer (its
-    scheme, its pattern under ``pattern``, its temperature: :func:`lexkit.resolution.model_curve`);
-    None where a layer's curve is undefined."""
-    n_layers = model.cfg.n_layers
-    out: dict[int, float | None] = {}
+def layer_values(model, lengths: list[int], pattern: str) -> dict[int, list[float] | None]:
+    """Per length, the analytic R of each layer of a layered model (its scheme, its pattern under
+    ``pattern``, its temperature: :func:`lexkit.resolution.model_curve`; mean over heads); None
+    where a layer's curve is undefined."""
+    out: dict[int, list[float] | None] = {}
     for n in lengths:
         try:
-            out[n] = sum(float(resolution(model_curve(model, n, pattern, layer=i)).mean())
-                         for i in range(n_layers)) / n_layers
+            out[n] = [float(resolution(model_curve(model, n, pattern, layer=i)).mean())
+                      for i in range(model.cfg.n_layers)]
         except ValueError:
             out[n] = None
     return out
+
+
+def layer_mean(model, lengths: list[int], pattern: str) -> dict[int, float | None]:
+    """Per length, the mean over a layered model's layers of :func:`layer_values`."""
+    return {n: None if layers is None else sum(layers) / len(layers)
+            for n, layers in layer_values(model, lengths, pattern).items()}

@@ -1,27 +1,26 @@
-"""The study's plan: its configuration, its cells (one training run per scheme and seed), the
-lengths and patterns it evaluates, and the cache keys of every cell's work (a hash of its full
-config, so a change of any setting computes anew and nothing else); and :class:`Section`, the one
-interface of the tables it runs beside its grid."""
+"""The study's plan: its configuration, its cells (one training run per row of its grid and seed),
+the lengths and patterns it evaluates, and the cache keys of every cell's work (a hash of its full
+config, so a change of any setting computes anew and nothing else); and the one interface of the
+tables it runs beside its grid (:class:`Table`, with its settings, :class:`TableSettings`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
-from .. import checks, positions, presets, tasks
+from .. import checks, positions, tasks
 from ..attention import create as create_pattern
+from ..blocks import Block
 from ..data import Corpus, load_corpus
 from ..evaluate import default_lengths
-from ..extension import Finetune
 from ..layouts import check_pattern
 from ..mix import parse_mix
-from ..rows import SCHEMA, Row
-from ..runs import configs_from_run
+from ..rows import SCHEMA, TABLES, Row, StudyResults
 from ..settings import configs
-from .recipe import RECIPE
 
 DEFAULT_SCHEMES = [
     "none", "sinusoidal", "rope", "xpos", "xpos:rotate=false", "alibi", "kerple-log", "kerple-power", "sandwich",
@@ -38,7 +37,42 @@ EVAL_VERSION = 1
 
 
 @dataclasses.dataclass
+class TableSettings:
+    """The settings of a table beside the grid: ``on``, whether the study runs it, and the fields of
+    the table's own subclass. Each is also a keyword of :class:`StudyConfig` and a flag of ``lexkit
+    study`` (:func:`setting_name`): for the table ``retrieval``, ``retrieval=False`` /
+    ``--no-retrieval`` sets ``on`` and ``retrieval_seeds=1`` / ``--retrieval-seeds 1`` the field
+    ``seeds``. A field's metadata gives its flag's ``help``, and ``maximum`` (an integer's; default
+    :data:`lexkit.checks.MAX_COUNT`) or ``choices``, which :meth:`check` enforces."""
+
+    on: bool = True
+
+    def check(self, key: str, *, flags: bool = False) -> None:
+        """A ValueError naming the setting (as a keyword, or as a flag) of the first value out of range:
+        an integer that is not positive or above its ``maximum``, a value not among its ``choices``."""
+        for field in dataclasses.fields(self):
+            value, name = getattr(self, field.name), setting_name(key, field.name, flag=flags)
+            if "choices" in field.metadata and value not in field.metadata["choices"]:
+                raise ValueError(f"{name} must be one of {', '.join(field.metadata['choices'])}, got {value!r}")
+            if isinstance(field.default, int) and not isinstance(field.default, bool):
+                checks.number(name, value, maximum=field.metadata.get("maximum", checks.MAX_COUNT))
+
+
+def setting_name(key: str, field: str, *, flag: bool = False) -> str:
+    """How a user names the setting ``field`` of the table ``key``: StudyConfig's keyword (``key`` for
+    ``on``, else ``key_field``) or ``lexkit study``'s flag (``--no-key``, ``--key-field``)."""
+    if flag:
+        return f"--no-{key}" if field == "on" else f"--{key}-{field}".replace("_", "-")
+    return key if field == "on" else f"{key}_{field}"
+
+
+@dataclasses.dataclass(init=False)
 class StudyConfig:
+    """What a study runs: its grid (the fields up to ``threads``) and, in ``tables``, each table's
+    settings by its key (:class:`TableSettings`; a table not given takes its defaults). Built from
+    keywords alone; every table setting is also a keyword of its own (:func:`setting_name`:
+    ``StudyConfig(extension=False, retrieval_seeds=1)``), as ``lexkit study``'s flags are."""
+
     preset: str = "small"
     schemes: list[str] = dataclasses.field(default_factory=lambda: list(DEFAULT_SCHEMES))
     #: None: :data:`DEFAULT_LAYOUTS` when ``schemes`` is the default set, else none (as ``lexkit study``)
@@ -52,13 +86,17 @@ class StudyConfig:
     resolution_texts: int = 4
     device: str = "auto"
     threads: int | None = None
-    extension: bool = True  # the context-extension comparison on the rope run (lexkit.extension)
-    extension_steps: int = 60  # steps of each fine-tune at 4x the training length
-    retrieval: bool = True  # table G, use of context (lexkit.study.retrieval)
-    retrieval_steps: int = RECIPE.steps  # training steps of each run with the retrieval mix
-    retrieval_preset: str = RECIPE.preset  # the size of those runs (the measured recipe's)
-    retrieval_samples: int = 20  # needle documents per (length, depth, format) in table G
-    retrieval_seeds: int = 3  # seeds of each of table G's rows
+    tables: dict[str, TableSettings] = dataclasses.field(default_factory=dict)
+
+    def __init__(self, **settings: Any) -> None:
+        for field in dataclasses.fields(self):
+            if field.name in settings:
+                setattr(self, field.name, settings.pop(field.name))
+            else:
+                setattr(self, field.name, field.default if field.default_factory is dataclasses.MISSING
+                        else field.default_factory())
+        self.tables = table_settings(self.tables, settings)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         if self.layouts is None:
@@ -74,14 +112,41 @@ class StudyConfig:
         for p in self.patterns:  # validate now (W resolved per model later)
             check_pattern(p)
         checks.number("--seeds", self.seeds, maximum=1000)
-        presets.get(self.retrieval_preset)  # an unknown preset fails now
-        for key in ("eval_docs", "resolution_texts", "extension_steps", "retrieval_steps", "retrieval_samples",
-                    "retrieval_seeds"):
+        for key in ("eval_docs", "resolution_texts"):
             checks.number(key, getattr(self, key))
+        for key, table in self.tables.items():
+            table.check(key)
+
+    def to_json(self) -> dict[str, Any]:
+        """The configuration as results.json keeps it: the grid's fields, then every table's settings
+        by their keywords (``extension``, ``extension_steps``, ``retrieval``, ...)."""
+        out = dataclasses.asdict(self)
+        tables = out.pop("tables")
+        for key, table in tables.items():
+            out.update({setting_name(key, name): value for name, value in table.items()})
+        return out
+
+
+def table_settings(given: dict[str, TableSettings], keywords: dict[str, Any]) -> dict[str, TableSettings]:
+    """Every registered table's settings (:data:`lexkit.rows.TABLES`): as ``given``, else its
+    defaults, with the ``keywords`` that name its settings applied (:func:`setting_name`); a keyword
+    no table has is a TypeError, as for any constructor."""
+    kinds = {table.key: table.Settings for table in TABLES}
+    unknown = set(given) - set(kinds)
+    if unknown:
+        raise ValueError(f"no table {sorted(unknown)[0]!r} (tables: {', '.join(kinds)})")
+    out = {}
+    for key, kind in kinds.items():
+        names = {setting_name(key, field.name): field.name for field in dataclasses.fields(kind)}
+        mine = {names[k]: keywords.pop(k) for k in list(keywords) if k in names}
+        out[key] = dataclasses.replace(given.get(key) or kind(), **mine)
+    if keywords:
+        raise TypeError(f"StudyConfig() got an unexpected keyword argument {next(iter(keywords))!r}")
+    return out
 
 
 def entries(cfg: StudyConfig) -> list[str]:
-    """The rows of the study's grid, in order: its schemes, then its layouts."""
+    """The labels of the rows of the study's grid, in order: its schemes, then its layouts."""
     return [*cfg.schemes, *cfg.layouts]
 
 
@@ -99,9 +164,10 @@ def slug(spec: str) -> str:
 
 @dataclasses.dataclass
 class Cell:
-    """One training run of the study: a scheme and a seed."""
+    """One training run of the study: a row of its grid or of a table (``label``: a scheme spec, or a
+    layout as given) and a seed."""
 
-    scheme: str
+    label: str
     seed: int
     model_cfg: Any
     train_cfg: Any
@@ -110,7 +176,7 @@ class Cell:
 
     @property
     def name(self) -> str:
-        return f"{self.prefix}{slug(self.scheme)}-s{self.seed}-{self.key}"
+        return f"{self.prefix}{slug(self.label)}-s{self.seed}-{self.key}"
 
 
 class Plan:
@@ -127,14 +193,18 @@ class Plan:
             self._corpus = load_corpus(self.cfg.data)
         return self._corpus
 
-    def cell(self, preset: str, scheme: str, seed: int, prefix: str = "", **settings) -> Cell:
-        """One training run of ``scheme`` (a scheme spec, or one of the study's layouts) at ``preset``
+    def settings(self, key: str) -> TableSettings:
+        """The settings of the table ``key`` (:attr:`StudyConfig.tables`)."""
+        return self.cfg.tables[key]
+
+    def cell(self, preset: str, label: str, seed: int, prefix: str = "", **settings) -> Cell:
+        """One training run of ``label`` (a scheme spec, or one of the study's layouts) at ``preset``
         with ``settings``, keyed by its full config, the corpus and, for a run with a retrieval mix,
         what defines its tasks' documents (:func:`lexkit.tasks.identity`: a new derivation trains it
         anew). A layout's cell is labelled with the layout as given."""
-        if scheme in self.cfg.layouts:
-            settings = {"layout": scheme, **settings}
-        model_cfg, train_cfg = configs(preset, "rope" if scheme in self.cfg.layouts else scheme, seed=seed,
+        if label in self.cfg.layouts:
+            settings = {"layout": label, **settings}
+        model_cfg, train_cfg = configs(preset, "rope" if label in self.cfg.layouts else label, seed=seed,
                                        data=self.cfg.data, **settings)
         key = {"model": model_cfg.identity(), "train": dataclasses.asdict(train_cfg), "data": self.corpus.fingerprint}
         if train_cfg.mix:
@@ -173,19 +243,6 @@ class Plan:
         return {"eval": cache / f"eval-{eval_key}.json", "resolution": cache / f"resolution-{res_key}.json",
                 "principles": cache / f"principles-{pr_key}.json"}
 
-    def finetune(self, base: Path, cell: Cell, ft: Finetune) -> tuple[Any, Any, str]:
-        """The configs of one context-extension fine-tune of ``cell``'s run (in ``base``) and its
-        cache key. It checkpoints like any run (4 times), so an interrupted study resumes it where
-        it stopped; the key leaves the checkpoint interval out (it does not change the run), so a
-        study cached before keeps its fine-tunes."""
-        steps = self.cfg.extension_steps
-        model_cfg, train_cfg = configs_from_run(
-            base, scheme=ft.scheme, train_len=ft.train_len, steps=steps, warmup=max(1, steps // 10),
-            eval_every=steps, save_every=max(1, -(-steps // 4)))
-        key = digest({"parent": cell.key, "model": model_cfg.identity(),
-                      "train": dataclasses.asdict(dataclasses.replace(train_cfg, save_every=steps))})
-        return model_cfg, train_cfg, key
-
     def shape(self) -> dict:
         """The study's model shape, as the resolution instrument takes it (initial values under
         seed 0, the random state of the process untouched)."""
@@ -194,13 +251,49 @@ class Plan:
 
 
 class Section(Protocol):
-    """A table the study runs beside its grid (E, context extension; G, use of context), one
-    interface for both: ``key``, the section of results.json it fills; :meth:`run`, that section
-    (None when the table is off); :meth:`tasks`, its work for ``--dry-run``, each task with its
-    estimated ``seconds`` (``grid``: the grid's measured ``train_s``/``eval_s`` per scheme)."""
+    """What the study runs of a table beside its grid, bound to the study's :class:`Plan` and cache:
+    ``key``, the section of results.json it fills; :meth:`run`, that section (None when the table is
+    off); :meth:`tasks`, its work for ``--dry-run``, each task with its estimated ``seconds``
+    (``grid``: the grid's measured ``train_s``/``eval_s`` per row label)."""
 
     key: str
 
     def run(self) -> Row | None: ...
 
     def tasks(self, grid: dict[str, dict], device) -> list[dict]: ...
+
+
+class Bound:
+    """What every table beside the grid does alike (a base of each :class:`Table`): it is bound to
+    the study's :class:`Plan` and cache, and reads its settings (``settings``) from the plan by its ``key``."""
+
+    key: ClassVar[str]
+
+    def __init__(self, plan: Plan, cache: Any) -> None:
+        self.plan, self.cache = plan, cache
+
+    @property
+    def settings(self) -> Any:
+        return self.plan.settings(self.key)
+
+
+class Table(Section, Protocol):
+    """A table beside the grid (E, context extension; G, use of context; one folder each in
+    :mod:`lexkit.study.tables`): the :class:`Section` the study runs (``Table(plan, cache)``), and
+    what it is without a model, from results.json alone: its ``Settings`` (a :class:`TableSettings`),
+    ``row``, the row type of its section of results.json (:meth:`lexkit.rows.StudyResults.table`),
+    :meth:`blocks`, its sections of the report, ``figures``, its figures (file name ->
+    ``draw(results, path)``, drawing nothing when there is nothing to draw), and :meth:`scalars`,
+    what TensorBoard shows of it (configuration -> (quantity, pattern) -> length -> value)."""
+
+    Settings: ClassVar[type[TableSettings]]
+    row: ClassVar[type[Row]]
+    figures: ClassVar[dict[str, Callable[[StudyResults, Any], None]]]
+
+    def __init__(self, plan: Plan, cache: Any) -> None: ...
+
+    @staticmethod
+    def blocks(doc: StudyResults) -> list[Block]: ...
+
+    @staticmethod
+    def scalars(doc: StudyResults) -> dict[str, dict[tuple[str, str], dict[int, float]]]: ...

@@ -5,7 +5,8 @@ Named in a layout after ``+`` (``none@causal+logn``, ``rope@window:16+shift:0.25
 :func:`parse`, which pins every parameter that defaults to the training length. Registered in this
 order, which is also the canonical order of a layer's modifiers (and the order a layer applies
 those of one place): the temperatures (``logn``, ``llama4``, ``ssmax``), ``sink``, ``shift``,
-``softcap``. ``@lexkit.attention.modifiers.register`` adds a user's own (``--import MODULE``).
+``softcap``, the attention variants (``diff``, ``stickbreak``: one a layer).
+``@lexkit.attention.modifiers.register`` adds a user's own (``--import MODULE``).
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from __future__ import annotations
 from ...registry import Registry
 from ...specs import describe_params, parse_params, split_spec
 from .base import PLACES, Modifier, Scoring, Shape, rows
+from .differential import Differential
 from .shift import DEFAULT_SHIFT, Shift, check_width, shift_width, token_shift
 from .sink import Sink
 from .softcap import SoftCap, soft_cap
+from .stickbreak import StickBreaking, stick_breaking
 from .temperature import Llama4, LogN, SSMax, Temperature, logn_scale
 
 
@@ -30,6 +33,8 @@ register = MODIFIERS.register
 names = MODIFIERS.names
 for _cls in (LogN, Llama4, SSMax, Sink, Shift, SoftCap):
     register(_cls)
+register(Differential)
+register(StickBreaking)
 
 
 def parse(text: str, train_len: int | None = None) -> Modifier:
@@ -57,7 +62,7 @@ def describe() -> list[tuple[str, str, str, str, str]]:
 
 
 __all__ = [
-    "DEFAULT_SHIFT", "MODIFIERS", "PLACES", "Llama4", "LogN", "Modifier", "SSMax", "Scoring", "Shape", "Shift", "Sink",
-    "SoftCap", "Temperature", "canonical_order", "check_width", "describe", "logn_scale", "names", "parse",
-    "register", "rows", "shift_width", "soft_cap", "token_shift",
+    "DEFAULT_SHIFT", "MODIFIERS", "PLACES", "Differential", "Llama4", "LogN", "Modifier", "SSMax", "Scoring", "Shape",
+    "Shift", "Sink", "SoftCap", "StickBreaking", "Temperature", "canonical_order", "check_width", "describe",
+    "logn_scale", "names", "parse", "register", "rows", "shift_width", "soft_cap", "stick_breaking", "token_shift",
 ]

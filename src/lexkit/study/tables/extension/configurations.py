@@ -1,8 +1,9 @@
-"""The study's context-extension comparison: the methods the field uses to stretch RoPE, applied
-to the study's own ``rope`` run, beside the local patterns of the essay *Length Extrapolation and
-Local Attention* (window, BCA) and the xPos of *A Length-Extrapolatable Transformer*.
+"""Table E's configurations: the methods the field uses to stretch RoPE, applied to the study's
+own ``rope`` run, beside the local patterns of the essay *Length Extrapolation and Local Attention*
+(window, BCA) and the xPos of *A Length-Extrapolatable Transformer*. Table G scores the same ones on
+its rope row (:mod:`lexkit.study.tables.retrieval`).
 
-Two kinds of configuration, as data (the study runs them, caches them and reports them):
+Two kinds of configuration, as data (the tables run them, cache them and report them):
 
 * **no fine-tune** (:func:`methods`): the trained ``rope`` weights evaluated under another scheme
   (PI, NTK, dynamic NTK, YaRN, Llama 3, ReRoPE, leaky ReRoPE), log-n scaling, or attention sinks.
@@ -61,7 +62,7 @@ def methods(train_len: int, longest: int) -> list[Method]:
 class Finetune:
     """A continuation of the ``rope`` run at ``train_len`` under ``scheme`` (``original_len`` is
     pinned to the parent's length by :func:`lexkit.runs.configs_from_run`), then evaluated under
-    each of ``patterns``."""
+    each of ``patterns`` (trained by :func:`lexkit.study.tables.extension.finetune.finetune`)."""
 
     label: str
     scheme: str

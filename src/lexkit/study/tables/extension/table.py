@@ -1,0 +1,98 @@
+"""Table E, context extension: the configurations of :mod:`.configurations` on every seed's
+``rope`` run of the grid, evaluated with the study's protocol, and their fine-tunes at 4x."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from .... import runs
+from ....evaluate import evaluate
+from ...plan import EVAL_VERSION, Bound, Cell, TableSettings, digest
+from . import figures, queries, report
+from .configurations import Finetune, Method, finetunes, methods
+from .finetune import finetune, seconds
+from .rows import KEY, Evaluated, ExtensionRow, ExtensionSection, Finetuned
+
+
+@dataclasses.dataclass
+class ExtensionSettings(TableSettings):
+    """Table E's settings: ``on`` (``--no-extension``: no table E, nor its methods in table G) and
+    the ``steps`` of each fine-tune at 4x the training length (``--extension-steps``)."""
+
+    on: bool = dataclasses.field(default=True, metadata={
+        "help": "skip the context-extension table (RoPE scalings, ReRoPE, log-n, sinks, fine-tunes)"})
+    steps: int = dataclasses.field(default=60, metadata={
+        "help": "steps of each fine-tune at 4x the training length in the context-extension table (default: 60)"})
+
+
+class ExtensionTable(Bound):
+    """Table E (a :class:`~lexkit.study.plan.Table`), run by the study's plan and cache."""
+
+    key, Settings, row = KEY, ExtensionSettings, ExtensionSection
+    blocks, figures, scalars = staticmethod(report.blocks), figures.FIGURES, staticmethod(queries.scalars)
+
+    def rope_cells(self) -> list[Cell]:
+        """Every seed's ``rope`` run of the grid (none: the table is off)."""
+        return [cell for cell in self.plan.cells() if cell.label == "rope"] if self.settings.on else []
+
+    def run(self) -> ExtensionSection | None:
+        """Each no-fine-tune method on every seed's ``rope`` run, and each fine-tune at 4x under its
+        patterns, evaluated at the study's lengths with the study's protocol. None when ``rope`` is
+        not a studied scheme or the comparison is switched off."""
+        rope = self.rope_cells()
+        if not rope:
+            return None
+        t, lengths = self.plan.train_len(), self.plan.lengths()
+        rows = []
+        for cell in rope:
+            rows += [row for method in methods(t, max(lengths)) for row in self.method_rows(cell, method)]
+            rows += [row for ft in finetunes(t) for row in self.finetune_rows(cell, ft)]
+        return ExtensionSection(max(lengths) / t, finetunes(t)[0].train_len, self.settings.steps, rows)
+
+    def method_rows(self, cell: Cell, method: Method) -> list[ExtensionRow]:
+        base = self.cache.run_dir(cell)
+        ev = self.cache.cached("extension", f"{cell.name} {method.label}", self.path(cell, method),
+                               lambda: self.evaluate(runs.load(base, device=self.cache.device, scheme=method.scheme,
+                                                               logn=method.logn)[0], [method.pattern]), Evaluated)
+        return [ExtensionRow(method.label, method.scheme, ev.patterns[0], method.logn, None, cell.seed, ev.results)]
+
+    def finetune_rows(self, cell: Cell, ft: Finetune) -> list[ExtensionRow]:
+        tuned = finetune(self.cache, cell, ft, self.settings.steps)
+        ev = self.cache.cached("extension", tuned.run_dir.name, self.path(cell, ft, tuned.key), lambda: self.evaluate(
+            runs.load(tuned.run_dir, device=self.cache.device)[0], list(ft.patterns)), Evaluated)
+        how = Finetuned(str(tuned.run_dir.relative_to(self.cache.out)), ft.train_len, tuned.train_cfg.steps,
+                        tuned.train_cfg.lr)
+        return [ExtensionRow(ft.label, tuned.model_cfg.scheme, pattern, False, how, cell.seed,
+                             [r for r in ev.results if r.pattern == pattern])
+                for pattern in ev.patterns]
+
+    def path(self, cell: Cell, what: Method | Finetune, key: str = "") -> Path:
+        """Where one configuration's evaluation is cached."""
+        digest_of = digest({"run": cell.key, "what": dataclasses.asdict(what), "ft": key,
+                            "lengths": self.plan.lengths(), "docs": self.plan.cfg.eval_docs, "v": EVAL_VERSION})
+        return self.cache.out / "cache" / f"extension-{digest_of}.json"
+
+    def evaluate(self, model, patterns: list[str]) -> dict:
+        return evaluate(model, self.plan.corpus.valid, self.plan.lengths(), patterns, max_docs=self.plan.cfg.eval_docs,
+                        progress=self.cache.progress)
+
+    def tasks(self, grid: dict[str, dict], device=None) -> list[dict]:
+        """Table E's tasks, one per seed of ``rope``: each method evaluated without fine-tuning,
+        and each fine-tune (``steps`` steps at 4x the training length) then evaluated under its
+        patterns; empty when the table is off. The seconds scale the grid's measured ``rope`` (a
+        fine-tune: :func:`.finetune.seconds`; one evaluation costs the study's per-pattern one)."""
+        rope, measured = self.rope_cells(), grid.get("rope")
+        if not rope or measured is None:
+            return []
+        t, steps = self.plan.train_len(), self.settings.steps
+        per_eval = measured["eval_s"] / len(self.plan.patterns())
+        per_step = measured["train_s"] / rope[0].train_cfg.steps
+        tasks = [{"kind": "evaluate", "label": m.label, "seconds": per_eval}
+                 for m in methods(t, max(self.plan.lengths()))]
+        tasks += [{"kind": "fine-tune", "label": ft.label, "steps": steps,
+                   "seconds": seconds(ft, steps, per_step, t) + per_eval * len(ft.patterns)}
+                  for ft in finetunes(t)]
+        return [dict(task, seed=seed) for seed in range(self.plan.cfg.seeds) for task in tasks]
+
+

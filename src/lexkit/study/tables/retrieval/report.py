@@ -1,0 +1,179 @@
+"""Table G's part of the report: section G (exact match by length beside bpb, its intervals, by
+format, answer bits, the findings and the goal), from results.json through :mod:`.queries` alone."""
+
+from __future__ import annotations
+
+from ....blocks import Block, Figure, Heading, Number, Table, Text
+from ....report.sections import listed
+from ....report.tables import cell, percent
+from ....rows import StudyResults
+from . import queries
+from .findings import (
+    context_goal_finding,
+    difference_findings,
+    format_findings,
+    learning_findings,
+    retrieval_findings,
+)
+from .rows import section
+
+
+def blocks(doc: StudyResults) -> list[Block]:
+    """Section G (use of context), when the study ran it."""
+    g = section(doc)
+    if not g:
+        return []
+    held = queries.held_out_scored(doc)
+    formats = (f"in the trained format ({', '.join(g.formats or ['tilde'])}: `~` + {g.size} random letters, the "
+               f"marker again) and in the held-out formats ({', '.join(g.held_out or [])}: never in training, "
+               "lexkit.needles)" if held else f"({g.size} random letters after a marker, the marker again)")
+    out = [
+        Heading("G. Use of context: retrieval at distance"),
+        Text(f"Perplexity rewards a model that survives a long input; it cannot tell it from one that uses it. "
+             f"Each row is a run trained with one recipe ({g.preset} preset, trained at {g.train_len} bytes for "
+             f"{g.steps} steps, batch {g.batch}, lr {g.lr:g}, `--mix {g.mix}`) on {g.seeds} "
+             f"seed{'s' if g.seeds != 1 else ''}, scored on copy needles {formats}, held-out values, validation "
+             f"filler, {g.samples} documents at each depth {', '.join(f'{d:g}' for d in g.depths)} % per "
+             "format and seed: exact match (teacher-forced argmax, equal to greedy decoding on a byte model) at "
+             "each multiple of the training length, the mean over seeds (lowest and highest seed in parentheses), "
+             "beside the configuration's bpb. A configuration **learned the skill** when its exact match on the "
+             "trained format at 1x is at least 90 % (mean over seeds); one that did not is marked and not ranked "
+             "past 1x." + (" How it **generalizes** is each held-out format's exact match at 1x, a number per "
+                           "format (below), not a gate." if held else "")
+             + f" On the rope row's seed-0 run, table E's methods (scalings at x{max(g.multiples)}, "
+             f"ReRoPE, log-n, sinks; the fine-tunes run {g.finetune_steps} steps at 4x with the same mix)."),
+        retrieval_table(doc),
+        Figure("retrieval_scatter.png", "bpb against retrieval at 16x"),
+        Figure("retrieval_heatmap.png", "exact match by configuration and length"),
+        Text("95 % intervals over seeds (Student t on the seeds' exact match, each over the depths and the "
+             "formats of a line: where another training seed could land; never narrower than the needle "
+             "interval below), and the worst depth at the longest length. Every finding below rests on these "
+             "(on the needle interval where a row has one seed): a difference is stated only where two of them "
+             "are apart."),
+        seed_interval_table(doc),
+        Text("For comparison, 95 % intervals over needles (Wilson, the needles of every seed pooled as if one "
+             "run: the needle sampling alone, which ignores how much seeds differ), with the needles per length:"),
+        needle_interval_table(doc),
+    ]
+    if held:
+        out += [Text("By format, each row under its first pattern (exact match %, pooled over seeds and depths):"),
+                format_table(doc)]
+    out += [Text("Answer bits per byte (teacher-forced; a copying model scores near 0, a uniform guess log2 of "
+                 "the alphabet: 4.70 over letters, 4.00 over hex digits):"),
+            answer_bits_table(doc)]
+    learned = "Learned the skill (the trained format at 1x, at least 90 %)"
+    out += listed(learned + (" and how each generalizes (each held-out format at 1x):" if held else ":"),
+                  learning_findings(doc))
+    out += listed("Format-bound (the trained format retrieved, the held-out ones clearly not):",
+                  format_findings(doc))
+    out += listed("Differences between the rows that learned, " + ("held-out formats" if held else "trained format")
+                  + " (ordered by exact match):", difference_findings(doc))
+    out += listed("Where each configuration that loses the skill stops retrieving (below 90 % over all depths):",
+                  retrieval_findings(doc))
+    goal = context_goal_finding(doc)
+    return out + ([Text(goal)] if goal is not None else [])
+
+
+def _lines(doc: StudyResults) -> list[queries.RetrievalLine]:
+    """Table G's lines: trained and held-out of each configuration together (trained alone in a
+    study that scored no held-out format)."""
+    return queries.retrieval_lines(doc, None if queries.held_out_scored(doc) else "trained")
+
+
+def _formats(line: queries.RetrievalLine) -> str:
+    return f"{line.group} ({', '.join(line.formats)})" if line.group == "held-out" else line.group
+
+
+def _exact(line: queries.RetrievalLine, m: int) -> Number:
+    """Exact match (%) at multiple ``m``, the mean over seeds, with the lowest and highest seed's when
+    there are several; not ranked past 1x when the configuration did not learn the skill."""
+    acc = line.accuracy.get(m)
+    if acc is None:
+        return Number("n/a", None)
+    low, high = line.spread.get(m, (acc, acc))
+    text = f"{100 * acc:.0f}" + (f" ({100 * low:.0f}-{100 * high:.0f})" if line.seeds > 1 else "")
+    return Number(text, round(100 * acc) / 100 if line.learned or m == min(line.accuracy) else None)
+
+
+def retrieval_table(doc: StudyResults) -> Table:
+    """G: exact match (%) of copy needles at every multiple of the training length, in the trained
+    format and (a second line) the held-out ones, the mean over seeds (the lowest and highest seed in
+    parentheses), whether the configuration learned the skill, then bpb at 1x and 16x and their
+    ratio. A configuration that did not learn is not ranked past 1x."""
+    ms, bms = section(doc).multiples, section(doc).bpb_multiples
+    header = (["configuration", "pattern", "formats", "seeds", "learned (trained ≥ 90 % at 1x)"]
+              + [f"exact {m}x (%)" for m in ms]
+              + [f"bpb {m}x" for m in bms] + [f"bpb {bms[-1]}x / {bms[0]}x"])
+    rows = []
+    for line in _lines(doc):
+        b = [line.bpb.get(m) for m in bms]
+        ratio = b[-1] / b[0] if b[0] and b[-1] is not None else None
+        rows.append([line.label, line.pattern, _formats(line), str(line.seeds), "yes" if line.learned else "no"]
+                    + [_exact(line, m) for m in ms] + [cell(v) for v in b] + [cell(ratio, digits=2)])
+    first = 5
+    best = {first + i: "max" for i in range(len(ms))} | {first + len(ms) + i: "min" for i in range(len(bms) + 1)}
+    return Table.of(header, rows, best, "highest exact match and lowest bpb (and ratio) per column marked; "
+                    "configurations that did not learn at 1x are not ranked past it")
+
+
+def _interval(line: queries.RetrievalLine, m: int, interval: tuple[float, float] | None) -> str:
+    if m not in line.accuracy:
+        return "n/a"
+    if interval is None:
+        return f"{100 * line.accuracy[m]:.0f} (one seed)"
+    return f"{100 * line.accuracy[m]:.0f} [{100 * interval[0]:.0f}-{100 * interval[1]:.0f}]"
+
+
+def seed_interval_table(doc: StudyResults) -> Table:
+    """G's 95 % intervals over seeds (:attr:`.queries.RetrievalLine.over_seeds`: Student t on each
+    seed's exact match), what every finding rests on, and the worst depth at the longest multiple."""
+    ms = section(doc).multiples
+    header = ["configuration", "pattern", "formats", "seeds"] + [f"{m}x [95 % over seeds]" for m in ms] + [
+        f"worst depth {ms[-1]}x"]
+    rows = [[line.label, line.pattern, _formats(line), str(line.seeds)]
+            + [_interval(line, m, line.over_seeds.get(m)) for m in ms] + [percent(line.worst_depth.get(ms[-1]))]
+            for line in _lines(doc)]
+    return Table.of(header, rows)
+
+
+def needle_interval_table(doc: StudyResults) -> Table:
+    """G's 95 % intervals over needles (:attr:`.queries.RetrievalLine.over_needles`: Wilson on the
+    needles of every seed pooled, the needle sampling alone), with the needles per length."""
+    ms = section(doc).multiples
+    header = ["configuration", "pattern", "formats", "needles"] + [f"{m}x [95 % over needles]" for m in ms]
+    rows = [[line.label, line.pattern, _formats(line), str(line.needles.get(ms[0], 0))]
+            + [_interval(line, m, line.over_needles.get(m)) for m in ms] for line in _lines(doc)]
+    return Table.of(header, rows)
+
+
+def format_table(doc: StudyResults) -> Table:
+    """G by format: each scheme row's exact match (%) in every format scored, pooled over seeds and
+    depths, under its first pattern."""
+    g = section(doc)
+    ms = g.multiples
+    header = ["configuration", "pattern", "format", "held out"] + [f"{m}x" for m in ms]
+    acc: dict[tuple, list[int]] = {}
+    for e in g.configs:
+        if e.kind != "scheme":
+            continue
+        for c in e.cells:
+            counts = acc.setdefault((e.label, e.pattern, e.format, e.held_out, c.length // g.train_len), [0, 0])
+            counts[0], counts[1] = counts[0] + c.samples, counts[1] + c.correct
+    keys = list(dict.fromkeys(k[:4] for k in acc))
+    first = {k[0]: k[1] for k in reversed(keys)}
+    rows = [list(k[:3]) + ["yes" if k[3] else "no"] + [percent(acc[(*k, m)][1] / acc[(*k, m)][0])
+                                                      if (*k, m) in acc else percent(None) for m in ms]
+            for k in keys if first[k[0]] == k[1]]
+    return Table.of(header, rows, "max", "highest exact match per column marked")
+
+
+def answer_bits_table(doc: StudyResults) -> Table:
+    """G, continuous: teacher-forced bits per answer byte by multiple, pooled over seeds (and the
+    held-out formats on their own line; chance: log2 of the alphabet, 4.70 for letters)."""
+    ms = section(doc).multiples
+    header = ["configuration", "pattern", "formats"] + [f"{m}x" for m in ms]
+    rows = [[line.label, line.pattern, _formats(line)] + [cell(line.answer_bits.get(m), digits=2) for m in ms]
+            for line in _lines(doc)]
+    return Table.of(header, rows, "min", "lowest answer bits per column marked")
+
+
