@@ -10,9 +10,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from cli_checks import one_error_line, snapshot
+from cli_checks import snapshot, train_refused
 from lexkit import GPT, runs
-from lexkit.cli import main
 from lexkit.data import Corpus, Stream, tokens_of
 from lexkit.embedding import Unseen, reset_seed
 from lexkit.errors import RunError
@@ -251,10 +250,7 @@ def test_a_run_written_before_the_options_loads_and_resumes_as_before(tmp_path, 
     (["--freeze-embedding", "--embedding-decay", "0"], "no decay reaches it"),
 ])
 def test_bad_embedding_options_are_one_error_line_and_write_nothing(tmp_path, capsys, flags, words):
-    out = tmp_path / "run"
-    assert main(["train", "--scheme", "rope", "--preset", "tiny", "--out", str(out), "--quiet", *flags]) == 2
-    assert words in one_error_line(capsys)
-    assert not out.exists()
+    assert words in train_refused(tmp_path, capsys, ["--scheme", "rope", *flags])
 
 
 def test_resume_compares_the_options(tmp_path, corpus):
