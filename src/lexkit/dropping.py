@@ -49,7 +49,6 @@ class Drop:
     """A run's position drop: from step index ``step`` on, ``layers`` have no positions and the
     network is ``model``."""
 
-    at: float
     step: int
     layers: tuple[int, ...]
     model: ModelConfig
@@ -93,7 +92,7 @@ def schedule(model_cfg: ModelConfig, train_cfg: TrainConfig) -> Drop | None:
             final = ModelConfig(**{**dataclasses.asdict(model_cfg), **layout_values(model_cfg, new_plan)})
         except ValueError as exc:
             raise ValueError(f"--drop-layers {selector}: {exc}") from None
-    return Drop(float(at), step, layers, final)
+    return Drop(step, layers, final)
 
 
 def record(drop: Drop) -> dict:
