@@ -81,6 +81,22 @@ def trainer_state(run_dir: str | Path) -> dict | None:
         raise RunError(f"{path} is corrupt or truncated ({exc})") from exc
 
 
+def recorded_model(run_dir: str | Path, name: str = WEIGHTS) -> dict | None:
+    """The model section a run's weight file (or its checkpoint, ``name=CHECKPOINT``) records: its
+    ``model`` metadata, the model it holds. None when there is no such file or it records none (lexkit 0.1)."""
+    path = Path(run_dir) / name
+    if not path.is_file():
+        return None
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            text = (handle.metadata() or {}).get("model")
+        return json.loads(text) if text is not None else None
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise RunError(f"{path} is corrupt or truncated ({exc})") from exc
+
+
 def _read(path: Path, model: GPT, recorded: dict | None = None) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """The tensors and metadata of a weights or checkpoint file, verified against ``model``'s
     config, or the run's ``recorded`` model section when given (and their content hash)."""
