@@ -29,7 +29,7 @@ LAYOUTS = {"rope (uniform)": None, "hwfa:W=16": "hwfa:W=16"}
 
 def lexkit_model(layout: str | None):
     settings = RECIPE.settings()
-    model_cfg, train_cfg = configs(RECIPE.preset, "rope", **{k: v for k, v in settings.items()}, layout=layout)
+    model_cfg, train_cfg = configs(RECIPE.preset, "rope", **settings, layout=layout)
     torch.manual_seed(0)
     return GPT(model_cfg), model_cfg, train_cfg
 
@@ -102,7 +102,7 @@ def main(argv=None) -> int:
         steps = {}
         for name, net in contenders.items():
             opt = make_optimizer(net.train(), train_cfg)
-            steps[name] = lambda x, y, net=net, opt=opt: train_step(net, opt, x, y, grad_clip=train_cfg.grad_clip)
+            steps[name] = lambda x, y, net=net, opt=opt, clip=train_cfg.grad_clip: train_step(net, opt, x, y, grad_clip=clip)
             for x, y in batches[:2]:
                 steps[name](x, y)
         profile = {name: profile_step(step, batches[0]) for name, step in steps.items()}
