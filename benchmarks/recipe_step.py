@@ -102,7 +102,8 @@ def main(argv=None) -> int:
         steps = {}
         for name, net in contenders.items():
             opt = make_optimizer(net.train(), train_cfg)
-            steps[name] = lambda x, y, net=net, opt=opt, clip=train_cfg.grad_clip: train_step(net, opt, x, y, grad_clip=clip)
+            clip = train_cfg.grad_clip
+            steps[name] = lambda x, y, net=net, opt=opt, clip=clip: train_step(net, opt, x, y, grad_clip=clip)
             for x, y in batches[:2]:
                 steps[name](x, y)
         profile = {name: profile_step(step, batches[0]) for name, step in steps.items()}
@@ -128,8 +129,8 @@ def main(argv=None) -> int:
         print(label, json.dumps(row, indent=1))
     if args.out:
         out = Path(args.out)
-        out.with_suffix(".json").write_text(json.dumps({"platform": platform.platform(), "torch": torch.__version__,
-                                                         "rows": rows}, indent=1))
+        meta = {"platform": platform.platform(), "torch": torch.__version__, "rows": rows}
+        out.with_suffix(".json").write_text(json.dumps(meta, indent=1))
         out.write_text(render(rows))
     return 0
 
