@@ -138,8 +138,8 @@ def main(argv=None) -> int:
 def render(rows: dict) -> str:
     lines = ["# The training step at table G's size (one thread)", "",
              f"`python benchmarks/recipe_step.py` on {platform.machine()}, torch {torch.__version__}, one thread: "
-             f"the retrieval recipe ({RECIPE.preset} preset, batch {RECIPE.batch}, token shift {RECIPE.token_shift}, "
-             f"mix {RECIPE.mix}).", "",
+             f"the retrieval recipe ({RECIPE.preset} preset, batch {RECIPE.batch}, token shift "
+             f"{RECIPE.token_shift}, mix {RECIPE.mix}).", "",
              "| model | lexkit bytes/s | x-transformers bytes/s | lexkit / x-transformers | step (ms) | of it: matmul / "
              "optimizer / other (ms, profiled) | batch building (ms) | % of the core's float32 matmul rate |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
