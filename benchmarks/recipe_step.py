@@ -140,8 +140,9 @@ def render(rows: dict) -> str:
              f"`python benchmarks/recipe_step.py` on {platform.machine()}, torch {torch.__version__}, one thread: "
              f"the retrieval recipe ({RECIPE.preset} preset, batch {RECIPE.batch}, token shift "
              f"{RECIPE.token_shift}, mix {RECIPE.mix}).", "",
-             "| model | lexkit bytes/s | x-transformers bytes/s | lexkit / x-transformers | step (ms) | of it: matmul / "
-             "optimizer / other (ms, profiled) | batch building (ms) | % of the core's float32 matmul rate |",
+             "| model | lexkit bytes/s | x-transformers bytes/s | lexkit / x-transformers | step (ms) | "
+             "of it: matmul / optimizer / other (ms, profiled) | batch building (ms) | % of the core's float32 matmul "
+             "rate |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for label, r in rows.items():
         p = r["profile_ms"]["lexkit"]
