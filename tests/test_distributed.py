@@ -209,6 +209,29 @@ def test_ddp_then_fsdp_resume_reach_the_one_process_weights(tmp_path, data_dir, 
     assert capfd.readouterr().out.splitlines()[1].split()[6:8] == ["2", "cpu"]  # ranks, device
 
 
+#: the position drop (step 3 of 6, the global layer) and the reset of unseen bytes' rows (every 2 steps)
+DROP = ["--layout", "rope@window:8;rope", "--drop-positions-at", "0.5", "--drop-layers", "global", "--untied-head",
+        "--preset", "tiny", "--steps", "6", "--save-every", "3", "--eval-every", "3", "--threads", "1", "--quiet"]
+
+
+@pytest.mark.parametrize("mode", ["ddp", "fsdp"])
+def test_the_position_drop_and_the_row_resets_on_two_ranks_match_one_process(tmp_path, data_dir, mode):
+    """The drop rebuilds the model on every rank from the gathered weights and AdamW state and spreads
+    it again (DDP, or FSDP2's shards); the ranks' seen bytes are joined before each reset (DDP; FSDP2
+    refuses resets). Same weights and AdamW state as one process."""
+    extra = [] if mode == "fsdp" else ["--reset-unseen", "2"]
+    one, two = tmp_path / "one", tmp_path / "two"
+    from lexkit.cli import main
+
+    assert main(["train", "--out", str(one), "--data", str(data_dir), *DROP, *extra]) == 0
+    ranks = ["--fsdp"] if mode == "fsdp" else []
+    assert fork_ranks("train", "--out", str(two), "--data", str(data_dir), *DROP, *extra, *ranks) == [0, 0]
+    assert _max_difference(one, two, "model.safetensors") <= TOL
+    assert _max_difference(one, two, "checkpoint.safetensors") <= TOL
+    model, _ = runs.load(two)
+    assert [m.name for m in model.layer_schemes] == ["rope", "none"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["ddp", "fsdp", "two-nodes"])
 def test_two_processes_reach_the_one_process_weights(tmp_path, data_dir, reference, mode):

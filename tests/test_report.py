@@ -22,7 +22,7 @@ from lexkit.study import document, read, write_report
 from lexkit.study.tables.retrieval.findings import retrieval_findings
 from lexkit.study.tables.retrieval.queries import FLAT, RETRIEVES, context_goal, retrieval_lines, stops_at
 from lexkit.study.tables.retrieval.report import answer_bits_table, retrieval_table
-from study_results import MULTIPLES, RETRIEVAL, RETRIEVAL_DEPTHS, study_results
+from study_results import MULTIPLES, PATTERNS, RETRIEVAL, RETRIEVAL_DEPTHS, TRAIN_LEN, study_results
 
 
 def markdown(results) -> str:
@@ -170,7 +170,7 @@ def test_html_report_is_self_contained_and_holds_every_table(written):
     assert not {"script", "link", "iframe", "object"} & set(page.tags)
     # every table of report.md, cell for cell, from the same data
     tables = [b for b in document(res) if isinstance(b, Table)]
-    assert len(page.tables) == len(tables) == md.count("\n| --- |") == 13
+    assert len(page.tables) == len(tables) == md.count("\n| --- |") == 14
     for table, parsed in zip(tables, page.tables):
         assert [c[0] for c in parsed[0]] == table.header
         assert [[c[0] for c in row] for row in parsed[1:]] == table.rows
@@ -241,7 +241,7 @@ def test_html_report_renders_in_headless_chromium(tmp_path):
 def test_table_g_holds_the_stored_retrieval_beside_bpb():
     res = read(study_results())
     header, rows = retrieval_table(res)
-    assert header[:5] == ["configuration", "pattern", "formats", "seeds", "learned at 1x"]
+    assert header[:5] == ["configuration", "pattern", "formats", "seeds", "learned (trained ≥ 90 % at 1x)"]
     assert header[5:10] == [f"exact {m}x (%)" for m in MULTIPLES] and header[10:] == ["bpb 1x", "bpb 16x",
                                                                                       "bpb 16x / 1x"]
     for row, ((label, _, pattern), (acc, one, far)) in zip(rows, RETRIEVAL.items()):
@@ -405,3 +405,30 @@ def test_no_figure_hides_a_curve_behind_another_or_its_legend(monkeypatch):
                       if not line.get_label().startswith("_")]
             assert len(styles) >= 2 and len(set(styles)) == len(styles), (name, styles)
         assert len(fig.legends[0].get_texts()) >= 2
+
+
+def test_table_c_says_a_layouts_resolution_is_a_mean_and_shows_each_layer():
+    """Table C read one number for a layout, the mean over its layers, which hid the global layer
+    (hwfa read 0.040 under every pattern): the row says it is a mean, and a table beside it gives
+    each layer's R, analytic (as stored) and empirical (mean over seeds)."""
+    import study_results as fixture
+    from lexkit.report.tables import layer_resolution_table, resolution_table
+
+    res = study_results()
+    for seed in (0, 1):
+        layout = dict(fixture.run("rope", seed), scheme="hwfa:W=8", family="layout")
+        layout["resolution"] = [{"length": n, "pattern": p, "resolution": 0.5, "per_layer": [0.9 - 0.1 * seed, 0.1]}
+                                for p in PATTERNS for n in (TRAIN_LEN, 4 * TRAIN_LEN)]
+        res["runs"].append(layout)
+    res["analytic"] += [{"scheme": "hwfa:W=8", "pattern": p, "length": n, "resolution": 0.3, "per_layer": [0.5, 0.1]}
+                        for p in PATTERNS for n in (TRAIN_LEN, 4 * TRAIN_LEN)]
+    doc = read(res)
+    labels = [r[0] for r in resolution_table(doc).rows]
+    assert labels == ["alibi"] * 2 + ["rope"] * 2 + ["hwfa:W=8 (mean over layers)"] * 2
+    by_layer = layer_resolution_table(doc)
+    assert by_layer.header[:5] == ["layout", "pattern", "layer", f"analytic {TRAIN_LEN}", f"empirical {TRAIN_LEN}"]
+    # layer 0: analytic 0.5 as stored, empirical the mean of the seeds' 0.9 and 0.8; layer 1: 0.1 and 0.1
+    assert [row[:5] for row in by_layer.rows] == [["hwfa:W=8", p, str(i), a, e] for p in PATTERNS
+                                                  for i, (a, e) in enumerate((("0.500", "0.850"), ("0.100", "0.100")))]
+    assert "A layout's R above is the mean over its layers" in markdown(res)
+    assert "mean over its layers" not in markdown(study_results())  # no layout: no table by layer

@@ -362,3 +362,53 @@ def test_study_dry_run_times_at_the_threads_asked(tmp_path, monkeypatch, capsys)
     assert main([*argv, "--threads", "2"]) == 0 and "with 1 worker " in capsys.readouterr().out
     assert main([*argv, "--jobs", "2"]) == 0 and "with 2 workers " in capsys.readouterr().out
     assert seen == [2, 1]
+
+
+def test_a_layouts_analytic_resolution_keeps_each_layer_beside_the_mean():
+    """Table C's layout rows: the mean over layers, each layer's R (its own curve under the pattern)
+    kept beside it, so the report can show the layer the mean hides."""
+    from lexkit import GPT, ModelConfig
+    from lexkit.resolution import model_curve, resolution
+    from lexkit.study.execution import layer_mean, layer_values
+
+    model = GPT(ModelConfig(layout="hwfa:W=8,shift=0.5", n_layers=2, d_model=32, n_heads=2, train_len=32))
+    each = layer_values(model, [32, 64], "causal")
+    for n in (32, 64):
+        want = [float(resolution(model_curve(model, n, "causal", layer=i)).mean()) for i in range(2)]
+        assert each[n] == pytest.approx(want) and layer_mean(model, [n], "causal")[n] == pytest.approx(sum(want) / 2)
+    assert each[32][0] != pytest.approx(each[32][1])  # the local and the global layer differ: a mean hides one
+
+
+def test_the_readme_summary_is_the_reports_own_numbers_and_sentence(tmp_path, capsys):
+    """`lexkit study --readme FILE` writes the README's block from OUT/results.json: table A's bpb,
+    table E's lines, section F's very sentence; the rest of FILE is left as it was, a second run
+    changes nothing, and a file without the block or a study without results.json is one error."""
+    import safety_net
+    from lexkit.study.summary import BEGIN, END, summary
+    from lexkit.study.tables.extension.queries import extension_lines
+    from lexkit.study.tables.extension.report import goal_finding
+
+    saved = json.loads((safety_net.HERE / "results.json").read_text())
+    out = tmp_path / "study"
+    out.mkdir()
+    (out / "results.json").write_text(json.dumps(saved))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# title\n\nbefore\n\n{BEGIN}\nold numbers\n{END}\n\nafter\n")
+    assert main(["study", "--out", str(out), "--readme", str(readme)]) == 0
+    text = readme.read_text()
+    doc = read(saved)
+    assert text.startswith("# title\n\nbefore\n\n" + BEGIN) and text.endswith(END + "\n\nafter\n")
+    assert "old numbers" not in text and summary(doc) in text
+    assert goal_finding(doc) in text  # section F's sentence, computed once for both
+    for row in length_table(doc).rows:  # table A's 1x column
+        assert f"| {row[0]} | {row[2]} |" in text
+    rope = next(line for line in extension_lines(doc) if line.label == "rope")
+    assert f"| rope | {rope.bpb[32][0]:.3f} | {rope.bpb[64][0]:.3f} |" in text
+    assert main(["study", "--out", str(out), "--readme", str(readme)]) == 0 and readme.read_text() == text
+    capsys.readouterr()
+    readme.write_text("no block here\n")
+    assert main(["study", "--out", str(out), "--readme", str(readme)]) == 2
+    assert "has no block to write" in capsys.readouterr().err and readme.read_text() == "no block here\n"
+    assert main(["study", "--out", str(tmp_path / "none"), "--readme", str(readme)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --readme needs a finished study")

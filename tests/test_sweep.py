@@ -133,9 +133,16 @@ def test_an_arm_that_cannot_train_or_a_file_that_is_no_config_is_one_line(tmp_pa
 
 
 def test_the_example_config_is_a_sweep():
-    """benchmarks/sweeps/hunt.json (docs/hunt.md) parses and builds its runs: 7 arms on 3 seeds."""
+    """benchmarks/sweeps/hunt.json (docs/hunt.md's pre-registered arms A0-A10) parses and builds its
+    runs: 11 arms on 3 seeds, A0 on table G's mix and the others on the hunt's, each arm what it says."""
     from pathlib import Path
 
     cfg = load(Path(__file__).parents[1] / "benchmarks" / "sweeps" / "hunt.json")
-    assert cfg.seeds == 3 and len(cfg.arms) == 7 and cfg.stop == "" and cfg.steps == 4000
+    assert cfg.seeds == 3 and len(cfg.arms) == 11 and cfg.stop == "" and cfg.steps == 4000
     assert cfg.tasks == ("kvthread", "ordinal") and cfg.patterns == ("causal",)
+    runs = {run.row.label.split()[0]: run.cell for run in Sweep(cfg, Path("unused"), progress=False,
+                                                                  echo=None).seed_runs() if run.cell.seed == 0}
+    assert sorted(runs, key=lambda a: int(a[1:])) == [f"A{i}" for i in range(11)]
+    assert runs["A0"].train_cfg.mix == "induction:0.75" and runs["A1"].train_cfg.mix == cfg.mix
+    assert runs["A9"].model_cfg.n_layers == 4 and runs["A8"].model_cfg.untied_head
+    assert runs["A10"].train_cfg.drop_positions_at == 0.875 and "fitted" in runs["A10"].model_cfg.layout

@@ -165,16 +165,24 @@ class MixedStream(Stream):
         self.mix = parse_mix(mix) if isinstance(mix, str) else dict(mix)
         self.haystack = haystack_of(self.tokens)
 
-    def batch(self, step: int, batch: int, length: int, seed: int, rows: slice = slice(None)) -> tuple[Tensor, Tensor]:
-        x, y = super().batch(step, batch, length, seed, rows)
-        chooser = np.random.default_rng([0x313, seed, step])
-        draws = chooser.random(batch)  # one per row of the global batch
+    def task_rows(self, step: int, batch: int, seed: int, rows: slice = slice(None)) -> dict[int, tuple[int, str]]:
+        """The rows of step ``step``'s batch that hold a task document: {row of ``rows`` (one rank's
+        share): (row of the global batch of ``batch``, its task)}. One draw per row of the global
+        batch, from a generator seeded from (seed, step) alone (what :meth:`batch` replaces, and what
+        ``lexkit inspect`` replays to count the bytes a run was shown)."""
+        draws = np.random.default_rng([0x313, seed, step]).random(batch)  # one per row of the global batch
         edges = np.cumsum(list(self.mix.values()))
+        names = list(self.mix)
+        out = {}
         for local, i in enumerate(range(batch)[rows]):
             slot = int(np.searchsorted(edges, draws[i], side="right"))
-            if slot >= len(self.mix):
-                continue
-            task = list(self.mix)[slot]
+            if slot < len(names):
+                out[local] = (i, names[slot])
+        return out
+
+    def batch(self, step: int, batch: int, length: int, seed: int, rows: slice = slice(None)) -> tuple[Tensor, Tensor]:
+        x, y = super().batch(step, batch, length, seed, rows)
+        for local, (i, task) in self.task_rows(step, batch, seed, rows).items():
             doc = mix_document(task, length, np.random.default_rng([0x314, seed, step, i]),
                                np.random.default_rng([0x316, seed, step, i]), haystack=self.haystack, seed=seed,
                                index=step * batch + i, split="train")

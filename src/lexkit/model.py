@@ -32,6 +32,7 @@ from .positions import randomized
 
 VOCAB = 257
 BOS = 256
+INIT_STD = 0.02  # every linear and embedding weight starts N(0, INIT_STD^2) (GPT-2)
 #: layer plans by what builds them (plans are immutable): a run that loads parses its layout once,
 #: however many configs of it are made (validation, overrides, the model); keyed on the registries'
 #: generation, so a replaced scheme, pattern or modifier class is never served stale
@@ -59,6 +60,9 @@ class ModelConfig:
     #: every attention and feed-forward block (x-transformers' ``shift_tokens``; 0.5 is its 1)
     token_shift: float = 0.0
     random_positions: int | None = None  # L_max: train at sorted random positions below it (positions/randomized.py)
+    #: the output head its own matrix; False (a config without the key): tied to the embedding, as
+    #: GPT-2 (one tensor, saved once as ``embed.weight``)
+    untied_head: bool = False
 
     def __post_init__(self) -> None:
         for key in ("n_layers", "d_model", "n_heads", "train_len"):
@@ -67,6 +71,8 @@ class ModelConfig:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if not isinstance(self.untied_head, bool):
+            raise ValueError(f"untied_head must be true or false, got {self.untied_head!r}")
         if not (isinstance(self.token_shift, (int, float)) and 0.0 <= self.token_shift < 1.0):
             raise ValueError(f"token_shift must be a fraction in [0, 1), got {self.token_shift!r}")
         self.scheme = positions.canonical(self.scheme)
@@ -182,10 +188,13 @@ class Block(nn.Module):
     """One pre-LN layer (nanoGPT's), with the modifiers of its :class:`~lexkit.layouts.Layer` at their
     places (:mod:`lexkit.attention.modifiers`): ``inputs`` on the normalized input of the attention and
     the feed-forward block, ``qkv`` on the projections, ``scores`` inside the kernels (through
-    :meth:`scoring`), ``output`` on the attention output. A modifier's learned state is registered
-    under its ``slot`` (``blocks.i.sink``, ``blocks.i.temperature.s``)."""
+    :meth:`scoring`), ``attention`` around and inside them (an attention variant: what the kernel
+    holds, its weights, what becomes of its output), ``output`` on the attention output. A
+    modifier's learned state is registered under its ``slot`` (``blocks.i.sink``,
+    ``blocks.i.temperature.s``); ``index`` is the layer's place in the model (0-based), which a
+    modifier's state may depend on (differential attention's λ_init)."""
 
-    def __init__(self, cfg: ModelConfig, layer: layouts.Layer) -> None:
+    def __init__(self, cfg: ModelConfig, layer: layouts.Layer, index: int = 0) -> None:
         super().__init__()
         self.cfg, self.layer = cfg, layer
         self.ln1 = nn.LayerNorm(cfg.d_model)
@@ -198,7 +207,7 @@ class Block(nn.Module):
             nn.Linear(4 * cfg.d_model, cfg.d_model, bias=False),
         )
         self.drop = nn.Dropout(cfg.dropout)
-        shape = mods.Shape(cfg.d_model, cfg.n_heads, cfg.train_len)
+        shape = mods.Shape(cfg.d_model, cfg.n_heads, cfg.train_len, layer=index)
         for modifier in layer.modifiers:
             state = modifier.state(shape)
             if state is not None:
@@ -222,11 +231,17 @@ class Block(nn.Module):
         h = self.cfg.n_heads
         carry = None if cache is None else cache.carried[layer]
         a = self._inputs(self.ln1(x), "attn", carry)
-        qkv = self.qkv(a).view(b, n, 3, h, d // h).permute(2, 0, 3, 1, 4)  # [3, b, h, n, hd]
-        q, k, v = qkv[0], qkv[1], qkv[2]
+        # [3, b, h, n, hd]; unbind, not indexing: its backward stacks the three gradients instead of
+        # zero-filling a [3, b, h, n, hd] buffer per part
+        q, k, v = self.qkv(a).view(b, n, 3, h, d // h).permute(2, 0, 3, 1, 4).unbind(0)
         for modifier in self.layer.at("qkv"):
-            q, k, v = modifier.qkv(q, k, v, self.state(modifier), carry)
-        y = attend(q, k, v, layer, x=a)  # [b, h, n, hd]
+            q, k, v = modifier.qkv(q, k, v, self.state(modifier), carry, x=a)
+        variants = self.layer.at("attention")
+        for modifier in variants:
+            q, k, v = modifier.prepare(q, k, v, self.state(modifier))
+        y = attend(q, k, v, layer, x=a)  # [b, h, n, value dim]
+        for modifier in reversed(variants):
+            y = modifier.finish(y, a, self.state(modifier))  # [b, h, n, hd]
         for modifier in self.layer.at("output"):
             y = modifier.output(y, a, self.state(modifier))
         x = x + self.drop(self.proj(y.transpose(1, 2).reshape(b, n, d)))
@@ -241,7 +256,8 @@ class GPT(nn.Module):
     reference code does), unless the scheme class sets ``per_layer`` (one module per layer). A
     model with one scheme module keeps it as ``scheme`` (today's state-dict keys); several are kept
     in ``schemes``, in order of first use, and ``scheme`` is None. ``layer_schemes[i]`` is layer
-    i's module either way."""
+    i's module either way. The output head is the embedding (tied, as GPT-2) unless
+    ``cfg.untied_head`` gives it a matrix of its own (state-dict key ``head.weight``)."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -257,14 +273,15 @@ class GPT(nn.Module):
             self.schemes = nn.ModuleList(distinct)
             self.scheme = None
         self.drop = nn.Dropout(cfg.dropout)
-        self.blocks = nn.ModuleList(Block(cfg, layer) for layer in self.layers)
+        self.blocks = nn.ModuleList(Block(cfg, layer, i) for i, layer in enumerate(self.layers))
         self.ln_f = nn.LayerNorm(cfg.d_model)
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        self.head.weight = self.embed.weight  # tied, as GPT-2
+        if not cfg.untied_head:
+            self.head.weight = self.embed.weight  # tied, as GPT-2
         self.apply(self._init)
         for block in self.blocks:  # GPT-2: residual projections scaled by 1/sqrt(2L)
-            nn.init.normal_(block.proj.weight, std=0.02 / math.sqrt(2 * cfg.n_layers))
-            nn.init.normal_(block.mlp[2].weight, std=0.02 / math.sqrt(2 * cfg.n_layers))
+            nn.init.normal_(block.proj.weight, std=INIT_STD / math.sqrt(2 * cfg.n_layers))
+            nn.init.normal_(block.mlp[2].weight, std=INIT_STD / math.sqrt(2 * cfg.n_layers))
         self.kinds = self.plan.kinds  # what selectors call each layer: (local,) or (global,)
 
     def _schemes(self) -> list[positions.Scheme]:
@@ -284,7 +301,12 @@ class GPT(nn.Module):
     @staticmethod
     def _init(module: nn.Module) -> None:
         if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, std=0.02)
+            nn.init.normal_(module.weight, std=INIT_STD)
+
+    def token_tables(self) -> list[nn.Parameter]:
+        """The matrices with one row per token [vocab, d]: the embedding, and the output head when
+        it is untied (tied, the head is the embedding: one tensor)."""
+        return [self.embed.weight] if self.head.weight is self.embed.weight else [self.embed.weight, self.head.weight]
 
     @property
     def uniform(self) -> bool:

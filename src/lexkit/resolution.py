@@ -135,6 +135,12 @@ def diagonal_sums(a: Tensor, dtype: torch.dtype = torch.float64) -> Tensor:
     return buf.sum(-2)
 
 
+def entropy(probs: Tensor) -> Tensor:
+    """The attention entropy of each query, in nats: -sum_k p_k ln p_k over the last dimension
+    (keys), 0 ln 0 = 0: ``[..., n_k] -> [...]``. ln(n) for uniform attention over n keys."""
+    return -torch.special.xlogy(probs, probs).sum(-1)
+
+
 def _contiguous(idx: Tensor) -> bool:
     return idx.numel() > 0 and int(idx[-1]) - int(idx[0]) == idx.numel() - 1 and bool((idx.diff() == 1).all())
 
@@ -178,7 +184,7 @@ class Accumulator:
             self.counts[layer].index_add_(0, dist, torch.full(dist.shape, float(batch), dtype=torch.float64))
         if probs is not None:
             p = probs.float()  # float32 terms, float64 totals
-            self.ent[layer] += -torch.special.xlogy(p, p).sum(-1).to(torch.float64).sum((0, 2)).cpu()  # [heads]
+            self.ent[layer] += entropy(p).to(torch.float64).sum((0, 2)).cpu()  # [heads]
             self.queries[layer] += batch * q_idx.numel()
 
     def curve(self) -> Tensor:

@@ -99,6 +99,23 @@ def resolution_per_layer(doc: StudyResults, label: str, pattern: str = "causal")
     return length, [sum(v) / len(v) for v in zip(*layers)]
 
 
+def layouts(doc: StudyResults) -> list[str]:
+    """The labels of the grid's rows that are layouts (a scheme, a pattern, a temperature per layer),
+    whose resolution in table C is a mean over layers."""
+    return [label for label in labels(doc) if runs_of(doc, label)[0].family == "layout"]
+
+
+def layer_resolution(doc: StudyResults, label: str, pattern: str, length: int
+                     ) -> tuple[list[float] | None, list[float] | None]:
+    """Each layer's R of a layout at one (pattern, length): analytic (as initialised; None in a study
+    that kept only the mean) and empirical (mean over seeds; None where not measured)."""
+    analytic = next((row.per_layer for row in doc.analytic
+                     if row.label == label and row.pattern == pattern and row.length == length), None)
+    measured = [r.per_layer for run in runs_of(doc, label) for r in run.resolution
+                if r.pattern == pattern and r.length == length and r.per_layer]
+    return analytic, [sum(v) / len(v) for v in zip(*measured)] if measured else None
+
+
 def entropy(doc: StudyResults, label: str, pattern: str) -> list[tuple[float, float]]:
     """Attention entropy against length (mean over layers, then seeds)."""
     return seed_mean((r.length, r.entropy) for run in runs_of(doc, label) for r in run.resolution

@@ -192,14 +192,17 @@ class EmpiricalRow(Row):
 @dataclasses.dataclass(frozen=True)
 class AnalyticRow(Row):
     """The study's analytic R (mean over heads) of one row of its grid (a scheme, or a layout: the mean
-    over its layers) as initialised, at one pattern and length. ``label`` is ``"scheme"`` in the JSON."""
+    over its layers, each layer's in ``per_layer``) as initialised, at one pattern and length.
+    ``label`` is ``"scheme"`` in the JSON."""
 
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("per_layer",)
     KEYS: ClassVar[dict[str, str]] = {"label": "scheme"}
 
     label: str
     pattern: str
     length: int
     resolution: float | None
+    per_layer: list[float] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

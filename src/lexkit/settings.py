@@ -31,6 +31,18 @@ class TrainConfig:
     save_every: int = 250
     log_every: int = 10
     mix: str = ""  # retrieval documents among the windows, "passkey:0.05,copy:0.1" (mix.MixedStream)
+    # -- the token tables (lexkit.embedding; a config without these keys trains as before) --
+    #: AdamW's weight decay on the embedding; None: ``weight_decay``, as on every other matrix
+    embedding_decay: float | None = None
+    #: the embedding kept at its random init (tied: the head too, one tensor)
+    freeze_embedding: bool = False
+    #: every N steps, re-draw the rows of the byte values no training batch has held yet (0: never)
+    reset_unseen: int = 0
+    # -- position dropping (DroPE, lexkit.dropping) --
+    #: from step ceil(F * steps) on, the selected layers train, and the run evaluates, with no positions
+    drop_positions_at: float | None = None
+    #: the layers whose positions go: a selector (local, global, L3, L0-2); None: every layer
+    drop_layers: str | None = None
     stop: str = ""  # a rule that ends the run once the mix's probe converged (lexkit.stopping; "": none)
 
     def __post_init__(self) -> None:
@@ -44,6 +56,27 @@ class TrainConfig:
         checks.number("weight_decay", self.weight_decay, maximum=checks.MAX_LR, strict=False, integer=False)
         checks.number("grad_clip", self.grad_clip, maximum=1e9, integer=False)
         checks.number("seed", self.seed, maximum=2**63 - 1, strict=False)
+        checks.number("embedding_decay", self.embedding_decay, maximum=checks.MAX_LR, strict=False, integer=False)
+        checks.number("reset_unseen", self.reset_unseen, strict=False)
+        if not isinstance(self.freeze_embedding, bool):
+            raise ValueError(f"freeze_embedding must be true or false, got {self.freeze_embedding!r}")
+        if self.freeze_embedding and self.reset_unseen:
+            raise ValueError(f"--freeze-embedding keeps every row of the embedding at its init and --reset-unseen "
+                             f"{self.reset_unseen} re-draws some of them; give one of them")
+        if self.freeze_embedding and self.embedding_decay is not None:
+            raise ValueError(f"--embedding-decay {self.embedding_decay:g}: a frozen embedding (--freeze-embedding) "
+                             "is not in the optimizer, so no decay reaches it; give one of them")
+        if self.drop_layers is not None and (not isinstance(self.drop_layers, str) or not self.drop_layers.strip()):
+            raise ValueError(f"--drop-layers must be a layer selector (all, local, global, L3, L0-2), "
+                             f"got {self.drop_layers!r}")
+        if self.drop_positions_at is not None:
+            value = self.drop_positions_at
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+                raise ValueError(f"--drop-positions-at must be a fraction of the steps strictly between 0 and 1 "
+                                 f"(e.g. 0.875), got {value!r}")
+        elif self.drop_layers is not None:
+            raise ValueError(f"--drop-layers {self.drop_layers} selects the layers whose positions "
+                             "--drop-positions-at drops; give --drop-positions-at F too")
 
     def recorded(self) -> dict:
         """The config as config.json, results.json and cache keys keep it: every field, but

@@ -83,7 +83,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from . import checks, needles
+from . import checks, needles, registry
 from .needles import held_out, needle_value  # noqa: F401 (the needle values of every task; re-exported)
 from .registry import Registry
 from .specs import Param, describe_params, format_spec, parse_params, split_spec
@@ -271,12 +271,19 @@ def names() -> list[str]:
 def parse(task: str) -> tuple[type[Task], dict[str, Any]]:
     """A task spec ``name[:key=value,...]`` (``kvthread:hops=3,direction=backward``): the task
     registered under its name and the values of its parameters, defaults filled in. ValueError
-    naming the bad part and what is valid: an unknown task, parameter or value."""
-    name, colon, _ = str(task).partition(":")
+    naming the bad part and what is valid: an unknown task, parameter or value. Parsed once per
+    spec (the training mix asks with every document; a registration anywhere starts afresh)."""
+    kind, values = _parsed(str(task), registry.generation())
+    return kind, dict(values)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed(task: str, generation: int) -> tuple[type[Task], tuple[tuple[str, Any], ...]]:
+    name, colon, _ = task.partition(":")
     kind = TASKS.get(name.strip())
     values = parse_params(f"task {kind.name}", kind.params, split_spec(task)[1] if colon else [])
     kind.check_params(values)
-    return kind, values
+    return kind, tuple(values.items())
 
 
 def get(task: str) -> type[Task]:

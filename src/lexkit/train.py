@@ -42,12 +42,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from . import distributed, provenance, runs, stopping
+from . import distributed, dropping, provenance, runs, stopping
 from . import tensorboard as tb
 from .api import callable_module
 from .attention import kernel_label, record_kernels
 from .data import LN2, Corpus, Stream, check_splits
 from .device import eval_mode, training_dtype
+from .embedding import Unseen, frozen, table_of
 from .errors import LexkitError
 from .mix import check_mix, mix_probe, parse_mix
 from .model import GPT, ModelConfig
@@ -75,13 +76,22 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
     """AdamW (betas 0.9, 0.95) with weight decay on matrices only: not on biases, norms, or a
     position scheme's own parameters (``scheme.*``/``schemes.*``: KERPLE's slopes, T5's table; a
-    layer's temperature and sink logits are vectors)."""
+    layer's temperature and sink logits are vectors). The embedding (:mod:`lexkit.embedding`):
+    with ``cfg.embedding_decay`` in a group of its own with that decay; with ``cfg.freeze_embedding``
+    its gradient switched off here and in no group. Neither given: the two groups of every run before them."""
+    frozen(model, cfg.freeze_embedding)
+    table = table_of(model)
+
     def decays(name: str, p: torch.Tensor) -> bool:
         return p.dim() >= 2 and not name.startswith(("scheme.", "schemes."))
 
-    decay = [p for n, p in model.named_parameters() if decays(n, p)]
-    other = [p for n, p in model.named_parameters() if not decays(n, p)]
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    own = cfg.embedding_decay is not None and table is not None and table.requires_grad
+    decay = [p for n, p in params if decays(n, p) and not (own and p is table)]
+    other = [p for n, p in params if not decays(n, p)]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": other, "weight_decay": 0.0}]
+    if own:
+        groups.append({"params": [table], "weight_decay": cfg.embedding_decay})
     # fused: one kernel per parameter group instead of ~1,000 small ops per step
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), fused=True)
 
@@ -218,6 +228,12 @@ def train(
     config = w.on_main(lambda: lifecycle.settle(plan, model, corpus, w, dev))
     if tensorboard is not None:
         config["tensorboard"] = str(Path(tensorboard).absolute())
+    drop = dropping.schedule(model_cfg, train_cfg)
+    if drop is not None:
+        config["drop"] = dropping.record(drop)
+        if resume and w.on_main(lambda: runs.trained_section(plan.old, out, runs.CHECKPOINT)[0] != plan.old["model"]):
+            model = _without_positions(drop, dev)  # the checkpoint holds the model after the drop
+            optimizer = make_optimizer(model, train_cfg)
     run = runs.RunDir(out, resume=resume, expected=plan.old) if w.is_main else None
     try:
         state = w.on_main(lambda: run.open().start(config, model, optimizer))
@@ -230,7 +246,8 @@ def train(
         streams = distributed.streams(corpus, train_cfg.mix, train_cfg.eval_windows, model_cfg.train_len, w)
         curves = tensorboard is not None and run is not None
         with contextlib.closing(tb.open_writer(tensorboard, run.path)) if curves else nullcontext() as writer:
-            summary = _loop(run, model, optimizer, state, streams, _Job(model_cfg, train_cfg, w, dev, progress, writer))
+            summary = _loop(run, model, optimizer, state, streams,
+                            _Job(model_cfg, train_cfg, w, dev, progress, writer, fsdp=fsdp, drop=drop))
         if run is not None:
             run.finish()
         return summary
@@ -251,6 +268,10 @@ def check_job(model_cfg: ModelConfig, train_cfg: TrainConfig, w: distributed.Wor
         raise ValueError(f"--stop {train_cfg.stop} watches the probe of a retrieval mix and this run has none: "
                          "give --mix too (e.g. --mix induction:0.75), or leave out --stop")
     w.check_batch(train_cfg.batch)
+    dropping.schedule(model_cfg, train_cfg)
+    if fsdp and train_cfg.reset_unseen:
+        raise ValueError(f"--reset-unseen {train_cfg.reset_unseen} writes rows of the embedding, which --fsdp shards "
+                         "over the processes; give one of them (DDP, without --fsdp, resets them)")
     if fsdp and not w.parallel:
         raise ValueError("--fsdp shards over processes and this job has one (world size 1): it needs torchrun "
                          "with more than one rank (torchrun --nproc_per_node 2 -m lexkit train ...); or leave out "
@@ -268,6 +289,8 @@ class _Job:
     device: torch.device
     progress: bool
     writer: Any = None
+    fsdp: bool = False
+    drop: dropping.Drop | None = None  # the position drop of the schedule (lexkit.dropping)
 
 
 def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict,
@@ -283,14 +306,19 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
     autocast = device_autocast(dev)
     rate_of = throughput(distributed.unwrap(model), job.model_cfg, cfg.batch // w.size, dev)
     model.train()
+    unseen = Unseen(cfg.reset_unseen, job.model_cfg.vocab_size, state.get("seen"))  # lexkit.embedding's rule
     loss_value, last, stopped = float("nan"), time.perf_counter(), False
     began, elapsed_before = last, float(state.get("elapsed", 0.0))
     with stop_signals() as stop, bar(cfg.steps, f"train {job.model_cfg.label}",
                                      enabled=job.progress and w.is_main) as pbar:
         pbar.advance(state["step"])
         for step in range(state["step"], cfg.steps):
+            if job.drop is not None and step >= job.drop.step and distributed.unwrap(model).cfg != job.drop.model:
+                model, optimizer = _drop_positions(model, optimizer, job)  # step D: the layers lose their positions
             t0 = time.perf_counter()
             x, y = train_stream.batch(step, cfg.batch, length, cfg.seed, rows=w.rows(cfg.batch))
+            if unseen:
+                unseen.observe(x, y)
             x, y = x.to(dev), y.to(dev)
             lr = lr_at(step, cfg)
             for group in optimizer.param_groups:
@@ -300,6 +328,9 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
                                                          autocast=autocast, average=w.mean)
             check_loss(loss_value, step, state, run, cfg)
             done = step + 1
+            if unseen.due(done):
+                unseen.join(w, dev)
+                unseen.reset(distributed.unwrap(model).token_tables(), optimizer, cfg.seed, done)
             now = time.perf_counter()
             step_seconds, rate, last = now - t0, x.numel() * w.size / max(now - last, 1e-9), now
             evaluate_now = done % cfg.eval_every == 0 or done == cfg.steps
@@ -324,6 +355,9 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
                          "elapsed": round(elapsed_before + time.perf_counter() - began, 3)}
                 if stopped:
                     state["stopped"] = done  # by the run's stop rule: its end
+                if unseen:
+                    unseen.join(w, dev)
+                    state["seen"] = unseen.seen()
                 whole, whole_optimizer = distributed.full_state(model, optimizer)  # collective under FSDP2
                 if run is not None:
                     run.save(whole, whole_optimizer, state)
@@ -342,6 +376,28 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
     if rows:
         summary["val_bpb"] = rows[-1]["val_bpb"]
     return summary
+
+
+def _without_positions(drop: dropping.Drop, dev: torch.device) -> GPT:
+    """The model after the drop, in training mode, its init drawn without touching the random state
+    (the weights are about to be replaced)."""
+    with torch.random.fork_rng(devices=[]):
+        return GPT(drop.model).to(dev).train()
+
+
+def _drop_positions(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                    job: _Job) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    """Step D of :mod:`lexkit.dropping`: the model after the drop, with every weight and AdamW
+    state of ``model`` carried over (whole tensors: a collective under FSDP2), spread over the
+    ranks as ``model`` was."""
+    whole, whole_optimizer = distributed.full_state(model, optimizer)
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    new = _without_positions(job.drop, job.device)
+    new_optimizer = make_optimizer(new, job.train_cfg)
+    dropping.carry(distributed.unwrap(model), whole.state_dict(), whole_optimizer.state_dict(), params, new,
+                   new_optimizer)
+    return distributed.spread(new, new_optimizer, job.world, job.device, fsdp=job.fsdp,
+                              rebuild=lambda m: make_optimizer(m, job.train_cfg))
 
 
 def check_loss(loss: float, step: int, state: dict, run: runs.RunDir | None, cfg: TrainConfig) -> None:

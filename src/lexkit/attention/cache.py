@@ -13,7 +13,9 @@ Exactness. A query attends to its visible keys only; the keys the cache drops ar
 every later query by the pattern's definition, so the softmax runs over the same keys with the
 same scores as a one-pass forward. Scores go through the shared block kernel
 (:func:`kernels.attend_block`, i.e. :meth:`Scheme.scores` plus the pattern's predicate), with
-queries in blocks of ``CHUNK`` as the chunked kernel. Positions and pattern indices follow a
+queries in blocks of ``CHUNK`` as the chunked kernel; so do an attention variant's weights in place
+of the softmax (stick-breaking's product runs over the keys between a key and its query, all of them
+in the query's block). Positions and pattern indices follow a
 one-pass ``model(tokens, offset=o)``: token i of the whole sequence is at index i and position
 o + i.
 
@@ -293,7 +295,8 @@ class CachedAttention:
         cache, piece, layer = self.cache, self.piece, self.layer
         scheme, pattern = piece.lane.scheme, piece.lane.pattern
         q_scale = self.scoring.query_scale(self.q_pos)  # [n] or [H, n] or None
-        sink, score_fn = self.scoring.sink(), self.scoring.score_fn
+        sink, score_fn, weights = self.scoring.sink(), self.scoring.score_fn, self.scoring.weights
+        position_fn, row_fn = self.scoring.position_fn, self.scoring.row_fn(False)  # inference only
         pre = scheme.max_query_span is None and scheme.separable  # position-wise: once, as tokens arrive
         if pre:
             q, k = scheme.transform_qk(q, k, self.q_pos, self.q_pos)
@@ -308,7 +311,8 @@ class CachedAttention:
             attend_block(
                 scheme, pattern, q[..., qs, :], keys[..., ks, :], values[..., ks, :],
                 piece.q_idx[qs], piece.k_idx[ks], self.q_pos[qs], self.k_pos[ks],
-                transformed=pre, bias=piece.table, sink=sink, score_fn=score_fn,
+                transformed=pre, bias=piece.table, sink=sink, score_fn=score_fn, weights=weights,
+                position_fn=position_fn, row_fn=row_fn,
                 q_scale=None if q_scale is None else q_scale[..., qs],
                 context=None if rows is None else (rows[..., qs, :], kept[..., ks, :]),
             )

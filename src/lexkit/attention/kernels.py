@@ -24,12 +24,18 @@ compilation, more than the chunked kernel spends at the lengths we evaluate). Wh
 A layer's score modifiers reach every kernel through one object, ``scoring=``
 (:class:`~lexkit.attention.modifiers.Scoring`, attention/modifiers/): a factor per query or per head
 and query (the temperatures: log-n, Llama 4's, a learned SSMax scale; the whole score is scaled,
-bias included), an elementwise function of the score (Gemma 2's soft-capping, C·tanh(s/C)) and a
-learned sink logit per head (GPT-OSS: a virtual key with zero value that takes probability mass).
-Dense and chunked run all three (an elementwise function needs the scores themselves: the dense
-kernel then runs the block computation as one block, like ReRoPE); flex scales q and its bias and
-applies the function in its ``score_mod``, and refuses a modifier that says it cannot run there (the
-sink) by the modifier's own words. A scheme that is not one q/k
+bias included), an elementwise function of the score and the positions of its query and key
+(scale-invariant attention's a(m-n)·s + b(m-n)), one of the score alone (Gemma 2's soft-capping,
+C·tanh(s/C)), a function of each query's whole row (the adaptive temperature, from the row's
+entropy) and a learned sink logit per head (GPT-OSS: a virtual key with zero value that takes
+probability mass), applied in that order. Dense and chunked run all of them (a function of the
+scores needs the scores themselves: the dense kernel then runs the block computation as one block,
+like ReRoPE); flex scales q and its bias and applies the elementwise functions in its
+``score_mod``, and refuses a modifier that says it cannot run there (the sink, a function of whole
+rows) by the modifier's own words. An attention variant (place ``attention``) may replace the
+softmax by its own weights (stick-breaking's running product over the keys): the block computation
+runs them (dense as one block, chunked, the KV cache), SDPA cannot, and flex refuses the variant by
+its own words. A scheme that is not one q/k
 transform (``separable = False``: ReRoPE) and a pattern that rescores its sinks at cache positions
 (``sinks:...,pos=cache``) run through the scheme's :meth:`Scheme.scores`: the chunked kernel, or
 the dense kernel as one block over all queries; flex refuses them with a clear error. So do the
@@ -103,6 +109,7 @@ class Attention:
         if extent is None:  # positions one transform covers
             extent = int(pos.max() - pos.min()) + 1 if self.n else 0
         self.scoring = scoring if scoring is not None else Scoring()
+        self.training = training
         self.kernel = choose_kernel(
             kernel, scheme, pattern, self.n, pos.device, training, hook is not None, extent=extent,
             scoring=self.scoring,
@@ -113,8 +120,10 @@ class Attention:
         self._bias: ForwardBias | None = None
         self._scale: Tensor | None = None
         self._scaled = False
-        # an elementwise function of the scores needs them: the dense kernel runs the block computation
-        self.by_scores = by_scores(scheme, pattern) or self.scoring.score_fn is not None
+        # a function of the scores or weights other than the softmax need the scores: the dense
+        # kernel runs the block computation
+        self.by_scores = (by_scores(scheme, pattern) or self.scoring.needs_scores
+                          or self.scoring.row_fn(training) is not None)
         #: the kernel the last call actually ran: ``self.kernel``, or for flex the ladder's rung
         #: (``flex``, ``flex:128x64/2``) or ``chunked`` when no flex kernel could be built
         self.ran = self.kernel
@@ -205,6 +214,8 @@ class Attention:
                 q_idx, k_idx, self.pos[start:stop], self.pos[k_sel], transformed=pre, bias=table,
                 hook=self.hook, layer=layer, q_scale=None if self.q_scale is None else self.q_scale[..., start:stop],
                 rescore=rescore, sink=sink, score_fn=self.scoring.score_fn, context=ctx,
+                position_fn=self.scoring.position_fn, row_fn=self.scoring.row_fn(self.training),
+                weights=self.scoring.weights,
             ))
         return torch.cat(out, dim=-2)  # [b, h, n, d]
 
@@ -272,7 +283,8 @@ class Attention:
             if lam is not None:
                 tq = tq * rows(lam).to(tq.dtype)
             offset = None if whole else torch.tensor(start, device=q.device)
-            score_mod = flex_score_mod(bias, lam, offset, self.scoring.score_fn, self.pos[0])
+            score_mod = flex_score_mod(bias, lam, offset, self.scoring.score_fn, self.pos[0],
+                                       position_fn=self.scoring.position_fn)
             block_mask = cached_block_mask(self.pattern, self.n, q.device, q_start=start, q_stop=stop)
             out = flex(tq, tk, v, score_mod=score_mod, block_mask=block_mask, scale=self.scale, kernel_options=options)
             outs.append(out[..., done - start:, :])
@@ -304,6 +316,9 @@ def attend_block(
     sink: Tensor | None = None,
     score_fn: Callable[[Tensor], Tensor] | None = None,
     context: tuple[Tensor, Tensor] | None = None,
+    position_fn: Callable[[Tensor, Tensor, Tensor], Tensor] | None = None,
+    row_fn: Callable[[Tensor, Tensor | None], Tensor] | None = None,
+    weights: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor] | None = None,
 ) -> Tensor:
     """One block of queries against the keys it may see: softmax(where(visible, scores, -inf)) @ v.
 
@@ -313,9 +328,15 @@ def attend_block(
     read), then ``rescore`` (sinks at their cache slots) and a temperature's ``q_scale`` [n_q] or
     [h, n_q] (the whole score, bias included); the mask from the pattern's predicate. ``sink`` [h]:
     a learned sink logit per head, a virtual key of value 0 beside the visible ones (GPT-OSS), not
-    scaled by the temperature; the hook then sees probabilities that sum to less than 1. ``score_fn``:
-    an elementwise function of the scores (soft-capping) after the temperature, before the mask; the
-    hook sees its result. The chunked kernel and the KV cache (``cache.py``) both call it.
+    scaled by the temperature; the hook then sees probabilities that sum to less than 1.
+    ``position_fn``: an elementwise function of the scores and the positions of query and key
+    (scale-invariant attention), after the temperature; ``score_fn``: one of the scores alone
+    (soft-capping), after it, before the mask; ``row_fn``: a function of each query's whole row of
+    masked scores (and the sink's column), last before the softmax (the adaptive temperature).
+    ``weights(scores, visible, q_idx, k_idx)``: an attention variant's weights in place of the
+    softmax (:meth:`Modifier.weights`, stick-breaking); a sink logit, a column of a softmax, has
+    nothing to join there. The hook sees their result. The chunked kernel and the KV cache
+    (``cache.py``) both call it.
     """
     visible = pattern.visible(q_idx[:, None], k_idx[None, :])  # [n_q, n_k]
     scores = scheme.scores(q, k, q_pos, k_pos, transformed=transformed, bias=bias, visible=visible,
@@ -324,14 +345,24 @@ def attend_block(
         scores = rescore(scores)
     if q_scale is not None:
         scores = scores * rows(q_scale).to(scores.dtype)
+    if position_fn is not None:
+        scores = position_fn(scores, q_pos[:, None], k_pos[None, :])
     if score_fn is not None:
         scores = score_fn(scores)
     scores = scores.masked_fill(~visible, float("-inf"))
-    if sink is None:
-        probs = torch.softmax(scores.float(), dim=-1).to(v.dtype)
-    else:
+    column = None
+    if sink is not None:
+        if weights is not None:
+            raise ValueError("a learned sink logit is a column of a softmax; this layer's weights replace the softmax")
         b, h, n_q, _ = scores.shape
         column = sink.float()[None, :, None, None].expand(b, h, n_q, 1)
+    if row_fn is not None:
+        scores = row_fn(scores, column)
+    if weights is not None:
+        probs = weights(scores.float(), visible, q_idx, k_idx).to(v.dtype)
+    elif column is None:
+        probs = torch.softmax(scores.float(), dim=-1).to(v.dtype)
+    else:
         probs = torch.softmax(torch.cat((scores.float(), column), dim=-1), dim=-1)[..., :-1].to(v.dtype)
     if hook is not None:
         hook(layer, q_idx, k_idx, scores, probs)
@@ -386,8 +417,10 @@ def choose_kernel(
     transforms all queries at once, which xPos allows only within ``scheme.max_query_span``; flex
     computes distances from indices and re-centres xPos per query block, which needs contiguous
     positions (extent == n: not randomized training positions). A score modifier that refuses flex
-    (the sink logit) runs on dense and chunked only; an elementwise function of the scores (soft-
-    capping) never runs as SDPA (no mask tensor can express it): on CUDA ``auto`` takes flex for it."""
+    (the sink logit, a function of whole rows, stick-breaking) runs on dense and chunked only; a
+    function of the scores (soft-capping, scale-invariant attention) or weights other than the
+    softmax never run as SDPA (no mask tensor can express them): on CUDA ``auto`` takes flex for
+    the first where flex can run it."""
     scoring = scoring if scoring is not None else Scoring()
     extent = n if extent is None else extent
     span_ok = scheme.max_query_span is None or extent <= scheme.max_query_span
@@ -400,7 +433,8 @@ def choose_kernel(
         if hooked:
             return "chunked"
         if on_cuda:
-            if sdpa_causal(scheme, pattern) and span_ok and scoring.score_fn is None:
+            if (sdpa_causal(scheme, pattern) and span_ok and not scoring.needs_scores
+                    and scoring.row_fn(training) is None):
                 return "dense"
             if (flex_available() and not by_scores(scheme, pattern) and extent == n
                     and scoring.flex_refusal is None):
@@ -574,24 +608,28 @@ def flex_query_blocks(scheme: Scheme, n: int) -> list[tuple[int, int]]:
 
 
 def flex_score_mod(bias: Callable | None, lam: Tensor | None, offset: Tensor | None,
-                   score_fn: Callable | None = None, first: Tensor | None = None) -> Callable | None:
+                   score_fn: Callable | None = None, first: Tensor | None = None, *,
+                   position_fn: Callable | None = None) -> Callable | None:
     """FlexAttention ``score_mod`` from a scheme's :meth:`Scheme.bias_fn` (None: no bias), a
     temperature's λ [n_q] or [heads, n_q] (the bias is scaled with the rest of the score; q is
     scaled before), the index of the first query of a block (None: 0), an elementwise function of
     the score (soft-capping, applied last, as the block computation does) and the position of the
     input's first token (None: 0; positions are contiguous on flex, so a query's position is
-    ``first`` + its index)."""
-    if bias is None and score_fn is None:
+    ``first`` + its index). ``position_fn``: an elementwise function of the score and the positions
+    of query and key (scale-invariant attention), after the bias, before ``score_fn``."""
+    if bias is None and score_fn is None and position_fn is None:
         return None
     per_head = lam is not None and lam.dim() == 2
 
     def score_mod(score, b, h, q_idx, kv_idx):
+        m = q_idx if offset is None else q_idx + offset
         if bias is not None:
-            m = q_idx if offset is None else q_idx + offset
             bias_mn = bias(h, (m - kv_idx).clamp(min=0), m if first is None else m + first)
             if lam is not None:
                 bias_mn = bias_mn * (lam[h, q_idx] if per_head else lam[q_idx])
             score = score + bias_mn
+        if position_fn is not None:
+            score = position_fn(score, m if first is None else m + first, kv_idx if first is None else kv_idx + first)
         return score if score_fn is None else score_fn(score)
 
     return score_mod

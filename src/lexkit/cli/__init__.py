@@ -14,9 +14,9 @@ import warnings
 from ..errors import LexkitError
 
 COMMANDS = ("schemes", "patterns", "layouts", "tasks", "presets", "train", "runs", "eval", "sample", "resolution",
-            "retrieval", "study", "sweep", "conformance")
+            "retrieval", "inspect", "study", "sweep", "conformance")
 #: the commands that compute with torch: their CPU threads follow lexkit.threads' policy
-COMPUTING = ("train", "eval", "sample", "resolution", "retrieval", "study", "sweep")
+COMPUTING = ("train", "eval", "sample", "resolution", "retrieval", "inspect", "study", "sweep")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,5 +1,6 @@
 """``lexkit layouts``: the named layouts (a scheme, pattern and modifiers per layer), one line each,
-and the layer modifiers a layer may take (temperatures, sink, token shift, soft cap, ...), each with
+and the layer modifiers a layer may take (temperatures, sink, token shift, soft cap, attention
+variants, ...), each with
 its place in the layer and its source. With ``--show SPEC``, what a layout is on a model of
 ``--layers`` layers trained at ``--train-len`` (every layer written out)."""
 
@@ -37,5 +38,6 @@ def run(args) -> int:
     print_table([("modifier", "place", "parameters (defaults)", "what it does", "source")]
                 + modifiers.describe(), "lllll")
     print("place: inputs (the normalized input of attention and feed-forward), qkv (the projections), scores "
-          "(inside attention), output (the attention output); a layer takes each once, and one temperature")
+          "(inside attention), attention (how the scores become the output: an attention variant), output (the "
+          "attention output); a layer takes each once, one temperature and one attention variant")
     return 0

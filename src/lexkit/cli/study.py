@@ -16,6 +16,7 @@ from pathlib import Path
 from .. import checks, positions, presets, threads
 from ..device import resolve_device
 from ..distributed import world as study_world
+from ..errors import LexkitError
 from ..report import length_table, pattern_table
 from ..rows import StudyResults
 from ..specs import parse_lengths
@@ -65,6 +66,9 @@ def add_parser(sub):
                    help="also write the evaluations (bpb by length per scheme and pattern) and the runs' "
                    "training curves as TensorBoard event files (default DIR: OUT/tensorboard; needs lexkit[tb])")
     p.add_argument("--dry-run", action="store_true", help="list the cells and estimate the time; train nothing")
+    p.add_argument("--readme", metavar="FILE",
+                   help="rewrite the study summary block of FILE (the README's) from OUT/results.json, as the "
+                   "report computes it; train nothing")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
 
@@ -117,6 +121,8 @@ def jobs(args) -> int:
 
 
 def run(args) -> int:
+    if args.readme is not None:
+        return write_readme(Path(args.out), Path(args.readme))
     resolve_device(args.device)  # before any timing or training: a missing CUDA fails at once
     for flag, value, top in (("--seeds", args.seeds, 1000), ("--steps", args.steps, checks.MAX_COUNT),
                              ("--eval-docs", args.eval_docs, checks.MAX_COUNT), ("--threads", args.threads, 4096),
@@ -161,6 +167,20 @@ def run(args) -> int:
               f"(view: tensorboard --logdir {logdir})")
     print(f"report: {args.out}/report.md, report.html  (results.json, results.csv, plots); "
           f"{results.work['ran']} tasks ran, {results.work['cached']} cached, {results.wall_seconds:.0f} s")
+    return 0
+
+
+def write_readme(out: Path, readme: Path) -> int:
+    """``--readme``: the summary block of ``readme`` written from ``out``'s results.json."""
+    from ..study.summary import write_into
+
+    if not (out / "results.json").is_file():
+        raise LexkitError(f"--readme needs a finished study: {out / 'results.json'} does not exist (run lexkit "
+                          f"study --out {out} first)")
+    if not readme.is_file():
+        raise LexkitError(f"--readme {readme}: no such file")
+    write_into(readme, read(out / "results.json"))
+    print(f"{readme}: the study summary written from {out / 'results.json'}")
     return 0
 
 

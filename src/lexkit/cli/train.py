@@ -45,6 +45,23 @@ def add_parser(sub):
     p.add_argument("--random-positions", type=int, metavar="L_MAX",
                    help="train at a sorted random subset of the positions 0..L_MAX-1 (Ruoss et al. 2023; L_MAX at "
                    "least --train-len), evaluate at 0..n-1; recorded with the run (default: off)")
+    # the token tables (lexkit.embedding; docs/runs.md#embedding-options)
+    p.add_argument("--untied-head", action=argparse.BooleanOptionalAction, default=None,
+                   help="give the output head a matrix of its own instead of the embedding's (default: tied, as "
+                   "GPT-2); recorded with the run")
+    p.add_argument("--embedding-decay", type=float, metavar="D",
+                   help="AdamW weight decay on the embedding, 0 for none (default: the other matrices', 0.1)")
+    p.add_argument("--freeze-embedding", action=argparse.BooleanOptionalAction, default=None,
+                   help="keep the embedding at its random init (tied: the head too; default: trained)")
+    p.add_argument("--reset-unseen", type=int, metavar="N",
+                   help="every N steps, draw again the embedding (and untied head) rows of the bytes no training "
+                   "batch has held yet, their AdamW moments zeroed (default: 0, never)")
+    # position dropping (lexkit.dropping; docs/layouts.md#position-dropping)
+    p.add_argument("--drop-positions-at", type=float, metavar="F",
+                   help="DroPE: from step ceil(F*steps) on, train the --drop-layers without their position scheme "
+                   "(none), and evaluate the run so, e.g. 0.875 (default: off)")
+    p.add_argument("--drop-layers", metavar="SELECTOR",
+                   help="the layers --drop-positions-at drops: local, global, L3 or L0-2 (default: every layer)")
     p.add_argument("--preset", default=None, choices=list(presets.PRESETS),
                    help="size preset (default: small; see `lexkit presets`)")
     for key, flag in presets.FLAGS.items():
@@ -87,7 +104,10 @@ def _default(key: str) -> str:
 def _overrides(args) -> dict:
     return {**{key: getattr(args, key) for key in presets.FLAGS}, "data": args.data, "seed": args.seed,
             "logn": args.logn, "mix": ",".join(args.mix) if args.mix else None, "stop": args.stop,
-            "layout": args.layout, "token_shift": args.token_shift, "random_positions": args.random_positions}
+            "layout": args.layout, "token_shift": args.token_shift, "random_positions": args.random_positions,
+            "untied_head": args.untied_head, "embedding_decay": args.embedding_decay,
+            "freeze_embedding": args.freeze_embedding, "reset_unseen": args.reset_unseen,
+            "drop_positions_at": args.drop_positions_at, "drop_layers": args.drop_layers}
 
 
 def run(args) -> int:

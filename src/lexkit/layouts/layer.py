@@ -71,8 +71,9 @@ def build_layer(scheme: str, pattern: str | Pattern = "causal", modifiers: Seque
     a temperature's length), so the layer stays what it was when the model trains or is fine-tuned
     at another length. ``modifiers`` are specs or :class:`~lexkit.attention.modifiers.Modifier`
     objects. LayoutError naming ``where`` (``layer 2``) and the bad part: an unknown name or
-    parameter, a modifier given twice or two of one group (two temperatures), a modifier that grows
-    with the position on a local layer."""
+    parameter, a modifier given twice or two of one group (two temperatures, two attention
+    variants), two that exclude each other (:attr:`Modifier.excludes`), a modifier that grows with
+    the position on a local layer."""
     prefix = f"{where}: " if where else ""
     try:
         scheme_spec = positions.pin(scheme, max_len or train_len)
@@ -90,6 +91,10 @@ def build_layer(scheme: str, pattern: str | Pattern = "causal", modifiers: Seque
                         f"two {key}s ({seen[key].spec} and {modifier.spec}); a layer takes one")
                 raise LayoutError(f"{prefix}{what}")
             seen[key] = modifier
+        for other in built:
+            why = next((modifier.excludes[key] for key in (other.name, other.group) if key in modifier.excludes), None)
+            if why is not None:
+                raise LayoutError(f"{prefix}+{modifier.name} and +{other.name} cannot share a layer: {why}")
         if modifier.global_only and pat.reach is not None:
             raise LayoutError(f"{prefix}{modifier.spec} grows with the position, but {pat.spec} shows at most "
                               f"{pat.reach} keys: it belongs to a global layer (causal)")

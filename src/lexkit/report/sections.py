@@ -80,6 +80,8 @@ def grid_sections(doc: StudyResults) -> list[Block]:
              f"{doc.config['resolution_texts']} validation texts. R lies in [0, 1] for any curve, so the "
              "paper's 1.08 for xPos+BCA cannot come from the formula as printed."),
         tables.resolution_table(doc),
+        *([Text("A layout's R above is the mean over its layers; each layer's (layer 0 first, as the layout "
+                "is written):"), tables.layer_resolution_table(doc)] if query.layouts(doc) else []),
         Figure("s_curves.png", "s[n] curves"),
         Figure("resolution_per_layer.png", "resolution per layer"),
         Figure("entropy.png", "entropy"),

@@ -69,18 +69,40 @@ def pattern_table(doc: StudyResults) -> Table:
 def resolution_table(doc: StudyResults) -> Table:
     """C, the paper's Table 3 layout: resolution per row (and pattern) at 1x, 2x, ... the
     training length, analytic (before training) beside empirical (after); R spans decades (a flat
-    curve gives 1/N^2), so values below 1e-3 are shown in scientific notation."""
+    curve gives 1/N^2), so values below 1e-3 are shown in scientific notation. A layout's R is the
+    mean over its layers, and its label says so (each layer's: :func:`layer_resolution_table`)."""
     header = ["scheme", "pattern"]
     for n in doc.resolution_lengths:
         header += [f"analytic {n}", f"empirical {n}"]
-    rows = []
+    rows, layered = [], set(query.layouts(doc))
     for label in query.labels(doc):
         for pattern in doc.patterns:
-            row = [label, pattern]
+            row = [f"{label} (mean over layers)" if label in layered else label, pattern]
             for n in doc.resolution_lengths:
                 row += [cell(*query.analytic_resolution(doc, label, pattern, n), small=True),
                         cell(*query.empirical_resolution(doc, label, pattern, n), small=True)]
             rows.append(row)
+    return Table.of(header, rows, "max", "best (highest) resolution per column marked")
+
+
+def layer_resolution_table(doc: StudyResults) -> Table:
+    """C, layer by layer: each layout's R of every layer, analytic beside empirical (mean over
+    seeds), at every resolution length, so that a layer the mean hides (a global layer beneath
+    local ones) shows."""
+    header = ["layout", "pattern", "layer"]
+    for n in doc.resolution_lengths:
+        header += [f"analytic {n}", f"empirical {n}"]
+    rows = []
+    for label in query.layouts(doc):
+        for pattern in doc.patterns:
+            by_length = {n: query.layer_resolution(doc, label, pattern, n) for n in doc.resolution_lengths}
+            count = max((len(v) for pair in by_length.values() for v in pair if v), default=0)
+            for i in range(count):
+                row = [label, pattern, str(i)]
+                for n in doc.resolution_lengths:
+                    row += [cell(values[i] if values and i < len(values) else None, small=True)
+                            for values in by_length[n]]
+                rows.append(row)
     return Table.of(header, rows, "max", "best (highest) resolution per column marked")
 
 

@@ -17,6 +17,7 @@ from .config import (
     read_config,
     run_config,
     scheme_overrides,
+    trained_section,
 )
 from .files import (
     CHECKPOINT,
@@ -39,5 +40,5 @@ __all__ = [
     "RunWarning", "atomic_write", "build_model", "check_new", "configs_from_run", "content_hash", "find", "finished",
     "fit_problem", "load", "load_checkpoint", "load_weights", "mismatch", "model_tensors", "read_config",
     "read_metrics", "read_weights", "run_config", "save_checkpoint", "save_weights", "scheme_overrides", "summary",
-    "trainer_state", "verify", "write_json",
+    "trainer_state", "trained_section", "verify", "write_json",
 ]

@@ -16,8 +16,9 @@ from ..errors import RunError
 from ..model import GPT, ModelConfig
 from ..settings import TrainConfig, split_settings
 from ..version import __version__
-from .files import CONFIG, FORMAT_VERSION, RunWarning
-from .weights import load_weights
+from .files import CONFIG, FORMAT_VERSION, WEIGHTS, RunWarning
+from .integrity import model_differences
+from .weights import load_weights, recorded_model
 
 
 def read_config(run_dir: str | Path, *, training: bool = False) -> dict:
@@ -90,22 +91,36 @@ def load(
     ``"trained"`` is the run's own model section (the weights are verified against it). A
     scheme's training-length defaults (``original_len``, ReRoPE's ``w``) take the run's length.
     On a run with a layout, ``scheme`` may select layers (``global=rerope:w=64``; unqualified: the
-    layers of its family, :meth:`lexkit.layouts.LayerPlan.replace_schemes`) and becomes the layout's."""
+    layers of its family, :meth:`lexkit.layouts.LayerPlan.replace_schemes`) and becomes the layout's. A run
+    whose weights are past its position drop is the model after the drop (:func:`trained_section`)."""
     run_dir = Path(run_dir)
     config = read_config(run_dir)
-    trained = config["model"]
-    section = {**trained, **as_recorded(config, run_dir)}
+    trained, resolved = trained_section(config, run_dir)
+    section = {**trained, **as_recorded({**config, "model": trained, "resolved": resolved}, run_dir)}
     overrides = {} if logn is None else {"logn": logn}
     if scheme is not None:
         overrides.update(scheme_overrides(section, scheme))
     if logn is not None and section.get("layout") is not None:
         raise ValueError(f"--logn switches log-n on every layer; {run_dir} has a layout "
                          f"({section['layout']}), whose temperatures are per layer")
-    if overrides or section != trained:
+    if overrides or section != config["model"]:
         config = {**config, "model": {**section, **overrides}, "overrides": overrides, "trained": trained}
     model = build_model(config)
     load_weights(run_dir, model, recorded=config.get("trained"), scheme=scheme)
     return model.to(device).eval(), config
+
+
+def trained_section(config: dict, run_dir: str | Path, name: str = WEIGHTS) -> tuple[dict, str | None]:
+    """The model section a run's weights (``name``: or its checkpoint) hold and the layers it
+    recorded for it (``resolved``): config.json's ``model``, or, once the file holds the model after
+    the run's position drop (:mod:`lexkit.dropping`: the file's recorded model is config.json's
+    ``drop.model``), that one."""
+    drop = config.get("drop")
+    if isinstance(drop, dict) and isinstance(drop.get("model"), dict):
+        written = recorded_model(run_dir, name)
+        if written is not None and not model_differences(written, drop["model"]):
+            return drop["model"], drop.get("resolved")
+    return config["model"], config.get("resolved")
 
 
 def as_recorded(config: dict, run_dir: Path) -> dict:
@@ -163,11 +178,16 @@ def run_config(model_cfg: ModelConfig, train_cfg: TrainConfig, corpus: Corpus) -
     }
 
 
+#: a parent's training settings that a fine-tune does not inherit (a drop happened once, to the parent)
+ONCE = ("drop_positions_at", "drop_layers")
+
+
 def configs_from_run(run_dir: str | Path, scheme: str | None = None, **overrides) -> tuple[ModelConfig, TrainConfig]:
     """Configs that continue a trained run (``lexkit train --init RUN``): its architecture and
     training settings, ``scheme`` (default: its own) and explicit overrides (None = the run's).
     The shape is the parent's: a layer count, width or head count equal to the run's is accepted,
-    another one refused by name (the one rule of ``lexkit train --init``).
+    another one refused by name (the one rule of ``lexkit train --init``). A parent past its position
+    drop is continued as it ended (:func:`trained_section`), and its drop schedule is not inherited.
 
     The short fine-tune of position interpolation and YaRN: e.g. ``scheme="rope:scaling=yarn,factor=4"``
     with ``train_len`` 4x the run's. Every parameter of the new scheme that defaults to the
@@ -176,13 +196,14 @@ def configs_from_run(run_dir: str | Path, scheme: str | None = None, **overrides
     longer ``train_len`` does not move it.
     """
     old = read_config(run_dir, training=True)
+    old = {**old, "model": trained_section(old, run_dir)[0]}  # a parent past its position drop: as it ended
     fixed = [f"{presets.FLAGS[key]} {overrides[key]} ({old['model'][key]} in {run_dir})"
              for key in ("n_layers", "d_model", "n_heads")
              if overrides.get(key) is not None and overrides[key] != old["model"].get(key)]
     if fixed:
         raise ValueError(f"--init fine-tunes the weights of {run_dir}, whose shape is fixed: {', '.join(fixed)} "
                          "cannot load them")
-    values = {**old["model"], **old["train"]}
+    values = {**old["model"], **{k: v for k, v in old["train"].items() if k not in ONCE}}
     values.update({k: v for k, v in overrides.items() if v is not None})
     length = ModelConfig(**old["model"]).position_len
     if old["model"].get("layout") is not None and overrides.get("layout") is None:

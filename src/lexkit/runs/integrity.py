@@ -63,19 +63,26 @@ def verify(path: Path, tensors: dict[str, torch.Tensor], meta: dict[str, str], m
             written = json.loads(meta["model"])
         except json.JSONDecodeError as exc:
             raise RunError(f"{path} is corrupt: its recorded model config is not JSON") from exc
-        expected = json.loads(model_json(model_section))
-        default = dataclasses.asdict(ModelConfig())  # a key one side predates (model.logn) reads as its default
-        diff = [f"{k} {written.get(k)!r} there, {expected.get(k)!r} in config.json"
-                for k in sorted(set(written) | set(expected))
-                if written.get(k, default.get(k)) != expected.get(k, default.get(k))]
+        diff = model_differences(written, json.loads(model_json(model_section)))
         if diff:
             raise RunError(f"{path} was written for another model than its run's config.json describes "
                            f"({'; '.join(diff[:3])}): copied from another run?")
 
 
+def model_differences(written: dict, expected: dict) -> list[str]:
+    """How a weight file's recorded model section ``written`` differs from ``expected`` (config.json's),
+    one phrase per key; a key one side predates (``model.logn``, ``model.untied_head``) reads as its default."""
+    default = dataclasses.asdict(ModelConfig())
+    return [f"{k} {written.get(k)!r} there, {expected.get(k)!r} in config.json"
+            for k in sorted(set(written) | set(expected))
+            if written.get(k, default.get(k)) != expected.get(k, default.get(k))]
+
+
 def model_tensors(model: GPT) -> dict[str, torch.Tensor]:
-    """State dict without the tied head (it is the embedding)."""
-    return {k: v for k, v in model.state_dict().items() if k != "head.weight"}
+    """State dict without the tied head (it is the embedding, saved once as ``embed.weight``); an
+    untied head (``untied_head``) is its own ``head.weight``."""
+    tied = getattr(model.cfg, "untied_head", False) is False
+    return {k: v for k, v in model.state_dict().items() if not (tied and k == "head.weight")}
 
 
 def mismatch(model: GPT, tensors: dict[str, torch.Tensor]) -> tuple[list[str], list[str], list[str]]:

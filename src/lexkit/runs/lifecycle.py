@@ -19,7 +19,7 @@ from ..device import training_dtype
 from ..errors import RunError
 from ..model import GPT
 from ..settings import TrainConfig, differences
-from .config import read_config, run_config
+from .config import read_config, run_config, trained_section
 from .files import CHECKPOINT, CONFIG, WEIGHTS
 from .integrity import fit_problem, mismatch
 from .weights import read_weights, trainer_state
@@ -65,6 +65,11 @@ def check_resume(out: Path, old: dict, new: dict, train_cfg: TrainConfig, corpus
             and not (moved and d.startswith("train.data "))]
     if diff:
         raise RunError(f"cannot resume {out} with changed settings: {', '.join(diff)}")
+    if new["train"].get("drop_positions_at") is not None and new["train"]["steps"] != old["train"]["steps"]:
+        raise RunError(f"cannot resume {out} with --steps {new['train']['steps']}: its positions drop at "
+                       f"{new['train']['drop_positions_at']:g} of its {old['train']['steps']} steps (step "
+                       f"{old.get('drop', {}).get('step', '?')}), which another total would move; resume with "
+                       f"--steps {old['train']['steps']}, or fine-tune it (--init)")
     if new["train"]["steps"] < old["train"]["steps"]:
         raise RunError(f"cannot resume {out} with fewer steps ({train_cfg.steps} < {old['train']['steps']})")
     if not same_corpus(old["data"]["fingerprint"], corpus.fingerprint):
@@ -132,7 +137,7 @@ def load_parent(model: GPT, parent: dict, *, resumed: bool, out: Path) -> None:
         if digest != parent.get("sha256"):
             raise RunError(f"{where}, whose {WEIGHTS} changed since (sha256 {digest[:12]}..., "
                            f"{str(parent.get('sha256'))[:12]}... recorded); restore it, or start the fine-tune anew")
-    tensors = read_weights(run, model, recorded=read_config(run)["model"])
+    tensors = read_weights(run, model, recorded=trained_section(read_config(run), run)[0])
     missing, extra, bad = mismatch(model, tensors)
     if missing or extra or bad:
         raise RunError(f"--init {run}: --scheme {model.cfg.scheme} does not match the weights of {run} (trained "
@@ -144,6 +149,7 @@ def init_provenance(run_dir: str | Path) -> dict:
     """What ``--init RUN`` started from: the run (its absolute path), its scheme and length, its
     step and the sha256 of its weight file (so the parent can be identified even if it moves)."""
     old = read_config(run_dir)
+    old = {**old, "model": trained_section(old, run_dir)[0]}
     weights = Path(run_dir) / WEIGHTS
     if not weights.is_file():
         raise RunError(f"--init {run_dir}: it has no {WEIGHTS} (train it first)")

@@ -8,13 +8,14 @@ from pathlib import Path
 from .. import lock
 from ..errors import RunError
 from ..positions import randomized
-from .config import read_config
+from .config import read_config, trained_section
 from .files import CONFIG, read_metrics
 from .weights import finished, trainer_state
 
 
 def summary(run_dir: str | Path) -> dict:
-    """One run at a glance (``lexkit runs``): scheme, layout (None: uniform), training length, step / total, finished,
+    """One run at a glance (``lexkit runs``): scheme, layout (None: uniform) of the model its weights
+    hold (past a position drop: the model after it), training length, step / total, finished,
     writing (locked by a live process), the validation bpb of the checkpoint's weights (the last
     one logged at or before its step: rows past it belong to steps a resume will redo), the
     parent run of a fine-tune, world size and device (from the provenance), size in bytes.
@@ -31,10 +32,11 @@ def summary(run_dir: str | Path) -> dict:
     size = sum(p.stat().st_size for p in run_dir.iterdir() if p.is_file())
     origin = config.get("provenance") or {}
     device = origin.get("device") or {}
+    model = trained_section(config, run_dir)[0]
     return {
-        "path": str(run_dir), "layout": config["model"].get("layout"),
-        "scheme": randomized.label(config["model"]["scheme"], config["model"].get("random_positions")),
-        "train_len": config["model"].get("train_len"),
+        "path": str(run_dir), "layout": model.get("layout"),
+        "scheme": randomized.label(model["scheme"], model.get("random_positions")),
+        "train_len": model.get("train_len"),
         "step": step, "steps": int(config["train"]["steps"]),
         "finished": finished(state, int(config["train"]["steps"])),
         "writing": lock.is_locked(run_dir), "val_bpb": bpb[-1] if bpb else None, "bytes": size,

@@ -81,6 +81,22 @@ def trainer_state(run_dir: str | Path) -> dict | None:
         raise RunError(f"{path} is corrupt or truncated ({exc})") from exc
 
 
+def recorded_model(run_dir: str | Path, name: str = WEIGHTS) -> dict | None:
+    """The model section a run's weight file (or its checkpoint, ``name=CHECKPOINT``) records: its
+    ``model`` metadata, the model it holds. None when there is no such file or it records none (lexkit 0.1)."""
+    path = Path(run_dir) / name
+    if not path.is_file():
+        return None
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            text = (handle.metadata() or {}).get("model")
+        return json.loads(text) if text is not None else None
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise RunError(f"{path} is corrupt or truncated ({exc})") from exc
+
+
 def finished(state: dict | None, steps: int) -> bool:
     """Whether a trainer state is a run's end: its last step taken (``steps``), or stopped there by
     its stop rule (``"stopped"``, :mod:`lexkit.stopping`)."""

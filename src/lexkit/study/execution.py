@@ -295,7 +295,7 @@ class Study:
         model shape, for every pattern and resolution length (the resolution instrument's own
         :func:`~lexkit.resolution.analytic`); each layout as its model initialised under seed 0, R
         the mean over its layers of each layer's own (its scheme, its pattern under the study's,
-        its temperature)."""
+        its temperature), each layer's kept beside it (``per_layer``)."""
         rows, shape, lengths = [], self.plan.shape(), self.plan.resolution_lengths()
         for spec in self.cfg.schemes:
             for pattern in self.plan.patterns():
@@ -304,8 +304,9 @@ class Study:
         for spec in self.cfg.layouts:
             model = initialised(self.plan.cell(self.cfg.preset, spec, 0).model_cfg)
             for pattern in self.plan.patterns():
-                for length, r in layer_mean(model, lengths, pattern).items():
-                    rows.append(AnalyticRow(spec, pattern, length, r))
+                for length, layers in layer_values(model, lengths, pattern).items():
+                    mean = None if layers is None else sum(layers) / len(layers)
+                    rows.append(AnalyticRow(spec, pattern, length, mean, layers))
         return rows
 
     def analytic_curves(self) -> AnalyticCurves:
@@ -341,16 +342,21 @@ def initialised(model_cfg):
         return GPT(model_cfg).eval()
 
 
-def layer_mean(model, lengths: list[int], pattern: str) -> dict[int, float | None]:
-    """Per length, the mean over a layered model's layers of the analytic R of each layer (its
-    scheme, its pattern under ``pattern``, its temperature: :func:`lexkit.resolution.model_curve`);
-    None where a layer's curve is undefined."""
-    n_layers = model.cfg.n_layers
-    out: dict[int, float | None] = {}
+def layer_values(model, lengths: list[int], pattern: str) -> dict[int, list[float] | None]:
+    """Per length, the analytic R of each layer of a layered model (its scheme, its pattern under
+    ``pattern``, its temperature: :func:`lexkit.resolution.model_curve`; mean over heads); None
+    where a layer's curve is undefined."""
+    out: dict[int, list[float] | None] = {}
     for n in lengths:
         try:
-            out[n] = sum(float(resolution(model_curve(model, n, pattern, layer=i)).mean())
-                         for i in range(n_layers)) / n_layers
+            out[n] = [float(resolution(model_curve(model, n, pattern, layer=i)).mean())
+                      for i in range(model.cfg.n_layers)]
         except ValueError:
             out[n] = None
     return out
+
+
+def layer_mean(model, lengths: list[int], pattern: str) -> dict[int, float | None]:
+    """Per length, the mean over a layered model's layers of :func:`layer_values`."""
+    return {n: None if layers is None else sum(layers) / len(layers)
+            for n, layers in layer_values(model, lengths, pattern).items()}

@@ -5,17 +5,29 @@ Named in a layout after ``+`` (``none@causal+logn``, ``rope@window:16+shift:0.25
 :func:`parse`, which pins every parameter that defaults to the training length. Registered in this
 order, which is also the canonical order of a layer's modifiers (and the order a layer applies
 those of one place): the temperatures (``logn``, ``llama4``, ``ssmax``), ``sink``, ``shift``,
-``softcap``. ``@lexkit.attention.modifiers.register`` adds a user's own (``--import MODULE``).
+``softcap``, the attention variants (``diff``, ``stickbreak``: one a layer), then the mechanisms
+since 2024: ``conv`` (Canon layers), ``kshift`` (FoX's key/value shift), ``gate`` (Qwen's gated
+attention), and the temperatures ``sit`` (scale-invariant attention), ``fitted`` (DroPE's) and
+``adaptive`` (from the attention's entropy).
+``@lexkit.attention.modifiers.register`` adds a user's own (``--import MODULE``).
 """
 
 from __future__ import annotations
 
 from ...registry import Registry
 from ...specs import describe_params, parse_params, split_spec
+from .adaptive import Adaptive, adaptive_beta, adaptive_rows
 from .base import PLACES, Modifier, Scoring, Shape, rows
+from .conv import Conv, causal_conv
+from .differential import Differential
+from .fitted import Fitted, fitted_scale
+from .gate import Gate, gated
+from .kshift import KShift, mix_previous
 from .shift import DEFAULT_SHIFT, Shift, check_width, shift_width, token_shift
 from .sink import Sink
+from .sit import ScaleInvariant, sit_terms
 from .softcap import SoftCap, soft_cap
+from .stickbreak import StickBreaking, stick_breaking
 from .temperature import Llama4, LogN, SSMax, Temperature, logn_scale
 
 
@@ -30,6 +42,14 @@ register = MODIFIERS.register
 names = MODIFIERS.names
 for _cls in (LogN, Llama4, SSMax, Sink, Shift, SoftCap):
     register(_cls)
+register(Differential)
+register(StickBreaking)
+register(Conv)
+register(KShift)
+register(Gate)
+register(ScaleInvariant)
+register(Fitted)
+register(Adaptive)
 
 
 def parse(text: str, train_len: int | None = None) -> Modifier:
@@ -57,7 +77,9 @@ def describe() -> list[tuple[str, str, str, str, str]]:
 
 
 __all__ = [
-    "DEFAULT_SHIFT", "MODIFIERS", "PLACES", "Llama4", "LogN", "Modifier", "SSMax", "Scoring", "Shape", "Shift", "Sink",
-    "SoftCap", "Temperature", "canonical_order", "check_width", "describe", "logn_scale", "names", "parse",
-    "register", "rows", "shift_width", "soft_cap", "token_shift",
+    "DEFAULT_SHIFT", "MODIFIERS", "PLACES", "Adaptive", "Conv", "Differential", "Fitted", "Gate", "KShift", "Llama4",
+    "LogN", "Modifier", "SSMax", "ScaleInvariant", "Scoring", "Shape", "Shift", "Sink", "SoftCap", "StickBreaking",
+    "Temperature", "adaptive_beta", "adaptive_rows", "canonical_order", "causal_conv", "check_width", "describe",
+    "fitted_scale", "gated", "logn_scale", "mix_previous", "names", "parse", "register", "rows", "shift_width",
+    "sit_terms", "soft_cap", "stick_breaking", "token_shift",
 ]

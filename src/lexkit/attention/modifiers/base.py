@@ -8,14 +8,23 @@ A modifier acts at one **place** of a pre-LN layer (``x`` the residual stream, `
                               (token shift: the previous position's features)
     qkv      q, k, v -> ...   the projections, before the position transform
     scores   s -> f(s)        the pre-softmax scores: a factor per query (a temperature), an
-                              elementwise function (soft-capping), a learned sink logit per head
+                              elementwise function of the score (soft-capping) or of the score and
+                              the positions of its query and key (scale-invariant attention), a
+                              function of each query's whole row (the adaptive temperature), a
+                              learned sink logit per head
+    attention q, k, v -> y    how the scores become the output (an attention variant): the rows
+                              the kernel mixes (:meth:`Modifier.prepare`: differential attention's
+                              value pairs), the weights in place of the softmax
+                              (:meth:`Modifier.weights`: stick-breaking) and what becomes of the
+                              kernel's output (:meth:`Modifier.finish`: a norm per head)
     output   y -> y'          the attention output per head, before the output projection
 
 and says what it needs: learned **state** (:meth:`Modifier.state`: a module or parameter the layer
 registers under :attr:`Modifier.slot`, so its state-dict key is ``blocks.i.<slot>...``), a **carry**
 across the pieces of a streamed sequence (:meth:`Modifier.inputs` / :meth:`Modifier.qkv` read and
 write ``carry``, the layer's dict in the KV cache; None in a one-pass forward), and what a kernel or
-the cache cannot run (:attr:`Modifier.flex_refusal`, :attr:`Modifier.stream_refusal`).
+the cache cannot run (:attr:`Modifier.flex_refusal`, :attr:`Modifier.stream_refusal`), and what it
+cannot share a layer with (:attr:`Modifier.excludes`).
 
 A modifier is immutable and compared by its spec (``logn:L=64``, ``shift:0.25``, ``softcap:50``), so
 two layers with the same scheme, pattern and modifiers are the same layer. The model's ``Block``,
@@ -32,14 +41,16 @@ from torch import Tensor, nn
 
 from ...specs import Param, format_spec
 
-PLACES = ("inputs", "qkv", "scores", "output")
+PLACES = ("inputs", "qkv", "scores", "attention", "output")
 
 
 class Shape:
-    """The shape of the layer a modifier is built for: width, heads, head dim, training length."""
+    """The shape of the layer a modifier is built for: width, heads, head dim, training length, and
+    the layer's 0-based index in its model (None where no one layer is meant: a check of the plan)."""
 
-    def __init__(self, d_model: int, n_heads: int, train_len: int) -> None:
+    def __init__(self, d_model: int, n_heads: int, train_len: int, layer: int | None = None) -> None:
         self.d_model, self.n_heads, self.train_len = int(d_model), int(n_heads), int(train_len)
+        self.layer = None if layer is None else int(layer)
 
     @property
     def head_dim(self) -> int:
@@ -70,6 +81,8 @@ class Modifier:
     flex_refusal: ClassVar[str | None] = None
     #: why the KV cache cannot reproduce it exactly (None: it can)
     stream_refusal: ClassVar[str | None] = None
+    #: the modifiers (by name or group) it cannot share a layer with, each with why
+    excludes: ClassVar[dict[str, str]] = {}
 
     def __init__(self, **values: Any) -> None:
         missing = sorted(set(self.params) - set(values))
@@ -118,8 +131,10 @@ class Modifier:
         """place ``inputs``: h [b, n, d] the normalized input of ``part`` (``attn`` or ``ff``)."""
         return h
 
-    def qkv(self, q: Tensor, k: Tensor, v: Tensor, state: Any, carry: dict | None) -> tuple[Tensor, Tensor, Tensor]:
-        """place ``qkv``: q, k, v [b, heads, n, head_dim] before the position transform."""
+    def qkv(self, q: Tensor, k: Tensor, v: Tensor, state: Any, carry: dict | None,
+            x: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """place ``qkv``: q, k, v [b, heads, n, head_dim] before the position transform; ``x`` [b, n, d]
+        the layer's normalized input they were projected from (a data-dependent mix reads it)."""
         return q, k, v
 
     def query_scale(self, state: Any, pos: Tensor) -> Tensor | None:
@@ -132,9 +147,46 @@ class Modifier:
         written in torch ops, so it also runs inside FlexAttention's ``score_mod`` (None: none)."""
         return None
 
+    def position_fn(self, state: Any) -> Callable[[Tensor, Tensor, Tensor], Tensor] | None:
+        """place ``scores``: an elementwise function ``f(s, m, n)`` of the (scaled) score and the positions
+        of its query m and key n (integer tensors that broadcast against s), applied after the factor per
+        query and before :meth:`score_fn` and the mask; written in torch ops, so it also runs inside
+        FlexAttention's ``score_mod``. Masked pairs (n > m) are masked after it (None: none)."""
+        return None
+
+    def row_fn(self, state: Any, training: bool) -> Callable[[Tensor, Tensor | None], Tensor] | None:
+        """place ``scores``: a function ``f(s, sink)`` of each query's whole row of masked scores
+        s [..., n_q, n_k] (invisible keys -inf; ``sink`` [..., n_q, 1] the sink logit's column, or None)
+        returning the row the softmax takes; the last thing before the softmax. It sees every key a
+        query attends to at once, so only the block computation runs it (the dense kernel as one block,
+        the chunked kernel, the KV cache); compiled FlexAttention cannot (say so in
+        :attr:`flex_refusal`). ``training``: whether the forward trains (None: nothing then, e.g. an
+        inference-time temperature)."""
+        return None
+
     def sink_logit(self, state: Any) -> Tensor | None:
         """place ``scores``: a learned logit per head [heads] of a virtual key with value 0 (None: none)."""
         return None
+
+    def prepare(self, q: Tensor, k: Tensor, v: Tensor, state: Any) -> tuple[Tensor, Tensor, Tensor]:
+        """place ``attention``: q, k, v [b, heads, n, head_dim] after the ``qkv`` modifiers, before
+        the kernel (and its position transform): what the kernel and the KV cache hold. The value
+        rows may be wider than head_dim (differential attention's pairs of heads)."""
+        return q, k, v
+
+    def weights(self, state: Any) -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor] | None:
+        """place ``attention``: how a block's scores become its attention weights, in place of the
+        softmax (None: the softmax). The function takes scores [b, heads, n_q, n_k] (-inf where not
+        visible), ``visible`` [n_q, n_k] and the input indices q_idx [n_q], k_idx [n_k] (ascending)
+        and returns weights [b, heads, n_q, n_k]; the block computation runs it (the dense and
+        chunked kernels, the KV cache), so a query's visible keys are all in its block."""
+        return None
+
+    def finish(self, y: Tensor, x: Tensor, state: Any) -> Tensor:
+        """place ``attention``: the kernel's output [b, heads, n, value dim] -> the layer's attention
+        output [b, heads, n, head_dim], before the ``output`` modifiers; x [b, n, d] the layer's
+        normalized input."""
+        return y
 
     def output(self, y: Tensor, x: Tensor, state: Any) -> Tensor:
         """place ``output``: y [b, heads, n, head_dim] the attention output, x [b, n, d] the layer's
@@ -142,17 +194,24 @@ class Modifier:
         return y
 
 
+#: the places whose modifiers act inside the kernels (what :class:`Scoring` hands them)
+KERNEL_PLACES = ("scores", "attention")
+
+
 class Scoring:
-    """What a layer's ``scores`` modifiers do, in the words the kernels use: a factor per query (the
-    product of every :meth:`Modifier.query_scale`), an elementwise function of the scaled score (the
-    :meth:`Modifier.score_fn` of each, in order) and a learned sink logit per head.
+    """What a layer's ``scores`` and ``attention`` modifiers do, in the words the kernels use: a
+    factor per query (the product of every :meth:`Modifier.query_scale`), an elementwise function of
+    the scaled score and its positions (each :meth:`Modifier.position_fn`, in order), one of the
+    score alone (each :meth:`Modifier.score_fn`), a function of whole rows (each
+    :meth:`Modifier.row_fn`), a learned sink logit per head, and the weights that replace the softmax
+    (:meth:`Modifier.weights`; None: the softmax). The kernels apply them in that order.
 
     ``state_of(modifier)`` gives a modifier's state when it is asked for (the layer's registered
     module or parameter, looked up at call time: under FSDP2 it is gathered only inside the
     layer's forward; a Hugging Face layer's sink logits of the current call)."""
 
     def __init__(self, modifiers: Sequence[Modifier] = (), state_of: Callable[[Modifier], Any] | None = None) -> None:
-        self.modifiers = tuple(m for m in modifiers if m.place == "scores")
+        self.modifiers = tuple(m for m in modifiers if m.place in KERNEL_PLACES)
         self.state_of = state_of or (lambda modifier: None)
 
     @classmethod
@@ -192,6 +251,45 @@ class Scoring:
             return score
 
         return composed
+
+    @property
+    def position_fn(self) -> Callable[[Tensor, Tensor, Tensor], Tensor] | None:
+        fns = [fn for m in self.modifiers if (fn := m.position_fn(self.state_of(m))) is not None]
+        if len(fns) <= 1:
+            return fns[0] if fns else None
+
+        def composed(score: Tensor, m: Tensor, n: Tensor) -> Tensor:
+            for fn in fns:
+                score = fn(score, m, n)
+            return score
+
+        return composed
+
+    def row_fn(self, training: bool) -> Callable[[Tensor, Tensor | None], Tensor] | None:
+        """The function of whole rows of a forward that trains or not (None: none)."""
+        fns = [fn for m in self.modifiers if (fn := m.row_fn(self.state_of(m), training)) is not None]
+        if len(fns) <= 1:
+            return fns[0] if fns else None
+
+        def composed(scores: Tensor, sink: Tensor | None) -> Tensor:
+            for fn in fns:
+                scores = fn(scores, sink)
+            return scores
+
+        return composed
+
+    @property
+    def weights(self) -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor] | None:
+        """The function that turns a block's scores into weights in place of the softmax (None: none)."""
+        return next((fn for m in self.modifiers if (fn := m.weights(self.state_of(m))) is not None), None)
+
+    @property
+    def needs_scores(self) -> bool:
+        """Whether a kernel must hold the scores themselves: an elementwise function of them or
+        weights other than the softmax (no SDPA mask can express either: the dense kernel runs the
+        block computation as one block). A function of whole rows needs them too (:meth:`row_fn`,
+        asked per forward: it may act at inference only)."""
+        return self.score_fn is not None or self.position_fn is not None or self.weights is not None
 
     @property
     def has_sink(self) -> bool:

@@ -25,9 +25,11 @@ def token_shift(h: Tensor, width: int, previous: Tensor | None = None) -> Tensor
     the piece before, through a KV cache)."""
     import torch
 
+    keep, move = h.split((h.shape[-1] - width, width), dim=-1)  # [b, n, d - width], [b, n, width]
     before = h.new_zeros(h.shape[0], 1, width) if previous is None else previous.to(h.dtype)
-    shifted = torch.cat((before, h[:, :-1, -width:]), dim=1)  # [b, n, width]
-    return torch.cat((h[..., :-width], shifted), dim=-1)
+    # split and cat, not slices: their backward narrows the gradient instead of zero-filling h's shape
+    shifted = torch.cat((before, move[:, :-1]), dim=1)  # [b, n, width]
+    return torch.cat((keep, shifted), dim=-1)
 
 
 def shift_width(fraction: float, d_model: int) -> int:

@@ -48,8 +48,8 @@ class Arm:
     """One arm: its ``label`` (a row of the sweep's table), the ``scheme`` (with a ``layout``, the
     scheme of the layers that name none; modifiers go in the layout string), extra ``lexkit train``
     settings (``train``: :func:`lexkit.settings.configs` keywords, e.g. ``token_shift``,
-    ``n_layers``, ``d_model``, ``lr``, ``random_positions``), its own ``steps`` (None: the sweep's)
-    and ``patterns`` (None: the sweep's)."""
+    ``n_layers``, ``d_model``, ``lr``, ``random_positions``, ``untied_head``), its own ``steps``,
+    ``patterns`` and training ``mix`` (None: the sweep's)."""
 
     label: str
     scheme: str = "rope"
@@ -57,6 +57,7 @@ class Arm:
     train: dict[str, Any] = dataclasses.field(default_factory=dict)
     steps: int | None = None
     patterns: tuple[str, ...] | None = None
+    mix: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,9 +209,13 @@ def _arm(item: Any, index: int, cfg: SweepConfig, bad) -> Arm:
     if patterns is not None and (not isinstance(patterns, list) or not patterns
                                  or not all(isinstance(p, str) for p in patterns)):
         raise bad(f"{where}.patterns", f"a non-empty list of patterns is expected, got {patterns!r}")
-    steps = item.get("steps")
+    steps, mix = item.get("steps"), item.get("mix")
+    try:
+        mix = None if mix is None else format_mix(parse_mix(mix))
+    except (TypeError, ValueError) as exc:
+        raise bad(f"{where}.mix", str(exc)) from None
     arm = Arm(label.strip(), item.get("scheme", "rope"), item.get("layout"), dict(train), steps,
-              tuple(patterns) if patterns else None)
+              tuple(patterns) if patterns else None, mix)
     try:
         checks.number("steps", steps)
         for pattern in arm.patterns or ():

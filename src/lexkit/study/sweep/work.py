@@ -41,8 +41,8 @@ class SweepTable(RetrievalTable):
         return self.sweep.recipe()
 
     def every_row(self) -> list[RowSpec]:
-        return [RowSpec(arm.label, arm.scheme, arm.layout, dict(arm.train), arm.steps, arm.patterns)
-                for arm in self.sweep.arms]
+        return [RowSpec(arm.label, arm.scheme, arm.layout, dict(arm.train) | ({"mix": arm.mix} if arm.mix else {}),
+                        arm.steps, arm.patterns) for arm in self.sweep.arms]
 
 
 def study_config(sweep: SweepConfig, device: str = "auto", threads: int | None = None) -> StudyConfig:
@@ -169,7 +169,7 @@ class Sweep(Study):
         phases = {run.row.label: [] for run in self.seed_runs()}
         for run in self.seed_runs():
             phases[run.row.label].append(phase_change(runs.read_metrics(self.cache.run_dir(run.cell)),
-                                                      self.sweep.mix))
+                                                      run.cell.train_cfg.mix))
         return report.SweepResults(self.sweep.to_json(), section, extra, phases)
 
     def write(self) -> report.SweepResults:
@@ -189,10 +189,10 @@ class Sweep(Study):
 
 
 def phase_change(rows: list[dict[str, Any]], mix: str, level: float = 0.5) -> int | None:
-    """The step of a run's phase change: its first validation with every mix task's trained-format
-    probe at ``level`` or more (docs/retrieval.md's definition: half its needles copied); None if
-    it never came."""
-    keys = probe_keys(list(parse_mix(mix)))
+    """The step of a run's phase change: its first validation with the trained-format probe of its
+    mix's first task (the copy-like one: ``induction`` in table G's and the hunt's mixes) at
+    ``level`` or more (docs/retrieval.md's definition: half its needles copied); None if it never came."""
+    keys = probe_keys(list(parse_mix(mix))[:1])
     for row in rows:
         if keys and all(key in row for key in keys) and all(row[key] >= level for key in keys):
             return int(row["step"])

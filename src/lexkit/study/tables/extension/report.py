@@ -92,8 +92,8 @@ def goal_finding(doc: StudyResults) -> str | None:
                   f"{100 * (own - best.value) / own:.1f} %.")
     return (f"Of every configuration measured (tables A, B and E), the lowest bpb at {g.length} bytes "
             f"({multiple(g.length, t)}) is **{best.value:.3f}**: {best.curve.name} under {best.curve.pattern}"
-            f"{' (fine-tuned)' if best.curve.finetuned else ''}. The best any trained scheme reaches at {t} "
-            f"bytes (1x) is {one.value:.3f} ({one.curve.name} under {one.curve.pattern}). Margin: "
-            f"**{100 * g.margin:.1f} %** below (the aim is at least 5 %: {verdict}). Found by taking the "
-            "minimum over every configuration of the study (lexkit.results.goal); a longer search is a "
-            "matter of adding configurations to lexkit.extension." + caveat)
+            f"{' (fine-tuned)' if best.curve.finetuned else ''}. The best any row of the grid (a scheme or a "
+            f"layout) reaches at {t} bytes (1x) is {one.value:.3f} ({one.curve.name} under {one.curve.pattern}). "
+            f"Margin: **{100 * g.margin:.1f} %** below (the aim is at least 5 %: {verdict}). Found by taking the "
+            "minimum over every configuration of the study (lexkit.study.tables.extension.queries.goal); a longer "
+            "search is a matter of adding configurations to lexkit.study.tables.extension.configurations." + caveat)

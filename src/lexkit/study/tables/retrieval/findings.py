@@ -36,10 +36,11 @@ def retrieval_findings(doc: StudyResults) -> list[str]:
 
 
 def _pct(line: query.RetrievalLine, m: int) -> str:
-    """Exact match at ``m`` with its 95 % interval (and the seeds' range when several)."""
-    seeds = (f", seeds {100 * line.spread[m][0]:.0f}-{100 * line.spread[m][1]:.0f} %"
-             if line.seeds > 1 else "")
-    return f"{100 * line.accuracy[m]:.0f} % [{100 * line.low[m]:.0f}-{100 * line.high[m]:.0f}{seeds}]"
+    """Exact match at ``m`` with the interval every finding rests on (:func:`.queries.interval`,
+    named), and the seeds' range when there are several."""
+    low, high = query.interval(line, m)
+    seeds = (f"; seeds {100 * line.spread[m][0]:.0f}-{100 * line.spread[m][1]:.0f} %" if line.seeds > 1 else "")
+    return f"{100 * line.accuracy[m]:.0f} % [{100 * low:.0f}-{100 * high:.0f}, {query.interval_kind(line)}{seeds}]"
 
 
 def _pairs(doc: StudyResults) -> list[tuple[query.RetrievalLine, query.RetrievalLine | None]]:
@@ -48,57 +49,97 @@ def _pairs(doc: StudyResults) -> list[tuple[query.RetrievalLine, query.Retrieval
     return [(r, held.get((r.label, r.pattern))) for r in query.retrieval_lines(doc, "trained")]
 
 
+def _at_1x(pair: tuple) -> tuple:
+    """What a (trained, held-out) pair measured at 1x, seed by seed."""
+    return tuple(None if line is None else line.per_seed.get(1) for line in pair)
+
+
+def said_once_at_1x(pairs: list[tuple]) -> set[tuple[str, str]]:
+    """The (label, pattern) pairs whose 1x is said once for their configuration: each one but the
+    first of a configuration whose every pattern measured the same at 1x (every study pattern sees
+    the whole text at the training length, so a finding there holds for all of them)."""
+    by_label: dict[str, list[tuple]] = {}
+    for pair in pairs:
+        by_label.setdefault(pair[0].label, []).append(pair)
+    return {(label, pair[0].pattern) for label, mine in by_label.items()
+            if len({_at_1x(pair) for pair in mine}) == 1 for pair in mine[1:]}
+
+
 def learning_findings(doc: StudyResults) -> list[str]:
-    """One line per configuration (its first pattern: at 1x every pattern sees the whole text) that
-    did not learn the skill at 1x: below 90 % exact match on the held-out formats (the trained one
-    when none was scored). Its cells past 1x are not ranked."""
+    """One line per configuration (its first pattern: at 1x every pattern sees the whole text):
+    whether it **learned the skill** (at least 90 % on the trained formats at 1x, mean over seeds,
+    with its interval) and how it **generalizes** (each held-out format's exact match at 1x, a
+    number per format, not a gate). A configuration that did not learn is not ranked past 1x."""
     out, seen = [], set()
+    bar = f"{100 * query.RETRIEVES:.0f} %"
     for trained, held in _pairs(doc):
-        line = held or trained
-        if line.label in seen or line.learned:
+        if trained.label in seen:
             continue
-        seen.add(line.label)
-        one = min(line.accuracy)
-        what = (f"held-out formats {_pct(held, one)}, trained format {_pct(trained, one)}" if held
-                else f"{_pct(trained, one)}")
-        out.append(f"{line.label}: **did not learn at {one}x** ({what}); its longer lengths are not ranked.")
+        seen.add(trained.label)
+        one = min(trained.accuracy)
+        if trained.learned:
+            what = f"**learned** at {one}x (trained format {_pct(trained, one)}, at least {bar})"
+        else:
+            what = (f"**did not learn** at {one}x (trained format {_pct(trained, one)}, below {bar}); its longer "
+                    "lengths are not ranked")
+        if held is not None:
+            each = ", ".join(f"{name} {100 * held.by_format[name][one]:.0f} %" for name in held.formats
+                             if one in held.by_format.get(name, {}))
+            seeds = f"mean over {held.seeds} seeds" if held.seeds > 1 else "one seed"
+            what += f"; held-out formats at {one}x: {each} ({seeds})"
+        out.append(f"{trained.label}: {what}.")
     return out
 
 
 def format_findings(doc: StudyResults) -> list[str]:
     """Where a configuration's skill is format-bound: the trained format retrieved (at least 90 %)
-    and the held-out formats clearly not (their interval below the trained one's), at each
-    multiple; one line per configuration and pattern."""
+    and the held-out formats clearly not (their interval, :func:`.queries.interval`, below the
+    trained one's), at each multiple; one line per configuration and pattern, 1x said once per
+    configuration when its patterns measured the same there (:func:`said_once_at_1x`)."""
+    pairs = [(trained, held) for trained, held in _pairs(doc) if held is not None]
+    once = said_once_at_1x(pairs)
     out = []
-    for trained, held in _pairs(doc):
-        if held is None:
-            continue
+    for trained, held in pairs:
         bound = [m for m in sorted(trained.accuracy) if m in held.accuracy
-                 and trained.accuracy[m] >= query.RETRIEVES and held.high[m] < trained.low[m]]
-        if bound:
-            where = "; ".join(f"{m}x: trained {_pct(trained, m)}, held-out {_pct(held, m)}" for m in bound)
-            out.append(f"{trained.label} ({trained.pattern}): **format-bound** at {', '.join(f'{m}x' for m in bound)}"
-                       f" ({where}).")
+                 and (m != 1 or (trained.label, trained.pattern) not in once)
+                 and trained.accuracy[m] >= query.RETRIEVES
+                 and query.interval(held, m)[1] < query.interval(trained, m)[0]]
+        merged = 1 in bound and any(label == trained.label for label, _ in once)  # 1x: for every pattern
+        for where, multiples in ((("every pattern", [1]), (trained.pattern, bound[1:])) if merged
+                                 else ((trained.pattern, bound),)):
+            if multiples:
+                what = "; ".join(f"{m}x: trained {_pct(trained, m)}, held-out {_pct(held, m)}" for m in multiples)
+                out.append(f"{trained.label} ({where}): **format-bound** at {', '.join(f'{m}x' for m in multiples)}"
+                           f" ({what}).")
     return out
 
 
 def difference_findings(doc: StudyResults) -> list[str]:
-    """Which rows differ beyond doubt (:func:`.queries.separated`: 95 % intervals and seeds
-    apart) on the held-out formats (the trained one when none was scored), per pattern, at 1x, 2x
-    and the longest multiple, among the rows (kind ``scheme``) that learned at 1x."""
+    """Which rows differ beyond doubt (:func:`.queries.separated`: their intervals, over seeds,
+    apart) on the held-out formats (the trained one when none was scored), at 1x, 2x and the
+    longest multiple, among the rows (kind ``scheme``) that learned the skill: per pattern, 1x once
+    for every pattern when they all measured the same there."""
     group = "held-out" if query.held_out_scored(doc) else "trained"
     lines = [r for r in query.retrieval_lines(doc, group) if r.kind == "scheme" and r.learned]
+    patterns = list(dict.fromkeys(r.pattern for r in lines))
+    by_label: dict[str, set] = {}
+    for r in lines:
+        by_label.setdefault(r.label, set()).add(r.per_seed.get(1))
+    one_for_all = len(patterns) > 1 and all(len(v) == 1 for v in by_label.values())
     out, multiples = [], section(doc).multiples
-    for pattern in dict.fromkeys(r.pattern for r in lines):
+    for pattern in patterns:
         here = [r for r in lines if r.pattern == pattern]
         for m in sorted({1, 2, max(multiples)} & set(multiples)):
+            if m == 1 and one_for_all and pattern != patterns[0]:
+                continue
             ranked = sorted((r for r in here if m in r.accuracy), key=lambda r: -r.accuracy[m])
             apart = [f"{a.label} > {b.label}" for i, a in enumerate(ranked) for b in ranked[i + 1:]
                      if query.separated(a, b, m)]
             if len(ranked) < 2:
                 continue
             order = ", ".join(f"{r.label} {100 * r.accuracy[m]:.0f} %" for r in ranked)
-            out.append(f"{pattern} at {m}x ({order}): "
+            where = "every pattern" if m == 1 and one_for_all else pattern
+            out.append(f"{where} at {m}x ({order}): "
                        + (f"apart beyond doubt: {'; '.join(apart)}." if apart else "no two rows apart beyond doubt."))
     return out
 
@@ -119,11 +160,15 @@ def context_goal_finding(doc: StudyResults) -> str | None:
     aim = (f"bpb at {far}x within {100 * query.FLAT:.0f} % of its own bpb at 1x and at least "
            f"{100 * query.RETRIEVES:.0f} % exact match at {far}x at every depth"
            + (" on the held-out formats" if query.held_out_scored(doc) else "")
-           + "; configurations that did not learn at 1x not ranked")
+           + f", ranked among the configurations that learned the skill (at least {100 * query.RETRIEVES:.0f} % "
+           "on the trained formats at 1x)")
+    near = g.nearest
     if g.met:
-        verdict = f"**met** by {', '.join(g.met)}. Best: {_described(g.nearest, far)}."
+        verdict = f"**met** by {', '.join(g.met)}. Best: {_described(near, far)}."
+    elif near is None:
+        verdict = ("**not met**, and nothing is ranked: no configuration learned the skill at 1x (none of "
+                   f"the {len(g.scored)} configurations and patterns scored).")
     else:
-        near = g.nearest
         gaps = []
         if not near.flat:
             gaps.append("bpb " + ("not measured" if near.ratio is None
@@ -135,7 +180,7 @@ def context_goal_finding(doc: StudyResults) -> str | None:
             verdict += f" Best retrieval at {far}x whatever its bpb: {_described(g.best_retrieval, far)}."
     reach = g.longest_reach
     if reach is not None and reach.reach < far:
-        verdict += (f" The longest length at which any configuration still retrieves at least "
+        verdict += (f" The longest length at which any of them still retrieves at least "
                     f"{100 * query.RETRIEVES:.0f} % at every depth: {reach.reach}x "
                     f"({reach.line.label}, {reach.line.pattern}).")
     return f"The goal ({aim}; nothing tuned on the evaluation needles): {verdict}"

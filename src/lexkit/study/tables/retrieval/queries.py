@@ -9,12 +9,13 @@ from collections import defaultdict
 
 from ....results import aggregate
 from ....rows import StudyResults
-from ....stats import wilson
+from ....stats import mean_interval, wilson
 from .rows import section
 
 #: the goal: bpb at 16x within this fraction of the configuration's own bpb at 1x ...
 FLAT = 0.03
-#: ... and at least this exact match at 16x at every needle depth
+#: ... and at least this exact match at 16x at every needle depth; a configuration *learned the
+#: skill* when its mean over seeds on the trained formats reaches this at 1x
 RETRIEVES = 0.9
 
 
@@ -25,13 +26,23 @@ GROUPS = ("trained", "held-out")
 @dataclasses.dataclass(frozen=True)
 class RetrievalLine:
     """One configuration of table G under one pattern, in one ``group`` of needle formats
-    (:data:`GROUPS`), pooled over its ``seeds`` and the group's ``formats``, by multiple of the
-    training length: ``accuracy`` (exact match over every depth, format and seed), ``low``/``high``
-    (its 95 % Wilson interval over the ``needles`` pooled), ``spread`` (the lowest and highest
-    seed's exact match), ``answer_bits``, ``bpb`` (mean over seeds; None where not measured),
-    ``worst_depth`` (the lowest exact match of any one depth) and ``learned``: whether the
-    configuration retrieves at 1x (at least :data:`RETRIEVES` on the held-out formats, or on the
-    trained ones when none was scored). A configuration that did not learn is not ranked past 1x."""
+    (:data:`GROUPS`), over its ``seeds`` and the group's ``formats``, by multiple of the training
+    length:
+
+    * ``accuracy``: exact match over every depth, format and seed (every seed scores as many needles,
+      so this is the mean of ``per_seed``, each seed's exact match);
+    * ``over_seeds``: the 95 % Student t interval of that mean over the seeds
+      (:func:`lexkit.stats.mean_interval`: how far another training seed could land), widened to
+      ``over_needles`` where that is wider (seeds that agree exactly still scored few needles),
+      within [0, 1]; None with one seed. What every finding rests on (:func:`interval`);
+    * ``over_needles``: the 95 % Wilson interval over the ``needles`` pooled, which counts the
+      needle sampling alone (as if every seed were one run);
+    * ``answer_bits``, ``bpb`` (mean over seeds; None where not measured), ``worst_depth`` (the
+      lowest exact match of any one depth), ``by_format`` (exact match by format, over seeds);
+    * ``learned``: whether the configuration learned the skill, at least :data:`RETRIEVES` on the
+      trained formats at 1x (mean over seeds; the same for its trained and held-out lines). How it
+      *generalizes* is each held-out format's number at 1x (``by_format``), not a gate. A
+      configuration that did not learn is not ranked past 1x."""
 
     label: str
     pattern: str
@@ -39,18 +50,35 @@ class RetrievalLine:
     scheme: str
     run: str
     accuracy: dict[int, float]
-    low: dict[int, float]
-    high: dict[int, float]
+    per_seed: dict[int, tuple[float, ...]]
+    over_seeds: dict[int, tuple[float, float] | None]
+    over_needles: dict[int, tuple[float, float]]
     answer_bits: dict[int, float]
     bpb: dict[int, float | None]
     worst_depth: dict[int, float]
     group: str = "trained"
     seeds: int = 1
-    spread: dict[int, tuple[float, float]] = dataclasses.field(default_factory=dict)
     needles: dict[int, int] = dataclasses.field(default_factory=dict)
     formats: tuple[str, ...] = ()
+    by_format: dict[str, dict[int, float]] = dataclasses.field(default_factory=dict)
     learned: bool = True
     training: str | None = None
+
+    @property
+    def spread(self) -> dict[int, tuple[float, float]]:
+        """The lowest and highest seed's exact match, by multiple."""
+        return {m: (min(v), max(v)) for m, v in self.per_seed.items()}
+
+
+def interval(line: RetrievalLine, m: int) -> tuple[float, float]:
+    """The interval every finding of table G rests on, at multiple ``m``: over seeds (a line with
+    several), else over needles (one seed: its sampling is all there is to measure)."""
+    return line.over_seeds.get(m) or line.over_needles[m]
+
+
+def interval_kind(line: RetrievalLine) -> str:
+    """What :func:`interval` is for ``line``, in words."""
+    return f"95 % over {line.seeds} seeds" if line.seeds > 1 else "95 % over needles, one seed"
 
 
 def _group(entry) -> str:
@@ -58,25 +86,30 @@ def _group(entry) -> str:
 
 
 def _pooled(entries: list, train_len: int) -> dict:
-    """The pooled measures of entries of one (label, pattern, group), by multiple (see
-    :class:`RetrievalLine`)."""
+    """The measures of entries of one (label, pattern, group), by multiple (see :class:`RetrievalLine`)."""
     counts: dict[int, list] = defaultdict(lambda: [0, 0, 0.0])  # by multiple: needles, correct, bits x needles
     depth: dict[tuple[int, float], list] = defaultdict(lambda: [0, 0])  # by (multiple, depth)
     seed: dict[tuple[int, int], list] = defaultdict(lambda: [0, 0])  # by (multiple, seed)
+    fmt: dict[tuple[str, int], list] = defaultdict(lambda: [0, 0])  # by (format, multiple)
     for entry in entries:
         for c in entry.cells:
             m = c.length // train_len
-            for cell in (counts[m], depth[m, c.depth], seed[m, entry.seed]):
+            for cell in (counts[m], depth[m, c.depth], seed[m, entry.seed], fmt[entry.format, m]):
                 cell[0] += c.samples
                 cell[1] += c.correct
             counts[m][2] += c.answer_bits * c.samples
-    out = {"accuracy": {}, "low": {}, "high": {}, "answer_bits": {}, "worst_depth": {}, "spread": {}, "needles": {}}
+    out = {"accuracy": {}, "per_seed": {}, "over_seeds": {}, "over_needles": {}, "answer_bits": {},
+           "worst_depth": {}, "needles": {}, "by_format": {}}
     for m, (n, k, bits) in sorted(counts.items()):
         out["accuracy"][m], out["needles"][m], out["answer_bits"][m] = k / n, n, bits / n
-        out["low"][m], out["high"][m] = wilson(k, n)
+        out["over_needles"][m] = low, high = wilson(k, n)
         out["worst_depth"][m] = min(kk / nn for (mm, _), (nn, kk) in depth.items() if mm == m)
-        per_seed = [kk / nn for (mm, _), (nn, kk) in seed.items() if mm == m]
-        out["spread"][m] = (min(per_seed), max(per_seed))
+        per_seed = tuple(kk / nn for (mm, _), (nn, kk) in sorted(seed.items()) if mm == m)
+        out["per_seed"][m] = per_seed
+        t = mean_interval(list(per_seed))
+        out["over_seeds"][m] = None if t is None else (max(0.0, min(t[0], low)), min(1.0, max(t[1], high)))
+    for (name, m), (n, k) in fmt.items():
+        out["by_format"].setdefault(name, {})[m] = k / n
     bpb: dict[int, list] = defaultdict(list)
     for entry in entries:
         for r in entry.rows:
@@ -87,8 +120,7 @@ def _pooled(entries: list, train_len: int) -> dict:
 
 def retrieval_lines(doc: StudyResults, group: str | None = "trained") -> list[RetrievalLine]:
     """Table G's configurations, one per (label, pattern) in ``group`` (:data:`GROUPS`; None: one
-    per (label, pattern, group), trained first), pooled over seeds and formats; empty when the
-    study ran none."""
+    per (label, pattern, group), trained first); empty when the study ran none."""
     g = section(doc)
     if g is None:
         return []
@@ -97,17 +129,16 @@ def retrieval_lines(doc: StudyResults, group: str | None = "trained") -> list[Re
         by.setdefault((entry.label, entry.pattern, _group(entry)), []).append(entry)
     pooled = {key: _pooled(entries, g.train_len) for key, entries in by.items()}
     out = []
-    for (label, pattern, kind), entries in by.items():
-        if group is not None and kind != group:
+    for (label, pattern, formats), entries in by.items():
+        if group is not None and formats != group:
             continue
-        first, p = entries[0], pooled[(label, pattern, kind)]
-        judge = pooled.get((label, pattern, "held-out"), p)
-        out.append(RetrievalLine(label, pattern, first.kind, first.scheme, first.run, p["accuracy"], p["low"],
-                                 p["high"], p["answer_bits"], p["bpb"], p["worst_depth"], kind,
-                                 len({e.seed for e in entries}), p["spread"], p["needles"],
-                                 tuple(dict.fromkeys(e.format for e in entries)),
-                                 judge["accuracy"].get(min(judge["accuracy"], default=1), 0.0) >= RETRIEVES,
-                                 first.training))
+        first, p = entries[0], pooled[(label, pattern, formats)]
+        trained = pooled.get((label, pattern, "trained"), p)["accuracy"]
+        out.append(RetrievalLine(label, pattern, first.kind, first.scheme, first.run, p["accuracy"], p["per_seed"],
+                                 p["over_seeds"], p["over_needles"], p["answer_bits"], p["bpb"], p["worst_depth"],
+                                 formats, len({e.seed for e in entries}), p["needles"],
+                                 tuple(dict.fromkeys(e.format for e in entries)), p["by_format"],
+                                 trained.get(min(trained, default=1), 0.0) >= RETRIEVES, first.training))
     order = {key[:2]: i for i, key in reversed(list(enumerate(by)))}  # where each (label, pattern) came first
     return sorted(out, key=lambda r: (order[r.label, r.pattern], GROUPS.index(r.group)))
 
@@ -119,13 +150,12 @@ def held_out_scored(doc: StudyResults) -> bool:
 
 
 def separated(a: RetrievalLine, b: RetrievalLine, m: int) -> bool:
-    """Whether two lines differ at multiple ``m`` beyond doubt: their 95 % intervals (over the
-    pooled needles) do not overlap, and neither do their seeds (every seed of one above every
-    seed of the other)."""
+    """Whether two lines differ at multiple ``m`` beyond doubt: their intervals (:func:`interval`:
+    over seeds when they have several) do not overlap."""
     if m not in a.accuracy or m not in b.accuracy:
         return False
     lo, hi = (a, b) if a.accuracy[m] < b.accuracy[m] else (b, a)
-    return lo.high[m] < hi.low[m] and lo.spread[m][1] < hi.spread[m][0]
+    return interval(lo, m)[1] < interval(hi, m)[0]
 
 
 def stops_at(line: RetrievalLine, level: float = RETRIEVES) -> int | None:
@@ -151,15 +181,18 @@ class Scored:
 
 @dataclasses.dataclass(frozen=True)
 class ContextGoal:
-    """The goal of table G measured: ``met`` (the configurations that meet it), ``nearest`` (one that
-    meets it, else the flat one that retrieves best at every depth, else the flattest),
-    ``best_retrieval`` (whatever its bpb) and ``longest_reach``."""
+    """The goal of table G measured: ``met`` (the configurations that meet it), and among the
+    configurations that learned the skill (``ranked``; every configuration is ``scored``) the
+    ``nearest`` (one that meets it, else the flat one that retrieves best at every depth, else the
+    flattest), ``best_retrieval`` (whatever its bpb) and ``longest_reach``; these three are None when
+    no configuration learned (nothing is ranked then)."""
 
     multiple: int
     scored: list[Scored]
     met: list[str]
-    nearest: Scored
-    best_retrieval: Scored
+    ranked: list[Scored]
+    nearest: Scored | None
+    best_retrieval: Scored | None
     longest_reach: Scored | None
 
 
@@ -176,7 +209,8 @@ def context_goal(doc: StudyResults) -> ContextGoal | None:
     within :data:`FLAT` of its own bpb at 1x *and* whose exact match there is at least
     :data:`RETRIEVES` at every depth, on the held-out formats (the skill; on the trained format in a
     study that scored no held-out one); None when the study ran no table G. A configuration that
-    did not learn at 1x is scored but never ranked (neither nearest nor best)."""
+    did not learn the skill at 1x (:attr:`RetrievalLine.learned`) is scored but never ranked: with
+    none that learned, there is no nearest, best or longest reach."""
     lines = retrieval_lines(doc, "held-out" if held_out_scored(doc) else "trained")
     if not lines:
         return None
@@ -193,16 +227,17 @@ def context_goal(doc: StudyResults) -> ContextGoal | None:
     def rank(s: Scored):  # better retrieval first, then flatter
         return s.worst, s.line.accuracy.get(far, 0.0), -(s.ratio if s.ratio is not None else float("inf"))
 
-    ranked = [s for s in scored if s.line.learned] or scored
+    ranked = [s for s in scored if s.line.learned]
     met = [s for s in ranked if s.met]
     flat = [s for s in ranked if s.flat]
     if met or flat:
         nearest = max(met or flat, key=rank)
     else:
-        nearest = min((s for s in ranked if s.ratio is not None), key=lambda s: s.ratio, default=ranked[0])
+        nearest = min((s for s in ranked if s.ratio is not None), key=lambda s: s.ratio,
+                      default=ranked[0] if ranked else None)
     reaching = [s for s in ranked if s.reach is not None]
-    return ContextGoal(far, scored, [f"{s.line.label} ({s.line.pattern})" for s in met], nearest,
-                       max(ranked, key=rank),
+    return ContextGoal(far, scored, [f"{s.line.label} ({s.line.pattern})" for s in met], ranked, nearest,
+                       max(ranked, key=rank, default=None),
                        max(reaching, key=lambda s: (s.reach, s.line.accuracy.get(s.reach, 0)), default=None))
 
 

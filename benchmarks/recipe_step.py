@@ -1,0 +1,158 @@
+"""The training step at table G's size (the retrieval recipe: the `quick` preset, 2 layers of width 64,
+batch 64 at 64 bytes, token shift 0.5) on ONE thread, as a study worker runs it: where the time goes
+(matmul against the rest, the mix's batch building, the optimizer), bytes/s against this core's float32
+matmul rate, and x-transformers at the same size side by side (alternating repetitions, ratios of
+medians taken per repetition).
+
+    python benchmarks/recipe_step.py --out docs/benchmarks-recipe.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from lexkit import data, mix
+from lexkit.model import GPT, VOCAB
+from lexkit.settings import configs
+from lexkit.study.recipe import RECIPE
+from lexkit.train import make_optimizer, train_step
+
+LAYOUTS = {"rope (uniform)": None, "hwfa:W=16": "hwfa:W=16"}
+
+
+def lexkit_model(layout: str | None):
+    settings = RECIPE.settings()
+    model_cfg, train_cfg = configs(RECIPE.preset, "rope", **settings, layout=layout)
+    torch.manual_seed(0)
+    return GPT(model_cfg), model_cfg, train_cfg
+
+
+def xt_model(model_cfg):
+    """x-transformers at the same size: rotary on every layer, token shift 1 (half the features), tied."""
+    from x_transformers import Decoder, TransformerWrapper
+
+    torch.manual_seed(0)
+    decoder = Decoder(dim=model_cfg.d_model, depth=model_cfg.n_layers, heads=model_cfg.n_heads,
+                      attn_dim_head=model_cfg.head_dim, ff_no_bias=True, rotary_pos_emb=True,
+                      rotary_emb_dim=model_cfg.head_dim, shift_tokens=1)
+    return TransformerWrapper(num_tokens=VOCAB, max_seq_len=model_cfg.train_len, attn_layers=decoder,
+                              use_abs_pos_emb=False, tie_embedding=True)
+
+
+def matmul_gflops(size: int = 512, repeats: int = 16) -> float:
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    return 2 * size**3 * repeats / (time.perf_counter() - start) / 1e9
+
+
+def flops_per_byte(cfg) -> float:
+    """Matmul FLOPs of one training step per byte: 3 x forward (2 per linear weight, the tied head,
+    QK^T and PV over the full length)."""
+    d, n = cfg.d_model, cfg.train_len
+    linear = cfg.n_layers * 12 * d * d + d * VOCAB
+    return 3 * (2 * linear + cfg.n_layers * 4 * n * d)
+
+
+def profile_step(step, batch) -> dict:
+    """Self CPU time of one step by kind: matmul, the optimizer, everything else (ms)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step(*batch)
+    kinds = {"matmul": 0.0, "optimizer": 0.0, "other": 0.0}
+    for event in prof.key_averages():
+        if not event.key.startswith("aten::"):
+            continue
+        ms = event.self_cpu_time_total / 1000
+        kind = ("matmul" if event.key in ("aten::mm", "aten::bmm", "aten::addmm") else
+                "optimizer" if "adam" in event.key.lower() else "other")
+        kinds[kind] += ms
+    return kinds
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reps", type=int, default=6)
+    parser.add_argument("--steps", type=int, default=8, help="steps per repetition")
+    parser.add_argument("--out", default=None, help="markdown report (JSON beside it)")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    corpus = data.load_corpus("stdlib")
+    stream = mix.MixedStream(data.tokens_of(corpus.train), RECIPE.mix)
+    rows = {}
+    for label, layout in LAYOUTS.items():
+        model, model_cfg, train_cfg = lexkit_model(layout)
+        n, b = model_cfg.train_len, RECIPE.batch
+        start = time.perf_counter()
+        batches = [stream.batch(s, b, n, 0) for s in range(args.steps + 2)]
+        build = (time.perf_counter() - start) / len(batches)
+        contenders = {"lexkit": model}
+        if layout is None:
+            contenders["x-transformers"] = xt_model(model_cfg)
+        steps = {}
+        for name, net in contenders.items():
+            opt = make_optimizer(net.train(), train_cfg)
+            clip = train_cfg.grad_clip
+            steps[name] = lambda x, y, net=net, opt=opt, clip=clip: train_step(net, opt, x, y, grad_clip=clip)
+            for x, y in batches[:2]:
+                steps[name](x, y)
+        profile = {name: profile_step(step, batches[0]) for name, step in steps.items()}
+        rates = {name: [] for name in steps}
+        matmul = []
+        for rep in range(args.reps):
+            for name in (list(steps) if rep % 2 == 0 else list(steps)[::-1]):
+                t0 = time.perf_counter()
+                for x, y in batches[2:]:
+                    steps[name](x, y)
+                rates[name].append(b * n * args.steps / (time.perf_counter() - t0))
+            matmul.append(matmul_gflops())
+        fpb = flops_per_byte(model_cfg)
+        gflops = statistics.median(matmul)
+        row = {"bytes_per_s": {k: statistics.median(v) for k, v in rates.items()},
+               "batch_build_ms": 1000 * build, "step_ms": 1000 * b * n / statistics.median(rates["lexkit"]),
+               "profile_ms": profile, "flops_per_byte": fpb, "matmul_gflops": gflops,
+               "matmul_share": statistics.median(rates["lexkit"]) * fpb / (gflops * 1e9)}
+        if "x-transformers" in rates:
+            row["ratio_lexkit_over_xt"] = statistics.median(a / c for a, c in zip(rates["lexkit"],
+                                                                                  rates["x-transformers"]))
+        rows[label] = row
+        print(label, json.dumps(row, indent=1))
+    if args.out:
+        out = Path(args.out)
+        meta = {"platform": platform.platform(), "torch": torch.__version__, "rows": rows}
+        out.with_suffix(".json").write_text(json.dumps(meta, indent=1))
+        out.write_text(render(rows))
+    return 0
+
+
+def render(rows: dict) -> str:
+    lines = ["# The training step at table G's size (one thread)", "",
+             f"`python benchmarks/recipe_step.py` on {platform.machine()}, torch {torch.__version__}, one thread: "
+             f"the retrieval recipe ({RECIPE.preset} preset, batch {RECIPE.batch}, token shift "
+             f"{RECIPE.token_shift}, mix {RECIPE.mix}).", "",
+             "| model | lexkit bytes/s | x-transformers bytes/s | lexkit / x-transformers | step (ms) | "
+             "of it: matmul / optimizer / other (ms, profiled) | batch building (ms) | % of the core's float32 matmul "
+             "rate |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for label, r in rows.items():
+        p = r["profile_ms"]["lexkit"]
+        xt = r["bytes_per_s"].get("x-transformers")
+        lines.append(f"| {label} | {r['bytes_per_s']['lexkit']:,.0f} | {'-' if xt is None else f'{xt:,.0f}'} | "
+                     f"{r.get('ratio_lexkit_over_xt', float('nan')):.2f} | {r['step_ms']:.1f} | "
+                     f"{p['matmul']:.1f} / {p['optimizer']:.1f} / {p['other']:.1f} | {r['batch_build_ms']:.1f} | "
+                     f"{100 * r['matmul_share']:.0f} % |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
