@@ -87,3 +87,23 @@ def test_bad_table_g_settings_are_one_line_and_write_nothing(tmp_path, data_dir,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
     assert not out.exists()
+
+
+def test_the_report_says_the_recipe_its_stop_rule_and_what_one_seed_cannot_say():
+    """Section G names the stop rule its runs had (results.json's config records it) and, with one
+    seed, that its intervals count the needles alone and that intervals over seeds need three."""
+    from lexkit.study import read
+    from lexkit.study.tables.retrieval.report import blocks
+    from study_results import study_results
+
+    res = study_results()
+    res["retrieval"]["seeds"] = 1
+    res["config"]["retrieval_stop"] = "probe:exact=0.9,probes=5,after=2000"
+    text = " ".join(getattr(b, "text", "") for b in blocks(read(res)))
+    assert "ended once the trained-format probe had converged (`probe:exact=0.9,probes=5,after=2000`)" in text
+    assert "on 1 seed (one seed: its intervals count the needles alone; intervals over seeds need three, " \
+           "`make study-full`)" in text
+    res["retrieval"]["seeds"] = 3
+    del res["config"]["retrieval_stop"]
+    text = " ".join(getattr(b, "text", "") for b in blocks(read(res)))
+    assert "ended once" not in text and "make study-full" not in text and "on 3 seeds, scored" in text

@@ -16,18 +16,25 @@ Every unit of work is cached in the study directory under a hash of its full con
 so a re-run does nothing that is done, an interrupted study resumes where it stopped, and adding
 a scheme trains only that scheme. The report is rebuilt from the cache every time.
 
-Under ``torchrun`` (N processes, any number of nodes sharing DIR) rank r trains and evaluates cells
-r, r + N, r + 2N, ... on its own device; rank 0 then waits until every other cell's run and cache
-files exist (no collective: a cell may take hours) and writes the report from the cache.
+Its work is a list of units (:mod:`~lexkit.study.units`: each cell, each of table E's methods and
+fine-tunes, each of table G's runs and scorings), run in one process or over ``jobs`` worker
+processes at one thread each (:mod:`~lexkit.study.workers`), each once what it needs is done; under
+``torchrun`` (N processes, any number of nodes sharing DIR) rank r runs units r, r + N, ..., waiting
+through the shared directory for what a unit needs from another rank (no collective: a unit may take
+hours); rank 0 then writes the report from the cache.
 
 The package, one job per module: :mod:`~lexkit.study.plan` (configuration, cells, lengths,
 cache keys, and :class:`~lexkit.study.plan.Table`, the interface of the tables beside the grid,
 with their :class:`~lexkit.study.plan.TableSettings`), :mod:`~lexkit.study.cache` (the cache and
 its log), :mod:`~lexkit.study.execution` (the :class:`Study`, which owns a plan, a cache and its
-tables, and runs them locally and under torchrun), :mod:`~lexkit.study.estimate` (the dry run's
-time estimate), :mod:`~lexkit.study.recipe` (table G's training recipe) and
-:mod:`~lexkit.study.tables` (one folder per table: ``extension/``, table E; ``retrieval/``, table
-G; :data:`~lexkit.study.tables.TABLES` in report order). What a study writes is typed:
+tables, and runs its units locally, over workers and under torchrun), :mod:`~lexkit.study.units`
+(a unit of work and its cost), :mod:`~lexkit.study.workers` (the worker processes and the study's
+progress bar), :mod:`~lexkit.study.schedule` (units over N workers: order, makespan),
+:mod:`~lexkit.study.estimate` (the dry run's time estimate, each unit timed by what it runs),
+:mod:`~lexkit.study.recipe` (table G's training recipe, per preset), :mod:`~lexkit.study.tables`
+(one folder per table: ``extension/``, table E; ``retrieval/``, table G;
+:data:`~lexkit.study.tables.TABLES` in report order) and :mod:`~lexkit.study.sweep` (``lexkit
+sweep``: a study of table G alone, its rows a config file's arms). What a study writes is typed:
 :class:`lexkit.rows.StudyResults`, read by :func:`read`; :func:`write_report` writes its report
 (importing this package registers its tables, so both take them in).
 """

@@ -27,12 +27,16 @@ def blocks(doc: StudyResults) -> list[Block]:
     formats = (f"in the trained format ({', '.join(g.formats or ['tilde'])}: `~` + {g.size} random letters, the "
                f"marker again) and in the held-out formats ({', '.join(g.held_out or [])}: never in training, "
                "lexkit.needles)" if held else f"({g.size} random letters after a marker, the marker again)")
+    stop = doc.config.get("retrieval_stop")  # recorded only when the runs had a stop rule (lexkit.stopping)
+    stopped = f", ended once the trained-format probe had converged (`{stop}`)" if stop else ""
+    one = (" (one seed: its intervals count the needles alone; intervals over seeds need three, "
+           "`make study-full`)" if g.seeds == 1 else "")
     out = [
         Heading("G. Use of context: retrieval at distance"),
         Text(f"Perplexity rewards a model that survives a long input; it cannot tell it from one that uses it. "
              f"Each row is a run trained with one recipe ({g.preset} preset, trained at {g.train_len} bytes for "
-             f"{g.steps} steps, batch {g.batch}, lr {g.lr:g}, `--mix {g.mix}`) on {g.seeds} "
-             f"seed{'s' if g.seeds != 1 else ''}, scored on copy needles {formats}, held-out values, validation "
+             f"{g.steps} steps{stopped}, batch {g.batch}, lr {g.lr:g}, `--mix {g.mix}`) on {g.seeds} "
+             f"seed{'s' if g.seeds != 1 else ''}{one}, scored on copy needles {formats}, held-out values, validation "
              f"filler, {g.samples} documents at each depth {', '.join(f'{d:g}' for d in g.depths)} % per "
              "format and seed: exact match (teacher-forced argmax, equal to greedy decoding on a byte model) at "
              "each multiple of the training length, the mean over seeds (lowest and highest seed in parentheses), "
