@@ -258,6 +258,7 @@ def test_differential_attention_is_the_papers_equation_on_every_kernel_and_the_c
     assert (pieces.double() - want).abs().max() <= 1e-5
 
 
+@pytest.mark.slow  # ~5 s importing DiffLlama's modelling code; fast sibling: the float64 transcription test above
 @pytest.mark.xdist_group("hf")  # beside test_hf.py under `pytest -n`: one worker imports transformers
 def test_differential_attention_matches_transformers_diffllama_on_the_same_weights():
     tf = pytest.importorskip("transformers")

@@ -201,6 +201,7 @@ HF_DIFFERENCES = {"rope/float64-angles-past-1M", "rope/partial-0.3", "dynamic/sh
                   "linear/factor-0.5", "dynamic/factor-0.5", "yarn/factor-0.5", "llama3/factor-0.5"}
 
 
+@pytest.mark.slow  # ~5 s importing four model families' code; fast siblings: the toy and lexkit adapters above
 @pytest.mark.xdist_group("hf")  # beside test_hf.py under `pytest -n`: one worker imports transformers
 def test_transformers_adapter_passes_all_but_its_documented_differences():
     pytest.importorskip("transformers")

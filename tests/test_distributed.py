@@ -214,7 +214,7 @@ DROP = ["--layout", "rope@window:8;rope", "--drop-positions-at", "0.5", "--drop-
         "--preset", "tiny", "--steps", "6", "--save-every", "3", "--eval-every", "3", "--threads", "1", "--quiet"]
 
 
-@pytest.mark.parametrize("mode", ["ddp", "fsdp"])
+@pytest.mark.parametrize("mode", ["ddp", pytest.param("fsdp", marks=pytest.mark.slow)])  # fast sibling: ddp
 def test_the_position_drop_and_the_row_resets_on_two_ranks_match_one_process(tmp_path, data_dir, mode):
     """The drop rebuilds the model on every rank from the gathered weights and AdamW state and spreads
     it again (DDP, or FSDP2's shards); the ranks' seen bytes are joined before each reset (DDP; FSDP2

@@ -104,6 +104,27 @@ def masked(path: Path, root: Path) -> str:
     return safety_net.normalize("results.json", path.read_text(), root)
 
 
+def test_two_workers_write_what_one_process_writes_number_for_number(tmp_path, data_dir, no_figures, monkeypatch):
+    """The fast sibling of the safety net's study over two workers: a study of one grid cell and one
+    seed of table G and its scoring (its methods left out), run in this process and over two workers
+    at one thread each, writes the same results.json (timings, directories and the work done masked);
+    each run trained once. The workers fork here (started in milliseconds; the spawned ones are the
+    toy workers' test above and the slow test below): the same protocol, units and cache."""
+    monkeypatch.setattr(workers, "START_METHOD", "fork")
+    cfg = tiny(data_dir, schemes=["alibi"], lengths=[16], retrieval_seeds=1, extension=False)
+
+    def numbers(out):
+        return {k: v for k, v in json.loads(masked(out / "results.json", out)).items() if k != "work"}
+
+    Study(cfg, tmp_path / "one", progress=False, echo=None, jobs=1).run()
+    two = Study(cfg, tmp_path / "two", progress=False, echo=None, jobs=2)
+    two.run()
+    assert numbers(tmp_path / "two") == numbers(tmp_path / "one")
+    trained = [e["name"] for e in two.record if e["task"] == "train"]
+    assert len(trained) == len(set(trained)) == 2  # the cell and table G's run
+
+
+@pytest.mark.slow  # fast sibling: test_two_workers_write_what_one_process_writes_number_for_number
 def test_two_workers_write_the_serial_studys_results_number_for_number(tmp_path, no_figures):
     """The safety net's tiny study (every table: the grid, E's methods and fine-tunes, G's runs, its
     methods and fine-tunes, on two seeds) over two workers at one thread each: results.json is the

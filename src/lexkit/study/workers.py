@@ -98,6 +98,11 @@ def clock(seconds: float) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
+#: how workers start: ``spawn`` (a fresh interpreter: nothing of the parent's threads or state is
+#: inherited). The fast tests fork instead (the same protocol, without importing torch again per worker)
+START_METHOD = "spawn"
+
+
 def run(units: list[Unit], *, jobs: int, build: Build | None = None, devices: list[str] | None = None,
         threads: int = 1, estimate: Callable[[Unit], float] | None = None, cache: Any = None,
         progress: bool = False, echo: Callable[[str], None] = lambda _msg: None, name: str = "study") -> None:
@@ -161,7 +166,7 @@ def _over_workers(units: list[Unit], seconds: dict[str, float], jobs: int, build
     waiting = sorted(units, key=lambda u: (-level[u.name], order[u.name]))
     tracker = Tracker({u.name: seconds[u.name] for u in units}, {u.name: u.needs for u in units}, jobs,
                       labels=_labels(units))
-    context = multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context(START_METHOD)
     pool = [_start(context, build, devices[i % len(devices)], threads) for i in range(min(jobs, len(units)))]
     done: set[str] = set()
     try:
