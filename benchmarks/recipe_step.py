@@ -23,6 +23,7 @@ from lexkit.model import GPT, VOCAB
 from lexkit.settings import configs
 from lexkit.study.recipe import RECIPE
 from lexkit.train import make_optimizer, train_step
+from training import matmul_gflops  # the one matmul-rate measurement of the benchmarks
 
 LAYOUTS = {"rope (uniform)": None, "hwfa:W=16": "hwfa:W=16"}
 
@@ -44,15 +45,6 @@ def xt_model(model_cfg):
                       rotary_emb_dim=model_cfg.head_dim, shift_tokens=1)
     return TransformerWrapper(num_tokens=VOCAB, max_seq_len=model_cfg.train_len, attn_layers=decoder,
                               use_abs_pos_emb=False, tie_embedding=True)
-
-
-def matmul_gflops(size: int = 512, repeats: int = 16) -> float:
-    a, b = torch.randn(size, size), torch.randn(size, size)
-    a @ b
-    start = time.perf_counter()
-    for _ in range(repeats):
-        a @ b
-    return 2 * size**3 * repeats / (time.perf_counter() - start) / 1e9
 
 
 def flops_per_byte(cfg) -> float:
@@ -115,7 +107,7 @@ def main(argv=None) -> int:
                 for x, y in batches[2:]:
                     steps[name](x, y)
                 rates[name].append(b * n * args.steps / (time.perf_counter() - t0))
-            matmul.append(matmul_gflops())
+            matmul.append(matmul_gflops(512, 16))
         fpb = flops_per_byte(model_cfg)
         gflops = statistics.median(matmul)
         row = {"bytes_per_s": {k: statistics.median(v) for k, v in rates.items()},
