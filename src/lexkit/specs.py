@@ -122,6 +122,13 @@ def format_spec(name: str, params: dict[str, Param], values: dict[str, Any]) -> 
     return name + (":" + ",".join(parts) if parts else "")
 
 
+def spec_number(x: float) -> str:
+    """A number as a spec writes it: ``50``, ``10000``, ``1000000``, ``0.5``, ``30.5`` (whole numbers
+    without a point, never ``1e+06``)."""
+    x = float(x)
+    return str(int(x)) if x.is_integer() else repr(x)
+
+
 def describe_params(params: dict[str, Param]) -> str:
     """``key=default, ...`` for listings; a None default (resolved later) shows as ``key=auto``."""
     return ", ".join(f"{k}={'auto' if p.default is None else _fmt(p.default)}" for k, p in params.items()) or "-"

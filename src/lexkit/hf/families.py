@@ -35,6 +35,7 @@ from ..attention import create as create_pattern
 from ..attention import modifiers as mods
 from ..errors import LexkitError
 from ..layouts import Layer, LayerPlan, canonical
+from ..specs import spec_number
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,19 +147,13 @@ def per_type_rope(config) -> bool:
     return any(isinstance(params.get(t), dict) for t in MASKS)
 
 
-def number(x: float) -> str:
-    """``10000``, ``1000000``, ``0.5``: a config's number as a spec writes it (never ``1e+06``)."""
-    x = float(x)
-    return str(int(x)) if x.is_integer() else repr(x)
-
-
 def rope_scheme(params: dict) -> str:
     """``rope:base=10000``, ``rope:base=150000,scaling=yarn,factor=32``: a layer's RoPE in the words
     of lexkit's ``rope`` scheme (its base and scaling; the exact frequencies are the model's)."""
-    out = f"rope:base={number(params['rope_theta'])}"
+    out = f"rope:base={spec_number(params['rope_theta'])}"
     kind = params.get("rope_type", params.get("type", "default"))
     if kind != "default":
-        out += f",scaling={kind}" + (f",factor={number(params['factor'])}" if "factor" in params else "")
+        out += f",scaling={kind}" + (f",factor={spec_number(params['factor'])}" if "factor" in params else "")
     return out
 
 

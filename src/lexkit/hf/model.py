@@ -25,7 +25,8 @@ from ..attention.modifiers import Scoring
 from ..device import device_of
 from ..errors import LexkitError
 from ..layouts import Layer
-from .families import Family, layout_text, number, per_type_rope, plan_of, rope_parameters
+from ..specs import spec_number
+from .families import Family, layout_text, per_type_rope, plan_of, rope_parameters
 from .interface import CALL, Call
 
 
@@ -55,7 +56,7 @@ class HFConfig:
         text = f"{self.model_type}: {self.positions}"
         if self.rope:
             thetas = self.rope.get("thetas") or [self.rope["theta"]]
-            extra = ["theta " + "/".join(map(number, thetas)) + (" by layer type" if len(thetas) > 1 else "")]
+            extra = ["theta " + "/".join(map(spec_number, thetas)) + (" by layer type" if len(thetas) > 1 else "")]
             if self.rope["rotary_dims"] != self.head_dim:
                 extra.append(f"{self.rope['rotary_dims']} of {self.head_dim} dims rotated")
             if self.rope["type"] != "default":

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from ...specs import Param, positive
+from ...specs import Param, positive, spec_number
 from .base import Modifier
 
 
@@ -36,14 +36,8 @@ class SoftCap(Modifier):
 
     @property
     def spec(self) -> str:
-        return f"softcap:{number(self.values['C'])}"
+        return f"softcap:{spec_number(self.values['C'])}"
 
     def score_fn(self, state):
         cap = float(self.values["C"])
         return lambda scores: soft_cap(scores, cap)
-
-
-def number(x: float) -> str:
-    """``50``, ``30.5``: a cap as a spec writes it."""
-    x = float(x)
-    return str(int(x)) if x.is_integer() else repr(x)
