@@ -64,6 +64,7 @@ from . import retrieval, tasks
 from .attention import Pattern, layer_patterns
 from .data import Corpus, Stream, same_corpus, tokens_of
 from .device import eval_mode
+from .layouts import kind_of
 from .model import BOS
 from .resolution import entropy
 from .rows import Row
@@ -470,7 +471,7 @@ def mass_rows(per_doc: Sequence[Sequence[dict]], pattern: Pattern, length: int, 
 
 def layer_kinds(model, pattern: Pattern) -> list[str]:
     """``global`` or ``local`` per layer under ``pattern`` (a finite reach is local)."""
-    return ["global" if p.reach is None else "local" for p in layer_patterns(pattern, model.cfg.n_layers)]
+    return [kind_of(p) for p in layer_patterns(pattern, model.cfg.n_layers)]
 
 
 def needle_mass(subject, task: str, lengths: Sequence[int], *, depths: Sequence[float] = DEPTHS,

@@ -19,8 +19,6 @@ from ..attention.modifiers import Modifier, Shape, canonical_order
 from ..specs import split_spec
 from .select import chosen_schemes, resolve_pattern
 
-KINDS = ("local", "global")
-
 
 class LayoutError(ValueError):
     """A layout spec that cannot be built (one line naming the layer)."""
@@ -54,8 +52,8 @@ class Layer:
 
     @property
     def kind(self) -> str:
-        """``local`` (a pattern with finite reach) or ``global``."""
-        return "global" if self.pattern.reach is None else "local"
+        """``local`` (its pattern has a finite reach) or ``global`` (:func:`kind_of`)."""
+        return kind_of(self.pattern)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -86,17 +84,27 @@ class Layer:
         return self.spec
 
 
-def canonical(layers: Sequence[Layer]) -> str:
-    """The written-out spec of ``layers``, runs of equal layers as ``(...)xN``."""
+def kind_of(pattern: Pattern) -> str:
+    """What a selector calls a layer under ``pattern``: ``local`` (a finite reach: window, bca, chunk,
+    sinks) or ``global``."""
+    return "global" if pattern.reach is None else "local"
+
+
+def _written(keys: Sequence, texts: Sequence[str]) -> str:
+    """``texts`` joined by ``;``, each run of equal ``keys`` written once as ``(text)xN``."""
     out, i = [], 0
-    while i < len(layers):
+    while i < len(texts):
         j = i
-        while j + 1 < len(layers) and layers[j + 1] == layers[i]:
+        while j + 1 < len(texts) and keys[j + 1] == keys[i]:
             j += 1
-        count = j - i + 1
-        out.append(layers[i].spec if count == 1 else f"({layers[i].spec})x{count}")
+        out.append(texts[i] if j == i else f"({texts[i]})x{j - i + 1}")
         i = j + 1
     return ";".join(out)
+
+
+def canonical(layers: Sequence[Layer]) -> str:
+    """The written-out spec of ``layers``, runs of equal layers as ``(...)xN``."""
+    return _written(layers, [layer.spec for layer in layers])
 
 
 def check(layers: Sequence[Layer]) -> None:
@@ -164,15 +172,8 @@ class LayerPlan:
         """Every layer with every parameter written out, defaults included: what a run records as
         ``resolved`` beside its config, so that a later change of a registered default cannot change
         what an old run runs (and the study keys its cache on it)."""
-        out, i = [], 0
         texts = [layer.full(self.position_len) for layer in self.layers]
-        while i < len(texts):
-            j = i
-            while j + 1 < len(texts) and texts[j + 1] == texts[i]:
-                j += 1
-            out.append(texts[i] if j == i else f"({texts[i]})x{j - i + 1}")
-            i = j + 1
-        return ";".join(out)
+        return _written(texts, texts)
 
     def check(self, shape: Shape) -> None:
         """Every modifier checked against the layer shape it runs on; LayoutError naming the layer."""
