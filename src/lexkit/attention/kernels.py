@@ -120,10 +120,9 @@ class Attention:
         self._bias: ForwardBias | None = None
         self._scale: Tensor | None = None
         self._scaled = False
-        # a function of the scores or weights other than the softmax need the scores: the dense
-        # kernel runs the block computation
-        self.by_scores = (by_scores(scheme, pattern) or self.scoring.needs_scores
-                          or self.scoring.row_fn(training) is not None)
+        # a function of the scores or of whole rows, or weights other than the softmax, need the
+        # scores: the dense kernel runs the block computation
+        self.by_scores = by_scores(scheme, pattern) or self.scoring.needs_block(training)
         #: the kernel the last call actually ran: ``self.kernel``, or for flex the ladder's rung
         #: (``flex``, ``flex:128x64/2``) or ``chunked`` when no flex kernel could be built
         self.ran = self.kernel
@@ -198,6 +197,9 @@ class Attention:
         if pre:
             q, k = self.scheme.transform_qk(q, k, self.pos, self.pos)
         table = self.bias() if self.scheme.has_bias else None
+        scoring = self.scoring  # its functions read once a forward (the layer's state, inside its forward)
+        score_fn, position_fn, row_fn = scoring.score_fn, scoring.position_fn, scoring.row_fn(self.training)
+        weights = scoring.weights
         out = []
         for start in range(0, self.n, block):
             stop = min(start + block, self.n)
@@ -213,9 +215,8 @@ class Attention:
                 self.scheme, self.pattern, q[..., start:stop, :], k[..., k_sel, :], v[..., k_sel, :],
                 q_idx, k_idx, self.pos[start:stop], self.pos[k_sel], transformed=pre, bias=table,
                 hook=self.hook, layer=layer, q_scale=None if self.q_scale is None else self.q_scale[..., start:stop],
-                rescore=rescore, sink=sink, score_fn=self.scoring.score_fn, context=ctx,
-                position_fn=self.scoring.position_fn, row_fn=self.scoring.row_fn(self.training),
-                weights=self.scoring.weights,
+                rescore=rescore, sink=sink, score_fn=score_fn, context=ctx, position_fn=position_fn, row_fn=row_fn,
+                weights=weights,
             ))
         return torch.cat(out, dim=-2)  # [b, h, n, d]
 
@@ -433,8 +434,7 @@ def choose_kernel(
         if hooked:
             return "chunked"
         if on_cuda:
-            if (sdpa_causal(scheme, pattern) and span_ok and not scoring.needs_scores
-                    and scoring.row_fn(training) is None):
+            if sdpa_causal(scheme, pattern) and span_ok and not scoring.needs_block(training):
                 return "dense"
             if (flex_available() and not by_scores(scheme, pattern) and extent == n
                     and scoring.flex_refusal is None):

@@ -239,44 +239,17 @@ class Scoring:
 
     @property
     def score_fn(self) -> Callable[[Tensor], Tensor] | None:
-        fns = [fn for m in self.modifiers if (fn := m.score_fn(self.state_of(m))) is not None]
-        if not fns:
-            return None
-        if len(fns) == 1:
-            return fns[0]
-
-        def composed(score: Tensor) -> Tensor:
-            for fn in fns:
-                score = fn(score)
-            return score
-
-        return composed
+        """Every :meth:`Modifier.score_fn`, in order (None: none)."""
+        return _chain([m.score_fn(self.state_of(m)) for m in self.modifiers])
 
     @property
     def position_fn(self) -> Callable[[Tensor, Tensor, Tensor], Tensor] | None:
-        fns = [fn for m in self.modifiers if (fn := m.position_fn(self.state_of(m))) is not None]
-        if len(fns) <= 1:
-            return fns[0] if fns else None
-
-        def composed(score: Tensor, m: Tensor, n: Tensor) -> Tensor:
-            for fn in fns:
-                score = fn(score, m, n)
-            return score
-
-        return composed
+        """Every :meth:`Modifier.position_fn`, in order (None: none)."""
+        return _chain([m.position_fn(self.state_of(m)) for m in self.modifiers])
 
     def row_fn(self, training: bool) -> Callable[[Tensor, Tensor | None], Tensor] | None:
         """The function of whole rows of a forward that trains or not (None: none)."""
-        fns = [fn for m in self.modifiers if (fn := m.row_fn(self.state_of(m), training)) is not None]
-        if len(fns) <= 1:
-            return fns[0] if fns else None
-
-        def composed(scores: Tensor, sink: Tensor | None) -> Tensor:
-            for fn in fns:
-                scores = fn(scores, sink)
-            return scores
-
-        return composed
+        return _chain([m.row_fn(self.state_of(m), training) for m in self.modifiers])
 
     @property
     def weights(self) -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor] | None:
@@ -291,9 +264,10 @@ class Scoring:
         asked per forward: it may act at inference only)."""
         return self.score_fn is not None or self.position_fn is not None or self.weights is not None
 
-    @property
-    def has_sink(self) -> bool:
-        return any(type(m).sink_logit is not Modifier.sink_logit for m in self.modifiers)
+    def needs_block(self, training: bool) -> bool:
+        """Whether a forward that trains (or not) must run the block computation: it needs the scores
+        (:attr:`needs_scores`) or a function of whole rows (:meth:`row_fn`)."""
+        return self.needs_scores or self.row_fn(training) is not None
 
     def sink(self) -> Tensor | None:
         """The sink logit per head [heads] (None: none)."""
@@ -307,9 +281,20 @@ class Scoring:
     def flex_refusal(self) -> str | None:
         return next((m.flex_refusal for m in self.modifiers if m.flex_refusal), None)
 
-    @property
-    def has_scale(self) -> bool:
-        return any(type(m).query_scale is not Modifier.query_scale for m in self.modifiers)
+
+def _chain(fns: Sequence[Callable | None]) -> Callable | None:
+    """The functions that are given, applied one after another to their first argument (the
+    scores), the others passed to each as they are: ``f2(f1(s, *rest), *rest)``; None when none is."""
+    given = [fn for fn in fns if fn is not None]
+    if len(given) <= 1:
+        return given[0] if given else None
+
+    def composed(scores: Tensor, *rest: Tensor | None) -> Tensor:
+        for fn in given:
+            scores = fn(scores, *rest)
+        return scores
+
+    return composed
 
 
 def rows(scale: Tensor) -> Tensor:
