@@ -139,12 +139,21 @@ def refusal_of(model, pattern: Pattern | str = "causal", kernel: str = "auto") -
         return reason(pattern, kernel) if reason is not None else (
             f"{type(model).__name__} has no KV cache: this needs a model with a KV cache (new_cache), "
             "such as lexkit.GPT")
-    layers = rules(pattern)
+    found = layer_refusal(rules(pattern), kernel)
+    if found is None:
+        return None
+    layer, reason = found
+    return reason if layer is None else f"layer {layer}: {reason}"
+
+
+def layer_refusal(layers: Sequence[LayerRule], kernel: str = "auto") -> tuple[int | None, str] | None:
+    """The first layer of ``layers`` a cache cannot reproduce on ``kernel`` (:func:`refusal`) and
+    why: (its index, or None when every layer is the same, the reason); None when none is refused."""
     uniform = all(rule.same(layers[0]) for rule in layers)
     for i, rule in enumerate(layers):
         reason = refusal(rule.scheme, rule.pattern, kernel, rule.modifiers)
         if reason is not None:
-            return reason if uniform else f"layer {i}: {reason}"
+            return None if uniform else i, reason
     return None
 
 
@@ -214,11 +223,10 @@ class KVCache:
         layers = list(layers)
         if not layers:
             raise ValueError("a KV cache needs at least one layer")
-        uniform = all(r.same(layers[0]) for r in layers)
-        for i, rule in enumerate(layers):
-            reason = refusal(rule.scheme, rule.pattern, modifiers=rule.modifiers)
-            if reason is not None:
-                raise ValueError(f"no KV cache for this model{'' if uniform else f' (layer {i})'}: {reason}")
+        found = layer_refusal(layers)
+        if found is not None:
+            layer, reason = found
+            raise ValueError(f"no KV cache for this model{'' if layer is None else f' (layer {layer})'}: {reason}")
         self.layers, self.offset = layers, int(offset)
         self.pattern = pattern if pattern is not None else layers[0].pattern
         self.seen = 0
