@@ -36,7 +36,7 @@ from fractions import Fraction
 import torch
 from torch import nn
 
-from . import layouts, positions
+from . import layouts
 from .model import ModelConfig
 from .runs.config import layout_values
 from .settings import TrainConfig
@@ -78,7 +78,7 @@ def schedule(model_cfg: ModelConfig, train_cfg: TrainConfig) -> Drop | None:
         chosen = list(range(len(plan))) if selector in (None, "all") else layouts.select(selector, plan.kinds)
     except ValueError as exc:
         raise ValueError(f"--drop-layers: {exc}") from None
-    layers = tuple(i for i in chosen if positions.get(plan[i].scheme.split(":")[0]).name != "none")
+    layers = tuple(i for i in chosen if plan[i].scheme_class.name != "none")
     if not layers:
         raise ValueError(f"--drop-layers {selector or 'all'}: the selected layers "
                          f"({', '.join(f'L{i}' for i in chosen)}) have no positions to drop (scheme none); "

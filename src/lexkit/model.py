@@ -53,7 +53,7 @@ class ModelConfig:
     max_len: int | None = None  # table size of `learned` (default: train_len)
     vocab_size: int = VOCAB
     logn: bool = False  # log-n scaling on every layer, λ_m = max(1, ln(m+1)/ln train_len) (modifiers/temperature.py)
-    #: a scheme, pattern and temperature per layer (lexkit.layouts), as typed; None: every layer
+    #: a scheme, pattern and modifiers per layer (lexkit.layouts), as typed; None: every layer
     #: ``scheme`` under causal attention (log-n on every layer with ``logn``)
     layout: str | None = None
     #: the fraction of each position's features replaced by the previous position's at the input of
@@ -151,10 +151,6 @@ class ModelConfig:
     def plan(self) -> layouts.LayerPlan:
         """What every layer is (:class:`lexkit.layouts.LayerPlan`): the layout's layers, or the
         uniform model, with ``token_shift`` on every layer; built once, when the config is made."""
-        return self._plan
-
-    def layers(self) -> layouts.LayerPlan:
-        """The plan's layers (:attr:`plan`)."""
         return self._plan
 
     def resolved(self) -> str:
@@ -289,7 +285,7 @@ class GPT(nn.Module):
         scheme class that sets ``per_layer``."""
         cfg, shared, out = self.cfg, {}, []
         for layer in self.layers:
-            per_layer = getattr(positions.get(layer.scheme.split(":")[0]), "per_layer", False)
+            per_layer = getattr(layer.scheme_class, "per_layer", False)
             if per_layer or layer.scheme not in shared:
                 module = positions.create(layer.scheme, n_heads=cfg.n_heads, head_dim=cfg.head_dim,
                                           max_len=cfg.position_len)

@@ -65,7 +65,7 @@ class Layer:
         return positions.get(split_spec(self.scheme)[0])
 
     def at(self, place: str) -> tuple[Modifier, ...]:
-        """Its modifiers that act at ``place`` (inputs, qkv, scores, output), in order."""
+        """Its modifiers that act at ``place`` (:data:`lexkit.attention.modifiers.PLACES`), in order."""
         return tuple(m for m in self.modifiers if m.place == place)
 
     def find(self, name: str) -> Modifier | None:
