@@ -38,6 +38,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .distributed import unwrap
 from .model import INIT_STD
 
 __all__ = ["Unseen", "frozen", "reset_seed", "table_of"]
@@ -48,7 +49,7 @@ _RESET_SALT = 0x5EED_E3B0
 
 def table_of(model: nn.Module) -> nn.Parameter | None:
     """The embedding weight of a lexkit model (DDP-wrapped or not), None for another module."""
-    embed = getattr(getattr(model, "module", model), "embed", None)
+    embed = getattr(unwrap(model), "embed", None)
     return embed.weight if isinstance(embed, nn.Embedding) else None
 
 
