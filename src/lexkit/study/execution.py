@@ -13,7 +13,8 @@ from pathlib import Path
 
 import torch
 
-from .. import checks, distributed, lock, provenance, runs
+from .. import checks, distributed, lock, provenance, runs, threads
+from ..device import training_dtype
 from ..evaluate import evaluate
 from ..principles import measure_principles
 from ..report import write_report
@@ -163,11 +164,10 @@ class Study:
     def _run(self, units: list[Unit]) -> StudyResults | dict:
         (self.out / "cache").mkdir(parents=True, exist_ok=True)
         if self.cfg.threads:
-            torch.set_num_threads(self.cfg.threads)
+            threads.use(self.cfg.threads, "threads")
         self.cache.device = self.device()
         started = time.perf_counter()
-        dtype = "bfloat16" if self.cache.device.startswith("cuda") else "float32"  # the trainer's autocast
-        origin = provenance.collect(self.world, self.cache.device, dtype)
+        origin = provenance.collect(self.world, self.cache.device, training_dtype(self.cache.device))
         if self.world.parallel:
             mine = self.run_share(units)
             if not self.world.is_main:
@@ -305,8 +305,7 @@ class Study:
             model = initialised(self.plan.cell(self.cfg.preset, spec, 0).model_cfg)
             for pattern in self.plan.patterns():
                 for length, layers in layer_values(model, lengths, pattern).items():
-                    mean = None if layers is None else sum(layers) / len(layers)
-                    rows.append(AnalyticRow(spec, pattern, length, mean, layers))
+                    rows.append(AnalyticRow(spec, pattern, length, _mean(layers), layers))
         return rows
 
     def analytic_curves(self) -> AnalyticCurves:
@@ -357,6 +356,9 @@ def layer_values(model, lengths: list[int], pattern: str) -> dict[int, list[floa
 
 
 def layer_mean(model, lengths: list[int], pattern: str) -> dict[int, float | None]:
-    """Per length, the mean over a layered model's layers of :func:`layer_values`."""
-    return {n: None if layers is None else sum(layers) / len(layers)
-            for n, layers in layer_values(model, lengths, pattern).items()}
+    """Per length, the mean over a layered model's layers of :func:`layer_values` (a layout's analytic R)."""
+    return {n: _mean(layers) for n, layers in layer_values(model, lengths, pattern).items()}
+
+
+def _mean(layers: list[float] | None) -> float | None:
+    return None if layers is None else sum(layers) / len(layers)
