@@ -26,6 +26,7 @@ import torch
 from common import ROOT, cpu_facts, gpu_facts, installed, md_table, random_document, write_report
 from lexkit import provenance
 from lexkit.attention import kernel_label, record_kernels
+from lexkit.device import training_dtype
 from lexkit.model import GPT, VOCAB
 from lexkit.settings import configs
 from lexkit.train import device_autocast, make_optimizer, train_step
@@ -96,7 +97,7 @@ def mfu(tokens_per_s: float, params: int, cfg, device: torch.device) -> float | 
     """Model FLOPs utilisation of a training rate (:mod:`lexkit.provenance`: 6N + 12·L·d·T per
     token, bf16 peak of the device); None where the peak is unknown (the CPU)."""
     flops = provenance.flops_per_token(params, cfg.n_layers, cfg.d_model, cfg.train_len) * tokens_per_s
-    return provenance.mfu(flops, provenance.device_name(device), "bfloat16" if device.type == "cuda" else "float32")
+    return provenance.mfu(flops, provenance.device_name(device), training_dtype(device))
 
 
 # -- training ----------------------------------------------------------------------------------
