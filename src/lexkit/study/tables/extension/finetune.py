@@ -8,7 +8,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from .... import positions
+from .... import positions, runs
 from ....runs import configs_from_run
 from ...cache import Cache
 from ...plan import Cell, digest, slug
@@ -59,3 +59,12 @@ def finetune(cache: Cache, parent: Cell, ft: Finetune, steps: int) -> FinetuneRu
     run_dir = cache.out / "runs" / f"{parent.name}-ft-{slug(ft.scheme)}-{key}"
     cache.trained(run_dir, model_cfg, train_cfg, init=base)
     return FinetuneRun(run_dir, model_cfg, train_cfg, key)
+
+
+def trained_key(cache: Cache, parent: Cell, ft: Finetune, steps: int) -> str | None:
+    """The cache key of ``ft`` of the run of ``parent`` for ``steps`` steps once that run is trained
+    (the key reads its run directory: :func:`configs`); None before."""
+    base = cache.run_dir(parent)
+    if not runs.finished(runs.trainer_state(base), parent.train_cfg.steps):
+        return None
+    return configs(base, parent, ft, steps)[2]

@@ -13,8 +13,7 @@ from ...plan import EVAL_VERSION, Bound, Cell, TableSettings, cell_unit, digest
 from ...units import Cost, Unit, whole_or_none
 from . import figures, queries, report
 from .configurations import Finetune, Method, finetunes, methods
-from .finetune import configs as finetune_configs
-from .finetune import finetune, finetuned
+from .finetune import finetune, finetuned, trained_key
 from .rows import KEY, Evaluated, ExtensionRow, ExtensionSection, Finetuned
 
 
@@ -116,8 +115,5 @@ class ExtensionTable(Bound):
 
     def finetune_done(self, cell: Cell, ft: Finetune) -> bool:
         """Whether a fine-tune's evaluation is cached (its parent trained first: its key reads it)."""
-        base = self.cache.run_dir(cell)
-        if not runs.finished(runs.trainer_state(base), cell.train_cfg.steps):
-            return False
-        key = finetune_configs(base, cell, ft, self.settings.steps)[2]
-        return self.path(cell, ft, key).is_file()
+        key = trained_key(self.cache, cell, ft, self.settings.steps)
+        return key is not None and self.path(cell, ft, key).is_file()

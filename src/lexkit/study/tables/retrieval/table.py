@@ -38,8 +38,8 @@ from ...plan import Bound, Cell, TableSettings, digest, setting_name
 from ...recipe import Recipe, for_preset
 from ...units import Cost, Unit, training, whole_or_none
 from ..extension import finetunes, methods
-from ..extension.finetune import configs as finetune_configs
-from ..extension.finetune import finetune, finetuned
+from ..extension.configurations import Finetune
+from ..extension.finetune import finetune, finetuned, trained_key
 from ..extension.rows import KEY as EXTENSION
 from . import figures, queries, report
 from .rows import KEY, FormatScores, RetrievalEntry, RetrievalSection, Scores
@@ -278,8 +278,7 @@ class RetrievalTable(Bound):
         cell = run.cell
         run_dir, key = self.cache.run_dir(cell), cell.key
         if configuration.kind == "fine-tune":
-            ft = next(f for f in finetunes(self.train_len()) if f.label == configuration.label)
-            tuned = finetune(self.cache, cell, ft, self.plan.settings(EXTENSION).steps)
+            tuned = finetune(self.cache, cell, self.finetune_of(configuration), self.plan.settings(EXTENSION).steps)
             run_dir, key = tuned.run_dir, tuned.key
         scores = self.cache.cached("retrieval", f"{cell.name} {configuration.label}",
                                    self.cache_path(key, configuration), lambda: self.score(run_dir, configuration),
@@ -303,7 +302,7 @@ class RetrievalTable(Bound):
         teacher-forced pass, :func:`lexkit.retrieval.score` with ``decode=False``; bpb measured
         once, with the first format, and given to every format's rows; none without ``bpb``),
         ``samples`` needles per cell (default: the table's). The estimate times this on a fresh
-        model with one needle per cell and one format (:mod:`.work`)."""
+        model with one needle per cell and one format (:meth:`scoring_cost`)."""
         patterns = [subject.model.pattern(p).spec for p in configuration.patterns]
         scored, measured = {}, {}
         for name in formats:
@@ -318,7 +317,6 @@ class RetrievalTable(Bound):
             scored[name] = FormatScores([dataclasses.replace(r, bpb=measured.get((r.pattern, r.multiple)))
                                          for r in rows], found)
         return Scores(subject.describe()["scheme"], bool(subject.config["model"].get("logn", False)), patterns, scored)
-
 
     # -- its work, as units of the study (the workers, the dry run) ----------------------------------------
     def units(self) -> list[Unit]:
@@ -357,8 +355,8 @@ class RetrievalTable(Bound):
         documents (:meth:`lexkit.study.estimate.Timer.evaluation`); a fine-tune's steps besides."""
         cell, t, train = run.cell, self.train_len(), 0.0
         if configuration.kind == "fine-tune":
-            ft = next(f for f in finetunes(t) if f.label == configuration.label)
-            model_cfg, train_cfg = finetuned(cell.model_cfg, cell.train_cfg, ft, self.plan.settings(EXTENSION).steps)
+            model_cfg, train_cfg = finetuned(cell.model_cfg, cell.train_cfg, self.finetune_of(configuration),
+                                             self.plan.settings(EXTENSION).steps)
             train = timer.step(model_cfg, train_cfg) * train_cfg.steps
         else:
             model_cfg = overridden(cell.model_cfg, configuration.scheme, configuration.logn)
@@ -374,11 +372,14 @@ class RetrievalTable(Bound):
     def scored_done(self, run: SeedRun, configuration: Configuration) -> bool:
         """Whether a configuration's scores are cached (a fine-tune's: once its parent is trained, its
         key reads it)."""
-        cell, key = run.cell, run.cell.key
+        key = run.cell.key
         if configuration.kind == "fine-tune":
-            base = self.cache.run_dir(cell)
-            if not runs.finished(runs.trainer_state(base), cell.train_cfg.steps):
+            steps = self.plan.settings(EXTENSION).steps
+            key = trained_key(self.cache, run.cell, self.finetune_of(configuration), steps)
+            if key is None:
                 return False
-            ft = next(f for f in finetunes(self.train_len()) if f.label == configuration.label)
-            key = finetune_configs(base, cell, ft, self.plan.settings(EXTENSION).steps)[2]
         return self.cache_path(key, configuration).is_file()
+
+    def finetune_of(self, configuration: Configuration) -> Finetune:
+        """Table E's fine-tune a ``fine-tune`` configuration scores (by its label)."""
+        return next(ft for ft in finetunes(self.train_len()) if ft.label == configuration.label)
