@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from ... import plots, runs
 from ...blocks import Heading, Number, Table, Text
+from ...checks import finite_or_none
 from ...render import markdown
 from ...rows import jsonable
 from ..tables.retrieval import queries
@@ -74,13 +74,6 @@ class ArmLine:
 FAR = 16
 
 
-def interval(line, m: int) -> tuple[float, float]:
-    """The interval table G's findings rest on at multiple ``m`` (its queries' :func:`interval` where
-    they have one: over seeds when there are several), else the Wilson interval over the needles."""
-    pick = getattr(queries, "interval", None)
-    return pick(line, m) if pick is not None else (line.low[m], line.high[m])
-
-
 def _lines(section: RetrievalSection, entries: list[RetrievalEntry]) -> dict[tuple[str, str], Any]:
     """Table G's pooled lines of ``entries`` (every one in the trained group), by (label, pattern)."""
     sub = dataclasses.replace(section, configs=[dataclasses.replace(e, held_out=False) for e in entries])
@@ -107,7 +100,7 @@ def _percent(line, m: int) -> Number:
     """Exact match (%) at multiple ``m`` with its interval; a dash where it was not scored."""
     if line is None or m not in line.accuracy:
         return Number("-", None)
-    low, high = interval(line, m)
+    low, high = queries.interval(line, m)
     return Number(f"{100 * line.accuracy[m]:.0f} [{100 * low:.0f}-{100 * high:.0f}]", line.accuracy[m])
 
 
@@ -150,8 +143,6 @@ def _n(count: int, word: str) -> str:
 def summary(doc: SweepResults) -> str:
     """What the table holds and how it was measured, in a paragraph."""
     g, cfg = doc.section, doc.config
-    kind = ("over seeds where there are several (table G's queries)" if hasattr(queries, "interval")
-            else "Wilson, over the needles pooled across seeds")
     stop = f", stopped by {cfg['stop']}" if cfg.get("stop") else ""
     return (f"Each arm trained on {_n(g.seeds, 'seed')} with `--mix {g.mix}` ({g.preset} preset, {g.steps} "
             f"steps{stop}, batch {g.batch}, lr {g.lr:g}), scored as table G scores: {_n(g.samples, 'needle')} at "
@@ -159,7 +150,8 @@ def summary(doc: SweepResults) -> str:
             f"{', '.join(f'{m}x' for m in g.multiples)} the training length ({g.train_len} bytes), in the trained "
             "format and the held-out ones "
             f"({', '.join(g.held_out or [])}) and on the tasks {', '.join(doc.tasks) or 'none'} (a dash where a "
-            f"task's documents do not fit), exact match (%) with its 95 % interval ({kind}); bpb on "
+            f"task's documents do not fit), exact match (%) with its 95 % interval (over seeds where there are "
+            f"several (table G's queries)); bpb on "
             f"{_n(cfg['eval_docs'], 'validation document')}; the phase change is the first validation where the "
             f"training probe copies half its needles. The goal: bpb at 16x within {100 * FLAT:.0f} % of the "
             f"arm's own 1x and at least {100 * RETRIEVES:.0f} % at 16x at every depth on every held-out format "
@@ -193,8 +185,8 @@ def figure(doc: SweepResults, path: str | Path) -> None:
             if arm.ratio is None or not got:
                 continue
             y = sum(g.accuracy[FAR] for g in got) / len(got)
-            low = min(interval(g, FAR)[0] for g in got)
-            high = max(interval(g, FAR)[1] for g in got)
+            low = min(queries.interval(g, FAR)[0] for g in got)
+            high = max(queries.interval(g, FAR)[1] for g in got)
             xs.append(arm.ratio)
             ys.append(y)
             lows.append(max(0.0, y - low))
@@ -222,16 +214,5 @@ def write(doc: SweepResults, out: Path) -> None:
     """``sweep.md``, ``sweep.json`` and ``sweep.png`` in ``out`` (each written whole)."""
     blocks = [Heading(f"Sweep: {doc.config.get('name', 'sweep')}"), Text(summary(doc)), table(doc)]
     runs.atomic_write(out / "sweep.md", markdown(blocks))
-    runs.atomic_write(out / "sweep.json", json.dumps(_finite(to_json(doc)), indent=1) + "\n")
+    runs.atomic_write(out / "sweep.json", json.dumps(finite_or_none(to_json(doc)), indent=1) + "\n")
     figure(doc, out / "sweep.png")
-
-
-def _finite(value: Any) -> Any:
-    """JSON without NaN or infinities (None instead)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value

@@ -159,15 +159,15 @@ class Sweep(Study):
 
     def results(self) -> report.SweepResults:
         """Everything the sweep measured, read from the cache (nothing computed: the units ran)."""
+        seed_runs = self.seed_runs()
         self.cache.gathering = True
         try:
             section = self.g.run()
-            extra = {task: [e for run in self.seed_runs() for e in self.task_entries(run, task)]
-                     for task in self.sweep.tasks}
+            extra = {task: [e for run in seed_runs for e in self.task_entries(run, task)] for task in self.sweep.tasks}
         finally:
             self.cache.gathering = False
-        phases = {run.row.label: [] for run in self.seed_runs()}
-        for run in self.seed_runs():
+        phases = {run.row.label: [] for run in seed_runs}
+        for run in seed_runs:
             phases[run.row.label].append(phase_change(runs.read_metrics(self.cache.run_dir(run.cell)),
                                                       run.cell.train_cfg.mix))
         return report.SweepResults(self.sweep.to_json(), section, extra, phases)
