@@ -50,6 +50,11 @@ def seed_mean(points) -> list[tuple[float, float]]:
 
 
 # -- the main grid: rows (schemes and layouts) x patterns x lengths ----------------------------------
+def far_length(doc: StudyResults) -> int:
+    """The length extrapolation is read at: 16x the training length, else the longest length run."""
+    return 16 * doc.train_len if 16 * doc.train_len in doc.lengths else max(doc.lengths)
+
+
 def labels(doc: StudyResults) -> list[str]:
     """The labels of the rows of the study's grid (its schemes, then its layouts), in the order it ran them."""
     return list(dict.fromkeys(r.label for r in doc.runs))

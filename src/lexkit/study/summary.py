@@ -21,15 +21,10 @@ BEGIN = "<!-- lexkit study --readme: from here to the end mark, written from a s
 END = "<!-- end of what lexkit study --readme writes -->"
 
 
-def far_length(doc: StudyResults) -> int:
-    """The length the summary reads extrapolation at: 16x the training length, else the longest."""
-    return 16 * doc.train_len if 16 * doc.train_len in doc.lengths else max(doc.lengths)
-
-
 def grid_table(doc: StudyResults) -> Table:
     """Every row of the grid: bpb at 1x (causal), at the far length under every pattern, and the
     empirical R (causal) from 1x to the longest length measured (tables A, B and C's numbers)."""
-    t, far, r_far = doc.train_len, far_length(doc), max(doc.resolution_lengths)
+    t, far, r_far = doc.train_len, query.far_length(doc), max(doc.resolution_lengths)
     header = ["scheme", f"bpb at {t}"] + [f"{far}, {p}" for p in doc.patterns] + [
         f"empirical R {t} → {r_far} (causal)"]
     rows = []
@@ -59,7 +54,7 @@ def shown(lines: list[ExtensionLine], far: int) -> list[ExtensionLine]:
 
 def extension_table(doc: StudyResults) -> Table:
     """Table E on the rope run, the lines :func:`shown` picks: bpb at 1x and at the far length."""
-    t, far = doc.train_len, far_length(doc)
+    t, far = doc.train_len, query.far_length(doc)
     rows = [[line.label + ("" if line.pattern == "causal" or line.pattern.split(",")[0] in line.label
                            else f", `{line.pattern}`"), cell(*line.bpb[t]), cell(*line.bpb[far])]
             for line in shown(extension_lines(doc), far)]
@@ -68,7 +63,7 @@ def extension_table(doc: StudyResults) -> Table:
 
 def blocks(doc: StudyResults) -> list[Block]:
     """The README's summary of a study: the grid, table E and the goal of section F."""
-    t, far = doc.train_len, far_length(doc)
+    t, far = doc.train_len, query.far_length(doc)
     docs = doc.runs[0].eval.documents if doc.runs else 0
     out = [Text(f"Bits per byte on {docs} validation document{'s' if docs != 1 else ''} (lower is better) at {t} "
                 f"bytes (1x, causal) and "

@@ -97,8 +97,7 @@ def goal(doc: StudyResults) -> Goal | None:
     """The lowest bpb at 16x the training length (the longest length if 16x was not run) over
     every curve, against the best bpb any row of the grid reaches at 1x under any pattern;
     positive ``margin`` when the longer context is *used*. None when either length is missing."""
-    t = doc.train_len
-    far = 16 * t if 16 * t in doc.lengths else max(doc.lengths)
+    t, far = doc.train_len, query.far_length(doc)
     if t not in doc.lengths or far == t:
         return None
     every = curves(doc)
