@@ -18,6 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from .rows import PositionRow, StudyResults, StudyRun
+from .stats import mean_std
 
 Mean = tuple[float | None, float | None]  # (mean, sample std) over seeds
 
@@ -34,11 +35,7 @@ def read(source: StudyResults | dict | str | Path) -> StudyResults:
 def aggregate(values: list) -> Mean:
     """(mean, sample std) of the finite numbers in ``values``; std is None below two values."""
     vals = [v for v in values if v is not None and isinstance(v, (int, float)) and math.isfinite(v)]
-    if not vals:
-        return None, None
-    mean = sum(vals) / len(vals)
-    std = math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else None
-    return mean, std
+    return mean_std(vals) if vals else (None, None)
 
 
 def seed_mean(points) -> list[tuple[float, float]]:

@@ -1,7 +1,8 @@
 """Intervals: one formula each, for the instruments that measure and the queries that compare
 (:mod:`lexkit.retrieval`, the study's tables). :func:`wilson`, the interval of one binomial
 proportion (the sampling of needles); :func:`mean_interval`, the Student t interval of the mean of
-a few independent measurements (one proportion per training seed), with :func:`t_quantile`."""
+a few independent measurements (one proportion per training seed), with :func:`t_quantile`; and
+:func:`mean_std`, the mean and sample standard deviation both it and the study's cells use."""
 
 from __future__ import annotations
 
@@ -22,6 +23,14 @@ def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
     low = 0.0 if successes == 0 else max(0.0, centre - half)  # exact bounds, not a rounding residue
     high = 1.0 if successes == n else min(1.0, centre + half)
     return low, high
+
+
+def mean_std(values: list[float]) -> tuple[float, float | None]:
+    """The mean and the sample standard deviation (n - 1 in the divisor; None below two values) of
+    ``values`` (at least one)."""
+    n = len(values)
+    mean = sum(values) / n
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else None
 
 
 def _beta_fraction(a: float, b: float, x: float) -> float:
@@ -83,7 +92,6 @@ def mean_interval(values: list[float], level: float = 0.95) -> tuple[float, floa
     n = len(values)
     if n < 2:
         return None
-    mean = sum(values) / n
-    s = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    mean, s = mean_std(values)
     half = t_quantile((1 + level) / 2, n - 1) * s / math.sqrt(n)
     return mean - half, mean + half
