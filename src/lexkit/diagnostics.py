@@ -62,7 +62,7 @@ from torch import Tensor
 
 from . import retrieval, tasks
 from .attention import Pattern, layer_patterns
-from .data import Corpus, Stream, same_corpus, tokens_of
+from .data import Corpus, Stream, absolute_spec, same_corpus, tokens_of
 from .device import eval_mode
 from .layouts import kind_of
 from .model import BOS
@@ -176,14 +176,19 @@ def training_counts(stream: Stream, steps: int, batch: int, length: int, seed: i
 UNSEEN_BY = ("training", "corpus")
 
 
+def check_unseen_by(unseen_by: str) -> None:
+    """ValueError when ``unseen_by`` is not one of :data:`UNSEEN_BY`."""
+    if unseen_by not in UNSEEN_BY:
+        raise ValueError(f"--unseen-by {unseen_by!r}: give one of {', '.join(UNSEEN_BY)}")
+
+
 def byte_rows(embedding: Tensor, head: Tensor | None, corpus: Tensor, trained: Tensor | None = None,
               mix: Tensor | None = None, unseen_by: str = "training") -> list[ByteRow]:
     """The byte table of an embedding [V, d] (V = 257) and, when untied, an output head [V, d]
     (None: tied): a token is seen when ``trained`` > 0 (``unseen_by="training"`` and ``trained``
     given; else when ``corpus`` > 0), and each row's cosine is to the mean row of the unseen ones
     (None: every token seen)."""
-    if unseen_by not in UNSEEN_BY:
-        raise ValueError(f"--unseen-by {unseen_by!r}: give one of {', '.join(UNSEEN_BY)}")
+    check_unseen_by(unseen_by)
     shown = trained if trained is not None and unseen_by == "training" else corpus
     seen = shown > 0
     cos_in = cosine_to_mean(embedding, ~seen)
@@ -248,20 +253,24 @@ def run_corpus(subject, data: str | None = None) -> tuple[Corpus, dict]:
     """A run's training corpus (where its config.json recorded it, or ``data``: the corpus at a new
     place) and a description; a corpus whose fingerprint differs from the recorded one is a warning
     (its counts are not those of the text the run trained on)."""
-    from .data import absolute_spec
     from .runs.lifecycle import run_corpus as load_run_corpus
 
     config = subject.config
     corpus = load_run_corpus(config, Path(subject.source), None if data is None else absolute_spec(data))
     recorded = (config.get("data") or {}).get("fingerprint")
-    described = {"spec": corpus.spec, "fingerprint": corpus.fingerprint, "documents": len(corpus.train),
-                 "bytes": sum(len(d) for d in corpus.train)}
+    described = describe_corpus(corpus)
     if recorded and not same_corpus(recorded, corpus.fingerprint):
         described["differs_from_run"] = True
         warnings.warn(f"the corpus {corpus.spec!r} here is not the one {subject.source} trained on (sha256 "
                       f"{recorded.get('sha256')} recorded, {corpus.fingerprint.get('sha256')} here): its counts "
                       "are of other text", RuntimeWarning, stacklevel=2)
     return corpus, described
+
+
+def describe_corpus(corpus: Corpus) -> dict:
+    """What the byte table says of the corpus it counted: its spec, fingerprint, training documents and bytes."""
+    return {"spec": corpus.spec, "fingerprint": corpus.fingerprint, "documents": len(corpus.train),
+            "bytes": sum(len(d) for d in corpus.train)}
 
 
 def replayable(subject) -> tuple[dict | None, int]:
@@ -294,8 +303,7 @@ def embedding_run(target, *, data: str | None = None, corpus: Corpus | None = No
                          "bytes); --needle-mass measures attention of either")
     checks.number("--steps", steps)
     checks.number("--top", top)
-    if unseen_by not in UNSEEN_BY:
-        raise ValueError(f"--unseen-by {unseen_by!r}: give one of {', '.join(UNSEEN_BY)}")
+    check_unseen_by(unseen_by)
     train, trained_steps = replayable(subject)
     if steps is not None and steps > trained_steps:
         raise ValueError(f"--steps {steps}: {subject.source} trained "
@@ -303,8 +311,7 @@ def embedding_run(target, *, data: str | None = None, corpus: Corpus | None = No
     if corpus is None:
         corpus, described = run_corpus(subject, data)
     else:
-        described = {"spec": corpus.spec, "fingerprint": corpus.fingerprint, "documents": len(corpus.train),
-                     "bytes": sum(len(d) for d in corpus.train)}
+        described = describe_corpus(corpus)
     tokens = tokens_of(corpus.train)
     counts = stream_counts(tokens)
     trained = mixed = None

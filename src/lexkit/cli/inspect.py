@@ -102,7 +102,7 @@ def run(args) -> int:
             samples=diagnostics.SAMPLES if args.samples is None else args.samples, size=args.size,
             seed=args.seed or 0, patterns=args.patterns or ["causal"], data=args.data, format=args.format,
             device=options.device(args), progress=progress)
-        options.write_outputs(args, report, mass_csv, plots.needle_mass)
+        options.write_outputs(args, report, rows_csv, plots.needle_mass)
         print(format_mass(report))
     else:
         checks.number("--top", args.top)
@@ -114,20 +114,20 @@ def run(args) -> int:
         report = diagnostics.embedding_run(args.target, data=args.data, steps=args.steps,
                                            top=diagnostics.COLLAPSED if args.top is None else args.top,
                                            unseen_by=args.unseen_by or "training", progress=progress)
-        options.write_outputs(args, report, bytes_csv, plots.embedding)
+        options.write_outputs(args, report, rows_csv, plots.embedding)
         print(format_bytes(report, every=bool(args.all)))
     if args.plot:
         print(f"wrote {args.plot}")
     return 0
 
 
+def rows_csv(report: dict) -> str:
+    """The report's rows (bytes, or (pattern, length, layer)) as CSV: every field but the lists."""
+    rows = report["rows"]
+    return csv_text(rows, list(dict.fromkeys(k for r in rows for k in r if not isinstance(r[k], list))))
+
+
 # -- the byte table ---------------------------------------------------------------------------------
-def bytes_csv(report: dict) -> str:
-    return csv_text(report["rows"], _fields(report["rows"]))
-
-
-def _fields(rows: list[dict]) -> list[str]:
-    return list(dict.fromkeys(k for r in rows for k in r if not isinstance(r[k], list)))
 
 
 def format_bytes(report: dict, every: bool = False) -> str:
@@ -186,10 +186,6 @@ def format_bytes(report: dict, every: bool = False) -> str:
 
 
 # -- the needle mass --------------------------------------------------------------------------------
-def mass_csv(report: dict) -> str:
-    return csv_text(report["rows"], _fields(report["rows"]))
-
-
 def format_mass(report: dict) -> str:
     """Header; per pattern, one line per (layer, length): mass (head mean, best head) beside what
     uniform attention gives, entropy (head mean, best head) beside ln(keys), and the best head's top
