@@ -125,8 +125,8 @@ def run(args) -> int:
         return write_readme(Path(args.out), Path(args.readme))
     resolve_device(args.device)  # before any timing or training: a missing CUDA fails at once
     for flag, value, top in (("--seeds", args.seeds, 1000), ("--steps", args.steps, checks.MAX_COUNT),
-                             ("--eval-docs", args.eval_docs, checks.MAX_COUNT), ("--threads", args.threads, 4096),
-                             ("--jobs", args.jobs, MAX_JOBS)):
+                             ("--eval-docs", args.eval_docs, checks.MAX_COUNT),
+                             ("--threads", args.threads, threads.MAX_THREADS), ("--jobs", args.jobs, MAX_JOBS)):
         checks.number(flag, value, maximum=top)
     tables = table_settings(args)
     if args.lengths:
