@@ -21,12 +21,12 @@ layers with a query temperature), Cohere 2 (window RoPE layers, full NoPE layers
 (``no_rope_layers``). docs/pretrained.md has the table.
 """
 
-from .families import FAMILIES, Family, layers_of, plan_of
+from .families import FAMILIES, Family, layers_of
 from .interface import ATTN, EXTRA, attention, mask, own_mask, register, require
 from .loading import load, parse_rope_scaling, parse_rope_scalings
 from .model import HFConfig, HFModel
 
 __all__ = [
-    "ATTN", "EXTRA", "FAMILIES", "Family", "HFConfig", "HFModel", "attention", "layers_of", "load", "plan_of",
+    "ATTN", "EXTRA", "FAMILIES", "Family", "HFConfig", "HFModel", "attention", "layers_of", "load",
     "mask", "own_mask", "parse_rope_scaling", "parse_rope_scalings", "register", "require",
 ]

@@ -34,7 +34,7 @@ import dataclasses
 from ..attention import create as create_pattern
 from ..attention import modifiers as mods
 from ..errors import LexkitError
-from ..layouts import Layer, LayerPlan, canonical
+from ..layouts import Layer, canonical
 from ..specs import spec_number
 
 
@@ -178,11 +178,6 @@ def layers_of(config, family: Family) -> list[Layer]:
             modifiers.append(mods.SoftCap(C=float(softcap)))
         out.append(Layer(scheme, create_pattern(own_pattern(config, layer_type)), tuple(modifiers), layer_type))
     return out
-
-
-def plan_of(config, family: Family, train_len: int | None) -> LayerPlan:
-    """The layer plan of a model with this config (:func:`layers_of`), evaluated at ``train_len``."""
-    return LayerPlan(layers_of(config, family), train_len=train_len)
 
 
 def layout_text(layers: list[Layer]) -> str:

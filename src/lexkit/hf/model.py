@@ -24,9 +24,9 @@ from ..attention.kernels import ScoreHook
 from ..attention.modifiers import Scoring
 from ..device import device_of
 from ..errors import LexkitError
-from ..layouts import Layer
+from ..layouts import Layer, LayerPlan
 from ..specs import spec_number
-from .families import Family, layout_text, per_type_rope, plan_of, rope_parameters
+from .families import Family, layers_of, layout_text, per_type_rope, rope_parameters
 from .interface import CALL, Call
 
 
@@ -103,9 +103,9 @@ class HFModel(nn.Module):
         self.tokenizer = tokenizer
         self.family = family
         self.source = source
-        plan = plan_of(model.config, family, None)
-        self.cfg = describe_config(model.config, family, train_len, plan.layers)
-        self.plan = plan_of(model.config, family, self.cfg.train_len)  # W of an evaluation pattern: its length
+        layers = layers_of(model.config, family)  # read once, then pinned at the length the config gives
+        self.cfg = describe_config(model.config, family, train_len, layers)
+        self.plan = LayerPlan(layers, train_len=self.cfg.train_len)  # W of an evaluation pattern: its length
         self.layers = self.plan.layers
         self._own = self.plan.own  # each layer's own mask
         self.kinds = self.plan.kinds  # (layer type, local/global) per layer
