@@ -40,16 +40,9 @@ def _check(cls: type[Modifier]) -> None:
 MODIFIERS: Registry[type[Modifier]] = Registry("layer modifier", Modifier, _check)
 register = MODIFIERS.register
 names = MODIFIERS.names
-for _cls in (LogN, Llama4, SSMax, Sink, Shift, SoftCap):
+for _cls in (LogN, Llama4, SSMax, Sink, Shift, SoftCap, Differential, StickBreaking, Conv, KShift, Gate,
+             ScaleInvariant, Fitted, Adaptive):
     register(_cls)
-register(Differential)
-register(StickBreaking)
-register(Conv)
-register(KShift)
-register(Gate)
-register(ScaleInvariant)
-register(Fitted)
-register(Adaptive)
 
 
 def parse(text: str, train_len: int | None = None) -> Modifier:

@@ -10,6 +10,7 @@ A width that would shift no feature (floor(F·d) = 0) is refused, naming the wid
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 
 from ...specs import Param
@@ -23,8 +24,6 @@ def token_shift(h: Tensor, width: int, previous: Tensor | None = None) -> Tensor
     """h [b, n, d] with its last ``width`` features at each position replaced by those of the
     position before: zeros before the first, or ``previous`` [b, 1, width] (the last position of
     the piece before, through a KV cache)."""
-    import torch
-
     keep, move = h.split((h.shape[-1] - width, width), dim=-1)  # [b, n, d - width], [b, n, width]
     before = h.new_zeros(h.shape[0], 1, width) if previous is None else previous.to(h.dtype)
     # split and cat, not slices: their backward narrows the gradient instead of zero-filling h's shape

@@ -6,6 +6,7 @@ cache) and FlexAttention's ``score_mod`` both use."""
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 
 from ...specs import Param, positive, spec_number
@@ -14,8 +15,6 @@ from .base import Modifier
 
 def soft_cap(scores: Tensor, cap: float) -> Tensor:
     """s -> cap·tanh(s / cap)."""
-    import torch
-
     return torch.tanh(scores / cap) * cap
 
 
