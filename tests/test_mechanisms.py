@@ -1,4 +1,4 @@
-"""The layer modifiers built since 2024 (issue 37): Qwen's output gate (``gate``), Canon layers
+"""The layer modifiers built since 2024: Qwen's output gate (``gate``), Canon layers
 (``conv``), FoX's key/value shift (``kshift``) and the temperatures ``sit`` (scale-invariant
 attention), ``fitted`` (DroPE) and ``adaptive`` (softmax is not enough).
 
@@ -421,7 +421,7 @@ def test_bad_modifiers_on_the_command_line_write_nothing(tmp_path, capsys, layou
 
 
 def test_the_issues_layout_trains_evaluates_streams_and_retrieves(tmp_path, capsys):
-    """issue 37's done-when: rope@window:16+conv:4 ; none@causal+gate+sit at the tiny preset."""
+    """The layout docs/layouts.md shows, rope@window:16+conv:4 ; none@causal+gate+sit, at the tiny preset."""
     data = write_corpus(tmp_path / "data")
     out = tmp_path / "run"
     layout = "rope@window:16+conv:4 ; none@causal+gate+sit"

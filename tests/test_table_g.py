@@ -2,9 +2,9 @@
 formats (the t interval over the seeds' exact match, beside the Wilson interval of the needles
 pooled), a configuration that did not learn the skill (the trained format at 1x) marked and not
 ranked past it, how each generalizes (each held-out format at 1x), the format-bound finding and the
-differences stated only where the intervals over seeds are apart (issue 40: the goal never ranks
-what did not learn, every finding rests on the interval over seeds, a finding true at 1x for every
-pattern is said once)."""
+differences stated only where the intervals over seeds are apart (the goal never ranks what did
+not learn, every finding rests on the interval over seeds, a finding true at 1x for every pattern
+is said once)."""
 
 from __future__ import annotations
 
@@ -176,7 +176,7 @@ def test_the_goal_ranks_only_configurations_that_learned():
     assert goal.nearest.line.learned and goal.best_retrieval.line.learned and goal.met == []
 
 
-# -- issue 40: what a new user was misled by -------------------------------------------------------
+# -- what a new user was misled by -----------------------------------------------------------------
 def test_a_goal_with_no_configuration_that_learned_ranks_none_and_says_so():
     """Every row below 90 % on the trained format at 1x: the goal names no nearest and no best (it
     said "not ranked" and then ranked them all)."""
