@@ -87,10 +87,10 @@ class Call:
         is shared by every layer that has them. The model's sink logits and soft cap reach lexkit's
         kernels as lexkit's own modifiers (``sink``, ``softcap``); the model applies its temperature
         itself, before attention."""
-        modifiers = ((Sink(),) if sink is not None else ()) + ((SoftCap(C=softcap),) if softcap is not None else ())
-        scoring = Scoring.of(*modifiers, states={"sink": sink})
         key = (heads, head_dim, n, pattern.spec, str(device), None if sink is None else id(sink), softcap)
         if key not in self.attentions:
+            modifiers = ((Sink(),) if sink is not None else ()) + ((SoftCap(C=softcap),) if softcap is not None else ())
+            scoring = Scoring.of(*modifiers, states={"sink": sink})
             scheme = _nope(heads, head_dim, device)
             pos = torch.arange(n, device=device)
             self.attentions[key] = Attention(scheme, pattern, pos, kernel=self.kernel, hook=self.hook, extent=n,
