@@ -97,9 +97,7 @@ def load(
     config = read_config(run_dir)
     trained, resolved = trained_section(config, run_dir)
     section = {**trained, **as_recorded({**config, "model": trained, "resolved": resolved}, run_dir)}
-    overrides = {} if logn is None else {"logn": logn}
-    if scheme is not None:
-        overrides.update(scheme_overrides(section, scheme))
+    overrides = evaluation_overrides(section, scheme, logn)
     if logn is not None and section.get("layout") is not None:
         raise ValueError(f"--logn switches log-n on every layer; {run_dir} has a layout "
                          f"({section['layout']}), whose temperatures are per layer")
@@ -149,13 +147,19 @@ def scheme_overrides(model_section: dict, scheme: str) -> dict:
     return layout_values(cfg, cfg.plan.replace_schemes(scheme))
 
 
+def evaluation_overrides(model_section: dict, scheme: str | None, logn: bool | None) -> dict:
+    """The model-config keys an evaluation under ``scheme`` and ``logn`` changes (None: as trained):
+    ``logn``, and :func:`scheme_overrides`."""
+    out = {} if logn is None else {"logn": logn}
+    if scheme is not None:
+        out.update(scheme_overrides(model_section, scheme))
+    return out
+
+
 def overridden(model_cfg: ModelConfig, scheme: str | None = None, logn: bool | None = None) -> ModelConfig:
     """The model config a run of ``model_cfg`` is evaluated as under ``scheme`` and ``logn``, as
-    :func:`load` applies them (None: as trained)."""
-    values = {} if logn is None else {"logn": logn}
-    if scheme is not None:
-        values.update(scheme_overrides(dataclasses.asdict(model_cfg), scheme))
-    return dataclasses.replace(model_cfg, **values)
+    :func:`load` applies them (:func:`evaluation_overrides`; None: as trained)."""
+    return dataclasses.replace(model_cfg, **evaluation_overrides(dataclasses.asdict(model_cfg), scheme, logn))
 
 
 def layout_values(cfg: ModelConfig, plan: layouts.LayerPlan) -> dict:
