@@ -60,8 +60,9 @@ NAMED: Registry[type[NamedLayout]] = Registry("layout", NamedLayout)
 register = NAMED.register
 
 
-def _window(values: dict[str, Any], key: str, train_len: int, default: int) -> int:
-    return values[key] if values[key] is not None else max(2, default)
+def _window(values: dict[str, Any], key: str, train_len: int) -> int:
+    """A local layer's window or chunk ``values[key]``, by default the training length / 4 (at least 2)."""
+    return values[key] if values[key] is not None else max(2, train_len // 4)
 
 
 def _every(name: str, every: int, n_layers: int) -> None:
@@ -137,7 +138,7 @@ class RNoPESWA(NamedLayout):
     @classmethod
     def pieces(cls, values, n_layers, train_len):
         _every(cls.name, values["every"], n_layers)
-        w = _window(values, "W", train_len, train_len // 4)
+        w = _window(values, "W", train_len)
         return [("none", Causal(), ()) if (i + 1) % values["every"] == 0 else ("rope", Window(W=w), ())
                 for i in range(n_layers)]
 
@@ -163,7 +164,7 @@ class IRoPE(NamedLayout):
     @classmethod
     def pieces(cls, values, n_layers, train_len):
         _every(cls.name, values["every"], n_layers)
-        chunk = _window(values, "chunk", train_len, train_len // 4)
+        chunk = _window(values, "chunk", train_len)
         if values["local"] == "bca" and chunk % 2:
             raise LayoutError(f"layout irope: local=bca needs an even chunk, got {chunk}")
         temperature = Llama4(beta=values["beta"], floor=values["floor"] or chunk)
@@ -190,7 +191,7 @@ class Gemma(NamedLayout):
     @classmethod
     def pieces(cls, values, n_layers, train_len):
         _every(cls.name, values["ratio"] + 1, n_layers)
-        w = _window(values, "W", train_len, train_len // 4)
+        w = _window(values, "W", train_len)
         local = (f"rope:base={values['local_base']:g}", Window(W=w), ())
         full = (f"rope:base={values['global_base']:g}", Causal(), ())
         return [full if (i + 1) % (values["ratio"] + 1) == 0 else local for i in range(n_layers)]
@@ -208,7 +209,7 @@ class GPTOSS(NamedLayout):
 
     @classmethod
     def pieces(cls, values, n_layers, train_len):
-        w = _window(values, "W", train_len, train_len // 4)
+        w = _window(values, "W", train_len)
         return [("rope", Window(W=w) if i % 2 == 0 else Causal(), (Sink(),)) for i in range(n_layers)]
 
 
