@@ -76,8 +76,7 @@ def split_overrides(text: str) -> tuple[str | None, list[tuple[str, str]]]:
 def check_scheme(spec: str) -> None:
     """ValueError for an evaluation ``--scheme`` no run could take (each part's scheme and
     parameters), before any model loads; selectors are checked against the run."""
-    plain, pairs = split_overrides(spec)
-    for text in ([plain] if plain is not None else []) + [text for _, text in pairs]:
+    for text in _specs(spec):
         positions.canonical(text)
 
 
@@ -85,9 +84,15 @@ def check_pattern(spec: str) -> None:
     """ValueError for an evaluation pattern spec that no model could take (syntax, names, parameter
     values), before any model loads; W may be left to the model. Selectors are checked against the
     model when the spec resolves."""
-    plain, pairs = split_overrides(spec)
-    for text in ([plain] if plain is not None else []) + [text for _, text in pairs]:
+    for text in _specs(spec):
         create_pattern(text, default_window=2)
+
+
+def _specs(text: str) -> list[str]:
+    """Every spec of an evaluation ``--scheme`` or ``--pattern``: the unqualified one, then each
+    ``SELECTOR=SPEC``'s (:func:`split_overrides`)."""
+    plain, pairs = split_overrides(text)
+    return ([plain] if plain is not None else []) + [spec for _, spec in pairs]
 
 
 def resolve_pattern(own: Sequence[Pattern], kinds: Sequence[str | Sequence[str]], spec: str | Pattern, *,
