@@ -31,7 +31,8 @@ tables, and runs its units locally, over workers and under torchrun), :mod:`~lex
 (a unit of work and its cost), :mod:`~lexkit.study.workers` (the worker processes and the study's
 progress bar), :mod:`~lexkit.study.schedule` (units over N workers: order, makespan),
 :mod:`~lexkit.study.estimate` (the dry run's time estimate, each unit timed by what it runs),
-:mod:`~lexkit.study.recipe` (table G's training recipe, per preset), :mod:`~lexkit.study.tables`
+:mod:`~lexkit.study.recipe` (table G's training recipe, per preset), :mod:`~lexkit.study.summary`
+(the README's block, ``lexkit study --readme``), :mod:`~lexkit.study.tables`
 (one folder per table: ``extension/``, table E; ``retrieval/``, table G;
 :data:`~lexkit.study.tables.TABLES` in report order) and :mod:`~lexkit.study.sweep` (``lexkit
 sweep``: a study of table G alone, its rows a config file's arms). What a study writes is typed:
