@@ -38,9 +38,10 @@ study-quick: install
 	$(PYTHON) -m lexkit study --preset quick --out study-quick --retrieval-rows alibi \
 		--retrieval-rows hwfa:W=16,shift=0.5 $(STUDY_ARGS)
 
-# `make study` with table G on three seeds (intervals over seeds): the same directory, so only seeds 1 and 2 train
+# `make study` with table G whole: every scheme's row on three seeds (intervals over seeds) and the
+# context-extension methods on its rope row; the same directory, so what make study trained is kept
 study-full: install
-	$(PYTHON) -m lexkit study --out study --retrieval-seeds 3 $(STUDY_ARGS)
+	$(PYTHON) -m lexkit study --out study --retrieval-seeds 3 --retrieval-rows all --retrieval-methods $(STUDY_ARGS)
 
 bench: install
 	$(PYTHON) -m pip install -q -e '.[bench]'

@@ -34,7 +34,7 @@ def test_each_unit_is_timed_by_the_forward_it_runs(tmp_path, data_dir, monkeypat
     """ReRoPE's scoring in table G and leaky ReRoPE + log-n in table E are timed by models that run
     those schemes (the dry run once timed rope's plain forward for them: 8 s estimated, 144-202 s
     run); a fine-tune's steps at 4x the training length under its own scheme; nothing trains."""
-    s = study(data_dir, tmp_path / "s")
+    s = study(data_dir, tmp_path / "s", retrieval_methods=True)
     forwards, real = [], GPT.forward
 
     def recording(self, *args, **kwargs):

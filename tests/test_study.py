@@ -26,11 +26,11 @@ def data_dir(tmp_path_factory):
     return write_corpus(tmp_path_factory.mktemp("data"), DOCS)
 
 
-def config(data_dir, schemes=("alibi", "rope"), extension=False, retrieval=False, seeds=1):
+def config(data_dir, schemes=("alibi", "rope"), extension=False, retrieval=False, seeds=1, **more):
     return StudyConfig(preset="tiny", schemes=list(schemes), patterns=["causal", "window"], lengths=[16, 32, 64],
                        steps=6, data=str(data_dir), eval_docs=2, resolution_texts=1, extension=extension,
                        extension_steps=3, retrieval=retrieval, retrieval_preset="tiny", retrieval_steps=2,
-                       retrieval_samples=1, retrieval_seeds=seeds)
+                       retrieval_samples=1, retrieval_seeds=seeds, **more)
 
 
 def actions(study, task=None):
@@ -226,7 +226,8 @@ def test_table_g_plan_runs_configurations_and_cache_keys(tmp_path, data_dir, mon
     trained with the one recipe; on the rope row's seed 0 (with table E) its methods but plain rope
     and its fine-tunes; a row with a layout, settings, steps and patterns of its own; a needle size
     every format fits; a cache key that follows what is scored."""
-    study = Study(config(data_dir, ("alibi", "rope", "xpos:gamma=0.5"), extension=True, retrieval=True, seeds=2),
+    study = Study(config(data_dir, ("alibi", "rope", "xpos:gamma=0.5"), extension=True, retrieval=True, seeds=2,
+                         retrieval_methods=True),
                   tmp_path, progress=False, echo=None)
     g = study.table("retrieval")
     assert [table.key for table in study.tables] == ["extension", "retrieval"]  # E and G, behind one interface

@@ -60,18 +60,26 @@ def test_the_recipe_asked_for_is_the_recipe_used_and_said(data_dir, tmp_path, ca
 
 
 def test_rows_and_methods_of_table_g_are_chosen(data_dir, tmp_path):
-    """``retrieval_rows`` keeps the rows named, in the table's order; ``retrieval_methods=False`` scores
-    the rope row alone (no table E methods or fine-tunes on it)."""
+    """``retrieval_rows`` keeps the rows named, in the table's order (``all``: every row); a study of its
+    own schemes runs every row, the default study rope, alibi and its layouts; the methods are scored
+    only when asked (``retrieval_methods=True``, make study-full), else the rope row alone."""
+    from lexkit.study import DEFAULT_LAYOUTS, DEFAULT_SCHEMES
+
     every = g(data_dir, tmp_path, preset="tiny", schemes=["rope", "alibi", "sandwich"], layouts=["hwfa:W=8"])
     assert [r.label for r in every.rows()] == ["rope", "alibi", "sandwich", "hwfa:W=8"]
     some = g(data_dir, tmp_path, preset="tiny", schemes=["rope", "alibi", "sandwich"], layouts=["hwfa:W=8"],
              retrieval_rows=["hwfa:W=8", "alibi"])
     assert [r.label for r in some.rows()] == ["alibi", "hwfa:W=8"]
+    default = g(data_dir, tmp_path, preset="tiny")
+    assert [r.label for r in default.rows()] == ["rope", "alibi", *DEFAULT_LAYOUTS]
+    whole = g(data_dir, tmp_path, preset="tiny", retrieval_rows=["all"])
+    assert whole.rows() == whole.every_row() and len(whole.rows()) > len(default.rows())
+    assert {r.scheme for r in whole.rows() if r.layout is None} <= set(DEFAULT_SCHEMES)
     rope = every.seed_runs()[0]
-    assert len(every.configurations(rope)) == 1 + 11 + 3
-    plain = g(data_dir, tmp_path, preset="tiny", schemes=["rope"], retrieval_methods=False)
-    assert [c.label for c in plain.configurations(plain.seed_runs()[0])] == ["rope"]
-    assert [u.kind for u in plain.units()] == ["train", "scheme"]
+    assert [c.label for c in every.configurations(rope)] == ["rope"]  # the methods: only when asked
+    methods = g(data_dir, tmp_path, preset="tiny", schemes=["rope"], retrieval_methods=True)
+    assert len(methods.configurations(methods.seed_runs()[0])) == 1 + 11 + 3
+    assert [u.kind for u in every.units()][:2] == ["train", "scheme"]
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -79,9 +79,11 @@ def add_table_flags(p, key: str, settings: type) -> None:
     for field in dataclasses.fields(settings):
         flag, dest, meta = setting_name(key, field.name, flag=True), setting_name(key, field.name), field.metadata
         kind = field_type(field)
-        if kind is bool:  # on: --no-KEY; another: --no-KEY-FIELD (both default True)
+        if kind is bool and field.default:  # on: --no-KEY; another default True: --no-KEY-FIELD
             flag = flag if field.name == "on" else f"--no-{flag[2:]}"
             p.add_argument(flag, dest=dest, action="store_false", help=meta.get("help"))
+        elif kind is bool:  # default False: --KEY-FIELD turns it on
+            p.add_argument(flag, dest=dest, action="store_true", help=meta.get("help"))
         elif kind is list:
             p.add_argument(flag, dest=dest, action="append", metavar=meta.get("metavar"), help=meta.get("help"))
         else:

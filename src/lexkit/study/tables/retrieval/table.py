@@ -34,7 +34,7 @@ from ....runs.config import overridden
 from ....settings import configs
 from ....subject import RunSubject, load
 from ....tasks import fitting_size
-from ...plan import Bound, Cell, TableSettings, digest, setting_name
+from ...plan import DEFAULT_SCHEMES, Bound, Cell, TableSettings, digest, setting_name
 from ...recipe import Recipe, for_preset
 from ...units import Cost, Unit, training, whole_or_none
 from ..extension import finetunes, methods
@@ -54,12 +54,23 @@ FORMATS = ("tilde", *needles.held_out_formats())
 VERSION = 2
 
 
+#: table G's uniform rows in a study of the default schemes (with the study's layouts): RoPE (the
+#: scheme the context-extension methods stretch) and ALiBi (the bias family the essay reads as a smoothed
+#: window); ``make study-full`` runs every scheme's row. The default study's time budget (docs/study.md)
+#: has no room for the others' 4,000-step runs.
+DEFAULT_ROWS = ("rope", "alibi")
+#: the value of ``--retrieval-rows`` that runs every row
+EVERY_ROW = "all"
+
+
 @dataclasses.dataclass
 class RetrievalSettings(TableSettings):
     """Table G's settings: ``on`` (``--no-retrieval``); its runs' ``preset``, ``steps`` and ``stop``
     rule (None: the recipe of the study's preset, :func:`lexkit.study.recipe.for_preset`); the needle
     documents per length, depth and format (``samples``); the ``seeds`` of each row; the ``rows`` it
-    runs (empty: every row); and whether it scores table E's ``methods`` on the rope row."""
+    runs (empty: :data:`DEFAULT_ROWS` and the layouts in a study of the default schemes, else every row;
+    ``all``: every row); and whether it scores table E's ``methods`` on the rope row (off by default:
+    ``make study-full`` turns it on, with every row on three seeds)."""
 
     on: bool = dataclasses.field(default=True, metadata={
         "help": "skip table G, use of context (runs trained with a retrieval mix, needles at 1-16x)"})
@@ -82,11 +93,12 @@ class RetrievalSettings(TableSettings):
         "(default: the recipe's: probe:exact=0.9,probes=5,after=2000 at small, after=1000 at quick)"})
     rows: list[str] = dataclasses.field(default_factory=list, metadata={
         "new": True, "unset": [], "metavar": "LABEL",
-        "help": "a row of table G to run, by its label (a scheme or a layout as given); repeatable "
-        "(default: every row)"})
-    methods: bool = dataclasses.field(default=True, metadata={
-        "new": True, "unset": True,
-        "help": "do not score table E's methods and fine-tunes on table G's rope row"})
+        "help": "a row of table G to run, by its label (a scheme or a layout as given), or all; repeatable "
+        f"(default: in a study of the default schemes {', '.join(DEFAULT_ROWS)} and the study's layouts, "
+        "else every row; make study-full: all)"})
+    methods: bool = dataclasses.field(default=False, metadata={
+        "new": True, "unset": True,  # a results.json written before the setting scored them
+        "help": "also score table E's methods and fine-tunes on table G's rope row (make study-full does)"})
 
     def check(self, key: str, *, flags: bool = False) -> None:
         super().check(key, flags=flags)
@@ -187,14 +199,17 @@ class RetrievalTable(Bound):
         if not self.settings.on:
             return []
         out = self.every_row()
-        if not self.settings.rows:
+        chosen = self.settings.rows
+        if not chosen and self.plan.cfg.schemes == DEFAULT_SCHEMES:
+            chosen = [*DEFAULT_ROWS, *self.plan.cfg.layouts]
+        if not chosen or chosen == [EVERY_ROW]:
             return out
         labels = [r.label for r in out]
-        unknown = [label for label in self.settings.rows if label not in labels]
+        unknown = [label for label in chosen if label not in labels]
         if unknown:
             raise ValueError(f"--retrieval-rows {unknown[0]!r} is not a row of table G in this study; its rows: "
                              f"{', '.join(labels) or 'none'}")
-        return [r for r in out if r.label in self.settings.rows]
+        return [r for r in out if r.label in chosen]
 
     def training(self, row: RowSpec) -> dict[str, Any]:
         """How ``row`` trains: the recipe's settings for its steps, then the row's own; a layout
