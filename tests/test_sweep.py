@@ -146,3 +146,22 @@ def test_the_example_config_is_a_sweep():
     assert runs["A0"].train_cfg.mix == "induction:0.75" and runs["A1"].train_cfg.mix == cfg.mix
     assert runs["A9"].model_cfg.n_layers == 4 and runs["A8"].model_cfg.untied_head
     assert runs["A10"].train_cfg.drop_positions_at == 0.875 and "fitted" in runs["A10"].model_cfg.layout
+
+
+def test_the_hunts_follow_up_configs_are_sweeps():
+    """benchmarks/sweeps/hunt-confirm.json (A0, A1 and the two arms ranked first on seed 0, three seeds) builds
+    the same runs as hunt.json (one cache); hunt-a11.json's arm writes out a 4-layer layout with its own
+    n_layers 4 on the 2-layer preset, which counts the arm's layers, not the preset's."""
+    from pathlib import Path
+
+    here = Path(__file__).parents[1] / "benchmarks" / "sweeps"
+
+    def cells(name):
+        cfg = load(here / name)
+        return {run.row.label: run.cell for run in Sweep(cfg, Path("unused"), progress=False, echo=None).seed_runs()}
+
+    full, confirm = cells("hunt.json"), cells("hunt-confirm.json")
+    assert confirm and all(cell.name == full[label].name for label, cell in confirm.items())
+    (a11,) = cells("hunt-a11.json").values()
+    assert a11.model_cfg.n_layers == 4 and a11.model_cfg.untied_head and a11.model_cfg.token_shift == 0.0
+    assert [layer.find("conv") is not None for layer in a11.model_cfg.plan] == [True, True, True, False]

@@ -217,7 +217,8 @@ class RetrievalTable(Bound):
         recipe = self.recipe()
         out = recipe.settings(row.steps or recipe.steps) | row.settings
         if row.layout is not None and "token_shift" not in row.settings:
-            model_cfg, _ = configs(recipe.preset, row.scheme, layout=row.layout)
+            given = {k: v for k, v in out.items() if k != "token_shift"}  # the row's own n_layers among them
+            model_cfg, _ = configs(recipe.preset, row.scheme, layout=row.layout, **given)
             if any(layer.find("shift") for layer in model_cfg.plan):
                 out["token_shift"] = 0.0
         return out
