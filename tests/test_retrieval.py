@@ -377,6 +377,23 @@ def test_rows_per_batch_keeps_the_logits_within_the_budget():
         assert rows == 1 or rows * tokens * vocab * 4 <= budget < (rows + 1) * tokens * vocab * 4
     # --samples 1000 --lengths 8192 held one batch of ~36 GB (float64); now at most the budget
     assert retrieval.rows_per_batch(8193, 257) * 8193 * 257 * 4 <= retrieval.BATCH_BYTES
+    # and one layer's attention scores: heads x n x n float32, SCORE_COPIES of them at once
+    copies = retrieval.SCORE_COPIES
+    for tokens, heads, budget in [(1023, 4, 1 << 30), (511, 4, 1 << 30), (4095, 12, 1 << 20), (64, 2, 1 << 30)]:
+        rows = retrieval.rows_per_batch(tokens, 257, heads=heads, score_budget=budget)
+        per = copies * heads * tokens * tokens * 4
+        logits = retrieval.rows_per_batch(tokens, 257)
+        assert rows == min(logits, max(1, budget // per)) and (rows == 1 or rows * per <= budget)
+    # a 2-layer width-64 model of 4 heads at 1,024 bytes: 100 needles in one batch held 13.6 GB
+    assert retrieval.rows_per_batch(1023, 257, heads=4) == 8
+
+
+def test_the_attention_heads_come_from_the_config():
+    from types import SimpleNamespace
+
+    assert retrieval.attention_heads(SimpleNamespace(cfg=SimpleNamespace(n_heads=4))) == 4
+    assert retrieval.attention_heads(SimpleNamespace(config=SimpleNamespace(num_attention_heads=12))) == 12
+    assert retrieval.attention_heads(SimpleNamespace()) == 0
 
 
 class Recording(nn.Module):
@@ -406,6 +423,12 @@ def test_answer_scores_in_bounded_batches_equal_one_batch(gpt, monkeypatch):
     assert model.batches == [3, 3, 1]
     for (a, ra), (b, rb) in zip(whole, split):
         assert a == pytest.approx(b, rel=1e-6) and ra == rb
+    monkeypatch.undo()  # the same split from the scores' budget: three documents' [heads, n, n] x copies
+    n = RunSubject.of(model).encode(docs[0].text)[0].numel() - 1  # the tokens the model reads
+    monkeypatch.setattr(retrieval, "SCORE_BYTES", 3 * retrieval.SCORE_COPIES * gpt.cfg.n_heads * n * n * 4)
+    model.batches.clear()
+    again = retrieval.answer_scores(RunSubject.of(model), docs, pat)
+    assert model.batches == [3, 3, 1] and [r for _, r in again] == [r for _, r in split]
 
 
 # -- the Python API says what is wrong, as the command line does -------------------------------------

@@ -32,7 +32,7 @@ import warnings
 from collections.abc import Iterable, Sequence
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from . import checks, render, tasks
 from .attention import Pattern
@@ -69,16 +69,35 @@ def answer_tokens(nbytes: Tensor, start: int) -> Tensor:
 BATCH_BYTES = 256 << 20
 LOGIT_BYTES = 4  # float32; the float64 log-softmax is taken at the answer's tokens only
 UNKNOWN_VOCAB = 1 << 18  # a model whose config gives no vocab_size is budgeted as if it had this many
+#: bytes of one layer's float32 attention scores, [b, heads, n, n] and the copies computed from them,
+#: one teacher-forced batch may hold: a global layer runs the dense kernel at any length
+SCORE_BYTES = 1 << 30
+#: the [b, heads, n, n] float32 tensors one attention step keeps at once: stick-breaking's log space
+#: (scores, log sigma, log(1 - sigma), the reversed cumulative sum and its flips, the weights) is the most;
+#: a 1,024-byte scoring of 100 needles held 13.6 GB with the logits' budget alone, and the kernel killed it
+SCORE_COPIES = 8
 
 
-def rows_per_batch(tokens: int, vocab: int, budget: int | None = None) -> int:
+def rows_per_batch(tokens: int, vocab: int, budget: int | None = None, heads: int = 0,
+                   score_budget: int | None = None) -> int:
     """Documents the model reads ``tokens`` tokens of that one teacher-forced batch holds: as many
     as keep its logits (``tokens x vocab`` float32 each) within ``budget`` bytes (default
-    :data:`BATCH_BYTES`), and at least one. So memory is
-    bounded whatever ``--samples`` asks (one batch per cell held 4.5 MB per 1,024-byte document in
-    float64, ~36 GB for 1,000 documents of 8,192)."""
+    :data:`BATCH_BYTES`) and one layer's attention scores (:data:`SCORE_COPIES` x ``heads x tokens x
+    tokens`` float32 each) within ``score_budget`` (default :data:`SCORE_BYTES`), and at least one. So
+    memory is bounded whatever ``--samples`` asks (one batch per cell held 4.5 MB per 1,024-byte document
+    in float64, ~36 GB for 1,000 documents of 8,192)."""
     budget = BATCH_BYTES if budget is None else budget
-    return max(1, budget // (max(1, tokens) * max(1, vocab) * LOGIT_BYTES))
+    score_budget = SCORE_BYTES if score_budget is None else score_budget
+    rows = budget // (max(1, tokens) * max(1, vocab) * LOGIT_BYTES)
+    if heads > 0:
+        rows = min(rows, score_budget // (SCORE_COPIES * heads * max(1, tokens) ** 2 * 4))
+    return max(1, rows)
+
+
+def attention_heads(model: nn.Module) -> int:
+    """Heads of a model's attention layers, to budget their scores (0 when its config does not say)."""
+    cfg = getattr(model, "cfg", None) or getattr(model, "config", None)
+    return int(getattr(cfg, "n_heads", None) or getattr(cfg, "num_attention_heads", None) or 0)
 
 
 @torch.no_grad()
@@ -95,8 +114,9 @@ def answer_scores(subject: Subject, docs: Sequence[tasks.Document], pattern: Pat
     device = next(subject.model.parameters()).device
     top = getattr(subject, "text_tokens", None)
     vocab = getattr(subject.model.cfg, "vocab_size", None) or UNKNOWN_VOCAB
+    heads = attention_heads(subject.model)
     for n, members in groups.items():
-        size = rows_per_batch(n - 1, vocab)  # the model reads n - 1 tokens of each
+        size = rows_per_batch(n - 1, vocab, heads=heads)  # the model reads n - 1 tokens of each
         for start in range(0, len(members), size):
             idx = members[start : start + size]
             ids = torch.stack([encoded[i][0] for i in idx])  # [b, T]
