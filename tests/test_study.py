@@ -382,12 +382,16 @@ def test_a_layouts_analytic_resolution_keeps_each_layer_beside_the_mean():
 
 def test_the_readme_summary_is_the_reports_own_numbers_and_sentence(tmp_path, capsys):
     """`lexkit study --readme FILE` writes the README's block from OUT/results.json: table A's bpb,
-    table E's lines, section F's very sentence; the rest of FILE is left as it was, a second run
-    changes nothing, and a file without the block or a study without results.json is one error."""
+    table E's lines, section F's very sentence, table G and its goal's sentence; the rest of FILE is
+    left as it was, a second run changes nothing, and a file without the block or a study without
+    results.json is one error."""
     import safety_net
+    from lexkit.render import markdown
     from lexkit.study.summary import BEGIN, END, summary
     from lexkit.study.tables.extension.queries import extension_lines
     from lexkit.study.tables.extension.report import goal_finding
+    from lexkit.study.tables.retrieval.findings import context_goal_finding
+    from lexkit.study.tables.retrieval.report import retrieval_table
 
     saved = json.loads((safety_net.HERE / "results.json").read_text())
     out = tmp_path / "study"
@@ -405,6 +409,8 @@ def test_the_readme_summary_is_the_reports_own_numbers_and_sentence(tmp_path, ca
         assert f"| {row[0]} | {row[2]} |" in text
     rope = next(line for line in extension_lines(doc) if line.label == "rope")
     assert f"| rope | {rope.bpb[32][0]:.3f} | {rope.bpb[64][0]:.3f} |" in text
+    assert markdown([retrieval_table(doc)]).strip() in text  # table G as the report has it, and its goal
+    assert context_goal_finding(doc) is not None and context_goal_finding(doc) in text
     assert main(["study", "--out", str(out), "--readme", str(readme)]) == 0 and readme.read_text() == text
     capsys.readouterr()
     readme.write_text("no block here\n")

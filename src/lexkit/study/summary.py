@@ -1,5 +1,5 @@
-"""The study in the README: its summary tables and the goal of section F, written from a study's
-results.json by the report's own queries and sentences (one source for both: the README says what
+"""The study in the README: its summary tables and the goals of sections F and G, written from a
+study's results.json by the report's own queries, tables and sentences (one source for both: the README says what
 the report says). ``lexkit study --readme README.md`` rewrites the README's block between
 :data:`BEGIN` and :data:`END` from ``OUT/results.json``; nothing else of the file changes."""
 
@@ -16,6 +16,9 @@ from ..report.tables import cell
 from ..rows import StudyResults
 from .tables.extension.queries import ExtensionLine, extension_lines
 from .tables.extension.report import goal_finding
+from .tables.retrieval.findings import context_goal_finding
+from .tables.retrieval.report import retrieval_table
+from .tables.retrieval.rows import section
 
 BEGIN = "<!-- lexkit study --readme: from here to the end mark, written from a study's results.json -->"
 END = "<!-- end of what lexkit study --readme writes -->"
@@ -62,7 +65,8 @@ def extension_table(doc: StudyResults) -> Table:
 
 
 def blocks(doc: StudyResults) -> list[Block]:
-    """The README's summary of a study: the grid, table E and the goal of section F."""
+    """The README's summary of a study: the grid, table E and the goal of section F, then table G as
+    the report has it and its goal."""
     t, far = doc.train_len, query.far_length(doc)
     docs = doc.runs[0].eval.documents if doc.runs else 0
     out = [Text(f"Bits per byte on {docs} validation document{'s' if docs != 1 else ''} (lower is better) at {t} "
@@ -73,7 +77,15 @@ def blocks(doc: StudyResults) -> list[Block]:
         out += [Text(f"Context extension on the same rope run (table E; bpb at {t} → {far}, causal unless named):"),
                 extension_table(doc)]
     goal = goal_finding(doc)
-    return out + ([Text(goal)] if goal is not None else [])
+    out += [Text(goal)] if goal is not None else []
+    g = section(doc)
+    if g:
+        out += [Text(f"Use of context (table G: copy needles at 1-{max(g.multiples)}x in the trained and the held-out "
+                     f"formats, {g.seeds} seed{'s' if g.seeds != 1 else ''} a row, the report's section G; exact "
+                     "match in %):"), retrieval_table(doc)]
+        found = context_goal_finding(doc)
+        out += [Text(found)] if found is not None else []
+    return out
 
 
 def summary(doc: StudyResults | dict) -> str:
