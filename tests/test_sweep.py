@@ -149,19 +149,23 @@ def test_the_example_config_is_a_sweep():
 
 
 def test_the_hunts_follow_up_configs_are_sweeps():
-    """benchmarks/sweeps/hunt-confirm.json (A0, A1 and the two arms ranked first on seed 0, three seeds) builds
-    the same runs as hunt.json (one cache); hunt-a11.json's arm writes out a 4-layer layout with its own
-    n_layers 4 on the 2-layer preset, which counts the arm's layers, not the preset's."""
+    """benchmarks/sweeps/hunt-seed0.json (every arm, seed 0) and hunt-confirm.json (A0, A1 and the two arms
+    ranked first on seed 0, three seeds) build the same runs as hunt.json (one cache); hunt-a11.json's arm
+    writes out a 4-layer layout with its own n_layers 4 on the 2-layer preset, which counts the arm's
+    layers, not the preset's."""
     from pathlib import Path
 
     here = Path(__file__).parents[1] / "benchmarks" / "sweeps"
 
     def cells(name):
         cfg = load(here / name)
-        return {run.row.label: run.cell for run in Sweep(cfg, Path("unused"), progress=False, echo=None).seed_runs()}
+        runs = Sweep(cfg, Path("unused"), progress=False, echo=None).seed_runs()
+        return {(run.row.label, run.cell.seed): run.cell for run in runs}
 
-    full, confirm = cells("hunt.json"), cells("hunt-confirm.json")
-    assert confirm and all(cell.name == full[label].name for label, cell in confirm.items())
+    full, confirm, first = cells("hunt.json"), cells("hunt-confirm.json"), cells("hunt-seed0.json")
+    assert len(confirm) == 12 and all(cell.name == full[key].name for key, cell in confirm.items())
+    assert {label for label, _ in first} == {label for label, _ in full} and {seed for _, seed in first} == {0}
+    assert all(cell.name == full[key].name for key, cell in first.items())
     (a11,) = cells("hunt-a11.json").values()
     assert a11.model_cfg.n_layers == 4 and a11.model_cfg.untied_head and a11.model_cfg.token_shift == 0.0
     assert [layer.find("conv") is not None for layer in a11.model_cfg.plan] == [True, True, True, False]
