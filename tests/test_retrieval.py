@@ -388,14 +388,6 @@ def test_rows_per_batch_keeps_the_logits_within_the_budget():
     assert retrieval.rows_per_batch(1023, 257, heads=4) == 8
 
 
-def test_the_attention_heads_come_from_the_config():
-    from types import SimpleNamespace
-
-    assert retrieval.attention_heads(SimpleNamespace(cfg=SimpleNamespace(n_heads=4))) == 4
-    assert retrieval.attention_heads(SimpleNamespace(config=SimpleNamespace(num_attention_heads=12))) == 12
-    assert retrieval.attention_heads(SimpleNamespace()) == 0
-
-
 class Recording(nn.Module):
     """A model that records the batch of every call (a tiny GPT inside)."""
 

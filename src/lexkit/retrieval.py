@@ -32,7 +32,7 @@ import warnings
 from collections.abc import Iterable, Sequence
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from . import checks, render, tasks
 from .attention import Pattern
@@ -94,12 +94,6 @@ def rows_per_batch(tokens: int, vocab: int, budget: int | None = None, heads: in
     return max(1, rows)
 
 
-def attention_heads(model: nn.Module) -> int:
-    """Heads of a model's attention layers, to budget their scores (0 when its config does not say)."""
-    cfg = getattr(model, "cfg", None) or getattr(model, "config", None)
-    return int(getattr(cfg, "n_heads", None) or getattr(cfg, "num_attention_heads", None) or 0)
-
-
 @torch.no_grad()
 def answer_scores(subject: Subject, docs: Sequence[tasks.Document], pattern: Pattern,
                   kernel: str = "auto") -> list[tuple[float, bool]]:
@@ -114,7 +108,7 @@ def answer_scores(subject: Subject, docs: Sequence[tasks.Document], pattern: Pat
     device = next(subject.model.parameters()).device
     top = getattr(subject, "text_tokens", None)
     vocab = getattr(subject.model.cfg, "vocab_size", None) or UNKNOWN_VOCAB
-    heads = attention_heads(subject.model)
+    heads = getattr(subject.model.cfg, "n_heads", None) or 0  # a lexkit GPT's and HFModel's config both say
     for n, members in groups.items():
         size = rows_per_batch(n - 1, vocab, heads=heads)  # the model reads n - 1 tokens of each
         for start in range(0, len(members), size):
