@@ -24,17 +24,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import checks, needles, threads
-from ..diagnostics import UNSEEN_BY
+from .. import checks, threads
+from ..diagnostics import DEPTHS, SAMPLES, UNSEEN_BY
 from ..notation import length_label, number, percent
 from ..render import csv_text, text_table
 from . import options
-from .retrieval import parse_depths
+from .needle_options import NeedleDefaults, add_needle_options, given, needle_values
 
-#: flags of one mode only: flag -> its argparse dest
-NEEDLE_ONLY = {"--task": "task", "--format": "format", "--lengths": "lengths", "--depths": "depths",
-               "--samples": "samples", "--size": "size", "--seed": "seed", "--pattern": "patterns"}
+#: the byte table's flags: flag -> its argparse dest (the needle flags: lexkit.cli.needle_options)
 BYTES_ONLY = {"--top": "top", "--all": "all", "--steps": "steps", "--unseen-by": "unseen_by"}
+#: what --needle-mass scores when a needle flag is left out
+NEEDLE_DEFAULTS = NeedleDefaults(task="copy", depths=DEPTHS, samples=SAMPLES)
 
 
 def add_parser(sub):
@@ -52,21 +52,7 @@ def add_parser(sub):
     bytes_.add_argument("--unseen-by", choices=UNSEEN_BY,
                         help="unseen means absent from every replayed training window (training, the default) or "
                         "from the corpus's text (corpus: a --mix may show bytes the corpus never holds)")
-    needle = p.add_argument_group("--needle-mass")
-    needle.add_argument("--task", metavar="SPEC",
-                        help="a retrieval task of `lexkit tasks`, its parameters after a colon (default: copy)")
-    needle.add_argument("--format", metavar="NAME",
-                        help=f"the needle format of --task copy: trained ({', '.join(needles.trained())}) or held out "
-                        f"({', '.join(needles.held_out_formats())})")
-    needle.add_argument("--lengths", metavar="L,L,...",
-                        help="document lengths in the model's unit (default: the training length x 1, 2, 4, 8, 16 "
-                        "that hold the needle)")
-    needle.add_argument("--depths", metavar="D,D,...", help="needle depths in percent (default: 0,25,50,75,100)")
-    needle.add_argument("--samples", type=int, metavar="N", help="documents per length and depth (default: 4)")
-    needle.add_argument("--size", type=int, metavar="N", help="symbols of the needle's value (default: the task's)")
-    needle.add_argument("--seed", type=int, metavar="S", help="which documents (default: 0)")
-    needle.add_argument("--pattern", dest="patterns", action="append", metavar="SPEC",
-                        help="attention pattern (causal, window[:W], bca[:W], ...); repeatable (default: causal)")
+    add_needle_options(p.add_argument_group("--needle-mass"), NEEDLE_DEFAULTS)
     p.add_argument("--data", metavar="SPEC",
                    help="byte table: the run's corpus at a new place; --needle-mass: the haystack's corpus "
                    "(default: the run's own)")
@@ -82,26 +68,18 @@ def add_parser(sub):
 
 def run(args) -> int:
     from .. import diagnostics, plots
-    from ..specs import parse_lengths
 
-    wrong = BYTES_ONLY if args.needle_mass else NEEDLE_ONLY
-    given = [flag for flag, dest in wrong.items() if getattr(args, dest) is not None]
-    if given:
-        raise ValueError(f"{given[0]} is for " + ("the byte table (without --needle-mass)" if args.needle_mass
+    wrong = ([flag for flag, dest in BYTES_ONLY.items() if getattr(args, dest) is not None] if args.needle_mass
+             else given(args))
+    if wrong:
+        raise ValueError(f"{wrong[0]} is for " + ("the byte table (without --needle-mass)" if args.needle_mass
                                                   else "--needle-mass"))
     progress = args.progress and sys.stderr.isatty()
     if args.needle_mass:
-        depths = parse_depths(args.depths) if args.depths is not None else list(diagnostics.DEPTHS)
-        lengths = parse_lengths(args.lengths) if args.lengths is not None else None
-        checks.lengths("--lengths", lengths or [], checks.MAX_EVAL_LENGTH)
-        checks.number("--size", args.size)
-        checks.number("--seed", args.seed, strict=False)
+        values = needle_values(args, NEEDLE_DEFAULTS)
         options.check_outputs(args)
-        report = diagnostics.needle_mass_run(
-            args.target, args.task or "copy", lengths=lengths, depths=depths,
-            samples=diagnostics.SAMPLES if args.samples is None else args.samples, size=args.size,
-            seed=args.seed or 0, patterns=args.patterns or ["causal"], data=args.data, format=args.format,
-            device=options.device(args), progress=progress)
+        report = diagnostics.needle_mass_run(args.target, values.pop("task"), **values, data=args.data,
+                                             device=options.device(args), progress=progress)
         options.write_outputs(args, report, rows_csv, plots.needle_mass)
         print(format_mass(report))
     else:

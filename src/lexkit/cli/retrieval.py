@@ -19,36 +19,25 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import checks, needles, threads
+from .. import threads
 from ..attention import KERNELS
 from ..notation import length_label, percent
 from ..render import text_table
+from ..retrieval import DEFAULT_DEPTHS
 from . import options
 from .eval import layout_lines
+from .needle_options import NeedleDefaults, add_needle_options, needle_values
+
+#: what is scored when a needle flag is left out
+DEFAULTS = NeedleDefaults(task="passkey", depths=DEFAULT_DEPTHS, samples=10)
 
 
 def add_parser(sub):
     p = sub.add_parser("retrieval", help="exact match of needles at distance (copy, passkey, kvthread, ...)",
                        description=__doc__)
     p.add_argument("target", metavar="TARGET", help="a run directory written by `lexkit train`, or hf:PATH")
-    p.add_argument("--task", default="passkey", metavar="SPEC",
-                   help="a retrieval task of `lexkit tasks` (copy, passkey, multikey, induction, kvthread, ordinal, "
-                   "or one --import registers), its parameters after a colon: kvthread:hops=3,direction=backward, "
-                   "ordinal:count=6,which=2 (default: passkey)")
-    p.add_argument("--format", metavar="NAME",
-                   help=f"the needle format of --task copy: trained ({', '.join(needles.trained())}; default tilde) "
-                   f"or held out ({', '.join(needles.held_out_formats())}); `lexkit tasks` lists them")
-    p.add_argument("--lengths", metavar="L,L,...",
-                   help="document lengths in the model's unit: bytes for a lexkit run, tokens for hf: (default: "
-                   "the training length x 1, 2, 4, 8, 16, those long enough for the needle)")
-    p.add_argument("--depths", metavar="D,D,...", help="needle depths in percent, 0..100 (default: 0,10,...,100)")
-    p.add_argument("--samples", type=int, default=10, metavar="N", help="documents per cell (default: 10)")
-    p.add_argument("--size", type=int, metavar="N",
-                   help="letters of a copy segment / digits of a key / symbols of a kvthread hash or an ordinal "
-                   "value (default: the task's, `lexkit tasks`)")
-    p.add_argument("--seed", type=int, default=0, metavar="S", help="which documents (default: 0)")
-    p.add_argument("--pattern", dest="patterns", action="append", metavar="SPEC",
-                   help="attention pattern (causal, window[:W], bca[:W], sinks[:W,K=4]); repeatable (default: causal)")
+    add_needle_options(p, DEFAULTS, task_help=" (copy, passkey, multikey, induction, kvthread, ordinal, or one "
+                       "--import registers): kvthread:hops=3,direction=backward, ordinal:count=6,which=2")
     p.add_argument("--data", metavar="SPEC",
                    help="haystack of the byte tasks: a corpus spec whose validation documents are the filler "
                    "(default: the run's own corpus; stdlib for hf:)")
@@ -69,33 +58,17 @@ def add_parser(sub):
     return p
 
 
-def parse_depths(text: str) -> list[float]:
-    items = [item.strip() for item in text.split(",")]
-    values = []
-    for item in items:
-        try:
-            values.append(float(item))
-        except ValueError:
-            raise ValueError(f"--depths: {item!r} is not a number (give percents such as 0,50,100)") from None
-    return values
-
-
 def run(args) -> int:
     from .. import plots, retrieval
-    from ..specs import parse_lengths
 
     # what only the command line knows is checked here; everything else by the library, before it loads
-    depths = parse_depths(args.depths) if args.depths is not None else list(retrieval.DEFAULT_DEPTHS)
-    lengths = parse_lengths(args.lengths) if args.lengths is not None else None
-    checks.lengths("--lengths", lengths or [], checks.MAX_EVAL_LENGTH)
-    checks.number("--size", args.size)
+    values = needle_values(args, DEFAULTS)
     options.check_outputs(args)
     device = options.device(args)
     report = retrieval.retrieval_run(
-        args.target, args.task, lengths=lengths, depths=depths, samples=args.samples, size=args.size, seed=args.seed,
-        patterns=args.patterns or ["causal"], data=args.data, scheme=args.scheme, logn=args.logn,
+        args.target, values.pop("task"), **values, data=args.data, scheme=args.scheme, logn=args.logn,
         rope_scaling=args.rope_scaling, cache=args.cache, kernel=args.kernel, device=device,
-        progress=args.progress and sys.stderr.isatty(), format=args.format)
+        progress=args.progress and sys.stderr.isatty())
     options.write_outputs(args, report, retrieval.csv_text, plots.retrieval)
     print(format_report(report))
     if args.plot:
