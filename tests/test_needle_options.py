@@ -6,8 +6,8 @@ import argparse
 import pytest
 
 from lexkit.cli import inspect as inspect_cli
-from lexkit.cli import retrieval as retrieval_cli
 from lexkit.cli import main
+from lexkit.cli import retrieval as retrieval_cli
 from lexkit.cli.needle_options import FLAGS, NeedleDefaults, add_needle_options, needle_values, parse_depths
 
 
