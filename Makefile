@@ -6,9 +6,15 @@ STUDY_ARGS ?=
 
 .PHONY: install lint test test-slow test-gpu study study-quick study-full bench
 
+# the editable install (with the dev tools), redone only when pyproject.toml is newer than the last
+# one or `lexkit` imports from another tree (a second `make study` starts at once)
+INSTALLED_HERE = import importlib.util as u, pathlib as p, sys; s = u.find_spec('lexkit'); \
+	sys.exit(not (s and p.Path(s.origin).resolve().is_relative_to(p.Path('src').resolve())))
 install:
-	@$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install "$(TORCH_SPEC)"
-	$(PYTHON) -m pip install -q -e '.[dev]'
+	@$(PYTHON) -c "import importlib.util as u, sys; sys.exit(u.find_spec('torch') is None)" || \
+		$(PYTHON) -m pip install "$(TORCH_SPEC)"
+	@if [ .installed -nt pyproject.toml ] && $(PYTHON) -c "$(INSTALLED_HERE)"; then :; else \
+		$(PYTHON) -m pip install -q -e '.[dev]' && touch .installed; fi
 
 lint: install
 	$(PYTHON) -m ruff check src tests benchmarks

@@ -24,7 +24,7 @@ def g(data_dir, tmp_path, **settings):
 
 @pytest.mark.parametrize("preset, size, steps, stop", [
     ("tiny", "tiny", 40, ""),
-    ("quick", "quick", 1500, "probe:exact=0.9,probes=5,after=1000"),
+    ("quick", "quick", 1000, ""),
     ("small", "quick", 4000, "probe:exact=0.9,probes=5,after=2000"),
     ("medium", "medium", 20000, ""),
 ])
@@ -37,6 +37,20 @@ def test_table_g_follows_the_studys_preset(data_dir, tmp_path, preset, size, ste
     assert cell.train_cfg.batch == RECIPE.batch and cell.train_cfg.mix == RECIPE.mix
     assert cell.model_cfg.train_len == {"tiny": 32, "quick": 64, "medium": 512}[size] and len(table.cells()) == 1
     assert for_preset("small") == RECIPES["small"] and RECIPES["small"].steps == RECIPE.steps and not RECIPE.stop
+
+
+@pytest.mark.parametrize("preset, given, needles", [("quick", None, 10), ("small", None, 20), ("tiny", None, 20),
+                                                     ("quick", 3, 3)])
+def test_table_g_scores_the_needles_of_the_studys_preset(data_dir, tmp_path, preset, given, needles):
+    """A first look (quick) scores 10 needles per cell, every other study 20, unless asked; the
+    cache key, results.json's config and the section say the number scored."""
+    more = {} if given is None else {"retrieval_samples": given}
+    table = g(data_dir, tmp_path, preset=preset, schemes=["alibi"], **more)
+    assert table.samples() == needles and table.plan.cfg.to_json()["retrieval_samples"] == needles
+    other = g(data_dir, tmp_path, preset=preset, schemes=["alibi"], retrieval_samples=needles + 1)
+    run = table.seed_runs()[0]
+    configuration = table.configurations(run)[0]
+    assert table.cache_path("k", configuration) != other.cache_path("k", configuration)
 
 
 def test_the_recipe_asked_for_is_the_recipe_used_and_said(data_dir, tmp_path, capsys):
@@ -115,3 +129,21 @@ def test_the_report_says_the_recipe_its_stop_rule_and_what_one_seed_cannot_say()
     del res["config"]["retrieval_stop"]
     text = " ".join(getattr(b, "text", "") for b in blocks(read(res)))
     assert "ended once" not in text and "make study-full" not in text and "on 3 seeds, scored" in text
+
+
+@pytest.mark.parametrize("preset, given, steps", [("quick", None, 0), ("small", None, 60), ("tiny", None, 60),
+                                                  ("quick", 5, 5), ("small", 0, 0)])
+def test_table_e_fine_tunes_follow_the_studys_preset(data_dir, tmp_path, preset, given, steps):
+    """A first look (quick) has table E's training-free methods alone; 0 steps asks for that at any
+    preset; the config records the steps and every other unit is kept."""
+    more = {} if given is None else {"extension_steps": given}
+    cfg = StudyConfig(data=str(data_dir), preset=preset, schemes=["rope"], layouts=[], retrieval=False, **more)
+    table = Study(cfg, tmp_path, progress=False, echo=None).table("extension")
+    kinds = [unit.kind for unit in table.units()]
+    assert table.steps() == steps and cfg.to_json()["extension_steps"] == steps
+    assert kinds.count("fine-tune") == (3 if steps else 0) and kinds.count("evaluate") == 12
+
+
+def test_extension_steps_may_be_zero_but_not_negative(data_dir, tmp_path):
+    with pytest.raises(ValueError, match=r"extension_steps must be an integer >= 0 \(at most [0-9,]+\), got -1"):
+        StudyConfig(data=str(data_dir), extension_steps=-1)

@@ -99,12 +99,13 @@ def test_table_settings_are_study_config_keywords(data_dir):
     cfg = StudyConfig(data=str(data_dir), extension=False, extension_steps=7, retrieval_seeds=1,
                       retrieval_preset="tiny")
     e, g = cfg.tables["extension"], cfg.tables["retrieval"]
-    assert (e.on, e.steps, g.on, g.seeds, g.preset, g.samples) == (False, 7, True, 1, "tiny", 20)
+    assert (e.on, e.steps, g.on, g.seeds, g.preset, g.samples) == (False, 7, True, 1, "tiny", None)
     config_json = cfg.to_json()
     assert list(config_json)[-8:] == ["extension", "extension_steps", "retrieval", "retrieval_steps",
                                       "retrieval_preset", "retrieval_samples", "retrieval_seeds", "retrieval_methods"]
     assert config_json["retrieval_methods"] is False  # recorded: a results.json without it scored the methods
     assert config_json["extension_steps"] == 7 and config_json["retrieval_seeds"] == 1
+    assert config_json["retrieval_samples"] == 20  # the table's choice at the study's preset, recorded
     # as the study runs them: G's recipe of the preset asked (tiny: 40 steps, no stop rule, recorded only
     # when set, as every setting added since; the default study's stop rule is recorded)
     assert (config_json["retrieval_preset"], config_json["retrieval_steps"]) == ("tiny", 40)

@@ -25,10 +25,12 @@ def blocks(doc: StudyResults) -> list[Block]:
     out = [
         Heading("E. Context extension: stretching RoPE, beside local attention and xPos"),
         Text(f"The study's `rope` run evaluated without retraining under each method (every scaling set "
-             f"for the longest length: factor {ext.factor:.3g}), and fine-tuned for {ext.finetune_steps} "
-             f"steps at {ext.finetune_len} bytes ({multiple(ext.finetune_len, doc.train_len)}) with `--init` under "
-             "no scaling, PI and YaRN, each evaluated under causal attention and under window/BCA at its new "
-             "length. Bits per byte; the same bytes at every length."),
+             f"for the longest length: factor {ext.factor:.3g}), " + (
+                 f"and fine-tuned for {ext.finetune_steps} steps at {ext.finetune_len} bytes "
+                 f"({multiple(ext.finetune_len, doc.train_len)}) with `--init` under no scaling, PI and YaRN, each "
+                 "evaluated under causal attention and under window/BCA at its new length" if ext.finetune_steps
+                 else "not fine-tuned (`--extension-steps 0`, a study at the quick preset's default: the "
+                 "fine-tunes at 4x are in `make study`)") + ". Bits per byte; the same bytes at every length."),
         extension_table(doc),
         Figure("extension.png", "context extension"),
     ]

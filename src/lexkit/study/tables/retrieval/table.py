@@ -61,6 +61,10 @@ VERSION = 2
 DEFAULT_ROWS = ("rope", "alibi")
 #: the value of ``--retrieval-rows`` that runs every row
 EVERY_ROW = "all"
+#: copy needles per length, depth and format (``--retrieval-samples``) by the study's preset (None:
+#: any other): a first look (``quick``) scores 10, half the needle scoring for intervals about 1.4x
+#: as wide (docs/study.md, what each knob costs)
+SAMPLES = {None: 20, "quick": 10}
 
 
 @dataclasses.dataclass
@@ -76,21 +80,22 @@ class RetrievalSettings(TableSettings):
         "help": "skip table G, use of context (runs trained with a retrieval mix, needles at 1-16x)"})
     steps: int | None = dataclasses.field(default=None, metadata={
         "type": int, "help": "training steps of each run with the retrieval mix in table G, use of context "
-        "(default: the recipe of the study's preset, lexkit.study.recipe: 4000 at small, 1500 at quick, "
+        "(default: the recipe of the study's preset, lexkit.study.recipe: 4000 at small, 1000 at quick, "
         "40 at tiny)"})
     preset: str | None = dataclasses.field(default=None, metadata={
         "type": str, "help": "size preset of table G's runs, with the recipe a study at that preset runs "
         "(default: the study's preset's: quick at small and quick, where the recipe was measured)",
         "choices": list(presets.PRESETS)})
-    samples: int = dataclasses.field(default=20, metadata={
-        "help": "copy needles per length, depth and format in table G (default: 20)"})
+    samples: int | None = dataclasses.field(default=None, metadata={
+        "type": int, "help": "copy needles per length, depth and format in table G (default: 20; 10 in a study "
+        "at the quick preset)"})
     seeds: int = dataclasses.field(default=1, metadata={
         "help": "seeds of each of table G's rows (default: 1; intervals over seeds need 3, make study-full)",
         "maximum": 1000})
     stop: str | None = dataclasses.field(default=None, metadata={
         "type": str, "new": True, "unset": "",
         "help": "stop rule of table G's runs, probe:exact=E,probes=K,after=S (lexkit.stopping), or off "
-        "(default: the recipe's: probe:exact=0.9,probes=5,after=2000 at small, after=1000 at quick)"})
+        "(default: the recipe's: probe:exact=0.9,probes=5,after=2000 at small, none at quick and tiny)"})
     rows: list[str] = dataclasses.field(default_factory=list, metadata={
         "new": True, "unset": [], "metavar": "LABEL",
         "help": "a row of table G to run, by its label (a scheme or a layout as given), or all; repeatable "
@@ -115,10 +120,17 @@ class RetrievalSettings(TableSettings):
         stop = recipe.stop if self.stop is None else stopping.canonical(self.stop)
         return dataclasses.replace(recipe, steps=self.steps or recipe.steps, stop=stop)
 
+    def needles(self, study_preset: str) -> int:
+        """The copy needles per length, depth and format a study at ``study_preset`` scores:
+        ``samples``, else :data:`SAMPLES`' for that preset."""
+        return self.samples or SAMPLES.get(study_preset, SAMPLES[None])
+
     def resolved(self, cfg) -> RetrievalSettings:
-        """The preset, steps and stop rule as a study of ``cfg`` runs them (:meth:`recipe`)."""
+        """The preset, steps, stop rule and needles as a study of ``cfg`` runs them (:meth:`recipe`,
+        :meth:`needles`)."""
         recipe = self.recipe(cfg.preset)
-        return dataclasses.replace(self, preset=recipe.preset, steps=recipe.steps, stop=recipe.stop)
+        return dataclasses.replace(self, preset=recipe.preset, steps=recipe.steps, stop=recipe.stop,
+                                   samples=self.needles(cfg.preset))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,6 +254,14 @@ class RetrievalTable(Bound):
     def train_len(self) -> int:
         return self.plan.train_len(self.recipe().preset)
 
+    def finetune_steps(self) -> int:
+        """Steps of table E's fine-tunes, which ``--retrieval-methods`` scores on the rope row."""
+        return self.plan.settings(EXTENSION).finetune_steps(self.plan.cfg.preset)
+
+    def samples(self) -> int:
+        """Copy needles per length, depth and format (:meth:`RetrievalSettings.needles`)."""
+        return self.settings.needles(self.plan.cfg.preset)
+
     def size(self) -> int:
         """The needle size: :data:`SIZE`, lowered until every format fits the training length."""
         return min(fitting_size(TASK, self.train_len(), SIZE, name) for name in FORMATS)
@@ -258,7 +278,8 @@ class RetrievalTable(Bound):
         for m in methods(t, max(MULTIPLES) * t):
             if (m.scheme, m.pattern, m.logn) != ("rope", "causal", False):
                 out.append(Configuration(m.label, "method", m.scheme, m.logn, (m.pattern,)))
-        out += [Configuration(ft.label, "fine-tune", None, None, ft.patterns) for ft in finetunes(t)]
+        out += [Configuration(ft.label, "fine-tune", None, None, ft.patterns)
+                for ft in self.plan.settings(EXTENSION).finetunes(t, self.plan.cfg.preset)]
         return out
 
     def cache_path(self, key: str, configuration: Configuration) -> Path:
@@ -268,7 +289,7 @@ class RetrievalTable(Bound):
                 "patterns": configuration.patterns, "task": TASK,
                 "documents": [tasks.identity(TASK, f) for f in FORMATS], "formats": FORMATS,
                 "size": self.size(), "multiples": MULTIPLES, "bpb": BPB_MULTIPLES, "depths": DEPTHS,
-                "samples": self.settings.samples, "docs": self.plan.cfg.eval_docs, "v": VERSION}
+                "samples": self.samples(), "docs": self.plan.cfg.eval_docs, "v": VERSION}
         return self.cache.out / "cache" / f"retrieval-{digest(what)}.json"
 
     def run(self) -> RetrievalSection | None:
@@ -284,8 +305,8 @@ class RetrievalTable(Bound):
                 entries += self.entries(run, configuration)
         return RetrievalSection(TASK, self.size(), self.train_len(), recipe.preset, recipe.steps,
                                 recipe.batch, recipe.lr, recipe.mix, settings.seeds, list(MULTIPLES),
-                                list(BPB_MULTIPLES), list(DEPTHS), settings.samples,
-                                self.plan.settings(EXTENSION).steps, entries,
+                                list(BPB_MULTIPLES), list(DEPTHS), self.samples(),
+                                self.finetune_steps(), entries,
                                 [f for f in FORMATS if needles.get(f).trained],
                                 [f for f in FORMATS if not needles.get(f).trained])
 
@@ -294,7 +315,7 @@ class RetrievalTable(Bound):
         cell = run.cell
         run_dir, key = self.cache.run_dir(cell), cell.key
         if configuration.kind == "fine-tune":
-            tuned = finetune(self.cache, cell, self.finetune_of(configuration), self.plan.settings(EXTENSION).steps)
+            tuned = finetune(self.cache, cell, self.finetune_of(configuration), self.finetune_steps())
             run_dir, key = tuned.run_dir, tuned.key
         scores = self.cache.cached("retrieval", f"{cell.name} {configuration.label}",
                                    self.cache_path(key, configuration), lambda: self.score(run_dir, configuration),
@@ -323,7 +344,7 @@ class RetrievalTable(Bound):
         scored, measured = {}, {}
         for name in formats:
             rows, found = context_rows(subject, configuration.label, task=TASK, multiples=MULTIPLES, patterns=patterns,
-                                       depths=DEPTHS, samples=samples or self.settings.samples, size=self.size(),
+                                       depths=DEPTHS, samples=samples or self.samples(), size=self.size(),
                                        documents=self.plan.corpus.valid,
                                        bpb_multiples=BPB_MULTIPLES if bpb and not measured else (),
                                        train_len=self.train_len(), max_docs=self.plan.cfg.eval_docs, decode=False,
@@ -372,7 +393,7 @@ class RetrievalTable(Bound):
         cell, t, train = run.cell, self.train_len(), 0.0
         if configuration.kind == "fine-tune":
             model_cfg, train_cfg = finetuned(cell.model_cfg, cell.train_cfg, self.finetune_of(configuration),
-                                             self.plan.settings(EXTENSION).steps)
+                                             self.finetune_steps())
             train = timer.step(model_cfg, train_cfg) * train_cfg.steps
         else:
             model_cfg = overridden(cell.model_cfg, configuration.scheme, configuration.logn)
@@ -382,7 +403,7 @@ class RetrievalTable(Bound):
                                                          progress=False))
         bpb = timer.evaluation(model_cfg, self.plan.corpus.valid, [m * t for m in BPB_MULTIPLES],
                                list(configuration.patterns), train_len=t)
-        score = needle * self.settings.samples * len(FORMATS) + bpb * self.plan.cfg.eval_docs
+        score = needle * self.samples() * len(FORMATS) + bpb * self.plan.cfg.eval_docs
         return whole_or_none(train + score, self.scored_done(run, configuration), train_s=train, eval_s=score)
 
     def scored_done(self, run: SeedRun, configuration: Configuration) -> bool:
@@ -390,7 +411,7 @@ class RetrievalTable(Bound):
         key reads it)."""
         key = run.cell.key
         if configuration.kind == "fine-tune":
-            steps = self.plan.settings(EXTENSION).steps
+            steps = self.finetune_steps()
             key = trained_key(self.cache, run.cell, self.finetune_of(configuration), steps)
             if key is None:
                 return False
