@@ -119,13 +119,17 @@ def test_the_studys_finetune_checkpoints_and_resumes_to_the_same_weights(tmp_pat
         assert (out / runs.WEIGHTS).read_bytes() == (whole / runs.WEIGHTS).read_bytes(), at
 
 
-def test_study_dry_run_plans_table_e(tmp_path, data_dir, capsys):
+@pytest.mark.parametrize("steps", [None, "0"])
+def test_study_dry_run_plans_table_e(tmp_path, data_dir, capsys, steps):
     argv = ["study", "--preset", "tiny", "--scheme", "rope", "--data", str(data_dir), "--lengths", "32,64",
             "--out", str(tmp_path / "s"), "--dry-run", "--no-retrieval"]
-    assert main(argv) == 0
+    assert main(argv + ([] if steps is None else ["--extension-steps", steps])) == 0
     text = capsys.readouterr().out
     assert "table E (context extension of rope)" in text
-    assert all(ft.label in text for ft in finetunes(32))
+    if steps is None:
+        assert all(ft.label in text for ft in finetunes(32)) and "3 fine-tunes of 60 steps" in text
+    else:
+        assert not any(ft.label in text for ft in finetunes(32)) and "no fine-tunes (--extension-steps 0)" in text
     assert not (tmp_path / "s" / "runs").exists()
 
 

@@ -85,3 +85,16 @@ def test_a_missing_key_reads_as_its_default_and_an_unknown_one_is_ignored():
 def test_the_csv_writer_is_one_for_every_file():
     assert csv_text([{"a": 1, "b": None}, {"a": 2.5, "b": "x,y"}]) == 'a,b\n1,\n2.5,"x,y"\n'
     assert csv_text([], ["a", "b"]) == "a,b\n"
+
+
+def test_table_e_without_fine_tunes_says_so():
+    """A study with ``--extension-steps 0`` (a first look's default) reports table E's methods and
+    says that nothing was fine-tuned, rather than "fine-tuned for 0 steps"."""
+    from lexkit.study.tables.extension.report import blocks
+
+    stored = json.loads((safety_net.HERE / "results.json").read_text())
+    stored["extension"]["finetune_steps"] = 0
+    stored["extension"]["rows"] = [r for r in stored["extension"]["rows"] if r.get("finetune") is None]
+    text = markdown(blocks(StudyResults.from_json(stored)))
+    assert "not fine-tuned (`--extension-steps 0`" in text and "fine-tuned for 0 steps" not in text
+    assert "PI (linear)" in text and "fine-tuned at" not in text

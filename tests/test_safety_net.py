@@ -8,7 +8,12 @@ import pytest
 
 import safety_net
 
-pytestmark = pytest.mark.xdist_group("safety_net")  # one worker makes the files once for every comparison
+# one worker makes the files once for every comparison; slow (~15 s of study on one core: a tiny study
+# with table G's methods on two seeds): run it with `make test-slow` before a change lands that should
+# keep the numbers. Fast sibling, the same code path: tests/test_study.py::test_tiny_study_end_to_end
+# (every table of a tiny study, its report and results.json) and tests/test_workers.py's study in
+# workers number for number against one process
+pytestmark = [pytest.mark.xdist_group("safety_net"), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

@@ -240,9 +240,10 @@ def print_extension_plan(extension: list[dict], cfg: StudyConfig, key: str = "ex
     """Table E's part of ``--dry-run``: its evaluations and fine-tunes."""
     if extension:
         tunes = [task for task in extension if task["kind"] == "fine-tune"]
+        tuned = (f"{len(tunes)} fine-tunes of {tunes[0]['steps']} steps at 4x the training length" if tunes else
+                 "no fine-tunes (--extension-steps 0)")
         print(f"table E (context extension of rope): {len(extension) - len(tunes)} evaluations without "
-              f"fine-tuning, {len(tunes)} fine-tunes of {tunes[0]['steps']} steps at 4x the training length, "
-              f"~{sum(task['seconds'] for task in extension):.0f} s")
+              f"fine-tuning, {tuned}, ~{sum(task['seconds'] for task in extension):.0f} s")
         for task in extension:
             print(f"  E {task['kind']:9s} {task['label']:40s} seed {task['seed']}  {state(task):9s} {left(task)}")
     else:
