@@ -98,3 +98,12 @@ def test_table_e_without_fine_tunes_says_so():
     text = markdown(blocks(StudyResults.from_json(stored)))
     assert "not fine-tuned (`--extension-steps 0`" in text and "fine-tuned for 0 steps" not in text
     assert "PI (linear)" in text and "fine-tuned at" not in text
+
+
+def test_table_g_names_table_es_methods_only_where_it_scored_them():
+    from lexkit.study.tables.retrieval.report import blocks
+
+    stored = json.loads((safety_net.HERE / "results.json").read_text())
+    assert "table E's methods (scalings at x16" in markdown(blocks(StudyResults.from_json(stored)))
+    stored["retrieval"]["configs"] = [c for c in stored["retrieval"]["configs"] if c["kind"] == "scheme"]
+    assert "table E's methods" not in markdown(blocks(StudyResults.from_json(stored)))

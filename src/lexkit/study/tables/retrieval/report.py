@@ -44,8 +44,7 @@ def blocks(doc: StudyResults) -> list[Block]:
              "trained format at 1x is at least 90 % (mean over seeds); one that did not is marked and not ranked "
              "past 1x." + (" How it **generalizes** is each held-out format's exact match at 1x, a number per "
                            "format (below), not a gate." if held else "")
-             + f" On the rope row's seed-0 run, table E's methods (scalings at x{max(g.multiples)}, "
-             f"ReRoPE, log-n, sinks; the fine-tunes run {g.finetune_steps} steps at 4x with the same mix)."),
+             + methods_scored(g)),
         retrieval_table(doc),
         Figure("retrieval_scatter.png", "bpb against retrieval at 16x"),
         Figure("retrieval_heatmap.png", "exact match by configuration and length"),
@@ -180,4 +179,14 @@ def answer_bits_table(doc: StudyResults) -> Table:
             for line in _lines(doc)]
     return Table.of(header, rows, "min", "lowest answer bits per column marked")
 
+
+def methods_scored(g) -> str:
+    """What table G says of table E's methods on its rope row: nothing when none was scored
+    (``--retrieval-methods`` off), and the fine-tunes only when they ran."""
+    kinds = {c.kind for c in g.configs}
+    if "method" not in kinds and "fine-tune" not in kinds:
+        return ""
+    tuned = f"; the fine-tunes run {g.finetune_steps} steps at 4x with the same mix" if "fine-tune" in kinds else ""
+    return (f" On the rope row's seed-0 run, table E's methods (scalings at x{max(g.multiples)}, ReRoPE, log-n, "
+            f"sinks{tuned}).")
 
