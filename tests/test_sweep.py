@@ -152,7 +152,7 @@ def test_the_hunts_follow_up_configs_are_sweeps():
     """benchmarks/sweeps/hunt-seed0.json (every arm, seed 0) and hunt-confirm.json (A0, A1 and the two arms
     ranked first on seed 0, three seeds) build the same runs as hunt.json (one cache); hunt-a11.json's arm
     writes out a 4-layer layout with its own n_layers 4 on the 2-layer preset, which counts the arm's
-    layers, not the preset's."""
+    layers, not the preset's; hunt-a11-rule.json is A11 by its rule on three seeds."""
     from pathlib import Path
 
     here = Path(__file__).parents[1] / "benchmarks" / "sweeps"
@@ -169,3 +169,8 @@ def test_the_hunts_follow_up_configs_are_sweeps():
     (a11,) = cells("hunt-a11.json").values()
     assert a11.model_cfg.n_layers == 4 and a11.model_cfg.untied_head and a11.model_cfg.token_shift == 0.0
     assert [layer.find("conv") is not None for layer in a11.model_cfg.plan] == [True, True, True, False]
+    # A11 by its rule on three seeds (A3 and A4 raised A1 on each): A3's and A4's global-layer changes together
+    rule = cells("hunt-a11-rule.json")
+    assert sorted(seed for _, seed in rule) == [0, 1, 2]
+    global_layer = rule[("A11 kshift + gate global", 0)].model_cfg.plan[1]
+    assert {"kshift", "gate", "logn", "shift"} <= {m.name for m in global_layer.modifiers}
