@@ -20,8 +20,12 @@ lint: install
 	$(PYTHON) -m ruff check src tests benchmarks
 
 # pytest with the plugins the suite uses and no others: whatever else is installed (anyio,
-# pytest-benchmark, ...) is neither imported nor assertion-rewritten in every worker
-PYTEST = PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 $(PYTHON) -m pytest -p xdist.plugin -p _hypothesis_pytestplugin
+# pytest-benchmark, ...) is neither imported nor assertion-rewritten in every worker; bytecode
+# written (__pycache__, ignored by git) even where PYTHONDONTWRITEBYTECODE is set, so that the
+# processes the tests start and the next run read lexkit and the rewritten tests compiled
+# (measured on a fresh clone: 54.0 -> 51.0 s, then 44.3 s a run)
+PYTEST = PYTHONDONTWRITEBYTECODE= PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 $(PYTHON) -m pytest -p xdist.plugin \
+	-p _hypothesis_pytestplugin
 # the fast suite on 2 worker processes (pytest-xdist; each test runs single-threaded), the compiled
 # flex tests grouped on one worker so their graph compiles once, the Hugging Face tests on one so
 # that transformers is imported and their tiny models built once
