@@ -69,8 +69,7 @@ def add_parser(sub):
 def run(args) -> int:
     from .. import diagnostics, plots
 
-    wrong = ([flag for flag, dest in BYTES_ONLY.items() if getattr(args, dest) is not None] if args.needle_mass
-             else given(args))
+    wrong = given(args, BYTES_ONLY) if args.needle_mass else given(args)
     if wrong:
         raise ValueError(f"{wrong[0]} is for " + ("the byte table (without --needle-mass)" if args.needle_mass
                                                   else "--needle-mass"))

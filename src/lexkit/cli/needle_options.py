@@ -52,9 +52,10 @@ def add_needle_options(group, defaults: NeedleDefaults, *, task_help: str = "") 
                        f"(default: {', '.join(defaults.patterns)})")
 
 
-def given(args) -> list[str]:
-    """The needle flags given on the command line (in declaration order)."""
-    return [flag for flag, dest in FLAGS.items() if getattr(args, dest, None) is not None]
+def given(args, flags: dict[str, str] = FLAGS) -> list[str]:
+    """The flags of ``flags`` (flag -> its argparse dest; default the needle flags) given on the
+    command line, in their order."""
+    return [flag for flag, dest in flags.items() if getattr(args, dest, None) is not None]
 
 
 def needle_values(args, defaults: NeedleDefaults) -> dict:

@@ -45,12 +45,12 @@ class TableSettings:
     study`` (:func:`setting_name`): for the table ``retrieval``, ``retrieval=False`` /
     ``--no-retrieval`` sets ``on`` and ``retrieval_seeds=1`` / ``--retrieval-seeds 1`` the field
     ``seeds``. A field's metadata gives its flag's ``help``, and ``maximum`` (an integer's; default
-    :data:`lexkit.checks.MAX_COUNT`; ``minimum`` 0 for one that may be 0) or ``choices``, which
-    :meth:`check` enforces; ``type`` for a field whose default is None (meaning: the table chooses,
-    :meth:`resolved`); a list field is a repeatable flag, a boolean one other than ``on`` a
-    ``--no-KEY-FIELD`` flag. A field marked
-    ``new`` (added since results.json's schema 2) is written to results.json only when its value is
-    not its ``unset`` one, so a study that leaves it alone writes the config it wrote before."""
+    :data:`lexkit.checks.MAX_COUNT`), ``minimum`` (inclusive; without it an integer must be positive)
+    or ``choices``, which :meth:`check` enforces; ``type`` for a field whose default is None
+    (meaning: the table chooses, :meth:`resolved`); a list field is a repeatable flag, a boolean one
+    other than ``on`` a ``--no-KEY-FIELD`` flag. A field marked ``new`` (added since results.json's
+    schema 2) is written to results.json only when its value is not its ``unset`` one, so a study
+    that leaves it alone writes the config it wrote before."""
 
     on: bool = True
 
@@ -64,8 +64,9 @@ class TableSettings:
             if "choices" in field.metadata and value not in field.metadata["choices"]:
                 raise ValueError(f"{name} must be one of {', '.join(field.metadata['choices'])}, got {value!r}")
             if field_type(field) is int:
-                checks.number(name, value, maximum=field.metadata.get("maximum", checks.MAX_COUNT),
-                              strict=field.metadata.get("minimum") != 0)
+                minimum = field.metadata.get("minimum")  # inclusive where given; else a positive number
+                checks.number(name, value, maximum=field.metadata.get("maximum", checks.MAX_COUNT), minimum=minimum,
+                              strict=minimum is None)
 
     def resolved(self, cfg: StudyConfig) -> TableSettings:
         """These settings with every value the table chooses (a None default) filled in as it runs
