@@ -289,28 +289,39 @@ def test_the_goal_needs_flat_bpb_and_retrieval_at_every_depth():
     assert (FLAT, RETRIEVES) == (0.03, 0.9)
     assert "**met** by alibi (causal)" in markdown(res)
 
-    # without alibi: nothing meets it; the nearest is the flat configuration that retrieves best at
-    # its worst depth (rope under the window, 0 %), the best retrieval whatever its bpb is YaRN (60 %)
+    # without alibi: nothing meets it. The nearest is the least of the larger of the two relative
+    # shortfalls: rope under the window is flat (0) but retrieves 0 % (1 - 0/0.9 = 100 % short); YaRN is
+    # 1.09 / 1.03 - 1 = 5.8 % short of flat and 1 - 0.6/0.9 = 33 % short of retrieving: YaRN, 33 % (a
+    # window is flat because it never looks past W: flatness is not a gate retrieval passes through)
     res["retrieval"]["configs"] = [c for c in res["retrieval"]["configs"] if c["label"] != "alibi"]
     goal = context_goal(read(res))
-    assert goal.met == [] and goal.nearest.line.pattern == "window:16"
+    window = {(r.line.label, r.line.pattern): r for r in goal.scored}[("rope", "window:16")]
+    assert window.shortfall == 1.0 and window.bpb_shortfall == 0.0
+    assert goal.met == [] and goal.nearest.line.label == "YaRN x16"
+    assert goal.nearest.shortfall == pytest.approx(1 - 0.6 / 0.9)
+    assert goal.nearest.bpb_shortfall == pytest.approx(goal.nearest.ratio / 1.03 - 1)
     assert goal.best_retrieval.line.label == "YaRN x16" and goal.best_retrieval.worst == 0.6
     text = markdown(res)
-    assert "**not met**. Nearest: rope (window:16): bpb 16x / 1x 1.020" in text
-    assert "90 points short of 90 % at its worst depth" in text
-    assert "Best retrieval at 16x whatever its bpb: YaRN x16 (causal)" in text
+    assert ("**not met**. Nearest, by the larger of its two relative shortfalls (bpb's ratio, or its interval's "
+            "top, over 1.03; the worst depth's exact match under 90 %), 33 % short: YaRN x16 (causal)") in text
+    assert "30 points short of 90 % at its worst depth" in text
+    assert "Best retrieval at 16x whatever its bpb" not in text  # the nearest is the best retrieval here
     # YaRN keeps 90 % at every depth up to 8x (60 % at depth 0 at 16x); rope under causal only at 1x
     assert goal.longest_reach.line.label == "YaRN x16" and goal.longest_reach.reach == 8
     assert "at least 90 % at every depth: 8x (YaRN x16, causal)" in text
 
-    # nothing flat either: the flattest is the nearest, and its bpb gap is stated
+    # nothing flat either: the nearest is still the least of the larger shortfalls, computed here from
+    # each line's ratio and worst depth, and its bpb gap is stated
     for c in res["retrieval"]["configs"]:
         for r in c["rows"]:
             if r["multiple"] == 16:
                 r["bpb"] *= 1.5
     goal = context_goal(read(res))
-    assert goal.nearest.line.pattern == "window:16" and not goal.nearest.flat
-    assert f"bpb {100 * (2.04 * 1.5 / 2.0 - 1):.1f} % above its 1x" in markdown(res)
+    by_hand = {s.line.label + s.line.pattern: max(max(0.0, s.ratio / 1.03 - 1), max(0.0, 1 - s.worst / 0.9))
+               for s in goal.ranked}
+    assert not any(s.flat for s in goal.ranked)
+    assert goal.nearest.line.label + goal.nearest.line.pattern == min(by_hand, key=by_hand.get)
+    assert f"bpb {100 * (goal.nearest.ratio - 1):.1f} % above its 1x" in markdown(res)
 
 
 def test_a_study_without_table_g_reports_no_section_g():

@@ -230,7 +230,7 @@ def test_learned_is_the_trained_format_and_generalizes_is_a_number_per_held_out_
     assert learning_findings(doc)[0].startswith("rope: **learned** at 1x (trained format 100 % [")
     goal = query.context_goal(doc)
     assert len(goal.ranked) == 4 and goal.nearest.line.label == goal.best_retrieval.line.label == "xpos"
-    assert "**not met**. Nearest: xpos (causal)" in context_goal_finding(doc)
+    assert "% short: xpos (causal)" in context_goal_finding(doc)
 
 
 def test_a_format_bound_finding_at_1x_is_said_once_for_every_pattern():

@@ -21,6 +21,17 @@ byte just before those. ``S = L`` is exactly the paper's protocol; ``S = 1`` giv
 the longest context the length allows (and costs M-L+1 windows per document). A stride larger
 than a length is clamped to that length (non-overlapping) and reported per result.
 
+**The window's first token** (``start``). Under ``start="bos"`` (the protocol above) a
+document's first window opens on its BOS and every later window on a byte of the document: at the
+longest length every window is a document's first, at the shortest one in M / L is. A model
+trained on windows drawn at random offsets of the token stream (:class:`lexkit.data.Stream`) almost
+never saw BOS at key 0, and one trained with a retrieval mix saw it there before every task
+document (:class:`lexkit.mix.MixedStream`), so a comparison across lengths under ``"bos"`` also
+compares how often key 0 holds BOS. ``start="text"`` holds that fixed: the scored bytes are bytes
+1..M (documents of at least M + 1 bytes take part) and every window at every length opens on a byte
+of the document, as a plain training window does; only the context differs. What
+:func:`lexkit.paired.paired_context` measures (use of context, with an interval over documents).
+
 **Bits per byte** = mean NLL (nats) / ln 2 over the scored bytes; **perplexity** = e^(mean NLL).
 
 **Loss by position.** The byte at window index p (0-based: it is predicted from p+1 inputs,
@@ -68,6 +79,9 @@ from .subject import DEFAULT_MULTIPLIERS, default_lengths, eval_documents, load
 
 __all__ = ["DEFAULT_MULTIPLIERS", "default_lengths", "eval_documents", "evaluate", "evaluate_run"]
 BATCH_TOKENS = {"cpu": 8192}  # inputs per forward pass by device type; 32768 elsewhere
+#: what a window's first token is (module docstring): "bos", the paper's protocol as lexkit ran it (a
+#: document's first window opens on its BOS); "text", every window opens on a byte of the document
+STARTS = ("bos", "text")
 
 
 # -- lengths, windows, buckets -----------------------------------------------------------------
@@ -190,6 +204,8 @@ def evaluate(
     progress: bool = False,
     stream: bool | str = "auto",
     segment: int = SEGMENT,
+    start: str = "bos",
+    per_document: bool = False,
 ) -> dict:
     """Bits per byte and perplexity of ``model`` on ``documents`` at every (length, pattern).
 
@@ -216,31 +232,45 @@ def evaluate(
     checks.number("segment", segment)
     patterns = resolve_patterns(model, pattern)
     check_stream(model, stream, kernel, patterns)
+    check_start(start)
     train_len = train_len if train_len is not None else _train_len(model)
-    tokens, nbytes, counts = scored_tokens(model, documents, lengths[-1], max_docs, max_bytes, max_tokens)
+    tokens, nbytes, counts = scored_tokens(model, documents, lengths[-1], max_docs, max_bytes, max_tokens, start)
     results, by_position = score_windows(
         model, tokens, lengths, patterns, stride=stride, batch_size=batch_size, batch_tokens=batch_tokens,
         kernel=kernel, train_len=train_len, progress=progress, nbytes=nbytes, stream=stream, segment=segment,
+        per_document=per_document,
     )
-    return {"lengths": lengths, "patterns": [p.spec for p in patterns], "stride": stride, **counts,
+    return {"lengths": lengths, "patterns": [p.spec for p in patterns], "stride": stride, "start": start, **counts,
             "train_len": train_len, "results": results, "by_position": by_position}
 
 
+def check_start(start: str) -> None:
+    """ValueError for a ``start`` that is not one of :data:`STARTS`."""
+    if start not in STARTS:
+        raise ValueError(f"unknown start {start!r}; valid: {', '.join(STARTS)} (what a window's first token is)")
+
+
 def scored_tokens(model: nn.Module, documents: Sequence[bytes], total: int, max_docs: int | None,
-                  max_bytes: int | None, max_tokens: int | None) -> tuple[Tensor, Tensor | None, dict]:
+                  max_bytes: int | None, max_tokens: int | None,
+                  start: str = "bos") -> tuple[Tensor, Tensor | None, dict]:
     """``(tokens [D, total + 1], nbytes [D, total] or None, counts)``: the protocol's documents
     in the model's unit (:func:`select_documents` in bytes, :func:`token_documents` in tokens)
-    and what the report says of them."""
+    and what the report says of them. ``start="bos"``: token 0 of a row is the document's BOS and
+    the scored tokens are its first ``total``; ``"text"``: token 0 is the document's first byte (or
+    token) and the scored ones the ``total`` after it, so no window opens on BOS (documents one
+    token longer take part)."""
+    skip = STARTS.index(start)  # tokens of each document dropped before token 0: BOS under "text"
     if getattr(model, "unit", "bytes") == "tokens":
         if max_bytes is not None:
             raise ValueError("--max-bytes is for byte models; a tokenizer model caps tokens with --max-tokens")
-        tokens, nbytes = token_documents(model, documents, total, max_docs=max_docs, max_tokens=max_tokens)
+        tokens, nbytes = token_documents(model, documents, total + skip, max_docs=max_docs, max_tokens=max_tokens)
+        tokens, nbytes = tokens[:, skip:], nbytes[:, skip:]
         return tokens, nbytes, {"documents": int(tokens.shape[0]), "tokens_per_document": total,
                                 "bytes_scored": int(nbytes.sum())}
     if max_tokens is not None:
         raise ValueError("--max-tokens is for tokenizer (hf:) models; a byte model caps bytes with --max-bytes")
-    docs = select_documents(documents, total, max_docs=max_docs, max_bytes=max_bytes)
-    tokens = torch.stack([encode(d[:total]) for d in docs])  # [D, total + 1]
+    docs = select_documents(documents, total + skip, max_docs=max_docs, max_bytes=max_bytes)
+    tokens = torch.stack([encode(d[: total + skip])[skip:] for d in docs])  # [D, total + 1]
     return tokens, None, {"documents": len(docs), "bytes_per_document": total}
 
 
@@ -267,6 +297,7 @@ def score_windows(
     nbytes: Tensor | None = None,
     stream: bool | str = False,
     segment: int = SEGMENT,
+    per_document: bool = False,
 ) -> tuple[list[dict], list[dict]]:
     """The measuring loop of :func:`evaluate` (byte and tokenizer models): every (length, pattern)
     over the :func:`windows` of ``tokens`` ``[D, total + 1]`` (the token before the first scored
@@ -276,7 +307,9 @@ def score_windows(
     (one byte each). bpb = summed NLL / (ln 2 x bytes); ppl = e^(mean NLL per token). Returns
     ``(results, by_position)`` rows as :func:`evaluate` documents them; with ``nbytes`` each row
     and bucket also carries ``tokens``. ``stream``/``segment``: as :func:`evaluate` (a model
-    without a KV cache never streams under ``auto``). ValueError when no (length, pattern) can run."""
+    without a KV cache never streams under ``auto``). ``per_document``: each row that ran also carries
+    ``per_document``, the bpb of each document (row of ``tokens``) in order. ValueError when no
+    (length, pattern) can run."""
     total = tokens.shape[1] - 1
     device = device_of(model)
     if batch_tokens is None:
@@ -299,14 +332,17 @@ def score_windows(
                 row = dict(length=length, pattern=pat.spec, stride=min(stride or length, length), streamed=streams)
                 try:
                     with record_kernels() as ran:
-                        sums, counts = _score(model, tokens, items, length, size, pat, kernel, device, meter,
-                                              segment if streams else None)
+                        sums, counts, by_doc = _score(model, tokens, items, length, size, pat, kernel, device,
+                                                      meter, segment if streams else None)
                 except _Unavailable as exc:
                     meter.advance(tokens.shape[0] * total)
                     results.append(EvalRow(**row, bpb=None, ppl=None, tokens=tok(0), unavailable=str(exc)).to_json())
                     continue
                 per_index = counts if scored_bytes is None else scored_bytes  # bytes at each window index
                 cell, buckets = _cell_rows(row, sums, counts, per_index, train_len, tok, kernel_label(ran))
+                if per_document and cell["bpb"] is not None:
+                    doc_bytes = torch.full_like(by_doc, total) if nbytes is None else nbytes.sum(1).double()
+                    cell["per_document"] = (by_doc / doc_bytes / LN2).tolist()
                 results.append(cell)
                 by_position += buckets
     return _some_ran(results), by_position
@@ -406,11 +442,14 @@ def _nll(logits: Tensor, y: Tensor) -> Tensor:
     return F.cross_entropy(logits.double().flatten(0, 1), y.flatten(), reduction="none").view(y.shape).cpu()
 
 
-def _score(model, tokens, items, length, size, pat, kernel, device, meter, segment=None) -> tuple[Tensor, Tensor]:
-    """Summed NLL and counts per window index [length] over every window of ``items``; with a
-    ``segment``, each batch streams through the KV cache (:func:`stream_nll`)."""
+def _score(model, tokens, items, length, size, pat, kernel, device, meter,
+           segment=None) -> tuple[Tensor, Tensor, Tensor]:
+    """Summed NLL and counts per window index [length] over every window of ``items``, and the
+    summed NLL of each document [D]; with a ``segment``, each batch streams through the KV cache
+    (:func:`stream_nll`)."""
     sums = torch.zeros(length, dtype=torch.float64)
     counts = torch.zeros(length, dtype=torch.int64)
+    by_doc = torch.zeros(tokens.shape[0], dtype=torch.float64)
     index = torch.arange(length)
     for i in range(0, len(items), size):
         batch = items[i : i + size]
@@ -427,11 +466,13 @@ def _score(model, tokens, items, length, size, pat, kernel, device, meter, segme
                 raise _Unavailable(str(exc)) from exc
             raise
         scored = index[None, :] >= torch.tensor([first for _, _, first in batch])[:, None]  # [b, L]
-        sums += nll.masked_fill_(~scored, 0.0).sum(0)  # in place: no second [b, L] float64 buffer
+        nll = nll.masked_fill_(~scored, 0.0)  # in place: no second [b, L] float64 buffer
+        sums += nll.sum(0)
+        by_doc.index_add_(0, torch.tensor([d for d, _, _ in batch]), nll.sum(1))
         counts += scored.sum(0)
         bpb = float(sums.sum()) / max(1, int(counts.sum())) / LN2
         meter.advance(int(scored.sum()), L=length, pattern=pat.spec, bpb=bpb)
-    return sums, counts
+    return sums, counts, by_doc
 
 
 def _rows(rows: list[Tensor]) -> Tensor:
@@ -459,6 +500,8 @@ def evaluate_run(
     stream: bool | str = "auto",
     rope_scaling: dict | str | None = None,
     dtype: str | None = None,
+    start: str = "bos",
+    paired: bool = False,
 ) -> dict:
     """``lexkit eval TARGET``: load a run directory or an ``hf:PATH`` model
     (:func:`lexkit.subject.load`) and evaluate it on its default documents (a run: its own
@@ -470,12 +513,24 @@ def evaluate_run(
     model's ``model`` shape), ``data`` (spec, split, fingerprint, counts), ``kernel``,
     ``stream`` and everything :func:`evaluate` returns. ``scheme`` / ``logn`` evaluate a run's
     weights under another scheme or log-n setting; ``rope_scaling`` / ``dtype`` apply to hf:
-    models; an option the target cannot honour is a ValueError naming it."""
+    models; an option the target cannot honour is a ValueError naming it. ``start``: what a
+    window's first token is (:data:`STARTS`); ``paired``: also ``paired``, every longer length's bpb
+    against the shortest's on the same bytes with the start held fixed (:mod:`lexkit.paired`; needs
+    ``start="text"``, non-overlapping windows and two lengths or more)."""
+    from .paired import paired_rows
     from .version import __version__
 
     # every option that can be checked without the model, before it loads
     check_options(kernel=kernel, stride=stride, batch_size=batch_size)
     check_stream_value(stream)
+    check_start(start)
+    if paired and start != "text":
+        raise ValueError(f"--paired compares lengths with the start held fixed: it runs under --start text, not "
+                         f"--start {start}")
+    if paired and stride is not None:
+        raise ValueError("--paired scores non-overlapping windows: leave out --stride")
+    if paired and lengths is not None and len(set(lengths)) < 2:
+        raise ValueError("--paired compares each longer length with the shortest: give two lengths or more")
     for spec in [patterns] if isinstance(patterns, str) else patterns:
         check_pattern(spec)  # syntax and parameter values
     if scheme is not None:
@@ -486,8 +541,12 @@ def evaluate_run(
     result = evaluate(
         subject.model, documents, lengths, patterns, stride=stride, max_docs=max_docs, max_bytes=max_bytes,
         max_tokens=max_tokens, batch_size=batch_size, kernel=kernel, train_len=subject.train_len,
-        progress=progress, stream=stream,
+        progress=progress, stream=stream, start=start, per_document=paired,
     )
+    if paired:
+        result["paired"] = [row.to_json() for row in paired_rows(result)]
+        for row in result["results"]:
+            row.pop("per_document", None)
     for key in ("documents", "bytes_per_document", "tokens_per_document", "bytes_scored"):
         if key in result:
             described[key] = result.pop(key)

@@ -358,12 +358,15 @@ def context_rows(
 ) -> tuple[list[ContextRow], list[RetrievalCell]]:
     """One configuration (a byte model's subject, shown as ``label``): exact match and answer
     bits at every multiple of its training length under every pattern, and beside each its bpb
-    at that length (:func:`lexkit.evaluate.evaluate` on ``documents``, default the subject's
-    own validation documents; ``max_docs`` of them) where the multiple is in ``bpb_multiples``
-    (default: every multiple). Lengths are multiples of ``train_len`` (default: the subject's
-    training length; a fine-tune's parent's, to line it up with its parent). Also the cells
-    (depth by depth). ``format``: the needles' format (:func:`score`)."""
+    at that length where the multiple is in ``bpb_multiples`` (default: every multiple), measured
+    paired (:mod:`lexkit.paired`: the same bytes at every multiple, each window opening on a byte of
+    its document, on ``documents``, default the subject's own validation documents, at most
+    ``max_docs`` of them), with each multiple's ratio to the first and its interval over documents.
+    Lengths are multiples of ``train_len`` (default: the subject's training length; a fine-tune's
+    parent's, to line it up with its parent). Also the cells (depth by depth). ``format``: the
+    needles' format (:func:`score`)."""
     from .evaluate import evaluate
+    from .paired import paired_rows
 
     t = train_len or subject.train_len
     lengths = [t * m for m in multiples]
@@ -372,12 +375,19 @@ def context_rows(
                   haystack=tasks.Haystack.from_documents(docs), seed=seed, size=size, decode=decode,
                   progress=progress, format=format)
     wanted = [t * m for m in (multiples if bpb_multiples is None else bpb_multiples)]
-    bits = {}
+    bits, ratios = {}, {}
     if wanted:
-        report = evaluate(subject.model, docs, wanted, list(patterns), max_docs=max_docs, train_len=t)
+        report = evaluate(subject.model, docs, wanted, list(patterns), max_docs=max_docs, train_len=t, start="text",
+                          per_document=len(set(wanted)) > 1)
         bits = {(r["pattern"], r["length"]): r["bpb"] for r in report["results"]}
-    rows = [ContextRow(label, line.pattern, line.length // t, line.length, line.accuracy, line.low, line.high,
-                       line.answer_bits, bits.get((line.pattern, line.length))) for line in summary(cells)]
+        if len(set(wanted)) > 1:
+            ratios = {(p.pattern, p.longer): p for p in paired_rows(report)}
+    rows = []
+    for line in summary(cells):
+        pair = ratios.get((line.pattern, line.length))
+        rows.append(ContextRow(label, line.pattern, line.length // t, line.length, line.accuracy, line.low, line.high,
+                               line.answer_bits, bits.get((line.pattern, line.length)),
+                               *((pair.ratio, pair.low, pair.high, pair.documents) if pair else ())))
     return rows, cells
 
 

@@ -112,6 +112,27 @@ class EvalRow(Row):
 
 
 @dataclasses.dataclass(frozen=True)
+class PairedRow(Row):
+    """Use of context on the same bytes with the start held fixed (:mod:`lexkit.paired`): bpb at
+    ``length`` and at ``longer`` under one pattern over ``documents``, ``ratio`` = bpb longer / bpb
+    length and its 95 % interval over the documents (``low``, ``high``; None below two documents);
+    ``unavailable`` says why a side could not run."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("unavailable",)
+
+    pattern: str
+    length: int
+    longer: int
+    documents: int
+    bpb: float | None  # at length
+    bpb_longer: float | None
+    ratio: float | None
+    low: float | None
+    high: float | None
+    unavailable: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class PositionRow(Row):
     """bpb of the window indices ``from_ <= p < to`` at one (length, pattern)."""
 
@@ -267,7 +288,12 @@ class RetrievalSummary(Row):
 
 @dataclasses.dataclass(frozen=True)
 class ContextRow(Row):
-    """One configuration at one multiple of its training length: retrieval beside bpb."""
+    """One configuration at one multiple of its training length: retrieval beside bpb. Where bpb was
+    measured paired (:mod:`lexkit.paired`: the same bytes at every multiple, each window opening on a
+    byte of its document), ``ratio`` is bpb here over bpb at 1x, with its 95 % interval over the
+    ``documents`` (``ratio_low``, ``ratio_high``); None at 1x and in rows measured before it."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("ratio", "ratio_low", "ratio_high", "documents")
 
     config: str  # the run's label (scheme, method)
     pattern: str
@@ -278,6 +304,10 @@ class ContextRow(Row):
     high: float
     answer_bits: float
     bpb: float | None  # bits per byte of the run's validation documents at this length and pattern
+    ratio: float | None = None
+    ratio_low: float | None = None
+    ratio_high: float | None = None
+    documents: int | None = None
 
 
 # -- the study's results.json -------------------------------------------------------------------

@@ -2,7 +2,9 @@
 (:mod:`lexkit.retrieval`, the study's tables). :func:`wilson`, the interval of one binomial
 proportion (the sampling of needles); :func:`mean_interval`, the Student t interval of the mean of
 a few independent measurements (one proportion per training seed), with :func:`t_quantile`; and
-:func:`mean_std`, the mean and sample standard deviation both it and the study's cells use."""
+:func:`mean_std`, the mean and sample standard deviation both it and the study's cells use; and
+:func:`ratio_interval`, the interval of a ratio of two paired means (bpb at 16x over bpb at 1x, the
+documents the sample)."""
 
 from __future__ import annotations
 
@@ -95,3 +97,23 @@ def mean_interval(values: list[float], level: float = 0.95) -> tuple[float, floa
     mean, s = mean_std(values)
     half = t_quantile((1 + level) / 2, n - 1) * s / math.sqrt(n)
     return mean - half, mean + half
+
+
+def ratio_interval(a: list[float], b: list[float], level: float = 0.95) -> tuple[float, float, float] | None:
+    """``(R, low, high)`` for R = mean(a) / mean(b), ``a[i]`` and ``b[i]`` measured on the same unit i
+    (one document's bpb at 16x and at 1x): the delta method's standard error of a ratio of paired
+    means, se = sqrt(var(a - R b) / n) / mean(b) (the residuals d_i = a_i - R b_i carry the pairing),
+    and R -+ t_{(1+level)/2, n-1} se. None below two pairs or with mean(b) = 0; ValueError for lists
+    of unequal length."""
+    if len(a) != len(b):
+        raise ValueError(f"a paired ratio needs as many values on each side, got {len(a)} and {len(b)}")
+    n = len(a)
+    if n < 2:
+        return None
+    mean_b = sum(b) / n
+    if mean_b == 0:
+        return None
+    r = (sum(a) / n) / mean_b
+    _, s = mean_std([x - r * y for x, y in zip(a, b)])
+    half = t_quantile((1 + level) / 2, n - 1) * s / math.sqrt(n) / abs(mean_b)
+    return r, r - half, r + half

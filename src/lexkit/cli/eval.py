@@ -45,6 +45,13 @@ def add_parser(sub):
     )
     p.add_argument("--stride", type=int, metavar="S",
                    help="sliding windows advancing by S bytes (default: non-overlapping chunks)")
+    p.add_argument("--start", choices=evaluate.STARTS, default=None,
+                   help="what a window's first token is: bos (the paper's protocol as lexkit runs it: each "
+                   "document's first window opens on its BOS) or text (every window opens on a byte of the "
+                   "document, as a training window does; scores bytes 1..M). Default: bos, text with --paired")
+    p.add_argument("--paired", action="store_true",
+                   help="use of context: each longer length's bpb over the shortest's on the same bytes with the "
+                   "start held fixed (--start text), with its 95 %% interval over documents (docs/evaluation.md)")
     p.add_argument("--max-docs", type=int, metavar="N", help="use at most N documents")
     p.add_argument("--max-bytes", type=int, metavar="N",
                    help="score at most about N bytes per length (at least one document)")
@@ -98,7 +105,7 @@ def run(args) -> int:
         max_docs=args.max_docs, max_bytes=args.max_bytes, max_tokens=args.max_tokens, batch_size=args.batch_size,
         kernel=args.kernel, device=device, progress=args.progress and sys.stderr.isatty(), scheme=args.scheme,
         logn=args.logn, stream="auto" if args.stream is None else args.stream, rope_scaling=args.rope_scaling,
-        dtype=args.dtype,
+        dtype=args.dtype, start=args.start or ("text" if args.paired else "bos"), paired=args.paired,
     )
     options.write_outputs(args, report, evaluate.csv_text, plots.eval_report)
     print(format_report(report))
@@ -108,6 +115,27 @@ def run(args) -> int:
 
 
 # -- terminal output ------------------------------------------------------------------------------
+def paired_lines(report: dict, train_len: int | None) -> list[str]:
+    """The use-of-context table of ``--paired``: per pattern, each longer length's bpb over the
+    shortest's on the same bytes, with its 95 % interval over the documents."""
+    rows = report.get("paired")
+    if not rows:
+        return []
+    first = rows[0]
+    out = [["pattern", "lengths", "bpb", "bpb longer", "ratio [95 % over documents]"]]
+    for r in rows:
+        span = f"{length_label(r['length'], train_len)} -> {length_label(r['longer'], train_len)}"
+        if r["ratio"] is None:
+            out.append([r["pattern"], span, "-", "-", r.get("unavailable") or "-"])
+            continue
+        interval = "" if r["low"] is None else f" [{r['low']:.3f}-{r['high']:.3f}]"
+        out.append([r["pattern"], span, f"{r['bpb']:.4f}", f"{r['bpb_longer']:.4f}", f"{r['ratio']:.3f}{interval}"])
+    return ["", f"use of context, paired: the same bytes at each length, every window opening on a byte of its "
+            f"document, over {first['documents']} documents (below 1: more context predicts them better)",
+            *text_table(out)]
+
+
+
 def layout_lines(info: dict) -> list[str]:
     """The header line of a Hugging Face model whose layers differ (every table's): its layout
     and the selectors ``--pattern NAME=SPEC`` takes; none for any other model."""
@@ -140,6 +168,8 @@ def format_report(report: dict) -> str:
                  f" = {data['documents'] * data['bytes_per_document']:,} bytes scored per length"]
         tables = (("bpb", "bits per byte (lower is better)", "{:.4f}"),)
     lines[-1] += f"; sliding windows, stride {stride}" if stride else "; non-overlapping chunks"
+    if report.get("start") == "text":
+        lines[-1] += "; every window opens on a byte of its document (--start text: bytes 1..M scored)"
     ran = list(dict.fromkeys(r["kernel"] for r in report["results"] if r.get("kernel")))
     if ran:
         lines.append(f"attention kernel {report.get('kernel', 'auto')}: ran {', '.join(ran)}")
@@ -159,6 +189,7 @@ def format_report(report: dict) -> str:
         lines.append(f"  - at {', '.join(map(str, sorted(set(at))))}: {reason}")
     lines.append("  (lengths in tokens; x = multiple of the training length)" if tokens
                  else "  (x = multiple of the training length)")
+    lines += paired_lines(report, train_len)
     where = "token position" if tokens else "position within the chunk"
     for pat in patterns:
         at = {(b["from"], b["to"], b["length"]): b for b in report["by_position"] if b["pattern"] == pat}

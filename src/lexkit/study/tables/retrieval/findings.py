@@ -146,6 +146,8 @@ def difference_findings(doc: StudyResults) -> list[str]:
 
 def _described(s: query.Scored, far: int) -> str:
     ratio = "n/a" if s.ratio is None else f"{s.ratio:.3f}"
+    if s.ratio_low is not None:
+        ratio += f" [{s.ratio_low:.3f}-{s.ratio_high:.3f}]"
     return (f"{s.line.label} ({s.line.pattern}): bpb {far}x / 1x {ratio}, exact match at {far}x "
             f"{100 * s.line.accuracy.get(far, 0):.0f} % over all depths, {100 * s.worst:.0f} % at its worst depth")
 
@@ -172,10 +174,15 @@ def context_goal_finding(doc: StudyResults) -> str | None:
         gaps = []
         if not near.flat:
             gaps.append("bpb " + ("not measured" if near.ratio is None
-                                  else f"{100 * (near.ratio - 1):.1f} % above its 1x"))
+                                  else f"{100 * (near.ratio - 1):.1f} % above its 1x"
+                                  + ("" if near.ratio_high is None else
+                                     f" (the interval's top {100 * (near.ratio_high - 1):.1f} %)")))
         gaps.append(f"{100 * (query.RETRIEVES - near.worst):.0f} points short of "
                     f"{100 * query.RETRIEVES:.0f} % at its worst depth")
-        verdict = f"**not met**. Nearest: {_described(near, far)} ({'; '.join(gaps)})."
+        verdict = (f"**not met**. Nearest, by the larger of its two relative shortfalls (bpb's ratio, or its "
+                   f"interval's top, over {1 + query.FLAT:.2f}; the worst depth's exact match under "
+                   f"{100 * query.RETRIEVES:.0f} %), {100 * near.shortfall:.0f} % short: {_described(near, far)} "
+                   f"({'; '.join(gaps)}).")
         if g.best_retrieval is not near:
             verdict += f" Best retrieval at {far}x whatever its bpb: {_described(g.best_retrieval, far)}."
     reach = g.longest_reach

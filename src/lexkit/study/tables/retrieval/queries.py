@@ -39,6 +39,10 @@ class RetrievalLine:
       needle sampling alone (as if every seed were one run);
     * ``answer_bits``, ``bpb`` (mean over seeds; None where not measured), ``worst_depth`` (the
       lowest exact match of any one depth), ``by_format`` (exact match by format, over seeds);
+    * ``bpb_ratio``: by multiple past 1x, ``(ratio, low, high)`` of the paired bpb there over 1x
+      (:mod:`lexkit.paired`: the same bytes, the start held fixed), the mean over seeds with its
+      interval: over the documents with one seed, the Student t interval over seeds widened to the
+      seeds' mean interval over documents with several (None where not measured paired);
     * ``learned``: whether the configuration learned the skill, at least :data:`RETRIEVES` on the
       trained formats at 1x (mean over seeds; the same for its trained and held-out lines). How it
       *generalizes* is each held-out format's number at 1x (``by_format``), not a gate. A
@@ -63,6 +67,7 @@ class RetrievalLine:
     by_format: dict[str, dict[int, float]] = dataclasses.field(default_factory=dict)
     learned: bool = True
     training: str | None = None
+    bpb_ratio: dict[int, tuple[float, float | None, float | None]] = dataclasses.field(default_factory=dict)
 
     @property
     def spread(self) -> dict[int, tuple[float, float]]:
@@ -111,11 +116,25 @@ def _pooled(entries: list, train_len: int) -> dict:
     for (name, m), (n, k) in fmt.items():
         out["by_format"].setdefault(name, {})[m] = k / n
     bpb: dict[int, list] = defaultdict(list)
+    ratios: dict[int, dict[int, tuple]] = defaultdict(dict)  # by multiple, by seed: every format has its seed's
     for entry in entries:
         for r in entry.rows:
             bpb[r.multiple].append(r.bpb)
+            if r.ratio is not None:
+                ratios[r.multiple][entry.seed] = (r.ratio, r.ratio_low, r.ratio_high)
     out["bpb"] = {m: aggregate(v)[0] for m, v in bpb.items()}
+    out["bpb_ratio"] = {m: _pooled_ratio(list(by_seed.values())) for m, by_seed in sorted(ratios.items())}
     return out
+
+
+def _pooled_ratio(seeds: list[tuple]) -> tuple[float, float | None, float | None]:
+    """``(ratio, low, high)`` over seeds of their paired ratios (:attr:`RetrievalLine.bpb_ratio`)."""
+    mean = sum(r for r, _, _ in seeds) / len(seeds)
+    if any(low is None for _, low, _ in seeds):
+        return mean, None, None
+    low, high = (sum(v[i] for v in seeds) / len(seeds) for i in (1, 2))
+    t = mean_interval([r for r, _, _ in seeds])
+    return (mean, low, high) if t is None else (mean, min(low, t[0]), max(high, t[1]))
 
 
 def retrieval_lines(doc: StudyResults, group: str | None = "trained") -> list[RetrievalLine]:
@@ -138,7 +157,8 @@ def retrieval_lines(doc: StudyResults, group: str | None = "trained") -> list[Re
                                  p["over_seeds"], p["over_needles"], p["answer_bits"], p["bpb"], p["worst_depth"],
                                  formats, len({e.seed for e in entries}), p["needles"],
                                  tuple(dict.fromkeys(e.format for e in entries)), p["by_format"],
-                                 trained.get(min(trained, default=1), 0.0) >= RETRIEVES, first.training))
+                                 trained.get(min(trained, default=1), 0.0) >= RETRIEVES, first.training,
+                                 p["bpb_ratio"]))
     order = {key[:2]: i for i, key in reversed(list(enumerate(by)))}  # where each (label, pattern) came first
     return sorted(out, key=lambda r: (order[r.label, r.pattern], GROUPS.index(r.group)))
 
@@ -164,12 +184,31 @@ def stops_at(line: RetrievalLine, level: float = RETRIEVES) -> int | None:
     return next((m for m in sorted(line.accuracy) if line.accuracy[m] < level), None)
 
 
+def far_ratio(line: RetrievalLine, far: int) -> tuple[float | None, float | None, float | None]:
+    """``(ratio, low, high)`` of bpb at ``far`` over bpb at 1x: the paired measure with its interval
+    (:attr:`RetrievalLine.bpb_ratio`), else (results measured before it) the ratio of the two
+    means with no interval; Nones where bpb was not measured."""
+    if far in line.bpb_ratio:
+        return line.bpb_ratio[far]
+    one, long = line.bpb.get(1), line.bpb.get(far)
+    return (long / one if one and long is not None else None), None, None
+
+
+def is_flat(ratio: float | None, high: float | None) -> bool:
+    """Within :data:`FLAT` of 1x, decided by the interval where there is one: its upper end at most
+    1 + FLAT (an interval that straddles the bound has not shown flatness)."""
+    if ratio is None:
+        return False
+    return (ratio if high is None else high) <= 1 + FLAT
+
+
 @dataclasses.dataclass(frozen=True)
 class Scored:
     """A :class:`RetrievalLine` against the goal at the longest multiple: ``ratio`` = bpb far / bpb
-    1x, ``flat`` (within :data:`FLAT`), ``worst`` (its lowest per-depth exact match far), ``met``,
-    and ``reach``, the longest multiple up to which every depth keeps :data:`RETRIEVES` (None when it
-    does not at 1x)."""
+    1x (paired, :func:`far_ratio`) with its interval ``ratio_low``..``ratio_high`` (None without
+    one), ``flat`` (:func:`is_flat`), ``worst`` (its lowest per-depth exact match far), ``met``,
+    ``reach``, the longest multiple up to which every depth keeps :data:`RETRIEVES` (None when it
+    does not at 1x), and ``shortfall``, its distance to the goal (:func:`shortfall`)."""
 
     line: RetrievalLine
     ratio: float | None
@@ -177,15 +216,38 @@ class Scored:
     worst: float
     met: bool
     reach: int | None
+    ratio_low: float | None = None
+    ratio_high: float | None = None
+
+    @property
+    def bpb_shortfall(self) -> float:
+        """How far bpb is from flat, relative: (upper end of the ratio's interval, or the ratio) over
+        1 + :data:`FLAT`, minus 1, at least 0; 1 (all the way) where it was not measured."""
+        if self.ratio is None:
+            return 1.0
+        top = self.ratio if self.ratio_high is None else self.ratio_high
+        return max(0.0, top / (1 + FLAT) - 1)
+
+    @property
+    def retrieval_shortfall(self) -> float:
+        """How far the worst depth's exact match is from :data:`RETRIEVES`, relative, at least 0."""
+        return max(0.0, 1 - self.worst / RETRIEVES)
+
+    @property
+    def shortfall(self) -> float:
+        """The distance to the goal: the larger of the two relative shortfalls (0 for a
+        configuration that meets both targets), so neither target is a gate the other passes."""
+        return max(self.bpb_shortfall, self.retrieval_shortfall)
 
 
 @dataclasses.dataclass(frozen=True)
 class ContextGoal:
     """The goal of table G measured: ``met`` (the configurations that meet it), and among the
     configurations that learned the skill (``ranked``; every configuration is ``scored``) the
-    ``nearest`` (one that meets it, else the flat one that retrieves best at every depth, else the
-    flattest), ``best_retrieval`` (whatever its bpb) and ``longest_reach``; these three are None when
-    no configuration learned (nothing is ranked then)."""
+    ``nearest`` (the least :attr:`Scored.shortfall`: the larger of its relative shortfalls from flat
+    bpb and from retrieval at every depth; ties to the better retrieval), ``best_retrieval``
+    (whatever its bpb) and ``longest_reach``; these three are None when no configuration learned
+    (nothing is ranked then)."""
 
     multiple: int
     scored: list[Scored]
@@ -217,24 +279,18 @@ def context_goal(doc: StudyResults) -> ContextGoal | None:
     far = max(section(doc).multiples)
     scored = []
     for line in lines:
-        one, long = line.bpb.get(1), line.bpb.get(far)
-        ratio = long / one if one and long is not None else None
-        flat = ratio is not None and ratio <= 1 + FLAT
+        ratio, low, high = far_ratio(line, far)
+        flat = is_flat(ratio, high)
         worst = line.worst_depth.get(far, 0.0)
         met = flat and worst >= RETRIEVES and line.learned
-        scored.append(Scored(line, ratio, flat, worst, met, _reach(line.worst_depth)))
+        scored.append(Scored(line, ratio, flat, worst, met, _reach(line.worst_depth), low, high))
 
     def rank(s: Scored):  # better retrieval first, then flatter
         return s.worst, s.line.accuracy.get(far, 0.0), -(s.ratio if s.ratio is not None else float("inf"))
 
     ranked = [s for s in scored if s.line.learned]
     met = [s for s in ranked if s.met]
-    flat = [s for s in ranked if s.flat]
-    if met or flat:
-        nearest = max(met or flat, key=rank)
-    else:
-        nearest = min((s for s in ranked if s.ratio is not None), key=lambda s: s.ratio,
-                      default=ranked[0] if ranked else None)
+    nearest = min(ranked, key=lambda s: (s.shortfall, tuple(-v for v in rank(s))), default=None)
     reaching = [s for s in ranked if s.reach is not None]
     return ContextGoal(far, scored, [f"{s.line.label} ({s.line.pattern})" for s in met], ranked, nearest,
                        max(ranked, key=rank, default=None),

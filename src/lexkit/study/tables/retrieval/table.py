@@ -9,9 +9,11 @@ trained formats, docs/retrieval.md), each on
 ``--retrieval-seeds`` seeds, and scores copy needles (:mod:`lexkit.retrieval`) at 1, 2, 4, 8 and
 16x its training length under every study pattern, in the classic trained format (``tilde``) and
 in every held-out format (``python``, ``hex``, ``caret``: never in training), each configuration's
-bpb at 1x and 16x beside it. On the ``rope`` row's seed-0 run, the context-extension configurations
-of table E (:mod:`lexkit.study.tables.extension`: the scalings at x16, ReRoPE, leaky ReRoPE + log-n,
-sinks, and the fine-tunes at 4x, which continue the run with its mix) are scored the same way.
+bpb at 1x and 16x beside it, measured paired (:mod:`lexkit.paired`: the same bytes at both, every
+window opening on a byte of its document, the 16x / 1x ratio with its interval over documents).
+On the ``rope`` row's seed-0 run, the context-extension configurations of table E
+(:mod:`lexkit.study.tables.extension`: the scalings at x16, ReRoPE, leaky ReRoPE + log-n, sinks, and
+the fine-tunes at 4x, which continue the run with its mix) are scored the same way.
 
 Cached like every study task::
 
@@ -28,7 +30,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from .... import needles, positions, presets, runs, stopping, tasks
+from .... import needles, paired, positions, presets, runs, stopping, tasks
 from ....retrieval import DEFAULT_MULTIPLES, context_rows
 from ....runs.config import overridden
 from ....settings import configs
@@ -50,8 +52,9 @@ DEPTHS = (0.0, 25.0, 50.0, 75.0, 100.0)
 TASK, SIZE = "copy", 12  # copy values of 12 symbols (lowered to what every format fits at 1x)
 #: the needle formats every configuration is scored in: the classic trained one, then the held-out ones
 FORMATS = ("tilde", *needles.held_out_formats())
-#: bump when the meaning of a cached retrieval score changes (2: every format, seeds)
-VERSION = 2
+#: bump when the meaning of a cached retrieval score changes (2: every format, seeds; 3: bpb paired, on the same
+#: bytes with every window opening on a byte of its document, lexkit.paired, over up to paired.DOCUMENTS)
+VERSION = 3
 
 
 #: table G's uniform rows in a study of the default schemes (with the study's layouts): RoPE (the
@@ -289,7 +292,7 @@ class RetrievalTable(Bound):
                 "patterns": configuration.patterns, "task": TASK,
                 "documents": [tasks.identity(TASK, f) for f in FORMATS], "formats": FORMATS,
                 "size": self.size(), "multiples": MULTIPLES, "bpb": BPB_MULTIPLES, "depths": DEPTHS,
-                "samples": self.samples(), "docs": self.plan.cfg.eval_docs, "v": VERSION}
+                "samples": self.samples(), "docs": paired.DOCUMENTS, "v": VERSION}
         return self.cache.out / "cache" / f"retrieval-{digest(what)}.json"
 
     def run(self) -> RetrievalSection | None:
@@ -347,7 +350,7 @@ class RetrievalTable(Bound):
                                        depths=DEPTHS, samples=samples or self.samples(), size=self.size(),
                                        documents=self.plan.corpus.valid,
                                        bpb_multiples=BPB_MULTIPLES if bpb and not measured else (),
-                                       train_len=self.train_len(), max_docs=self.plan.cfg.eval_docs, decode=False,
+                                       train_len=self.train_len(), max_docs=paired.DOCUMENTS, decode=False,
                                        progress=self.cache.progress if progress is None else progress,
                                        format=name)
             measured = measured or {(r.pattern, r.multiple): r.bpb for r in rows}
@@ -403,8 +406,14 @@ class RetrievalTable(Bound):
                                                          progress=False))
         bpb = timer.evaluation(model_cfg, self.plan.corpus.valid, [m * t for m in BPB_MULTIPLES],
                                list(configuration.patterns), train_len=t)
-        score = needle * self.samples() * len(FORMATS) + bpb * self.plan.cfg.eval_docs
+        score = needle * self.samples() * len(FORMATS) + bpb * self.bpb_documents()
         return whole_or_none(train + score, self.scored_done(run, configuration), train_s=train, eval_s=score)
+
+    def bpb_documents(self) -> int:
+        """The validation documents the paired bpb reads: those of at least 16x + 1 bytes, at most
+        :data:`lexkit.paired.DOCUMENTS`."""
+        need = max(BPB_MULTIPLES) * self.train_len() + 1
+        return min(paired.DOCUMENTS, sum(len(d) >= need for d in self.plan.corpus.valid))
 
     def scored_done(self, run: SeedRun, configuration: Configuration) -> bool:
         """Whether a configuration's scores are cached (a fine-tune's: once its parent is trained, its
