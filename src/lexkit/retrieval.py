@@ -291,34 +291,61 @@ def score(
                                    format=format) for depth in depths]
             cells = {}
             for pat in pats:  # every depth of a length in one teacher-forced pass (batches of equal token counts)
-                scored = answer_scores(subject, [d for at in docs for d in at], pat, kernel)
+                flat = [d for at in docs for d in at]
+                scored = answer_scores(subject, flat, pat, kernel)
+                others = None if decode else other_candidates(subject, flat, pat, kernel)
                 for i, (depth, at) in enumerate(zip(depths, docs)):
+                    part = slice(i * samples, (i + 1) * samples)
                     cells[depth, pat.spec] = _cell(subject, task, length, float(depth), at, pat, cache, kernel, decode,
-                                                   scored[i * samples : (i + 1) * samples])
+                                                   scored[part], None if others is None else others[part])
                     b.advance(1, acc=cells[depth, pat.spec].accuracy)
             rows += [cells[depth, pat.spec] for depth in depths for pat in pats]
     return rows
 
 
+def other_candidates(subject: Subject, docs: Sequence[tasks.Document], pattern: Pattern,
+                     kernel: str = "auto") -> list[bool]:
+    """Per document, teacher-forced: whether the model's answer is one of its *other* candidates
+    (:meth:`lexkit.tasks.Document.candidates` but the answer): the argmax right at every answer token
+    with that candidate in the answer's place, which is when greedy decoding would produce it (a
+    byte model). False for a document without other candidates; one pass over every candidate."""
+    alternatives = [(i, doc.with_answer(c)) for i, doc in enumerate(docs) for c in doc.candidates()[1:]]
+    out = [False] * len(docs)
+    if alternatives:
+        for (i, _), (_, right) in zip(alternatives, answer_scores(subject, [d for _, d in alternatives], pattern,
+                                                                   kernel)):
+            out[i] = out[i] or right
+    return out
+
+
 def _cell(subject: Subject, task: str, length: int, depth: float, docs: list[tasks.Document], pat: Pattern,
-          cache: bool | None, kernel: str, decode: bool,
-          scored: list[tuple[float, bool]] | None = None) -> RetrievalCell:
+          cache: bool | None, kernel: str, decode: bool, scored: list[tuple[float, bool]] | None = None,
+          others: list[bool] | None = None) -> RetrievalCell:
     """One cell: exact match (greedy decoding, or the teacher-forced argmax) and answer bits
-    (``scored``: the documents' :func:`answer_scores`, when already computed)."""
+    (``scored``: the documents' :func:`answer_scores`, when already computed); for documents with
+    distractors, the guessing baseline and how often the answer is some candidate (``others``: the
+    teacher-forced :func:`other_candidates`, when not decoding)."""
     from .attention.cache import use_cache
 
     scored = answer_scores(subject, docs, pat, kernel) if scored is None else scored
     bits = [x for x, _ in scored]
     cached = decode and use_cache(subject.model, kernel, cache, pat)
     if decode:
-        hits = sum(exact_match(subject, d, pat, cached, kernel)[0] for d in docs)
+        produced = [exact_match(subject, d, pat, cached, kernel) for d in docs]
+        right = [ok for ok, _ in produced]
+        some = [out[: len(d.expected)] in d.candidates() for d, (_, out) in zip(docs, produced)]
     else:
-        hits = sum(right for _, right in scored)
+        right = [ok for _, ok in scored]
+        others = other_candidates(subject, docs, pat, kernel) if others is None else others
+        some = [ok or other for ok, other in zip(right, others)]
+    hits = sum(right)
     low, high = wilson(hits, len(docs))
     tokens = sum(read_tokens(subject, d.text) for d in docs) / len(docs)
+    with_candidates = all(d.distractors for d in docs)
+    guess = sum(tasks.guess_rate(d) for d in docs) / len(docs) if with_candidates else None
     return RetrievalCell(task, pat.spec, length, depth, len(docs), hits, hits / len(docs), low, high,
                          sum(bits) / len(bits), tasks.chance_bits(docs[0]), sum(d.distance for d in docs) / len(docs),
-                         tokens, cached, decode)
+                         tokens, cached, decode, guess, sum(some) / len(docs) if with_candidates else None)
 
 
 def summary(rows: Sequence[RetrievalCell]) -> list[RetrievalSummary]:

@@ -253,7 +253,13 @@ class PrinciplesRow(Row):
 @dataclasses.dataclass(frozen=True)
 class RetrievalCell(Row):
     """One cell of a retrieval grid: ``samples`` documents of a task at one length and depth,
-    under one pattern (:func:`lexkit.retrieval.score`)."""
+    under one pattern (:func:`lexkit.retrieval.score`). For a task whose documents hold other
+    candidates of the answer's kind (multikey, kvthread, ordinal: :meth:`lexkit.tasks.Document.candidates`),
+    ``guess`` is the exact match of guessing uniformly among them (:func:`lexkit.tasks.guess_rate`) and
+    ``candidate`` the share of documents whose answer is *some* candidate, right or not; None for
+    other tasks and in cells scored before them."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("guess", "candidate")
 
     task: str
     pattern: str
@@ -270,6 +276,8 @@ class RetrievalCell(Row):
     tokens: float  # mean tokens the model read per document (its length in tokens)
     cached: bool  # greedy decoding ran through the KV cache
     decoded: bool = True  # exact match by greedy decoding (False: by the teacher-forced argmax)
+    guess: float | None = None
+    candidate: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -153,7 +153,9 @@ class Document:
     needle: tuple[int, int]  # where the same value was given (the queried needle's value)
     depth: float  # percent of the haystack before the needle
     alphabet: int  # symbols an answer byte is drawn from (chance: log2(alphabet) bits per byte)
-    distractors: tuple[tuple[int, int], ...] = ()  # values of the other needles (multikey)
+    #: spans of the other candidates, values of the needle's kind that are not the answer: multikey's
+    #: other keys, kvthread's other links' values (forward) or keys (backward), ordinal's other occurrences
+    distractors: tuple[tuple[int, int], ...] = ()
     format: str = ""  # the needle format of a copy or induction document (lexkit.needles)
 
     @property
@@ -168,6 +170,22 @@ class Document:
     def distance(self) -> int:
         """Bytes from the needle's value to the answer."""
         return self.answer[0] - self.needle[0]
+
+    def candidates(self) -> list[bytes]:
+        """What a model that found the right kind of value but not the right one may answer: the
+        answer (as :attr:`expected`, with its lead) and each distractor value in its place, distinct;
+        only the answer for a document without distractors."""
+        lead = self.expected[: len(self.expected) - (self.needle[1] - self.needle[0])]
+        out = [self.expected] + [lead + self.text[a:b] for a, b in self.distractors]
+        return list(dict.fromkeys(c for c in out if len(c) == len(self.expected)))
+
+    def with_answer(self, answer: bytes) -> Document:
+        """The document with ``answer`` (as long as :attr:`expected`) in the answer's place: its
+        teacher-forced argmax says whether greedy decoding would produce ``answer``."""
+        if len(answer) != len(self.expected):
+            raise ValueError(f"an answer of {len(answer)} bytes in place of one of {len(self.expected)}")
+        text = self.prompt + answer + self.text[self.answer[1]:]
+        return dataclasses.replace(self, text=text)
 
     def without_needle(self, filler: bytes | None = None) -> bytes:
         """The text with the needle's value replaced by ``filler`` (default: as many ``x`` bytes):
@@ -631,9 +649,10 @@ class KVThread(Task):
         text = head + body + question
         at = [len(head) + s for s in starts]  # where each link starts, the asked one first
         needle = at[0] + (value_at if forward else key_at)
+        other = value_at if forward else key_at  # the other links' values (forward) or keys (backward)
         return Document(cls.name, text + lead + answer, (len(text), len(text) + len(lead) + size),
                         (needle, needle + size), float(depth), len(HASH),
-                        tuple((a + value_at, a + value_at + size) for a in at[1:]))
+                        tuple((a + other, a + other + size) for a in at[1:]))
 
 
 @register
@@ -845,3 +864,12 @@ def documents(task: str, length: int, depth: float, count: int, *, haystack: Hay
 def chance_bits(doc: Document) -> float:
     """Bits per answer byte of a uniform guess over the task's alphabet."""
     return math.log2(doc.alphabet)
+
+
+def guess_rate(doc: Document) -> float:
+    """The exact match of guessing uniformly among a document's candidates (:meth:`Document.candidates`):
+    1 / their number where it has distractors (a kvthread document of 2 chains of 2 hops: 1/4); else
+    a uniform guess over the alphabet, one in alphabet^(answer's length)."""
+    if doc.distractors:
+        return 1.0 / len(doc.candidates())
+    return float(doc.alphabet) ** -(doc.needle[1] - doc.needle[0])

@@ -105,11 +105,37 @@ def format_report(report: dict) -> str:
             f"{percent(s['accuracy'])} [{percent(s['low'])}-{percent(s['high'])}]"
             for s in (summary[(pattern, n)] for n in lengths)])
     lines += ["", "exact match (%) over all depths [95% interval]"] + text_table(table)
+    lines += candidate_lines(report)
     table = [["pattern"] + [length_label(n, train_len) for n in lengths]]
     for pattern in report["patterns"]:
         table.append([pattern] + [f"{summary[(pattern, n)]['answer_bits']:.3f}" for n in lengths])
     lines += ["", "answer bits per byte (teacher-forced)"] + text_table(table)
     return "\n".join(lines)
+
+
+def candidate_lines(report: dict) -> list[str]:
+    """For a task whose documents hold other candidates of the answer's kind (kvthread, ordinal,
+    multikey): per pattern and length, the exact match of guessing uniformly among them and how
+    often the model's answer is some candidate, right or not (over all depths); none otherwise."""
+    rows = [r for r in report["rows"] if r.get("guess") is not None]
+    if not rows:
+        return []
+    lengths, train_len = report["lengths"], report["train_len"]
+    pooled: dict[tuple[str, int], list[float]] = {}
+    for r in rows:
+        total = pooled.setdefault((r["pattern"], r["length"]), [0, 0.0, 0.0])
+        total[0] += r["samples"]
+        total[1] += r["guess"] * r["samples"]
+        total[2] += r["candidate"] * r["samples"]
+    table = [["pattern"] + [length_label(n, train_len) for n in lengths]]
+    for pattern in report["patterns"]:
+        cells = []
+        for n in lengths:
+            samples, guess, some = pooled[pattern, n]
+            cells.append(f"{percent(guess / samples)} / {percent(some / samples)}")
+        table.append([pattern, *cells])
+    return ["", "guessing among a document's candidates / the answer is some candidate, right or not (%, over all "
+            "depths): exact match at the guess level is no use of context"] + text_table(table)
 
 
 def chance_line(report: dict) -> str:

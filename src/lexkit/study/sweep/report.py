@@ -102,11 +102,16 @@ def arm_lines(doc: SweepResults) -> list[ArmLine]:
 
 
 def _percent(line, m: int) -> Number:
-    """Exact match (%) at multiple ``m`` with its interval; a dash where it was not scored."""
+    """Exact match (%) at multiple ``m`` with its interval, and for a task with candidates (kvthread,
+    ordinal) the guessing baseline and how often the answer is some candidate (``guess G, any C``);
+    a dash where it was not scored."""
     if line is None or m not in line.accuracy:
         return Number("-", None)
     low, high = queries.interval(line, m)
-    return Number(f"{100 * line.accuracy[m]:.0f} [{100 * low:.0f}-{100 * high:.0f}]", line.accuracy[m])
+    text = f"{100 * line.accuracy[m]:.0f} [{100 * low:.0f}-{100 * high:.0f}]"
+    if m in line.guess:
+        text += f" (guess {100 * line.guess[m]:.0f}, any {100 * line.candidate[m]:.0f})"
+    return Number(text, line.accuracy[m])
 
 
 def _phase(steps: list[int | None]) -> str:
@@ -165,10 +170,12 @@ def summary(doc: SweepResults) -> str:
             "format and the held-out ones "
             f"({', '.join(g.held_out or [])}) and on the tasks {', '.join(doc.tasks) or 'none'} (a dash where a "
             f"task's documents do not fit), exact match (%) with its 95 % interval (over seeds where there are "
-            f"several (table G's queries)); {_bpb_protocol(g)}; the phase change is the first validation where "
-            f"the training probe copies half its needles. The goal: bpb at 16x within {100 * FLAT:.0f} % of the "
-            f"arm's own 1x (the upper end of its interval, where paired) and at least {100 * RETRIEVES:.0f} % at "
-            "16x at every depth on every held-out format and task (worst depth).")
+            f"several (table G's queries); beside a task with candidates, the exact match of guessing uniformly "
+            f"among a document's candidates and how often the answer is any of them); {_bpb_protocol(g)}; the phase "
+            f"change is the first validation where the training probe copies half its needles. The goal: bpb at "
+            f"16x within {100 * FLAT:.0f} % of the arm's own 1x (the upper end of its interval, where paired) and "
+            f"at least {100 * RETRIEVES:.0f} % at 16x at every depth on every held-out format and task (worst "
+            "depth).")
 
 
 def _bpb_protocol(g: RetrievalSection) -> str:

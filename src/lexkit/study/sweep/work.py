@@ -24,8 +24,9 @@ from ..units import Unit, check, whole_or_none
 from . import report
 from .config import SweepConfig
 
-#: bump when the meaning of a cached task score changes
-VERSION = 1
+#: bump when the meaning of a cached task score changes (2: each cell's guessing baseline and how often the answer
+#: is some candidate)
+VERSION = 2
 
 
 class SweepTable(RetrievalTable):

@@ -39,6 +39,10 @@ class RetrievalLine:
       needle sampling alone (as if every seed were one run);
     * ``answer_bits``, ``bpb`` (mean over seeds; None where not measured), ``worst_depth`` (the
       lowest exact match of any one depth), ``by_format`` (exact match by format, over seeds);
+    * ``guess``, ``candidate``: by multiple, for a task whose documents hold other candidates
+      (kvthread, ordinal): the exact match of guessing uniformly among them and the share of answers
+      that are some candidate (:class:`~lexkit.rows.RetrievalCell`), over every depth, format and seed;
+      empty for other tasks;
     * ``bpb_ratio``: by multiple past 1x, ``(ratio, low, high)`` of the paired bpb there over 1x
       (:mod:`lexkit.paired`: the same bytes, the start held fixed), the mean over seeds with its
       interval: over the documents with one seed, the Student t interval over seeds widened to the
@@ -68,6 +72,8 @@ class RetrievalLine:
     learned: bool = True
     training: str | None = None
     bpb_ratio: dict[int, tuple[float, float | None, float | None]] = dataclasses.field(default_factory=dict)
+    guess: dict[int, float] = dataclasses.field(default_factory=dict)
+    candidate: dict[int, float] = dataclasses.field(default_factory=dict)
 
     @property
     def spread(self) -> dict[int, tuple[float, float]]:
@@ -93,6 +99,7 @@ def _group(entry) -> str:
 def _pooled(entries: list, train_len: int) -> dict:
     """The measures of entries of one (label, pattern, group), by multiple (see :class:`RetrievalLine`)."""
     counts: dict[int, list] = defaultdict(lambda: [0, 0, 0.0])  # by multiple: needles, correct, bits x needles
+    baseline: dict[int, list] = defaultdict(lambda: [0, 0.0, 0.0])  # by multiple: needles, guess, some candidate
     depth: dict[tuple[int, float], list] = defaultdict(lambda: [0, 0])  # by (multiple, depth)
     seed: dict[tuple[int, int], list] = defaultdict(lambda: [0, 0])  # by (multiple, seed)
     fmt: dict[tuple[str, int], list] = defaultdict(lambda: [0, 0])  # by (format, multiple)
@@ -103,6 +110,10 @@ def _pooled(entries: list, train_len: int) -> dict:
                 cell[0] += c.samples
                 cell[1] += c.correct
             counts[m][2] += c.answer_bits * c.samples
+            if c.guess is not None and c.candidate is not None:
+                baseline[m][0] += c.samples
+                baseline[m][1] += c.guess * c.samples
+                baseline[m][2] += c.candidate * c.samples
     out = {"accuracy": {}, "per_seed": {}, "over_seeds": {}, "over_needles": {}, "answer_bits": {},
            "worst_depth": {}, "needles": {}, "by_format": {}}
     for m, (n, k, bits) in sorted(counts.items()):
@@ -124,6 +135,8 @@ def _pooled(entries: list, train_len: int) -> dict:
                 ratios[r.multiple][entry.seed] = (r.ratio, r.ratio_low, r.ratio_high)
     out["bpb"] = {m: aggregate(v)[0] for m, v in bpb.items()}
     out["bpb_ratio"] = {m: _pooled_ratio(list(by_seed.values())) for m, by_seed in sorted(ratios.items())}
+    out["guess"] = {m: g / n for m, (n, g, _) in sorted(baseline.items())}
+    out["candidate"] = {m: c / n for m, (n, _, c) in sorted(baseline.items())}
     return out
 
 
@@ -158,7 +171,7 @@ def retrieval_lines(doc: StudyResults, group: str | None = "trained") -> list[Re
                                  formats, len({e.seed for e in entries}), p["needles"],
                                  tuple(dict.fromkeys(e.format for e in entries)), p["by_format"],
                                  trained.get(min(trained, default=1), 0.0) >= RETRIEVES, first.training,
-                                 p["bpb_ratio"]))
+                                 p["bpb_ratio"], p["guess"], p["candidate"]))
     order = {key[:2]: i for i, key in reversed(list(enumerate(by)))}  # where each (label, pattern) came first
     return sorted(out, key=lambda r: (order[r.label, r.pattern], GROUPS.index(r.group)))
 

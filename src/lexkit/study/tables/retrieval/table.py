@@ -53,8 +53,11 @@ TASK, SIZE = "copy", 12  # copy values of 12 symbols (lowered to what every form
 #: the needle formats every configuration is scored in: the classic trained one, then the held-out ones
 FORMATS = ("tilde", *needles.held_out_formats())
 #: bump when the meaning of a cached retrieval score changes (2: every format, seeds; 3: bpb paired, on the same
-#: bytes with every window opening on a byte of its document, lexkit.paired, over up to paired.DOCUMENTS)
-VERSION = 3
+#: bytes with every window opening on a byte of its document, lexkit.paired, over up to paired.DOCUMENTS; 4: the
+#: paired ratio and its interval given to every format's rows, as bpb is)
+VERSION = 4
+#: what the bpb measured once (with the first format) gives every format's rows of a configuration
+BPB_FIELDS = ("bpb", "ratio", "ratio_low", "ratio_high", "documents")
 
 
 #: table G's uniform rows in a study of the default schemes (with the study's layouts): RoPE (the
@@ -353,8 +356,8 @@ class RetrievalTable(Bound):
                                        train_len=self.train_len(), max_docs=paired.DOCUMENTS, decode=False,
                                        progress=self.cache.progress if progress is None else progress,
                                        format=name)
-            measured = measured or {(r.pattern, r.multiple): r.bpb for r in rows}
-            scored[name] = FormatScores([dataclasses.replace(r, bpb=measured.get((r.pattern, r.multiple)))
+            measured = measured or {(r.pattern, r.multiple): {k: getattr(r, k) for k in BPB_FIELDS} for r in rows}
+            scored[name] = FormatScores([dataclasses.replace(r, **measured.get((r.pattern, r.multiple), {}))
                                          for r in rows], found)
         return Scores(subject.describe()["scheme"], bool(subject.config["model"].get("logn", False)), patterns, scored)
 
