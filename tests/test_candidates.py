@@ -2,8 +2,8 @@
 guessing baseline beside its exact match, and how often the answer is some candidate."""
 
 import pytest
-from kit import tiny_gpt
 
+from kit import tiny_gpt
 from lexkit import retrieval, tasks
 from lexkit.subject import RunSubject
 
@@ -60,7 +60,6 @@ def test_some_candidate_by_teacher_forcing_equals_greedy_decoding():
 
 def test_lexkit_retrieval_prints_the_baseline_beside_kvthread(tmp_path, capsys):
     from cli_checks import save_run
-
     from lexkit.cli import main
 
     run = save_run(tmp_path, tiny_gpt("rope", train_len=64))

@@ -7,8 +7,8 @@ import random
 import pytest
 import torch
 import torch.nn.functional as F
-from kit import tiny_gpt
 
+from kit import tiny_gpt
 from lexkit.evaluate import evaluate
 from lexkit.model import BOS
 from lexkit.paired import paired_context, paired_rows
@@ -131,7 +131,6 @@ def test_lexkit_eval_paired_prints_and_writes_the_interval(tmp_path, capsys):
     import json
 
     from cli_checks import one_error_line, save_run
-
     from lexkit.cli import main
 
     run = save_run(tmp_path, tiny_gpt("rope", train_len=16))
