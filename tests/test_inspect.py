@@ -286,3 +286,37 @@ def test_cli_refuses_what_is_not_a_run(tmp_path, capsys, target, extra, message)
     target = str(tmp_path / "empty") if target == "EMPTY" else target
     assert main(["inspect", target, *extra]) == 2
     assert message in one_error_line(capsys)
+
+
+def test_a_differential_layer_reports_its_map_per_head_pair():
+    """A +diff layer mixes values with softmax(head 2i) - λ·softmax(head 2i+1): its needle mass is that map's
+    (computed here from the kernel's own component weights and the layer's λ), one per pair, not a component's;
+    a stick-breaking layer's rows say its weights sum to at most 1."""
+    torch.manual_seed(0)
+    model = GPT(ModelConfig(layout="none+diff;none+stickbreak", n_layers=2, d_model=32, n_heads=4,
+                            train_len=32)).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if ".diff." in name:
+                p.add_(0.3 * torch.randn_like(p))
+    doc = tasks.make("copy", 64, 50.0, haystack=HAY, size=8)
+    pattern = model.pattern("causal")
+    ids, nbytes = RunSubject.of(model).encode(doc.text)
+    query = dx.answer_query(nbytes, doc.answer[0])
+    member = dx.needle_keys(nbytes, doc.needle, query + 1)
+    seen = {}
+
+    def capture(layer, q_idx, k_idx, scores, probs):
+        if layer == 0 and (q_idx == query).any():
+            seen["p"] = probs[0, :, int((q_idx == query).nonzero()[0]), :].double()  # [heads, keys]
+
+    with torch.no_grad():
+        model(ids[None, : query + 1], pattern=pattern, kernel="chunked", hook=capture)
+    lam = float(model.blocks[0].diff.lam().detach())
+    by_hand = (seen["p"][0::2] - lam * seen["p"][1::2])[:, member].sum(-1)  # [pairs]
+    diff, stick = dx.mass_rows(dx.answer_attention(RunSubject.of(model), [doc], pattern), pattern, 64,
+                               dx.layer_kinds(model, pattern), [w for w, _ in dx.weight_maps(model)])
+    assert len(diff.mass_per_head) == 2 and diff.mass_per_head == pytest.approx(by_hand.tolist(), rel=1e-9)
+    assert diff.weights == "differential" and stick.weights == "stick-breaking"
+    assert "weights" not in dx.mass_rows(dx.answer_attention(RunSubject.of(uniform_model()), [doc], pattern), pattern,
+                                         64, ["global"])[0].to_json()  # a softmax layer's rows as before

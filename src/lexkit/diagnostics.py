@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -348,7 +348,13 @@ class NeedleMassRow(Row):
     ``distance`` (tokens from the needle's start to it); ``uniform`` = needle / visible and
     ``uniform_entropy`` = ln(visible), what uniform attention gives; ``mass``/``entropy`` over heads,
     ``mass_max``/``head_entropy`` of the best ``head``, whose top key is on the needle in
-    ``top_on_needle`` of the documents, ``top_distance`` tokens from it on average."""
+    ``top_on_needle`` of the documents, ``top_distance`` tokens from it on average. ``weights``: what
+    the map is (:func:`weight_maps`): ``softmax``; ``differential``, one map per head *pair*,
+    softmax1 - λ·softmax2 (the map the layer mixes values with: mass can be negative, the top key is
+    its largest entry, entropy is over |map| / its sum); ``stick-breaking``, weights that sum to at most
+    1 (entropy over them as they are, not a distribution's)."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("weights",)
 
     pattern: str
     length: int
@@ -369,6 +375,7 @@ class NeedleMassRow(Row):
     top_distance: float
     mass_per_head: list[float]
     entropy_per_head: list[float]
+    weights: str | None = None  # None: softmax (rows written before the field)
 
 
 def needle_keys(nbytes: Tensor, span: tuple[int, int], n: int) -> Tensor:
@@ -387,13 +394,44 @@ def answer_query(nbytes: Tensor, start: int) -> int:
     return int(retrieval.answer_tokens(nbytes, start).nonzero()[0])
 
 
+SOFTMAX, DIFFERENTIAL, STICK_BREAKING = "softmax", "differential", "stick-breaking"
+
+
+def weight_maps(model) -> list[tuple[str, Callable[[Tensor], Tensor] | None]]:
+    """Per layer, what its attention map is and how to read it from the kernel's per-head weights
+    ``[b, heads, n_k]``: a differential layer (``+diff``) mixes values with softmax(head 2i) -
+    λ·softmax(head 2i+1) per pair (:mod:`lexkit.attention.modifiers.differential`), so its map is
+    that difference ``[b, heads / 2, n_k]``, not either component (one can be the subtracted one); a
+    stick-breaking layer's weights are the map but sum to at most 1; any other layer's softmax is the
+    map as it is. A model without lexkit's layer plan (an hf: model): softmax everywhere."""
+    out: list[tuple[str, Callable[[Tensor], Tensor] | None]] = []
+    for block in getattr(model, "blocks", None) or [None] * model.cfg.n_layers:
+        names = {m.name: m for m in getattr(getattr(block, "layer", None), "modifiers", ())}
+        if "diff" in names:
+            lam = float(block.state(names["diff"]).lam().detach())
+            out.append((DIFFERENTIAL, lambda p, lam=lam: p[:, 0::2] - lam * p[:, 1::2]))
+        else:
+            out.append((STICK_BREAKING if "stickbreak" in names else SOFTMAX, None))
+    return out
+
+
+def signed_entropy(weights: Tensor) -> Tensor:
+    """Entropy (nats) of ``|weights|`` normalised over the last axis: a differential map's spread."""
+    mass = weights.abs()
+    return entropy(mass / mass.sum(-1, keepdim=True).clamp_min(1e-30))
+
+
 class AnswerProbe:
     """A score hook (``hook(layer, q_idx, k_idx, scores, probs)``) that keeps, per layer, the
-    attention of one query ``query`` of a batch: needle mass, entropy and top key [b, heads], and
-    the visible keys and visible needle keys [b]. ``needle``: bool [b, n] over the input indices."""
+    attention of one query ``query`` of a batch: needle mass, entropy and top key [b, maps], and
+    the visible keys and visible needle keys [b]. ``needle``: bool [b, n] over the input indices.
+    ``maps``: per layer, the map to read from the kernel's weights (:func:`weight_maps`; None: as they
+    are)."""
 
-    def __init__(self, layers: int, query: int, needle: Tensor) -> None:
+    def __init__(self, layers: int, query: int, needle: Tensor,
+                 maps: Sequence[Callable[[Tensor], Tensor] | None] | None = None) -> None:
         self.query, self.needle = query, needle
+        self.maps = list(maps) if maps is not None else [None] * layers
         self.records: list[dict[str, Tensor] | None] = [None] * layers
 
     def __call__(self, layer: int, q_idx: Tensor, k_idx: Tensor, scores: Tensor, probs: Tensor | None) -> None:
@@ -405,10 +443,14 @@ class AnswerProbe:
         row = int(hit[0])
         keys = k_idx.cpu()
         p = probs[:, :, row, :].to(torch.float64).cpu()  # [b, h, n_k]
+        signed = self.maps[layer] is not None
+        if signed:
+            p = self.maps[layer](p)  # [b, h / 2, n_k]: a differential layer's map per head pair
         visible = torch.isfinite(scores[:, 0, row, :]).cpu()  # [b, n_k]
         member = self.needle[:, keys]  # [b, n_k]
         self.records[layer] = {
-            "mass": needle_mass_of(p, member[:, None, :]), "entropy": entropy(p), "top": keys[p.argmax(-1)],
+            "mass": needle_mass_of(p, member[:, None, :]), "entropy": signed_entropy(p) if signed else entropy(p),
+            "top": keys[p.argmax(-1)],
             "visible": visible.sum(-1), "needle": (visible & member).sum(-1),
         }
 
@@ -439,7 +481,7 @@ def answer_attention(subject, docs: Sequence[tasks.Document], pattern: Pattern) 
             idx = members[start : start + size]
             ids = torch.stack([prepared[i][0] for i in idx])  # [b, query + 1]
             needle = torch.stack([prepared[i][2] for i in idx])  # [b, query + 1]
-            probe = AnswerProbe(layers, query, needle)
+            probe = AnswerProbe(layers, query, needle, [read for _, read in weight_maps(model)])
             with eval_mode(model), torch.no_grad():
                 model(ids.to(device), pattern=pattern, kernel="chunked", hook=probe)
             if any(r is None for r in probe.records):
@@ -452,10 +494,12 @@ def answer_attention(subject, docs: Sequence[tasks.Document], pattern: Pattern) 
     return out
 
 
-def mass_rows(per_doc: Sequence[Sequence[dict]], pattern: Pattern, length: int, kinds: Sequence[str]) -> list[
-        NeedleMassRow]:
-    """One :class:`NeedleMassRow` per layer from the documents' records (:func:`answer_attention`)."""
+def mass_rows(per_doc: Sequence[Sequence[dict]], pattern: Pattern, length: int, kinds: Sequence[str],
+              weights: Sequence[str] | None = None) -> list[NeedleMassRow]:
+    """One :class:`NeedleMassRow` per layer from the documents' records (:func:`answer_attention`);
+    ``weights``: what each layer's map is (:func:`weight_maps`; None: softmax everywhere)."""
     rows = []
+    weights = list(weights) if weights is not None else [SOFTMAX] * len(kinds)
     for layer, kind in enumerate(kinds):
         recs = [doc[layer] for doc in per_doc]
         mass = torch.stack([r["mass"] for r in recs])  # [docs, h]
@@ -472,7 +516,8 @@ def mass_rows(per_doc: Sequence[Sequence[dict]], pattern: Pattern, length: int, 
             pattern.spec, length, layer, kind, len(recs), float(visible.mean()), float(needle.mean()),
             sum(r["distance"] for r in recs) / len(recs), float((needle / visible).mean()), float(mass.mean()),
             float(per_head[head]), head, float(visible.log().mean()), float(ent.mean()), float(ent[:, head].mean()),
-            float((away == 0).to(torch.float64).mean()), float(away.mean()), per_head.tolist(), ent.mean(0).tolist()))
+            float((away == 0).to(torch.float64).mean()), float(away.mean()), per_head.tolist(), ent.mean(0).tolist(),
+            None if weights[layer] == SOFTMAX else weights[layer]))
     return rows
 
 
@@ -508,7 +553,8 @@ def needle_mass(subject, task: str, lengths: Sequence[int], *, depths: Sequence[
             docs = [d for depth in depths for d in retrieval.cell_documents(
                 subject, task, length, depth, samples, haystack=haystack, seed=seed, size=size, format=format)]
             for pat in pats:
-                rows += mass_rows(answer_attention(subject, docs, pat), pat, length, layer_kinds(subject.model, pat))
+                rows += mass_rows(answer_attention(subject, docs, pat), pat, length, layer_kinds(subject.model, pat),
+                                  [kind for kind, _ in weight_maps(subject.model)])
                 b.advance(1)
     return rows
 

@@ -186,4 +186,24 @@ def format_mass(report: dict) -> str:
                           number(r["head_entropy"], digits=2), percent(r["top_on_needle"]),
                           number(r["top_distance"], digits=1)])
         lines += ["", f"attention at the answer, {pattern}"] + text_table(table, "ll" + "r" * (len(header) - 2))
+    lines += weight_notes(report["rows"])
     return "\n".join(lines)
+
+
+#: what a layer's map is, said under the table where it is not a softmax (lexkit.diagnostics.weight_maps)
+WEIGHT_NOTES = {
+    "differential": "differential: one map per head pair, softmax1 - λ·softmax2 (mass can be negative, 'head' is the "
+                    "pair, entropy over |map| / its sum)",
+    "stick-breaking": "stick-breaking: weights that sum to at most 1 (entropy over them as they are, not a "
+                      "distribution's; ln keys is not its bound)",
+}
+
+
+def weight_notes(rows: list[dict]) -> list[str]:
+    """One line per kind of map that is not a softmax, naming its layers."""
+    out = []
+    for kind, note in WEIGHT_NOTES.items():
+        layers = sorted({r["layer"] for r in rows if r.get("weights") == kind})
+        if layers:
+            out.append(f"  L{', L'.join(map(str, layers))} {note}")
+    return out
