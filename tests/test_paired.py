@@ -9,9 +9,9 @@ import torch
 import torch.nn.functional as F
 
 from kit import tiny_gpt
-from lexkit.evaluate import evaluate
+from lexkit.evaluate import evaluate, paired_rows
 from lexkit.model import BOS
-from lexkit.paired import paired_context, paired_rows
+from lexkit.paired import paired_context
 from lexkit.stats import ratio_interval, t_quantile
 
 

@@ -73,8 +73,9 @@ from .data import LN2, encode, require_long
 from .device import device_of, eval_mode
 from .errors import DataError
 from .layouts import check_pattern, check_scheme
-from .rows import EvalRow, PositionRow
+from .rows import EvalRow, PairedRow, PositionRow
 from .specs import parse_lengths
+from .stats import ratio_interval
 from .subject import DEFAULT_MULTIPLIERS, default_lengths, eval_documents, load
 
 __all__ = ["DEFAULT_MULTIPLIERS", "default_lengths", "eval_documents", "evaluate", "evaluate_run"]
@@ -480,6 +481,31 @@ def _rows(rows: list[Tensor]) -> Tensor:
     return rows[0][None] if len(rows) == 1 else torch.stack(rows)
 
 
+def paired_rows(report: dict) -> list[PairedRow]:
+    """The :class:`~lexkit.rows.PairedRow` of every longer length against the shortest, per pattern,
+    of a report of :func:`evaluate` run with ``start="text"`` and ``per_document``
+    (ValueError for one under another start: its lengths differ in more than the context)."""
+    if report.get("start") != "text":
+        raise ValueError("a paired comparison holds the start fixed: evaluate with start='text'")
+    lengths = report["lengths"]
+    by = {(r["pattern"], r["length"]): r for r in report["results"]}
+    out = []
+    for spec in report["patterns"]:
+        short = by[spec, lengths[0]]
+        for n in lengths[1:]:
+            long = by[spec, n]
+            if short["bpb"] is None or long["bpb"] is None:
+                why = long.get("unavailable") or short.get("unavailable")
+                out.append(PairedRow(spec, lengths[0], n, report["documents"], short["bpb"], long["bpb"], None, None,
+                                     None, why))
+                continue
+            interval = ratio_interval(long["per_document"], short["per_document"])
+            ratio, low, high = interval if interval is not None else (long["bpb"] / short["bpb"], None, None)
+            out.append(PairedRow(spec, lengths[0], n, report["documents"], short["bpb"], long["bpb"], ratio, low,
+                                 high))
+    return out
+
+
 # -- a run or an hf: model, end to end ----------------------------------------------------------
 def evaluate_run(
     target: str | Path,
@@ -517,7 +543,6 @@ def evaluate_run(
     window's first token is (:data:`STARTS`); ``paired``: also ``paired``, every longer length's bpb
     against the shortest's on the same bytes with the start held fixed (:mod:`lexkit.paired`; needs
     ``start="text"``, non-overlapping windows and two lengths or more)."""
-    from .paired import paired_rows
     from .version import __version__
 
     # every option that can be checked without the model, before it loads

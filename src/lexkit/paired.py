@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from torch import nn
 
 from .attention import Pattern
+from .evaluate import evaluate, paired_rows
 from .rows import PairedRow
-from .stats import ratio_interval
 
 #: documents at most (each of at least M + 1 bytes), enough that the interval decides a 3 % question on
 #: the study's runs (docs/evaluation.md, the measured widths)
@@ -47,36 +47,9 @@ def paired_context(model: nn.Module, documents: Sequence[bytes], length: int, lo
     ``length`` and at each of ``longer``, every window opening on a byte of its document (module
     docstring), with the ratio's interval over documents. ``max_docs`` caps the documents (None: every
     one long enough); the rest as :func:`lexkit.evaluate.evaluate`."""
-    from .evaluate import evaluate
-
     lengths = sorted({length, *longer})
     if lengths[0] != length:
         raise ValueError(f"a paired comparison measures longer lengths against {length}, got {min(longer)}")
     report = evaluate(model, documents, lengths, pattern, max_docs=max_docs, kernel=kernel, train_len=train_len,
                       progress=progress, start="text", per_document=True)
     return paired_rows(report)
-
-
-def paired_rows(report: dict) -> list[PairedRow]:
-    """The :class:`~lexkit.rows.PairedRow` of every longer length against the shortest, per pattern,
-    of a report of :func:`lexkit.evaluate.evaluate` run with ``start="text"`` and ``per_document``
-    (ValueError for one under another start: its lengths differ in more than the context)."""
-    if report.get("start") != "text":
-        raise ValueError("a paired comparison holds the start fixed: evaluate with start='text'")
-    lengths = report["lengths"]
-    by = {(r["pattern"], r["length"]): r for r in report["results"]}
-    out = []
-    for spec in report["patterns"]:
-        short = by[spec, lengths[0]]
-        for n in lengths[1:]:
-            long = by[spec, n]
-            if short["bpb"] is None or long["bpb"] is None:
-                why = long.get("unavailable") or short.get("unavailable")
-                out.append(PairedRow(spec, lengths[0], n, report["documents"], short["bpb"], long["bpb"], None, None,
-                                     None, why))
-                continue
-            interval = ratio_interval(long["per_document"], short["per_document"])
-            ratio, low, high = interval if interval is not None else (long["bpb"] / short["bpb"], None, None)
-            out.append(PairedRow(spec, lengths[0], n, report["documents"], short["bpb"], long["bpb"], ratio, low,
-                                 high))
-    return out
