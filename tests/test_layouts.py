@@ -388,3 +388,12 @@ def test_a_study_trains_a_layout_beside_its_schemes(tmp_path, no_figures):
 
     with pytest.raises(ValueError, match="layout irope"):
         StudyConfig(preset="tiny", layouts=["irope"])  # irope needs 4 layers; tiny has 2
+
+
+@pytest.mark.parametrize("text", ["none+kshift+", "none++gate", "rope@window:16+ ", "none + + gate"])
+def test_an_empty_modifier_name_is_said_as_such(text):
+    """A '+' with no name after it was reported as an unknown modifier 'kshift+' or scheme 'none+'."""
+    from lexkit.layouts.layer import LayoutError, parse_layer
+
+    with pytest.raises(LayoutError, match=r"^layer 0: an empty modifier name \(a '\+' with no name after it\)"):
+        parse_layer(text, scheme="rope", train_len=16, where="layer 0")

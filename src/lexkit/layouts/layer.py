@@ -39,6 +39,8 @@ def _split_top(text: str, sep: str) -> list[str]:
 _REPEAT = re.compile(r"^(.*?)\s*x\s*(\d+)$", re.S)
 #: a '+' that starts a modifier (a name follows, spaces allowed around it; never a number's exponent)
 _MODIFIER = re.compile(r"\s*\+\s*(?=[A-Za-z])")
+#: a '+' with no name after it: another '+' or the end of the layer follows
+_EMPTY_MODIFIER = re.compile(r"\+\s*(?=\+|$)")
 
 
 def expand(text: str, whole: str) -> list[str]:
@@ -104,6 +106,9 @@ def build_layer(scheme: str, pattern: str | Pattern = "causal", modifiers: Seque
 def parse_layer(text: str, *, scheme: str, train_len: int, max_len: int | None = None, where: str = "") -> Layer:
     """One layer's text (``rope@window:16+logn``) -> :class:`Layer` (:func:`build_layer`); ``scheme``
     fills an omitted scheme. LayoutError naming ``where`` and the bad part."""
+    if _EMPTY_MODIFIER.search(text.strip()):
+        raise LayoutError(f"{where or repr(text)}: an empty modifier name (a '+' with no name after it); write "
+                          "[SCHEME][@PATTERN]+NAME+NAME, e.g. none+kshift+gate")
     head, *modifiers = [m.strip() for m in _MODIFIER.split(text.strip())]
     scheme_text, at, pattern_text = (s.strip() for s in head.partition("@"))
     if at and not pattern_text:
