@@ -107,3 +107,18 @@ def test_table_g_names_table_es_methods_only_where_it_scored_them():
     assert "table E's methods (scalings at x16" in markdown(blocks(StudyResults.from_json(stored)))
     stored["retrieval"]["configs"] = [c for c in stored["retrieval"]["configs"] if c["kind"] == "scheme"]
     assert "table E's methods" not in markdown(blocks(StudyResults.from_json(stored)))
+
+
+def test_evaluation_of_a_cell_the_study_does_not_have_names_the_valid_ones():
+    """It returned (None, None), as for a cell that could not run."""
+    from lexkit.results import evaluation, read
+    from study_results import study_results
+
+    doc = read(study_results())
+    label, pattern, length = doc.runs[0].label, doc.patterns[0], doc.lengths[0]
+    assert evaluation(doc, label, pattern, length)[0] is not None
+    for args, words in (((label, pattern, 3), "no length 3; its lengths: "),
+                        (("nope", pattern, length), "no row 'nope'; its rows: "),
+                        ((label, "window:999", length), "no pattern 'window:999'; its patterns: ")):
+        with pytest.raises(KeyError, match=words):
+            evaluation(doc, *args)

@@ -63,7 +63,13 @@ def runs_of(doc: StudyResults, label: str) -> list[StudyRun]:
 
 
 def evaluation(doc: StudyResults, label: str, pattern: str, length: int, key: str = "bpb") -> Mean:
-    """(mean, std) over seeds of one evaluation cell (``key``: ``bpb`` or ``ppl``)."""
+    """(mean, std) over seeds of one evaluation cell (``key``: ``bpb`` or ``ppl``); (None, None) for a
+    cell the study has but could not run (every seed unavailable). KeyError naming the valid ones for a
+    row label, pattern or length the study does not have (it read as an unavailable cell)."""
+    for what, value, valid in (("row", label, list(dict.fromkeys(run.label for run in doc.runs))),
+                               ("pattern", pattern, list(doc.patterns)), ("length", length, list(doc.lengths))):
+        if value not in valid:
+            raise KeyError(f"the study has no {what} {value!r}; its {what}s: {', '.join(map(str, valid))}")
     return aggregate([getattr(row, key) for run in runs_of(doc, label) for row in run.eval.results
                       if row.pattern == pattern and row.length == length])
 
