@@ -105,6 +105,8 @@ def test_the_phase_change_is_the_first_validation_copying_half_its_needles():
     ({"seeds": "3"}, "seeds: an integer is expected, got '3'"),
     ({"stop": "probe:exact=2"}, "stop: stop rule 'probe:exact=2': parameter exact=2 is out of range"),
     ({"tasks": ["kvthread:hops=0"]}, "tasks:"),
+    ({"tasks": ["kvthread:hops=99"]}, "tasks: kvthread:hops=99's documents need at least 2088 bytes, more than the "
+                                      "longest length the sweep scores (16x the training length = 512)"),
     ({"patterns": ["bca:3"]}, "patterns:"),
     ({"preset": "huge"}, "preset: unknown preset 'huge'"),
 ])

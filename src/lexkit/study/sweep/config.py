@@ -26,6 +26,7 @@ from ... import checks, presets, stopping, tasks
 from ...errors import LexkitError
 from ...layouts import check_pattern
 from ...mix import format_mix, parse_mix
+from ...retrieval import DEFAULT_MULTIPLES
 from ..recipe import RECIPE, Recipe
 
 #: the most arms and seeds a sweep takes
@@ -176,6 +177,13 @@ def _checked(values: dict[str, Any]) -> dict[str, Any]:
                 out[key] = run(out[key])
             except ValueError as exc:
                 raise fail(key, str(exc)) from None
+    longest = max(DEFAULT_MULTIPLES) * presets.PRESETS[out.get("preset", RECIPE.preset)]["train_len"]
+    for task in out.get("tasks", ()):
+        need = tasks.minimum_length(task, "bytes")
+        if need > longest:
+            raise fail("tasks", f"{task}'s documents need at least {need} bytes, more than the longest length the "
+                                f"sweep scores ({max(DEFAULT_MULTIPLES)}x the training length = {longest}): it would "
+                                "score nothing; give fewer hops, chains or repeats")
     for pattern in out.get("patterns", ()):
         try:
             check_pattern(pattern)
