@@ -109,6 +109,8 @@ def test_the_phase_change_is_the_first_validation_copying_half_its_needles():
                                       "longest length the sweep scores (16x the training length = 512)"),
     ({"patterns": ["bca:3"]}, "patterns:"),
     ({"preset": "huge"}, "preset: unknown preset 'huge'"),
+    ({"token_shift": 2, "arms": [{"label": "s", "layout": "rope@window:16+shift;none+shift"}]},
+     "token_shift: token_shift must be a fraction in [0, 1), got 2"),
 ])
 def test_a_bad_config_is_one_line_naming_the_key(tmp_path, data_dir, capsys, change, words):
     config = tmp_path / "sweep.json"

@@ -40,6 +40,12 @@ _PLANS: OrderedDict[tuple, layouts.LayerPlan] = OrderedDict()
 _PLANS_KEPT = 64
 
 
+def check_token_shift(value) -> None:
+    """ValueError unless ``value`` is a fraction of the channels in [0, 1) (the token shift's width)."""
+    if not (isinstance(value, (int, float)) and 0.0 <= value < 1.0):
+        raise ValueError(f"token_shift must be a fraction in [0, 1), got {value!r}")
+
+
 @dataclasses.dataclass
 class ModelConfig:
     """Everything that defines the network (the run's ``config.json`` keeps it verbatim)."""
@@ -73,8 +79,7 @@ class ModelConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if not isinstance(self.untied_head, bool):
             raise ValueError(f"untied_head must be true or false, got {self.untied_head!r}")
-        if not (isinstance(self.token_shift, (int, float)) and 0.0 <= self.token_shift < 1.0):
-            raise ValueError(f"token_shift must be a fraction in [0, 1), got {self.token_shift!r}")
+        check_token_shift(self.token_shift)
         self.scheme = positions.canonical(self.scheme)
         checks.number("random_positions", self.random_positions, maximum=checks.MAX_EVAL_LENGTH)  # what eval reaches
         randomized.check(self.random_positions, self.train_len)

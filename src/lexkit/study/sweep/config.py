@@ -26,6 +26,7 @@ from ... import checks, presets, stopping, tasks
 from ...errors import LexkitError
 from ...layouts import check_pattern
 from ...mix import format_mix, parse_mix
+from ...model import check_token_shift
 from ...retrieval import DEFAULT_MULTIPLES
 from ..recipe import RECIPE, Recipe
 
@@ -177,6 +178,11 @@ def _checked(values: dict[str, Any]) -> dict[str, Any]:
                 out[key] = run(out[key])
             except ValueError as exc:
                 raise fail(key, str(exc)) from None
+    if "token_shift" in out:  # checked even where every arm shifts itself: a sweep-wide value is the recipe's
+        try:
+            check_token_shift(out["token_shift"])
+        except ValueError as exc:
+            raise fail("token_shift", str(exc)) from None
     longest = max(DEFAULT_MULTIPLES) * presets.PRESETS[out.get("preset", RECIPE.preset)]["train_len"]
     for task in out.get("tasks", ()):
         need = tasks.minimum_length(task, "bytes")
