@@ -178,3 +178,13 @@ def test_the_hunts_follow_up_configs_are_sweeps():
     assert sorted(seed for _, seed in rule) == [0, 1, 2]
     global_layer = rule[("A11 kshift + gate global", 0)].model_cfg.plan[1]
     assert {"kshift", "gate", "logn", "shift"} <= {m.name for m in global_layer.modifiers}
+
+
+def test_an_arms_empty_mix_means_no_mix_not_the_sweeps(data_dir):
+    """An arm's "mix": "" was dropped and the sweep's mix trained in its place."""
+    from pathlib import Path
+
+    cfg = parse(tiny(data_dir, mix="induction:0.75", arms=[{"label": "plain", "mix": ""}, {"label": "sweep's"}]))
+    runs = {run.row.label: run.cell for run in Sweep(cfg, Path("unused"), progress=False, echo=None).seed_runs()
+            if run.cell.seed == 0}
+    assert runs["plain"].train_cfg.mix == "" and runs["sweep's"].train_cfg.mix == "induction:0.75"

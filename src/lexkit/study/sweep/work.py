@@ -42,8 +42,10 @@ class SweepTable(RetrievalTable):
         return self.sweep.recipe()
 
     def every_row(self) -> list[RowSpec]:
-        return [RowSpec(arm.label, arm.scheme, arm.layout, dict(arm.train) | ({"mix": arm.mix} if arm.mix else {}),
-                        arm.steps, arm.patterns) for arm in self.sweep.arms]
+        """One row per arm; an arm's own mix (``""`` too: no mix) in place of the sweep's."""
+        return [RowSpec(arm.label, arm.scheme, arm.layout,
+                        dict(arm.train) | ({"mix": arm.mix} if arm.mix is not None else {}), arm.steps, arm.patterns)
+                for arm in self.sweep.arms]
 
 
 def study_config(sweep: SweepConfig, device: str = "auto", threads: int | None = None) -> StudyConfig:
