@@ -494,15 +494,14 @@ def paired_rows(report: dict) -> list[PairedRow]:
         short = by[spec, lengths[0]]
         for n in lengths[1:]:
             long = by[spec, n]
+            ratio = low = high = why = None
             if short["bpb"] is None or long["bpb"] is None:
                 why = long.get("unavailable") or short.get("unavailable")
-                out.append(PairedRow(spec, lengths[0], n, report["documents"], short["bpb"], long["bpb"], None, None,
-                                     None, why))
-                continue
-            interval = ratio_interval(long["per_document"], short["per_document"])
-            ratio, low, high = interval if interval is not None else (long["bpb"] / short["bpb"], None, None)
-            out.append(PairedRow(spec, lengths[0], n, report["documents"], short["bpb"], long["bpb"], ratio, low,
-                                 high))
+            else:
+                interval = ratio_interval(long["per_document"], short["per_document"])
+                ratio, low, high = interval if interval is not None else (long["bpb"] / short["bpb"], None, None)
+            out.append(PairedRow(spec, lengths[0], n, report["documents"], short["bpb"], long["bpb"], ratio, low, high,
+                                 why))
     return out
 
 

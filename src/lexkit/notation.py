@@ -56,3 +56,8 @@ def length_label(n: int, train_len: int | None) -> str:
     """A length as a column label, with its multiple of the training length when there is one:
     ``512 (4x)``, ``66 (1.03x)``, ``14 (0.219x)``; ``512`` without a training length."""
     return f"{n} ({multiple(n, train_len)})" if train_len else str(n)
+
+
+def ratio_with_interval(ratio: float, low: float | None, high: float | None, digits: int = 3) -> str:
+    """``0.891 [0.871-0.910]``: a ratio and its interval (the ratio alone where it has none)."""
+    return f"{ratio:.{digits}f}" + ("" if low is None else f" [{low:.{digits}f}-{high:.{digits}f}]")

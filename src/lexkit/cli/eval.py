@@ -16,7 +16,7 @@ import sys
 
 from .. import checks, evaluate, threads
 from ..attention import KERNELS
-from ..notation import length_label
+from ..notation import length_label, ratio_with_interval
 from ..render import text_table
 from . import options
 
@@ -128,8 +128,8 @@ def paired_lines(report: dict, train_len: int | None) -> list[str]:
         if r["ratio"] is None:
             out.append([r["pattern"], span, "-", "-", r.get("unavailable") or "-"])
             continue
-        interval = "" if r["low"] is None else f" [{r['low']:.3f}-{r['high']:.3f}]"
-        out.append([r["pattern"], span, f"{r['bpb']:.4f}", f"{r['bpb_longer']:.4f}", f"{r['ratio']:.3f}{interval}"])
+        out.append([r["pattern"], span, f"{r['bpb']:.4f}", f"{r['bpb_longer']:.4f}",
+                    ratio_with_interval(r["ratio"], r["low"], r["high"])])
     return ["", f"use of context, paired: the same bytes at each length, every window opening on a byte of its "
             f"document, over {first['documents']} documents (below 1: more context predicts them better)",
             *text_table(out)]

@@ -15,6 +15,7 @@ from typing import Any
 from ... import plots, runs
 from ...blocks import Heading, Number, Table, Text
 from ...checks import finite_or_none
+from ...notation import ratio_with_interval
 from ...render import markdown
 from ...rows import jsonable
 from ..tables.retrieval import queries
@@ -150,9 +151,7 @@ def table(doc: SweepResults) -> Table:
 def _ratio(arm: ArmLine) -> Number:
     """bpb 16x / 1x with its interval where it was measured paired."""
     ratio, low, high = arm.ratios
-    if ratio is None:
-        return Number("-", None)
-    return Number(f"{ratio:.3f}" + ("" if low is None else f" [{low:.3f}-{high:.3f}]"), ratio)
+    return Number("-", None) if ratio is None else Number(ratio_with_interval(ratio, low, high), ratio)
 
 
 def _n(count: int, word: str) -> str:
@@ -180,7 +179,7 @@ def summary(doc: SweepResults) -> str:
 
 def _bpb_protocol(g: RetrievalSection) -> str:
     """What the bpb columns measure (table G's words: paired, or the paper's protocol before it)."""
-    documents = sorted({r.documents for e in g.configs for r in e.rows if r.documents is not None})
+    documents = queries.paired_documents(g)
     if not documents:
         return ("bpb by the paper's protocol as lexkit ran it before the paired measure (every 16x window opens "
                 "on BOS, one 1x window in 16 does: docs/evaluation.md)")

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from ....notation import ratio_with_interval
 from ....rows import StudyResults
 from . import queries as query
 from .rows import section
@@ -145,9 +146,7 @@ def difference_findings(doc: StudyResults) -> list[str]:
 
 
 def _described(s: query.Scored, far: int) -> str:
-    ratio = "n/a" if s.ratio is None else f"{s.ratio:.3f}"
-    if s.ratio_low is not None:
-        ratio += f" [{s.ratio_low:.3f}-{s.ratio_high:.3f}]"
+    ratio = "n/a" if s.ratio is None else ratio_with_interval(s.ratio, s.ratio_low, s.ratio_high)
     return (f"{s.line.label} ({s.line.pattern}): bpb {far}x / 1x {ratio}, exact match at {far}x "
             f"{100 * s.line.accuracy.get(far, 0):.0f} % over all depths, {100 * s.worst:.0f} % at its worst depth")
 

@@ -10,7 +10,7 @@ from collections import defaultdict
 from ....results import aggregate
 from ....rows import StudyResults
 from ....stats import mean_interval, wilson
-from .rows import section
+from .rows import RetrievalSection, section
 
 #: the goal: bpb at 16x within this fraction of the configuration's own bpb at 1x ...
 FLAT = 0.03
@@ -148,6 +148,12 @@ def _pooled_ratio(seeds: list[tuple]) -> tuple[float, float | None, float | None
     low, high = (sum(v[i] for v in seeds) / len(seeds) for i in (1, 2))
     t = mean_interval([r for r, _, _ in seeds])
     return (mean, low, high) if t is None else (mean, min(low, t[0]), max(high, t[1]))
+
+
+def paired_documents(g: RetrievalSection) -> list[int]:
+    """The document counts table G's paired bpb read, sorted (empty: bpb measured before the paired
+    measure, by the paper's protocol)."""
+    return sorted({r.documents for e in g.configs for r in e.rows if r.documents is not None})
 
 
 def retrieval_lines(doc: StudyResults, group: str | None = "trained") -> list[RetrievalLine]:

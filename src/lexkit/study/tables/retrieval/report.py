@@ -4,6 +4,7 @@ format, answer bits, the findings and the goal), from results.json through :mod:
 from __future__ import annotations
 
 from ....blocks import Block, Figure, Heading, Number, Table, Text
+from ....notation import ratio_with_interval
 from ....report.sections import listed
 from ....report.tables import cell, percent
 from ....rows import StudyResults
@@ -107,7 +108,7 @@ def retrieval_table(doc: StudyResults) -> Table:
     with its 95 % interval, or in results measured before it the ratio of the paper's protocol's
     two bpb. A configuration that did not learn is not ranked past 1x."""
     ms, bms = section(doc).multiples, section(doc).bpb_multiples
-    paired = any(line.bpb_ratio for line in _lines(doc))
+    paired = bool(queries.paired_documents(section(doc)))
     header = (["configuration", "pattern", "formats", "seeds", "learned (trained ≥ 90 % at 1x)"]
               + [f"exact {m}x (%)" for m in ms]
               + [f"bpb {m}x" for m in bms]
@@ -126,13 +127,12 @@ def retrieval_table(doc: StudyResults) -> Table:
 def bpb_protocol(doc: StudyResults) -> str:
     """What table G's bpb columns measure, in words (results measured before the paired measure
     used the paper's protocol, whose longest windows all open on BOS)."""
-    lines = _lines(doc)
-    documents = {r.documents for e in section(doc).configs for r in e.rows if r.documents is not None}
-    if not any(line.bpb_ratio for line in lines):
+    documents = queries.paired_documents(section(doc))
+    if not documents:
         return ("Its bpb is the paper's protocol as lexkit ran it before the paired measure: every 16x window "
                 "opens on a document's BOS, one 1x window in 16 does, so the ratio also measures how a model "
                 "takes a BOS at key 0 (docs/evaluation.md).")
-    docs = f"{min(documents)}" if len(documents) == 1 else f"{min(documents)}-{max(documents)}"
+    docs = f"{documents[0]}" if len(documents) == 1 else f"{documents[0]}-{documents[-1]}"
     return ("Its bpb is paired (lexkit.paired): the same bytes at 1x and 16x, every window opening on a byte of "
             f"its document as a training window does (never on BOS), over {docs} validation documents; the ratio's "
             "95 % interval is over those documents (over seeds too, where a row has several), and flat means its "
@@ -142,9 +142,7 @@ def bpb_protocol(doc: StudyResults) -> str:
 def _ratio(line: queries.RetrievalLine, m: int) -> Number:
     """bpb at ``m`` over 1x (:func:`queries.far_ratio`), with its interval where paired."""
     ratio, low, high = queries.far_ratio(line, m)
-    if ratio is None:
-        return cell(None)
-    return Number(f"{ratio:.2f}" + ("" if low is None else f" [{low:.2f}-{high:.2f}]"), round(ratio, 2))
+    return cell(None) if ratio is None else Number(ratio_with_interval(ratio, low, high, 2), round(ratio, 2))
 
 
 def _interval(line: queries.RetrievalLine, m: int, interval: tuple[float, float] | None) -> str:
