@@ -261,3 +261,16 @@ def test_resume_compares_the_options(tmp_path, corpus):
         with pytest.raises(RunError, match=re.escape(words)):
             train(tmp_path / "run", *changed, resume=True, progress=False, corpus=corpus)
     assert snapshot(tmp_path / "run") == before
+
+
+def test_an_embedding_decay_equal_to_the_weight_decay_trains_as_the_default_bit_for_bit(tmp_path, corpus,
+                                                                                       tied_and_untied):
+    """What lets a study key ``embedding_decay: 0.1`` as the default (TrainConfig.canonical): the
+    embedding in a group of its own at the same decay steps exactly as in the decayed group."""
+    given = tiny(embedding_decay=0.1)[1]
+    assert given.weight_decay == 0.1 and given.canonical().embedding_decay is None
+    assert tiny(embedding_decay=0.05)[1].canonical().embedding_decay == 0.05  # a decay of its own stays
+    own, _ = trained(tmp_path, corpus, "own", embedding_decay=0.1)
+    default = tied_and_untied[False][0]
+    for (name, a), (_, b) in zip(own.state_dict().items(), default.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name

@@ -5,13 +5,16 @@ rebuild the same units; a bad config is one line naming the key."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 from types import SimpleNamespace
 
 import pytest
 
+from lexkit import tasks
 from lexkit.cli import main
+from lexkit.mix import parse_mix
 from lexkit.study.sweep import Sweep, SweepConfigError, load, parse
 from lexkit.study.sweep.work import phase_change
 from lexkit.study.tables.retrieval import queries
@@ -188,3 +191,56 @@ def test_an_arms_empty_mix_means_no_mix_not_the_sweeps(data_dir):
     runs = {run.row.label: run.cell for run in Sweep(cfg, Path("unused"), progress=False, echo=None).seed_runs()
             if run.cell.seed == 0}
     assert runs["plain"].train_cfg.mix == "" and runs["sweep's"].train_cfg.mix == "induction:0.75"
+
+
+A3 = "rope@window:16+shift;none@causal+logn+shift+kshift"
+
+
+@pytest.mark.parametrize("arms, words", [
+    ([{"label": "plain"}, {"label": "kv arm", "mix": "kvthread:0.5"}],
+     "error: arm 'kv arm': --mix kvthread: its documents need at least 51 bytes, more than the training length 32"),
+    ([{"label": "a", "layout": A3}, {"label": "b", "layout": "rope@window:16+shift;none@causal+kshift+shift+logn"}],
+     "error: arms 'a' and 'b' train the same run"),
+    ([{"label": "a", "scheme": "alibi"}, {"label": "b", "scheme": "alibi", "train": {"embedding_decay": 0.1}}],
+     "error: arms 'a' and 'b' train the same run"),
+])
+def test_an_arm_that_cannot_train_at_the_preset_or_trains_anothers_run_is_refused_before_any_work(
+        tmp_path, data_dir, capsys, arms, words):
+    """Both passed the config check and --dry-run: the first stopped mid-sweep after other arms had
+    written, naming no arm; the twins failed on a unit name (or trained one model twice)."""
+    config = tmp_path / "sweep.json"
+    config.write_text(json.dumps(tiny(data_dir, arms=arms)))
+    for dry in ([], ["--dry-run"]):
+        assert main(["sweep", str(config), "--out", str(tmp_path / "out"), *dry]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(words), err
+        assert not (tmp_path / "out").exists()
+
+
+def test_a_run_is_found_under_another_spelling_of_its_layout_and_its_settings(tmp_path, data_dir):
+    """The cache keys on the canonical plan and on resolved settings: A3's layout with its modifiers in
+    another order and an explicit default embedding decay is A3's run, not 15 minutes of another."""
+    from lexkit.study.plan import digest
+
+    out = tmp_path / "out"
+    first = Sweep(parse(tiny(data_dir, seeds=1, tasks=[], arms=[{"label": "a3", "layout": A3}])), out,
+                  progress=False, echo=None)
+    (trained,) = first.seed_runs()
+    respelled = Sweep(parse(tiny(data_dir, seeds=1, tasks=[], arms=[
+        {"label": "again", "layout": "rope@window:16+shift;none@causal+kshift+shift+logn",
+         "train": {"embedding_decay": 0.1}}])), out, progress=False, echo=None)
+    (same,) = respelled.seed_runs()
+    assert same.cell.key == trained.cell.key and same.cell.name != trained.cell.name  # nothing on disk yet
+    (out / "runs" / trained.cell.name).mkdir(parents=True)
+    (same,) = respelled.seed_runs()
+    assert same.cell.name == trained.cell.name and respelled.cache.run_dir(same.cell) == out / "runs" / trained.cell.name
+    # a run trained before keys were canonical is found under its own spelling, with the key its scores have
+    cell = trained.cell
+    old = digest({"model": {**dataclasses.asdict(cell.model_cfg), "resolved": cell.model_cfg.resolved()},
+                  "train": cell.train_cfg.recorded(), "data": first.plan.corpus.fingerprint,
+                  "tasks": [tasks.identity(t) for t in parse_mix(cell.train_cfg.mix)]})
+    assert old != cell.key  # the layout as typed is not its canonical plan
+    (out / "runs" / cell.name).rmdir()
+    (out / "runs" / dataclasses.replace(cell, key=old).name).mkdir()
+    (legacy,) = first.seed_runs()
+    assert legacy.cell.key == old and (out / "runs" / legacy.cell.name).is_dir()

@@ -164,9 +164,14 @@ class ModelConfig:
         return self._plan.resolved()
 
     def identity(self) -> dict:
-        """What identifies this network for a cache: every field, and every parameter of every layer
-        (:meth:`resolved`), so a change of a registered default is a different network."""
-        return {**dataclasses.asdict(self), "resolved": self.resolved()}
+        """What identifies this network for a cache: every field, the layout as its canonical plan
+        (:meth:`lexkit.layouts.LayerPlan.canonical`: ``hwfa`` and the layers it names, or modifiers in
+        another order, are one network), and every parameter of every layer (:meth:`resolved`), so a
+        change of a registered default is a different network."""
+        fields = dataclasses.asdict(self)
+        if self.layout is not None:
+            fields["layout"] = self._plan.canonical()
+        return {**fields, "resolved": self.resolved()}
 
     @property
     def label(self) -> str:

@@ -86,6 +86,15 @@ class TrainConfig:
             del out["stop"]
         return out
 
+    def canonical(self) -> TrainConfig:
+        """This config with every setting that trains alike written one way: an embedding decay equal
+        to the weight decay is the default (None: the embedding in the decayed group, which AdamW steps
+        element by element as its own group, bit for bit). What the study keys and trains a cell by."""
+        if self.embedding_decay is not None and self.embedding_decay == self.weight_decay \
+                and not self.freeze_embedding:
+            return dataclasses.replace(self, embedding_decay=None)
+        return self
+
 
 #: settings that may change on --resume without changing the run
 RUNTIME_KEYS = {"save_every", "log_every", "eval_every"}

@@ -55,7 +55,7 @@ class Study:
             raise ValueError(f"--jobs {jobs} runs worker processes, and under torchrun the ranks are the workers: "
                              "leave out --jobs (or give 1)")
         self.progress = progress and self.world.is_main
-        self.plan = Plan(cfg)
+        self.plan = Plan(cfg, self.out / "runs")
         self.cache = Cache(self.out, self.plan, self.world, progress=self.progress)
         self.tables: list[Table] = [table(self.plan, self.cache) for table in TABLES]
 

@@ -192,6 +192,13 @@ def digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
+def legacy_key(model_cfg, train_cfg) -> dict:
+    """The parts of a cell's key as lexkit wrote them before keys were canonical: the layout as typed
+    and the training settings as given (a run trained then is found under them, :meth:`Plan.stored`)."""
+    return {"model": {**dataclasses.asdict(model_cfg), "resolved": model_cfg.resolved()},
+            "train": train_cfg.recorded()}
+
+
 def slug(spec: str) -> str:
     return "".join(c if c.isalnum() or c in "-." else "_" for c in spec)
 
@@ -207,10 +214,12 @@ class Cell:
     train_cfg: Any
     key: str
     prefix: str = ""  # "mix-": a run of table G, trained with the retrieval mix
+    #: the directory it is stored in when another spelling of the same run trained it (:meth:`Plan.cell`)
+    stored: str | None = None
 
     @property
     def name(self) -> str:
-        return f"{self.prefix}{slug(self.label)}-s{self.seed}-{self.key}"
+        return self.stored or f"{self.prefix}{slug(self.label)}-s{self.seed}-{self.key}"
 
 
 def cell_unit(cell: Cell) -> str:
@@ -222,8 +231,9 @@ class Plan:
     """What a study runs, derived from its :class:`StudyConfig` alone: its cells, lengths and
     patterns, and the keys its work is cached under. The corpus is loaded on first use."""
 
-    def __init__(self, cfg: StudyConfig) -> None:
+    def __init__(self, cfg: StudyConfig, runs: Path | None = None) -> None:
         self.cfg = cfg
+        self.runs = runs  # where the study keeps its runs: a cell trained under another spelling is found there
         self._corpus: Corpus | None = None
 
     @property
@@ -238,17 +248,36 @@ class Plan:
 
     def cell(self, preset: str, label: str, seed: int, prefix: str = "", **settings) -> Cell:
         """One training run of ``label`` (a scheme spec, or one of the study's layouts) at ``preset``
-        with ``settings``, keyed by its full config, the corpus and, for a run with a retrieval mix,
-        what defines its tasks' documents (:func:`lexkit.tasks.identity`: a new derivation trains it
-        anew). A layout's cell is labelled with the layout as given."""
+        with ``settings``, keyed by what it trains: its model's identity (the layout's canonical plan,
+        not its spelling: :meth:`lexkit.model.ModelConfig.identity`), its training settings resolved
+        (:meth:`lexkit.settings.TrainConfig.canonical`: a default given explicitly trains the same
+        run), the corpus and, for a run with a retrieval mix, what defines its tasks' documents
+        (:func:`lexkit.tasks.identity`: a new derivation trains it anew). A layout's cell is labelled
+        with the layout as given. In the study's ``runs`` it is the run another spelling of it trained
+        (a directory of the same key), or the one a lexkit before canonical keys trained under this
+        spelling (:func:`legacy_key`), before a new one."""
         if label in self.cfg.layouts:
             settings = {"layout": label, **settings}
-        model_cfg, train_cfg = configs(preset, "rope" if label in self.cfg.layouts else label, seed=seed,
-                                       data=self.cfg.data, **settings)
+        model_cfg, given = configs(preset, "rope" if label in self.cfg.layouts else label, seed=seed,
+                                   data=self.cfg.data, **settings)
+        train_cfg = given.canonical()
         key = {"model": model_cfg.identity(), "train": train_cfg.recorded(), "data": self.corpus.fingerprint}
         if train_cfg.mix:
             key["tasks"] = [tasks.identity(task) for task in parse_mix(train_cfg.mix)]
-        return Cell(model_cfg.label, seed, model_cfg, train_cfg, digest(key), prefix)
+        cell = Cell(model_cfg.label, seed, model_cfg, train_cfg, digest(key), prefix)
+        return self.stored(cell, digest(key | legacy_key(model_cfg, given)))
+
+    def stored(self, cell: Cell, legacy: str) -> Cell:
+        """``cell`` as the study's ``runs`` hold it: under its own name, else the directory of its key
+        another spelling trained, else under its ``legacy`` key (the same spelling, trained before keys
+        were canonical: the key its scores are cached under too), else its own name (not trained yet)."""
+        if self.runs is None or (self.runs / cell.name).is_dir():
+            return cell
+        same = sorted(path.name for path in self.runs.glob(f"{cell.prefix}*-s{cell.seed}-{cell.key}") if path.is_dir())
+        if same:
+            return dataclasses.replace(cell, stored=same[0])
+        old = dataclasses.replace(cell, key=legacy)
+        return old if legacy != cell.key and (self.runs / old.name).is_dir() else cell
 
     def cells(self) -> list[Cell]:
         """The main grid's training runs: every scheme, every seed."""

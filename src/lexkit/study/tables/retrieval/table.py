@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .... import needles, paired, positions, presets, runs, stopping, tasks
+from ....mix import check_mix
 from ....retrieval import DEFAULT_MULTIPLES, context_rows
 from ....runs.config import overridden
 from ....settings import configs
@@ -243,15 +244,22 @@ class RetrievalTable(Bound):
 
     def seed_runs(self) -> list[SeedRun]:
         """Every row on every seed (``seeds``), trained with :meth:`training` at the recipe's preset."""
-        runs_, preset = [], self.recipe().preset
+        runs_, preset, trains = [], self.recipe().preset, {}
         for row in self.rows():
             try:
                 training = self.training(row)  # once a row: a layout is parsed to see whether it shifts tokens
-                runs_ += [SeedRun(row, self.plan.cell(preset, row.scheme, seed, prefix="mix-", layout=row.layout,
-                                                      **training))
-                          for seed in range(self.settings.seeds)]
+                check_mix(training.get("mix"), self.train_len())
+                row_runs = [SeedRun(row, self.plan.cell(preset, row.scheme, seed, prefix="mix-", layout=row.layout,
+                                                        **training))
+                            for seed in range(self.settings.seeds)]
             except ValueError as exc:
                 raise ValueError(f"{self.row_name} {row.label!r}: {exc}") from None
+            twin = trains.setdefault(row_runs[0].cell.key, row)
+            if twin is not row:
+                raise ValueError(f"{self.row_name}s {twin.label!r} and {row.label!r} train the same run (one model, "
+                                 "its layout read as its canonical plan, and the same resolved settings): keep "
+                                 "one of them, or change what one of them trains")
+            runs_ += row_runs
         return runs_
 
     def cells(self) -> list[Cell]:
