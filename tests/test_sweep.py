@@ -233,7 +233,8 @@ def test_a_run_is_found_under_another_spelling_of_its_layout_and_its_settings(tm
     assert same.cell.key == trained.cell.key and same.cell.name != trained.cell.name  # nothing on disk yet
     (out / "runs" / trained.cell.name).mkdir(parents=True)
     (same,) = respelled.seed_runs()
-    assert same.cell.name == trained.cell.name and respelled.cache.run_dir(same.cell) == out / "runs" / trained.cell.name
+    assert same.cell.name == trained.cell.name
+    assert respelled.cache.run_dir(same.cell) == out / "runs" / trained.cell.name
     # a run trained before keys were canonical is found under its own spelling, with the key its scores have
     cell = trained.cell
     old = digest({"model": {**dataclasses.asdict(cell.model_cfg), "resolved": cell.model_cfg.resolved()},
