@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -52,12 +53,55 @@ def test_the_eta_scales_the_estimates_by_what_the_finished_units_took():
                               workers=2)
     tracker.finished.update(a=20.0, b=20.0)
     assert tracker.ratio() == 2.0
-    share, text = tracker.state(now=0.0)
-    assert share == pytest.approx(20 / 80) and text == "2/4 units  eta 2:00"  # c then d: 2 x (30 + 30) s
+    share, text, doing = tracker.state(now=0.0)
+    assert share == pytest.approx(20 / 80) and text == "2/4 units  eta 2:00" and doing == ""  # c, d: 2 x (30 + 30) s
     tracker.running["c"] = 0.0  # c started 30 s ago: 30 s of its 60 left, then d's 60
-    share, text = tracker.state(now=30.0)
-    assert text.startswith("2/4 units  eta 1:30") and share == pytest.approx((20 + 0.95 * 15) / 80)
+    share, text, doing = tracker.state(now=30.0)
+    assert text == "2/4 units  eta 1:30" and doing == "c" and share == pytest.approx((20 + 0.95 * 15) / 80)
     assert workers.clock(3725) == "1:02:05" and workers.clock(65) == "1:05"
+
+
+def test_the_eta_grows_while_a_unit_overruns_instead_of_freezing_then_jumping():
+    """A unit past its estimate counts as done at what it has taken so far: at 25 s into a 10 s
+    estimate the ratio is 2.5, so b (10 s) and c (30 s) are put at 25 s and 75 s; before, the
+    running unit's time left was clamped at 0 and the ratio moved only when a unit finished, so the
+    ETA read 0:30 from 10 s on whatever the clock, then jumped."""
+    tracker = workers.Tracker({"a": 10.0, "b": 10.0, "c": 30.0}, {"a": (), "b": (), "c": ()}, workers=2)
+    tracker.running["a"] = 0.0
+    assert tracker.state(now=5.0)[1] == "0/3 units  eta 0:30"  # on time: a's 5 s left then b, beside c's 30 s
+    assert tracker.ratio(now=25.0) == 2.5 and tracker.state(now=25.0)[1] == "0/3 units  eta 1:15"
+    etas = [tracker.state(now=float(t))[1] for t in (12, 16, 20, 24)]
+    assert len(set(etas)) == 4  # it moves every second of the overrun
+    tracker.finished["a"], tracker.running = 25.0, {}  # a done at 25 s: the same ratio, no jump
+    assert tracker.state(now=25.0)[1] == "1/3 units  eta 1:15"
+
+
+def render_watch(terminal: bool, width: int = 80, seconds: float = 0.0) -> str:
+    import io
+
+    from rich.console import Console
+
+    from lexkit import progress
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, force_terminal=terminal, color_system=None)
+    labels = "train rope@window:16+shift;none@causal+logn+shift+kshift + mix, seed 0, score hwfa:W=16,shift=0.5, seed 1"
+    with progress.watch("study", lambda: (0.3, "3/40 units  eta 3:30", labels), console=console, every=0.01):
+        time.sleep(seconds)
+    return buffer.getvalue()
+
+
+def test_the_bar_keeps_its_percent_clock_and_eta_on_an_80_column_line_and_a_log_gets_plain_lines():
+    """The running units' labels pushed the bar, the percent and the clock off an 80-column line; a
+    log that is not a terminal (CI, nohup) showed nothing until the study ended."""
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", render_watch(True))  # the cursor's and the line's escapes
+    last = [line for line in shown.replace("\r", "\n").splitlines() if line.strip()][-1]
+    assert len(last) <= 80 and "30%" in last and "eta 3:30" in last and last.rstrip().endswith("…"), last
+    assert "train rope@" in last
+    log = render_watch(False, seconds=0.05).splitlines()
+    assert log[0] == "study  30% 0:00:00 3/40 units  eta 3:30  train rope@window:16+shift;none@causal+logn+shift" \
+                     "+kshift + mix, seed 0, score hwfa:W=16,shift=0.5, seed 1"
+    assert len(log) == 2 and log[1] == log[0]  # the start and the end: the share did not move, nor a minute pass
 
 
 # -- the workers -----------------------------------------------------------------------------------------

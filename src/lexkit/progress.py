@@ -4,8 +4,9 @@ unless asked. Every long-running library call takes ``progress: bool``."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 from rich.console import Console
 from rich.progress import (
@@ -18,6 +19,7 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.table import Column
 from rich.text import Text
 
 
@@ -75,34 +77,61 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
+#: a log that is not a terminal (CI, ``nohup``) gets a plain line at least this often, and each time the share done
+#: grows by :data:`LOG_STEP`
+LOG_EVERY, LOG_STEP = 60.0, 0.05
+
+
 @contextmanager
-def watch(description: str, state: Callable[[], tuple[float, str]], *, enabled: bool = True,
-          every: float = 1.0) -> Iterator[None]:
+def watch(description: str, state: Callable[[], tuple[float, str, str]], *, enabled: bool = True,
+          every: float = 1.0, console: Console | None = None) -> Iterator[None]:
     """A bar for work that reports its own progress: every ``every`` seconds a thread reads
-    ``state()`` (the share done, 0 to 1, and a line of text: counts, ETA) and shows it, with the
-    time elapsed, until the block ends."""
+    ``state()`` (the share done, 0 to 1, a line of text: counts, ETA, and a detail: what runs) and
+    shows it, with the time elapsed, until the block ends. On a terminal it is one line of its width:
+    the bar, the percent, the clock and the text first, the detail cut to what is left. Elsewhere
+    (a log) it is a plain line at the start, every :data:`LOG_EVERY` seconds or :data:`LOG_STEP`
+    of the share, and at the end."""
     if not enabled:
         yield
         return
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(),
-                        TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=Console(stderr=True),
-                        transient=False, auto_refresh=False)
+    console = console or Console(stderr=True)
     stop = threading.Event()
+    if console.is_terminal:
+        progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(bar_width=24), TaskProgressColumn(),
+                            TimeElapsedColumn(), TextColumn("{task.fields[info]}"),
+                            TextColumn("{task.fields[detail]}", table_column=Column(no_wrap=True, overflow="ellipsis",
+                                                                                    ratio=1)),
+                            console=console, transient=False, auto_refresh=False, expand=True)
+        task = progress.add_task(description, total=1000, info="", detail="")
 
-    def show() -> None:
-        try:
-            share, text = state()
-        except RuntimeError:  # what it reads changed while it read: the next look
-            return
-        progress.update(task, completed=round(1000 * share), info=text)
-        progress.refresh()
+        def show(last: bool = False) -> None:
+            try:
+                share, text, detail = state()
+            except RuntimeError:  # what it reads changed while it read: the next look
+                return
+            progress.update(task, completed=round(1000 * share), info=text, detail=detail)
+            progress.refresh()
+        context = progress
+    else:
+        begun, logged = time.perf_counter(), {"at": -LOG_EVERY, "share": -1.0}
+
+        def show(last: bool = False) -> None:
+            try:
+                share, text, detail = state()
+            except RuntimeError:
+                return
+            now = time.perf_counter() - begun
+            if last or now - logged["at"] >= LOG_EVERY or share - logged["share"] >= LOG_STEP:
+                logged.update(at=now, share=share)
+                line = f"{description} {100 * share:3.0f}% {_clock(now)} {text}" + (f"  {detail}" if detail else "")
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
+        context = nullcontext()
 
     def loop() -> None:
         while not stop.wait(every):
             show()
 
-    with progress:
-        task = progress.add_task(description, total=1000, info="")
+    with context:
         show()
         thread = threading.Thread(target=loop, daemon=True)
         thread.start()
@@ -111,4 +140,9 @@ def watch(description: str, state: Callable[[], tuple[float, str]], *, enabled: 
         finally:
             stop.set()
             thread.join()
-            show()
+            show(last=True)
+
+
+def _clock(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"

@@ -70,16 +70,24 @@ class Tracker:
     running: dict[str, float] = dataclasses.field(default_factory=dict)  # name -> when it started
     labels: dict[str, str] = dataclasses.field(default_factory=dict)
 
-    def ratio(self) -> float:
-        """How long the finished units took against their estimates (1 before any finished)."""
+    def ratio(self, now: float | None = None) -> float:
+        """How long units take against their estimates (1 before any evidence): the finished units'
+        seconds over their estimates, with each running unit that has overrun that ratio counted as
+        if it finished now (its seconds so far are the least it takes), so the ETA grows while a unit
+        overruns instead of freezing and jumping when it ends."""
+        now = time.perf_counter() if now is None else now
         guessed = sum(self.estimate[name] for name in self.finished)
         took = sum(self.finished.values())
+        first = took / guessed if guessed > 0 and took > 0 else 1.0
+        for name, start in self.running.items():
+            if now - start > self.estimate[name] * first:
+                guessed, took = guessed + self.estimate[name], took + now - start
         return min(4.0, max(0.25, took / guessed)) if guessed > 0 and took > 0 else 1.0
 
-    def state(self, now: float | None = None) -> tuple[float, str]:
-        """(share of the estimated seconds done, a line: units done, ETA, what runs)."""
+    def state(self, now: float | None = None) -> tuple[float, str, str]:
+        """(share of the estimated seconds done, a line: units done and the ETA, what runs)."""
         now = time.perf_counter() if now is None else now
-        ratio, total = self.ratio(), sum(self.estimate.values()) or 1.0
+        ratio, total = self.ratio(now), sum(self.estimate.values()) or 1.0
         running = {name: now - start for name, start in self.running.items()}
         done = sum(self.estimate[name] for name in self.finished)
         done += sum(min(self.estimate[name], elapsed / ratio) * 0.95 for name, elapsed in running.items())
@@ -88,8 +96,7 @@ class Tracker:
         eta = schedule(left, self.workers, {name: max(0.0, self.estimate[name] * ratio - elapsed)
                                             for name, elapsed in running.items()}).makespan
         doing = ", ".join(self.labels.get(name, name) for name in self.running)
-        text = f"{len(self.finished)}/{len(self.estimate)} units  eta {clock(eta)}" + (f"  {doing}" if doing else "")
-        return min(1.0, done / total), text
+        return min(1.0, done / total), f"{len(self.finished)}/{len(self.estimate)} units  eta {clock(eta)}", doing
 
 
 def clock(seconds: float) -> str:
