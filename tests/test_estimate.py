@@ -8,7 +8,7 @@ import pytest
 
 from lexkit.model import GPT
 from lexkit.study import Study, StudyConfig
-from lexkit.study.estimate import Timer
+from lexkit.study.estimate import Load, Timer, estimate, load_line
 from lexkit.study.schedule import Task, schedule
 from stub_timer import StubTimer
 from toy_corpus import STUDY_DOCS, write_corpus
@@ -80,3 +80,32 @@ def test_the_wall_time_is_the_schedule_over_the_workers(tmp_path, data_dir):
     assert s.estimate(jobs=2, timer=StubTimer())["total_s"] == 8.0  # two workers: 8 s
     assert plan["left_s"] == plan["total_s"] and plan["least_s"] == plan["left_s"]  # nothing here; no stop rule
     assert s.estimate(jobs=1, timer=StubTimer())["total_s"] == plan["task_s"]
+
+
+@pytest.mark.parametrize("busy, cores, jobs, threads, want", [
+    (0.0, 2, 2, 1, 1.0),        # idle cores: two one-thread workers run as the unit ran timed alone
+    (2.0, 2, 2, 1, 4 / 3),      # both cores busy elsewhere: timed at 2/3 of a core, run at 1/2 of one
+    (1.0, 2, 2, 1, 3 / 2),      # one busy: timed on a free core, run at 2/3 of one
+    (5.0, 2, 1, None, 1.0),     # one process runs as it was timed, whatever the load
+    (None, 2, 2, 1, 1.0),       # the load unknown: nothing assumed
+    (3.0, 16, 4, 2, 1.0),       # 8 threads and 3 busy of 16 cores: room for all
+])
+def test_the_workers_share_of_the_cores_scales_what_one_unit_took_timed_alone(busy, cores, jobs, threads, want):
+    """--dry-run times each unit alone while the study runs --jobs of them beside whatever else
+    runs: 5:55 estimated, 15:17 measured at --jobs 2 on a shared 2-core machine."""
+    assert Load(busy, cores).factor(jobs, threads) == pytest.approx(want)
+
+
+def test_the_dry_run_scales_its_units_by_the_load_and_says_it_is_a_snapshot(tmp_path, data_dir):
+    s = study(data_dir, tmp_path / "s", retrieval_seeds=1, retrieval_methods=False)
+    timer = StubTimer(step=1.0, other=0.0)
+    plain = estimate(s.units(), timer, 2)
+    timer.threads = 1
+    loaded = estimate(s.units(), timer, 2, Load(2.0, 2))
+    assert loaded["factor"] == pytest.approx(4 / 3) and plain["factor"] == 1.0 and load_line(plain) == ""
+    assert [u["seconds"] for u in loaded["units"]] == pytest.approx([u["seconds"] * 4 / 3 for u in plain["units"]])
+    assert loaded["total_s"] == pytest.approx(plain["total_s"] * 4 / 3)
+    assert load_line(loaded) == (
+        "timed just now, one unit at a time, with other processes keeping 2.0 of the 2 cores busy: a snapshot of "
+        "this machine's load (a job that starts or ends changes it); 2 workers share the cores with them, so each "
+        "unit is put at 1.33x its time alone")

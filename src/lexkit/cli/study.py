@@ -21,6 +21,7 @@ from ..report import length_table, pattern_table
 from ..rows import StudyResults
 from ..specs import parse_lengths
 from ..study import DEFAULT_LAYOUTS, DEFAULT_PATTERNS, DEFAULT_SCHEMES, TABLES, Study, StudyConfig, read
+from ..study.estimate import load_line
 from ..study.execution import MAX_JOBS
 from ..study.plan import field_type, setting_name
 from ..study.tables.retrieval.findings import context_goal_finding
@@ -207,6 +208,8 @@ def print_plan(plan: dict, cfg: StudyConfig) -> None:
              if plan["left_s"] < plan["total_s"] else "")
           + (f"; {plan['least_s'] / 60:.1f} min if every run with a stop rule stops at its earliest"
              if plan["least_s"] < plan["left_s"] else ""))
+    if load_line(plan):
+        print(load_line(plan))
 
 
 def state(unit: dict) -> str:

@@ -14,6 +14,7 @@ import argparse
 
 from .. import checks, threads
 from ..device import resolve_device
+from ..study.estimate import load_line
 from ..study.execution import MAX_JOBS
 from ..study.sweep import Sweep, load
 from ..study.sweep.report import table
@@ -73,3 +74,5 @@ def print_sweep_plan(plan: dict, cfg) -> None:
     print(f"estimated total: {clock(plan['total_s'])} of wall time on this machine with {jobs} "
           f"worker{'s' if jobs != 1 else ''} ({clock(plan['task_s'])} of task time)"
           + (f"; {clock(plan['left_s'])} left" if plan["left_s"] < plan["total_s"] else ""))
+    if load_line(plan):
+        print(load_line(plan))

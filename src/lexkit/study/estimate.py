@@ -15,6 +15,7 @@ is the schedule's makespan over the workers, dependencies included, not the sum 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -119,18 +120,46 @@ def timed_steps(model_cfg, train_cfg, device) -> float:
     return sorted(times[1:])[2]
 
 
-def estimate(units: list[Unit], timer: Timer, jobs: int) -> dict:
+@dataclasses.dataclass(frozen=True)
+class Load:
+    """What the machine was doing while the dry run timed its units, one at a time: other processes
+    kept ``busy`` of its ``cores`` busy (:class:`lexkit.threads.Probe`; None: unknown). A snapshot: a
+    job that starts or ends later changes what the run takes."""
+
+    busy: float | None
+    cores: int
+
+    def factor(self, jobs: int, threads: int | None) -> float:
+        """How much longer a unit takes in the run than it took timed alone: timed, it and the other
+        processes shared the cores; in the run ``jobs`` workers of ``threads`` threads each (None: all
+        cores) share them with the same others. A core's share is min(1, cores / demand), so the
+        factor is max(1, (busy + jobs·threads) / cores) / max(1, (busy + threads) / cores): 1 for one
+        process or on idle cores, 4/3 for two one-thread workers on 2 cores that others keep busy
+        (4/2 over 3/2), 3/2 for two on 2 cores with one core busy (3/2 over 1)."""
+        if jobs <= 1 or self.busy is None:
+            return 1.0
+        each = threads or self.cores
+        return max(1.0, (self.busy + jobs * each) / self.cores) / max(1.0, (self.busy + each) / self.cores)
+
+
+def estimate(units: list[Unit], timer: Timer, jobs: int, load: Load | None = None) -> dict:
     """Every unit timed (``units``: name, kind, label, table, info, ``seconds`` for the whole unit,
     ``left`` for what the study directory does not hold yet, ``least`` where a stop rule may end it
     sooner), and the schedule over ``jobs`` workers: ``total_s`` (the whole study's wall time),
     ``left_s`` (what is left of it), ``least_s`` (what is left if every run with a stop rule stops at
-    its earliest), ``task_s`` (the sum of the units' seconds) and ``critical_s`` (its longest chain)."""
+    its earliest), ``task_s`` (the sum of the units' seconds) and ``critical_s`` (its longest chain).
+    With the ``load`` the units were timed under, each unit's seconds are scaled by
+    :meth:`Load.factor` at the timer's threads (the workers share the cores; ``load`` and ``factor``
+    in the result)."""
+    factor = 1.0 if load is None else load.factor(jobs, timer.threads)
     rows = []
     for unit in units:
         cost = unit.cost(timer)
+        least = cost.left if cost.least is None else min(cost.left, cost.least)
         rows.append({"name": unit.name, "kind": unit.kind, "label": unit.label, "table": unit.table,
-                     "needs": list(unit.needs), **unit.info, "seconds": cost.seconds, "left": cost.left,
-                     "least": cost.left if cost.least is None else min(cost.left, cost.least), **cost.parts,
+                     "needs": list(unit.needs), **unit.info, "seconds": cost.seconds * factor,
+                     "left": cost.left * factor, "least": least * factor,
+                     **{k: v * factor for k, v in cost.parts.items()},
                      **({"tasks": cost.tasks} if cost.tasks else {})})
 
     def makespan(field: str) -> float:
@@ -139,4 +168,19 @@ def estimate(units: list[Unit], timer: Timer, jobs: int) -> dict:
     whole = [Task(r["name"], r["seconds"], tuple(r["needs"])) for r in rows]
     return {"units": rows, "jobs": jobs, "total_s": makespan("seconds"), "left_s": makespan("left"),
             "least_s": makespan("least"), "task_s": sum(r["seconds"] for r in rows),
-            "critical_s": max(levels(whole).values(), default=0.0)}
+            "critical_s": max(levels(whole).values(), default=0.0), "factor": factor,
+            "load": None if load is None else dataclasses.asdict(load)}
+
+
+def load_line(plan: dict) -> str:
+    """What the dry run says of the load its estimate was measured under."""
+    load = plan.get("load")
+    if load is None:
+        return ""
+    busy = "an unknown load" if load["busy"] is None else \
+        f"other processes keeping {load['busy']:.1f} of the {load['cores']} cores busy"
+    jobs = plan["jobs"]
+    scaled = (f"; {jobs} workers share the cores with them, so each unit is put at {plan['factor']:.2f}x its time "
+              "alone" if plan["factor"] > 1 else "")
+    return (f"timed just now, one unit at a time, with {busy}: a snapshot of this machine's load (a job that "
+            f"starts or ends changes it){scaled}")

@@ -23,7 +23,7 @@ from ..rows import AnalyticCurves, AnalyticRow, EmpiricalRow, Evaluation, Princi
 from ..version import __version__
 from . import workers
 from .cache import Cache
-from .estimate import Timer, estimate
+from .estimate import Load, Timer, estimate
 from .plan import SCHEMA_VERSION, Cell, Plan, StudyConfig, Table, cell_unit
 from .tables import TABLES
 from .units import GRID, Cost, Unit, check, training
@@ -127,8 +127,15 @@ class Study:
         in :meth:`timings` for the run's progress bar), and scheduled over ``jobs`` workers
         (default: the study's) (:func:`lexkit.study.estimate.estimate`)."""
         jobs = jobs or self.jobs
+        probe = None if timer is not None or not self.device().startswith("cpu") else threads.Probe()
         timer = timer or Timer(self.device(), self.worker_threads(jobs), store=self.timings(), fresh=True)
-        plan = estimate(self.units(), timer, jobs)
+        units = self.units()
+        if probe is None:
+            plan = estimate(units, timer, jobs)
+        else:  # what the rest of the machine did while the units were timed: the workers will share it
+            costs = estimate(units, timer, 1)  # the timings, made once (the timer keeps them)
+            load = Load(probe.busy() if costs["units"] else None, threads.cores())
+            plan = estimate(units, timer, jobs, load)
         plan.update(lengths=self.plan.lengths(), patterns=self.plan.patterns())
         return plan
 
