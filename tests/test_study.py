@@ -79,6 +79,13 @@ def test_tiny_study_end_to_end(tmp_path, data_dir, request):
     again = Study(config(data_dir, extension=True), out, progress=False, echo=None)
     assert again.run().runs == results.runs
     assert {a for _, a in actions(again)} == {"cached"}
+    # ... and keeps the invocation that did the work beside its own (its wall_seconds was overwritten: 770.5 -> 0.6)
+    kept = json.loads((out / "results.json").read_text())
+    assert [e["wall_seconds"] for e in kept["invocations"]] == [saved["wall_seconds"], kept["wall_seconds"]]
+    assert [e["ran"] > 0 for e in kept["invocations"]] == [True, False]
+    assert read(kept).computing() == (saved["wall_seconds"], 1)
+    wall = next(line for line in (out / "report.md").read_text().splitlines() if line.startswith("| wall time"))
+    assert f"computing it took {saved['wall_seconds']:.0f} s over 1 invocation that ran tasks" in wall
 
     # adding a scheme trains only that scheme
     more = Study(config(data_dir, ("alibi", "rope", "none"), extension=True), out, progress=False, echo=None)

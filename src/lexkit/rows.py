@@ -371,7 +371,7 @@ class StudyResults(Row):
     ``provenance`` came later); a study writes the current one, :data:`SCHEMA`. A section whose
     table is not registered stays its JSON (:meth:`table` reads it once the table is)."""
 
-    OPTIONAL: ClassVar[tuple[str, ...]] = ("analytic_curves", "provenance")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("analytic_curves", "provenance", "invocations")
     NESTED: ClassVar[dict[str, type[Row]]] = {"runs": StudyRun, "analytic": AnalyticRow,
                                               "analytic_curves": AnalyticCurves}
 
@@ -391,9 +391,21 @@ class StudyResults(Row):
     analytic: list[AnalyticRow]
     analytic_curves: AnalyticCurves | None = None
     tables: dict[str, Any] = dataclasses.field(default_factory=dict)
-    wall_seconds: float | None = None
+    wall_seconds: float | None = None  # this invocation's, from the command to results.json
     work: dict | None = None
     provenance: dict | None = None
+    #: every invocation of this configuration in the study's directory, this one last: its ``finished``,
+    #: ``wall_seconds`` and the tasks it ``ran`` and read ``cached`` (a cached re-run keeps the runs that did
+    #: the work beside its own 0.6 s: :func:`lexkit.study.execution.invocations`)
+    invocations: list[dict] | None = None
+
+    def computing(self) -> tuple[float, int] | None:
+        """The wall seconds of the invocations that ran tasks (the study's own cost: a cached
+        re-run's 0.6 s is not among them) and how many there were; None without :attr:`invocations`."""
+        if not self.invocations:
+            return None
+        working = [e for e in self.invocations if e.get("ran") and isinstance(e.get("wall_seconds"), (int, float))]
+        return sum(e["wall_seconds"] for e in working), len(working)
 
     def to_json(self) -> dict[str, Any]:
         out = {}

@@ -18,6 +18,7 @@ from ..device import resolve_device
 from ..distributed import world as study_world
 from ..errors import LexkitError
 from ..report import length_table, pattern_table
+from ..report.tables import computed
 from ..rows import StudyResults
 from ..specs import parse_lengths
 from ..study import DEFAULT_LAYOUTS, DEFAULT_PATTERNS, DEFAULT_SCHEMES, TABLES, Study, StudyConfig, read
@@ -169,7 +170,8 @@ def run(args) -> int:
               f"{len(trained)} runs in {logdir} "
               f"(view: tensorboard --logdir {logdir})")
     print(f"report: {args.out}/report.md, report.html  (results.json, results.csv, plots); "
-          f"{results.work['ran']} tasks ran, {results.work['cached']} cached, {results.wall_seconds:.0f} s")
+          f"{results.work['ran']} tasks ran, {results.work['cached']} cached, {results.wall_seconds:.0f} s"
+          + computed(results))
     return 0
 
 

@@ -162,7 +162,7 @@ def provenance_table(doc: StudyResults) -> Table:
         ["training", f"{train['steps']} steps, batch {train['batch']}, lr {train['lr']}, length {t}"],
         ["seeds", str(doc.config["seeds"])],
         ["wall time", f"{doc.wall_seconds:.0f} s (this invocation; {doc.work['ran']} tasks ran, "
-                      f"{doc.work['cached']} cached)"],
+                      f"{doc.work['cached']} cached)" + computed(doc)],
         ["versions", f"lexkit {doc.lexkit}, torch {doc.torch}"],
     ]
     ran = query.kernels_ran(doc)
@@ -170,3 +170,13 @@ def provenance_table(doc: StudyResults) -> Table:
         rows.append(["attention kernels", "; ".join(f"{k} at {', '.join(map(str, n))}" for k, n in ran.items())])
     rows += [[str(k), provenance_value(v)] for k, v in (doc.provenance or {}).items()]
     return Table.of(["item", "value"], rows)
+
+
+def computed(doc: StudyResults) -> str:
+    """What computing the study took, where this invocation is not all of it (a cached re-run, a
+    resumed one): the wall time of the invocations that ran tasks."""
+    work = doc.computing()
+    if work is None or (work[1] == 1 and doc.work and doc.work.get("ran")) or work[1] == 0:
+        return ""
+    seconds, count = work
+    return f"; computing it took {seconds:.0f} s over {count} invocation{'s' if count != 1 else ''} that ran tasks"

@@ -159,7 +159,7 @@ def estimate(units: list[Unit], timer: Timer, jobs: int, load: Load | None = Non
         rows.append({"name": unit.name, "kind": unit.kind, "label": unit.label, "table": unit.table,
                      "needs": list(unit.needs), **unit.info, "seconds": cost.seconds * factor,
                      "left": cost.left * factor, "least": least * factor,
-                     **{k: v * factor for k, v in cost.parts.items()},
+                     **{k: v * factor if k.endswith("_s") else v for k, v in cost.parts.items()},
                      **({"tasks": cost.tasks} if cost.tasks else {})})
 
     def makespan(field: str) -> float:

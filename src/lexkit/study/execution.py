@@ -6,6 +6,7 @@ table beside the grid (:data:`lexkit.study.tables.TABLES`), results.json and the
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -191,6 +192,7 @@ class Study:
             self.cache.gathering = False
         doc = dataclasses.replace(doc, provenance={**origin, "finished": provenance.now(),
                                                    "wall_seconds": round(time.perf_counter() - started, 1)})
+        doc = dataclasses.replace(doc, invocations=invocations(self.out / "results.json", doc))
         runs.write_json(self.out / "results.json", doc.to_json())
         write_report(doc, self.out)  # report.md, report.html, results.csv and the figures
         return doc
@@ -369,3 +371,23 @@ def layer_mean(model, lengths: list[int], pattern: str) -> dict[int, float | Non
 
 def _mean(layers: list[float] | None) -> float | None:
     return None if layers is None else sum(layers) / len(layers)
+
+
+def invocations(path: Path, doc: StudyResults) -> list[dict]:
+    """``doc``'s invocation after those the study's ``path`` (results.json) records of the same
+    configuration (a results.json from before this list: its own invocation, as its figures say;
+    another configuration's, or a file that cannot be read: none)."""
+    this = {"finished": (doc.provenance or {}).get("finished"), "wall_seconds": doc.wall_seconds,
+            **(doc.work or {})}
+    try:
+        before = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return [this]
+    if not isinstance(before, dict) or before.get("config") != doc.config:
+        return [this]
+    earlier = before.get("invocations")
+    if not isinstance(earlier, list):
+        earlier = [{"finished": (before.get("provenance") or {}).get("finished"),
+                    "wall_seconds": before.get("wall_seconds"), **(before.get("work") or {})}]
+    return [entry for entry in earlier if isinstance(entry, dict)] + [this]
+
