@@ -109,3 +109,20 @@ def test_the_dry_run_scales_its_units_by_the_load_and_says_it_is_a_snapshot(tmp_
         "timed just now, one unit at a time, with other processes keeping 2.0 of the 2 cores busy: a snapshot of "
         "this machine's load (a job that starts or ends changes it); 2 workers share the cores with them, so each "
         "unit is put at 1.33x its time alone")
+
+
+def test_the_estimate_counts_the_documents_an_evaluation_scores_not_the_ones_asked(tmp_path, data_dir):
+    """eval_docs: 100000000 was accepted and put at 2,671 h: an evaluation scores the documents long
+    enough for the longest length, however many more are asked for."""
+    from lexkit.evaluate import select_documents
+
+    def planned(docs):
+        cfg = StudyConfig(preset="tiny", schemes=["rope"], patterns=["causal"], lengths=[16, 32], steps=4,
+                          data=str(data_dir), eval_docs=docs, resolution_texts=1, extension=False, retrieval=False)
+        return Study(cfg, tmp_path / f"s{docs}", progress=False, echo=None).estimate(timer=StubTimer(1.0, 1.0))
+
+    s = study(data_dir, tmp_path / "s")
+    available = len(select_documents(s.plan.corpus.valid, 32))
+    asked, exact = planned(10**8), planned(available)
+    assert asked["eval_docs"] == exact["eval_docs"] == available >= 1
+    assert asked["total_s"] == exact["total_s"] < 10**3  # each document's evaluation timed at 1 s

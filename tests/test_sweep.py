@@ -75,6 +75,7 @@ def test_a_tiny_sweep_is_scored_as_table_g_scores_and_renders_again_from_its_cac
         low, high = queries.wilson(k, n)
     assert n == 2 * 5 and rows[0][6] == f"{100 * k / n:.0f} [{100 * low:.0f}-{100 * high:.0f}]"
     assert rows[0][2] == "2" and rows[0][-1] in ("no", "**met**")
+    assert queries.paired_documents(RetrievalSection.from_json(g)) == [1]  # the one validation document
     md = (out / "sweep.md").read_text()
     assert "## Sweep: tiny" in md and "| " + " | ".join(rows[1]) + " |" in md
     assert (out / "sweep.png").read_bytes()[:4] == b"\x89PNG"
@@ -245,3 +246,19 @@ def test_a_run_is_found_under_another_spelling_of_its_layout_and_its_settings(tm
     (out / "runs" / dataclasses.replace(cell, key=old).name).mkdir()
     (legacy,) = first.seed_runs()
     assert legacy.cell.key == old and (out / "runs" / legacy.cell.name).is_dir()
+
+
+def test_eval_docs_is_the_most_documents_the_paired_bpb_reads(data_dir):
+    """The sweep's eval_docs was read by nothing (table G's bpb read up to 96 documents whatever it said)."""
+    from pathlib import Path
+
+    from lexkit.data import Corpus
+
+    def documents(**more):
+        sweep = Sweep(parse(tiny(data_dir, **more)), Path("unused"), progress=False, echo=None)
+        sweep.plan._corpus = Corpus("toy", [b"x" * 600] * 4, [b"y" * 600] * 5 + [b"short"], {"source": "toy"})
+        return sweep.g.bpb_documents(), sweep.g.cache_path("k", sweep.configuration(sweep.seed_runs()[0]))
+
+    (three, key3), (every, key96) = documents(eval_docs=3), documents(eval_docs=96)
+    assert three == 3 and every == 5 and key3 != key96  # at most eval_docs, at most those of 16x + 1 bytes
+    assert parse({"arms": ARMS}).eval_docs == 96  # table G's, so a sweep's runs score as the study's

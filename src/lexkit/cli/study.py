@@ -194,7 +194,11 @@ def print_plan(plan: dict, cfg: StudyConfig) -> None:
     time and what is left of it, then the wall time over the workers."""
     units, jobs = plan["units"], plan["jobs"]
     cells = [u for u in units if u["table"] == GRID]
-    print(f"{len(cells)} training runs; lengths {plan['lengths']}; patterns {plan['patterns']}")
+    docs = plan.get("eval_docs")
+    scored = "" if docs is None else f"; bpb on {docs} documents per length" + (
+        f" (--eval-docs {cfg.eval_docs}: only {docs} are long enough for {max(plan['lengths'])} bytes)"
+        if docs < cfg.eval_docs else "")
+    print(f"{len(cells)} training runs; lengths {plan['lengths']}; patterns {plan['patterns']}{scored}")
     for u in cells:
         print(f"  {u['run']:48s} {state(u):17s} train ~{u['train_s']:.0f} s, eval ~{u['eval_s']:.0f} s")
     for key in dict.fromkeys(u["table"] for u in units if u["table"] != GRID):

@@ -95,7 +95,7 @@ class Study:
         train = training(timer.step(model_cfg, cell.train_cfg), cell.train_cfg.steps,
                          runs.trainer_state(self.cache.run_dir(cell)))
         lengths, patterns, valid = plan.lengths(), plan.patterns(), plan.corpus.valid
-        measures = timer.evaluation(model_cfg, valid, lengths, patterns) * self.cfg.eval_docs
+        measures = timer.evaluation(model_cfg, valid, lengths, patterns) * plan.eval_documents()
         res = plan.resolution_lengths()
         measures += timer.measured(("resolution", model_cfg.identity(), res, patterns, str(timer.device)),
                                    lambda: self.empirical(timer.model(model_cfg), res, patterns, count=1)
@@ -137,7 +137,7 @@ class Study:
             costs = estimate(units, timer, 1)  # the timings, made once (the timer keeps them)
             load = Load(probe.busy() if costs["units"] else None, threads.cores())
             plan = estimate(units, timer, jobs, load)
-        plan.update(lengths=self.plan.lengths(), patterns=self.plan.patterns())
+        plan.update(lengths=self.plan.lengths(), patterns=self.plan.patterns(), eval_docs=self.plan.eval_documents())
         return plan
 
     def timings(self) -> Path:

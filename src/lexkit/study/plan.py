@@ -16,7 +16,7 @@ from .. import checks, positions, tasks
 from ..attention import create as create_pattern
 from ..blocks import Block
 from ..data import Corpus, load_corpus
-from ..evaluate import default_lengths
+from ..evaluate import default_lengths, select_documents
 from ..layouts import check_pattern
 from ..mix import parse_mix
 from ..rows import SCHEMA, TABLES, Row, StudyResults
@@ -283,6 +283,12 @@ class Plan:
         """The main grid's training runs: every scheme, every seed."""
         return [self.cell(self.cfg.preset, spec, seed, steps=self.cfg.steps)
                 for spec in entries(self.cfg) for seed in range(self.cfg.seeds)]
+
+    def eval_documents(self) -> int:
+        """How many validation documents an evaluation scores per length: ``eval_docs``, or fewer
+        where fewer are long enough for the longest length (:func:`lexkit.evaluate.select_documents`:
+        ``eval_docs: 100000000`` scores them all, and the estimate counts those, not 10^8)."""
+        return len(select_documents(self.corpus.valid, max(self.lengths()), max_docs=self.cfg.eval_docs))
 
     def train_len(self, preset: str | None = None) -> int:
         """The training length of the study's preset (or of ``preset``)."""

@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ... import checks, presets, stopping, tasks
+from ... import checks, paired, presets, stopping, tasks
 from ...errors import LexkitError
 from ...layouts import check_pattern
 from ...mix import format_mix, parse_mix
@@ -66,8 +66,8 @@ class Arm:
 class SweepConfig:
     """A sweep: its ``arms`` on ``seeds`` seeds each, trained with one recipe (``preset``, ``batch``,
     ``lr``, ``mix``, ``token_shift``, ``steps``, ``stop``), scored on ``samples`` needles per length
-    and depth in every copy format and each of ``tasks``, under ``patterns``, with bpb on
-    ``eval_docs`` documents of ``data``; ``name`` heads its table."""
+    and depth in every copy format and each of ``tasks``, under ``patterns``, with the paired bpb on
+    at most ``eval_docs`` validation documents of ``data`` (table G's ``docs``); ``name`` heads its table."""
 
     arms: tuple[Arm, ...]
     name: str = "sweep"
@@ -83,7 +83,7 @@ class SweepConfig:
     patterns: tuple[str, ...] = ("causal",)
     tasks: tuple[str, ...] = ("kvthread", "ordinal")
     data: str = "stdlib"
-    eval_docs: int = 24
+    eval_docs: int = paired.DOCUMENTS
 
     def recipe(self) -> Recipe:
         return Recipe(self.preset, self.batch, self.lr, self.mix, self.steps, self.token_shift, stop=self.stop)

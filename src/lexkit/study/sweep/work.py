@@ -50,10 +50,11 @@ class SweepTable(RetrievalTable):
 
 def study_config(sweep: SweepConfig, device: str = "auto", threads: int | None = None) -> StudyConfig:
     """The study a sweep is: table G alone (no table E, so no methods), its seeds, needles, patterns,
-    corpus and documents (the grid's one scheme is never trained: a sweep has no grid)."""
+    corpus and the documents of its paired bpb (the grid's one scheme is never trained: a sweep has no grid)."""
     return StudyConfig(preset=sweep.preset, schemes=["none"], layouts=[], patterns=list(sweep.patterns),
-                       data=sweep.data, eval_docs=sweep.eval_docs, device=device, threads=threads, extension=False,
-                       retrieval_seeds=sweep.seeds, retrieval_samples=sweep.samples, retrieval_methods=False)
+                       data=sweep.data, device=device, threads=threads, extension=False,
+                       retrieval_seeds=sweep.seeds, retrieval_samples=sweep.samples, retrieval_docs=sweep.eval_docs,
+                       retrieval_methods=False)
 
 
 class Sweep(Study):

@@ -130,14 +130,14 @@ class ExtensionTable(Bound):
         """One method's evaluation, timed under the method's own scheme, log-n and pattern."""
         model_cfg = overridden(cell.model_cfg, method.scheme, method.logn)
         seconds = timer.evaluation(model_cfg, self.plan.corpus.valid, self.plan.lengths(), [method.pattern])
-        return whole_or_none(seconds * self.plan.cfg.eval_docs, self.path(cell, method).is_file())
+        return whole_or_none(seconds * self.plan.eval_documents(), self.path(cell, method).is_file())
 
     def finetune_cost(self, timer, cell: Cell, ft: Finetune) -> Cost:
         """A fine-tune's steps, timed at its length and scheme, and its evaluation under its patterns."""
         model_cfg, train_cfg = finetuned(cell.model_cfg, cell.train_cfg, ft, self.steps())
         train = timer.step(model_cfg, train_cfg) * train_cfg.steps
         ev = timer.evaluation(model_cfg, self.plan.corpus.valid, self.plan.lengths(), list(ft.patterns),
-                              train_len=self.plan.train_len()) * self.plan.cfg.eval_docs
+                              train_len=self.plan.train_len()) * self.plan.eval_documents()
         return whole_or_none(train + ev, self.finetune_done(cell, ft), train_s=train, eval_s=ev)
 
     def finetune_done(self, cell: Cell, ft: Finetune) -> bool:

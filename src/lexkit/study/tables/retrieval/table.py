@@ -108,6 +108,10 @@ class RetrievalSettings(TableSettings):
         "help": "a row of table G to run, by its label (a scheme or a layout as given), or all; repeatable "
         f"(default: in a study of the default schemes {', '.join(DEFAULT_ROWS)} and the study's layouts, "
         "else every row; make study-full: all)"})
+    docs: int = dataclasses.field(default=paired.DOCUMENTS, metadata={
+        "new": True, "unset": paired.DOCUMENTS,  # every study before the setting read this many
+        "help": f"validation documents of table G's bpb, at most (the paired measure: the same bytes at 1x and 16x, "
+        f"an interval over documents; default: {paired.DOCUMENTS}, fewer where fewer are long enough)"})
     methods: bool = dataclasses.field(default=False, metadata={
         "new": True, "unset": True,  # a results.json written before the setting scored them
         "help": "also score table E's methods and fine-tunes on table G's rope row (make study-full does)"})
@@ -303,7 +307,7 @@ class RetrievalTable(Bound):
                 "patterns": configuration.patterns, "task": TASK,
                 "documents": [tasks.identity(TASK, f) for f in FORMATS], "formats": FORMATS,
                 "size": self.size(), "multiples": MULTIPLES, "bpb": BPB_MULTIPLES, "depths": DEPTHS,
-                "samples": self.samples(), "docs": paired.DOCUMENTS, "v": VERSION}
+                "samples": self.samples(), "docs": self.settings.docs, "v": VERSION}
         return self.cache.out / "cache" / f"retrieval-{digest(what)}.json"
 
     def run(self) -> RetrievalSection | None:
@@ -361,7 +365,7 @@ class RetrievalTable(Bound):
                                        depths=DEPTHS, samples=samples or self.samples(), size=self.size(),
                                        documents=self.plan.corpus.valid,
                                        bpb_multiples=BPB_MULTIPLES if bpb and not measured else (),
-                                       train_len=self.train_len(), max_docs=paired.DOCUMENTS, decode=False,
+                                       train_len=self.train_len(), max_docs=self.settings.docs, decode=False,
                                        progress=self.cache.progress if progress is None else progress,
                                        format=name)
             measured = measured or {(r.pattern, r.multiple): {k: getattr(r, k) for k in BPB_FIELDS} for r in rows}
@@ -422,9 +426,9 @@ class RetrievalTable(Bound):
 
     def bpb_documents(self) -> int:
         """The validation documents the paired bpb reads: those of at least 16x + 1 bytes, at most
-        :data:`lexkit.paired.DOCUMENTS`."""
+        the table's ``docs`` (:data:`lexkit.paired.DOCUMENTS`)."""
         need = max(BPB_MULTIPLES) * self.train_len() + 1
-        return min(paired.DOCUMENTS, sum(len(d) >= need for d in self.plan.corpus.valid))
+        return min(self.settings.docs, sum(len(d) >= need for d in self.plan.corpus.valid))
 
     def scored_done(self, run: SeedRun, configuration: Configuration) -> bool:
         """Whether a configuration's scores are cached (a fine-tune's: once its parent is trained, its
