@@ -13,8 +13,13 @@ from .blocks import Block, Bullets, Figure, Heading, Table, Text
 
 # -- markdown -------------------------------------------------------------------------------------
 def markdown_table(table: Table) -> str:
-    lines = ["| " + " | ".join(table.header) + " |", "|" + "|".join(" --- " for _ in table.header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in table.rows]
+    """The table in GitHub markdown; a ``|`` inside a cell (a pattern ``window:64|first:4``) escaped, so
+    it stays one cell."""
+    def row(cells) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+    lines = [row(table.header), "|" + "|".join(" --- " for _ in table.header) + "|"]
+    lines += [row(r) for r in table.rows]
     return "\n".join(lines)
 
 

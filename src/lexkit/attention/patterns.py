@@ -18,6 +18,8 @@ the input (0 .. n-1), so a pattern's blocks do not move with a position ``offset
   Positions ``pos=text`` (the
   text's own positions) or ``pos=cache`` (StreamingLLM's: positions assigned within a cache of
   K + W slots, so a sink key n is scored at distance min(m, K + W - 1) - n).
+* ``first:K=4``: the first K keys, causally, n <= m and n < K (the sinks alone: a part to compose,
+  ``first:4|window:64`` is ``sinks:64`` by mask).
 
 ``reach`` bounds the distances a pattern can make visible beside its ``sinks`` leading keys (every
 visible pair has m - n < reach or n < sinks); kernels use the two to skip keys that can never be
@@ -27,7 +29,9 @@ first ``sinks`` and the last ``reach``.
 Patterns compose as predicates do: :class:`Both` (and: a pattern inside a layer's own) and
 :class:`Either` (or: attention-gym's ``or_masks``); each combinator derives ``reach``, ``sinks`` and
 ``retained`` from its parts, so the kernels' key blocks, the block masks and the KV cache follow
-from the composition.
+from the composition. A spec writes them as ``a|b`` and ``a&b`` (:func:`create` reads what ``spec``
+prints): ``window:64|first:4`` is ``Either(Window(64), First(4))``; ``&`` binds tighter than ``|``
+(as in Python), both group from the left, and parentheses group (``(window:64|first:4)&chunk:128``).
 
 lexkit's window convention: ``window:W`` and ``sinks:W`` show W keys *including the query itself*
 (HF's sliding window; attention-gym's ``sliding_window(W)`` shows W + 1).
@@ -38,6 +42,7 @@ those.
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 
 import torch
@@ -54,6 +59,8 @@ class Pattern:
     params: ClassVar[dict[str, Param]] = {}
     positional: ClassVar[str | None] = None
     summary: ClassVar[str] = ""
+    #: what a combinator's spec joins its parts with (``|``, ``&``); None for a named pattern
+    operator: ClassVar[str | None] = None
 
     def __init__(self, **values: Any) -> None:
         self.values = values
@@ -221,12 +228,16 @@ class Chunk(Pattern):
         return self.values["W"]
 
 
+@register
 class First(Pattern):
     """The first K keys, causally: n <= m and n < K (a combinator part: the attention sinks of
-    StreamingLLM are ``Either(First(K), Window(W))``). Every visible pair has n < K, so its reach
-    is 0 and its sinks K."""
+    StreamingLLM are ``Either(First(K), Window(W))``, ``first:4|window:64``). Every visible pair has
+    n < K, so its reach is 0 and its sinks K."""
 
     name = "first"
+    params = {"K": Param(int, 4, "number of visible first keys (StreamingLLM's 4)", _width, "> 0")}
+    positional = "K"
+    summary = "the first K keys (sinks without the window; compose: first:4|window:64)"
 
     def __init__(self, K: int) -> None:
         super().__init__(K=int(K))
@@ -245,10 +256,6 @@ class First(Pattern):
     def retained(self, k_idx: Tensor, q: int) -> Tensor:
         return (k_idx < self.values["K"]) | (k_idx >= q)
 
-    @property
-    def spec(self) -> str:
-        return f"first:{self.values['K']}"
-
 
 class Either(Pattern):
     """Visible under either pattern: ``Either(a, b).visible = a.visible | b.visible``
@@ -261,6 +268,7 @@ class Either(Pattern):
     part retains it."""
 
     name = "either"
+    operator = "|"
 
     def __init__(self, first: Pattern, second: Pattern, **values: Any) -> None:
         super().__init__(**values)
@@ -309,6 +317,7 @@ class Sinks(Either):
     }
     positional = "W"
     summary = "the first K keys + a window of W (StreamingLLM); pos=text|cache"
+    operator = None  # a named pattern: its spec is sinks:W,..., not first:K|window:W
 
     def __init__(self, **values: Any) -> None:
         super().__init__(First(values["K"]), Window(W=values["W"]), **values)
@@ -330,7 +339,8 @@ class Sinks(Either):
 class Both(Pattern):
     """Visible under both patterns: ``Both(first, second).visible = first.visible & second.visible``
     (a lexkit pattern inside a model's own sliding window; an evaluation pattern on a layer that
-    has its own). A combinator, not a registered name: its spec is ``first&second``.
+    has its own). A combinator, not a registered name: its spec is ``first&second``, a part joined
+    by ``|`` in parentheses (``(a|b)&c``: ``&`` binds tighter, so ``a|b&c`` is ``a|(b&c)``).
 
     Its bookkeeping is a superset of the truth, which is all the kernels and the cache need: the
     reach and sinks are those of the part with the smaller reach (every visible pair is visible
@@ -338,6 +348,7 @@ class Both(Pattern):
     Sinks scored at cache slots (``pos=cache``) do not combine: :func:`intersect` refuses them."""
 
     name = "both"
+    operator = "&"
 
     def __init__(self, first: Pattern, second: Pattern) -> None:
         super().__init__()
@@ -363,7 +374,7 @@ class Both(Pattern):
 
     @property
     def spec(self) -> str:
-        return f"{self.first.spec}&{self.second.spec}"
+        return "&".join(f"({p.spec})" if p.operator == "|" else p.spec for p in (self.first, self.second))
 
 
 def intersect(own: Pattern, other: Pattern) -> Pattern:
@@ -440,13 +451,26 @@ def layer_patterns(pattern: Pattern, n_layers: int) -> tuple[Pattern, ...]:
 
 
 def create(spec: str | Pattern, *, default_window: int | None = None) -> Pattern:
-    """Build a pattern from a spec: ``causal``, ``window:128``, ``window:W=128``, ``bca:256``.
+    """Build a pattern from a spec: ``causal``, ``window:128``, ``window:W=128``, ``bca:256``, or
+    patterns joined by ``|`` (:class:`Either`, attention-gym's ``or_masks``) and ``&`` (:class:`Both`,
+    ``and_masks``), so that every pattern's ``spec`` reads back::
+
+        pattern := term ('|' term)*        a|b|c is Either(Either(a, b), c)
+        term    := atom ('&' atom)*        & binds tighter than |, as in Python
+        atom    := NAME[:PARAMS] | '(' pattern ')'
 
     A pattern's W defaults to ``default_window`` (the model's training length) when the spec
-    gives none; without either, ``ValueError``.
+    gives none; without either, ``ValueError``. An error in one operand is one line naming it.
     """
     if isinstance(spec, Pattern):
         return spec
+    if isinstance(spec, str) and _GRAMMAR.search(spec):
+        return _Reader(spec, default_window).read()
+    return _named(spec, default_window)
+
+
+def _named(spec: str, default_window: int | None) -> Pattern:
+    """One registered pattern from ``NAME[:PARAMS]``, its None defaults set to ``default_window``."""
     name, items = split_spec(spec)
     cls = PATTERNS.get(name)
     values = parse_params(f"pattern {name}", cls.params, items, positional=cls.positional)
@@ -458,6 +482,86 @@ def create(spec: str | Pattern, *, default_window: int | None = None) -> Pattern
                 )
             values[key] = param.parse(f"pattern {name}", key, default_window)
     return cls(**values)
+
+
+#: the characters of the composition grammar: its two operators and parentheses
+_GRAMMAR = re.compile(r"([|&()])")  # a group: split keeps them
+#: what joins two patterns: the combinator of each operator
+_JOIN: dict[str, type[Pattern]] = {"|": Either, "&": Both}
+
+
+class _Reader:
+    """Recursive descent over the tokens of a composed spec (:func:`create`'s grammar): operators,
+    parentheses and the operand texts between them (stripped; each read by :func:`_named`)."""
+
+    def __init__(self, text: str, default_window: int | None) -> None:
+        self.text, self.default_window = text, default_window
+        self.tokens = [t for t in (piece.strip() for piece in _GRAMMAR.split(text)) if t]
+        self.at = 0
+
+    def read(self) -> Pattern:
+        pattern = self.loose()
+        if self.peek() is not None:  # `loose` stops early only at a ')'
+            raise self.error("a ')' without its '('")
+        return pattern
+
+    def loose(self) -> Pattern:
+        """pattern := term ('|' term)*"""
+        pattern = self.tight()
+        while self.peek() == "|":
+            self.at += 1
+            pattern = self.join("|", pattern, self.tight())
+        return pattern
+
+    def tight(self) -> Pattern:
+        """term := atom ('&' atom)*"""
+        pattern = self.atom()
+        while self.peek() == "&":
+            self.at += 1
+            pattern = self.join("&", pattern, self.atom())
+        return pattern
+
+    def atom(self) -> Pattern:
+        """atom := NAME[:PARAMS] | '(' pattern ')', never followed by another atom."""
+        token = self.peek()
+        if token is None or token in "|&)":
+            raise self.error(self.missing(token))
+        self.at += 1
+        if token == "(":
+            pattern = self.loose()
+            if self.peek() != ")":
+                raise self.error("a '(' without its ')'")
+            self.at += 1
+        else:
+            try:
+                pattern = _named(token, self.default_window)
+            except ValueError as exc:
+                raise self.error(f"operand {token!r}: {exc}") from None
+        if self.peek() == "(":
+            raise self.error(f"a '(' right after {self.tokens[self.at - 1]!r}; join patterns with | or &")
+        return pattern
+
+    def join(self, operator: str, first: Pattern, second: Pattern) -> Pattern:
+        """``Either`` or ``Both`` of two parts; a part scored at cache positions (``pos=cache``, whose
+        rescoring assumes it is the layer's only rule) is refused, as :func:`intersect` does."""
+        for part, other in ((first, second), (second, first)):
+            if part.cache_positions:
+                raise self.error(f"{part.spec} scores its sinks at cache positions and cannot be combined "
+                                 f"with {other.spec}; use pos=text")
+        return _JOIN[operator](first, second)
+
+    def peek(self) -> str | None:
+        return self.tokens[self.at] if self.at < len(self.tokens) else None
+
+    def missing(self, token: str | None) -> str:
+        """Where an operand is missing: ``nothing before '|'``, ``after``, ``between '|' and '|'``."""
+        before = self.tokens[self.at - 1] if self.at else None
+        where = (f"nothing before {token!r}" if before is None else f"nothing after {before!r}" if token is None
+                 else f"nothing between {before!r} and {token!r}")
+        return f"{where}; write A|B (either) or A&B (both), each a pattern ({', '.join(PATTERNS.names())})"
+
+    def error(self, why: str) -> ValueError:
+        return ValueError(f"pattern {self.text!r}: {why}")
 
 
 def describe() -> list[tuple[str, str, str]]:
