@@ -26,6 +26,12 @@ BUGS = {  # bug -> the case that must catch it (and the groups whose cases it ma
     "yarn-no-mscale": ("yarn/defaults", {"yarn", "hybrid"}),  # xinfer #329
     "sliding-scaled": ("hybrid/olmo3-sliding", {"hybrid"}),  # transformers #45945
     "dynamic-no-reset": ("dynamic/after-longer-call", {"dynamic"}),  # transformers #27227
+    "dynamic-strict-reset": ("dynamic/at-L-after-longer-call", {"dynamic"}),  # transformers 5.24: seq_len < L
+    "yarn-drop-attention-factor": ("yarn/attention-factor", {"yarn"}),  # vLLM PR #46280, mlx-lm PR #1507
+    "yarn-mscale-ignored": ("yarn/mscale-ratio", {"yarn"}),  # transformers PR #47435: DeepSeek's ratio ignored
+    "yarn-mscale-equal-default": ("yarn/mscale-equal", {"yarn"}),  # vLLM #48621: 1.2773 where a = 1
+    "yarn-always-truncate": ("yarn/truncate-false", {"yarn", "hybrid"}),  # gpt-oss's truncate false dropped
+    "truncate-top-level": ("hybrid/olmo3-full-truncate-false", {"hybrid"}),  # transformers: the top level's truncate
 }
 
 
@@ -37,7 +43,7 @@ class Toy:
             config = config.layer("full_attention")  # every layer gets the full layers' scaling
         if config.factor is not None and config.factor < 1:
             raise ValueError(f"factor {config.factor} < 1")
-        self.c, self.bug, self.longest = config, bug, 0
+        self.c, self.bug, self.longest, self.cached = config, bug, 0, 0
         self.dt = torch.float64 if config.dtype == torch.float64 else torch.float32
 
     def frequencies(self, pos, n=None):
@@ -58,6 +64,9 @@ class Toy:
             elif bug == "dynamic-no-reset":
                 self.longest = max(self.longest, n)
                 n = max(n, self.longest, L)
+            elif bug == "dynamic-strict-reset":  # grow past the cached length; reset only strictly below L
+                self.cached = n if n > self.cached else (L if n < L else self.cached)
+                n = max(self.cached, L) if n >= L else L
             elif bug != "dynamic-no-clamp":
                 n = max(n, L)
             grown = torch.tensor(s * n / L - (s - 1), dtype=self.dt) ** (r / (r - 2))  # NaN when negative
@@ -65,10 +74,23 @@ class Toy:
         if c.scaling == "yarn":
             def corr(rot):
                 return r * math.log(L / (rot * 2 * math.pi)) / (2 * math.log(base))
-            low = max(math.floor(corr(c.beta_fast or 32)), 0)
-            high = min(math.ceil(corr(c.beta_slow or 1)), r - 1)
+            low, high = corr(c.beta_fast or 32), corr(c.beta_slow or 1)
+            if c.truncate is not False or bug == "yarn-always-truncate" or (bug == "truncate-top-level" and c.layers):
+                low, high = math.floor(low), math.ceil(high)
+            low, high = max(low, 0), min(high, r - 1)
             ramp = ((torch.arange(r // 2, dtype=self.dt) - low) / max(high - low, 1e-3)).clamp(0, 1)
-            a = 1.0 if bug == "yarn-no-mscale" or s <= 1 else 0.1 * math.log(s) + 1
+
+            def m(mu):
+                return 1.0 if s <= 1 else 0.1 * mu * math.log(s) + 1
+
+            if c.attention_factor is not None and bug != "yarn-drop-attention-factor":
+                a = c.attention_factor
+            elif c.mscale and c.mscale_all_dim and bug not in ("yarn-mscale-ignored", "yarn-mscale-equal-default"):
+                a = m(c.mscale) / m(c.mscale_all_dim)
+            elif bug == "yarn-mscale-equal-default" and c.mscale and c.mscale != c.mscale_all_dim:
+                a = m(c.mscale) / m(c.mscale_all_dim)
+            else:
+                a = 1.0 if bug == "yarn-no-mscale" else m(1.0)
             return inv * (1 - ramp) + inv / s * ramp, a
         if c.scaling == "llama3":
             lo, hi = c.low_freq or 1.0, c.high_freq or 4.0
@@ -122,17 +144,37 @@ def test_each_planted_bug_is_caught(bug):
     assert {conformance.cases([n])[0].group for n in failed} <= groups, failed
 
 
+def test_a_rerope_clamped_at_another_window_or_leak_fails_past_the_window():
+    """ReRoPE's cases were all properties inside w: a clamp at w/2 with twice the leak passed every one."""
+    from dataclasses import replace
+
+    from lexkit.conformance.adapters.lexkit import Lexkit, _Embedding
+
+    class HalfWindow(Lexkit):
+        name = "lexkit-half-window"
+
+        def build(self, config):
+            return _Embedding(replace(config, window=config.window // 2, leak=config.leak * 2)
+                              if config.scheme == "rerope" else config)
+
+    results = {r.case: r for r in conformance.run([HalfWindow()], conformance.cases(["rerope"]))}
+    assert {name: r.status for name, r in results.items()} == {"rerope/past-window": "fail",
+                                                                "rerope/leaky-past-window": "fail"}
+    assert all(r.worst.ratio > 100 for r in results.values())
+    assert {r.status for r in conformance.run([Lexkit()], conformance.cases(["rerope"]))} == {"pass"}
+
+
 def test_the_nan_of_a_negative_dynamic_base_fails_as_non_finite():
     (result,) = conformance.run([toy("dynamic-no-clamp")], conformance.cases(["dynamic/below-original"]))
     assert result.status == "fail" and math.isinf(result.error)
-    assert report.cell(result) == "FAIL non-finite"
+    assert report.cell(result) == f"FAIL non-finite {result.worst.check}"
 
 
 def test_lexkit_passes_every_case_it_can_express():
     results = conformance.run([conformance.adapter("lexkit")], conformance.cases())
     assert {r.status for r in results} == {"pass", "n/a"}
     na = {r.case for r in results if r.status == "n/a"}
-    assert na == {c.name for c in conformance.CASES if c.group == "longrope" or c.config.head_dim % 2}
+    assert na == {c.name for c in conformance.CASES if c.group == "longrope"}  # odd-head-dim-65 runs (it said n/a)
 
 
 def test_refusal_cases_and_properties_are_what_they_say():
@@ -198,7 +240,8 @@ def test_from_functions_is_the_documented_minimal_adapter():
 # -- transformers, as installed ---------------------------------------------------------------------
 #: the cases docs/conformance.md lists as transformers' measured differences
 HF_DIFFERENCES = {"rope/float64-angles-past-1M", "rope/partial-0.3", "dynamic/shorter-than-longest",
-                  "linear/factor-0.5", "dynamic/factor-0.5", "yarn/factor-0.5", "llama3/factor-0.5"}
+                  "linear/factor-0.5", "dynamic/factor-0.5", "yarn/factor-0.5", "llama3/factor-0.5",
+                  "dynamic/at-L-after-longer-call", "hybrid/olmo3-full-truncate-false"}
 
 
 @pytest.mark.slow  # ~5 s importing four model families' code; fast siblings: the toy and lexkit adapters above
@@ -277,3 +320,70 @@ def test_the_docs_adapter_example_runs_as_written(capsys):
     exec(compile(block, "docs/conformance.md", "exec"), {})
     assert "('rope/default', 'pass')" in capsys.readouterr().out
     assert f"prints all {len(conformance.CASES)}" in doc
+
+
+def test_a_cell_names_the_check_its_number_is_of():
+    """A row compared lexkit's scores error with x-transformers' inv_freq error, unnamed (xPos: the table
+    read the reverse of what the checks say)."""
+    (result,) = conformance.run([conformance.adapter("lexkit")], conformance.cases(["xpos/decay"]))
+    assert report.cell(result) == f"pass {result.error:.2g} {result.worst.check}"
+    assert result.worst.check in ("inv_freq", "scores")
+
+
+def test_cli_check_fails_when_a_named_implementation_did_not_run(monkeypatch, capsys):
+    """--check exited 0 when the --impl asked for by name was skipped, or could express no case."""
+    monkeypatch.setattr(ADAPTERS, "_classes", dict(ADAPTERS._classes))
+
+    class Missing(conformance.Adapter):
+        name, modules = "missing-runtime", ("no_such_module_for_lexkit",)
+
+    class Nothing(conformance.Adapter):
+        name = "nothing-runtime"
+
+        def supports(self, config):
+            return "expresses nothing"
+
+    conformance.register(Missing)
+    conformance.register(Nothing)
+    for impl, words in (("missing-runtime", "missing-runtime was skipped"),
+                        ("nothing-runtime", "nothing-runtime is n/a on every case")):
+        argv = ["conformance", "--impl", impl, "--impl", "lexkit", "--case", "rope/default"]
+        assert main(argv) == 0  # a measurement, without --check
+        assert main([*argv, "--check"]) == 1
+        assert f"check: {words}" in capsys.readouterr().out
+    assert main(["conformance", "--impl", "lexkit", "--case", "rope/default", "--check", "--threads", "1"]) == 0
+
+
+def test_an_adapter_whose_own_methods_raise_gives_error_cells_not_a_traceback(monkeypatch, capsys):
+    monkeypatch.setattr(ADAPTERS, "_classes", dict(ADAPTERS._classes))
+
+    class Broken(conformance.Adapter):
+        name = "broken-runtime"
+
+        def supports(self, config):
+            raise RuntimeError("no device")
+
+        def version(self):
+            raise ImportError("half installed")
+
+    conformance.register(Broken)
+    assert main(["conformance", "--impl", "broken-runtime", "--case", "rope/default", "--json", "/dev/null"]) == 0
+    out = capsys.readouterr().out
+    assert "broken-runtime (version() raised ImportError)" in out and "error" in out
+    (result,) = conformance.run([Broken()], conformance.cases(["rope/default"]))
+    assert result.status == "error" and result.detail == "supports() raised RuntimeError: no device"
+    assert main(["conformance", "--list", "--impl", "broken-runtime"]) == 0
+
+
+def test_import_is_read_before_the_command_name_too(tmp_path, monkeypatch, capsys):
+    """`lexkit --import M conformance` was refused as "invalid choice: 'M'"."""
+    (tmp_path / "my_runtime_for_lexkit.py").write_text(
+        "from lexkit import conformance\n"
+        "@conformance.register\n"
+        "class Mine(conformance.Adapter):\n"
+        "    name = 'mine-early'\n"
+        "    summary = 'an adapter imported before the command'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(ADAPTERS, "_classes", dict(ADAPTERS._classes))
+    assert main(["--import", "my_runtime_for_lexkit", "conformance", "--list", "--impl", "mine-early"]) == 0
+    assert "an adapter imported before the command" in capsys.readouterr().out

@@ -104,6 +104,7 @@ def test_bad_scheme_specs_raise_valueerror_naming_the_bad_part(spec, must_name):
 def test_specs_parse_typed_values_and_canonicalise():
     s = make("xpos:gamma=0.5,decay=false,scale_base=256")
     unscaled = {"scaling": "none", "factor": None, "original_len": None, "beta_fast": None, "beta_slow": None,
+                "attention_factor": None, "mscale": None, "mscale_all_dim": None, "truncate": None,
                 "low_freq": None, "high_freq": None,  # the context-extension parameters, unset
                 "fraction": None, "heads": None}  # and partial RoPE's: every dimension of every head rotated
     assert s.values == {"base": 10000.0, "gamma": 0.5, "scale_base": 256.0, "decay": False, "rotate": True, **unscaled}

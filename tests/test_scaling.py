@@ -20,13 +20,18 @@ CASES = [
     ("ntk", 64, 10000.0, 8.0, 128, {}),
     ("yarn", 64, 10000.0, 16.0, 128, {}),
     ("yarn", 128, 500000.0, 4.0, 4096, {"beta_fast": 16.0, "beta_slow": 2.0}),
+    ("yarn", 64, 10000.0, 16.0, 128, {"attention_factor": 0.5}),  # given: a itself (vLLM #46280 dropped it)
+    ("yarn", 128, 10000.0, 40.0, 4096, {"mscale": 1.0, "mscale_all_dim": 0.707}),  # DeepSeek's ratio (vLLM #48621)
+    ("yarn", 128, 10000.0, 40.0, 4096, {"mscale": 0.707, "mscale_all_dim": 0.707}),  # equal: a = 1
+    ("yarn", 64, 10000.0, 4.0, 128, {"mscale": 2.0}),  # alone: ignored, as transformers does
+    ("yarn", 64, 150000.0, 32.0, 4096, {"truncate": False}),  # gpt-oss: the ramp's ends unrounded
     ("llama3", 128, 500000.0, 8.0, 8192, {}),
     ("llama3", 64, 10000.0, 4.0, 128, {"low_freq": 2.0, "high_freq": 8.0}),
 ]
 
 
 def scaled_spec(method, base, s, L, extra):
-    tail = "".join(f",{k}={v}" for k, v in extra.items())
+    tail = "".join(f",{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in extra.items())
     return f"rope:base={base},scaling={method},factor={s},original_len={L}" + tail
 
 
@@ -36,7 +41,8 @@ def test_scaled_frequencies_match_written_out_formulas(method, h, base, s, L, ex
     rope = positions.create(spec, n_heads=1, head_dim=h)
     got, a = rope.frequencies()
     kw = {"beta_fast": extra.get("beta_fast", 32.0), "beta_slow": extra.get("beta_slow", 1.0),
-          "low": extra.get("low_freq", 1.0), "high": extra.get("high_freq", 4.0)}
+          "low": extra.get("low_freq", 1.0), "high": extra.get("high_freq", 4.0),
+          **{k: extra[k] for k in ("truncate", "attention_factor", "mscale", "mscale_all_dim") if k in extra}}
     want, want_a = written_out(method, h, base, s, L, **kw)
     assert torch.allclose(got, torch.tensor(want, dtype=torch.float64), rtol=1e-12, atol=0)
     assert a == pytest.approx(want_a, rel=1e-12)
@@ -101,6 +107,9 @@ def test_xpos_takes_the_scalings_and_decays_as_before():
     ("rope:factor=4", ["factor needs a scaling"]),
     ("rope:scaling=warp,factor=2", ["scaling=warp", "linear", "yarn"]),
     ("rope:scaling=linear,factor=2,beta_fast=8", ["beta_fast applies only to scaling=yarn"]),
+    ("rope:scaling=linear,factor=2,mscale=1", ["mscale applies only to scaling=yarn"]),
+    ("rope:scaling=llama3,factor=2,original_len=64,truncate=false", ["truncate applies only to scaling=yarn"]),
+    ("rope:scaling=yarn,factor=2,original_len=64,attention_factor=0", ["attention_factor", "> 0"]),
     ("rope:scaling=llama3,factor=8,original_len=64,low_freq=4,high_freq=2", ["low_freq < high_freq"]),
     ("rope:scaling=linear,factor=0.5", ["factor=0.5", ">= 1"]),
     ("xpos:scaling=dynamic,factor=2,original_len=64", ["dynamic", "decay=false"]),

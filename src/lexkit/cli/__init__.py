@@ -16,7 +16,7 @@ from ..errors import LexkitError
 COMMANDS = ("schemes", "patterns", "layouts", "tasks", "presets", "train", "runs", "eval", "sample", "resolution",
             "retrieval", "inspect", "study", "sweep", "conformance")
 #: the commands that compute with torch: their CPU threads follow lexkit.threads' policy
-COMPUTING = ("train", "eval", "sample", "resolution", "retrieval", "inspect", "study", "sweep")
+COMPUTING = ("train", "eval", "sample", "resolution", "retrieval", "inspect", "study", "sweep", "conformance")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -73,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = _Parser(prog="lexkit", description="Length extrapolation of Transformers, measured.")
     parser.add_argument("--version", action="version", version=f"lexkit {__version__}")
+    parser.add_argument("--import", dest="early_imports", action="append", metavar="MODULE", default=[],
+                        help="import MODULE first, before or after the command's name alike; repeatable")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMANDS:
@@ -93,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         warnings.simplefilter("default")
         warnings.showwarning = _warning_line  # restored on exit: one `warning: ...` line each
         try:
-            import_modules(args.imports)
+            import_modules([*args.early_imports, *args.imports])
             if args.command in COMPUTING:
                 threads.apply(getattr(args, "threads", None), probe)
             return int(args.run(args) or 0)

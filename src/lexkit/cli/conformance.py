@@ -6,10 +6,11 @@ lexkit's float64 reference, case by case.
     lexkit conformance --list                            # the cases and the implementations
     lexkit conformance --json conformance.json           # or --out DIR: conformance.json + conformance.md
 
-Each cell is ``pass`` or ``FAIL`` with the largest error of the check nearest its bound (tolerances by
-dtype: docs/conformance.md), ``n/a`` where the implementation cannot express the case, ``error``
-where it raised. A difference is a measurement, not a verdict: exit 0 unless ``--check`` (exit 1 on
-any FAIL or error). An implementation whose package is missing is skipped by name; ``--import
+Each cell is ``pass`` or ``FAIL`` with the largest error of the check nearest its bound, named
+(``pass 3e-07 tables``; tolerances by dtype: docs/conformance.md), ``n/a`` where the implementation
+cannot express the case, ``error`` where it raised. A difference is a measurement, not a verdict:
+exit 0 unless ``--check`` (exit 1 on any FAIL or error, or when an implementation named by ``--impl``
+was skipped or is n/a on every case). An implementation whose package is missing is skipped by name; ``--import
 MODULE`` may register another (``lexkit.conformance.register``).
 """
 
@@ -19,7 +20,7 @@ import argparse
 import datetime
 from pathlib import Path
 
-from .. import checks
+from .. import checks, threads
 from ..errors import LexkitError
 from ..render import markdown_table
 from ..runs import atomic_write, write_json
@@ -36,7 +37,10 @@ def add_parser(sub):
     p.add_argument("--list", action="store_true", help="list the cases and implementations, run nothing")
     p.add_argument("--json", metavar="FILE", help="write every result as JSON")
     p.add_argument("--out", metavar="DIR", help="write DIR/conformance.json and DIR/conformance.md")
-    p.add_argument("--check", action="store_true", help="exit 1 when any case fails or errors")
+    p.add_argument("--check", action="store_true",
+                   help="exit 1 when any case fails or errors, or an implementation named by --impl did not run "
+                        "(skipped, or n/a on every case)")
+    p.add_argument("--threads", type=int, metavar="N", help=threads.HELP)
     return p
 
 
@@ -68,12 +72,12 @@ def run(args) -> int:
 
     ready, skipped = [], []
     for adapter in adapters:
-        reason = adapter.unavailable()
+        reason = _guarded(adapter.unavailable, "unavailable")
         if reason:
             skipped.append({"impl": adapter.name, "reason": reason})
         else:
             ready.append(adapter)
-    impls = [{"impl": a.name, "version": a.version(), "exercises": a.summary} for a in ready]
+    impls = [{"impl": a.name, "version": version(a), "exercises": a.summary} for a in ready]
     results = conformance.run(ready, cases)
 
     from ..conformance import report
@@ -107,9 +111,32 @@ def run(args) -> int:
             print(f"{a.name}: {c['pass']} pass, {c['fail']} fail, {c['error']} error, {c['n/a']} n/a")
     for path in ([args.json] if args.json else []) + ([str(out_dir)] if out_dir is not None else []):
         print(f"wrote {path}")
-    if args.check and any(r.status in ("fail", "error") for r in results):
-        return 1
+    if args.check:
+        unchecked = [f"{s['impl']} was skipped ({s['reason']})" for s in skipped if s["impl"] in (args.impl or ())]
+        unchecked += [f"{a.name} is n/a on every case" for a in ready if a.name in (args.impl or ())
+                      and all(r.status == "n/a" for r in results if r.impl == a.name)]
+        for line in unchecked:
+            print(f"check: {line}: nothing of it was checked")
+        if unchecked or any(r.status in ("fail", "error") for r in results):
+            return 1
     return 0
+
+
+def _guarded(call, what: str) -> str | None:
+    """An adapter's ``unavailable()``: its reason, or the error it raised as one (no traceback)."""
+    try:
+        return call()
+    except Exception as exc:  # an adapter's runtime raises anything
+        first = str(exc).strip().splitlines()
+        return f"its {what}() raised {type(exc).__name__}" + (f": {first[0]}" if first else "")
+
+
+def version(adapter) -> str:
+    """The adapter's ``version()``, or what it raised in its place."""
+    try:
+        return adapter.version()
+    except Exception as exc:  # an adapter's runtime raises anything
+        return f"(version() raised {type(exc).__name__})"
 
 
 def _list(adapters, cases) -> int:
@@ -121,8 +148,8 @@ def _list(adapters, cases) -> int:
     print()
     rows = [["implementation", "status", "exercises"]]
     for a in adapters:
-        reason = a.unavailable()
-        rows.append([a.name, f"missing: {reason}" if reason else f"installed {a.version()}".strip(), a.summary])
+        reason = _guarded(a.unavailable, "unavailable")
+        rows.append([a.name, f"missing: {reason}" if reason else f"installed {version(a)}".strip(), a.summary])
     print_table(rows, "lll")
     return 0
 

@@ -114,8 +114,11 @@ def _battery() -> list[Case]:
         why="plain RoPE up to L: catches a negative base and NaN below L (s·n/L - (s-1) < 0)")
     add("dynamic/many-lengths", dyn, [length(n) for n in (1025, 1536, 2048, 4096, 8192, 16384)],
         why="base grows with the current length: catches a constant base")
-    add("dynamic/after-longer-call", dyn, [length(8192), length(512), length(1024)],
-        why="back to plain RoPE at or below L after a longer call")
+    add("dynamic/after-longer-call", dyn, [length(8192), length(512)],
+        why="back to plain RoPE below L after a longer call (transformers #27227)")
+    add("dynamic/at-L-after-longer-call", dyn, [length(8192), length(1024)],
+        why="plain RoPE at exactly L after a longer call: a reset only below L (seq_len < L) keeps the longer "
+            "call's base here; no shorter call comes between to hide it")
     add("dynamic/shorter-than-longest", dyn, [length(8192), length(2048)],
         why="lexkit's convention: the base of each call's own length (a runtime may keep the longest's)")
     add("dynamic/factor-0.5", replace(dyn, factor=0.5), [length(64)], why="a factor below 1 is refused", refuse=True)
@@ -139,6 +142,20 @@ def _battery() -> list[Case]:
     add("yarn/partial-0.5", replace(yarn, fraction=0.5), [around(4096, 16384)], why="the ramp over the rotated dims")
     add("yarn/bf16-tables", replace(yarn, dtype=torch.bfloat16), [around(4096, 16384)],
         why="bf16 tables carry a")
+    add("yarn/attention-factor", replace(yarn, attention_factor=1.0), [around(4096, 16384)],
+        why="an explicit attention factor is a itself: catches it dropped for 0.1 ln s + 1 (vLLM PR #46280, "
+            "#48351; mlx-lm PR #1507, Olmo 3)")
+    add("yarn/mscale-ratio", replace(yarn, head_dim=64, factor=40.0, mscale=1.0, mscale_all_dim=0.707),
+        [around(4096, 163840)], why="DeepSeek's rule: a = m(s, mscale)/m(s, mscale_all_dim), m(s, μ) = 0.1 μ ln s + 1 "
+                                    "(transformers PR #47435)")
+    add("yarn/mscale-equal", replace(yarn, head_dim=64, factor=16.0, mscale=1.0, mscale_all_dim=1.0),
+        [around(4096, 65536)], why="mscale = mscale_all_dim (DeepSeek-V3): a = 1, not 0.1 ln s + 1 (vLLM #48621 "
+                                   "gave 1.2773; exllamav3 #259)")
+    add("yarn/mscale-alone", replace(yarn, mscale=0.707), [around(4096, 16384)],
+        why="mscale without mscale_all_dim is ignored (transformers' rule, lexkit's); DeepSeek's code and mlx-lm "
+            "count it: a convention")
+    add("yarn/truncate-false", replace(yarn, head_dim=64, base=150000.0, factor=32.0, truncate=False),
+        [around(4096, 131072)], why="gpt-oss: truncate false keeps the ramp's ends unrounded (no floor, ceil)")
 
     # -- Llama 3 ---------------------------------------------------------------------------------
     l3 = replace(ROPE, head_dim=128, base=5e5, scaling="llama3", factor=8.0, original_len=8192)
@@ -158,6 +175,9 @@ def _battery() -> list[Case]:
     add("longrope/switch", lr, [length(4096), length(4097), length(2048)],
         why="short at L, long at L + 1, short again after the longer call")
     s75, l75 = _longrope_factors(48, 32.0)
+    add("longrope/around-L", lr, [length(4095), length(4096), length(4097), length(4095)],
+        why="the switch reads the sequence: short at L - 1 and at L, long at L + 1 (unsloth PR #10681 took the "
+            "long branch at L), short again")
     add("longrope/partial-0.75", replace(lr, head_dim=128, fraction=0.75, short_factor=s75, long_factor=l75),
         [length(2048), length(65536)], why="Phi-4-mini's 3/4 rotated")
     add("longrope/factor-1", replace(lr, factor=1.0), [length(4096), length(8192)], why="a = 1 at s = 1")
@@ -165,13 +185,17 @@ def _battery() -> list[Case]:
     # -- hybrid models: a RoPE per layer type ------------------------------------------------------
     olmo = {"sliding_attention": ROPE,
             "full_attention": replace(ROPE, base=5e5, scaling="yarn", factor=8.0, original_len=4096)}
-    add("hybrid/olmo3-sliding", hybrid("sliding_attention", **olmo), [around(4096, 32768)],
+    add("hybrid/olmo3-sliding", hybrid("sliding_attention", "olmo3", **olmo), [around(4096, 32768)],
         why="sliding layers keep unscaled RoPE beside YaRN full layers (OLMo 3)")
-    add("hybrid/olmo3-full", hybrid("full_attention", **olmo), [around(4096, 32768)], why="the full layers' YaRN")
+    add("hybrid/olmo3-full", hybrid("full_attention", "olmo3", **olmo), [around(4096, 32768)],
+        why="the full layers' YaRN")
+    olmo_exact = {**olmo, "full_attention": replace(olmo["full_attention"], truncate=False)}
+    add("hybrid/olmo3-full-truncate-false", hybrid("full_attention", "olmo3", **olmo_exact), [around(4096, 32768)],
+        why="a layer type's own truncate false (Olmo 3's full layers), not the top level's default true")
     gemma = {"sliding_attention": ROPE, "full_attention": replace(ROPE, base=1e6, scaling="linear", factor=8.0)}
-    add("hybrid/gemma3-sliding", hybrid("sliding_attention", **gemma), [around(4096, 32768)],
+    add("hybrid/gemma3-sliding", hybrid("sliding_attention", "gemma3", **gemma), [around(4096, 32768)],
         why="Gemma 3: local layers base 1e4 unscaled")
-    add("hybrid/gemma3-full", hybrid("full_attention", **gemma), [around(4096, 32768)],
+    add("hybrid/gemma3-full", hybrid("full_attention", "gemma3", **gemma), [around(4096, 32768)],
         why="Gemma 3: global layers base 1e6, linear 8")
 
     # -- xPos ------------------------------------------------------------------------------------
@@ -195,6 +219,11 @@ def _battery() -> list[Case]:
         why="ReRoPE equals RoPE for |m - n| < w")
     add("property/leaky-rerope-is-rope-in-window", replace(rerope, leak=16.0), [near], checks=(S,), twin=ROPE,
         within=64, why="leaky ReRoPE too")
+    far = tuple(range(0, 200, 4))  # pairs inside w = 64, at m - n = w and past it
+    add("rerope/past-window", rerope, [far], checks=(S,),
+        why="ReRoPE against the reference past w: the relative position held at w for |m - n| >= w")
+    add("rerope/leaky-past-window", replace(rerope, leak=16.0), [far], checks=(S,),
+        why="leaky ReRoPE past w: w + (|m - n| - w)/k; a clamp at another w or another k fails")
     for name, cfg in (("rope", ROPE), ("yarn", yarn), ("llama3", l3), ("xpos", xpos), ("rerope", rerope)):
         add(f"property/translation-{name}", cfg, [near], checks=(S,), twin=cfg, shift=1000,
             why="scores depend on m - n only: shifting every position by 1000 changes nothing")

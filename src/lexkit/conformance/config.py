@@ -19,6 +19,10 @@ import torch
 
 #: the scalings a config may name (``none`` is plain RoPE)
 SCALINGS = ("none", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope")
+#: YaRN's parameters beside factor and length (positions/scaling.py)
+YARN_KEYS = ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate")
+#: the ones past β: an adapter whose runtime takes none of them answers n/a for a config that sets one
+YARN_EXTRA = YARN_KEYS[2:]
 #: the rotary schemes: RoPE, xPos (RoPE times a decay), ReRoPE (relative position clamped past w)
 SCHEMES = ("rope", "xpos", "rerope")
 
@@ -42,6 +46,10 @@ class RopeConfig:
     fraction: float = 1.0
     beta_fast: float | None = None
     beta_slow: float | None = None
+    attention_factor: float | None = None  # yarn: a given (default: from s, mscale, mscale_all_dim)
+    mscale: float | None = None  # yarn, DeepSeek: a = m(s, mscale)/m(s, mscale_all_dim) when both are set
+    mscale_all_dim: float | None = None
+    truncate: bool | None = None  # yarn: round the ramp's ends (None: true; gpt-oss false)
     low_freq: float | None = None
     high_freq: float | None = None
     short_factor: tuple[float, ...] | None = None
@@ -55,6 +63,8 @@ class RopeConfig:
     dtype: torch.dtype = torch.float32  # the model's dtype: of the tables, and of x, q, k given to rotate/scores
     layer_type: str | None = None
     layers: tuple[tuple[str, RopeConfig], ...] = field(default=(), compare=False)
+    #: the hybrid model the layers are of (``olmo3``, ``gemma3``): a model-level adapter builds its classes
+    model: str | None = None
 
     @property
     def rotary_dims(self) -> int:
@@ -65,7 +75,7 @@ class RopeConfig:
         """The config of another layer type of the same hybrid model."""
         for name, cfg in self.layers:
             if name == layer_type:
-                return replace(cfg, layer_type=name, layers=self.layers)
+                return replace(cfg, layer_type=name, layers=self.layers, model=self.model)
         raise KeyError(f"no layer type {layer_type!r}; the model has {', '.join(n for n, _ in self.layers)}")
 
     def describe(self) -> str:
@@ -77,9 +87,12 @@ class RopeConfig:
         parts += [f"h={self.head_dim}", f"base={self.base:g}"]
         if self.fraction != 1.0:
             parts.append(f"fraction={self.fraction:g}")
-        for key in ("beta_fast", "beta_slow", "low_freq", "high_freq", "window"):
+        for key in ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "low_freq", "high_freq",
+                    "window"):
             if getattr(self, key) is not None:
                 parts.append(f"{key}={getattr(self, key):g}")
+        if self.truncate is not None:
+            parts.append(f"truncate={str(self.truncate).lower()}")
         if self.scheme == "xpos" and not self.decay:
             parts.append("decay=false")
         if self.scheme == "rerope" and math.isfinite(self.leak):
@@ -91,7 +104,7 @@ class RopeConfig:
         return " ".join(p for p in parts if p)
 
 
-def hybrid(layer_type: str, **layers: RopeConfig) -> RopeConfig:
-    """The config of ``layer_type`` in a model whose layer types have the ``layers`` configs."""
-    pairs = tuple((name, replace(cfg, layer_type=None, layers=())) for name, cfg in layers.items())
-    return RopeConfig(layers=pairs).layer(layer_type)
+def hybrid(layer_type: str, model: str | None = None, **layers: RopeConfig) -> RopeConfig:
+    """The config of ``layer_type`` in a ``model`` whose layer types have the ``layers`` configs."""
+    pairs = tuple((name, replace(cfg, layer_type=None, layers=(), model=None)) for name, cfg in layers.items())
+    return RopeConfig(layers=pairs, model=model).layer(layer_type)

@@ -78,7 +78,10 @@ def check(adapter: Adapter, case: Case) -> Result:
     """``adapter`` on ``case``."""
     name = adapter.name
     for cfg in (case.config, case.twin):
-        reason = adapter.supports(cfg) if cfg is not None else None
+        try:
+            reason = adapter.supports(cfg) if cfg is not None else None
+        except Exception as exc:  # an adapter's own code raises anything: an error cell, not a traceback
+            return Result(name, case.name, "error", f"supports() raised {_first(exc)}")
         if reason:
             return Result(name, case.name, "n/a", reason)
     if case.refuse:

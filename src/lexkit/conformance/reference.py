@@ -13,7 +13,7 @@ from torch import Tensor
 from .. import positions
 from ..positions import longrope, scaling
 from ..positions.rotary import rotary_angles, rotate_partial, xpos_zeta
-from .config import SCALINGS, SCHEMES, RopeConfig
+from .config import SCALINGS, SCHEMES, YARN_KEYS, RopeConfig
 
 
 def spec(config: RopeConfig, *, partial: bool = True) -> str:
@@ -32,7 +32,7 @@ def spec(config: RopeConfig, *, partial: bool = True) -> str:
             raise ValueError("rerope takes no scaling")
     else:
         values["scaling"] = config.scaling
-        for key in ("factor", "original_len", "beta_fast", "beta_slow", "low_freq", "high_freq"):
+        for key in ("factor", "original_len", *YARN_KEYS, "low_freq", "high_freq"):
             values[key] = getattr(config, key)
     if config.scheme == "xpos":
         values.update(gamma=config.gamma, scale_base=config.scale_base, decay=config.decay)

@@ -15,13 +15,19 @@ FORMAT_VERSION = 1
 MARK = {"pass": "pass", "fail": "FAIL", "n/a": "n/a", "error": "error"}
 
 
+#: how a cell names the check its number is of
+SHORT = {"inv_freq": "inv_freq", "attention_factor": "a", "tables": "tables", "rotate": "rotate", "scores": "scores"}
+
+
 def cell(result: Result) -> str:
-    """``pass 3.1e-07`` / ``FAIL 0.14``: the status and the largest error of the check nearest its bound."""
+    """``pass 3.1e-07 tables`` / ``FAIL 0.14 inv_freq``: the status, the largest error of the check
+    nearest its bound and that check (cells of one row may be of different checks: each says which)."""
     mark = MARK[result.status]
     if result.status in ("pass", "fail") and result.error is not None:
+        check = SHORT.get(result.worst.check, result.worst.check)
         if not math.isfinite(result.error):
-            return f"{mark} {'shape' if result.worst.where.startswith('shape') else 'non-finite'}"
-        return f"{mark} {result.error:.2g}"
+            return f"{mark} {'shape' if result.worst.where.startswith('shape') else 'non-finite'} {check}"
+        return f"{mark} {result.error:.2g} {check}"
     return mark
 
 

@@ -46,6 +46,12 @@ SCALING_PARAMS = {
     "original_len": Param(int, None, "original length L (default: the training length)", positive, "> 0"),
     "beta_fast": Param(float, None, "yarn β_fast (default 32)", positive, "> 0"),
     "beta_slow": Param(float, None, "yarn β_slow (default 1)", positive, "> 0"),
+    "attention_factor": Param(float, None, "yarn attention factor a, given (default: from s, mscale, "
+                              "mscale_all_dim)", positive, "> 0"),
+    "mscale": Param(float, None, "yarn mscale: a = m(s, mscale)/m(s, mscale_all_dim) when both are given "
+                    "(DeepSeek)", lambda x: x >= 0, ">= 0"),
+    "mscale_all_dim": Param(float, None, "yarn mscale_all_dim (with mscale)", lambda x: x >= 0, ">= 0"),
+    "truncate": Param(bool, None, "yarn: round the ramp's ends to whole dims (default true; gpt-oss false)"),
     "low_freq": Param(float, None, "llama3 low_freq_factor (default 1)", positive, "> 0"),
     "high_freq": Param(float, None, "llama3 high_freq_factor (default 4)", positive, "> 0"),
 }

@@ -14,7 +14,12 @@ cos and sin, so every q·k logit is multiplied by a².
 * ``yarn`` (Peng et al. 2023, HF ``_compute_yarn_parameters``): corr(r) = h·ln(L/(2π r)) / (2 ln base);
   low = max(floor(corr(β_fast)), 0), high = min(ceil(corr(β_slow)), h - 1);
   ramp_i = clamp((i - low)/(high - low), 0, 1) (high += 0.001 if equal); θ'_i = θ_i·(1 - ramp_i) + θ_i/s·ramp_i;
-  a = 0.1·ln s + 1 (1 for s <= 1). Defaults β_fast = 32, β_slow = 1.
+  a = 0.1·ln s + 1 (1 for s <= 1). Defaults β_fast = 32, β_slow = 1. ``truncate=false`` (gpt-oss) keeps
+  corr(β_fast) and corr(β_slow) unrounded (no floor and ceil). An explicit ``attention_factor`` is a
+  itself; else with both ``mscale`` and ``mscale_all_dim`` given and non-zero (DeepSeek-V2/V3),
+  a = m(s, mscale) / m(s, mscale_all_dim) with m(s, μ) = 0.1·μ·ln s + 1 (1 for s <= 1): 1 when the
+  two are equal; either alone is ignored, as transformers does (DeepSeek's reference code and mlx-lm
+  count ``mscale`` alone: a convention, docs/conformance.md).
 * ``llama3`` (Llama 3.1, HF ``_compute_llama3_parameters``): λ_i = 2π/θ_i; λ_i > L/low → θ_i/s;
   λ_i < L/high → θ_i; between, with σ = (L/λ_i - low)/(high - low), θ'_i = (1 - σ)·θ_i/s + σ·θ_i. a = 1.
   Defaults low = 1, high = 4.
@@ -36,7 +41,7 @@ METHOD_PARAMS: dict[str, tuple[str, ...]] = {
     "linear": (),
     "ntk": (),
     "dynamic": (),
-    "yarn": ("beta_fast", "beta_slow"),
+    "yarn": ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate"),
     "llama3": ("low_freq", "high_freq"),
 }
 #: methods that need the original (training) length L
@@ -68,19 +73,36 @@ def _dynamic(h: int, base: float, v: dict, n: int) -> tuple[Tensor, float]:
     return base_inv_freq(h, base * ((s * n / L) - (s - 1)) ** (h / (h - 2))), 1.0
 
 
+def yarn_mscale(s: float, mscale: float = 1.0) -> float:
+    """m(s, μ) = 0.1·μ·ln s + 1, 1 for s <= 1 (YaRN's attention factor; DeepSeek's ``yarn_get_mscale``)."""
+    return 0.1 * mscale * math.log(s) + 1.0 if s > 1 else 1.0
+
+
+def yarn_attention_factor(s: float, v: dict) -> float:
+    """a: ``attention_factor`` when given; m(s, mscale)/m(s, mscale_all_dim) when both are given and
+    non-zero; else m(s, 1) (transformers' rule; the module docstring)."""
+    if v.get("attention_factor") is not None:
+        return float(v["attention_factor"])
+    if v.get("mscale") and v.get("mscale_all_dim"):
+        return yarn_mscale(s, v["mscale"]) / yarn_mscale(s, v["mscale_all_dim"])
+    return yarn_mscale(s)
+
+
 def _yarn(h: int, base: float, v: dict, n: int) -> tuple[Tensor, float]:
     s, L = v["factor"], v["original_len"]
 
     def corr(rotations: float) -> float:
         return h * math.log(L / (rotations * 2 * math.pi)) / (2 * math.log(base))
 
-    low = max(math.floor(corr(v["beta_fast"])), 0)
-    high = min(math.ceil(corr(v["beta_slow"])), h - 1)
+    low, high = corr(v["beta_fast"]), corr(v["beta_slow"])
+    if v["truncate"]:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, h - 1)
     if low == high:
         high += 0.001
     ramp = ((torch.arange(h // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)  # [h/2]
     theta = base_inv_freq(h, base)
-    return theta * (1 - ramp) + theta / s * ramp, (0.1 * math.log(s) + 1.0 if s > 1 else 1.0)
+    return theta * (1 - ramp) + theta / s * ramp, yarn_attention_factor(s, v)
 
 
 def _llama3(h: int, base: float, v: dict, n: int) -> tuple[Tensor, float]:
@@ -121,9 +143,10 @@ def check(owner: str, values: dict) -> None:
         raise ValueError(f"{owner}: scaling={method} needs a factor (e.g. {example})")
     if method in NEEDS_LENGTH and values.get("original_len") is None:
         raise ValueError(f"{owner}: scaling={method} needs original_len (the training length)")
-    for key, readers in (("beta_fast", "yarn"), ("beta_slow", "yarn"), ("low_freq", "llama3"), ("high_freq", "llama3")):
-        if key in values and values[key] is not None and method != readers:
-            raise ValueError(f"{owner}: {key} applies only to scaling={readers}")
+    for method_name, keys in METHOD_PARAMS.items():
+        for key in keys:
+            if values.get(key) is not None and method != method_name:
+                raise ValueError(f"{owner}: {key} applies only to scaling={method_name}")
     low, high = values.get("low_freq") or 1.0, values.get("high_freq") or 4.0
     if method == "llama3" and not low < high:
         raise ValueError(f"{owner}: llama3 needs low_freq < high_freq, got {low}, {high}")
@@ -133,6 +156,6 @@ def inv_freq(head_dim: int, base: float, values: dict, length: int = 0) -> tuple
     """(θ' float64 [h/2], a) of the scaling named by ``values["scaling"]`` at current ``length``
     (only ``dynamic`` reads it). Unset method defaults (β, low/high) take HF's values."""
     method = values.get("scaling", "none")
-    filled = {"beta_fast": 32.0, "beta_slow": 1.0, "low_freq": 1.0, "high_freq": 4.0}
+    filled = {"beta_fast": 32.0, "beta_slow": 1.0, "low_freq": 1.0, "high_freq": 4.0, "truncate": True}
     filled.update({k: v for k, v in values.items() if v is not None})
     return SCALINGS[method](head_dim, base, filled, int(length))

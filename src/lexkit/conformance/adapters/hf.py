@@ -4,7 +4,8 @@ A config becomes ``rope_parameters`` (``rope_type``, ``rope_theta``, ``factor``,
 ``original_max_position_embeddings``, the method's own keys, ``partial_rotary_factor``) of a
 ``GPTNeoXConfig`` (the model partial rotation comes from; every ``ROPE_INIT_FUNCTIONS`` type but
 LongRoPE), of a ``Phi3Config`` for LongRoPE (Phi-3's rotary class, its switch included), or, for a
-hybrid model, per-layer-type ``rope_parameters`` of an ``Olmo3Config`` (OLMo 3, whose sliding layers
+hybrid model, per-layer-type ``rope_parameters`` of its own model's config (``Gemma3TextConfig`` and
+``Gemma3RotaryEmbedding`` for Gemma 3; ``Olmo3Config`` for OLMo 3 and any other, whose sliding layers
 must keep their own RoPE). The config is validated as
 transformers validates it (its warnings are silenced: a warning is not a refusal). Each call runs the
 rotary module's forward, so its ``dynamic_rope_update`` sees the calls in order; the frequencies are
@@ -21,7 +22,7 @@ import contextlib
 import torch
 
 from ..adapter import Adapter, register
-from ..config import RopeConfig
+from ..config import YARN_KEYS, RopeConfig
 
 
 @contextlib.contextmanager
@@ -44,7 +45,7 @@ def rope_parameters(c: RopeConfig) -> dict:
     if c.scaling in ("yarn", "llama3", "longrope"):
         p["original_max_position_embeddings"] = c.original_len
     if c.scaling == "yarn":
-        p.update({k: v for k, v in (("beta_fast", c.beta_fast), ("beta_slow", c.beta_slow)) if v is not None})
+        p.update({k: getattr(c, k) for k in YARN_KEYS if getattr(c, k) is not None})
     if c.scaling == "llama3":  # required keys in HF
         p.update(low_freq_factor=c.low_freq or 1.0, high_freq_factor=c.high_freq or 4.0)
     if c.scaling == "longrope":
@@ -66,7 +67,17 @@ class _Embedding:
     def __init__(self, config: RopeConfig) -> None:
         self.config = config
         with _quiet():
-            if config.layers:
+            if config.layers and config.model == "gemma3":  # Gemma 3's own class and config
+                from transformers import Gemma3TextConfig
+                from transformers.models.gemma3.modeling_gemma3 import Gemma3RotaryEmbedding, apply_rotary_pos_emb
+
+                types = [name for name, _ in config.layers]
+                cfg = Gemma3TextConfig(hidden_size=config.head_dim, head_dim=config.head_dim, num_attention_heads=1,
+                                       num_key_value_heads=1, num_hidden_layers=len(types), layer_types=types,
+                                       max_position_embeddings=max(max_positions(c) for _, c in config.layers),
+                                       rope_parameters={name: rope_parameters(c) for name, c in config.layers})
+                self.module, self.layer_type = Gemma3RotaryEmbedding(cfg), config.layer_type
+            elif config.layers:  # OLMo 3's (a hybrid of another model: the same per-layer-type machinery)
                 from transformers import Olmo3Config
                 from transformers.models.olmo3.modeling_olmo3 import Olmo3RotaryEmbedding, apply_rotary_pos_emb
 
@@ -126,7 +137,7 @@ class Transformers(Adapter):
     name = "transformers"
     modules = ("transformers",)
     extra = "conformance-transformers"
-    summary = ("GPTNeoX/Phi3/Olmo3RotaryEmbedding (per layer type) from rope_parameters, with their "
+    summary = ("GPTNeoX/Phi3/Olmo3/Gemma3RotaryEmbedding (per layer type) from rope_parameters, with their "
                "dynamic_rope_update; apply_rotary_pos_emb")
 
     def unavailable(self) -> str | None:

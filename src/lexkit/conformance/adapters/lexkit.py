@@ -50,8 +50,8 @@ class Lexkit(Adapter):
     def supports(self, config: RopeConfig) -> str | None:
         if config.scaling == "longrope":
             return "no LongRoPE scheme in lexkit (positions/longrope.py is the reference's definition)"
-        if config.head_dim % 2:
-            return "lexkit's rotary schemes need an even head dim"
+        if config.head_dim % 2 and config.scheme != "rope":
+            return f"lexkit's {config.scheme} needs an even head dim"
         return None
 
     def build(self, config: RopeConfig) -> object:

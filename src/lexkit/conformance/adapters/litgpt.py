@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from ..adapter import Adapter, register
-from ..config import RopeConfig
+from ..config import YARN_EXTRA, RopeConfig
 
 
 def extra_config(c: RopeConfig) -> dict | None:
@@ -62,6 +62,9 @@ class Litgpt(Adapter):
             return f"no {config.scheme} in litgpt"
         if config.scaling not in ("none", "linear", "llama3", "yarn"):
             return f"no {config.scaling} scaling in litgpt's build_rope_cache"
+        given = [k for k in YARN_EXTRA if getattr(config, k) is not None]
+        if given:
+            return f"the adapter maps litgpt's YaRN factor, β and length only, not {', '.join(given)}"
         return None
 
     def build(self, config: RopeConfig) -> object:
