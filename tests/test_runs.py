@@ -198,3 +198,26 @@ def test_a_run_records_every_parameter_and_a_changed_default_does_not_change_it(
     before, after = (json.loads((tmp_path / f"{w}.json").read_text())["results"][0]["bpb"] for w in ("before", "after"))
     assert before == after
     assert ModelConfig(**config["model"]).identity() != key_before
+
+
+def test_an_output_that_is_no_regular_file_is_written_into_not_replaced(tmp_path):
+    """`--json /dev/null` renamed a temporary file over /dev/null: the device became an empty file,
+    and every later write to /dev/null on the machine filled it. A pipe stands in for the device here."""
+    import os
+    import stat
+    import threading
+
+    from lexkit.runs import files
+
+    pipe, got = tmp_path / "pipe", []
+    os.mkfifo(pipe)
+    reader = threading.Thread(target=lambda: got.append(pipe.read_text()), daemon=True)
+    reader.start()
+    files.write_json(pipe, {"a": 1})
+    reader.join(timeout=10)
+    assert stat.S_ISFIFO(os.stat(pipe).st_mode) and got == ['{\n  "a": 1\n}\n']
+    target, link = tmp_path / "target.json", tmp_path / "link.json"
+    target.write_text("old")
+    link.symlink_to(target)
+    files.atomic_write(link, "new")
+    assert link.is_symlink() and target.read_text() == "new"  # the link kept, its file written

@@ -32,8 +32,19 @@ class RunWarning(UserWarning):
 
 
 def atomic_write(path: Path, data: bytes | str) -> None:
-    """Write to ``path`` through a temporary file and a rename (never a half-written file)."""
+    """Write to ``path`` through a temporary file and a rename (never a half-written file). A link is
+    followed (its target written, the link kept); a path that is no regular file (``/dev/null``,
+    ``/dev/stdout``, a pipe) is written as it is: a rename over it would replace the device by a file."""
     path = Path(path)
+    if path.is_symlink():
+        path = path.resolve()
+    if path.exists() and not path.is_file():
+        try:
+            with open(path, "wb") as handle:
+                handle.write(data.encode() if isinstance(data, str) else data)
+        except OSError as exc:
+            raise RunError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        return
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as handle:
