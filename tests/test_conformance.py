@@ -387,3 +387,90 @@ def test_import_is_read_before_the_command_name_too(tmp_path, monkeypatch, capsy
     monkeypatch.setattr(ADAPTERS, "_classes", dict(ADAPTERS._classes))
     assert main(["--import", "my_runtime_for_lexkit", "conformance", "--list", "--impl", "mine-early"]) == 0
     assert "an adapter imported before the command" in capsys.readouterr().out
+
+
+# -- out of process: the protocol, with a numpy side run by this interpreter ------------------------
+def numpy_side(bug="", monkeypatch=None):
+    from pathlib import Path
+
+    from lexkit.conformance.remote import RemoteAdapter
+
+    if monkeypatch is not None:
+        monkeypatch.setenv("LEXKIT_SIDE_BUG", bug)
+
+    class NumpySide(RemoteAdapter):
+        name, side, probe = f"numpy-side{'-' + bug if bug else ''}", "numpy_rope_side", "numpy"
+        folders = (Path(__file__).parent / "fixtures" / "sides",)
+
+    return NumpySide()
+
+
+def test_a_runtime_in_another_interpreter_is_checked_through_the_protocol(monkeypatch):
+    """The side speaks JSON lines (config in, arrays out); the harness, reference and bounds stay here:
+    the same verdicts as in process, the planted bug caught far past its bound, refusals passed."""
+    cases = conformance.cases(["rope/default", "rope/partial-0.25", "linear/factor-4", "linear/factor-0.5",
+                               "yarn/defaults"])
+    good = {r.case: r for r in conformance.run([numpy_side("", monkeypatch)], cases)}
+    assert {k: r.status for k, r in good.items()} == {"rope/default": "pass", "rope/partial-0.25": "pass",
+                                                      "linear/factor-4": "pass", "linear/factor-0.5": "pass",
+                                                      "yarn/defaults": "n/a"}
+    assert good["linear/factor-0.5"].detail.startswith("refused: RemoteError: ValueError: factor 0.5 < 1")
+    assert [f.check for f in good["rope/default"].findings] == ["tables", "rotate"]
+    bad = conformance.run([numpy_side("base-2", monkeypatch)], cases[:1])[0]
+    assert bad.status == "fail" and bad.worst.ratio > 100
+
+
+def test_a_side_that_dies_or_prints_is_an_error_cell_not_a_hang(monkeypatch):
+    (dead,) = conformance.run([numpy_side("die", monkeypatch)], conformance.cases(["rope/default"]))
+    assert dead.status == "error" and "exited 3" in dead.detail
+    (chatty,) = conformance.run([numpy_side("print", monkeypatch)], conformance.cases(["rope/default"]))
+    assert chatty.status == "pass"  # its stdout is the protocol's: a runtime's print goes to stderr
+
+
+def test_cli_python_runs_an_implementation_in_its_own_interpreter(monkeypatch, capsys, tmp_path):
+    import sys
+
+    monkeypatch.setattr(ADAPTERS, "_classes", dict(ADAPTERS._classes))
+    conformance.register(type(numpy_side("", monkeypatch)))
+    argv = ["conformance", "--impl", "numpy-side", "--case", "rope/default", "--check"]
+    assert main([*argv, "--python", f"numpy-side={sys.executable}"]) == 0
+    assert "numpy-side: 1 pass" in capsys.readouterr().out
+    for python, words in ((f"lexkit={sys.executable}", "lexkit runs in this interpreter; --python is for the "
+                                                        "out-of-process implementations (mlx-lm, numpy-side)"),
+                          ("numpy-side", "give NAME=PATH"),
+                          (f"numpy-side={tmp_path / 'none'}", "is not an executable file"),
+                          (f"mlx-lm={sys.executable}", "mlx-lm is not among the implementations run")):
+        assert main([*argv, "--python", python]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: --python ") and words in err and err.count("\n") == 1, err
+
+
+def test_mlx_lm_missing_here_is_skipped_with_how_to_install_it(capsys):
+    adapter = conformance.adapter("mlx-lm")
+    reason = adapter.unavailable()
+    if reason is None:
+        pytest.skip("mlx-lm imports in this interpreter")
+    assert reason.startswith("mlx_lm does not import") and "pip install mlx mlx-cpu mlx-lm" in reason
+    assert "--python mlx-lm=ENV/bin/python" in reason
+
+
+#: what mlx-lm 0.32.2 does differently (docs/conformance.md): the explicit attention factor and truncate
+#: dropped, mscale alone counted (a convention), LongRoPE's short factors never used, factors below 1 taken
+MLX_DIFFERENCES = {"yarn/attention-factor", "yarn/mscale-alone", "yarn/truncate-false",
+                   "hybrid/olmo3-full-truncate-false", "longrope/short", "longrope/switch", "longrope/around-L",
+                   "longrope/partial-0.75", "longrope/factor-1", "linear/factor-0.5", "dynamic/factor-0.5",
+                   "yarn/factor-0.5", "llama3/factor-0.5"}
+
+
+@pytest.mark.slow  # ~30 s; needs an environment with mlx-lm: LEXKIT_MLX_PYTHON=ENV/bin/python
+def test_mlx_lm_in_its_own_environment_differs_where_the_docs_say():
+    import os
+
+    python = os.environ.get("LEXKIT_MLX_PYTHON")
+    if not python:
+        pytest.skip("set LEXKIT_MLX_PYTHON to a python with mlx, mlx-cpu and mlx-lm")
+    adapter = conformance.adapter("mlx-lm")
+    adapter.python = python
+    results = conformance.run([adapter], conformance.cases())
+    failed = {r.case for r in results if r.status in ("fail", "error")}
+    assert failed == MLX_DIFFERENCES, sorted(failed ^ MLX_DIFFERENCES)

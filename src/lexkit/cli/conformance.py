@@ -5,6 +5,7 @@ lexkit's float64 reference, case by case.
     lexkit conformance --impl transformers --impl x-transformers --case 'yarn/*' --case 'dynamic/*'
     lexkit conformance --list                            # the cases and the implementations
     lexkit conformance --json conformance.json           # or --out DIR: conformance.json + conformance.md
+    lexkit conformance --impl mlx-lm --python mlx-lm=ENV/bin/python   # a runtime in its own environment
 
 Each cell is ``pass`` or ``FAIL`` with the largest error of the check nearest its bound, named
 (``pass 3e-07 tables``; tolerances by dtype: docs/conformance.md), ``n/a`` where the implementation
@@ -41,7 +42,36 @@ def add_parser(sub):
                    help="exit 1 when any case fails or errors, or an implementation named by --impl did not run "
                         "(skipped, or n/a on every case)")
     p.add_argument("--threads", type=int, metavar="N", help=threads.HELP)
+    p.add_argument("--python", action="append", metavar="NAME=PATH", default=[],
+                   help="run the out-of-process implementation NAME (mlx-lm) in the interpreter PATH, its own "
+                        "environment (repeatable; default: this interpreter)")
     return p
+
+
+def _pythons(given: list[str], names: list[str]) -> dict[str, str]:
+    """``--python NAME=PATH`` by name, each checked: a known out-of-process adapter, a file that runs."""
+    import os
+
+    from ..conformance.remote import RemoteAdapter
+
+    out = {}
+    for item in given:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise LexkitError(f"--python {item!r}: give NAME=PATH, e.g. --python mlx-lm=/opt/mlx/bin/python")
+        from .. import conformance
+
+        cls = conformance.ADAPTERS.get(name)  # an unknown name: ValueError listing the valid ones
+        if not issubclass(cls, RemoteAdapter):
+            remote = [n for n in conformance.names() if issubclass(conformance.ADAPTERS.get(n), RemoteAdapter)]
+            raise LexkitError(f"--python {item}: {name} runs in this interpreter; --python is for the "
+                              f"out-of-process implementations ({', '.join(remote)})")
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            raise LexkitError(f"--python {item}: {path} is not an executable file (a virtualenv's bin/python)")
+        if name not in names:
+            raise LexkitError(f"--python {item}: {name} is not among the implementations run (--impl {name})")
+        out[name] = path
+    return out
 
 
 def _out_dir(path: str) -> Path:
@@ -66,7 +96,11 @@ def run(args) -> int:
     if args.json:
         checks.writable("--json", args.json)
     out_dir = _out_dir(args.out) if args.out else None
+    pythons = _pythons(args.python, names)
     adapters = [conformance.adapter(n) for n in names]
+    for adapter in adapters:
+        if adapter.name in pythons:
+            adapter.python = pythons[adapter.name]
     if args.list:
         return _list(adapters, cases)
 

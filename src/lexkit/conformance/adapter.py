@@ -106,6 +106,9 @@ class Adapter:
         """A fresh embedding for ``config`` (see the module docstring); raise to refuse it."""
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Release what the adapter holds once its cases ran (an out-of-process side's interpreter)."""
+
 
 def _quiet_import(module: str) -> None:
     """Import ``module`` without the warnings and log lines a runtime prints while it loads (torchao's

@@ -205,5 +205,11 @@ def _describe(f: Finding, case: Case) -> str:
 
 
 def run(adapters: list[Adapter], cases: list[Case]) -> list[Result]:
-    """Every adapter on every case, adapter by adapter."""
-    return [check(adapter, case) for adapter in adapters for case in cases]
+    """Every adapter on every case, adapter by adapter (each closed after its cases)."""
+    out = []
+    for adapter in adapters:
+        try:
+            out += [check(adapter, case) for case in cases]
+        finally:
+            adapter.close()
+    return out

@@ -8,4 +8,5 @@ from . import hf  # noqa: F401
 from . import xtransformers  # noqa: F401
 from . import torchtune  # noqa: F401
 from . import litgpt  # noqa: F401
+from . import mlxlm  # noqa: F401
 # isort: on

@@ -1,0 +1,96 @@
+"""The out-of-process side of ``lexkit conformance``: a loop that answers the harness on stdin/stdout,
+one JSON object a line, for a *side* module that builds a runtime's rotary embedding. It runs in the
+runtime's own interpreter (``--python NAME=PATH``), which need not have lexkit or torch: this file and
+the side module are plain Python, with numpy and the runtime only.
+
+Requests (harness -> side) and answers (side -> harness)::
+
+    {"op": "hello"}                                   -> {"name", "version", "summary"}
+    {"op": "supports", "config": C}                   -> {"reason": null | "why it cannot express C"}
+    {"op": "build", "config": C}                      -> {"id": N, "checks": ["tables", "rotate", ...]}
+    {"op": "call", "id": N, "check": K, "pos": [...], "x": X}
+        K = frequencies -> {"inv_freq": [r/2], "a": float}
+        K = tables      -> {"cos": [n][r/2], "sin": [n][r/2]}
+        K = rotate      -> {"y": [H][n][h]}   (X: [H][n][h], pairs (i, i + r/2))
+    {"op": "bye"}
+
+Any answer may be {"error": "Type: first line"} instead (a refusal of a config or a call). C is a
+:class:`lexkit.conformance.RopeConfig` as JSON: its fields, ``dtype`` a name (``float32``,
+``bfloat16``), ``leak`` null for infinity, ``layers`` a list of [type, C]. Floats travel as JSON
+numbers (shortest repr: float64 values exactly). The side module defines ``info() -> dict``,
+``supports(config) -> str | None`` and ``build(config) -> object`` with any of the methods
+``frequencies(pos)``, ``tables(pos)``, ``rotate(x, pos)`` on numpy arrays.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import traceback
+
+
+def _first(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _plain(value):
+    """numpy arrays and scalars as lists and floats."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def answer(side, request: dict, built: dict) -> dict:
+    """One request answered by the ``side`` module (``built``: the embeddings by id)."""
+    import numpy as np
+
+    op = request.get("op")
+    if op == "hello":
+        return side.info()
+    if op == "supports":
+        return {"reason": side.supports(request["config"])}
+    if op == "build":
+        embedding = side.build(request["config"])
+        built[len(built)] = embedding
+        return {"id": len(built) - 1, "checks": [k for k in ("frequencies", "tables", "rotate")
+                                                  if hasattr(embedding, k)]}
+    if op == "call":
+        embedding, check = built[request["id"]], request["check"]
+        pos = np.asarray(request["pos"], dtype=np.int64)
+        if check == "frequencies":
+            inv, a = embedding.frequencies(pos)
+            return {"inv_freq": _plain(inv), "a": float(a)}
+        if check == "tables":
+            cos, sin = embedding.tables(pos)
+            return {"cos": _plain(cos), "sin": _plain(sin)}
+        if check == "rotate":
+            return {"y": _plain(embedding.rotate(np.asarray(request["x"], dtype=np.float64), pos))}
+        raise ValueError(f"unknown check {check!r}")
+    raise ValueError(f"unknown op {op!r}")
+
+
+def main(module: str) -> None:
+    """Serve the side ``module`` (importable from this file's folder) until ``bye`` or end of input."""
+    side = importlib.import_module(module)
+    built: dict = {}
+    out = sys.stdout
+    sys.stdout = sys.stderr  # a runtime's prints must not reach the protocol's stream
+    for line in sys.stdin:
+        request = json.loads(line)
+        if request.get("op") == "bye":
+            break
+        try:
+            reply = answer(side, request, built)
+        except Exception as exc:  # the runtime's refusal, or its bug: the harness shows it as a cell
+            traceback.print_exc(file=sys.stderr)
+            reply = {"error": _first(exc)}
+        out.write(json.dumps(reply) + "\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
