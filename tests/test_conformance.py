@@ -435,9 +435,10 @@ def test_cli_python_runs_an_implementation_in_its_own_interpreter(monkeypatch, c
     argv = ["conformance", "--impl", "numpy-side", "--case", "rope/default", "--check"]
     assert main([*argv, "--python", f"numpy-side={sys.executable}"]) == 0
     assert "numpy-side: 1 pass" in capsys.readouterr().out
-    for python, words in ((f"lexkit={sys.executable}", "lexkit runs in this interpreter; --python is for the "
-                                                        "out-of-process implementations (mlx-lm, numpy-side)"),
-                          ("numpy-side", "give NAME=PATH"),
+    assert main(["conformance", "--impl", "lexkit", "--case", "rerope/past-window", "--check", "--python",
+                 f"lexkit={sys.executable}"]) == 0  # an in-process adapter, run through lexkit over there
+    assert "lexkit: 1 pass" in capsys.readouterr().out
+    for python, words in (("numpy-side", "give NAME=PATH"),
                           (f"numpy-side={tmp_path / 'none'}", "is not an executable file"),
                           (f"mlx-lm={sys.executable}", "mlx-lm is not among the implementations run")):
         assert main([*argv, "--python", python]) == 2
@@ -474,3 +475,52 @@ def test_mlx_lm_in_its_own_environment_differs_where_the_docs_say():
     results = conformance.run([adapter], conformance.cases())
     failed = {r.case for r in results if r.status in ("fail", "error")}
     assert failed == MLX_DIFFERENCES, sorted(failed ^ MLX_DIFFERENCES)
+
+
+# -- a matrix over releases ---------------------------------------------------------------------------
+def test_an_adapter_run_in_another_interpreter_gives_the_in_process_verdicts_number_for_number():
+    """The lexkit side runs any in-process adapter in another environment (a release's virtualenv)."""
+    import sys
+
+    from lexkit.conformance.remote import elsewhere
+
+    cases = conformance.cases(["rope/default", "yarn/defaults", "rerope/past-window", "linear/factor-0.5"])
+    far = {r.case: (r.status, r.error) for r in conformance.run([elsewhere("lexkit", sys.executable)], cases)}
+    near = {r.case: (r.status, r.error) for r in conformance.run([conformance.adapter("lexkit")], cases)}
+    assert far == near and far["rerope/past-window"][0] == "pass"  # scores travel too
+
+
+def test_the_matrix_writes_one_table_of_case_by_release(monkeypatch, tmp_path, capsys):
+    """Each release in its own environment (here: this interpreter for both, pip not run), one column each."""
+    import sys
+
+    from lexkit.conformance import matrix
+
+    made = []
+    monkeypatch.setattr(matrix, "PACKAGES", {**matrix.PACKAGES, "lexkit": "lexkit"})
+    monkeypatch.setattr(matrix, "environment", lambda package, version, root, echo=print:
+                        made.append((package, version, root)) or sys.executable)
+    out = tmp_path / "o"
+    argv = ["conformance", "--matrix", "lexkit==0.1,0.2", "--envs", str(tmp_path / "envs"), "--case", "rope/default",
+            "--case", "linear/factor-0.5", "--out", str(out)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert made == [("lexkit", "0.1", tmp_path / "envs"), ("lexkit", "0.2", tmp_path / "envs")]
+    assert "lexkit 0.1" in text and "lexkit 0.2: 2 pass, 0 fail, 0 error, 0 n/a" in text
+    md = (out / "conformance-matrix.md").read_text()
+    assert "| case | lexkit 0.1 | lexkit 0.2 |" in md and md.count("| rope/default | pass ") == 1
+    doc = json.loads((out / "conformance-matrix.json").read_text())
+    assert sorted(doc["releases"]) == ["0.1", "0.2"] and doc["package"] == "lexkit"
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("transformers", "give the releases after =="),
+    ("nosuch==1.0", "nosuch is not a package of an adapter; valid: transformers"),
+    ("transformers==5.0,5.0", "a release is named twice"),
+])
+def test_a_bad_matrix_is_one_error_line(spec, words, capsys):
+    assert main(["conformance", "--matrix", spec]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --matrix ") and words in err and err.count("\n") == 1, err
+    assert main(["conformance", "--matrix", "transformers==5.0", "--impl", "lexkit"]) == 2
+    assert "leave out --impl" in capsys.readouterr().err

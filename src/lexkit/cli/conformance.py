@@ -42,17 +42,35 @@ def add_parser(sub):
                    help="exit 1 when any case fails or errors, or an implementation named by --impl did not run "
                         "(skipped, or n/a on every case)")
     p.add_argument("--threads", type=int, metavar="N", help=threads.HELP)
+    p.add_argument("--matrix", metavar="PACKAGE==V1,V2,...",
+                   help="run PACKAGE's adapter on each release, each in a virtualenv of its own (made once under "
+                        "--envs with pip), and write one table of case x release (e.g. transformers==5.0.0,5.24.0)")
+    p.add_argument("--envs", metavar="DIR", help="where --matrix keeps the releases' virtualenvs "
+                   "(default: ~/.cache/lexkit/conformance-envs)")
     p.add_argument("--python", action="append", metavar="NAME=PATH", default=[],
-                   help="run the out-of-process implementation NAME (mlx-lm) in the interpreter PATH, its own "
-                        "environment (repeatable; default: this interpreter)")
+                   help="run implementation NAME in the interpreter PATH, its own environment (mlx-lm's side, or "
+                        "an in-process adapter through lexkit there; repeatable; default: this interpreter)")
     return p
+
+
+def _adapter(name: str, python: str | None):
+    """The adapter ``name``; with a ``python``, run there: an out-of-process adapter's side, or an
+    in-process adapter through the lexkit side (lexkit.conformance.remote.elsewhere)."""
+    from .. import conformance
+    from ..conformance.remote import RemoteAdapter, elsewhere
+
+    adapter = conformance.adapter(name)
+    if python is None:
+        return adapter
+    if isinstance(adapter, RemoteAdapter):
+        adapter.python = python
+        return adapter
+    return elsewhere(name, python)
 
 
 def _pythons(given: list[str], names: list[str]) -> dict[str, str]:
     """``--python NAME=PATH`` by name, each checked: a known out-of-process adapter, a file that runs."""
     import os
-
-    from ..conformance.remote import RemoteAdapter
 
     out = {}
     for item in given:
@@ -61,11 +79,7 @@ def _pythons(given: list[str], names: list[str]) -> dict[str, str]:
             raise LexkitError(f"--python {item!r}: give NAME=PATH, e.g. --python mlx-lm=/opt/mlx/bin/python")
         from .. import conformance
 
-        cls = conformance.ADAPTERS.get(name)  # an unknown name: ValueError listing the valid ones
-        if not issubclass(cls, RemoteAdapter):
-            remote = [n for n in conformance.names() if issubclass(conformance.ADAPTERS.get(n), RemoteAdapter)]
-            raise LexkitError(f"--python {item}: {name} runs in this interpreter; --python is for the "
-                              f"out-of-process implementations ({', '.join(remote)})")
+        conformance.ADAPTERS.get(name)  # an unknown name: ValueError listing the valid ones
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
             raise LexkitError(f"--python {item}: {path} is not an executable file (a virtualenv's bin/python)")
         if name not in names:
@@ -96,11 +110,10 @@ def run(args) -> int:
     if args.json:
         checks.writable("--json", args.json)
     out_dir = _out_dir(args.out) if args.out else None
+    if args.matrix:
+        return _matrix(args, cases, out_dir)
     pythons = _pythons(args.python, names)
-    adapters = [conformance.adapter(n) for n in names]
-    for adapter in adapters:
-        if adapter.name in pythons:
-            adapter.python = pythons[adapter.name]
+    adapters = [_adapter(n, pythons.get(n)) for n in names]
     if args.list:
         return _list(adapters, cases)
 
@@ -195,3 +208,33 @@ def _markdown(table, notes, impls, skipped, date) -> str:
         lines += ["Differences (the case that shows each):", ""] + [f"- {n}" for n in notes] + [""]
     lines += [f"- skipped: {s['impl']}: {s['reason']}" for s in skipped]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _matrix(args, cases, out_dir) -> int:
+    """``--matrix PACKAGE==V1,V2``: the table of case x release, printed and written."""
+    from ..conformance import matrix, report
+
+    if args.impl or args.python or args.list:
+        raise LexkitError("--matrix runs its package's adapter on each release: leave out --impl, --python and --list")
+    package, versions = matrix.parse(args.matrix)
+    root = Path(args.envs) if args.envs else matrix.ENVS
+    by_version = matrix.matrix(package, versions, cases, root)
+    table = report.matrix_table(by_version, cases, package)
+    doc = {"version": report.FORMAT_VERSION, "lexkit": report.__version__, "package": package,
+           "date": datetime.date.today().isoformat(),
+           "releases": {v: [r.to_json() for r in results] for v, results in by_version.items()}}
+    if args.json:
+        write_json(Path(args.json), doc)
+    if out_dir is not None:
+        out_dir.mkdir(exist_ok=True)
+        write_json(out_dir / "conformance-matrix.json", doc)
+        atomic_write(out_dir / "conformance-matrix.md", f"Measured {doc['date']}: {package} "
+                     f"{', '.join(versions)}, one virtualenv each.\n\n{markdown_table(table)}\n")
+    print(f"conformance: {len(cases)} case{'s' if len(cases) != 1 else ''} on {package} "
+          f"{', '.join(versions)} against lexkit's float64 reference")
+    print_table(table)
+    for v, results in by_version.items():
+        c = report.counts(results, package)
+        print(f"{package} {v}: {c['pass']} pass, {c['fail']} fail, {c['error']} error, {c['n/a']} n/a")
+    failed = any(r.status in ("fail", "error") for results in by_version.values() for r in results)
+    return 1 if args.check and failed else 0

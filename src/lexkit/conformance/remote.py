@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -50,13 +51,14 @@ def config_json(config: RopeConfig) -> dict:
 class Side:
     """One interpreter running one side module: requests in, answers out, in order."""
 
-    def __init__(self, python: str, module: str, folders: tuple[Path, ...] = ()) -> None:
+    def __init__(self, python: str, module: str, folders: tuple[Path, ...] = (), env: dict | None = None) -> None:
         self.python, self.module = python, module
         path = [str(SIDES), *(str(f) for f in folders)]
         code = f"import sys; sys.path[:0] = {path!r}; import protocol; protocol.main({module!r})"
         try:
             self.process = subprocess.Popen([python, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                            stderr=subprocess.PIPE, text=True, bufsize=1)
+                                            stderr=subprocess.PIPE, text=True, bufsize=1,
+                                            env=None if env is None else {**os.environ, **env})
         except OSError as exc:
             raise RemoteError(f"cannot start {python}: {exc.strerror or exc}") from None
 
@@ -115,6 +117,10 @@ class _Embedding:
         reply = self._call("rotate", pos, x=x.to(torch.float64).tolist())
         return torch.tensor(reply["y"], dtype=torch.float64).reshape(x.shape)
 
+    def _scores(self, q: Tensor, k: Tensor, pos: Tensor) -> Tensor:
+        reply = self._call("scores", pos, q=q.to(torch.float64).tolist(), k=k.to(torch.float64).tolist())
+        return torch.tensor(reply["s"], dtype=torch.float64).reshape(q.shape[0], pos.numel(), pos.numel())
+
 
 class RemoteAdapter(Adapter):
     """An adapter whose ``side`` module runs in ``python`` (default: this interpreter), started on
@@ -127,6 +133,8 @@ class RemoteAdapter(Adapter):
     folders: tuple[Path, ...] = ()
     #: the command that installs the runtime into its own environment (said when it is missing)
     install: str = ""
+    #: environment variables of the side's process (the in-process adapter a lexkit side runs)
+    env: dict | None = None
 
     def __init__(self, python: str | None = None) -> None:
         if python is not None:
@@ -136,7 +144,7 @@ class RemoteAdapter(Adapter):
 
     def _connect(self) -> Side:
         if self._side is None:
-            self._side = Side(self.python, self.side, self.folders)
+            self._side = Side(self.python, self.side, self.folders, self.env)
         return self._side
 
     def unavailable(self) -> str | None:
@@ -171,3 +179,15 @@ class RemoteAdapter(Adapter):
         if self._side is not None:
             self._side.close()
             self._side = None
+
+
+def elsewhere(name: str, python: str) -> RemoteAdapter:
+    """lexkit's in-process adapter ``name`` run in the interpreter ``python`` (an environment with
+    lexkit and another release of the runtime): :mod:`lexkit.conformance.sides.lexkit_side`."""
+    from .adapter import ADAPTERS
+
+    inner = ADAPTERS.get(name)
+    cls = type(f"Elsewhere_{inner.__name__}", (RemoteAdapter,), {
+        "name": name, "side": "lexkit_side", "probe": "lexkit.conformance", "summary": inner.summary,
+        "env": {"LEXKIT_SIDE_ADAPTER": name}, "__module__": __name__})
+    return cls(python)

@@ -38,6 +38,18 @@ def table(results: Sequence[Result], impls: Sequence[str], cases: Sequence[Case]
     return Table.of(["case", *impls], rows)
 
 
+def matrix_table(by_version: dict[str, Sequence[Result]], cases: Sequence[Case], package: str) -> Table:
+    """Cases down, releases of ``package`` across: when each difference came and went."""
+    rows = []
+    for c in cases:
+        row = [c.name]
+        for results in by_version.values():
+            found = [r for r in results if r.case == c.name]
+            row.append(cell(found[0]) if found else "")
+        rows.append(row)
+    return Table.of(["case", *(f"{package} {v}" for v in by_version)], rows)
+
+
 def notes(results: Sequence[Result]) -> list[str]:
     """One line per result that is not a pass or an n/a: implementation, case, what differs."""
     return [f"{r.impl} x {r.case}: {r.status}: {r.detail}" for r in results if r.status in ("fail", "error")]

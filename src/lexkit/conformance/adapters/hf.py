@@ -105,7 +105,8 @@ class _Embedding:
 
                 params = {"partial_rotary_factor": config.fraction, **rope_parameters(config)}
                 cfg = GPTNeoXConfig(hidden_size=config.head_dim, num_attention_heads=1, num_hidden_layers=1,
-                                    max_position_embeddings=max_positions(config), rope_parameters=params)
+                                    max_position_embeddings=max_positions(config), rope_parameters=params,
+                                    rotary_pct=config.fraction)  # releases before 5.x's rope_parameters read it
                 self.module, self.layer_type = GPTNeoXRotaryEmbedding(cfg), None
         self.apply = apply_rotary_pos_emb
 

@@ -12,6 +12,7 @@ Requests (harness -> side) and answers (side -> harness)::
         K = frequencies -> {"inv_freq": [r/2], "a": float}
         K = tables      -> {"cos": [n][r/2], "sin": [n][r/2]}
         K = rotate      -> {"y": [H][n][h]}   (X: [H][n][h], pairs (i, i + r/2))
+        K = scores      -> {"s": [H][n][n]}   (with "q" and "k" in place of "x": q·k/√h after the transform)
     {"op": "bye"}
 
 Any answer may be {"error": "Type: first line"} instead (a refusal of a config or a call). C is a
@@ -19,7 +20,7 @@ Any answer may be {"error": "Type: first line"} instead (a refusal of a config o
 ``bfloat16``), ``leak`` null for infinity, ``layers`` a list of [type, C]. Floats travel as JSON
 numbers (shortest repr: float64 values exactly). The side module defines ``info() -> dict``,
 ``supports(config) -> str | None`` and ``build(config) -> object`` with any of the methods
-``frequencies(pos)``, ``tables(pos)``, ``rotate(x, pos)`` on numpy arrays.
+``frequencies(pos)``, ``tables(pos)``, ``rotate(x, pos)``, ``scores(q, k, pos)`` on numpy arrays.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def answer(side, request: dict, built: dict) -> dict:
     if op == "build":
         embedding = side.build(request["config"])
         built[len(built)] = embedding
-        return {"id": len(built) - 1, "checks": [k for k in ("frequencies", "tables", "rotate")
+        return {"id": len(built) - 1, "checks": [k for k in ("frequencies", "tables", "rotate", "scores")
                                                   if hasattr(embedding, k)]}
     if op == "call":
         embedding, check = built[request["id"]], request["check"]
@@ -69,6 +70,9 @@ def answer(side, request: dict, built: dict) -> dict:
             return {"cos": _plain(cos), "sin": _plain(sin)}
         if check == "rotate":
             return {"y": _plain(embedding.rotate(np.asarray(request["x"], dtype=np.float64), pos))}
+        if check == "scores":
+            q, k = (np.asarray(request[name], dtype=np.float64) for name in ("q", "k"))
+            return {"s": _plain(embedding.scores(q, k, pos))}
         raise ValueError(f"unknown check {check!r}")
     raise ValueError(f"unknown op {op!r}")
 
