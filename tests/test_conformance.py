@@ -524,3 +524,33 @@ def test_a_bad_matrix_is_one_error_line(spec, words, capsys):
     assert err.startswith("error: --matrix ") and words in err and err.count("\n") == 1, err
     assert main(["conformance", "--matrix", "transformers==5.0", "--impl", "lexkit"]) == 2
     assert "leave out --impl" in capsys.readouterr().err
+
+
+# -- accepted differences: what a runtime's CI pins ------------------------------------------------------
+def test_accepted_differences_fail_only_what_is_new(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(ADAPTERS, "_classes", dict(ADAPTERS._classes))
+    conformance.register(type(toy("default-scale-2")))
+    accept = tmp_path / "accepted.txt"
+    accept.write_text("# the toy's known ways\ntoy-default-scale-2 rope/*   # halves every frequency, on purpose\n"
+                      "toy-default-scale-2 linear/factor-1  # fixed long ago\n")
+    argv = ["conformance", "--impl", "toy-default-scale-2", "--case", "rope/default", "--case", "linear/factor-1",
+            "--check", "--accept", str(accept)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "check: 1 difference accepted by" in out and ", 0 not" in out
+    assert "toy-default-scale-2 linear/factor-1 is accepted in" in out and "no longer differs" in out
+    accept.write_text("toy-default-scale-2 rope/head-dim-*  # another case\n")
+    assert main(argv) == 1
+    assert "check: new difference: toy-default-scale-2 x rope/default: fail" in capsys.readouterr().out
+    accept.write_text("toy-default-scale-2 rope/default\n")  # no reason
+    assert main(argv) == 2
+    assert "line 1" in capsys.readouterr().err
+
+
+def test_expect_fails_with_the_cases_why_unless_the_difference_is_accepted():
+    case = conformance.cases(["rope/default"])[0]
+    with pytest.raises(AssertionError, match=r"rope/default: fail: .*\(the case: θ_i = 10000"):
+        conformance.expect(toy("default-scale-2"), case)
+    result = conformance.expect(toy("default-scale-2"), case, {("toy-default-scale-2", "rope/*"): "known"})
+    assert result.status == "fail"
+    assert conformance.expect(toy(), case).status == "pass"

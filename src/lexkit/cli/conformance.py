@@ -41,6 +41,8 @@ def add_parser(sub):
     p.add_argument("--check", action="store_true",
                    help="exit 1 when any case fails or errors, or an implementation named by --impl did not run "
                         "(skipped, or n/a on every case)")
+    p.add_argument("--accept", metavar="FILE", help="differences known and accepted, one a line: IMPL CASE  # reason "
+                   "(with --check, only a difference not in FILE fails; docs/conformance.md)")
     p.add_argument("--threads", type=int, metavar="N", help=threads.HELP)
     p.add_argument("--matrix", metavar="PACKAGE==V1,V2,...",
                    help="run PACKAGE's adapter on each release, each in a virtualenv of its own (made once under "
@@ -107,6 +109,9 @@ def run(args) -> int:
     for name in names:
         conformance.ADAPTERS.get(name)  # an unknown name: ValueError listing the valid ones
     cases = conformance.cases(args.case)
+    from ..conformance import accepted as known
+
+    allowed = known.load(args.accept) if args.accept else {}
     if args.json:
         checks.writable("--json", args.json)
     out_dir = _out_dir(args.out) if args.out else None
@@ -164,7 +169,15 @@ def run(args) -> int:
                       and all(r.status == "n/a" for r in results if r.impl == a.name)]
         for line in unchecked:
             print(f"check: {line}: nothing of it was checked")
-        if unchecked or any(r.status in ("fail", "error") for r in results):
+        new = [r for r in results if r.status in ("fail", "error") and known.reason(allowed, r) is None]
+        if allowed:
+            kept = sum(1 for r in results if known.reason(allowed, r) is not None)
+            print(f"check: {kept} difference{'s' if kept != 1 else ''} accepted by {args.accept}, {len(new)} not")
+            for line in known.stale(allowed, results):
+                print(f"check: {line} is accepted in {args.accept} but no longer differs: remove the line")
+        for r in new:
+            print(f"check: new difference: {r.impl} x {r.case}: {r.status}: {r.detail}")
+        if unchecked or new:
             return 1
     return 0
 

@@ -7,15 +7,15 @@ against lexkit's float64 reference, case by case (``docs/conformance.md``).
 >>> result.status
 'pass'
 
-In a runtime's own tests (pytest)::
+In a runtime's own tests (pytest), its known differences pinned in a file (:mod:`.accepted`)::
 
     @pytest.mark.parametrize("case", conformance.cases(), ids=str)
     def test_rope_conforms(case):
-        result = conformance.check(MyAdapter(), case)
-        assert result.status in ("pass", "n/a"), result.detail
+        conformance.expect(MyAdapter(), case, accepted="conformance-accepted.txt")
 """
 
 from . import adapters  # noqa: F401  (registers the adapters)
+from .accepted import expect
 from .adapter import ADAPTERS, CHECKS, Adapter, Embedding, from_functions, from_interleaved, register, to_interleaved
 from .cases import CASES, Case, cases
 from .config import RopeConfig, hybrid
@@ -33,5 +33,5 @@ def names() -> list[str]:
 
 
 __all__ = ["ADAPTERS", "CASES", "CHECKS", "Adapter", "Case", "Embedding", "Finding", "Reference", "Result",
-           "RopeConfig", "adapter", "cases", "check", "from_functions", "from_interleaved", "hybrid", "names",
+           "RopeConfig", "adapter", "cases", "check", "expect", "from_functions", "from_interleaved", "hybrid", "names",
            "register", "run", "to_interleaved"]
