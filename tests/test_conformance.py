@@ -554,3 +554,20 @@ def test_expect_fails_with_the_cases_why_unless_the_difference_is_accepted():
     result = conformance.expect(toy("default-scale-2"), case, {("toy-default-scale-2", "rope/*"): "known"})
     assert result.status == "fail"
     assert conformance.expect(toy(), case).status == "pass"
+
+
+def test_the_install_hint_is_for_a_missing_module_only(tmp_path, monkeypatch):
+    """A module that is there but broken (litgpt 0.5.9 pinning numpy < 2 broke pyarrow) was told to
+    install the extra already installed."""
+    (tmp_path / "broken_runtime_for_lexkit.py").write_text("import no_such_dependency_for_lexkit\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    class Broken(conformance.Adapter):
+        name, modules, extra = "broken", ("broken_runtime_for_lexkit",), "conformance-broken"
+
+    class Missing(conformance.Adapter):
+        name, modules, extra = "missing", ("no_such_runtime_for_lexkit",), "conformance-missing"
+
+    broken, missing = Broken().unavailable(), Missing().unavailable()
+    assert "no_such_dependency_for_lexkit" in broken and "pip install" not in broken
+    assert missing.endswith("(pip install 'lexkit[conformance-missing]')")

@@ -75,7 +75,9 @@ class Adapter:
             try:
                 _quiet_import(module)
             except Exception as exc:  # a broken install raises anything while it imports
-                hint = f" (pip install 'lexkit[{self.extra}]')" if self.extra else ""
+                top = (getattr(exc, "name", None) or "").split(".")[0]
+                missing = isinstance(exc, ModuleNotFoundError) and top == module.split(".")[0]
+                hint = f" (pip install 'lexkit[{self.extra}]')" if self.extra and missing else ""  # not when broken
                 first = (str(exc).splitlines() or [""])[0]
                 return f"{module} does not import: {type(exc).__name__}: {first}{hint}"
         return None

@@ -62,6 +62,8 @@ class Litgpt(Adapter):
             return f"no {config.scheme} in litgpt"
         if config.scaling not in ("none", "linear", "llama3", "yarn"):
             return f"no {config.scaling} scaling in litgpt's build_rope_cache"
+        if config.scaling == "yarn" and not _has_yarn():
+            return f"litgpt {self.version()} has no YaRN in build_rope_cache (0.5.13 has)"
         given = [k for k in YARN_EXTRA if getattr(config, k) is not None]
         if given:
             return f"the adapter maps litgpt's YaRN factor, β and length only, not {', '.join(given)}"
@@ -69,3 +71,13 @@ class Litgpt(Adapter):
 
     def build(self, config: RopeConfig) -> object:
         return _Embedding(config)
+
+
+def _has_yarn() -> bool:
+    """Whether the installed litgpt's ``build_rope_cache`` reads a YaRN ``extra_config`` (0.5.9 did not:
+    every YaRN case was an error there, not an n/a)."""
+    import inspect
+
+    from litgpt.model import build_rope_cache
+
+    return "beta_fast" in inspect.getsource(build_rope_cache)
