@@ -90,6 +90,11 @@ def _battery() -> list[Case]:
         why="float32 arithmetic allowed (see the tolerances): the low frequencies must still be right")
     add("rope/float64-angles-past-1M", replace(ROPE, head_dim=32, dtype=torch.float64), [MILLION],
         why="a float64 table must be computed in float64: p·θ in float32 is off by up to 0.06 rad here")
+    for dtype, tag in ((torch.float32, "fp32"), (torch.bfloat16, "bf16")):
+        add(f"rope/{tag}-positions-48k-131k", replace(ROPE, head_dim=128, base=5e5, dtype=dtype),
+            [(49151, 49152, 65535, 65536, 98304, 131071)],
+            why=f"{tag} tables at 48k-131k: bugs that show only past 40-60k positions (mlx-vlm PR #1710: "
+                "cosine 0.503 at 60k; a fast cosine off by 1e-2 at 131,071, kekzl/imp PR #1317)")
     for dtype, tag in ((torch.bfloat16, "bf16"), (torch.float16, "fp16")):
         add(f"rope/{tag}-tables", replace(ROPE, dtype=dtype), [around(4096, 8192)],
             why=f"{tag} tables: cos/sin computed in float32 and rounded once (positions in {tag} would not be)")
@@ -203,6 +208,13 @@ def _battery() -> list[Case]:
     pts = (0, 1, 5, 100, 511, 512, 1000, 2047)
     add("xpos/decay", xpos, [pts], checks=(F, S), why="scores carry ζ_i^((m-n)/B), γ 0.4, B 512")
     add("xpos/linear-2", replace(xpos, scaling="linear", factor=2.0), [pts], checks=(F, S), why="xPos under PI")
+
+    # -- prefill, then a one-token decode at a position the prefill had ------------------------------
+    for name, cfg, n in (("rope", ROPE, 4096), ("yarn", yarn, 16384), ("dynamic", dyn, 4096),
+                         ("llama3", l3, 16384), ("longrope", lr, 8192)):
+        add(f"decode/{name}", cfg, [length(n), (n - 1,), (n - 2, n - 1)],
+            why="a prefill of n, then one-token decode calls at n - 1 (current length n): one table both ways "
+                "(prefill and decode tables apart: Xilinx mlir-air PR #1948)")
 
     # -- properties: an implementation against itself --------------------------------------------
     add("property/dynamic-is-rope-up-to-L", dyn, [length(n) for n in (16, 512, 1024)], twin=ROPE,
