@@ -32,6 +32,7 @@ BUGS = {  # bug -> the case that must catch it (and the groups whose cases it ma
     "yarn-mscale-equal-default": ("yarn/mscale-equal", {"yarn"}),  # vLLM #48621: 1.2773 where a = 1
     "yarn-always-truncate": ("yarn/truncate-false", {"yarn", "hybrid"}),  # gpt-oss's truncate false dropped
     "truncate-top-level": ("hybrid/olmo3-full-truncate-false", {"hybrid"}),  # transformers: the top level's truncate
+    "pairs-ignored": ("pairs/interleaved", {"pairs"}),  # apple/coreai-models #66: the other pair layout
     "decode-unscaled": ("decode/yarn", {"decode"}),  # Xilinx mlir-air PR #1948: a decode table of its own
     "half-angles-past-40k": ("rope/fp32-positions-48k-131k", {"rope"}),  # mlx-vlm PR #1710: wrong only past 40-60k
 }
@@ -117,8 +118,12 @@ class Toy:
         n = x.shape[0] if self.bug == "wrong-axis" else None  # [H, n, h]: the heads axis read as the length
         cos, sin = self.tables(pos, n)
         r, half = self.c.rotary_dims, self.c.rotary_dims // 2
+        inter = self.c.pairs == "interleaved" and self.bug != "pairs-ignored"  # the bug: half-split regardless
+        if inter:
+            x = conformance.from_interleaved(x, r)
         x1, x2 = x[..., :half], x[..., half:r]
-        return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos, x[..., r:]), dim=-1)
+        out = torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos, x[..., r:]), dim=-1)
+        return conformance.to_interleaved(out, r) if inter else out
 
 
 def toy(bug=None):
@@ -182,7 +187,7 @@ def test_lexkit_passes_every_case_it_can_express():
     assert {r.status for r in results} == {"pass", "n/a"}
     na = {r.case for r in results if r.status == "n/a"}
     assert na == {c.name for c in conformance.CASES  # odd-head-dim-65 runs (it said n/a)
-                  if c.group == "longrope" or c.name == "decode/longrope"}
+                  if c.group in ("longrope", "pairs") or c.name == "decode/longrope"}
 
 
 def test_refusal_cases_and_properties_are_what_they_say():

@@ -209,6 +209,13 @@ def _battery() -> list[Case]:
     add("xpos/decay", xpos, [pts], checks=(F, S), why="scores carry ζ_i^((m-n)/B), γ 0.4, B 512")
     add("xpos/linear-2", replace(xpos, scaling="linear", factor=2.0), [pts], checks=(F, S), why="xPos under PI")
 
+    # -- pair layouts ----------------------------------------------------------------------------------
+    add("pairs/interleaved", replace(ROPE, pairs="interleaved"), [around(4096, 8192)],
+        why="pairs (2i, 2i + 1) (GPT-J, torchtune): a runtime that declares one layout and computes the other "
+            "fails (apple/coreai-models #66)")
+    add("pairs/interleaved-partial-0.5", replace(ROPE, head_dim=128, fraction=0.5, pairs="interleaved"),
+        [around(4096, 8192)], why="interleaved pairs in the rotated half only, the rest passed through")
+
     # -- prefill, then a one-token decode at a position the prefill had ------------------------------
     for name, cfg, n in (("rope", ROPE, 4096), ("yarn", yarn, 16384), ("dynamic", dyn, 4096),
                          ("llama3", l3, 16384), ("longrope", lr, 8192)):

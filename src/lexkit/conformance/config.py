@@ -3,7 +3,8 @@ fields (no spec string), the form an adapter maps onto its runtime's own configu
 
 Conventions (lexkit's, stated once; ``docs/conformance.md`` has the table):
 
-* pairs are (i, i + r/2), "rotate-half" (Llama/HF); r = ``rotary_dims`` = 2·floor(fraction·h/2),
+* pairs are (i, i + r/2), "rotate-half" (Llama/HF), unless ``pairs="interleaved"`` (2i, 2i + 1: the
+  x, q and k of rotate and scores hold them so); r = ``rotary_dims`` = 2·floor(fraction·h/2),
   the first r dimensions of each head are rotated, the other h - r pass through unchanged;
 * θ_i = base^(-2i/r), i = 0 .. r/2 - 1, then the scaling (``positions/scaling.py``, LongRoPE in
   ``positions/longrope.py``); the attention factor a multiplies cos and sin;
@@ -61,6 +62,9 @@ class RopeConfig:
     window: int | None = None  # rerope: w
     leak: float = math.inf  # rerope: k (inf: ReRoPE; finite: leaky ReRoPE)
     dtype: torch.dtype = torch.float32  # the model's dtype: of the tables, and of x, q, k given to rotate/scores
+    #: how x, q and k given to rotate and scores hold their pairs: "half" (i, i + r/2), rotate-half (Llama/HF), or
+    #: "interleaved" (2i, 2i + 1) (GPT-J, torchtune, x-transformers); an adapter computes in the layout it declares
+    pairs: str = "half"
     layer_type: str | None = None
     layers: tuple[tuple[str, RopeConfig], ...] = field(default=(), compare=False)
     #: the hybrid model the layers are of (``olmo3``, ``gemma3``): a model-level adapter builds its classes
@@ -99,6 +103,8 @@ class RopeConfig:
             parts.append(f"k={self.leak:g}")
         if self.dtype != torch.float32:
             parts.append(str(self.dtype).removeprefix("torch."))
+        if self.pairs != "half":
+            parts.append(f"pairs={self.pairs}")
         if self.layer_type:
             parts.append(f"layer={self.layer_type}")
         return " ".join(p for p in parts if p)

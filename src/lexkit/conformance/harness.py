@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from . import tolerance
-from .adapter import CHECKS, Adapter
+from .adapter import CHECKS, Adapter, from_interleaved, to_interleaved
 from .cases import Case
 from .reference import Reference
 
@@ -165,7 +165,11 @@ def _compare(kind: str, emb, twin, ref: Reference, case: Case, pos: Tensor, call
         return [_worst("tables", call, got, want, bound,
                        lambda i: f"{'cos' if i[0] == 0 else 'sin'} at position {int(pos[i[1]])}, pair {i[2]}")]
     if kind == "rotate":
-        bound = tolerance.rotate(inputs[0], torch.maximum(pos, far), theta, a, r, dtype) * scale
+        if case.config.pairs == "interleaved":  # the bound of each dim by its pair's frequency, in that layout
+            bound = to_interleaved(tolerance.rotate(from_interleaved(inputs[0], r), torch.maximum(pos, far), theta, a,
+                                                    r, dtype), r) * scale
+        else:
+            bound = tolerance.rotate(inputs[0], torch.maximum(pos, far), theta, a, r, dtype) * scale
         return [_worst("rotate", call, got, want, bound, lambda i: f"position {int(pos[i[1]])}, dim {i[2]}")]
     gain = ref.score_gain(pos)
     bound = tolerance.scores(inputs[0], inputs[1], torch.maximum(pos, far), theta, gain, dtype) * scale

@@ -94,13 +94,24 @@ class Reference:
         return cos * a, sin * a
 
     def rotate(self, x: Tensor, pos: Tensor) -> Tensor:
-        """x [H, n, h] with its first r dims rotated (pairs (i, i + r/2)), float64."""
+        """x [H, n, h] with its first r dims rotated, float64; its pairs as the config holds them
+        ((i, i + r/2), or (2i, 2i + 1) for ``pairs="interleaved"``)."""
+        from .adapter import from_interleaved, to_interleaved
+
         cos, sin = self.tables(pos)
-        return rotate_partial(x.to(torch.float64), cos, sin, self.rot_dims, None)
+        x = x.to(torch.float64)
+        if self.config.pairs == "interleaved":
+            return to_interleaved(rotate_partial(from_interleaved(x, self.rot_dims), cos, sin, self.rot_dims, None),
+                                  self.rot_dims)
+        return rotate_partial(x, cos, sin, self.rot_dims, None)
 
     def scores(self, q: Tensor, k: Tensor, pos: Tensor) -> Tensor:
         """q·k/√h after the scheme's position transform, q, k [H, n, h] at the same positions -> [H, n, n]."""
         q, k = q.to(torch.float64), k.to(torch.float64)
+        if self.config.pairs == "interleaved":  # a pair layout is a permutation of q and k alike
+            from .adapter import from_interleaved
+
+            q, k = from_interleaved(q, self.rot_dims), from_interleaved(k, self.rot_dims)
         if self.full is not None:
             return self.full.scores(q[None], k[None], pos, pos)[0]
         return self.rotate(q, pos) @ self.rotate(k, pos).transpose(-1, -2) / math.sqrt(self.config.head_dim)

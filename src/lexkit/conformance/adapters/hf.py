@@ -148,6 +148,8 @@ class Transformers(Adapter):
         return reason
 
     def supports(self, config: RopeConfig) -> str | None:
+        if config.pairs != "half":
+            return "transformers' apply_rotary_pos_emb rotates half-split pairs (i, i + r/2) only"
         if config.scheme != "rope":
             return f"no {config.scheme} in transformers"
         if config.scaling == "ntk":

@@ -48,6 +48,8 @@ class Lexkit(Adapter):
         return __version__
 
     def supports(self, config: RopeConfig) -> str | None:
+        if config.pairs != "half":
+            return "lexkit rotates half-split pairs (i, i + r/2) only"
         if config.scaling == "longrope":
             return "no LongRoPE scheme in lexkit (positions/longrope.py is the reference's definition)"
         if config.head_dim % 2 and config.scheme != "rope":

@@ -58,6 +58,8 @@ class Litgpt(Adapter):
     summary = "build_rope_cache (extra_config: linear, llama3, yarn) and apply_rope"
 
     def supports(self, config: RopeConfig) -> str | None:
+        if config.pairs != "half":
+            return "litgpt's apply_rope rotates half-split pairs (i, i + r/2) only"
         if config.scheme != "rope":
             return f"no {config.scheme} in litgpt"
         if config.scaling not in ("none", "linear", "llama3", "yarn"):

@@ -42,9 +42,11 @@ class _Embedding:
     def rotate(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         self._cache(pos)
         r = self.config.rotary_dims
-        inter = to_interleaved(x, r)[..., :r].transpose(0, 1)[None]  # [1, n, H, r]
+        half = self.config.pairs == "half"  # torchtune holds interleaved pairs: half-split inputs converted
+        inter = (to_interleaved(x, r) if half else x)[..., :r].transpose(0, 1)[None]  # [1, n, H, r]
         out = self.module(inter, input_pos=pos[None])[0].transpose(0, 1)  # [H, n, r]
-        return from_interleaved(torch.cat((out, x[..., r:]), dim=-1), r)
+        out = torch.cat((out, x[..., r:]), dim=-1)
+        return from_interleaved(out, r) if half else out
 
 
 @register

@@ -38,14 +38,23 @@ class _Embedding:
     def _rotate(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         freqs, scale = self.module(pos)
         r = self.config.rotary_dims
-        return from_interleaved(self.apply(to_interleaved(x, r), freqs, scale), r)
+        inside, outside = _layout(self.config)
+        return outside(self.apply(inside(x, r), freqs, scale), r)
 
     def scores(self, q: torch.Tensor, k: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         freqs, scale = self.module(pos)
         r = self.config.rotary_dims
-        tq = self.apply(to_interleaved(q, r), freqs, scale)
-        tk = self.apply(to_interleaved(k, r), freqs, scale ** -1)
+        inside, _ = _layout(self.config)
+        tq = self.apply(inside(q, r), freqs, scale)
+        tk = self.apply(inside(k, r), freqs, scale ** -1)
         return tq @ tk.transpose(-1, -2) / math.sqrt(q.shape[-1])
+
+
+def _layout(config):
+    """(into its interleaved pairs, back): a conversion for half-split inputs, none for interleaved ones."""
+    if config.pairs == "interleaved":
+        return (lambda x, r: x), (lambda x, r: x)
+    return to_interleaved, from_interleaved
 
 
 @register

@@ -72,7 +72,8 @@ class Embedding:
         self.c, self.r = config, 2 * int(config["fraction"] * config["head_dim"] / 2)
         if config["factor"] is not None and config["factor"] < 1 and config["scaling"] == "none":
             raise ValueError("factor without a scaling")
-        self.rope = initialize_rope(self.r, config["base"], False, scaling_config(config), max_positions(config))
+        traditional = config.get("pairs") == "interleaved"  # mlx's own name for (2i, 2i + 1) pairs
+        self.rope = initialize_rope(self.r, config["base"], traditional, scaling_config(config), max_positions(config))
 
     def rotate(self, x: np.ndarray, pos: np.ndarray) -> np.ndarray:
         import mlx.core as mx
@@ -87,9 +88,11 @@ class Embedding:
 
     def tables(self, pos: np.ndarray):
         unit = np.zeros((1, pos.size, self.c["head_dim"]))
-        unit[..., : self.r // 2] = 1.0
+        first = slice(0, self.r, 2) if self.c.get("pairs") == "interleaved" else slice(0, self.r // 2)
+        second = slice(1, self.r, 2) if self.c.get("pairs") == "interleaved" else slice(self.r // 2, self.r)
+        unit[..., first] = 1.0
         y = self.rotate(unit, pos)[0]
-        return y[:, : self.r // 2], y[:, self.r // 2 : self.r]
+        return y[:, first], y[:, second]
 
 
 def build(config: dict) -> Embedding:
