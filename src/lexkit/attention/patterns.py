@@ -507,18 +507,18 @@ class _Reader:
 
     def loose(self) -> Pattern:
         """pattern := term ('|' term)*"""
-        pattern = self.tight()
-        while self.peek() == "|":
-            self.at += 1
-            pattern = self.join("|", pattern, self.tight())
-        return pattern
+        return self.chain("|", self.tight)
 
     def tight(self) -> Pattern:
         """term := atom ('&' atom)*"""
-        pattern = self.atom()
-        while self.peek() == "&":
+        return self.chain("&", self.atom)
+
+    def chain(self, operator: str, part) -> Pattern:
+        """``part`` (operator ``part``)*, joined from the left."""
+        pattern = part()
+        while self.peek() == operator:
             self.at += 1
-            pattern = self.join("&", pattern, self.atom())
+            pattern = self.join(operator, pattern, part())
         return pattern
 
     def atom(self) -> Pattern:
