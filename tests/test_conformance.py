@@ -448,9 +448,12 @@ def test_cli_python_runs_an_implementation_in_its_own_interpreter(monkeypatch, c
     argv = ["conformance", "--impl", "numpy-side", "--case", "rope/default", "--check"]
     assert main([*argv, "--python", f"numpy-side={sys.executable}"]) == 0
     assert "numpy-side: 1 pass" in capsys.readouterr().out
-    assert main(["conformance", "--impl", "lexkit", "--case", "rerope/past-window", "--check", "--python",
-                 f"lexkit={sys.executable}"]) == 0  # an in-process adapter, run through lexkit over there
-    assert "lexkit: 1 pass" in capsys.readouterr().out
+    from lexkit.cli.conformance import _adapter  # an in-process adapter, run through lexkit over there
+    from lexkit.conformance.remote import RemoteAdapter
+
+    far = _adapter("lexkit", sys.executable)  # (its run: the number-for-number test below)
+    assert isinstance(far, RemoteAdapter) and far.side == "lexkit_side"
+    assert far.env == {"LEXKIT_SIDE_ADAPTER": "lexkit"}
     for python, words in (("numpy-side", "give NAME=PATH"),
                           (f"numpy-side={tmp_path / 'none'}", "is not an executable file"),
                           (f"mlx-lm={sys.executable}", "mlx-lm is not among the implementations run")):
@@ -509,16 +512,20 @@ def test_the_matrix_writes_one_table_of_case_by_release(monkeypatch, tmp_path, c
 
     from lexkit.conformance import matrix
 
-    made = []
+    made, ran = [], []
     monkeypatch.setattr(matrix, "PACKAGES", {**matrix.PACKAGES, "lexkit": "lexkit"})
     monkeypatch.setattr(matrix, "environment", lambda package, version, root, echo=print:
                         made.append((package, version, root)) or sys.executable)
+    # each release's adapter in this process (the lexkit side's own run is the test above: seconds each)
+    monkeypatch.setattr(matrix, "elsewhere",
+                        lambda name, python: ran.append((name, python)) or conformance.adapter(name))
     out = tmp_path / "o"
     argv = ["conformance", "--matrix", "lexkit==0.1,0.2", "--envs", str(tmp_path / "envs"), "--case", "rope/default",
             "--case", "linear/factor-0.5", "--out", str(out)]
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert made == [("lexkit", "0.1", tmp_path / "envs"), ("lexkit", "0.2", tmp_path / "envs")]
+    assert ran == [("lexkit", sys.executable)] * 2
     assert "lexkit 0.1" in text and "lexkit 0.2: 2 pass, 0 fail, 0 error, 0 n/a" in text
     md = (out / "conformance-matrix.md").read_text()
     assert "| case | lexkit 0.1 | lexkit 0.2 |" in md and md.count("| rope/default | pass ") == 1
