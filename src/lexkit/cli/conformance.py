@@ -6,6 +6,8 @@ lexkit's float64 reference, case by case.
     lexkit conformance --list                            # the cases and the implementations
     lexkit conformance --json conformance.json           # or --out DIR: conformance.json + conformance.md
     lexkit conformance --impl mlx-lm --python mlx-lm=ENV/bin/python   # a runtime in its own environment
+    lexkit conformance --matrix transformers==5.0.0,5.24.0            # case x release, a virtualenv each
+    lexkit conformance --impl transformers --check --accept known.txt  # a CI: fail on a new difference only
 
 Each cell is ``pass`` or ``FAIL`` with the largest error of the check nearest its bound, named
 (``pass 3e-07 tables``; tolerances by dtype: docs/conformance.md), ``n/a`` where the implementation
