@@ -171,6 +171,8 @@ def test_the_hunts_follow_up_configs_are_sweeps():
         return {(run.row.label, run.cell.seed): run.cell for run in runs}
 
     full, confirm, first = cells("hunt.json"), cells("hunt-confirm.json"), cells("hunt-seed0.json")
+    paired = cells("hunt-paired-a0-a3.json")  # A0 and A3 on three seeds: hunt.json's runs
+    assert len(paired) == 6 and all(cell.name == full[key].name for key, cell in paired.items())
     assert len(confirm) == 12 and all(cell.name == full[key].name for key, cell in confirm.items())
     assert {label for label, _ in first} == {label for label, _ in full} and {seed for _, seed in first} == {0}
     assert all(cell.name == full[key].name for key, cell in first.items())
