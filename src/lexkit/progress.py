@@ -96,6 +96,13 @@ def watch(description: str, state: Callable[[], tuple[float, str, str]], *, enab
         return
     console = console or Console(stderr=True)
     stop = threading.Event()
+
+    def read() -> tuple[float, str, str] | None:
+        try:
+            return state()
+        except RuntimeError:  # what it reads changed while it read: the next look
+            return None
+
     if console.is_terminal:
         progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(bar_width=24), TaskProgressColumn(),
                             TimeElapsedColumn(), TextColumn("{task.fields[info]}"),
@@ -105,10 +112,10 @@ def watch(description: str, state: Callable[[], tuple[float, str, str]], *, enab
         task = progress.add_task(description, total=1000, info="", detail="")
 
         def show(last: bool = False) -> None:
-            try:
-                share, text, detail = state()
-            except RuntimeError:  # what it reads changed while it read: the next look
+            seen = read()
+            if seen is None:
                 return
+            share, text, detail = seen
             progress.update(task, completed=round(1000 * share), info=text, detail=detail)
             progress.refresh()
         context = progress
@@ -116,10 +123,10 @@ def watch(description: str, state: Callable[[], tuple[float, str, str]], *, enab
         begun, logged = time.perf_counter(), {"at": -LOG_EVERY, "share": -1.0}
 
         def show(last: bool = False) -> None:
-            try:
-                share, text, detail = state()
-            except RuntimeError:
+            seen = read()
+            if seen is None:
                 return
+            share, text, detail = seen
             now = time.perf_counter() - begun
             if last or now - logged["at"] >= LOG_EVERY or share - logged["share"] >= LOG_STEP:
                 logged.update(at=now, share=share)

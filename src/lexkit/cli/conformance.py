@@ -73,16 +73,17 @@ def _adapter(name: str, python: str | None):
 
 
 def _pythons(given: list[str], names: list[str]) -> dict[str, str]:
-    """``--python NAME=PATH`` by name, each checked: a known out-of-process adapter, a file that runs."""
+    """``--python NAME=PATH`` by name, each checked: a known implementation among those run, a file
+    that runs."""
     import os
+
+    from .. import conformance
 
     out = {}
     for item in given:
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
             raise LexkitError(f"--python {item!r}: give NAME=PATH, e.g. --python mlx-lm=/opt/mlx/bin/python")
-        from .. import conformance
-
         conformance.ADAPTERS.get(name)  # an unknown name: ValueError listing the valid ones
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
             raise LexkitError(f"--python {item}: {path} is not an executable file (a virtualenv's bin/python)")

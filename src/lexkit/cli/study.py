@@ -214,8 +214,9 @@ def print_plan(plan: dict, cfg: StudyConfig) -> None:
              if plan["left_s"] < plan["total_s"] else "")
           + (f"; {plan['least_s'] / 60:.1f} min if every run with a stop rule stops at its earliest"
              if plan["least_s"] < plan["left_s"] else ""))
-    if load_line(plan):
-        print(load_line(plan))
+    said = load_line(plan)
+    if said:
+        print(said)
 
 
 def state(unit: dict) -> str:

@@ -74,5 +74,6 @@ def print_sweep_plan(plan: dict, cfg) -> None:
     print(f"estimated total: {clock(plan['total_s'])} of wall time on this machine with {jobs} "
           f"worker{'s' if jobs != 1 else ''} ({clock(plan['task_s'])} of task time)"
           + (f"; {clock(plan['left_s'])} left" if plan["left_s"] < plan["total_s"] else ""))
-    if load_line(plan):
-        print(load_line(plan))
+    said = load_line(plan)
+    if said:
+        print(said)

@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 from ..errors import LexkitError
-from .adapter import ADAPTERS
 from .cases import Case
 from .harness import Result, run
 from .remote import elsewhere
@@ -66,7 +65,6 @@ def matrix(package: str, versions: list[str], cases: list[Case], root: Path = EN
            echo=print) -> dict[str, list[Result]]:
     """Each release's results on ``cases``, by release (its environment made first where missing)."""
     name = PACKAGES[package]
-    ADAPTERS.get(name)
     out = {}
     for version in versions:
         python = environment(package, version, root, echo)

@@ -13,6 +13,7 @@ from torch import Tensor
 from .. import positions
 from ..positions import longrope, scaling
 from ..positions.rotary import rotary_angles, rotate_partial, xpos_zeta
+from .adapter import from_interleaved, to_interleaved
 from .config import SCALINGS, SCHEMES, YARN_KEYS, RopeConfig
 
 
@@ -96,8 +97,6 @@ class Reference:
     def rotate(self, x: Tensor, pos: Tensor) -> Tensor:
         """x [H, n, h] with its first r dims rotated, float64; its pairs as the config holds them
         ((i, i + r/2), or (2i, 2i + 1) for ``pairs="interleaved"``)."""
-        from .adapter import from_interleaved, to_interleaved
-
         cos, sin = self.tables(pos)
         x = x.to(torch.float64)
         if self.config.pairs == "interleaved":
@@ -109,8 +108,6 @@ class Reference:
         """q·k/√h after the scheme's position transform, q, k [H, n, h] at the same positions -> [H, n, n]."""
         q, k = q.to(torch.float64), k.to(torch.float64)
         if self.config.pairs == "interleaved":  # a pair layout is a permutation of q and k alike
-            from .adapter import from_interleaved
-
             q, k = from_interleaved(q, self.rot_dims), from_interleaved(k, self.rot_dims)
         if self.full is not None:
             return self.full.scores(q[None], k[None], pos, pos)[0]

@@ -176,7 +176,7 @@ def computed(doc: StudyResults) -> str:
     """What computing the study took, where this invocation is not all of it (a cached re-run, a
     resumed one): the wall time of the invocations that ran tasks."""
     work = doc.computing()
-    if work is None or (work[1] == 1 and doc.work and doc.work.get("ran")) or work[1] == 0:
+    if not work or not work[1] or (work[1] == 1 and (doc.work or {}).get("ran")):  # none, or this one alone
         return ""
     seconds, count = work
     return f"; computing it took {seconds:.0f} s over {count} invocation{'s' if count != 1 else ''} that ran tasks"

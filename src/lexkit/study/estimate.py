@@ -142,19 +142,21 @@ class Load:
         return max(1.0, (self.busy + jobs * each) / self.cores) / max(1.0, (self.busy + each) / self.cores)
 
 
-def estimate(units: list[Unit], timer: Timer, jobs: int, load: Load | None = None) -> dict:
+def estimate(units: list[Unit], timer: Timer, jobs: int, load: Load | Callable[[], Load] | None = None) -> dict:
     """Every unit timed (``units``: name, kind, label, table, info, ``seconds`` for the whole unit,
     ``left`` for what the study directory does not hold yet, ``least`` where a stop rule may end it
     sooner), and the schedule over ``jobs`` workers: ``total_s`` (the whole study's wall time),
     ``left_s`` (what is left of it), ``least_s`` (what is left if every run with a stop rule stops at
     its earliest), ``task_s`` (the sum of the units' seconds) and ``critical_s`` (its longest chain).
-    With the ``load`` the units were timed under, each unit's seconds are scaled by
-    :meth:`Load.factor` at the timer's threads (the workers share the cores; ``load`` and ``factor``
-    in the result)."""
+    With the ``load`` the units were timed under (or a function that reads it once they are timed),
+    each unit's seconds are scaled by :meth:`Load.factor` at the timer's threads (the workers share the
+    cores; ``load`` and ``factor`` in the result)."""
+    costs = [(unit, unit.cost(timer)) for unit in units]
+    if callable(load):
+        load = load()
     factor = 1.0 if load is None else load.factor(jobs, timer.threads)
     rows = []
-    for unit in units:
-        cost = unit.cost(timer)
+    for unit, cost in costs:
         least = cost.left if cost.least is None else min(cost.left, cost.least)
         rows.append({"name": unit.name, "kind": unit.kind, "label": unit.label, "table": unit.table,
                      "needs": list(unit.needs), **unit.info, "seconds": cost.seconds * factor,

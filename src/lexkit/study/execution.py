@@ -130,13 +130,9 @@ class Study:
         jobs = jobs or self.jobs
         probe = None if timer is not None or not self.device().startswith("cpu") else threads.Probe()
         timer = timer or Timer(self.device(), self.worker_threads(jobs), store=self.timings(), fresh=True)
-        units = self.units()
-        if probe is None:
-            plan = estimate(units, timer, jobs)
-        else:  # what the rest of the machine did while the units were timed: the workers will share it
-            costs = estimate(units, timer, 1)  # the timings, made once (the timer keeps them)
-            load = Load(probe.busy() if costs["units"] else None, threads.cores())
-            plan = estimate(units, timer, jobs, load)
+        # what the rest of the machine did while the units were timed: the workers will share it
+        load = None if probe is None else (lambda: Load(probe.busy(), threads.cores()))
+        plan = estimate(self.units(), timer, jobs, load)
         plan.update(lengths=self.plan.lengths(), patterns=self.plan.patterns(), eval_docs=self.plan.eval_documents())
         return plan
 

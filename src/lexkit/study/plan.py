@@ -235,6 +235,7 @@ class Plan:
         self.cfg = cfg
         self.runs = runs  # where the study keeps its runs: a cell trained under another spelling is found there
         self._corpus: Corpus | None = None
+        self._eval_documents: int | None = None
 
     @property
     def corpus(self) -> Corpus:
@@ -288,7 +289,10 @@ class Plan:
         """How many validation documents an evaluation scores per length: ``eval_docs``, or fewer
         where fewer are long enough for the longest length (:func:`lexkit.evaluate.select_documents`:
         ``eval_docs: 100000000`` scores them all, and the estimate counts those, not 10^8)."""
-        return len(select_documents(self.corpus.valid, max(self.lengths()), max_docs=self.cfg.eval_docs))
+        if self._eval_documents is None:  # asked by every cell's and method's cost: selected once
+            self._eval_documents = len(select_documents(self.corpus.valid, max(self.lengths()),
+                                                        max_docs=self.cfg.eval_docs))
+        return self._eval_documents
 
     def train_len(self, preset: str | None = None) -> int:
         """The training length of the study's preset (or of ``preset``)."""
