@@ -183,6 +183,6 @@ def load_line(plan: dict) -> str:
         f"other processes keeping {load['busy']:.1f} of the {load['cores']} cores busy"
     jobs = plan["jobs"]
     scaled = (f"; {jobs} workers share the cores with them, so each unit is put at {plan['factor']:.2f}x its time "
-              "alone" if plan["factor"] > 1 else "")
+              "alone" if round(plan["factor"], 2) > 1 else "")  # said only where it reads more than 1.00x
     return (f"timed just now, one unit at a time, with {busy}: a snapshot of this machine's load (a job that "
             f"starts or ends changes it){scaled}")
