@@ -103,8 +103,8 @@ def rotary_angles(pos: Tensor, head_dim: int, base: float, theta: Tensor | None 
 
 def rotate_half(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """Rotate pairs (i, i + h/2) of x: [..., n, h] by the angles of cos, sin: [n, h/2]."""
-    half = x.shape[-1] // 2
-    x1, x2 = x[..., :half], x[..., half:]
+    # chunk, not slices: its backward concatenates the two gradients instead of zero-filling x's shape twice
+    x1, x2 = x.chunk(2, dim=-1)  # [..., n, h/2] each
     return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
 
 

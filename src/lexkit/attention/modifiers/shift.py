@@ -27,7 +27,8 @@ def token_shift(h: Tensor, width: int, previous: Tensor | None = None) -> Tensor
     keep, move = h.split((h.shape[-1] - width, width), dim=-1)  # [b, n, d - width], [b, n, width]
     before = h.new_zeros(h.shape[0], 1, width) if previous is None else previous.to(h.dtype)
     # split and cat, not slices: their backward narrows the gradient instead of zero-filling h's shape
-    shifted = torch.cat((before, move[:, :-1]), dim=1)  # [b, n, width]
+    kept = move.split((move.shape[1] - 1, 1), dim=1)[0]  # [b, n - 1, width]: every position but the last
+    shifted = torch.cat((before, kept), dim=1)  # [b, n, width]
     return torch.cat((keep, shifted), dim=-1)
 
 
