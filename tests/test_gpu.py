@@ -207,3 +207,31 @@ def test_gpu_benchmark_dry_run_on_the_cpu(gpu_script, tmp_path, capsys, monkeypa
     assert evals["eval"]["ran"] == "chunked" and not evals["eval"]["streamed"]  # window past 512 on the CPU
     assert evals["stream"]["streamed"] and evals["stream"]["n"] == gpu_script.DRY.stream_length
     assert data["skipped"] == ["job=train scheme=t5 kernel=auto"] and data["dry_run"] is True
+
+
+@gpu
+def test_seeds_batched_on_one_cuda_device_are_each_seeds_own_model():
+    """The GPU lane of lexkit.batched: three seeds of a hunt layout share one device as one batched
+    model; its float32 forward is each seed's own, and bf16 steps train each seed apart."""
+    from lexkit import batched
+
+    cfg = ModelConfig(scheme="rope", n_layers=2, d_model=64, n_heads=4, train_len=64, layout="hwfa:W=16,shift=0.5")
+    models = []
+    for seed in (0, 1, 2):
+        torch.manual_seed(seed)
+        models.append(GPT(cfg).cuda().train())
+    kernel = batched.probe(models, cfg)
+    x = torch.randint(0, 257, (3, 4, 64), device="cuda", generator=torch.Generator("cuda").manual_seed(0))
+    with torch.no_grad():
+        together = batched.batched_forward(models, x, kernel)
+        for s, model in enumerate(models):
+            torch.testing.assert_close(together[s], model(x[s], kernel=kernel), rtol=1e-3, atol=1e-3)
+    before = [m.embed.weight.detach().clone() for m in models]
+    optimizers = [make_optimizer(m, TrainConfig(lr=1e-3)) for m in models]
+    for _ in range(3):
+        losses, norms = batched.batched_step(models, optimizers, x, torch.roll(x, -1, -1), grad_clip=1.0, kernel=kernel,
+                                             autocast=device_autocast(torch.device("cuda")))
+        assert all(torch.isfinite(torch.tensor(losses))) and all(float(n) > 0 for n in norms)
+    moved = [float((m.embed.weight - b).abs().max()) for m, b in zip(models, before)]
+    assert all(v > 0 for v in moved)
+    assert float((models[0].embed.weight - models[1].embed.weight).abs().max()) > 1e-3

@@ -38,12 +38,15 @@ def test_a_tiny_sweep_is_scored_as_table_g_scores_and_renders_again_from_its_cac
     config = tmp_path / "sweep.json"
     config.write_text(json.dumps(tiny(data_dir)))
     out = tmp_path / "out"
-    assert main(["sweep", str(config), "--out", str(out), "--jobs", "1", "--quiet"]) == 0
+    assert main(["sweep", str(config), "--out", str(out), "--jobs", "1", "--quiet", "--batch-seeds"]) == 0
     printed = capsys.readouterr().out
     assert "sweep tiny" in printed and f"report: {out}/sweep.md" in printed
     log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
-    trained = [e["name"] for e in log if e["task"] == "train"]
-    assert len(trained) == len(set(trained)) == 4 and {e["action"] for e in log} == {"ran"}
+    # each arm's two seeds trained once, together (lexkit.batched), by its first seed's unit; the second
+    # seed's unit then finds its run trained
+    trained = [e["name"] for e in log if e["task"] == "train" and e["action"] == "ran"]
+    assert len(trained) == len(set(trained)) == 4
+    assert [e["name"] for e in log if e["action"] != "ran"] == [n for n in trained if "-s1-" in n]
     assert [e["task"] for e in log].count("task") == 4 * 2  # each run on kvthread and ordinal
     saved = json.loads((out / "sweep.json").read_text())
     g, tasks = saved["retrieval"], saved["tasks"]
@@ -54,6 +57,7 @@ def test_a_tiny_sweep_is_scored_as_table_g_scores_and_renders_again_from_its_cac
     assert {e["seed"] for e in hwfa} == {0, 1} and {e["format"] for e in hwfa} == {"tilde", "python", "hex", "caret"}
     run_config = json.loads((out / hwfa[0]["run"] / "config.json").read_text())
     assert run_config["model"]["layout"] == "hwfa:W=8" and run_config["model"]["token_shift"] == 0.25
+    assert run_config["batched"] == {"seeds": [0, 1], "kernel": "auto"}
     # kvthread's documents need 51 bytes: scored from 2x (64 bytes) on, at every depth, on both seeds
     kv = [e for e in tasks["kvthread"] if e["label"] == "rope"]
     assert [r["multiple"] for r in kv[0]["rows"]] == [2, 4, 8, 16] and {e["seed"] for e in kv} == {0, 1}
@@ -83,11 +87,14 @@ def test_a_tiny_sweep_is_scored_as_table_g_scores_and_renders_again_from_its_cac
     (out / "sweep.md").unlink()
     assert main(["sweep", str(config), "--out", str(out), "--report-only", "--quiet"]) == 0
     assert (out / "sweep.md").read_text() == md and len((out / "log.jsonl").read_text().splitlines()) == len(log)
-    # the same config over workers: each builds these units by name (the config travels to them)
-    sweep = Sweep(load(config), out, progress=False, echo=None, jobs=2)
+    # the same config over workers: each builds these units by name (the config and batching travel to them)
+    sweep = Sweep(load(config), out, progress=False, echo=None, jobs=2, batch_seeds=True)
     build = pickle.loads(pickle.dumps(sweep.build()))
     rebuilt = build.make(*build.args, **build.kwargs)
-    assert [u.name for u in rebuilt.units()] == [u.name for u in sweep.units()]
+    assert [(u.name, u.needs) for u in rebuilt.units()] == [(u.name, u.needs) for u in sweep.units()]
+    for second in (u for u in sweep.units() if u.kind == "train" and "-s1-" in u.name):  # waits for its arm's s0
+        (need,) = second.needs
+        assert need.startswith(second.name.split("-s1-")[0] + "-s0-")
     assert all(u.done() for u in rebuilt.units())
 
 

@@ -36,6 +36,9 @@ def add_parser(sub):
     p.add_argument("--report-only", action="store_true",
                    help="re-render sweep.md, sweep.json and sweep.png from the cache; train nothing")
     p.add_argument("--dry-run", action="store_true", help="list the units of work and estimate the time; train nothing")
+    p.add_argument("--batch-seeds", action="store_true",
+                   help="train each arm's seeds as one batched model (lexkit.batched; equal to seed by seed within "
+                   "float32 noise, slower on one CPU thread at table G's size: docs/benchmarks.md)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -47,7 +50,8 @@ def run(args) -> int:
     cfg = load(args.config)
     from .study import jobs
 
-    sweep = Sweep(cfg, args.out, progress=not args.quiet, jobs=jobs(args), device=args.device, threads=args.threads)
+    sweep = Sweep(cfg, args.out, progress=not args.quiet, jobs=jobs(args), device=args.device, threads=args.threads,
+                  batch_seeds=args.batch_seeds)
     if args.dry_run:
         print_sweep_plan(sweep.estimate(), cfg)
         return 0

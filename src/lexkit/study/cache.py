@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .. import distributed, runs
+from .. import batched, distributed, runs
 from ..rows import Row, jsonable, typed
 from ..train import train
 from .plan import Cell, Plan
@@ -68,6 +68,35 @@ class Cache:
         train(run_dir, model_cfg, train_cfg, resume=resume, device=self.device, progress=self.progress,
               corpus=self.plan.corpus, world=distributed.SINGLE, init=None if resume else init)
         self.log("train", run_dir.name, "ran", time.perf_counter() - start)
+
+    def trained_together(self, run_dirs: list[Path], cells: list[Cell]) -> None:
+        """Train the seeds ``cells`` (one row's, the same settings but the seed) in ``run_dirs`` as one
+        batched model (:func:`lexkit.batched.train_seeds`): the ones not finished, resumed together
+        when they stopped at the same step; each logged as ran, with ``batched`` the seeds trained
+        together. Where they cannot be batched (the reason printed once), each is trained alone."""
+        left = [(d, c) for d, c in zip(run_dirs, cells)
+                if not runs.finished(runs.trainer_state(d), c.train_cfg.steps)]
+        if len(left) < 2:  # nothing to batch
+            for d, c in zip(run_dirs, cells):
+                self.trained(d, c.model_cfg, c.train_cfg)
+            return
+        start = time.perf_counter()
+        try:
+            for d, _ in left:
+                if d.exists() and not (d / runs.CONFIG).is_file():  # a run killed before its first write
+                    for child in d.iterdir():
+                        child.unlink()
+            batched.train_seeds([d for d, _ in left], cells[0].model_cfg, [c.train_cfg for _, c in left],
+                                device=self.device, progress=self.progress, corpus=self.plan.corpus)
+        except batched.BatchRefused as exc:
+            if self.progress:
+                print(f"{exc}: training them one by one")
+            for d, c in zip(run_dirs, cells):
+                self.trained(d, c.model_cfg, c.train_cfg)
+            return
+        seconds = (time.perf_counter() - start) / len(left)
+        for d, _ in left:
+            self.log("train", d.name, "ran", seconds)
 
     def run_dir(self, cell: Cell) -> Path:
         return self.out / "runs" / cell.name

@@ -48,13 +48,15 @@ class SweepTable(RetrievalTable):
                 for arm in self.sweep.arms]
 
 
-def study_config(sweep: SweepConfig, device: str = "auto", threads: int | None = None) -> StudyConfig:
+def study_config(sweep: SweepConfig, device: str = "auto", threads: int | None = None,
+                 batch_seeds: bool = False) -> StudyConfig:
     """The study a sweep is: table G alone (no table E, so no methods), its seeds, needles, patterns,
-    corpus and the documents of its paired bpb (the grid's one scheme is never trained: a sweep has no grid)."""
+    corpus and the documents of its paired bpb (the grid's one scheme is never trained: a sweep has no
+    grid); ``batch_seeds``: each arm's seeds trained as one batched model (:mod:`lexkit.batched`)."""
     return StudyConfig(preset=sweep.preset, schemes=["none"], layouts=[], patterns=list(sweep.patterns),
                        data=sweep.data, device=device, threads=threads, extension=False,
                        retrieval_seeds=sweep.seeds, retrieval_samples=sweep.samples, retrieval_docs=sweep.eval_docs,
-                       retrieval_methods=False)
+                       retrieval_methods=False, retrieval_batch_seeds=batch_seeds)
 
 
 class Sweep(Study):
@@ -65,11 +67,11 @@ class Sweep(Study):
     name = "sweep"
 
     def __init__(self, sweep: SweepConfig, out: str | Path, *, progress: bool = True, echo=print, jobs: int = 1,
-                 device: str = "auto", threads: int | None = None) -> None:
+                 device: str = "auto", threads: int | None = None, batch_seeds: bool = False) -> None:
         if distributed.world().parallel:
             raise ValueError("lexkit sweep shares its runs out over --jobs worker processes on one machine, not over "
                              "torchrun's ranks: run it without torchrun")
-        super().__init__(study_config(sweep, device, threads), out, progress=progress, echo=echo,
+        super().__init__(study_config(sweep, device, threads, batch_seeds), out, progress=progress, echo=echo,
                          world=distributed.SINGLE, jobs=jobs)
         self.sweep = sweep
         self.tables = [SweepTable(self.plan, self.cache, sweep)]
@@ -82,7 +84,8 @@ class Sweep(Study):
         from ..workers import Build
 
         return Build(Sweep, (self.sweep, self.out), {"progress": False, "echo": None, "device": self.cfg.device,
-                                                      "threads": self.cfg.threads})
+                                                      "threads": self.cfg.threads,
+                                                      "batch_seeds": self.g.settings.batch_seeds})
 
     def seed_runs(self) -> list[SeedRun]:
         """Every arm on every seed (an arm that cannot train names itself)."""

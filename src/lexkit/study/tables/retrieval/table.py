@@ -30,7 +30,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from .... import needles, paired, positions, presets, runs, stopping, tasks
+from .... import batched, needles, paired, positions, presets, runs, stopping, tasks
 from ....mix import check_mix
 from ....retrieval import DEFAULT_MULTIPLES, context_rows
 from ....runs.config import overridden
@@ -115,6 +115,11 @@ class RetrievalSettings(TableSettings):
     methods: bool = dataclasses.field(default=False, metadata={
         "new": True, "unset": True,  # a results.json written before the setting scored them
         "help": "also score table E's methods and fine-tunes on table G's rope row (make study-full does)"})
+    batch_seeds: bool = dataclasses.field(default=False, metadata={
+        "new": True, "unset": False,
+        "help": "train each of table G's rows' seeds as one batched model (lexkit.batched: equal to training "
+        "them one by one within float32 noise; slower on one CPU thread at table G's size, docs/benchmarks.md); "
+        "a row that cannot be batched trains seed by seed"})
 
     def check(self, key: str, *, flags: bool = False) -> None:
         super().check(key, flags=flags)
@@ -269,6 +274,18 @@ class RetrievalTable(Bound):
     def cells(self) -> list[Cell]:
         return [run.cell for run in self.seed_runs()]
 
+    def batched_groups(self, seed_runs: list[SeedRun]) -> dict[str, list[Cell]]:
+        """{a cell's name: the cells of its row that train with it as one batched model (:mod:`lexkit.batched`),
+        the row's first seed first} for every row whose seeds do, when ``batch_seeds`` is on: a row of
+        one seed, or whose settings cannot be batched (:func:`lexkit.batched.refusal`), trains seed by seed."""
+        if not self.settings.batch_seeds:
+            return {}
+        rows: dict[int, list[Cell]] = {}
+        for run in seed_runs:
+            rows.setdefault(id(run.row), []).append(run.cell)
+        return {cell.name: cells for cells in rows.values() if len(cells) > 1
+                and batched.refusal(cells[0].model_cfg, [c.train_cfg for c in cells]) is None for cell in cells}
+
     def train_len(self) -> int:
         return self.plan.train_len(self.recipe().preset)
 
@@ -377,13 +394,18 @@ class RetrievalTable(Bound):
     def units(self) -> list[Unit]:
         """Each run's training, then each configuration's scoring (a fine-tune's training with it),
         each needing its run trained."""
-        out = []
-        for run in self.seed_runs():
+        out, seed_runs = [], self.seed_runs()
+        groups = self.batched_groups(seed_runs)
+        for run in seed_runs:
             cell, recipe = run.cell, self.recipe()
             train = f"train {cell.name}"
-            out.append(Unit(train, "train", f"{run.row.label} + mix, seed {cell.seed}", KEY,
-                            lambda c=cell: self.cache.trained(self.cache.run_dir(c), c.model_cfg, c.train_cfg),
-                            lambda timer, c=cell: self.training_cost(timer, c),
+            together = groups.get(cell.name)  # the row's seeds its first seed's unit trains as one model
+            needs = (f"train {together[0].name}",) if together and together[0] is not cell else ()
+            work = (lambda cs=together: self.cache.trained_together([self.cache.run_dir(c) for c in cs], cs)) \
+                if together and together[0] is cell else \
+                (lambda c=cell: self.cache.trained(self.cache.run_dir(c), c.model_cfg, c.train_cfg))
+            out.append(Unit(train, "train", f"{run.row.label} + mix, seed {cell.seed}", KEY, work,
+                            lambda timer, c=cell: self.training_cost(timer, c), needs,
                             done=lambda c=cell: runs.finished(runs.trainer_state(self.cache.run_dir(c)),
                                                               c.train_cfg.steps),
                             info={"seed": cell.seed, "run": cell.name, "steps": cell.train_cfg.steps,
