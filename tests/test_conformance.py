@@ -494,13 +494,58 @@ def test_mlx_lm_in_its_own_environment_differs_where_the_docs_say():
 
 
 # -- a matrix over releases ---------------------------------------------------------------------------
+CASES_ELSEWHERE = ["rope/default", "yarn/defaults", "rerope/past-window", "linear/factor-0.5"]
+
+
+def test_the_lexkit_side_through_the_protocol_gives_the_in_process_verdicts(monkeypatch):
+    """The fast sibling of the test below: the lexkit side module and the protocol's answers in this
+    process (every request and answer through JSON, as over the pipe), no second interpreter."""
+    import importlib
+    import json
+    import sys
+
+    from lexkit.conformance import remote
+
+    monkeypatch.syspath_prepend(str(remote.SIDES))
+    monkeypatch.setenv("LEXKIT_SIDE_ADAPTER", "lexkit")
+    for name in ("protocol", "lexkit_side"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    protocol, side = importlib.import_module("protocol"), importlib.import_module("lexkit_side")
+
+    class Here:  # remote.Side's interface, answered by protocol.answer here
+        def __init__(self, python, module, folders=(), env=None):
+            assert module == "lexkit_side" and env == {"LEXKIT_SIDE_ADAPTER": "lexkit"}
+            self.built = {}
+
+        def ask(self, request):
+            try:
+                reply = protocol.answer(side, json.loads(json.dumps(request)), self.built)
+            except Exception as exc:  # what protocol.main sends back
+                raise remote.RemoteError(protocol._first(exc)) from None
+            return json.loads(json.dumps(reply))
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(remote, "Side", Here)
+    far_adapter = remote.elsewhere("lexkit", sys.executable)
+    monkeypatch.setattr(type(far_adapter), "unavailable", lambda self: None)  # (it spawns the interpreter)
+    cases = conformance.cases(CASES_ELSEWHERE)
+    far = {r.case: (r.status, r.error) for r in conformance.run([far_adapter], cases)}
+    near = {r.case: (r.status, r.error) for r in conformance.run([conformance.adapter("lexkit")], cases)}
+    assert far == near and far["rerope/past-window"][0] == "pass"  # scores travel too
+    for name in ("protocol", "lexkit_side"):
+        sys.modules.pop(name, None)
+
+
+@pytest.mark.slow  # fast sibling: test_the_lexkit_side_through_the_protocol_gives_the_in_process_verdicts
 def test_an_adapter_run_in_another_interpreter_gives_the_in_process_verdicts_number_for_number():
     """The lexkit side runs any in-process adapter in another environment (a release's virtualenv)."""
     import sys
 
     from lexkit.conformance.remote import elsewhere
 
-    cases = conformance.cases(["rope/default", "yarn/defaults", "rerope/past-window", "linear/factor-0.5"])
+    cases = conformance.cases(CASES_ELSEWHERE)
     far = {r.case: (r.status, r.error) for r in conformance.run([elsewhere("lexkit", sys.executable)], cases)}
     near = {r.case: (r.status, r.error) for r in conformance.run([conformance.adapter("lexkit")], cases)}
     assert far == near and far["rerope/past-window"][0] == "pass"  # scores travel too

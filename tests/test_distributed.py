@@ -337,7 +337,7 @@ def _state(pid: int) -> str:
 def test_study_shards_cells_over_ranks_and_rank0_reports(tmp_path, data_dir, capfd, no_figures):
     out = tmp_path / "study"
     args = ["study", "--preset", "tiny", "--scheme", "alibi", "--scheme", "rope", "--pattern", "causal",
-            "--lengths", "16,32,64", "--steps", "6", "--data", str(data_dir), "--eval-docs", "2", "--out", str(out),
+            "--lengths", "16,32", "--steps", "3", "--data", str(data_dir), "--eval-docs", "2", "--out", str(out),
             "--threads", "1", "--quiet", "--no-extension", "--no-retrieval"]
     assert fork_ranks(*args) == [0, 0]
     assert capfd.readouterr().out.count("report: ") == 1  # rank 0 alone reports
@@ -353,7 +353,7 @@ def test_study_shards_cells_over_ranks_and_rank0_reports(tmp_path, data_dir, cap
     assert {"lexkit_version", "torch_version", "git_commit", "started", "finished"} <= set(origin)
     assert origin["wall_seconds"] > 0 and origin["backend"] is None  # the ranks share no process group
     # a re-run (one process) finds everything cached and the same results
-    cfg = StudyConfig(preset="tiny", schemes=["alibi", "rope"], patterns=["causal"], lengths=[16, 32, 64], steps=6,
+    cfg = StudyConfig(preset="tiny", schemes=["alibi", "rope"], patterns=["causal"], lengths=[16, 32], steps=3,
                       data=str(data_dir), eval_docs=2, extension=False, retrieval=False)
     again = Study(cfg, out, progress=False, echo=None, world=distributed.SINGLE)
     assert [run.to_json() for run in again.run().runs] == saved["runs"]

@@ -18,7 +18,9 @@ from lexkit.specs import parse_lengths
 
 #: LEXKIT_FUZZ=N: N random (not derandomized) examples per test, for a longer hunt by hand
 HUNT = int(os.environ.get("LEXKIT_FUZZ", "0"))
-FAST = settings(max_examples=HUNT or 150, deadline=None, derandomize=not HUNT)
+FAST = settings(max_examples=HUNT or 50, deadline=None, derandomize=not HUNT)
+#: the spec properties again with more examples (``make test-slow``; the fast suite runs 50 of them)
+MORE = settings(max_examples=HUNT or 400, deadline=None, derandomize=not HUNT)
 CLI = settings(max_examples=HUNT or 60, deadline=None, derandomize=not HUNT,
                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
@@ -70,6 +72,16 @@ def test_any_lengths_text_is_lengths_or_a_value_error(text):
         assert str(exc) and "\n" not in str(exc)
         return
     assert lengths == sorted(set(lengths)) and all(isinstance(n, int) and n > 0 for n in lengths)
+
+
+@pytest.mark.slow  # fast sibling: the three properties above, 50 examples each
+@MORE
+@given(_spec_text(), st.sampled_from([None, 1, 2, 64]),
+       st.one_of(st.lists(st.sampled_from(NUMBERS), min_size=1, max_size=4).map(",".join), st.text(max_size=20)))
+def test_the_spec_properties_hold_on_more_examples(spec, default_window, text):
+    test_any_scheme_spec_is_a_scheme_or_a_value_error.hypothesis.inner_test(spec)
+    test_any_pattern_spec_is_a_pattern_or_a_value_error.hypothesis.inner_test(spec, default_window)
+    test_any_lengths_text_is_lengths_or_a_value_error.hypothesis.inner_test(text)
 
 
 # -- the command line -------------------------------------------------------------------------------

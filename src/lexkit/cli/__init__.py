@@ -68,7 +68,10 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: every command's, or with ``only`` (a name in :data:`COMMANDS`) that
+    command's alone (what :func:`main` parses a command line naming it with: the same arguments and
+    errors, without building the other commands' parsers)."""
     from .. import __version__
 
     parser = _Parser(prog="lexkit", description="Length extrapolation of Transformers, measured.")
@@ -77,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="import MODULE first, before or after the command's name alike; repeatable")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for name in COMMANDS:
+    for name in COMMANDS if only is None else [only]:
         module = importlib.import_module(f".{name}", __name__)
         sub_parser = module.add_parser(sub)
         add_common(sub_parser)
@@ -85,11 +88,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command_of(argv: list[str]) -> str | None:
+    """The command a command line names, when it is one of :data:`COMMANDS` and nothing before it
+    asks for the whole parser (``--help``, ``--version``, an unknown option); else None."""
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "--import":
+            i += 2
+        elif word.startswith("--import="):
+            i += 1
+        else:
+            return word if word in COMMANDS else None
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     from .. import threads
 
     probe = threads.Probe()  # other processes' CPU time while the commands import (lexkit.threads)
-    parser = build_parser()
+    parser = build_parser(_command_of(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     with warnings.catch_warnings():
         warnings.simplefilter("default")
