@@ -21,8 +21,10 @@ HUNT = int(os.environ.get("LEXKIT_FUZZ", "0"))
 FAST = settings(max_examples=HUNT or 50, deadline=None, derandomize=not HUNT)
 #: the spec properties again with more examples (``make test-slow``; the fast suite runs 50 of them)
 MORE = settings(max_examples=HUNT or 400, deadline=None, derandomize=not HUNT)
-CLI = settings(max_examples=HUNT or 60, deadline=None, derandomize=not HUNT,
+CLI = settings(max_examples=HUNT or 30, deadline=None, derandomize=not HUNT,
                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+#: the command lines again with more examples (``make test-slow``; the fast suite runs 30)
+CLI_MORE = settings(CLI, max_examples=HUNT or 200)
 
 NUMBERS = ["0", "-1", "1", "2", "3", "8", "16", "1e3", "0.5", "inf", "-inf", "nan", "1e308",
            "99999999999999999999999", str(2**31), str(2**53 + 1), "", " ", "x", "8,16", "8,8", ",", "16,", "-8,16",
@@ -132,6 +134,13 @@ def argv(draw):
     if draw(st.integers(0, 9)) == 0:
         args += draw(st.lists(st.text(max_size=8), max_size=3))
     return args
+
+
+@pytest.mark.slow  # fast sibling: test_no_command_line_prints_a_traceback, 30 examples
+@CLI_MORE
+@given(argv())
+def test_no_command_line_prints_a_traceback_on_more_examples(tiny_run, tmp_path_factory, capsys, args):
+    test_no_command_line_prints_a_traceback.hypothesis.inner_test(tiny_run, tmp_path_factory, capsys, args)
 
 
 @CLI

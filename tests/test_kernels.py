@@ -580,7 +580,7 @@ def reference_rows(q, k, v, s, pattern, pos, rows: torch.Tensor) -> torch.Tensor
     return torch.softmax(scores, dim=-1) @ v
 
 
-@pytest.mark.parametrize("pattern_spec", ["causal", "window:64"])
+@pytest.mark.parametrize("pattern_spec", ["causal", pytest.param("window:64", marks=pytest.mark.slow)])  # fast: causal
 def test_flex_xpos_recentres_query_blocks_past_its_span(eager_flex, pattern_spec):
     """Fast sibling of the 16,384 / 65,536 runs: xpos with scale_base=8 spans 191 query positions,
     so N = 257 queries run as three re-centred blocks of 128 (the last overlapping its
