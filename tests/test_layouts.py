@@ -284,6 +284,20 @@ def test_a_layout_shifts_the_layers_it_names():
         assert (model(x) - pieces).abs().max() <= 1e-5
 
 
+@pytest.mark.parametrize("layout, token_shift, shifts", [
+    ("rope@window:4+shift:0.25;none@causal", 0.0, True), ("hwfa:W=16,shift=0.5", 0.0, True),
+    ("hwfa:W=16", 0.0, False), ("rope@window:16;none@causal+kshift", 0.0, False),  # kshift shifts keys, not tokens
+    ("hwfa:W=16", 0.5, True), (None, 0.25, True), (None, 0.0, False)])
+def test_the_plan_says_whether_it_shifts_tokens(layout, token_shift, shifts):
+    """One answer, read by the model config (a --token-shift on top of a layout's own is refused), table
+    G's recipe (no recipe shift on a layout that shifts) and a run rebuilt from its recorded layers."""
+    cfg = ModelConfig(n_layers=2, d_model=32, n_heads=2, train_len=32, layout=layout, token_shift=token_shift)
+    assert cfg.plan.shifts_tokens is shifts
+    if layout is not None and cfg.plan.shifts_tokens and not token_shift:
+        with pytest.raises(ValueError, match="the layout shifts some itself"):
+            ModelConfig(n_layers=2, d_model=32, n_heads=2, train_len=32, layout=layout, token_shift=0.5)
+
+
 def test_token_shift_reaches_every_block_and_the_cache_carries_it():
     model = small(scheme="alibi", token_shift=0.5)
     assert all([m.spec for m in block.layer.at("inputs")] == ["shift"] for block in model.blocks)
@@ -397,3 +411,18 @@ def test_an_empty_modifier_name_is_said_as_such(text):
 
     with pytest.raises(LayoutError, match=r"^layer 0: an empty modifier name \(a '\+' with no name after it\)"):
         parse_layer(text, scheme="rope", train_len=16, where="layer 0")
+
+
+@pytest.mark.parametrize("recorded, token_shift", [("(rope:base=500.0,scaling=none@causal+shift:F=0.5)x2", 0.0),
+                                                   ("(rope:base=500.0,scaling=none@causal+kshift:v=true)x2", 0.5)])
+def test_a_run_rebuilt_from_its_recorded_layers_keeps_one_token_shift(tmp_path, recorded, token_shift):
+    """A run whose recorded layers today's defaults no longer give runs as recorded: its model-wide token
+    shift dropped where the recorded layers shift tokens themselves (the plan's answer, not the text's:
+    ``+kshift`` shifts keys)."""
+    from lexkit.runs.config import as_recorded
+
+    model = {"scheme": "rope", "n_layers": 2, "d_model": 32, "n_heads": 2, "train_len": 32, "token_shift": 0.5}
+    with pytest.warns(Warning, match="runs as it trained"):
+        settings = as_recorded({"model": model, "resolved": recorded}, tmp_path)
+    assert settings == {"layout": recorded, "logn": False, "token_shift": token_shift}
+    ModelConfig(**{**model, **settings})  # and it builds

@@ -108,7 +108,7 @@ class ModelConfig:
                                  max_len=self.position_len)
         except ValueError:
             return False
-        if self.token_shift and not any(layer.find("shift") for layer in plan):
+        if self.token_shift and not plan.shifts_tokens:
             plan = plan.with_modifier(mods.Shift(F=float(self.token_shift)))
         return plan.resolved() == self.resolved()
 
@@ -120,7 +120,7 @@ class ModelConfig:
             plan = layouts.parse(self.layout, n_layers=self.n_layers, train_len=self.train_len, scheme=self.scheme,
                                  max_len=self.position_len)
         if self.token_shift:
-            if any(layer.find("shift") for layer in plan):
+            if plan.shifts_tokens:
                 raise ValueError("--token-shift applies to every layer and the layout shifts some itself (+shift); "
                                  "give one of them")
             mods.check_width(self.token_shift, self.d_model, "--token-shift")

@@ -155,6 +155,12 @@ class LayerPlan:
         return all(layer == self.layers[0] for layer in self.layers)
 
     @property
+    def shifts_tokens(self) -> bool:
+        """Some layer shifts tokens itself (its ``+shift`` modifier, or a named layout's ``shift=F``):
+        the one answer to whether a model-wide token shift would come on top of the layout's own."""
+        return any(layer.find("shift") is not None for layer in self.layers)
+
+    @property
     def own(self) -> tuple[Pattern, ...]:
         """Each layer's own pattern."""
         return tuple(layer.pattern for layer in self.layers)

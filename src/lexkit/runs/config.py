@@ -133,8 +133,19 @@ def as_recorded(config: dict, run_dir: Path) -> dict:
         return {}
     warnings.warn(f"{run_dir} trained with {recorded}; today's defaults would make it {cfg.resolved()}: it runs as "
                   "it trained", RunWarning, stacklevel=3)
-    return {"layout": recorded, "logn": False, "token_shift": 0.0 if cfg.token_shift and "+shift" in recorded
+    return {"layout": recorded, "logn": False, "token_shift": 0.0 if cfg.token_shift and _shifts(recorded, cfg)
             else cfg.token_shift}
+
+
+def _shifts(recorded: str, cfg: ModelConfig) -> bool:
+    """Whether the recorded layers shift tokens themselves (:attr:`lexkit.layouts.LayerPlan.shifts_tokens`;
+    layers that no longer read are refused when the run is rebuilt from them, naming them)."""
+    try:
+        plan = layouts.parse(recorded, n_layers=cfg.n_layers, train_len=cfg.train_len, scheme=cfg.scheme,
+                             max_len=cfg.position_len)
+    except ValueError:
+        return False
+    return plan.shifts_tokens
 
 
 def scheme_overrides(model_section: dict, scheme: str) -> dict:

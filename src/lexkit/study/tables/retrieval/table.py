@@ -247,7 +247,7 @@ class RetrievalTable(Bound):
         if row.layout is not None and "token_shift" not in row.settings:
             given = {k: v for k, v in out.items() if k != "token_shift"}  # the row's own n_layers among them
             model_cfg, _ = configs(recipe.preset, row.scheme, layout=row.layout, **given)
-            if any(layer.find("shift") for layer in model_cfg.plan):
+            if model_cfg.plan.shifts_tokens:
                 out["token_shift"] = 0.0
         return out
 
