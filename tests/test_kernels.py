@@ -21,7 +21,8 @@ import torch
 
 from kit import rel, tiny_gpt
 from lexkit import GPT, attention, positions
-from lexkit.attention import Attention, choose_kernel, kernels, reference_attention
+from lexkit.attention import Attention, choose_kernel, kernels
+from oracle import reference_attention
 from schemes_under_test import TEN
 
 PATTERNS = ["causal", "window:64", "bca:64", "sinks:64", "chunk:64"]  # sinks: K=4 first keys + a window of 64

@@ -16,6 +16,7 @@ from lexkit.attention import modifiers as mods
 from lexkit.attention.patterns import Chunk, Window
 from lexkit.model import GPT, ModelConfig
 from lexkit.specs import Param
+from oracle import reference_attention
 
 
 def tiny(layout=None, **kw) -> GPT:
@@ -197,7 +198,7 @@ def test_a_composed_pattern_runs_the_kernels_the_block_mask_and_the_cache_alike(
     pos = torch.arange(n)
     q, kk, v = (torch.randn(1, 2, n, 8) for _ in range(3))
     with torch.no_grad():
-        want = attention.reference_attention(q, kk, v, scheme, pattern, pos)
+        want = reference_attention(q, kk, v, scheme, pattern, pos)
         for kernel in ("dense", "chunked"):
             assert (attention.Attention(scheme, pattern, pos, kernel=kernel)(q, kk, v) - want).abs().max() <= 1e-5
     mask = kernels.build_block_mask(pattern, n, torch.device("cpu"))

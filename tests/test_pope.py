@@ -74,7 +74,8 @@ def test_pope_phase_is_clamped_to_minus_two_pi_zero_wherever_used():
 def test_pope_dense_kernel_passes_the_head_dims_scale_to_sdpa():
     """q and k are 2h wide after the transform: SDPA's default 1/sqrt(2h) would be wrong, so the
     dense (fused causal) and chunked kernels both give the reference's 1/sqrt(h)."""
-    from lexkit.attention import Attention, create, reference_attention
+    from lexkit.attention import Attention, create
+    from oracle import reference_attention
 
     s, pattern = positions.create("pope", n_heads=2, head_dim=16), create("causal")
     q, k, v = (torch.randn(1, 2, 40, 16) for _ in range(3))

@@ -13,9 +13,10 @@ import torch
 import lexkit
 from cli_checks import one_error_line
 from lexkit import attention, positions
-from lexkit.attention import Attention, choose_kernel, reference_attention
+from lexkit.attention import Attention, choose_kernel
 from lexkit.cli import main
 from lexkit.positions.randomized import sample
+from oracle import reference_attention
 from toy_corpus import TINY, write_corpus
 
 

@@ -1,7 +1,7 @@
 """Attention patterns (mask predicates), the layer modifiers (``modifiers``) and the kernels that run them."""
 
 from .cache import KVCache
-from .kernels import KERNELS, Attention, choose_kernel, kernel_label, record_kernels, reference_attention
+from .kernels import KERNELS, Attention, choose_kernel, kernel_label, record_kernels
 from .patterns import (
     Both,
     Either,
@@ -18,6 +18,6 @@ from .patterns import (
 
 __all__ = [
     "KERNELS", "Attention", "Both", "Either", "First", "KVCache", "Layered", "Pattern", "choose_kernel", "create",
-    "describe", "intersect", "kernel_label", "layer_patterns", "names", "record_kernels", "reference_attention",
+    "describe", "intersect", "kernel_label", "layer_patterns", "names", "record_kernels",
     "register",
 ]

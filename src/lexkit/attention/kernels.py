@@ -713,11 +713,3 @@ def build_block_mask(pattern: Pattern, n: int, device: torch.device, *, q_start:
 
     return BlockMask.from_kv_blocks(*indices(partial), *indices(full), BLOCK_SIZE=tile, mask_mod=mask_mod,
                                     seq_lengths=(n_q, n))
-
-
-def reference_attention(q: Tensor, k: Tensor, v: Tensor, scheme: Scheme, pattern: Pattern, pos: Tensor) -> Tensor:
-    """softmax(where(visible, scheme.scores, -inf)) @ v over the full n x n grid: the slow, obvious
-    computation tests compare every kernel against."""
-    idx = torch.arange(pos.shape[0], device=q.device)
-    scores = scheme.scores(q, k, pos, pos).masked_fill(~pattern.visible(idx[:, None], idx[None, :]), -math.inf)
-    return torch.softmax(scores, dim=-1) @ v
