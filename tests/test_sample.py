@@ -136,7 +136,7 @@ def test_cli_sample_bad_input(tmp_path, capsys):
 def test_greedy_with_the_cache_equals_greedy_without_for_every_pattern(scheme, monkeypatch):
     """Token for token, past the training length and W, with the prompt prefilled in segments of 7
     (monkeypatched) so the segmented prefill runs too; the cached path feeds one token a step."""
-    monkeypatch.setattr(lexkit.sample, "SEGMENT", 7)
+    monkeypatch.setattr(lexkit.attention.cache, "SEGMENT", 7)  # the one decoding loop's (attention.cache.decode)
     model = tiny_gpt(scheme, max_len=128)
     with torch.no_grad():  # sharper than the init (which repeats one byte), so greedy outputs vary
         for name, p in model.named_parameters():
@@ -192,3 +192,21 @@ def test_cli_sample_refusals_name_samples_own_flags(tmp_path, capsys):
     assert main(["sample", str(run), "--bytes", "4", "--cache", "--pattern", "sinks:8,pos=cache"]) == 2
     line = one_error_line(capsys)
     assert "--no-cache" in line and "--no-stream" not in line and "pos=cache" in line
+
+
+def test_a_subjects_greedy_continuation_runs_the_same_decoding_loop_with_and_without_the_cache(monkeypatch):
+    """lexkit.attention.cache.decode serves sample.generate and a subject's greedy alike: a run
+    subject's tokens through the cache (prefill in segments of 7) are its tokens without it."""
+    from lexkit.subject import RunSubject
+
+    monkeypatch.setattr(lexkit.attention.cache, "SEGMENT", 7)
+    model = tiny_gpt("alibi", max_len=128)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 2 and not name.startswith("embed"):
+                p.mul_(15)
+    subject = RunSubject.of(model)
+    tokens = torch.tensor([256, *b"for i in range(3):\n"])
+    cached = subject.generate(tokens, 20, pattern="window:12", cache=True)
+    assert torch.equal(cached, subject.generate(tokens, 20, pattern="window:12", cache=False))
+    assert len(set(cached.tolist())) >= 4 and cached.dtype == torch.int64

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from . import checks
 from .attention import Pattern
-from .attention.cache import SEGMENT, use_cache
+from .attention.cache import decode, use_cache
 from .device import device_of, eval_mode
 from .errors import LexkitError
 from .model import BOS
@@ -81,27 +81,8 @@ def iter_generate(
             raise ValueError(
                 f"cannot continue a {len(data)}-byte prompt by {n_bytes} bytes ({final} positions): {exc}"
             ) from exc
-        if cached:
-            yield from _cached(model, context, n_bytes, pat, temperature, top_k, generator)
-            return
-        for index in range(n_bytes):
-            logits = model(context[None], pattern=pat, kernel=kernel)[0, -1]
-            byte = _choose(logits, index, temperature, top_k, generator)
-            context = torch.cat((context, torch.tensor([byte], device=device)))
-            yield byte
-
-
-def _cached(model, context: Tensor, n_bytes: int, pat, temperature, top_k, generator) -> Iterator[int]:
-    """The generation loop through a KV cache: the context in segments, then one token a step."""
-    kv = model.new_cache(pat)
-    for start in range(0, context.numel(), SEGMENT):
-        logits = model(context[None, start : start + SEGMENT], pattern=pat, cache=kv)[0, -1]
-    for i in range(n_bytes):
-        byte = _choose(logits, i, temperature, top_k, generator)
-        yield byte
-        if i + 1 < n_bytes:
-            step = torch.tensor([[byte]], dtype=torch.int64, device=context.device)
-            logits = model(step, pattern=pat, cache=kv)[0, -1]
+        yield from decode(model, context, lambda logits, i: _choose(logits, i, temperature, top_k, generator),
+                          pattern=pat, cached=cached, kernel=kernel, steps=n_bytes)
 
 
 def _choose(logits: Tensor, index: int, temperature: float, top_k: int | None, generator: torch.Generator) -> int:

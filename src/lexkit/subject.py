@@ -36,7 +36,6 @@ import torch
 from torch import Tensor, nn
 
 from .attention import Pattern
-from .attention.cache import SEGMENT
 from .data import encode
 from .device import eval_mode
 from .errors import DataError
@@ -92,25 +91,14 @@ class _Base:
         model's KV cache when ``cache`` is None and the model can run ``pattern`` through one
         (:func:`lexkit.attention.cache.use_cache`; True insists, False never), else one plain forward
         per token. ``text``: only text tokens are chosen (never a byte model's BOS)."""
-        from .attention.cache import use_cache
+        from .attention.cache import decode, use_cache
 
         model = self.model
-        device = next(model.parameters()).device
-        context = tokens.to(device)
+        context = tokens.to(next(model.parameters()).device)
         top = self.text_tokens if text else None
         with eval_mode(model), torch.inference_mode():
-            if use_cache(model, kernel, cache, pattern):
-                kv = model.new_cache(pattern)
-                for start in range(0, context.numel(), SEGMENT):
-                    logits = model(context[None, start : start + SEGMENT], pattern=pattern, cache=kv)[0, -1]
-                while True:
-                    token = int(logits[:top].argmax())
-                    yield token
-                    logits = model(torch.tensor([[token]], device=device), pattern=pattern, cache=kv)[0, -1]
-            while True:
-                token = int(model(context[None], pattern=pattern, kernel=kernel)[0, -1, :top].argmax())
-                yield token
-                context = torch.cat((context, torch.tensor([token], device=device)))
+            yield from decode(model, context, lambda logits, i: int(logits[:top].argmax()), pattern=pattern,
+                              cached=use_cache(model, kernel, cache, pattern), kernel=kernel)
 
     def generate(self, tokens: Tensor, n: int, *, pattern: str | Pattern = "causal", cache: bool | None = None,
                  kernel: str = "auto") -> Tensor:

@@ -37,7 +37,7 @@ Inference only: nothing here keeps a graph for backpropagation across pieces.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 from torch import Tensor
@@ -169,6 +169,33 @@ def use_cache(model, kernel: str, cache: bool | None, pattern: Pattern | str = "
         raise ValueError(f"cannot {what} through a KV cache (--cache, cache=True): {reason}; "
                          f"{what} without one (--no-cache)")
     return bool(cache)
+
+
+def decode(model, context: Tensor, choose: Callable[[Tensor, int], int], *, pattern: Pattern | str = "causal",
+           cached: bool, kernel: str = "auto", steps: int | None = None) -> Iterator[int]:
+    """The one decoding loop (generation, a subject's greedy continuation): the next tokens after
+    ``context`` [T] (int64, on the model's device), token i chosen by ``choose(logits, i)`` from the
+    last position's logits [vocab]; ``steps`` of them (None: without end). ``cached`` (the caller's
+    :func:`use_cache`): the context fed through a KV cache in :data:`SEGMENT`-token pieces, then one
+    token a forward; else one plain forward of the whole context a token on ``kernel``. No forward
+    runs past the last token asked for; the caller holds eval and inference mode."""
+    if cached:
+        kv = model.new_cache(pattern)
+        for start in range(0, context.numel(), SEGMENT):
+            logits = model(context[None, start : start + SEGMENT], pattern=pattern, cache=kv)[0, -1]
+    i = 0
+    while steps is None or i < steps:
+        if not cached:
+            logits = model(context[None], pattern=pattern, kernel=kernel)[0, -1]
+        token = choose(logits, i)
+        yield token
+        i += 1
+        step = torch.tensor([token], dtype=torch.int64, device=context.device)
+        if cached:
+            if steps is None or i < steps:
+                logits = model(step[None], pattern=pattern, cache=kv)[0, -1]
+        else:
+            context = torch.cat((context, step))
 
 
 @dataclasses.dataclass(frozen=True)
