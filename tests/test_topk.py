@@ -1,0 +1,111 @@
+"""Top-k attention (``+topk:K``, lexkit.attention.modifiers.topk): its weights are x-transformers'
+``sparse_topk_attn`` on the same scores, the straight-through gradient included; ties at the K-th score
+are all kept; K at least the row is the softmax; on a model, dense == chunked == the KV cache ==
+cached generation, and it trains; flex and a sink are refused by name."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lexkit import GPT, ModelConfig, layouts
+from lexkit.attention import kernels
+from lexkit.attention.modifiers import top_k_weights
+from lexkit.sample import generate
+
+
+def causal_scores(n: int = 12, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    z = torch.randn(2, 3, n, n, generator=gen, dtype=torch.float64)
+    idx = torch.arange(n)
+    visible = idx[None, :] <= idx[:, None]
+    return z.masked_fill(~visible, float("-inf")), visible, idx
+
+
+@pytest.mark.parametrize("k", [1, 3, 12])
+def test_the_weights_are_x_transformers_sparse_topk_on_the_same_scores(k):
+    attend = pytest.importorskip("x_transformers.attend")
+    z, visible, idx = causal_scores()
+    ours = top_k_weights(z, visible, idx, idx, k)
+    theirs = attend.sparse_topk_attn(z.float().masked_fill(~visible, -torch.finfo(torch.float32).max), k)
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-6)
+    kept = (ours > 0).sum(-1)  # each query keeps min(K, its visible keys)
+    assert torch.equal(kept, torch.minimum(torch.tensor(k), idx + 1).expand_as(kept))
+
+
+def test_straight_through_is_the_top_k_forward_with_the_dense_gradient():
+    attend = pytest.importorskip("x_transformers.attend")
+    z, visible, idx = causal_scores()
+    mask = -torch.finfo(torch.float32).max
+    ours_in = z.float().clone().requires_grad_()
+    theirs_in = z.float().masked_fill(~visible, mask).clone().requires_grad_()
+    weights = torch.randn(z.shape, generator=torch.Generator().manual_seed(3))
+    ours = top_k_weights(ours_in, visible, idx, idx, 3, straight=True)
+    theirs = attend.sparse_topk_attn(theirs_in, 3, straight_through=True)
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-6)
+    (ours * weights).sum().backward()
+    (theirs * weights).sum().backward()
+    torch.testing.assert_close(ours_in.grad.masked_fill(~visible, 0), theirs_in.grad.masked_fill(~visible, 0),
+                               rtol=0, atol=1e-6)
+    plain_in = z.float().clone().requires_grad_()
+    (top_k_weights(plain_in, visible, idx, idx, 3) * weights).sum().backward()
+    outside = visible & (ours.detach() == 0)  # visible keys outside the top 3: a gradient only straight-through
+    assert bool((plain_in.grad[..., outside] == 0).all()) and bool((ours_in.grad[..., outside] != 0).any())
+
+
+def test_ties_at_the_kth_score_are_all_kept_and_k_past_the_row_is_the_softmax():
+    z = torch.tensor([[[[1.0, 2.0, 2.0, 2.0, 0.5]]]])
+    visible = torch.ones(1, 5, dtype=torch.bool)
+    idx = torch.arange(5)
+    w = top_k_weights(z, visible, torch.tensor([4]), idx, 2)
+    assert torch.equal(w > 0, torch.tensor([[[[False, True, True, True, False]]]]))  # three tied at the 2nd
+    torch.testing.assert_close(w[0, 0, 0, 1:4], torch.full((3,), 1 / 3))
+    z, visible, idx = causal_scores(8)
+    torch.testing.assert_close(top_k_weights(z, visible, idx, idx, 50), torch.softmax(z.float(), -1))
+
+
+def model(layout: str) -> GPT:
+    torch.manual_seed(0)
+    net = GPT(ModelConfig(n_layers=2, d_model=32, n_heads=2, train_len=16, layout=layout)).eval()
+    with torch.no_grad():  # sharper than the init, so a few keys stand out and top-k changes the output
+        for name, p in net.named_parameters():
+            if p.dim() == 2 and not name.startswith("embed"):
+                p.mul_(8)
+    return net
+
+
+@pytest.mark.parametrize("layout", ["rope@window:6;none@causal+topk:3", "none@causal+logn+topk:2,straight=true",
+                                    "rope@window:5+topk:2;none@causal"])
+def test_dense_chunked_the_cache_and_cached_generation_agree(layout, monkeypatch):
+    monkeypatch.setattr(kernels, "CHUNK", 8)  # several query blocks in 40 tokens
+    net = model(layout)
+    x = torch.randint(0, 256, (2, 40), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        dense = net(x, kernel="dense")
+        assert (net(x, kernel="chunked") - dense).abs().max() <= 1e-5
+        cache = net.new_cache()
+        pieces = torch.cat([net(x[:, i:i + 7], cache=cache) for i in range(0, 40, 7)], dim=1)
+        assert (pieces - dense).abs().max() <= 1e-5
+        plain = model(layout.replace("+topk:3", "").replace("+topk:2,straight=true", "").replace("+topk:2", ""))
+        assert (plain(x) - dense).abs().max() > 1e-3  # it changes the output: the agreement has teeth
+    prompt = b"for i in range(3):\n"
+    cached = generate(net, prompt, 16, temperature=0, cache=True)
+    assert cached == generate(net, prompt, 16, temperature=0, cache=False)
+
+
+def test_a_top_k_layer_trains_and_flex_and_a_sink_are_refused_by_name():
+    net = model("rope@window:6;none@causal+topk:2,straight=true").train()
+    x = torch.randint(0, 256, (2, 24), generator=torch.Generator().manual_seed(2))
+    loss = torch.nn.functional.cross_entropy(net(x).flatten(0, 1), x.roll(-1, 1).flatten())
+    loss.backward()
+    assert torch.isfinite(loss) and all(p.grad is not None and bool(p.grad.abs().sum() > 0)
+                                        for n, p in net.named_parameters() if n.startswith("blocks.1.qkv"))
+    from lexkit.attention.modifiers import TopK
+
+    assert "top-k attention" in TopK.flex_refusal and "kernel 'flex'" in TopK.flex_refusal
+    with pytest.raises(ValueError, match="cannot share a layer"):
+        layouts.parse("none@causal+topk:4+sink", n_layers=1, train_len=16)
+    with pytest.raises(ValueError, match="two attentions|one attention|cannot share"):
+        layouts.parse("none@causal+topk:4+stickbreak", n_layers=1, train_len=16)
+    with pytest.raises(ValueError, match="K=0"):
+        layouts.parse("none@causal+topk:0", n_layers=1, train_len=16)
