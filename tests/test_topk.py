@@ -109,3 +109,37 @@ def test_a_top_k_layer_trains_and_flex_and_a_sink_are_refused_by_name():
         layouts.parse("none@causal+topk:4+stickbreak", n_layers=1, train_len=16)
     with pytest.raises(ValueError, match="K=0"):
         layouts.parse("none@causal+topk:0", n_layers=1, train_len=16)
+
+
+# -- at evaluation, on a trained run: --add -----------------------------------------------------------
+def test_a_run_evaluated_with_top_k_added_is_the_model_with_top_k_on_the_trained_weights(trained):
+    """``lexkit.load(run, add="global=topk:2")`` builds the run's layers with the modifier on the
+    selected ones and loads the same tensors (no retraining); the numbers are that model's."""
+    import lexkit
+    from lexkit.runs import read_config
+
+    base = lexkit.load(str(trained / "alibi"))
+    added = lexkit.load(str(trained / "alibi"), add="topk:2")
+    assert [layer.spec for layer in added.model.plan] == [f"{layer.spec}+topk:2" for layer in base.model.plan]
+    assert added.config["trained"] == read_config(trained / "alibi")["model"]
+    rebuilt = GPT(ModelConfig(**added.config["model"])).eval()
+    rebuilt.load_state_dict(base.model.state_dict())
+    x = torch.randint(0, 256, (1, 40), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        torch.testing.assert_close(added.model(x), rebuilt(x), rtol=0, atol=0)
+        assert (added.model(x) - base.model(x)).abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--add", "sink"], "sink has learned state, which the run did not train"),
+    (["--add", "L9=topk:2"], "layer selector 'L9'"),
+    (["--add", "topk:2+stickbreak"], "topk"),
+    (["--add", "topk:0"], "K=0"),
+])
+def test_what_cannot_be_added_at_evaluation_is_one_line(trained, capsys, tmp_path, argv, words):
+    from lexkit.cli import main
+
+    out = tmp_path / "e.json"
+    assert main(["eval", str(trained / "alibi"), "--max-docs", "1", "--json", str(out), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and words in err[0] and not out.exists()

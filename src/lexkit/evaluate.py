@@ -527,6 +527,7 @@ def evaluate_run(
     dtype: str | None = None,
     start: str = "bos",
     paired: bool = False,
+    add: str | None = None,
 ) -> dict:
     """``lexkit eval TARGET``: load a run directory or an ``hf:PATH`` model
     (:func:`lexkit.subject.load`) and evaluate it on its default documents (a run: its own
@@ -559,7 +560,7 @@ def evaluate_run(
         check_pattern(spec)  # syntax and parameter values
     if scheme is not None:
         check_scheme(scheme)
-    subject = load(target, device=device, scheme=scheme, logn=logn, rope_scaling=rope_scaling, dtype=dtype)
+    subject = load(target, device=device, scheme=scheme, logn=logn, rope_scaling=rope_scaling, dtype=dtype, add=add)
     lengths = parse_lengths(lengths) if lengths is not None else subject.default_lengths()
     documents, described = subject.documents(data)
     result = evaluate(

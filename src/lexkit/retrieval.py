@@ -449,6 +449,7 @@ def retrieval_run(
     device: str = "cpu",
     progress: bool = False,
     format: str | None = None,
+    add: str | None = None,
 ) -> dict:
     """``lexkit retrieval TARGET``: load a run directory or an ``hf:PATH`` model
     (:func:`lexkit.subject.load`), score ``task`` on the grid lengths x depths x patterns
@@ -467,12 +468,12 @@ def retrieval_run(
     task = tasks.canonical(task)
     for spec in patterns:
         check_pattern(spec)
-    kind(target).refuse(scheme=scheme, logn=logn, rope_scaling=rope_scaling)
+    kind(target).refuse(scheme=scheme, logn=logn, rope_scaling=rope_scaling, add=add)
     if hf and cache:
         raise ValueError("--cache is for lexkit runs: a hf: model decodes without lexkit's KV cache")
     if scheme is not None:
         check_scheme(scheme)
-    subject = load(target, device=device, scheme=scheme, logn=logn, rope_scaling=rope_scaling)
+    subject = load(target, device=device, scheme=scheme, logn=logn, rope_scaling=rope_scaling, add=add)
     if lengths is None:
         lengths = needle_lengths(subject, task, size, target, format)
     haystack = corpus = None

@@ -160,11 +160,11 @@ class RunSubject(_Base):
     text_tokens = 256  # BOS is not text
 
     def __init__(self, run_dir: str | Path, *, device: str = "cpu", scheme: str | None = None,
-                 logn: bool | None = None) -> None:
+                 logn: bool | None = None, add: str | None = None) -> None:
         from .runs import load as load_run
 
         self.source = str(run_dir)
-        self.model, self.config = load_run(run_dir, device=device, scheme=scheme, logn=logn)
+        self.model, self.config = load_run(run_dir, device=device, scheme=scheme, logn=logn, add=add)
 
     @classmethod
     def of(cls, model: nn.Module, source: str = "model") -> RunSubject:
@@ -244,6 +244,7 @@ class HFSubject(_Base):
     refuses = {
         "scheme": "is for lexkit runs (an hf: model's RoPE scaling is --rope-scaling)",
         "logn": "is for lexkit runs: an hf: model keeps its own attention scaling",
+        "add": "is for lexkit runs: an hf: model's layers are transformers' own",
         "heads": ANALYTIC_ONLY, "head_dim": ANALYTIC_ONLY, "seed": ANALYTIC_ONLY, "train_len": ANALYTIC_ONLY,
     }
 
@@ -292,15 +293,17 @@ def kind(target: str | Path) -> type[RunSubject] | type[HFSubject]:
 
 
 def load(target: str | Path, *, device: str = "cpu", scheme: str | None = None, logn: bool | None = None,
-         rope_scaling: dict | str | None = None, dtype: str | None = None) -> RunSubject | HFSubject:
+         rope_scaling: dict | str | None = None, dtype: str | None = None, add: str | None = None
+         ) -> RunSubject | HFSubject:
     """The subject at ``target``: ``hf:PATH`` (a Hugging Face causal LM, :func:`lexkit.hf.load`)
     or a run directory (:func:`lexkit.runs.load`). ``scheme``/``logn`` evaluate a run's weights
-    under another scheme or log-n setting; ``rope_scaling``/``dtype`` apply to hf: models. An
-    option the kind cannot honour is a ValueError naming it."""
-    kind(target).refuse(scheme=scheme, logn=logn, rope_scaling=rope_scaling, dtype=dtype)
+    under another scheme or log-n setting, ``add`` with stateless layer modifiers added
+    (``global=topk:4``); ``rope_scaling``/``dtype`` apply to hf: models. An option the kind cannot
+    honour is a ValueError naming it."""
+    kind(target).refuse(scheme=scheme, logn=logn, rope_scaling=rope_scaling, dtype=dtype, add=add)
     if kind(target) is HFSubject:
         return HFSubject(str(target), device=device, rope_scaling=rope_scaling, dtype=dtype)
-    return RunSubject(target, device=device, scheme=scheme, logn=logn)
+    return RunSubject(target, device=device, scheme=scheme, logn=logn, add=add)
 
 
 # -- the documents to measure on ------------------------------------------------------------------

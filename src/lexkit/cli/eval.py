@@ -69,6 +69,10 @@ def add_parser(sub):
     )
     p.add_argument("--logn", action=argparse.BooleanOptionalAction, default=None,
                    help="log-n attention scaling at evaluation (default: as the run trained)")
+    p.add_argument("--add", metavar="[SELECTOR=]MODIFIER",
+                   help="score the trained weights with layer modifiers that hold no learned state added, no "
+                   "retraining: topk:4 (every layer), global=topk:4, L1=softcap:30;local=adaptive (lexkit layouts "
+                   "lists them)")
     p.add_argument(
         "--stream", action=argparse.BooleanOptionalAction, default=None,
         help="feed each window in segments through a KV cache trimmed to the pattern's reach (memory flat in the "
@@ -104,8 +108,9 @@ def run(args) -> int:
         args.run_dir, lengths=lengths, patterns=args.patterns or ["causal"], data=args.data, stride=args.stride,
         max_docs=args.max_docs, max_bytes=args.max_bytes, max_tokens=args.max_tokens, batch_size=args.batch_size,
         kernel=args.kernel, device=device, progress=args.progress and sys.stderr.isatty(), scheme=args.scheme,
-        logn=args.logn, stream="auto" if args.stream is None else args.stream, rope_scaling=args.rope_scaling,
-        dtype=args.dtype, start=args.start or ("text" if args.paired else "bos"), paired=args.paired,
+        logn=args.logn, add=args.add, stream="auto" if args.stream is None else args.stream,
+        rope_scaling=args.rope_scaling, dtype=args.dtype, start=args.start or ("text" if args.paired else "bos"),
+        paired=args.paired,
     )
     options.write_outputs(args, report, evaluate.csv_text, plots.eval_report)
     print(format_report(report))

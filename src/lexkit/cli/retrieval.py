@@ -45,6 +45,10 @@ def add_parser(sub):
                    help="score the trained weights under another scheme with the same tensors (as `lexkit eval`)")
     p.add_argument("--logn", action=argparse.BooleanOptionalAction, default=None,
                    help="log-n attention scaling (default: as the run trained)")
+    p.add_argument("--add", metavar="[SELECTOR=]MODIFIER",
+                   help="score the trained weights with layer modifiers that hold no learned state added, no "
+                   "retraining: topk:4 (every layer), global=topk:4, L1=softcap:30;local=adaptive (lexkit layouts "
+                   "lists them)")
     p.add_argument("--rope-scaling", metavar="SPEC", help="hf: models: RoPE scaling through the config (yarn:4, ...)")
     p.add_argument("--cache", action=argparse.BooleanOptionalAction, default=None,
                    help="greedy decoding through the KV cache (default: where the pattern allows it)")
@@ -66,7 +70,7 @@ def run(args) -> int:
     options.check_outputs(args)
     device = options.device(args)
     report = retrieval.retrieval_run(
-        args.target, values.pop("task"), **values, data=args.data, scheme=args.scheme, logn=args.logn,
+        args.target, values.pop("task"), **values, data=args.data, scheme=args.scheme, logn=args.logn, add=args.add,
         rope_scaling=args.rope_scaling, cache=args.cache, kernel=args.kernel, device=device,
         progress=args.progress and sys.stderr.isatty())
     options.write_outputs(args, report, retrieval.csv_text, plots.retrieval)

@@ -16,8 +16,9 @@ from .. import positions
 from ..attention import Pattern
 from ..attention import create as create_pattern
 from ..attention.modifiers import Modifier, Shape, canonical_order
+from ..attention.modifiers import parse as parse_modifier
 from ..specs import split_spec
-from .select import chosen_schemes, resolve_pattern
+from .select import chosen_schemes, resolve_pattern, select, split_overrides
 
 
 class LayoutError(ValueError):
@@ -208,6 +209,31 @@ class LayerPlan:
                                         spec, self.position_len):
             layers[i] = layers[i].replace(scheme=scheme)
         return LayerPlan(layers, train_len=self.train_len, position_len=self.position_len)
+
+    def add_modifiers(self, spec: str) -> LayerPlan:
+        """This plan with the modifiers an evaluation ``--add`` gives (``topk:4``: every layer;
+        ``global=topk:4``, ``L1=softcap:30;local=adaptive``: the layers a selector names), each pinned at
+        the training length and checked as a layout's are (one attention variant a layer, ...). A
+        modifier with learned state is refused: the run trained none for it."""
+        plain, pairs = split_overrides(spec)
+        added: list[list[Modifier]] = [[] for _ in self.layers]
+        every = [(None, plain)] if plain is not None else []
+        for selector, text in [*every, *pairs]:
+            modifier = parse_modifier(text.lstrip("+"), self.train_len)
+            if modifier.slot is not None:
+                raise LayoutError(f"--add {text}: {modifier.name} has learned state, which the run did not train; "
+                                  f"train it with the modifier (--layout ...+{modifier.name})")
+            chosen = range(len(self.layers)) if selector is None else select(selector, self.kinds)
+            for i in chosen:
+                if any(m.name == modifier.name for m in (*self.layers[i].modifiers, *added[i])):
+                    raise LayoutError(f"--add {text}: layer {i} ({self.layers[i].spec}) has {modifier.name} already")
+                added[i].append(modifier)
+        layers = [layer.replace(modifiers=canonical_order((*layer.modifiers, *more))) if more else layer
+                  for layer, more in zip(self.layers, added)]
+        try:
+            return LayerPlan(layers, train_len=self.train_len, position_len=self.position_len)
+        except LayoutError as exc:
+            raise LayoutError(f"--add {spec}: {exc}") from None
 
     def with_modifier(self, modifier: Modifier) -> LayerPlan:
         """Every layer with ``modifier`` added (``--token-shift``: a shift on every layer)."""

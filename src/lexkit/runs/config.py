@@ -81,7 +81,8 @@ def build_model(config: dict) -> GPT:
 
 
 def load(
-    run_dir: str | Path, *, device: str = "cpu", scheme: str | None = None, logn: bool | None = None
+    run_dir: str | Path, *, device: str = "cpu", scheme: str | None = None, logn: bool | None = None,
+    add: str | None = None,
 ) -> tuple[GPT, dict]:
     """The trained model of a run directory (eval mode) and its config dict.
 
@@ -97,7 +98,7 @@ def load(
     config = read_config(run_dir)
     trained, resolved = trained_section(config, run_dir)
     section = {**trained, **as_recorded({**config, "model": trained, "resolved": resolved}, run_dir)}
-    overrides = evaluation_overrides(section, scheme, logn)
+    overrides = evaluation_overrides(section, scheme, logn, add)
     if logn is not None and section.get("layout") is not None:
         raise ValueError(f"--logn switches log-n on every layer; {run_dir} has a layout "
                          f"({section['layout']}), whose temperatures are per layer")
@@ -158,12 +159,16 @@ def scheme_overrides(model_section: dict, scheme: str) -> dict:
     return layout_values(cfg, cfg.plan.replace_schemes(scheme))
 
 
-def evaluation_overrides(model_section: dict, scheme: str | None, logn: bool | None) -> dict:
-    """The model-config keys an evaluation under ``scheme`` and ``logn`` changes (None: as trained):
-    ``logn``, and :func:`scheme_overrides`."""
+def evaluation_overrides(model_section: dict, scheme: str | None, logn: bool | None, add: str | None = None) -> dict:
+    """The model-config keys an evaluation under ``scheme``, ``logn`` and ``add`` changes (None: as
+    trained): ``logn``, :func:`scheme_overrides`, then the modifiers ``add`` puts on the layers
+    (the layout written out: :meth:`lexkit.layouts.LayerPlan.add_modifiers`)."""
     out = {} if logn is None else {"logn": logn}
     if scheme is not None:
         out.update(scheme_overrides(model_section, scheme))
+    if add is not None:
+        cfg = ModelConfig(**{**model_section, **out})
+        out.update(layout_values(cfg, cfg.plan.add_modifiers(add)))
     return out
 
 
