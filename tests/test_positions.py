@@ -600,3 +600,32 @@ def test_a_forwards_bias_table_is_its_function_tabulated(name):
         gathered = fb.block(q_pos, dist)
     assert (gathered - evaluated).abs().max() <= 1e-6 * max(1.0, float(evaluated.abs().max()))
     assert (fb.table is None) == (name == "fire") and fb.covers(200) and (fb.table is None or not fb.covers(201))
+
+
+def test_the_speedruns_half_rotated_rope_is_partial_rope_up_to_a_signed_permutation_of_the_head():
+    """modded-nanogpt's Rotary (train_gpt.py): frequencies (1/1024)^linspace(0, 1, d/4) on the first d/4
+    rotate-half pairs, zeros on the rest, each pair turned by -θ. It is ``rope:fraction=0.5`` with base
+    1024^(m/(m-1)), m = d/4 (the same frequencies: linspace ends at 1/1024), up to a fixed permutation
+    of the head's dims and a sign on the pairs' second halves, which the q and k projections absorb:
+    the scores of every pair of positions equal."""
+    import math
+
+    d, n = 16, 40
+    m = d // 4
+    scheme = make(f"rope:fraction=0.5,base={1024 ** (m / (m - 1))!r}", n_heads=1, head_dim=d)
+
+    def speedrun(x, pos):  # a transcription of the speedrun's Rotary, float64
+        w = (1 / 1024) ** torch.linspace(0, 1, steps=d // 4, dtype=torch.float64)
+        theta = pos.double()[:, None] * torch.cat([w, w.new_zeros(d // 4)])[None]
+        x1, x2 = x.chunk(2, dim=-1)
+        return torch.cat((x1 * theta.cos() + x2 * theta.sin(), -x1 * theta.sin() + x2 * theta.cos()), dim=-1)
+
+    gen = torch.Generator().manual_seed(0)
+    q, k = (torch.randn(1, 1, n, d, dtype=torch.float64, generator=gen) for _ in range(2))
+    pos = torch.arange(n)
+    want = speedrun(q, pos) @ speedrun(k, pos).transpose(-1, -2) / math.sqrt(d)
+    order = [*range(m), *range(d // 2, d // 2 + m), *range(m, 2 * m), *range(d // 2 + m, d)]  # rotated pairs first
+    sign = torch.ones(d, dtype=torch.float64)
+    sign[m:2 * m] = -1.0  # -θ on a pair is +θ on the pair with its second half negated
+    got = scheme.scores(q[..., order] * sign, k[..., order] * sign, pos, pos)
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
