@@ -143,3 +143,10 @@ def test_what_cannot_be_added_at_evaluation_is_one_line(trained, capsys, tmp_pat
     assert main(["eval", str(trained / "alibi"), "--max-docs", "1", "--json", str(out), *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and words in err[0] and not out.exists()
+
+
+def test_an_hf_model_refuses_an_added_modifier_by_name():
+    from lexkit.subject import HFSubject
+
+    with pytest.raises(ValueError, match="--add is for lexkit runs"):
+        HFSubject.refuse(add="global=topk:2")
