@@ -562,11 +562,13 @@ def needle_mass(subject, task: str, lengths: Sequence[int], *, depths: Sequence[
 def needle_mass_run(target, task: str = "copy", *, lengths: Sequence[int] | None = None,
                     depths: Sequence[float] = DEPTHS, samples: int = SAMPLES, size: int | None = None,
                     seed: int = 0, patterns: Sequence[str] = ("causal",), data: str | None = None,
-                    format: str | None = None, device: str = "cpu", progress: bool = False) -> dict:
+                    format: str | None = None, device: str = "cpu", progress: bool = False,
+                    add: str | None = None) -> dict:
     """``lexkit inspect TARGET --needle-mass``: load a run or ``hf:PATH`` (or take a loaded subject),
     measure :func:`needle_mass` (default lengths: the training length x 1-16 that hold the needle)
     with haystacks from its documents (a run's validation split, or ``data``) and return the JSON
-    document. Everything checkable without the model is checked before it loads."""
+    document. ``add``: stateless layer modifiers added to a run's layers (:func:`lexkit.subject.load`).
+    Everything checkable without the model is checked before it loads."""
     from .layouts import check_pattern
     from .subject import load
 
@@ -577,7 +579,9 @@ def needle_mass_run(target, task: str = "copy", *, lengths: Sequence[int] | None
     for spec in patterns:
         if isinstance(spec, str):
             check_pattern(spec)
-    subject = target if loaded else load(target, device=device)
+    if loaded and add is not None:
+        raise ValueError("--add applies when the run is loaded: give its directory, not a loaded subject")
+    subject = target if loaded else load(target, device=device, add=add)
     kind = retrieval.style(subject)
     if lengths is None:
         lengths = retrieval.needle_lengths(subject, task, size, subject.source, format)

@@ -56,6 +56,9 @@ def add_parser(sub):
     p.add_argument("--data", metavar="SPEC",
                    help="byte table: the run's corpus at a new place; --needle-mass: the haystack's corpus "
                    "(default: the run's own)")
+    p.add_argument("--add", metavar="[SELECTOR=]MODIFIER",
+                   help="--needle-mass: measure the trained weights with stateless layer modifiers added, no "
+                   "retraining (global=topk:4; as lexkit eval)")
     p.add_argument("--json", metavar="FILE", help="write the report (JSON)")
     p.add_argument("--csv", metavar="FILE", help="write one row per byte / per (pattern, length, layer) (CSV)")
     p.add_argument("--plot", metavar="FILE.png", help="byte table: cosine and norm against count; --needle-mass: "
@@ -78,10 +81,13 @@ def run(args) -> int:
         values = needle_values(args, NEEDLE_DEFAULTS)
         options.check_outputs(args)
         report = diagnostics.needle_mass_run(args.target, values.pop("task"), **values, data=args.data,
-                                             device=options.device(args), progress=progress)
+                                             device=options.device(args), progress=progress, add=args.add)
         options.write_outputs(args, report, rows_csv, plots.needle_mass)
         print(format_mass(report))
     else:
+        if args.add is not None:
+            raise ValueError("--add applies to --needle-mass (the byte table reads the embedding, which no "
+                             "modifier changes)")
         checks.number("--top", args.top)
         checks.number("--steps", args.steps)
         options.check_outputs(args)
