@@ -154,9 +154,6 @@ def probe(models: list[GPT], model_cfg: ModelConfig) -> str:
                 first = text.splitlines()[0][:160] if text else ""
                 reasons.append(f"on the {kernel} kernel its forward cannot run batched ({type(exc).__name__}: {first})")
                 continue
-            finally:
-                for m in models:
-                    m.zero_grad(set_to_none=True)
             apart = torch.stack([m(x[s], kernel=kernel) for s, m in enumerate(models)]).detach()
         for m in models:
             m.zero_grad(set_to_none=True)

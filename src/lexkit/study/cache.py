@@ -61,10 +61,7 @@ class Cache:
         if runs.finished(state, train_cfg.steps):
             self.log("train", run_dir.name, "cached", 0.0)
             return
-        resume = (run_dir / runs.CONFIG).is_file()
-        if run_dir.exists() and not resume:  # a run killed before its first write
-            for child in run_dir.iterdir():
-                child.unlink()
+        resume = _clear_unwritten(run_dir)
         train(run_dir, model_cfg, train_cfg, resume=resume, device=self.device, progress=self.progress,
               corpus=self.plan.corpus, world=distributed.SINGLE, init=None if resume else init)
         self.log("train", run_dir.name, "ran", time.perf_counter() - start)
@@ -83,9 +80,7 @@ class Cache:
         start = time.perf_counter()
         try:
             for d, _ in left:
-                if d.exists() and not (d / runs.CONFIG).is_file():  # a run killed before its first write
-                    for child in d.iterdir():
-                        child.unlink()
+                _clear_unwritten(d)
             batched.train_seeds([d for d, _ in left], cells[0].model_cfg, [c.train_cfg for _, c in left],
                                 device=self.device, progress=self.progress, corpus=self.plan.corpus)
         except batched.BatchRefused as exc:
@@ -105,3 +100,14 @@ class Cache:
         """Whether ``cell`` is trained to its last step and its evaluations are cached."""
         return runs.finished(runs.trainer_state(self.run_dir(cell)), cell.train_cfg.steps) and all(
             path.is_file() for path in self.plan.cache_paths(self.out, cell).values())
+
+
+def _clear_unwritten(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a run to resume (its config.json); a directory left by a run killed
+    before its first write is emptied, so training starts it afresh."""
+    if (run_dir / runs.CONFIG).is_file():
+        return True
+    if run_dir.exists():
+        for child in run_dir.iterdir():
+            child.unlink()
+    return False
