@@ -347,7 +347,7 @@ class CachedAttention:
                 scheme, pattern, q[..., qs, :], keys[..., ks, :], values[..., ks, :],
                 piece.q_idx[qs], piece.k_idx[ks], self.q_pos[qs], self.k_pos[ks],
                 transformed=pre, bias=piece.table, sink=sink, score_fn=score_fn, weights=weights,
-                position_fn=position_fn, row_fn=row_fn,
+                carry=cache.carried[layer], position_fn=position_fn, row_fn=row_fn,
                 q_scale=None if q_scale is None else q_scale[..., qs],
                 context=None if rows is None else (rows[..., qs, :], kept[..., ks, :]),
             )

@@ -200,6 +200,7 @@ class Attention:
         scoring = self.scoring  # its functions read once a forward (the layer's state, inside its forward)
         score_fn, position_fn, row_fn = scoring.score_fn, scoring.position_fn, scoring.row_fn(self.training)
         weights = scoring.weights
+        carry: dict = {}  # what a variant carries from one block of queries to the next, this forward
         out = []
         for start in range(0, self.n, block):
             stop = min(start + block, self.n)
@@ -216,7 +217,7 @@ class Attention:
                 q_idx, k_idx, self.pos[start:stop], self.pos[k_sel], transformed=pre, bias=table,
                 hook=self.hook, layer=layer, q_scale=None if self.q_scale is None else self.q_scale[..., start:stop],
                 rescore=rescore, sink=sink, score_fn=score_fn, context=ctx, position_fn=position_fn, row_fn=row_fn,
-                weights=weights,
+                weights=weights, carry=carry,
             ))
         return torch.cat(out, dim=-2)  # [b, h, n, d]
 
@@ -319,7 +320,8 @@ def attend_block(
     context: tuple[Tensor, Tensor] | None = None,
     position_fn: Callable[[Tensor, Tensor, Tensor], Tensor] | None = None,
     row_fn: Callable[[Tensor, Tensor | None], Tensor] | None = None,
-    weights: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor] | None = None,
+    weights: Callable[..., Tensor] | None = None,
+    carry: dict | None = None,
 ) -> Tensor:
     """One block of queries against the keys it may see: softmax(where(visible, scores, -inf)) @ v.
 
@@ -335,8 +337,9 @@ def attend_block(
     (soft-capping), after it, before the mask; ``row_fn``: a function of each query's whole row of
     masked scores (and the sink's column), last before the softmax (the adaptive temperature).
     ``weights(scores, visible, q_idx, k_idx)``: an attention variant's weights in place of the
-    softmax (:meth:`Modifier.weights`, stick-breaking); a sink logit, a column of a softmax, has
-    nothing to join there. The hook sees their result. The chunked kernel and the KV cache
+    softmax (:meth:`Modifier.weights`, stick-breaking), given ``carry``: the layer's dict for what
+    a variant carries from one block of queries to the next (selective attention's penalty per key;
+    blocks come in ascending order); a sink logit, a column of a softmax, has nothing to join there. The hook sees their result. The chunked kernel and the KV cache
     (``cache.py``) both call it.
     """
     visible = pattern.visible(q_idx[:, None], k_idx[None, :])  # [n_q, n_k]
@@ -360,7 +363,7 @@ def attend_block(
     if row_fn is not None:
         scores = row_fn(scores, column)
     if weights is not None:
-        probs = weights(scores.float(), visible, q_idx, k_idx).to(v.dtype)
+        probs = weights(scores.float(), visible, q_idx, k_idx, carry=carry).to(v.dtype)
     elif column is None:
         probs = torch.softmax(scores.float(), dim=-1).to(v.dtype)
     else:

@@ -174,12 +174,15 @@ class Modifier:
         rows may be wider than head_dim (differential attention's pairs of heads)."""
         return q, k, v
 
-    def weights(self, state: Any) -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor] | None:
+    def weights(self, state: Any) -> Callable[..., Tensor] | None:
         """place ``attention``: how a block's scores become its attention weights, in place of the
         softmax (None: the softmax). The function takes scores [b, heads, n_q, n_k] (-inf where not
-        visible), ``visible`` [n_q, n_k] and the input indices q_idx [n_q], k_idx [n_k] (ascending)
-        and returns weights [b, heads, n_q, n_k]; the block computation runs it (the dense and
-        chunked kernels, the KV cache), so a query's visible keys are all in its block."""
+        visible), ``visible`` [n_q, n_k], the input indices q_idx [n_q], k_idx [n_k] (ascending) and
+        the keyword ``carry`` (a dict the layer keeps from one block of queries to the next: fresh
+        for each forward of the dense and chunked kernels, kept across the pieces of a sequence by
+        the KV cache; blocks arrive in ascending query order; what selective attention's penalty
+        per key needs) and returns weights [b, heads, n_q, n_k]; the block computation runs it (the
+        dense and chunked kernels, the KV cache), so a query's visible keys are all in its block."""
         return None
 
     def finish(self, y: Tensor, x: Tensor, state: Any) -> Tensor:
@@ -252,7 +255,7 @@ class Scoring:
         return _chain([m.row_fn(self.state_of(m), training) for m in self.modifiers])
 
     @property
-    def weights(self) -> Callable[[Tensor, Tensor, Tensor, Tensor], Tensor] | None:
+    def weights(self) -> Callable[..., Tensor] | None:
         """The function that turns a block's scores into weights in place of the softmax (None: none)."""
         return next((fn for m in self.modifiers if (fn := m.weights(self.state_of(m))) is not None), None)
 

@@ -43,13 +43,14 @@ from ...specs import Param
 from .base import Modifier, Shape
 
 
-def stick_breaking(scores: Tensor, visible: Tensor, q_idx: Tensor, k_idx: Tensor, current: bool = False) -> Tensor:
+def stick_breaking(scores: Tensor, visible: Tensor, q_idx: Tensor, k_idx: Tensor, current: bool = False,
+                   carry: dict | None = None) -> Tensor:
     """A_ij = σ(z_ij)·∏_{j<k<i} (1 − σ(z_ik)) over the keys each query counts, in log space.
 
     scores z [b, h, n_q, n_k] (any value where not visible), visible [n_q, n_k], q_idx [n_q], k_idx
     [n_k] ascending -> weights [b, h, n_q, n_k] in float32, 0 where a key does not count, each row
     summing to at most 1. A key counts when visible and before its query (or the query itself with
-    ``current``)."""
+    ``current``). ``carry`` is unused: every key a query counts is in its block."""
     counts = visible & ((k_idx[None, :] <= q_idx[:, None]) if current else (k_idx[None, :] < q_idx[:, None]))
     z = scores.float().masked_fill(~counts, 0.0)
     log_beta = F.logsigmoid(z)  # log β_ij

@@ -37,11 +37,11 @@ from .base import Modifier
 
 
 def top_k_weights(scores: Tensor, visible: Tensor, q_idx: Tensor, k_idx: Tensor, k: int,
-                  straight: bool = False) -> Tensor:
+                  straight: bool = False, carry: dict | None = None) -> Tensor:
     """The top-k softmax of each query's row: scores [b, h, n_q, n_k] (-inf where not visible),
     visible [n_q, n_k] -> weights [b, h, n_q, n_k] in float32, zero outside each row's K largest
     visible scores (ties at the K-th all kept). ``straight``: the dense softmax's gradient
-    (forward unchanged). ``q_idx``/``k_idx`` are the block's indices (:meth:`Modifier.weights`)."""
+    (forward unchanged). ``q_idx``/``k_idx`` are the block's indices, ``carry`` unused (:meth:`Modifier.weights`)."""
     z = scores.float().masked_fill(~visible, float("-inf"))
     top = min(int(k), z.shape[-1])
     threshold = z.topk(top, dim=-1).values[..., -1:]  # [b, h, n_q, 1]: -inf when fewer than K are visible
