@@ -5,7 +5,7 @@ Named in a layout after ``+`` (``none@causal+logn``, ``rope@window:16+shift:0.25
 :func:`parse`, which pins every parameter that defaults to the training length. Registered in this
 order, which is also the canonical order of a layer's modifiers (and the order a layer applies
 those of one place): the temperatures (``logn``, ``llama4``, ``ssmax``), ``sink``, ``shift``,
-``softcap``, the attention variants (``diff``, ``stickbreak``, ``topk``, ``selective``: one a layer), then the mechanisms
+``softcap``, the attention variants (``diff``, ``stickbreak``, ``topk``, ``selective``, ``entmax``: one a layer), then the mechanisms
 since 2024: ``conv`` (Canon layers), ``kshift`` (FoX's key/value shift), ``gate`` (Qwen's gated
 attention), and the temperatures ``sit`` (scale-invariant attention), ``fitted`` (DroPE's) and
 ``adaptive`` (from the attention's entropy).
@@ -20,6 +20,7 @@ from .adaptive import Adaptive, adaptive_beta, adaptive_rows
 from .base import PLACES, Modifier, Scoring, Shape, rows
 from .conv import Conv, causal_conv
 from .differential import Differential
+from .entmax import Entmax, entmax_weights
 from .fitted import Fitted, fitted_scale
 from .gate import Gate, gated
 from .kshift import KShift, mix_previous
@@ -42,7 +43,7 @@ def _check(cls: type[Modifier]) -> None:
 MODIFIERS: Registry[type[Modifier]] = Registry("layer modifier", Modifier, _check)
 register = MODIFIERS.register
 names = MODIFIERS.names
-for _cls in (LogN, Llama4, SSMax, Sink, Shift, SoftCap, Differential, StickBreaking, TopK, Selective, Conv, KShift, Gate,
+for _cls in (LogN, Llama4, SSMax, Sink, Shift, SoftCap, Differential, StickBreaking, TopK, Selective, Entmax, Conv, KShift, Gate,
              ScaleInvariant, Fitted, Adaptive):
     register(_cls)
 
@@ -72,9 +73,9 @@ def describe() -> list[tuple[str, str, str, str, str]]:
 
 
 __all__ = [
-    "DEFAULT_SHIFT", "MODIFIERS", "PLACES", "Adaptive", "Conv", "Differential", "Fitted", "Gate", "KShift", "Llama4",
+    "DEFAULT_SHIFT", "MODIFIERS", "PLACES", "Adaptive", "Conv", "Differential", "Entmax", "Fitted", "Gate", "KShift", "Llama4",
     "LogN", "Modifier", "SSMax", "ScaleInvariant", "Scoring", "Selective", "Shape", "Shift", "Sink", "SoftCap", "StickBreaking",
     "Temperature", "TopK", "adaptive_beta", "adaptive_rows", "canonical_order", "causal_conv", "check_width",
-    "describe", "fitted_scale", "gated", "logn_scale", "mix_previous", "names", "parse", "register", "rows",
+    "describe", "entmax_weights", "fitted_scale", "gated", "logn_scale", "mix_previous", "names", "parse", "register", "rows",
     "selective_weights", "shift_width", "sit_terms", "soft_cap", "stick_breaking", "token_shift", "top_k_weights",
 ]
