@@ -339,8 +339,9 @@ def attend_block(
     ``weights(scores, visible, q_idx, k_idx)``: an attention variant's weights in place of the
     softmax (:meth:`Modifier.weights`, stick-breaking), given ``carry``: the layer's dict for what
     a variant carries from one block of queries to the next (selective attention's penalty per key;
-    blocks come in ascending order); a sink logit, a column of a softmax, has nothing to join there. The hook sees their result. The chunked kernel and the KV cache
-    (``cache.py``) both call it.
+    blocks come in ascending order); a sink logit, a column of a softmax, has nothing to join
+    there. The hook sees their result. The chunked kernel and the KV cache (``cache.py``) both
+    call it.
     """
     visible = pattern.visible(q_idx[:, None], k_idx[None, :])  # [n_q, n_k]
     scores = scheme.scores(q, k, q_pos, k_pos, transformed=transformed, bias=bias, visible=visible,

@@ -5,9 +5,9 @@ Named in a layout after ``+`` (``none@causal+logn``, ``rope@window:16+shift:0.25
 :func:`parse`, which pins every parameter that defaults to the training length. Registered in this
 order, which is also the canonical order of a layer's modifiers (and the order a layer applies
 those of one place): the temperatures (``logn``, ``llama4``, ``ssmax``), ``sink``, ``shift``,
-``softcap``, the attention variants (``diff``, ``stickbreak``, ``topk``, ``selective``, ``entmax``: one a layer), then the mechanisms
-since 2024: ``conv`` (Canon layers), ``kshift`` (FoX's key/value shift), ``gate`` (Qwen's gated
-attention), and the temperatures ``sit`` (scale-invariant attention), ``fitted`` (DroPE's) and
+``softcap``, the attention variants (``diff``, ``stickbreak``, ``topk``, ``selective``, ``entmax``:
+one a layer), then the mechanisms since 2024: ``conv`` (Canon layers), ``kshift`` (FoX's key/value
+shift), ``gate`` (Qwen's gated attention), and the temperatures ``sit`` (scale-invariant attention), ``fitted`` (DroPE's) and
 ``adaptive`` (from the attention's entropy).
 ``@lexkit.attention.modifiers.register`` adds a user's own (``--import MODULE``).
 """
@@ -43,8 +43,8 @@ def _check(cls: type[Modifier]) -> None:
 MODIFIERS: Registry[type[Modifier]] = Registry("layer modifier", Modifier, _check)
 register = MODIFIERS.register
 names = MODIFIERS.names
-for _cls in (LogN, Llama4, SSMax, Sink, Shift, SoftCap, Differential, StickBreaking, TopK, Selective, Entmax, Conv, KShift, Gate,
-             ScaleInvariant, Fitted, Adaptive):
+for _cls in (LogN, Llama4, SSMax, Sink, Shift, SoftCap, Differential, StickBreaking, TopK, Selective, Entmax,
+             Conv, KShift, Gate, ScaleInvariant, Fitted, Adaptive):
     register(_cls)
 
 
@@ -73,9 +73,10 @@ def describe() -> list[tuple[str, str, str, str, str]]:
 
 
 __all__ = [
-    "DEFAULT_SHIFT", "MODIFIERS", "PLACES", "Adaptive", "Conv", "Differential", "Entmax", "Fitted", "Gate", "KShift", "Llama4",
-    "LogN", "Modifier", "SSMax", "ScaleInvariant", "Scoring", "Selective", "Shape", "Shift", "Sink", "SoftCap", "StickBreaking",
-    "Temperature", "TopK", "adaptive_beta", "adaptive_rows", "canonical_order", "causal_conv", "check_width",
-    "describe", "entmax_weights", "fitted_scale", "gated", "logn_scale", "mix_previous", "names", "parse", "register", "rows",
-    "selective_weights", "shift_width", "sit_terms", "soft_cap", "stick_breaking", "token_shift", "top_k_weights",
+    "DEFAULT_SHIFT", "MODIFIERS", "PLACES", "Adaptive", "Conv", "Differential", "Entmax", "Fitted", "Gate",
+    "KShift", "Llama4", "LogN", "Modifier", "SSMax", "ScaleInvariant", "Scoring", "Selective", "Shape", "Shift",
+    "Sink", "SoftCap", "StickBreaking", "Temperature", "TopK", "adaptive_beta", "adaptive_rows", "canonical_order",
+    "causal_conv", "check_width", "describe", "entmax_weights", "fitted_scale", "gated", "logn_scale",
+    "mix_previous", "names", "parse", "register", "rows", "selective_weights", "shift_width", "sit_terms",
+    "soft_cap", "stick_breaking", "token_shift", "top_k_weights",
 ]

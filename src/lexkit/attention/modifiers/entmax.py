@@ -74,8 +74,9 @@ class _Entmax(torch.autograd.Function):
 def entmax_weights(scores: Tensor, visible: Tensor, q_idx: Tensor, k_idx: Tensor, alpha: float = 1.5,
                    carry: dict | None = None) -> Tensor:
     """α-entmax of each query's row of visible scores: scores z [b, h, n_q, n_k] (-inf where not
-    visible), visible [n_q, n_k] -> weights [b, h, n_q, n_k] in float32 (float64 scores: float64), exactly 0 off each row's
-    support, each row summing to 1. ``q_idx``/``k_idx``/``carry`` unused (:meth:`Modifier.weights`)."""
+    visible), visible [n_q, n_k] -> weights [b, h, n_q, n_k] in float32 (float64 scores: float64),
+    exactly 0 off each row's support, each row summing to 1. ``q_idx``/``k_idx``/``carry`` unused
+    (:meth:`Modifier.weights`)."""
     z = (scores if scores.dtype == torch.float64 else scores.float()).masked_fill(~visible, float("-inf"))
     counts = visible.sum(dim=-1, keepdim=True).clamp_min(1)  # [n_q, 1]
     return _Entmax.apply(z, float(alpha), counts)

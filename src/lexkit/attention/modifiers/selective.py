@@ -39,7 +39,8 @@ from .base import Modifier
 CARRY = "selective"
 
 
-def selective_weights(scores: Tensor, visible: Tensor, q_idx: Tensor, k_idx: Tensor, carry: dict | None = None) -> Tensor:
+def selective_weights(scores: Tensor, visible: Tensor, q_idx: Tensor, k_idx: Tensor,
+                      carry: dict | None = None) -> Tensor:
     """softmax_j(z_ij - Σ_{k<i} F_kj) over each query's visible keys, F from head 0 (module docstring).
 
     scores z [b, h, n_q, n_k] (-inf where not visible), visible [n_q, n_k], q_idx [n_q] and k_idx
