@@ -7,8 +7,8 @@ order, which is also the canonical order of a layer's modifiers (and the order a
 those of one place): the temperatures (``logn``, ``llama4``, ``ssmax``), ``sink``, ``shift``,
 ``softcap``, the attention variants (``diff``, ``stickbreak``, ``topk``, ``selective``, ``entmax``:
 one a layer), then the mechanisms since 2024: ``conv`` (Canon layers), ``kshift`` (FoX's key/value
-shift), ``gate`` (Qwen's gated attention), and the temperatures ``sit`` (scale-invariant attention), ``fitted`` (DroPE's) and
-``adaptive`` (from the attention's entropy).
+shift), ``gate`` (Qwen's gated attention), and the temperatures ``sit`` (scale-invariant
+attention), ``fitted`` (DroPE's) and ``adaptive`` (from the attention's entropy).
 ``@lexkit.attention.modifiers.register`` adds a user's own (``--import MODULE``).
 """
 
