@@ -8,7 +8,9 @@ those of one place): the temperatures (``logn``, ``llama4``, ``ssmax``), ``sink`
 ``softcap``, the attention variants (``diff``, ``stickbreak``, ``topk``, ``selective``, ``entmax``:
 one a layer), then the mechanisms since 2024: ``conv`` (Canon layers), ``kshift`` (FoX's key/value
 shift), ``gate`` (Qwen's gated attention), and the temperatures ``sit`` (scale-invariant
-attention), ``fitted`` (DroPE's) and ``adaptive`` (from the attention's entropy).
+attention), ``fitted`` (DroPE's) and ``adaptive`` (from the attention's entropy); then the nanoGPT
+speedrun's ``keyoffset`` (the last dims of each key from the position before; its window temperature
+0.2·ln(n/L) + 1 is ``fitted:c=0.2``).
 ``@lexkit.attention.modifiers.register`` adds a user's own (``--import MODULE``).
 """
 
@@ -23,6 +25,7 @@ from .differential import Differential
 from .entmax import Entmax, entmax_weights
 from .fitted import Fitted, fitted_scale
 from .gate import Gate, gated
+from .keyoffset import KeyOffset, offset_keys
 from .kshift import KShift, mix_previous
 from .selective import Selective, selective_weights
 from .shift import DEFAULT_SHIFT, Shift, check_width, shift_width, token_shift
@@ -44,7 +47,7 @@ MODIFIERS: Registry[type[Modifier]] = Registry("layer modifier", Modifier, _chec
 register = MODIFIERS.register
 names = MODIFIERS.names
 for _cls in (LogN, Llama4, SSMax, Sink, Shift, SoftCap, Differential, StickBreaking, TopK, Selective, Entmax,
-             Conv, KShift, Gate, ScaleInvariant, Fitted, Adaptive):
+             Conv, KShift, Gate, ScaleInvariant, Fitted, Adaptive, KeyOffset):
     register(_cls)
 
 
@@ -73,10 +76,10 @@ def describe() -> list[tuple[str, str, str, str, str]]:
 
 
 __all__ = [
-    "DEFAULT_SHIFT", "MODIFIERS", "PLACES", "Adaptive", "Conv", "Differential", "Entmax", "Fitted", "Gate",
-    "KShift", "Llama4", "LogN", "Modifier", "SSMax", "ScaleInvariant", "Scoring", "Selective", "Shape", "Shift",
-    "Sink", "SoftCap", "StickBreaking", "Temperature", "TopK", "adaptive_beta", "adaptive_rows", "canonical_order",
-    "causal_conv", "check_width", "describe", "entmax_weights", "fitted_scale", "gated", "logn_scale",
-    "mix_previous", "names", "parse", "register", "rows", "selective_weights", "shift_width", "sit_terms",
-    "soft_cap", "stick_breaking", "token_shift", "top_k_weights",
+    "Adaptive", "Conv", "DEFAULT_SHIFT", "Differential", "Entmax", "Fitted", "Gate", "KShift", "KeyOffset",
+    "Llama4", "LogN", "MODIFIERS", "Modifier", "PLACES", "SSMax", "ScaleInvariant", "Scoring",
+    "Selective", "Shape", "Shift", "Sink", "SoftCap", "StickBreaking", "Temperature", "TopK", "adaptive_beta",
+    "adaptive_rows", "canonical_order", "causal_conv", "check_width", "describe", "entmax_weights", "fitted_scale",
+    "gated", "logn_scale", "mix_previous", "names", "offset_keys", "parse", "register", "rows", "selective_weights",
+    "shift_width", "sit_terms", "soft_cap", "stick_breaking", "token_shift", "top_k_weights",
 ]

@@ -4,7 +4,9 @@ length L, a factor on every score that grows with the log of how far past it the
 
     β_m = 1 + c·ln(n / L)  for n > L,    β_m = 1 inside the training length,    n = m + 1
 
-c = 0.41 is the paper's fit for a model trained from scratch (``fitted:c=C`` sets it). The paper
+c = 0.41 is the paper's fit for a model trained from scratch (``fitted:c=C`` sets it). ``fitted:c=0.2``
+is the nanoGPT speedrun's window temperature (modded-nanogpt ``train_gpt.py``, ``Yarn.apply``:
+``attn_scale *= 0.2·ln(new_window / old_window) + 1``), read per query the same way. The paper
 writes β from the extension factor s = n / L of the evaluated context; here n is the count of keys
 a causal query m sees, m + 1 (as in ``logn``), so the factor is per query: the last query of a
 sequence of n tokens gets the paper's β, a query never depends on how many tokens follow it, and a
