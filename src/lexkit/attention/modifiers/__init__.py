@@ -5,8 +5,8 @@ Named in a layout after ``+`` (``none@causal+logn``, ``rope@window:16+shift:0.25
 :func:`parse`, which pins every parameter that defaults to the training length. Registered in this
 order, which is also the canonical order of a layer's modifiers (and the order a layer applies
 those of one place): the temperatures (``logn``, ``llama4``, ``ssmax``), ``sink``, ``shift``,
-``softcap``, the attention variants (``diff``, ``stickbreak``, ``topk``, ``selective``, ``entmax``:
-one a layer), then the mechanisms since 2024: ``conv`` (Canon layers), ``kshift`` (FoX's key/value
+``softcap``, the attention variants (``diff``, ``stickbreak``, ``topk``, ``selective``, ``entmax``,
+``chunks``: one a layer), then the mechanisms since 2024: ``conv`` (Canon layers), ``kshift`` (FoX's key/value
 shift), ``gate`` (Qwen's gated attention), and the temperatures ``sit`` (scale-invariant
 attention), ``fitted`` (DroPE's) and ``adaptive`` (from the attention's entropy); then the nanoGPT
 speedrun's ``keyoffset`` (the last dims of each key from the position before; its window temperature
@@ -20,6 +20,7 @@ from ...registry import Registry
 from ...specs import describe_params, parse_params, split_spec
 from .adaptive import Adaptive, adaptive_beta, adaptive_rows
 from .base import PLACES, Modifier, Scoring, Shape, rows
+from .chunks import Chunks, chunk_weights
 from .conv import Conv, causal_conv
 from .differential import Differential
 from .entmax import Entmax, entmax_weights
@@ -46,7 +47,7 @@ def _check(cls: type[Modifier]) -> None:
 MODIFIERS: Registry[type[Modifier]] = Registry("layer modifier", Modifier, _check)
 register = MODIFIERS.register
 names = MODIFIERS.names
-for _cls in (LogN, Llama4, SSMax, Sink, Shift, SoftCap, Differential, StickBreaking, TopK, Selective, Entmax,
+for _cls in (LogN, Llama4, SSMax, Sink, Shift, SoftCap, Differential, StickBreaking, TopK, Selective, Entmax, Chunks,
              Conv, KShift, Gate, ScaleInvariant, Fitted, Adaptive, KeyOffset):
     register(_cls)
 
@@ -76,10 +77,10 @@ def describe() -> list[tuple[str, str, str, str, str]]:
 
 
 __all__ = [
-    "Adaptive", "Conv", "DEFAULT_SHIFT", "Differential", "Entmax", "Fitted", "Gate", "KShift", "KeyOffset",
-    "Llama4", "LogN", "MODIFIERS", "Modifier", "PLACES", "SSMax", "ScaleInvariant", "Scoring",
+    "Adaptive", "Chunks", "Conv", "DEFAULT_SHIFT", "Differential", "Entmax", "Fitted", "Gate", "KShift",
+    "KeyOffset", "Llama4", "LogN", "MODIFIERS", "Modifier", "PLACES", "SSMax", "ScaleInvariant", "Scoring",
     "Selective", "Shape", "Shift", "Sink", "SoftCap", "StickBreaking", "Temperature", "TopK", "adaptive_beta",
-    "adaptive_rows", "canonical_order", "causal_conv", "check_width", "describe", "entmax_weights", "fitted_scale",
-    "gated", "logn_scale", "mix_previous", "names", "offset_keys", "parse", "register", "rows", "selective_weights",
-    "shift_width", "sit_terms", "soft_cap", "stick_breaking", "token_shift", "top_k_weights",
+    "adaptive_rows", "canonical_order", "causal_conv", "chunk_weights", "check_width", "describe", "entmax_weights",
+    "fitted_scale", "gated", "logn_scale", "mix_previous", "names", "offset_keys", "parse", "register", "rows",
+    "selective_weights", "shift_width", "sit_terms", "soft_cap", "stick_breaking", "token_shift", "top_k_weights",
 ]
