@@ -16,10 +16,10 @@ from lexkit.attention.modifiers import chunk_weights
 from lexkit.sample import generate
 
 
-def qk(n: int = 23, d: int = 8, seed: int = 0):
+def qk(n: int = 19, d: int = 8, seed: int = 0):
     gen = torch.Generator().manual_seed(seed)
-    q = torch.randn(2, 3, n, d, generator=gen, dtype=torch.float64)
-    k = torch.randn(2, 3, n, d, generator=gen, dtype=torch.float64)
+    q = torch.randn(1, 2, n, d, generator=gen, dtype=torch.float64)
+    k = torch.randn(1, 2, n, d, generator=gen, dtype=torch.float64)
     idx = torch.arange(n)
     visible = idx[None, :] <= idx[:, None]
     z = (q @ k.transpose(-1, -2) / math.sqrt(d)).masked_fill(~visible, float("-inf"))
