@@ -405,7 +405,7 @@ def weight_maps(model) -> list[tuple[str, Callable[[Tensor], Tensor] | None]]:
     stick-breaking layer's weights are the map but sum to at most 1; any other layer's softmax is the
     map as it is. A model without lexkit's layer plan (an hf: model): softmax everywhere."""
     out: list[tuple[str, Callable[[Tensor], Tensor] | None]] = []
-    for block in getattr(model, "blocks", None) or [None] * model.cfg.n_layers:
+    for block in getattr(model, "layer_blocks", None) or [None] * model.cfg.n_layers:  # a loop's passes: one block
         names = {m.name: m for m in getattr(getattr(block, "layer", None), "modifiers", ())}
         if "diff" in names:
             lam = float(block.state(names["diff"]).lam().detach())

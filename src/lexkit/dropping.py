@@ -87,7 +87,7 @@ def schedule(model_cfg: ModelConfig, train_cfg: TrainConfig) -> Drop | None:
         final = dataclasses.replace(model_cfg, scheme="none")  # every layer: a NoPE model, its flags kept
     else:
         dropped = [layer.replace(scheme="none") if i in layers else layer for i, layer in enumerate(plan)]
-        new_plan = layouts.LayerPlan(dropped, train_len=plan.train_len, position_len=plan.position_len)
+        new_plan = plan.with_layers(dropped)
         try:
             final = ModelConfig(**{**dataclasses.asdict(model_cfg), **layout_values(model_cfg, new_plan)})
         except ValueError as exc:

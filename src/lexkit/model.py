@@ -279,7 +279,11 @@ class GPT(nn.Module):
             self.schemes = nn.ModuleList(distinct)
             self.scheme = None
         self.drop = nn.Dropout(cfg.dropout)
-        self.blocks = nn.ModuleList(Block(cfg, layer, i) for i, layer in enumerate(self.layers))
+        # one block per layer that runs its own weights; a pass of a loop (...)^N runs its first pass's
+        own = [i for i, source in enumerate(self.plan.weights) if source == i]
+        self.blocks = nn.ModuleList(Block(cfg, self.layers[i], i) for i in own)
+        index = {layer: k for k, layer in enumerate(own)}
+        self.block_of = [index[source] for source in self.plan.weights]  # [n_layers]: layer -> its block
         self.ln_f = nn.LayerNorm(cfg.d_model)
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if not cfg.untied_head:
@@ -294,7 +298,10 @@ class GPT(nn.Module):
         """Layer i's scheme module for every i: one module per distinct spec, or one per layer for a
         scheme class that sets ``per_layer``."""
         cfg, shared, out = self.cfg, {}, []
-        for layer in self.layers:
+        for i, layer in enumerate(self.layers):
+            if self.plan.weights[i] != i:  # a pass of a loop: its first pass's module (a learned bias is a weight)
+                out.append(out[self.plan.weights[i]])
+                continue
             per_layer = getattr(layer.scheme_class, "per_layer", False)
             if per_layer or layer.scheme not in shared:
                 module = positions.create(layer.scheme, n_heads=cfg.n_heads, head_dim=cfg.head_dim,
@@ -303,6 +310,12 @@ class GPT(nn.Module):
                     shared[layer.scheme] = module
             out.append(module if per_layer else shared[layer.scheme])
         return out
+
+    @property
+    def layer_blocks(self) -> list[Block]:
+        """The block each layer runs, in depth order [n_layers] (``blocks`` holds each block once: a
+        loop's passes run the same block)."""
+        return [self.blocks[k] for k in self.block_of]
 
     @staticmethod
     def _init(module: nn.Module) -> None:
@@ -352,7 +365,7 @@ class GPT(nn.Module):
         built: dict[tuple, Attention] = {}
         out = []
         training = torch.is_grad_enabled() and self.training
-        for scheme, pattern, block in zip(self.layer_schemes, patterns, self.blocks):
+        for scheme, pattern, block in zip(self.layer_schemes, patterns, self.layer_blocks):
             scoring = block.scoring()
             key = (id(scheme), pattern.spec, scoring.key)
             if key not in built:
@@ -395,7 +408,7 @@ class GPT(nn.Module):
         if table is not None:
             x = x + table.to(x.dtype)
         x = self.drop(x)
-        for layer, block in enumerate(self.blocks):
+        for layer, block in enumerate(self.layer_blocks):
             x = block(x, attends[layer], layer, cache)
         return self.head(self.ln_f(x))  # [b, n, vocab]
 
@@ -406,7 +419,7 @@ class GPT(nn.Module):
         :func:`~lexkit.attention.cache.refusal_of` asks whether the model can stream from these)."""
         patterns = layer_patterns(self.pattern(pattern), self.cfg.n_layers)
         return [LayerRule(scheme, p, block.scoring(), block.layer.modifiers)
-                for scheme, p, block in zip(self.layer_schemes, patterns, self.blocks)]
+                for scheme, p, block in zip(self.layer_schemes, patterns, self.layer_blocks)]
 
     def cache_refusal(self, pattern: str | Pattern = "causal", kernel: str = "auto") -> str | None:
         """Why this model cannot run ``pattern`` on ``kernel`` through a KV cache exactly, or None

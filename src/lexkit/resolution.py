@@ -389,7 +389,7 @@ def model_curve(model: nn.Module, length: int, pattern: str | Pattern | None = N
     pattern = model.pattern(pattern or "causal")
     if getattr(cfg, "layout", None) is not None and hasattr(model, "layer_schemes"):  # a lexkit layout: the layer's
         return analytic_curve(model.layer_schemes[layer], length, layer_patterns(pattern, cfg.n_layers)[layer],
-                              scoring=model.blocks[layer].scoring())
+                              scoring=model.layer_blocks[layer].scoring())
     pattern = layer_patterns(pattern, cfg.n_layers)[layer]
     own = getattr(model, "position_scheme", None)
     scheme = own() if own is not None else getattr(model, "scheme", None)

@@ -7,12 +7,15 @@ layout says what every layer is, as one spec a person can type (``lexkit train -
 
     layout   := NAME[:PARAMS]                      a named design: hwfa, hwfa2, rnope-swa, irope, gemma, gpt-oss
               | group (';' group)*
-    group    := layer ['x' N] | '(' layout ')' 'x' N
+    group    := layer ['x' N] | '(' layout ')' 'x' N    N copies, each its own weights
+              | '(' layout ')' '^' N                   a loop: N passes with the same weights
     layer    := [SCHEME] ['@' PATTERN] ('+' MODIFIER)*
     MODIFIER := a registered layer modifier (lexkit.attention.modifiers; `lexkit layouts` lists them):
                 logn, llama4[:beta=B,floor=F], ssmax, sink, shift[:F], softcap:C, ...
 
-e.g. ``rope@window:16 ; none@causal+logn`` (HWFA on two layers) or ``(rope@window:64)x3 ; none``.
+e.g. ``rope@window:16 ; none@causal+logn`` (HWFA on two layers) or ``(rope@window:64)x3 ; none``;
+``(rope@window:16 ; none@causal)^2`` runs the pair twice with one pair's weights (weight-tied depth,
+:attr:`LayerPlan.weights`).
 A layer's SCHEME defaults to the model's ``--scheme``, its PATTERN to ``causal``; a pattern's W
 defaults to the training length. A layout of k layers on a model of n layers repeats n/k times
 when k divides n; any other length is an error naming both.
@@ -43,15 +46,16 @@ import re
 
 from .. import positions
 from ..specs import split_spec
-from .layer import build_layer, expand, parse_layer, parse_written, uniform
+from .layer import build_layer, expand, expand_looped, parse_layer, parse_written, uniform
 from .named import NAMED, NamedLayout, describe, hwfa_window, register
 from .plan import Layer, LayerPlan, LayoutError, canonical, check, kind_of
 from .select import KINDS, check_pattern, check_scheme, chosen_schemes, resolve_pattern, select, split_overrides
 
 __all__ = [
     "KINDS", "NAMED", "Layer", "LayerPlan", "LayoutError", "NamedLayout", "build_layer", "canonical", "check",
-    "check_pattern", "check_scheme", "chosen_schemes", "describe", "expand", "hwfa_window", "kind_of", "parse",
-    "parse_layer", "parse_written", "register", "resolve_pattern", "select", "split_overrides", "uniform",
+    "check_pattern", "check_scheme", "chosen_schemes", "describe", "expand", "expand_looped", "hwfa_window",
+    "kind_of", "parse", "parse_layer", "parse_written", "register", "resolve_pattern", "select", "split_overrides",
+    "uniform",
 ]
 
 
@@ -62,7 +66,7 @@ def parse(text: str, *, n_layers: int, train_len: int, scheme: str = "rope", max
     if not isinstance(text, str) or not text.strip():
         raise LayoutError(f"empty layout {text!r}")
     text = text.strip()
-    name = split_spec(text)[0] if not re.search(r"[@;()+]", text) else None
+    name = split_spec(text)[0] if not re.search(r"[@;()+^]", text) else None
     if name is not None and name in NAMED:
         return NAMED.get(name).build(text, n_layers=n_layers, train_len=train_len, max_len=max_len)
     if name is not None and name not in positions.names():

@@ -37,6 +37,8 @@ def _split_top(text: str, sep: str) -> list[str]:
 
 
 _REPEAT = re.compile(r"^(.*?)\s*x\s*(\d+)$", re.S)
+#: a loop: ``(LAYERS)^N``, the layers run N times with the same weights
+_LOOP = re.compile(r"^(.*?)\s*\^\s*(-?\d+)$", re.S)
 #: a '+' that starts a modifier (a name follows, spaces allowed around it; never a number's exponent)
 _MODIFIER = re.compile(r"\s*\+\s*(?=[A-Za-z])")
 #: a '+' with no name after it: another '+' or the end of the layer follows
@@ -44,26 +46,43 @@ _EMPTY_MODIFIER = re.compile(r"\+\s*(?=\+|$)")
 
 
 def expand(text: str, whole: str) -> list[str]:
-    """The layer texts of ``text``, repetitions unrolled."""
-    out: list[str] = []
+    """The layer texts of ``text``, repetitions and loops unrolled."""
+    return expand_looped(text, whole)[0]
+
+
+def expand_looped(text: str, whole: str) -> tuple[list[str], list[int]]:
+    """The layer texts of ``text`` unrolled, and for each the layer whose weights it runs: its own
+    for ``(...)xN`` (N copies, each with its weights), the first pass's for ``(...)^N`` (one body run
+    N times with the same weights: weight-tied depth)."""
+    texts: list[str] = []
+    weights: list[int] = []
     for group in _split_top(text, ";"):
         if not group:
             raise LayoutError(f"layout {whole!r}: an empty layer (two ';' in a row, or one at an end)")
-        count = 1
+        count, looped = 1, False
+        loop = _LOOP.match(group)
         match = _REPEAT.match(group)
-        if match and (match.group(1).endswith(")") or "@" in match.group(1) or "+" in match.group(1)
-                      or match.group(1).strip() in positions.names()):
+        if loop:
+            if not loop.group(1).strip().startswith("(") or not loop.group(1).strip().endswith(")"):
+                raise LayoutError(f"layout {whole!r}: {group!r}: a loop is '(LAYERS)^N'")
+            group, count, looped = loop.group(1).strip(), int(loop.group(2)), True
+        elif match and (match.group(1).endswith(")") or "@" in match.group(1) or "+" in match.group(1)
+                        or match.group(1).strip() in positions.names()):
             group, count = match.group(1).strip(), int(match.group(2))
-            if count < 1:
-                raise LayoutError(f"layout {whole!r}: repeat count {count} must be at least 1")
+        if count < 1:
+            raise LayoutError(f"layout {whole!r}: {'loop' if looped else 'repeat'} count {count} must be at least 1")
         if group.startswith("("):
             if not group.endswith(")"):
-                raise LayoutError(f"layout {whole!r}: {group!r} must be '(LAYERS)xN'")
-            inner = expand(group[1:-1], whole)
+                raise LayoutError(f"layout {whole!r}: {group!r} must be '(LAYERS)xN' or '(LAYERS)^N'")
+            inner, inner_weights = expand_looped(group[1:-1], whole)
         else:
-            inner = [group]
-        out += inner * count
-    return out
+            inner, inner_weights = [group], [0]
+        first = len(texts)
+        for _ in range(count):
+            base = first if looped else len(texts)  # a pass of a loop runs the first pass's weights
+            texts += inner
+            weights += [base + w for w in inner_weights]
+    return texts, weights
 
 
 def build_layer(scheme: str, pattern: str | Pattern = "causal", modifiers: Sequence[str | mods.Modifier] = (), *,
@@ -121,14 +140,18 @@ def parse_written(text: str, *, n_layers: int, train_len: int, scheme: str = "ro
                   max_len: int | None = None) -> LayerPlan:
     """A written-out layout (``rope@window:16 ; none@causal+logn``) -> the plan of an ``n_layers``
     model; k layers repeat to fill n when k divides n."""
-    pieces = expand(text, text)
+    pieces, sources = expand_looped(text, text)
     if n_layers % len(pieces):
         raise LayoutError(f"layout {text!r} has {len(pieces)} layers and the model {n_layers}: give {n_layers} "
                           f"layers (or a number that divides it, repeated to fit; '(...)xN' repeats)")
-    pieces = pieces * (n_layers // len(pieces))
+    k = len(pieces)
+    sources = [r * k + w for r in range(n_layers // k) for w in sources]  # each repetition its own weights
+    pieces = pieces * (n_layers // k)
     where = (lambda i: f"layout layer {i} ({pieces[i]!r})") if len(pieces) > 1 else (lambda i: f"layout {text!r}")
-    return LayerPlan([parse_layer(p, scheme=scheme, train_len=train_len, max_len=max_len, where=where(i))
-                      for i, p in enumerate(pieces)], train_len=train_len, position_len=max_len)
+    layers = [parse_layer(p, scheme=scheme, train_len=train_len, max_len=max_len, where=where(i))
+              for i, p in enumerate(pieces)]
+    looped = any(w != i for i, w in enumerate(sources))
+    return LayerPlan(layers, train_len=train_len, position_len=max_len, weights=sources if looped else None)
 
 
 def uniform(scheme: str, n_layers: int, *, train_len: int, max_len: int | None = None,

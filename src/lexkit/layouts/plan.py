@@ -103,9 +103,43 @@ def _written(keys: Sequence, texts: Sequence[str]) -> str:
     return ";".join(out)
 
 
-def canonical(layers: Sequence[Layer]) -> str:
-    """The written-out spec of ``layers``, runs of equal layers as ``(...)xN``."""
-    return _written(layers, [layer.spec for layer in layers])
+def _looped(keys: Sequence, texts: Sequence[str], weights: Sequence[int]) -> str:
+    """``texts`` written as :func:`_written` does, each loop (layers that run another's weights) as
+    ``(body)^N``: the body once, run N times with the same weights. LayoutError when ``weights`` is
+    not a sequence of loops (a layer may only run the weights of the same layer of an earlier pass
+    of its loop's body)."""
+    out, i, n, rebuilt = [], 0, len(texts), []
+    while i < n:
+        j = next((t for t in range(i, n) if weights[t] != t), n)  # the first layer that runs another's weights
+        if j == n:
+            out.append(_written(keys[i:], texts[i:]))
+            rebuilt += range(i, n)
+            break
+        start = weights[j]
+        size = j - start
+        if not i <= start < j:
+            raise LayoutError(f"layer {j} runs layer {start}'s weights: layers share weights only as the passes "
+                              "of a loop '(...)^N'")
+        if start > i:
+            out.append(_written(keys[i:start], texts[i:start]))
+        passes = 1
+        while start + (passes + 1) * size <= n and all(weights[start + passes * size + t] == start + t
+                                                       for t in range(size)):
+            passes += 1
+        out.append(f"({_written(keys[start:j], texts[start:j])})^{passes}")
+        rebuilt += list(range(i, j)) + [start + t for _ in range(passes - 1) for t in range(size)]
+        i = start + passes * size
+    if rebuilt != list(weights):
+        raise LayoutError("layers share weights only as the passes of a loop '(...)^N' (each pass runs the "
+                          "first pass's weights)")
+    return ";".join(out)
+
+
+def canonical(layers: Sequence[Layer], weights: Sequence[int] | None = None) -> str:
+    """The written-out spec of ``layers``, runs of equal layers as ``(...)xN`` and loops (``weights``:
+    the layer whose weights each runs) as ``(...)^N``."""
+    texts = [layer.spec for layer in layers]
+    return _looped(layers, texts, weights) if weights is not None else _written(layers, texts)
 
 
 def check(layers: Sequence[Layer]) -> None:
@@ -120,15 +154,31 @@ class LayerPlan:
     """Every layer of one model (:class:`Layer`), pinned at ``train_len`` (patterns, temperatures;
     a pattern's default W at evaluation) and ``position_len`` (schemes: a learned table's size,
     ReRoPE's w, a scaling's original length).
+    ``weights``: for each layer, the layer whose weights it runs (itself, or in a loop ``(...)^N`` the
+    same layer of the loop's first pass: weight-tied depth); None: every layer its own.
     Immutable; an evaluation pattern resolved against it is kept per spec."""
 
-    def __init__(self, layers: Sequence[Layer], *, train_len: int | None, position_len: int | None = None) -> None:
+    def __init__(self, layers: Sequence[Layer], *, train_len: int | None, position_len: int | None = None,
+                 weights: Sequence[int] | None = None) -> None:
         if not layers:
             raise LayoutError("a layer plan needs at least one layer")
         self.layers: tuple[Layer, ...] = tuple(layers)
         self.train_len = None if train_len is None else int(train_len)  # None: a pretrained model that says none
         self.position_len = position_len or self.train_len
+        self.weights: tuple[int, ...] = tuple(range(len(self.layers))) if weights is None else tuple(map(int, weights))
+        if len(self.weights) != len(self.layers):
+            raise LayoutError(f"a plan of {len(self.layers)} layers needs as many weight sources, got "
+                              f"{len(self.weights)}")
+        for i, source in enumerate(self.weights):
+            if not 0 <= source <= i or self.weights[source] != source:
+                raise LayoutError(f"layer {i} cannot run layer {source}'s weights: a loop's passes run its first "
+                                  "pass's")
+            if self.layers[i] != self.layers[source]:
+                raise LayoutError(f"layer {i} ({self.layers[i].spec}) runs the weights of layer {source} "
+                                  f"({self.layers[source].spec}), a pass of the same loop: both must be the same layer")
         check(self.layers)
+        if self.looped:
+            self.canonical()  # LayoutError unless the ties are loops
         self._resolved: dict = {}
 
     # -- what it is ----------------------------------------------------------------------------
@@ -142,13 +192,18 @@ class LayerPlan:
         return self.layers[i]
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, LayerPlan) and other.layers == self.layers
+        return isinstance(other, LayerPlan) and other.layers == self.layers and other.weights == self.weights
 
     def __hash__(self) -> int:
-        return hash(self.layers)
+        return hash((self.layers, self.weights))
 
     def __repr__(self) -> str:
         return f"LayerPlan({self.canonical()!r})"
+
+    @property
+    def looped(self) -> bool:
+        """Some layer runs another's weights (a loop ``(...)^N``)."""
+        return any(source != i for i, source in enumerate(self.weights))
 
     @property
     def uniform(self) -> bool:
@@ -172,15 +227,15 @@ class LayerPlan:
         return [layer.names for layer in self.layers]
 
     def canonical(self) -> str:
-        """The written-out layout, runs of equal layers as ``(...)xN``."""
-        return canonical(self.layers)
+        """The written-out layout, runs of equal layers as ``(...)xN``, loops as ``(...)^N``."""
+        return canonical(self.layers, self.weights if self.looped else None)
 
     def resolved(self) -> str:
         """Every layer with every parameter written out, defaults included: what a run records as
         ``resolved`` beside its config, so that a later change of a registered default cannot change
         what an old run runs (and the study keys its cache on it)."""
         texts = [layer.full(self.position_len) for layer in self.layers]
-        return _written(texts, texts)
+        return _looped(texts, texts, self.weights) if self.looped else _written(texts, texts)
 
     def check(self, shape: Shape) -> None:
         """Every modifier checked against the layer shape it runs on; LayoutError naming the layer."""
@@ -208,7 +263,7 @@ class LayerPlan:
         for i, scheme in chosen_schemes([layer.scheme for layer in layers], [layer.names for layer in layers],
                                         spec, self.position_len):
             layers[i] = layers[i].replace(scheme=scheme)
-        return LayerPlan(layers, train_len=self.train_len, position_len=self.position_len)
+        return self.with_layers(layers)
 
     def add_modifiers(self, spec: str) -> LayerPlan:
         """This plan with the modifiers an evaluation ``--add`` gives (``topk:4``: every layer;
@@ -231,11 +286,16 @@ class LayerPlan:
         layers = [layer.replace(modifiers=canonical_order((*layer.modifiers, *more))) if more else layer
                   for layer, more in zip(self.layers, added)]
         try:
-            return LayerPlan(layers, train_len=self.train_len, position_len=self.position_len)
+            return self.with_layers(layers)
         except LayoutError as exc:
             raise LayoutError(f"--add {spec}: {exc}") from None
 
     def with_modifier(self, modifier: Modifier) -> LayerPlan:
         """Every layer with ``modifier`` added (``--token-shift``: a shift on every layer)."""
-        return LayerPlan([layer.replace(modifiers=(*layer.modifiers, modifier)) for layer in self.layers],
-                         train_len=self.train_len, position_len=self.position_len)
+        return self.with_layers([layer.replace(modifiers=(*layer.modifiers, modifier)) for layer in self.layers])
+
+    def with_layers(self, layers: Sequence[Layer]) -> LayerPlan:
+        """A plan of ``layers`` in place of these, with these lengths and weight sources (a pass of a
+        loop must stay the same layer as its first: LayoutError otherwise)."""
+        return LayerPlan(layers, train_len=self.train_len, position_len=self.position_len,
+                         weights=self.weights if self.looped else None)
