@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from torch.func import functional_call, vmap
 
 from . import distributed, dropping, runs, stopping
-from .attention import kernel_label, record_kernels
+from .attention import record_kernels
 from .data import Corpus, check_splits
 from .errors import LexkitError
 from .mix import mix_probe, parse_mix
@@ -58,15 +58,18 @@ from .runs import lifecycle
 from .settings import TrainConfig
 from .threads import use as use_threads
 from .train import (
+    after_backward,
     check_job,
     check_loss,
+    checkpoint_state,
     device_autocast,
     lr_at,
     make_optimizer,
+    metrics_row,
+    run_summary,
     stop_signals,
     throughput,
-    validation_bpb,
-    validation_tasks,
+    validate_into,
 )
 
 __all__ = ["BatchRefused", "batched_forward", "batched_step", "probe", "refusal", "train_seeds"]
@@ -187,12 +190,7 @@ def batched_step(models: list[GPT], optimizers: list[torch.optim.Optimizer], x: 
     for optimizer in optimizers:
         optimizer.zero_grad(set_to_none=True)
     losses.sum().backward()
-    norms = []
-    for model, optimizer in zip(models, optimizers):
-        norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip).detach())
-        optimizer.step()
-        model.constrain_()
-    return values, norms
+    return values, [after_backward(model, optimizer, grad_clip) for model, optimizer in zip(models, optimizers)]
 
 
 @dataclasses.dataclass
@@ -264,16 +262,7 @@ def train_seeds(outs: list[str | Path], model_cfg: ModelConfig, train_cfgs: list
     finally:
         for seed in seeds:
             seed.run.close()
-    summaries = []
-    for seed in seeds:
-        summary = {"step": seed.state["step"], "loss": seed.loss, "elapsed": seed.state.get("elapsed")}
-        if seed.stopped:
-            summary["stopped"] = seed.state["step"]
-        rows = [r for r in runs.read_metrics(seed.run.path) if "val_bpb" in r]
-        if rows:
-            summary["val_bpb"] = rows[-1]["val_bpb"]
-        summaries.append(summary)
-    return summaries
+    return [run_summary(seed.state, seed.loss, seed.stopped, seed.run) for seed in seeds]
 
 
 def _loop(seeds: list[_Seed], model_cfg: ModelConfig, corpus: Corpus, dev: torch.device, progress: bool,
@@ -320,23 +309,15 @@ def _loop(seeds: list[_Seed], model_cfg: ModelConfig, corpus: Corpus, dev: torch
             signalled = stop.requested
             for s, norm in zip(active, norms):
                 if evaluate_now or done % cfg.log_every == 0:
-                    share = round(rate / len(active), 1)  # each seed's bytes of the batched step
-                    row = {"step": done, "loss": round(s.loss, 6), "lr": lr, "bytes_per_s": share,
-                           "grad_norm": round(float(norm), 6), "step_seconds": round(step_seconds, 6),
-                           **rate_of(step_seconds), "kernel": kernel_label(ran), "batched_seeds": len(active)}
+                    row = metrics_row(done, s.loss, lr, rate / len(active), norm, step_seconds, rate_of, ran,
+                                      batched_seeds=len(active))  # each seed's bytes of the batched step
                     if evaluate_now:
-                        row["val_bpb"] = round(validation_bpb(s.model, valid_stream, s.cfg, length, dev), 6)
-                        row.update(validation_tasks(s.model, probe_docs, dev))
-                        if rule is not None:
-                            s.history.append(row)
-                            if stopping.stop_step(s.history, rule, watched) == done:
-                                row["stopped"] = s.stopped = True
+                        s.stopped = validate_into(row, s.model, valid_stream, s.cfg, length, dev, probe_docs, rule,
+                                                  s.history, watched)
                     s.run.log(row)
                 if done % cfg.save_every == 0 or done == cfg.steps or signalled or s.stopped:
-                    s.state = {"step": done, "done": done == cfg.steps or s.stopped, "loss": s.loss,
-                               "elapsed": round(s.elapsed_before + time.perf_counter() - s.began, 3)}
-                    if s.stopped:
-                        s.state["stopped"] = done
+                    s.state = checkpoint_state(done, cfg.steps, s.stopped, s.loss,
+                                               s.elapsed_before + time.perf_counter() - s.began)
                     s.run.save(s.model, s.optimizer, s.state)
             if signalled:
                 for s in seeds:

@@ -140,12 +140,64 @@ def train_step_stats(
         return value, math.nan
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
+    return value, after_backward(model, optimizer, grad_clip)
+
+
+def after_backward(model: torch.nn.Module, optimizer: torch.optim.Optimizer, grad_clip: float) -> torch.Tensor:
+    """What a step does once the gradients are in: clip at ``grad_clip``, the optimizer's step, the
+    scheme's constraints; returns the gradient norm before clipping (0-d). The one-run step and the
+    batched seeds' (:func:`lexkit.batched.batched_step`, per seed) both end here."""
     norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     optimizer.step()
     core = distributed.unwrap(model)
     if isinstance(core, GPT):
         core.constrain_()
-    return value, norm.detach()
+    return norm.detach()
+
+
+def metrics_row(done: int, loss: float, lr: float, rate: float, grad_norm, step_seconds: float, rate_of,
+                ran: list[str], **extra) -> dict:
+    """One metrics row (docs/runs.md): the step, loss, learning rate, bytes/s, gradient norm, step time,
+    the throughput figures ``rate_of(step_seconds)`` gives and the kernel that ran, then ``extra``."""
+    return {"step": done, "loss": round(loss, 6), "lr": lr, "bytes_per_s": round(rate, 1),
+            "grad_norm": round(float(grad_norm), 6), "step_seconds": round(step_seconds, 6),
+            **rate_of(step_seconds), "kernel": kernel_label(ran), **extra}
+
+
+def validate_into(row: dict, model: GPT, valid_stream: Stream, cfg: TrainConfig, length: int, dev: torch.device,
+                  probe: dict, rule, history: list, watched: list[str]) -> bool:
+    """Add validation bpb and the mix's probes to ``row``; with a stop ``rule``, append the row to
+    ``history`` and return whether the rule stops the run at this step (marking the row)."""
+    row["val_bpb"] = round(validation_bpb(model, valid_stream, cfg, length, dev), 6)
+    row.update(validation_tasks(model, probe, dev))
+    if rule is None:
+        return False
+    history.append(row)
+    if stopping.stop_step(history, rule, watched) == row["step"]:
+        row["stopped"] = True
+        return True
+    return False
+
+
+def checkpoint_state(done: int, steps: int, stopped: bool, loss: float, elapsed: float) -> dict:
+    """The trainer state a checkpoint keeps (``trainer_state.json``): the step, whether the run is
+    done (its last step, or its stop rule's), the loss and the wall seconds so far."""
+    state = {"step": done, "done": done == steps or stopped, "loss": loss, "elapsed": round(elapsed, 3)}
+    if stopped:
+        state["stopped"] = done  # by the run's stop rule: its end
+    return state
+
+
+def run_summary(state: dict, loss: float, stopped: bool, run: runs.RunDir | None) -> dict:
+    """What :func:`train` returns: the last step, loss, elapsed seconds, the stop step and the last
+    validation bpb of the run's metrics."""
+    summary = {"step": state["step"], "loss": loss, "elapsed": state.get("elapsed")}
+    if stopped:
+        summary["stopped"] = state["step"]
+    rows = [r for r in runs.read_metrics(run.path) if "val_bpb" in r] if run is not None else []
+    if rows:
+        summary["val_bpb"] = rows[-1]["val_bpb"]
+    return summary
 
 
 def device_autocast(device: torch.device) -> AbstractContextManager:
@@ -335,26 +387,18 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
             step_seconds, rate, last = now - t0, x.numel() * w.size / max(now - last, 1e-9), now
             evaluate_now = done % cfg.eval_every == 0 or done == cfg.steps
             if evaluate_now or done % cfg.log_every == 0:
-                row = {"step": done, "loss": round(loss_value, 6), "lr": lr, "bytes_per_s": round(rate, 1),
-                       "grad_norm": round(float(grad_norm), 6), "step_seconds": round(step_seconds, 6),
-                       **rate_of(step_seconds), "kernel": kernel_label(ran)}
-                if evaluate_now:  # every rank (an FSDP2 forward is collective)
-                    row["val_bpb"] = round(validation_bpb(distributed.unwrap(model), valid_stream, cfg, length, dev), 6)
-                    row.update(validation_tasks(distributed.unwrap(model), probe, dev))
-                    if rule is not None:  # the same probes on every rank: every rank stops at the same step
-                        history.append(row)
-                        if stopping.stop_step(history, rule, watched) == done:
-                            row["stopped"] = stopped = True
+                row = metrics_row(done, loss_value, lr, rate, grad_norm, step_seconds, rate_of, ran)
+                if evaluate_now:  # every rank (an FSDP2 forward is collective; the same probes: the same stop)
+                    stopped = validate_into(row, distributed.unwrap(model), valid_stream, cfg, length, dev, probe,
+                                            rule, history, watched)
                 if run is not None:
                     run.log(row)
                     if job.writer is not None:
                         job.writer.add(row)
             signalled = w.any(stop.requested, dev)
             if done % cfg.save_every == 0 or done == cfg.steps or signalled or stopped:
-                state = {"step": done, "done": done == cfg.steps or stopped, "loss": loss_value,
-                         "elapsed": round(elapsed_before + time.perf_counter() - began, 3)}
-                if stopped:
-                    state["stopped"] = done  # by the run's stop rule: its end
+                state = checkpoint_state(done, cfg.steps, stopped, loss_value,
+                                         elapsed_before + time.perf_counter() - began)
                 if unseen:
                     unseen.join(w, dev)
                     state["seen"] = unseen.seen()
@@ -369,13 +413,7 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
             if stopped:
                 break
     w.barrier()  # every rank leaves together (rank 0 wrote the last checkpoint)
-    summary = {"step": state["step"], "loss": loss_value, "elapsed": state.get("elapsed")}
-    if stopped:
-        summary["stopped"] = state["step"]
-    rows = [r for r in runs.read_metrics(run.path) if "val_bpb" in r] if run is not None else []
-    if rows:
-        summary["val_bpb"] = rows[-1]["val_bpb"]
-    return summary
+    return run_summary(state, loss_value, stopped, run)
 
 
 def _without_positions(drop: dropping.Drop, dev: torch.device) -> GPT:
