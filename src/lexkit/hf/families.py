@@ -35,6 +35,7 @@ from ..attention import create as create_pattern
 from ..attention import modifiers as mods
 from ..errors import LexkitError
 from ..layouts import Layer, canonical
+from ..positions.scaling import HF_KEYS, hf_rope_type, lexkit_method
 from ..specs import spec_number
 
 
@@ -150,9 +151,9 @@ def per_type_rope(config) -> bool:
 def rope_scheme(params: dict) -> str:
     """``rope:base=10000``, ``rope:base=150000,scaling=yarn,factor=32``: a layer's RoPE in the words
     of lexkit's ``rope`` scheme (its base and scaling; the exact frequencies are the model's)."""
-    out = f"rope:base={spec_number(params['rope_theta'])}"
-    kind = params.get("rope_type", params.get("type", "default"))
-    if kind != "default":
+    out = f"rope:base={spec_number(params[HF_KEYS['base']])}"
+    kind = lexkit_method(params.get("rope_type", params.get("type", hf_rope_type("none"))))
+    if kind != "none":
         out += f",scaling={kind}" + (f",factor={spec_number(params['factor'])}" if "factor" in params else "")
     return out
 

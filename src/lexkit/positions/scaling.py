@@ -44,6 +44,27 @@ METHOD_PARAMS: dict[str, tuple[str, ...]] = {
     "yarn": ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate"),
     "llama3": ("low_freq", "high_freq"),
 }
+#: transformers' ``rope_type`` of a method where its name differs from lexkit's (modeling_rope_utils)
+HF_ROPE_TYPE = {"none": "default"}
+#: lexkit's names of RoPE's settings -> transformers' ``rope_parameters`` keys: the one table the
+#: Hugging Face path (lexkit.hf) and the conformance adapter (lexkit.conformance.adapters.hf) read
+HF_KEYS = {"base": "rope_theta", "factor": "factor", "original_len": "original_max_position_embeddings",
+           "low_freq": "low_freq_factor", "high_freq": "high_freq_factor", "fraction": "partial_rotary_factor",
+           "beta_fast": "beta_fast", "beta_slow": "beta_slow", "attention_factor": "attention_factor",
+           "mscale": "mscale", "mscale_all_dim": "mscale_all_dim", "truncate": "truncate",
+           "short_factor": "short_factor", "long_factor": "long_factor"}
+
+
+def hf_rope_type(method: str) -> str:
+    """transformers' ``rope_type`` of lexkit's method (``none`` -> ``default``)."""
+    return HF_ROPE_TYPE.get(method, method)
+
+
+def lexkit_method(rope_type: str) -> str:
+    """lexkit's method of transformers' ``rope_type`` (``default`` -> ``none``)."""
+    return {hf: ours for ours, hf in HF_ROPE_TYPE.items()}.get(rope_type, rope_type)
+
+
 #: methods that need the original (training) length L
 NEEDS_LENGTH = ("dynamic", "yarn", "llama3")
 METHODS = tuple(METHOD_PARAMS)

@@ -21,6 +21,7 @@ import contextlib
 
 import torch
 
+from ...positions.scaling import HF_KEYS, hf_rope_type
 from ..adapter import Adapter, register
 from ..config import YARN_KEYS, RopeConfig
 
@@ -38,21 +39,21 @@ def _quiet():
 
 
 def rope_parameters(c: RopeConfig) -> dict:
-    """HF's ``rope_parameters`` of one layer's config."""
-    p: dict = {"rope_type": "default" if c.scaling == "none" else c.scaling, "rope_theta": c.base}
+    """HF's ``rope_parameters`` of one layer's config (keys by :data:`lexkit.positions.scaling.HF_KEYS`)."""
+    ours: dict = {"base": c.base}
     if c.factor is not None:
-        p["factor"] = c.factor
+        ours["factor"] = c.factor
     if c.scaling in ("yarn", "llama3", "longrope"):
-        p["original_max_position_embeddings"] = c.original_len
+        ours["original_len"] = c.original_len
     if c.scaling == "yarn":
-        p.update({k: getattr(c, k) for k in YARN_KEYS if getattr(c, k) is not None})
+        ours.update({k: getattr(c, k) for k in YARN_KEYS if getattr(c, k) is not None})
     if c.scaling == "llama3":  # required keys in HF
-        p.update(low_freq_factor=c.low_freq or 1.0, high_freq_factor=c.high_freq or 4.0)
+        ours.update(low_freq=c.low_freq or 1.0, high_freq=c.high_freq or 4.0)
     if c.scaling == "longrope":
-        p.update(short_factor=list(c.short_factor), long_factor=list(c.long_factor))
+        ours.update(short_factor=list(c.short_factor), long_factor=list(c.long_factor))
     if c.fraction != 1.0:
-        p["partial_rotary_factor"] = c.fraction
-    return p
+        ours["fraction"] = c.fraction
+    return {"rope_type": hf_rope_type(c.scaling)} | {HF_KEYS[k]: v for k, v in ours.items()}
 
 
 def max_positions(c: RopeConfig) -> int:
