@@ -41,7 +41,7 @@ class Fitted(Temperature):
     }
     train_len_params = ("L",)
     summary = "1 + c·ln(n/L) for n = m+1 > L, else 1: DroPE's fitted temperature"
-    source = "Gelberg et al. 2025, arXiv 2512.12167 (DroPE)"
+    source = "Gelberg et al. 2025, arXiv 2512.12167 (DroPE); c=0.2: the nanoGPT speedrun's window scale"
 
     def query_scale(self, state, pos: Tensor) -> Tensor:
         return fitted_scale(pos, float(self.values["c"]), self.values["L"])  # [n]
