@@ -134,17 +134,24 @@ class Attention:
         context = self.scheme.context(x) if x is not None and self.scheme.has_context else None
         sink = self.scoring.sink()  # [heads] or None: the layer's, read inside its forward
         self.ran = self.kernel
-        if self.kernel == "dense":
-            if self.by_scores:  # the reference computation, one block of every query
-                out = self._chunked(q, k, v, layer, block=max(1, self.n), sink=sink, context=context)
-            else:
-                out = self._dense(q, k, v, sink)
-        elif self.kernel == "flex":
-            out = self._flex(q, k, v, layer)  # sets self.ran: flex, a smaller flex, or chunked
-        else:
-            out = self._chunked(q, k, v, layer, sink=sink, context=context)
+        out = RUNS[self.kernel](self, q, k, v, layer, sink, context)
         note_ran(self.ran)
         return out
+
+    # -- the kernels by name (:data:`RUNS`): each (q, k, v, layer, sink, context) -> [b, h, n, d] --------
+    def _run_dense(self, q: Tensor, k: Tensor, v: Tensor, layer: int, sink: Tensor | None,
+                   context: Tensor | None) -> Tensor:
+        if self.by_scores:  # the reference computation, one block of every query
+            return self._chunked(q, k, v, layer, block=max(1, self.n), sink=sink, context=context)
+        return self._dense(q, k, v, sink)
+
+    def _run_chunked(self, q: Tensor, k: Tensor, v: Tensor, layer: int, sink: Tensor | None,
+                     context: Tensor | None) -> Tensor:
+        return self._chunked(q, k, v, layer, sink=sink, context=context)
+
+    def _run_flex(self, q: Tensor, k: Tensor, v: Tensor, layer: int, sink: Tensor | None,
+                  context: Tensor | None) -> Tensor:
+        return self._flex(q, k, v, layer)  # sets self.ran: flex, a smaller flex, or chunked
 
     @property
     def q_scale(self) -> Tensor | None:
@@ -296,6 +303,12 @@ class Attention:
             inputs = tuple(t for t in (q, k, v) if t.requires_grad)
             torch.autograd.grad(out, inputs, torch.zeros_like(out), retain_graph=True)
         return out
+
+
+#: each kernel :func:`choose_kernel` may return, by name: what :meth:`Attention.__call__` runs
+RUNS: dict[str, Callable[..., Tensor]] = {
+    "dense": Attention._run_dense, "chunked": Attention._run_chunked, "flex": Attention._run_flex,
+}
 
 
 def attend_block(
