@@ -10,10 +10,10 @@ import math
 import pytest
 import torch
 
-from lexkit import GPT, ModelConfig, layouts
+from kit import assert_kernels_and_cache_agree, assert_trains, sharp_gpt
+from lexkit import layouts
 from lexkit.attention import kernels
 from lexkit.attention.modifiers import chunk_weights
-from lexkit.sample import generate
 
 
 def qk(n: int = 19, d: int = 8, seed: int = 0):
@@ -59,40 +59,14 @@ def test_one_chunk_is_the_own_chunk_and_enough_chunks_are_the_causal_softmax():
     torch.testing.assert_close(chunk_weights(z, visible, idx, idx, 4, 6), torch.softmax(z, -1).float())
 
 
-def model(layout: str) -> GPT:
-    torch.manual_seed(0)
-    net = GPT(ModelConfig(n_layers=2, d_model=32, n_heads=2, train_len=16, layout=layout)).eval()
-    with torch.no_grad():
-        for name, p in net.named_parameters():
-            if p.dim() == 2 and not name.startswith("embed"):
-                p.mul_(4)
-    return net
-
-
 @pytest.mark.parametrize("layout", ["rope@window:6;none@causal+chunks:4,n=2", "rope@causal+logn+chunks:5,n=3"])
 def test_dense_chunked_the_cache_and_cached_generation_agree(layout, monkeypatch):
     monkeypatch.setattr(kernels, "CHUNK", 8)
-    net = model(layout)
-    x = torch.randint(0, 256, (2, 40), generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        dense = net(x, kernel="dense")
-        assert (net(x, kernel="chunked") - dense).abs().max() <= 1e-5
-        cache = net.new_cache()
-        pieces = torch.cat([net(x[:, i:i + 7], cache=cache) for i in range(0, 40, 7)], dim=1)
-        assert (pieces - dense).abs().max() <= 1e-5
-        plain = model(layout.split("+chunks")[0])
-        assert (plain(x) - dense).abs().max() > 1e-3
-    prompt = b"for i in range(3):\n"
-    assert generate(net, prompt, 12, temperature=0, cache=True) == generate(net, prompt, 12, temperature=0, cache=False)
+    assert_kernels_and_cache_agree(sharp_gpt(layout, 4), sharp_gpt(layout.split("+chunks")[0], 4))
 
 
 def test_a_chunk_selection_layer_trains_and_flex_a_sink_and_bad_values_are_refused_by_name():
-    net = model("rope@window:6;none@causal+chunks:4,n=2").train()
-    x = torch.randint(0, 256, (2, 24), generator=torch.Generator().manual_seed(2))
-    loss = torch.nn.functional.cross_entropy(net(x).flatten(0, 1), x.roll(-1, 1).flatten())
-    loss.backward()
-    assert torch.isfinite(loss) and all(p.grad is not None and bool(p.grad.abs().sum() > 0)
-                                        for n, p in net.named_parameters() if n.startswith("blocks.1.qkv"))
+    assert_trains(sharp_gpt("rope@window:6;none@causal+chunks:4,n=2", 4))
     from lexkit.attention.modifiers import Chunks
 
     assert "chunk selection" in Chunks.flex_refusal and "kernel 'flex'" in Chunks.flex_refusal

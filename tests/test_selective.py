@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lexkit import GPT, ModelConfig, layouts
+from kit import assert_kernels_and_cache_agree, assert_trains, sharp_gpt
+from lexkit import layouts
 from lexkit.attention import kernels
 from lexkit.attention.modifiers import selective_weights
-from lexkit.sample import generate
 
 
 def causal_scores(n: int = 10, seed: int = 0):
@@ -63,41 +63,14 @@ def test_the_penalty_carried_across_query_blocks_equals_one_block():
     assert carry["selective"].shape == (2, 12)
 
 
-def model(layout: str) -> GPT:
-    torch.manual_seed(0)
-    net = GPT(ModelConfig(n_layers=2, d_model=32, n_heads=2, train_len=16, layout=layout)).eval()
-    with torch.no_grad():  # sharper than the init, so head 0's scores pass zero and mask keys
-        for name, p in net.named_parameters():
-            if p.dim() == 2 and not name.startswith("embed"):
-                p.mul_(6)
-    return net
-
-
 @pytest.mark.parametrize("layout", ["rope@window:6;none@causal+selective", "rope@window:5+selective;none@causal"])
 def test_dense_chunked_the_cache_and_cached_generation_agree(layout, monkeypatch):
     monkeypatch.setattr(kernels, "CHUNK", 8)  # several query blocks in 40 tokens
-    net = model(layout)
-    x = torch.randint(0, 256, (2, 40), generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        dense = net(x, kernel="dense")
-        assert (net(x, kernel="chunked") - dense).abs().max() <= 1e-5
-        cache = net.new_cache()
-        pieces = torch.cat([net(x[:, i:i + 7], cache=cache) for i in range(0, 40, 7)], dim=1)
-        assert (pieces - dense).abs().max() <= 1e-5
-        plain = model(layout.replace("+selective", ""))
-        assert (plain(x) - dense).abs().max() > 1e-3  # it changes the output: the agreement has teeth
-    prompt = b"for i in range(3):\n"
-    assert generate(net, prompt, 16, temperature=0, cache=True) == generate(net, prompt, 16, temperature=0, cache=False)
+    assert_kernels_and_cache_agree(sharp_gpt(layout), sharp_gpt(layout.replace("+selective", "")))
 
 
 def test_a_selective_layer_trains_and_flex_and_a_sink_are_refused_by_name():
-    net = model("rope@window:6;none@causal+selective").train()
-    x = torch.randint(0, 256, (2, 24), generator=torch.Generator().manual_seed(2))
-    loss = torch.nn.functional.cross_entropy(net(x).flatten(0, 1), x.roll(-1, 1).flatten())
-    loss.backward()
-    assert torch.isfinite(loss)
-    assert all(p.grad is not None and bool(p.grad.abs().sum() > 0)
-               for n, p in net.named_parameters() if n.startswith("blocks.1.qkv"))
+    assert_trains(sharp_gpt("rope@window:6;none@causal+selective"))
     from lexkit.attention.modifiers import Selective
 
     assert "selective attention" in Selective.flex_refusal and "kernel 'flex'" in Selective.flex_refusal

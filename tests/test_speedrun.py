@@ -9,10 +9,10 @@ import math
 import pytest
 import torch
 
-from lexkit import GPT, ModelConfig, layouts
+from kit import assert_kernels_and_cache_agree, sharp_gpt
+from lexkit import layouts
 from lexkit.attention import kernels
 from lexkit.attention.modifiers import offset_keys, parse
-from lexkit.sample import generate
 
 
 @pytest.mark.parametrize("head_dim, fraction", [(8, 0.5), (7, 0.5), (8, 0.25), (6, 1.0)])
@@ -41,27 +41,12 @@ def test_the_key_offset_makes_a_one_layer_induction_head():
     assert torch.equal((without @ e)[0, 0].argmax(-1), seq)  # no offset: the head finds the token itself
 
 
-def model(layout: str) -> GPT:
-    torch.manual_seed(0)
-    return GPT(ModelConfig(n_layers=2, d_model=32, n_heads=2, train_len=16, layout=layout)).eval()
-
-
 @pytest.mark.parametrize("layout", ["rope@window:6;none@causal+keyoffset+fitted:c=0.2",
                                     "rope:fraction=0.5@causal+keyoffset:0.5;none@causal+fitted:c=0.2"])
 def test_dense_chunked_the_cache_and_cached_generation_agree(layout, monkeypatch):
     monkeypatch.setattr(kernels, "CHUNK", 8)
-    net = model(layout)
-    x = torch.randint(0, 256, (2, 40), generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        dense = net(x, kernel="dense")
-        assert (net(x, kernel="chunked") - dense).abs().max() <= 1e-5
-        cache = net.new_cache()
-        pieces = torch.cat([net(x[:, i:i + 7], cache=cache) for i in range(0, 40, 7)], dim=1)
-        assert (pieces - dense).abs().max() <= 1e-5
-        plain = model(layout.replace("+keyoffset:0.5", "").replace("+keyoffset", ""))
-        assert (plain(x) - dense).abs().max() > 1e-4
-    prompt = b"for i in range(3):\n"
-    assert generate(net, prompt, 12, temperature=0, cache=True) == generate(net, prompt, 12, temperature=0, cache=False)
+    plain = sharp_gpt(layout.replace("+keyoffset:0.5", "").replace("+keyoffset", ""), 1)
+    assert_kernels_and_cache_agree(sharp_gpt(layout, 1), plain)
 
 
 def test_the_speedruns_window_temperature_is_fitted_at_c_0_2_and_a_bad_offset_is_refused():

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from kit import assert_kernels_and_cache_agree, assert_trains, sharp_gpt
 from lexkit import GPT, ModelConfig, layouts
 from lexkit.attention import kernels
 from lexkit.attention.modifiers import top_k_weights
-from lexkit.sample import generate
 
 
 def causal_scores(n: int = 12, seed: int = 0):
@@ -64,42 +64,16 @@ def test_ties_at_the_kth_score_are_all_kept_and_k_past_the_row_is_the_softmax():
     torch.testing.assert_close(top_k_weights(z, visible, idx, idx, 50), torch.softmax(z.float(), -1))
 
 
-def model(layout: str) -> GPT:
-    torch.manual_seed(0)
-    net = GPT(ModelConfig(n_layers=2, d_model=32, n_heads=2, train_len=16, layout=layout)).eval()
-    with torch.no_grad():  # sharper than the init, so a few keys stand out and top-k changes the output
-        for name, p in net.named_parameters():
-            if p.dim() == 2 and not name.startswith("embed"):
-                p.mul_(8)
-    return net
-
-
 @pytest.mark.parametrize("layout", ["rope@window:6;none@causal+topk:3", "none@causal+logn+topk:2,straight=true",
                                     "rope@window:5+topk:2;none@causal"])
 def test_dense_chunked_the_cache_and_cached_generation_agree(layout, monkeypatch):
     monkeypatch.setattr(kernels, "CHUNK", 8)  # several query blocks in 40 tokens
-    net = model(layout)
-    x = torch.randint(0, 256, (2, 40), generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        dense = net(x, kernel="dense")
-        assert (net(x, kernel="chunked") - dense).abs().max() <= 1e-5
-        cache = net.new_cache()
-        pieces = torch.cat([net(x[:, i:i + 7], cache=cache) for i in range(0, 40, 7)], dim=1)
-        assert (pieces - dense).abs().max() <= 1e-5
-        plain = model(layout.replace("+topk:3", "").replace("+topk:2,straight=true", "").replace("+topk:2", ""))
-        assert (plain(x) - dense).abs().max() > 1e-3  # it changes the output: the agreement has teeth
-    prompt = b"for i in range(3):\n"
-    cached = generate(net, prompt, 16, temperature=0, cache=True)
-    assert cached == generate(net, prompt, 16, temperature=0, cache=False)
+    plain = sharp_gpt(layout.replace("+topk:3", "").replace("+topk:2,straight=true", "").replace("+topk:2", ""), 8)
+    assert_kernels_and_cache_agree(sharp_gpt(layout, 8), plain)
 
 
 def test_a_top_k_layer_trains_and_flex_and_a_sink_are_refused_by_name():
-    net = model("rope@window:6;none@causal+topk:2,straight=true").train()
-    x = torch.randint(0, 256, (2, 24), generator=torch.Generator().manual_seed(2))
-    loss = torch.nn.functional.cross_entropy(net(x).flatten(0, 1), x.roll(-1, 1).flatten())
-    loss.backward()
-    assert torch.isfinite(loss) and all(p.grad is not None and bool(p.grad.abs().sum() > 0)
-                                        for n, p in net.named_parameters() if n.startswith("blocks.1.qkv"))
+    assert_trains(sharp_gpt("rope@window:6;none@causal+topk:2,straight=true", 8))
     from lexkit.attention.modifiers import TopK
 
     assert "top-k attention" in TopK.flex_refusal and "kernel 'flex'" in TopK.flex_refusal
