@@ -40,9 +40,12 @@ def seeds_of(model_cfg: ModelConfig, seeds=(0, 1, 2)) -> list[GPT]:
 
 
 @pytest.mark.parametrize("scheme, layout", [("rope", None), ("rope", "hwfa:W=8,shift=0.5"),
-                                            ("rope", "none@causal+stickbreak"), ("alibi", None), ("xpos", None)])
+                                            ("rope", "none@causal+stickbreak"), ("alibi", None), ("xpos", None),
+                                            ("rope", "rope@window:8;none@causal+entmax+kshift"),
+                                            ("rope", "(rope@window:8;none@causal+selective)^2")])
 def test_the_batched_forward_is_each_seeds_own_forward(scheme, layout):
-    cfg = ModelConfig(scheme=scheme, n_layers=2, d_model=32, n_heads=2, train_len=32, layout=layout)
+    layers = 4 if layout and "^" in layout else 2  # a loop of two layers, run twice
+    cfg = ModelConfig(scheme=scheme, n_layers=layers, d_model=32, n_heads=2, train_len=32, layout=layout)
     models = seeds_of(cfg)
     x = torch.randint(0, 257, (3, 2, 32), generator=torch.Generator().manual_seed(1))
     together = batched.batched_forward(models, x)  # [3, 2, 32, 257]
