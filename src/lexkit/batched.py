@@ -271,7 +271,8 @@ def _loop(seeds: list[_Seed], model_cfg: ModelConfig, corpus: Corpus, dev: torch
     each seed's own clipping, AdamW step, metrics row, validation, checkpoint and stop rule (a seed
     that stops leaves the batch; the others go on)."""
     cfg, length = seeds[0].cfg, model_cfg.train_len
-    train_stream, valid_stream = distributed.streams(corpus, cfg.mix, cfg.eval_windows, length, distributed.SINGLE)
+    train_stream, valid_stream = distributed.streams(corpus, cfg.mix, cfg.eval_windows, length, distributed.SINGLE,
+                                                     cfg.curriculum_steps)
     probe_docs = mix_probe(valid_stream.tokens, cfg.mix, length) if cfg.mix else {}
     rule, watched = stopping.parse(cfg.stop), list(parse_mix(cfg.mix)) if cfg.mix else []
     autocast = device_autocast(dev)

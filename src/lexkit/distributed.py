@@ -359,14 +359,16 @@ def node_corpus(corpus: Corpus | None, load: Callable[[], Corpus], w: World) -> 
     return corpus
 
 
-def streams(corpus: Corpus | None, mix: str, windows: int, length: int, w: World) -> tuple[Stream, Stream]:
-    """The training stream (one copy per node; retrieval documents in it when ``mix`` names some)
-    and the validation stream (rank 0's first ``windows`` windows of ``length``, handed to every rank)."""
+def streams(corpus: Corpus | None, mix: str, windows: int, length: int, w: World,
+            curriculum: int = 0) -> tuple[Stream, Stream]:
+    """The training stream (one copy per node; retrieval documents in it when ``mix`` names some,
+    drawn by the curriculum's rule before step ``curriculum``) and the validation stream (rank 0's
+    first ``windows`` windows of ``length``, handed to every rank)."""
     key = w.broadcast(hashlib.sha256(json.dumps(corpus.fingerprint, sort_keys=True).encode()).hexdigest()[:16]
                       if w.is_main else None)
     train_stream = Stream(tokens=shared_tokens(lambda: tokens_of(corpus.train), key, w))
     if mix:
-        train_stream = MixedStream(train_stream.tokens, mix)
+        train_stream = MixedStream(train_stream.tokens, mix, curriculum)
     if not w.parallel:
         return train_stream, Stream(corpus.valid)
     head = Stream(corpus.valid).tokens[: windows * length + 1] if w.is_main else None

@@ -100,11 +100,11 @@ def mix_size(task: str, length: int, rng) -> int:
 
 
 def mix_document(task: str, length: int, rng: np.random.Generator, choices: np.random.Generator,
-                 depth: float | None = None, **make) -> tasks.Document:
+                 depth: float | None = None, early: bool = False, **make) -> tasks.Document:
     """One mix document of ``task``: its parameters drawn from ``choices`` (:func:`lexkit.tasks.draw_spec`:
     nothing drawn for a task without ``mix_choices``), its size from ``rng``, then its depth unless
-    given; ``make``: :func:`lexkit.tasks.make`'s other arguments."""
-    spec = tasks.draw_spec(task, choices)
+    given (``early``: in a curriculum's first part); ``make``: :func:`lexkit.tasks.make`'s other arguments."""
+    spec = tasks.draw_spec(task, choices, early)
     size = mix_size(spec, length, rng)
     depth = float(rng.uniform(0, 100)) if depth is None else depth
     return tasks.make(spec, length, depth, size=size, **make)
@@ -158,12 +158,15 @@ class MixedStream(Stream):
     ``length`` bytes (BOS, haystack drawn from the training stream itself, the needle at a random
     depth) with the probability its task's fraction gives, decided by a generator seeded from
     (seed, t) alone. So every rank of a torchrun run sees its own rows of the same global batch,
-    and a resumed run draws the batches an uninterrupted one would."""
+    and a resumed run draws the batches an uninterrupted one would. Before step ``curriculum`` (0: no
+    curriculum) a task document draws its parameters from the task's curriculum values
+    (:attr:`lexkit.tasks.Task.curriculum`: kvthread one hop, then one or two)."""
 
-    def __init__(self, tokens: Tensor, mix: dict[str, float] | str) -> None:
+    def __init__(self, tokens: Tensor, mix: dict[str, float] | str, curriculum: int = 0) -> None:
         super().__init__(tokens=tokens)
         self.mix = parse_mix(mix) if isinstance(mix, str) else dict(mix)
         self.haystack = haystack_of(self.tokens)
+        self.curriculum = int(curriculum)
 
     def task_rows(self, step: int, batch: int, seed: int, rows: slice = slice(None)) -> dict[int, tuple[int, str]]:
         """The rows of step ``step``'s batch that hold a task document: {row of ``rows`` (one rank's
@@ -184,8 +187,8 @@ class MixedStream(Stream):
         x, y = super().batch(step, batch, length, seed, rows)
         for local, (i, task) in self.task_rows(step, batch, seed, rows).items():
             doc = mix_document(task, length, np.random.default_rng([0x314, seed, step, i]),
-                               np.random.default_rng([0x316, seed, step, i]), haystack=self.haystack, seed=seed,
-                               index=step * batch + i, split="train")
+                               np.random.default_rng([0x316, seed, step, i]), early=step < self.curriculum,
+                               haystack=self.haystack, seed=seed, index=step * batch + i, split="train")
             row = encode(doc.text)  # [length + 1]
             x[local], y[local] = row[:-1], row[1:]
         return x, y

@@ -9,8 +9,9 @@ into the model's and the trainer's configs. The trainer (:mod:`lexkit.train`), t
 from __future__ import annotations
 
 import dataclasses
+import math
 
-from . import checks, presets, stopping
+from . import checks, presets, stopping, tasks
 from .mix import format_mix, parse_mix
 from .model import ModelConfig
 
@@ -44,6 +45,8 @@ class TrainConfig:
     #: the layers whose positions go: a selector (local, global, L3, L0-2); None: every layer
     drop_layers: str | None = None
     stop: str = ""  # a rule that ends the run once the mix's probe converged (lexkit.stopping; "": none)
+    #: for the first ceil(F * steps) steps the mix draws each task's curriculum values (kvthread: one hop)
+    curriculum: float = 0.0
 
     def __post_init__(self) -> None:
         self.mix = format_mix(parse_mix(self.mix))
@@ -66,6 +69,14 @@ class TrainConfig:
         if self.freeze_embedding and self.embedding_decay is not None:
             raise ValueError(f"--embedding-decay {self.embedding_decay:g}: a frozen embedding (--freeze-embedding) "
                              "is not in the optimizer, so no decay reaches it; give one of them")
+        if isinstance(self.curriculum, bool) or not isinstance(self.curriculum, (int, float)) \
+                or not 0 <= self.curriculum < 1:
+            raise ValueError(f"--curriculum must be a fraction of the steps in [0, 1) (e.g. 0.25), got "
+                             f"{self.curriculum!r}")
+        self.curriculum = float(self.curriculum)
+        if self.curriculum and not any(tasks.has_curriculum(t) for t in parse_mix(self.mix)):
+            raise ValueError(f"--curriculum {self.curriculum:g}: no task of the mix ({self.mix or 'none'}) has a "
+                             "curriculum (kvthread has: one hop first); give --mix kvthread:F")
         if self.drop_layers is not None and (not isinstance(self.drop_layers, str) or not self.drop_layers.strip()):
             raise ValueError(f"--drop-layers must be a layer selector (all, local, global, L3, L0-2), "
                              f"got {self.drop_layers!r}")
@@ -80,11 +91,17 @@ class TrainConfig:
 
     def recorded(self) -> dict:
         """The config as config.json, results.json and cache keys keep it: every field, but
-        ``stop`` only when a rule is set (a run without one keeps the keys it had before rules)."""
+        ``stop`` and ``curriculum`` only when set (a run without them keeps the keys it had before)."""
         out = dataclasses.asdict(self)
-        if not out["stop"]:
-            del out["stop"]
+        for key in ("stop", "curriculum"):  # unset: the keys a run had before the setting existed
+            if not out[key]:
+                del out[key]
         return out
+
+    @property
+    def curriculum_steps(self) -> int:
+        """The steps the curriculum's first part lasts: ceil(curriculum * steps) (0: none)."""
+        return math.ceil(self.curriculum * self.steps) if self.curriculum else 0
 
     def canonical(self) -> TrainConfig:
         """This config with every setting that trains alike written one way: an embedding decay equal

@@ -244,6 +244,9 @@ class Task:
     #: the values a training mix draws each of these parameters from, uniformly per document (the
     #: others keep their defaults; :func:`draw_spec`)
     mix_choices: ClassVar[dict[str, tuple]] = {}
+    #: what a mix draws instead during a curriculum's first part (``lexkit train --curriculum F``):
+    #: the easier values of some of :attr:`mix_choices` (kvthread: one hop); {}: no curriculum
+    curriculum: ClassVar[dict[str, tuple]] = {}
 
     @classmethod
     def check_params(cls, values: dict[str, Any]) -> None:
@@ -334,15 +337,24 @@ def mix_specs(task: str) -> list[str]:
     return [format_spec(kind.name, kind.params, values) for values in _choices(kind)]
 
 
-def draw_spec(task: str, rng: np.random.Generator) -> str:
+def draw_spec(task: str, rng: np.random.Generator, early: bool = False) -> str:
     """A spec for one training-mix document of ``task``: each parameter of its ``mix_choices``
-    drawn uniformly from ``rng`` (nothing drawn, ``task`` returned, for a task without them)."""
+    drawn uniformly from ``rng`` (nothing drawn, ``task`` returned, for a task without them);
+    ``early``: in a curriculum's first part, from its :attr:`Task.curriculum` values where it has
+    some (one draw per parameter either way, so the documents after it are the ones without it)."""
     kind = get(task)
     if not kind.mix_choices:
         return task
-    values = parse(task)[1] | {key: choices[int(rng.integers(0, len(choices)))]
-                                for key, choices in kind.mix_choices.items()}
+    pools = kind.mix_choices | (kind.curriculum if early else {})
+    values = parse(task)[1] | {key: choices[int(rng.integers(0, len(kind.mix_choices[key])))
+                                            % len(choices)]
+                                for key, choices in pools.items()}
     return format_spec(kind.name, kind.params, values)
+
+
+def has_curriculum(task: str) -> bool:
+    """Whether a mix of ``task`` draws differently during a curriculum (:attr:`Task.curriculum`)."""
+    return bool(get(task).curriculum)
 
 
 def task_seed(task: str) -> int:
@@ -401,10 +413,20 @@ def fitting_size(task: str, length: int, size: int, format: str | None = None) -
     return size
 
 
-def describe() -> list[tuple[str, str, str, str, str]]:
-    """(name, default size, styles, parameters with their defaults, summary) of every task:
-    ``lexkit tasks``."""
-    return [(t.name, str(t.size), ", ".join(t.styles), describe_params(t.params), t.summary) for t in TASKS]
+def describe() -> list[tuple[str, str, str, str, str, str]]:
+    """(name, default size, styles, parameters with their defaults, what a training mix draws (and
+    first, under ``--curriculum``), summary) of every task: ``lexkit tasks``."""
+    return [(t.name, str(t.size), ", ".join(t.styles), describe_params(t.params), _draws(t), t.summary) for t in TASKS]
+
+
+def _draws(kind: type[Task]) -> str:
+    """``hops 1|2, direction forward|backward; first hops 1``: a mix's choices, then its curriculum's."""
+    if not kind.mix_choices:
+        return "-"
+    out = ", ".join(f"{key} {'|'.join(map(str, values))}" for key, values in kind.mix_choices.items())
+    if kind.curriculum:
+        out += "; first " + ", ".join(f"{key} {'|'.join(map(str, v))}" for key, v in kind.curriculum.items())
+    return out
 
 
 def check_depth(depth: float) -> None:
@@ -615,6 +637,7 @@ class KVThread(Task):
                         lambda c: 1 <= c <= MAX_LINKS, f"1..{MAX_LINKS}"),
     }
     mix_choices = {"hops": (1, 2), "direction": DIRECTIONS}
+    curriculum = {"hops": (1,)}  # one hop first (Guo et al. 2025's phase before two; Sanford et al. 2024)
 
     @classmethod
     def default_size(cls, style: str) -> int:

@@ -295,7 +295,8 @@ def train(
             return state
         model, optimizer = distributed.spread(model, optimizer, w, dev, fsdp=fsdp,
                                               rebuild=lambda m: make_optimizer(m, train_cfg))
-        streams = distributed.streams(corpus, train_cfg.mix, train_cfg.eval_windows, model_cfg.train_len, w)
+        streams = distributed.streams(corpus, train_cfg.mix, train_cfg.eval_windows, model_cfg.train_len, w,
+                                      train_cfg.curriculum_steps)
         curves = tensorboard is not None and run is not None
         with contextlib.closing(tb.open_writer(tensorboard, run.path)) if curves else nullcontext() as writer:
             summary = _loop(run, model, optimizer, state, streams,

@@ -77,6 +77,9 @@ def add_parser(sub):
                    help="end the run once the mix's probe has converged: probe:exact=E,probes=K,after=S stops at the "
                    "first validation at step S or later ending K in a row with every task's probe at E or more "
                    "(lexkit.stopping; recorded in config.json; default: none)")
+    p.add_argument("--curriculum", type=float, metavar="F",
+                   help="for the first F of the steps the mix draws each task's easier documents (kvthread: one hop; "
+                   "`lexkit tasks`), then its usual ones, e.g. 0.25 (default: 0, none)")
     p.add_argument("--seed", type=int, help="random seed (default: 0)")
     p.add_argument("--threads", type=int, metavar="N", help=threads.HELP)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps (default: auto)")
@@ -104,7 +107,8 @@ def _default(key: str) -> str:
 def _overrides(args) -> dict:
     return {**{key: getattr(args, key) for key in presets.FLAGS}, "data": args.data, "seed": args.seed,
             "logn": args.logn, "mix": ",".join(args.mix) if args.mix else None, "stop": args.stop,
-            "layout": args.layout, "token_shift": args.token_shift, "random_positions": args.random_positions,
+            "curriculum": args.curriculum, "layout": args.layout, "token_shift": args.token_shift,
+            "random_positions": args.random_positions,
             "untied_head": args.untied_head, "embedding_decay": args.embedding_decay,
             "freeze_embedding": args.freeze_embedding, "reset_unseen": args.reset_unseen,
             "drop_positions_at": args.drop_positions_at, "drop_layers": args.drop_layers}
