@@ -29,7 +29,8 @@ def add_parser(sub):
                    "--layout, the scheme of the layers that name none (default rope)")
     p.add_argument("--layout", help="a scheme, pattern and temperature per layer: a named design (hwfa, hwfa2, "
                    "rnope-swa, irope, gemma, gpt-oss; see `lexkit layouts`) or written out, e.g. "
-                   "\"rope@window:16 ; none@causal+logn\" (docs/layouts.md)")
+                   "\"rope@window:16 ; none@causal+logn\"; (...)xN repeats, (...)^N loops with the same weights "
+                   "(docs/layouts.md)")
     p.add_argument("--token-shift", type=float, metavar="FRACTION",
                    help="shift this fraction of each position's features from the position before, at the input of "
                    "every attention and feed-forward block (x-transformers' shift_tokens=1 is 0.5; default 0)")
