@@ -241,7 +241,7 @@ class Block(nn.Module):
         # zero-filling a [3, b, h, n, hd] buffer per part
         q, k, v = self.qkv(a).view(b, n, 3, h, d // h).permute(2, 0, 3, 1, 4).unbind(0)
         for modifier in self.layer.at("qkv"):
-            q, k, v = modifier.qkv(q, k, v, self.state(modifier), carry, x=a)
+            q, k, v = modifier.qkv(q, k, v, self.state(modifier), carry, x=a, pos=attend.q_pos)
         variants = self.layer.at("attention")
         for modifier in variants:
             q, k, v = modifier.prepare(q, k, v, self.state(modifier))

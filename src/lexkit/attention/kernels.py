@@ -154,6 +154,11 @@ class Attention:
         return self._flex(q, k, v, layer)  # sets self.ran: flex, a smaller flex, or chunked
 
     @property
+    def q_pos(self) -> Tensor:
+        """The queries' positions [n] (every position of the forward), as the KV cache's calls say theirs."""
+        return self.pos
+
+    @property
     def q_scale(self) -> Tensor | None:
         """The factor per query [n] or per head and query [H, n] (None: none), computed at the first
         call, inside the layer's forward: a learned temperature's parameters belong to its layer

@@ -10,7 +10,7 @@ those of one place): the temperatures (``logn``, ``llama4``, ``ssmax``), ``sink`
 shift), ``gate`` (Qwen's gated attention), and the temperatures ``sit`` (scale-invariant
 attention), ``fitted`` (DroPE's) and ``adaptive`` (from the attention's entropy); then the nanoGPT
 speedrun's ``keyoffset`` (the last dims of each key from the position before; its window temperature
-0.2·ln(n/L) + 1 is ``fitted:c=0.2``).
+0.2·ln(n/L) + 1 is ``fitted:c=0.2``), and ASEntmax's length scale ``asscale`` (a temperature).
 ``@lexkit.attention.modifiers.register`` adds a user's own (``--import MODULE``).
 """
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 from ...registry import Registry
 from ...specs import describe_params, parse_params, split_spec
 from .adaptive import Adaptive, adaptive_beta, adaptive_rows
+from .asscale import ASScale, as_scale
 from .base import PLACES, Modifier, Scoring, Shape, rows
 from .chunks import Chunks, chunk_weights
 from .conv import Conv, causal_conv
@@ -48,7 +49,7 @@ MODIFIERS: Registry[type[Modifier]] = Registry("layer modifier", Modifier, _chec
 register = MODIFIERS.register
 names = MODIFIERS.names
 for _cls in (LogN, Llama4, SSMax, Sink, Shift, SoftCap, Differential, StickBreaking, TopK, Selective, Entmax, Chunks,
-             Conv, KShift, Gate, ScaleInvariant, Fitted, Adaptive, KeyOffset):
+             Conv, KShift, Gate, ScaleInvariant, Fitted, Adaptive, KeyOffset, ASScale):
     register(_cls)
 
 
@@ -77,10 +78,11 @@ def describe() -> list[tuple[str, str, str, str, str]]:
 
 
 __all__ = [
-    "Adaptive", "Chunks", "Conv", "DEFAULT_SHIFT", "Differential", "Entmax", "Fitted", "Gate", "KShift",
+    "ASScale", "Adaptive", "Chunks", "Conv", "DEFAULT_SHIFT", "Differential", "Entmax", "Fitted", "Gate", "KShift",
     "KeyOffset", "Llama4", "LogN", "MODIFIERS", "Modifier", "PLACES", "SSMax", "ScaleInvariant", "Scoring",
     "Selective", "Shape", "Shift", "Sink", "SoftCap", "StickBreaking", "Temperature", "TopK", "adaptive_beta",
-    "adaptive_rows", "canonical_order", "causal_conv", "chunk_weights", "check_width", "describe", "entmax_weights",
-    "fitted_scale", "gated", "logn_scale", "mix_previous", "names", "offset_keys", "parse", "register", "rows",
-    "selective_weights", "shift_width", "sit_terms", "soft_cap", "stick_breaking", "token_shift", "top_k_weights",
+    "as_scale", "adaptive_rows", "canonical_order", "causal_conv", "chunk_weights", "check_width", "describe",
+    "entmax_weights", "fitted_scale", "gated", "logn_scale", "mix_previous", "names", "offset_keys", "parse",
+    "register", "rows", "selective_weights", "shift_width", "sit_terms", "soft_cap", "stick_breaking",
+    "token_shift", "top_k_weights",
 ]

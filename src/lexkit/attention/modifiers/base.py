@@ -132,9 +132,10 @@ class Modifier:
         return h
 
     def qkv(self, q: Tensor, k: Tensor, v: Tensor, state: Any, carry: dict | None,
-            x: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+            x: Tensor | None = None, pos: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """place ``qkv``: q, k, v [b, heads, n, head_dim] before the position transform; ``x`` [b, n, d]
-        the layer's normalized input they were projected from (a data-dependent mix reads it)."""
+        the layer's normalized input they were projected from (a data-dependent mix reads it); ``pos``
+        [n] the queries' positions (a data-dependent temperature on q reads them)."""
         return q, k, v
 
     def query_scale(self, state: Any, pos: Tensor) -> Tensor | None:

@@ -100,7 +100,7 @@ class Conv(Modifier):
         return canon(h, state, carry, (self.name, part))
 
     def qkv(self, q: Tensor, k: Tensor, v: Tensor, state: Tensor, carry: dict | None,
-            x: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+            x: Tensor | None = None, pos: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         heads = q.shape[1]
         joined = torch.cat((_flat(q), _flat(k), _flat(v)), dim=-1)  # [b, n, 3d]
         q2, k2, v2 = canon(joined, state, carry, (self.name, "qkv")).chunk(3, dim=-1)

@@ -56,7 +56,7 @@ class KeyOffset(Modifier):
     source = "the nanoGPT speedrun, modded-nanogpt train_gpt.py (key_offset)"
 
     def qkv(self, q: Tensor, k: Tensor, v: Tensor, state, carry: dict | None,
-            x: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+            x: Tensor | None = None, pos: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         start = offset_start(k.shape[-1], self.values["F"])
         out = offset_keys(k, start, None if carry is None else carry.get(self.name))
         if carry is not None:

@@ -64,7 +64,7 @@ class KShift(Modifier):
         return ShiftGates(shape.d_model, shape.n_heads, self.values["v"])
 
     def qkv(self, q: Tensor, k: Tensor, v: Tensor, state: ShiftGates, carry: dict | None,
-            x: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+            x: Tensor | None = None, pos: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         if x is None:
             raise ValueError("kshift mixes keys by weights computed from the layer's input x; none was given")
         k_out = self._shift(k, state.k, x, carry, "k")
