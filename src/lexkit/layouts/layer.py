@@ -150,8 +150,7 @@ def parse_written(text: str, *, n_layers: int, train_len: int, scheme: str = "ro
     where = (lambda i: f"layout layer {i} ({pieces[i]!r})") if len(pieces) > 1 else (lambda i: f"layout {text!r}")
     layers = [parse_layer(p, scheme=scheme, train_len=train_len, max_len=max_len, where=where(i))
               for i, p in enumerate(pieces)]
-    looped = any(w != i for i, w in enumerate(sources))
-    return LayerPlan(layers, train_len=train_len, position_len=max_len, weights=sources if looped else None)
+    return LayerPlan(layers, train_len=train_len, position_len=max_len, weights=sources)
 
 
 def uniform(scheme: str, n_layers: int, *, train_len: int, max_len: int | None = None,

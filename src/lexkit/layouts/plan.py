@@ -104,8 +104,9 @@ def _written(keys: Sequence, texts: Sequence[str]) -> str:
 
 
 def _looped(keys: Sequence, texts: Sequence[str], weights: Sequence[int]) -> str:
-    """``texts`` written as :func:`_written` does, each loop (layers that run another's weights) as
-    ``(body)^N``: the body once, run N times with the same weights. LayoutError when ``weights`` is
+    """``texts`` written as :func:`_written` does (all of it, when every layer runs its own weights),
+    each loop (layers that run another's weights) as ``(body)^N``: the body once, run N times with the
+    same weights. LayoutError when ``weights`` is
     not a sequence of loops (a layer may only run the weights of the same layer of an earlier pass
     of its loop's body)."""
     out, i, n, rebuilt = [], 0, len(texts), []
@@ -138,8 +139,7 @@ def _looped(keys: Sequence, texts: Sequence[str], weights: Sequence[int]) -> str
 def canonical(layers: Sequence[Layer], weights: Sequence[int] | None = None) -> str:
     """The written-out spec of ``layers``, runs of equal layers as ``(...)xN`` and loops (``weights``:
     the layer whose weights each runs) as ``(...)^N``."""
-    texts = [layer.spec for layer in layers]
-    return _looped(layers, texts, weights) if weights is not None else _written(layers, texts)
+    return _looped(layers, [layer.spec for layer in layers], range(len(layers)) if weights is None else weights)
 
 
 def check(layers: Sequence[Layer]) -> None:
@@ -228,14 +228,14 @@ class LayerPlan:
 
     def canonical(self) -> str:
         """The written-out layout, runs of equal layers as ``(...)xN``, loops as ``(...)^N``."""
-        return canonical(self.layers, self.weights if self.looped else None)
+        return canonical(self.layers, self.weights)
 
     def resolved(self) -> str:
         """Every layer with every parameter written out, defaults included: what a run records as
         ``resolved`` beside its config, so that a later change of a registered default cannot change
         what an old run runs (and the study keys its cache on it)."""
         texts = [layer.full(self.position_len) for layer in self.layers]
-        return _looped(texts, texts, self.weights) if self.looped else _written(texts, texts)
+        return _looped(texts, texts, self.weights)
 
     def check(self, shape: Shape) -> None:
         """Every modifier checked against the layer shape it runs on; LayoutError naming the layer."""
@@ -297,5 +297,4 @@ class LayerPlan:
     def with_layers(self, layers: Sequence[Layer]) -> LayerPlan:
         """A plan of ``layers`` in place of these, with these lengths and weight sources (a pass of a
         loop must stay the same layer as its first: LayoutError otherwise)."""
-        return LayerPlan(layers, train_len=self.train_len, position_len=self.position_len,
-                         weights=self.weights if self.looped else None)
+        return LayerPlan(layers, train_len=self.train_len, position_len=self.position_len, weights=self.weights)
