@@ -307,7 +307,7 @@ def test_lexkit_retrieval_scores_a_run_on_both(trained, tmp_path, capsys):
         assert f"task {tasks.canonical(spec)} (bytes style)" in capsys.readouterr().out
 
 
-def test_a_mix_draws_both_directions_and_hops_and_names_tasks_alone():
+def test_a_mix_draws_both_directions_and_hops_and_refuses_a_drawn_parameter_fixed():
     docs = [(f"def f{i}(x):\n    return x * {i}\n" * 30).encode() for i in range(8)]
     stream = mix.MixedStream(tokens_of(docs), "kvthread:0.6,ordinal:0.3")
     x, _ = stream.batch(5, 48, 64, seed=1)
@@ -323,7 +323,7 @@ def test_a_mix_draws_both_directions_and_hops_and_names_tasks_alone():
     mix.check_mix("kvthread:0.5", 64)
     with pytest.raises(ValueError, match="--mix kvthread: its documents need at least 51 bytes"):
         mix.check_mix("kvthread:0.5", 50)
-    with pytest.raises(ValueError, match="with the task's name alone"):
+    with pytest.raises(ValueError, match="a mix draws kvthread's hops per document"):
         mix.parse_mix("kvthread:hops=2:0.5")
 
 

@@ -28,6 +28,7 @@ from torch import Tensor
 from . import needles, tasks
 from .data import Stream, encode
 from .model import BOS
+from .specs import split_spec
 
 #: documents per task of a mix's probe (validation of the retrieval skill during training)
 PROBE_DOCUMENTS = 32
@@ -40,17 +41,22 @@ PROBE_SIZE = 12
 def parse_mix(spec: str | None) -> dict[str, float]:
     """``"passkey:0.05,copy:0.1"`` -> ``{"passkey": 0.05, "copy": 0.1}`` (``""``/None: no mix).
     Each fraction in (0, 1), a task at most once, the fractions summing to at most 1 (an exact
-    sum, :func:`math.fsum`); spaces around a task or a fraction are ignored. A mix names a task
-    alone: its documents draw the task's parameters (``mix_choices``, :func:`lexkit.tasks.draw_spec`)."""
+    sum, :func:`math.fsum`); spaces around a task or a fraction are ignored. A mix draws a task's
+    :attr:`~lexkit.tasks.Task.mix_choices` per document (:func:`lexkit.tasks.draw_spec`); its other
+    parameters may be fixed in the task's spec, ``kvthread:supervise=every:0.2`` (kept in canonical
+    form: the probe's metrics are named by it)."""
     out: dict[str, float] = {}
-    for item in filter(None, (part.strip() for part in (spec or "").split(","))):
-        task, colon, value = (part.strip() for part in item.partition(":"))
-        if not colon:
-            raise ValueError(f"--mix {item!r}: write TASK:FRACTION, e.g. passkey:0.05")
-        tasks.check_task(task)
-        if ":" in value or "=" in value:
-            raise ValueError(f"--mix {item!r}: write TASK:FRACTION with the task's name alone (a mix draws "
-                             f"{task}'s parameters per document: `lexkit tasks`)")
+    for item in _items(spec or ""):
+        task, colon, value = (part.strip() for part in item.rpartition(":"))
+        if not colon or not task or "=" in value:
+            raise ValueError(f"--mix {item!r}: write TASK:FRACTION, e.g. passkey:0.05 or kvthread:supervise=every:0.2")
+        kind = tasks.get(task)
+        given = {item.partition("=")[0].strip() for item in split_spec(task)[1]}
+        drawn = [key for key in kind.mix_choices if key in given]
+        if drawn:
+            raise ValueError(f"--mix {item!r}: a mix draws {kind.name}'s {', '.join(drawn)} per document "
+                             f"(`lexkit tasks`); fix only its other parameters in the spec")
+        task = tasks.canonical(task)
         try:
             fraction = float(value)
         except ValueError:
@@ -63,6 +69,18 @@ def parse_mix(spec: str | None) -> dict[str, float]:
     total = math.fsum(out.values())
     if total > 1 + 1e-9:
         raise ValueError(f"--mix fractions sum to {total!r}, more than 1")
+    return out
+
+
+def _items(spec: str) -> list[str]:
+    """A mix's items: its text split at commas, a piece that starts ``key=value`` joined back to the
+    item before it (the parameters of a task spec, ``kvthread:supervise=every,chains=3:0.2``)."""
+    out: list[str] = []
+    for part in (p.strip() for p in spec.split(",")):
+        if out and "=" in part.partition(":")[0]:
+            out[-1] += "," + part
+        elif part:
+            out.append(part)
     return out
 
 

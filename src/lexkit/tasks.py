@@ -114,6 +114,10 @@ RULER_DIGITS = 7
 #: the symbols of a kvthread hash (HashHop's: a-z and A-Z)
 HASH = LETTERS + needles.CAPITALS
 DIRECTIONS = ("forward", "backward")
+#: kvthread's supervision: the asked hop count's answer alone, or an answer at every hop count
+#: (Sanford, Hsu and Telgarsky 2024 supervise every position of k-hop induction; in a language
+#: model's terms, the shorter questions of the same chain follow the asked one, answered)
+SUPERVISION = ("answer", "every")
 #: the byte style's question: the hash it starts from, then one arrow per hop
 ARROWS = {"forward": b">", "backward": b"<"}
 KVTHREAD_STANDARD_SIZE = 8
@@ -323,18 +327,19 @@ def canonical(task: str) -> str:
     return format_spec(kind.name, kind.params, values)
 
 
-def _choices(kind: type[Task]) -> list[dict[str, Any]]:
-    """Every combination of parameter values a training mix may draw for ``kind``."""
-    defaults = {key: param.default for key, param in kind.params.items()}
+def _choices(kind: type[Task], fixed: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Every combination of parameter values a training mix of ``kind`` may draw, the others at
+    ``fixed`` (a spec's values; default: the defaults)."""
+    fixed = {key: param.default for key, param in kind.params.items()} if fixed is None else fixed
     keys = list(kind.mix_choices)
-    return [defaults | dict(zip(keys, combo)) for combo in itertools.product(*(kind.mix_choices[k] for k in keys))]
+    return [fixed | dict(zip(keys, combo)) for combo in itertools.product(*(kind.mix_choices[k] for k in keys))]
 
 
 def mix_specs(task: str) -> list[str]:
     """The specs a training mix of ``task`` draws its documents from (:attr:`Task.mix_choices`;
     the task alone when it has none)."""
-    kind = get(task)
-    return [format_spec(kind.name, kind.params, values) for values in _choices(kind)]
+    kind, fixed = parse(task)
+    return [format_spec(kind.name, kind.params, values) for values in _choices(kind, fixed)]
 
 
 def draw_spec(task: str, rng: np.random.Generator, early: bool = False) -> str:
@@ -635,6 +640,9 @@ class KVThread(Task):
                            lambda d: d in DIRECTIONS, " or ".join(DIRECTIONS)),
         "chains": Param(int, 2, "chains in the document: one asked, the others distractors",
                         lambda c: 1 <= c <= MAX_LINKS, f"1..{MAX_LINKS}"),
+        "supervise": Param(str, "answer", "answer: the question's hash alone; every: after it, the asked chain "
+                           "also asked 1..hops-1 hops from the same start, each answered (a hop answer at every link)",
+                           lambda v: v in SUPERVISION, " or ".join(SUPERVISION)),
     }
     mix_choices = {"hops": (1, 2), "direction": DIRECTIONS}
     curriculum = {"hops": (1,)}  # one hop first (Guo et al. 2025's phase before two; Sanford et al. 2024)
@@ -646,25 +654,34 @@ class KVThread(Task):
 
     @classmethod
     def build(cls, rng, haystack, free, before, depth, size, split, style, hops=2, direction="forward",
-              chains=2) -> Document:
+              chains=2, supervise="answer") -> Document:
         hashes = _distinct(rng, HASH, size, split, (hops + 1) * chains, cls.name)  # chain c: [c * (hops + 1):]
         links = [(hashes[c * (hops + 1) + j], hashes[c * (hops + 1) + j + 1]) for c in range(chains)
                  for j in range(hops)]
         forward = direction == "forward"
         asked = hops - 1 if forward else 0  # the link that holds the answer: the asked chain's last or first
-        start, answer = (hashes[0], hashes[hops]) if forward else (hashes[hops], hashes[0])
+        start = hashes[0] if forward else hashes[hops]
+        reached = [hashes[k] if forward else hashes[hops - k] for k in range(hops + 1)]  # k hops from start
+        answer = reached[hops]
         standard = style == "standard"
         if standard:  # " A = B." in the grass; the answer after a space, as the passkey's
             head, lead = (KVTHREAD_TASK + "\n").encode(), b" "
             pieces = [b" " + KVTHREAD_PAIR.format(key=k.decode(), value=v.decode()).encode() for k, v in links]
             key_at, value_at = 1, 1 + size + len(" = ")
-            hop_text = f"{hops} hop" + ("s" if hops > 1 else "")
-            question = ("\n" + KVTHREAD_QUESTION[direction].format(hash=start.decode(), hops=hop_text)).encode()
+
+            def ask(k: int) -> bytes:
+                hop_text = f"{k} hop" + ("s" if k > 1 else "")
+                return ("\n" + KVTHREAD_QUESTION[direction].format(hash=start.decode(), hops=hop_text)).encode()
         else:  # ~A=B, asked as ~A>> (one arrow a hop)
             head, lead = b"", b""
             pieces = [MARK + k + b"=" + v for k, v in links]
             key_at, value_at = len(MARK), len(MARK) + size + 1
-            question = MARK + start + ARROWS[direction] * hops
+
+            def ask(k: int) -> bytes:
+                return MARK + start + ARROWS[direction] * k
+        question = ask(hops)
+        # supervise=every: the shorter questions after the answer (never in its prompt), each answered
+        tail = b"".join(ask(k) + lead + reached[k] for k in range(1, hops)) if supervise == "every" else b""
         cuts = [before] + [int(c) for c in rng.integers(0, free + 1, len(links) - 1)]  # the others: anywhere
         order = [asked] + [i for i in range(len(links)) if i != asked]
         body, starts = _weave(free, [(cut, pieces[i]) for cut, i in zip(cuts, order)],
@@ -673,7 +690,7 @@ class KVThread(Task):
         at = [len(head) + s for s in starts]  # where each link starts, the asked one first
         needle = at[0] + (value_at if forward else key_at)
         other = value_at if forward else key_at  # the other links' values (forward) or keys (backward)
-        return Document(cls.name, text + lead + answer, (len(text), len(text) + len(lead) + size),
+        return Document(cls.name, text + lead + answer + tail, (len(text), len(text) + len(lead) + size),
                         (needle, needle + size), float(depth), len(HASH),
                         tuple((a + other, a + other + size) for a in at[1:]))
 

@@ -18,8 +18,9 @@ def run(args) -> int:
                 "lrllll")
     print("size: the default needle (letters, digits or hash symbols, --size); styles: bytes for lexkit runs, "
           "standard for hf:; parameters: set in the task's spec, `--task kvthread:hops=3,direction=backward` "
-          "(docs/retrieval.md); a mix draws: per training document with `--mix TASK:F`, and first (the "
-          "first F of the steps of `lexkit train --curriculum F`) only the curriculum's values")
+          "(docs/retrieval.md); a mix draws: per training document with `--mix TASK:F` (the other parameters "
+          "fixed in its spec, `--mix kvthread:supervise=every:F`), and first (the first F of the steps of "
+          "`lexkit train --curriculum F`) only the curriculum's values")
     print()
     print_table([("format", "", "what the needle looks like")] + needles.describe(), "lll")
     print("formats of copy (`lexkit retrieval --task copy --format NAME`); `--mix induction:F` trains on the "
