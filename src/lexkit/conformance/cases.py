@@ -183,6 +183,9 @@ def _battery() -> list[Case]:
     add("longrope/around-L", lr, [length(4095), length(4096), length(4097), length(4095)],
         why="the switch reads the sequence: short at L - 1 and at L, long at L + 1 (unsloth PR #10681 took the "
             "long branch at L), short again")
+    add("longrope/allocated-context", replace(lr, context=131072), [length(2048), length(4096), length(8192)],
+        why="a runtime allocated for 32·L (context 131,072) still chooses by the sequence: short factors at 2,048 "
+            "and at L, long at 8,192 (llama.cpp #24823 chose by the allocated context; vLLM PR #27431 does on purpose)")
     add("longrope/partial-0.75", replace(lr, head_dim=128, fraction=0.75, short_factor=s75, long_factor=l75),
         [length(2048), length(65536)], why="Phi-4-mini's 3/4 rotated")
     add("longrope/factor-1", replace(lr, factor=1.0), [length(4096), length(8192)], why="a = 1 at s = 1")
@@ -208,6 +211,8 @@ def _battery() -> list[Case]:
     pts = (0, 1, 5, 100, 511, 512, 1000, 2047)
     add("xpos/decay", xpos, [pts], checks=(F, S), why="scores carry ζ_i^((m-n)/B), γ 0.4, B 512")
     add("xpos/linear-2", replace(xpos, scaling="linear", factor=2.0), [pts], checks=(F, S), why="xPos under PI")
+    add("xpos/partial-0.5", replace(xpos, head_dim=128, fraction=0.5), [pts], checks=(F, S),
+        why="xPos on the first r = h/2 dims: ζ_i over r (2i + γr)/((1 + γ)r), the rest neither rotated nor decayed")
 
     # -- pair layouts ----------------------------------------------------------------------------------
     add("pairs/interleaved", replace(ROPE, pairs="interleaved"), [around(4096, 8192)],

@@ -65,6 +65,10 @@ class RopeConfig:
     #: how x, q and k given to rotate and scores hold their pairs: "half" (i, i + r/2), rotate-half (Llama/HF), or
     #: "interleaved" (2i, 2i + 1) (GPT-J, torchtune, x-transformers); an adapter computes in the layout it declares
     pairs: str = "half"
+    #: the context the runtime is allocated for (vLLM's ``max_model_len``, llama.cpp's ``n_ctx``), where it reads
+    #: one; None: the runtime's own default. Nothing of the reference reads it: LongRoPE and dynamic NTK choose
+    #: by each call's length
+    context: int | None = None
     layer_type: str | None = None
     layers: tuple[tuple[str, RopeConfig], ...] = field(default=(), compare=False)
     #: the hybrid model the layers are of (``olmo3``, ``gemma3``): a model-level adapter builds its classes
@@ -105,6 +109,8 @@ class RopeConfig:
             parts.append(str(self.dtype).removeprefix("torch."))
         if self.pairs != "half":
             parts.append(f"pairs={self.pairs}")
+        if self.context is not None:
+            parts.append(f"context={self.context}")
         if self.layer_type:
             parts.append(f"layer={self.layer_type}")
         return " ".join(p for p in parts if p)

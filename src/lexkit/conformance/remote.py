@@ -89,6 +89,12 @@ class Side:
                 self.process.wait(timeout=10)
             except (OSError, subprocess.TimeoutExpired):
                 self.process.kill()
+                self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout, self.process.stderr):
+            try:
+                pipe.close()
+            except OSError:  # a pipe the side's death already broke
+                pass
 
 
 class _Embedding:

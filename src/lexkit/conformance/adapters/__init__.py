@@ -9,4 +9,5 @@ from . import xtransformers  # noqa: F401
 from . import torchtune  # noqa: F401
 from . import litgpt  # noqa: F401
 from . import mlxlm  # noqa: F401
+from . import vllm  # noqa: F401
 # isort: on

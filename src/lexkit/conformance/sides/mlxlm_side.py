@@ -10,6 +10,8 @@ harness counts it) and returns the rows of P; ``tables`` are read off the rotati
 from __future__ import annotations
 
 import numpy as np
+import readoff
+from hfrope import max_positions, rope_scaling
 
 
 def info() -> dict:
@@ -36,35 +38,6 @@ def supports(config: dict) -> str | None:
     return None
 
 
-def scaling_config(c: dict) -> dict | None:
-    """The ``rope_scaling`` dict of an HF config, as mlx-lm's models hand it to initialize_rope."""
-    if c["scaling"] == "none":
-        return None
-    out = {"rope_type": c["scaling"], "factor": c["factor"]}
-    if c["original_len"] is not None:
-        out["original_max_position_embeddings"] = c["original_len"]
-    names = {"low_freq": "low_freq_factor", "high_freq": "high_freq_factor"}
-    for key in ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate", "low_freq",
-                "high_freq"):
-        if c.get(key) is not None:
-            out[names.get(key, key)] = c[key]
-    if c["scaling"] == "llama3":
-        out.setdefault("low_freq_factor", 1.0)
-        out.setdefault("high_freq_factor", 4.0)
-    if c["scaling"] == "longrope":
-        out.update(short_factor=list(c["short_factor"]), long_factor=list(c["long_factor"]))
-    return out
-
-
-def max_positions(c: dict) -> int:
-    """HF's ``max_position_embeddings``: L for dynamic NTK (its L), s·L for YaRN, Llama 3 and LongRoPE."""
-    if c["scaling"] == "dynamic":
-        return c["original_len"]
-    if c["scaling"] in ("yarn", "llama3", "longrope"):
-        return int(c["original_len"] * (c["factor"] or 1.0))
-    return 4096
-
-
 class Embedding:
     def __init__(self, config: dict) -> None:
         from mlx_lm.models.rope_utils import initialize_rope
@@ -73,7 +46,7 @@ class Embedding:
         if config["factor"] is not None and config["factor"] < 1 and config["scaling"] == "none":
             raise ValueError("factor without a scaling")
         traditional = config.get("pairs") == "interleaved"  # mlx's own name for (2i, 2i + 1) pairs
-        self.rope = initialize_rope(self.r, config["base"], traditional, scaling_config(config), max_positions(config))
+        self.rope = initialize_rope(self.r, config["base"], traditional, rope_scaling(config), max_positions(config))
 
     def rotate(self, x: np.ndarray, pos: np.ndarray) -> np.ndarray:
         import mlx.core as mx
@@ -87,12 +60,7 @@ class Embedding:
         return y[0][:, pos - start].astype(np.float64)
 
     def tables(self, pos: np.ndarray):
-        unit = np.zeros((1, pos.size, self.c["head_dim"]))
-        first = slice(0, self.r, 2) if self.c.get("pairs") == "interleaved" else slice(0, self.r // 2)
-        second = slice(1, self.r, 2) if self.c.get("pairs") == "interleaved" else slice(self.r // 2, self.r)
-        unit[..., first] = 1.0
-        y = self.rotate(unit, pos)[0]
-        return y[:, first], y[:, second]
+        return readoff.tables(self.rotate, pos, self.c["head_dim"], self.r, self.c.get("pairs") == "interleaved")
 
 
 def build(config: dict) -> Embedding:
