@@ -36,6 +36,11 @@ BUGS = {  # bug -> the case that must catch it (and the groups whose cases it ma
     "decode-unscaled": ("decode/yarn", {"decode"}),  # Xilinx mlir-air PR #1948: a decode table of its own
     "half-angles-past-40k": ("rope/fp32-positions-48k-131k", {"rope"}),  # mlx-vlm PR #1710: wrong only past 40-60k
     "longrope-by-context": ("longrope/allocated-context", {"longrope"}),  # llama.cpp #24823: the allocated context
+    "longrope-long-at-L": ("longrope/around-L", {"longrope"}),  # unsloth PR #10681: the long branch at n = L
+    "longrope-never-short": ("longrope/short", {"longrope", "decode"}),  # mlx-lm PR #660: short factors unused
+    "partial-dropped": ("rope/partial-0.25", {"rope", "linear", "dynamic", "yarn", "longrope", "pairs"}),
+    "freqs-over-head-dim": ("rope/partial-0.25", {"rope", "linear", "dynamic", "yarn", "longrope", "pairs"}),
+    "dynamic-factor-2": ("dynamic/many-lengths", {"dynamic", "property"}),  # mlx-lm #1545: the factor read as 2.0
 }
 
 
@@ -52,9 +57,11 @@ class Toy:
 
     def frequencies(self, pos, n=None):
         c, r, bug = self.c, self.c.rotary_dims, self.bug
+        if bug == "partial-dropped":  # partial_rotary_factor dropped (transformers PR #48652): every dim rotated
+            r = c.head_dim - c.head_dim % 2
         n = int(pos.max()) + 1 if n is None else n
-        s, L, base = c.factor, c.original_len, c.base
-        expo = torch.arange(0, r, 2, dtype=self.dt) / r
+        s, L, base = (2.0 if bug == "dynamic-factor-2" and c.scaling == "dynamic" else c.factor), c.original_len, c.base
+        expo = torch.arange(0, r, 2, dtype=self.dt) / (c.head_dim if bug == "freqs-over-head-dim" else r)  # pie #603
         inv = 1.0 / base**expo
         if c.scaling == "none":
             return (inv / 2 if bug == "default-scale-2" else inv), 1.0
@@ -103,7 +110,8 @@ class Toy:
             return (1 - smooth) * inv / s + smooth * inv, 1.0
         if bug == "longrope-by-context" and c.context is not None:  # the switch reads the allocation
             n = c.context
-        ext = torch.tensor(c.long_factor if n > L else c.short_factor, dtype=self.dt)  # longrope
+        long = n >= L if bug == "longrope-long-at-L" else (n > L or bug == "longrope-never-short")
+        ext = torch.tensor(c.long_factor if long else c.short_factor, dtype=self.dt)  # longrope
         a = math.sqrt(1 + math.log(s) / math.log(L)) if s > 1 else 1.0
         return inv / ext, a
 
@@ -120,7 +128,8 @@ class Toy:
     def rotate(self, x, pos):
         n = x.shape[0] if self.bug == "wrong-axis" else None  # [H, n, h]: the heads axis read as the length
         cos, sin = self.tables(pos, n)
-        r, half = self.c.rotary_dims, self.c.rotary_dims // 2
+        r = self.c.head_dim - self.c.head_dim % 2 if self.bug == "partial-dropped" else self.c.rotary_dims
+        half = r // 2
         inter = self.c.pairs == "interleaved" and self.bug != "pairs-ignored"  # the bug: half-split regardless
         if inter:
             x = conformance.from_interleaved(x, r)
