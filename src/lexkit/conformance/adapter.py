@@ -14,7 +14,10 @@ after a longer call, LongRoPE's switch) is exercised.
   a runtime with interleaved pairs (2i, 2i+1) converts with :func:`to_interleaved` and back with
   :func:`from_interleaved`;
 * ``scores(q, k, pos) -> [H, n, n]``: q·k/√h after the position transform, q and k [H, n, h] at the
-  same positions (xPos, ReRoPE: schemes whose q and k are not rotated alike).
+  same positions (xPos, ReRoPE: schemes whose q and k are not rotated alike);
+* ``rotate_batch(x, pos) -> x'``: several sequences in one forward pass, x [B, H, n, h] and ``pos``
+  [B, n], row b at its own positions (its current length max(pos[b]) + 1): what a runtime does with a
+  batch of sequences of different lengths (the ``batch/`` cases ask only this).
 
 A config the implementation cannot express is declined by :meth:`Adapter.supports` (a reason, shown as
 ``n/a``); one it should refuse (a factor below 1) it refuses by raising from ``build`` or the first
@@ -44,7 +47,7 @@ from ..registry import Registry
 from .config import RopeConfig
 
 #: the checks an embedding may offer, in the order the harness runs them
-CHECKS = ("frequencies", "tables", "rotate", "scores")
+CHECKS = ("frequencies", "tables", "rotate", "scores", "rotate_batch")
 
 
 @runtime_checkable
@@ -55,6 +58,7 @@ class Embedding(Protocol):
     def tables(self, pos: Tensor) -> tuple[Tensor, Tensor]: ...
     def rotate(self, x: Tensor, pos: Tensor) -> Tensor: ...
     def scores(self, q: Tensor, k: Tensor, pos: Tensor) -> Tensor: ...
+    def rotate_batch(self, x: Tensor, pos: Tensor) -> Tensor: ...
 
 
 class Adapter:

@@ -1,7 +1,9 @@
 """The battery: each method at its defaults and at its edges, each case one line of why.
 
 A :class:`Case` is a config, the calls made to one embedding in order (each the positions of one
-forward pass; the current length is max + 1) and the checks asked. Against the reference unless it is
+forward pass; the current length is max + 1; a case of ``batch`` B > 1 makes each call B sequences of
+equal count at once, the call's positions row after row, each row's current length its own) and the
+checks asked. Against the reference unless it is
 a *property* (``twin``): then the implementation is compared with itself under the twin config (at
 positions shifted by ``shift``; only pairs with |m - n| < ``within`` for ReRoPE's window), and needs no
 second implementation. A case with ``refuse`` passes when the implementation refuses the config.
@@ -28,6 +30,11 @@ class Case:
     twin: RopeConfig | None = None
     shift: int = 0
     within: int | None = None
+    batch: int = 1  # sequences per call (their positions one after the other, equally many each)
+
+    def rows(self, call: int):
+        """The positions of call ``call`` as [batch, n] (int64)."""
+        return torch.tensor(self.calls[call], dtype=torch.long).view(self.batch, -1)
 
     @property
     def group(self) -> str:
@@ -227,6 +234,14 @@ def _battery() -> list[Case]:
         add(f"decode/{name}", cfg, [length(n), (n - 1,), (n - 2, n - 1)],
             why="a prefill of n, then one-token decode calls at n - 1 (current length n): one table both ways "
                 "(prefill and decode tables apart: Xilinx mlir-air PR #1948)")
+
+    # -- a batch: sequences of different lengths in one forward pass ---------------------------------
+    for name, cfg, short, long in (("dynamic", dyn, 1024, 8192), ("longrope", lr, 2048, 8192),
+                                   ("yarn", yarn, 4096, 16384)):
+        add(f"batch/{name}", cfg, [length(short) + length(long)], checks=("rotate_batch",), batch=2,
+            why=f"two sequences in one forward, {short:,} and {long:,} long: each rotated by its own length "
+                "(a runtime that reads max(position_ids) + 1 or any(positions > L) over the batch scales the "
+                "short one by the long one's" + ("; YaRN is static: the control" if name == "yarn" else ")"))
 
     # -- properties: an implementation against itself --------------------------------------------
     add("property/dynamic-is-rope-up-to-L", dyn, [length(n) for n in (16, 512, 1024)], twin=ROPE,

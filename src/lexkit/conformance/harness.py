@@ -98,7 +98,7 @@ def check(adapter: Adapter, case: Case) -> Result:
     gen = torch.Generator().manual_seed(zlib.crc32(case.name.encode()))
     findings: list[Finding] = []
     for i, call in enumerate(case.calls):
-        pos = torch.tensor(call, dtype=torch.long)
+        pos = case.rows(i) if case.batch > 1 else torch.tensor(call, dtype=torch.long)
         for kind in offered:
             try:
                 findings += _compare(kind, emb, twin, ref, case, pos, i, gen)
@@ -123,7 +123,8 @@ def _refusal(adapter: Adapter, case: Case) -> Result:
 
 
 def _inputs(case: Case, pos: Tensor, gen: torch.Generator, count: int) -> list[Tensor]:
-    shape = (HEADS, pos.numel(), case.config.head_dim)
+    """``count`` inputs [H, n, h] (a batch's [B, H, n, h] for ``pos`` [B, n])."""
+    shape = (*pos.shape[:-1], HEADS, pos.shape[-1], case.config.head_dim)
     return [torch.randn(shape, generator=gen, dtype=torch.float64).to(case.config.dtype) for _ in range(count)]
 
 
@@ -138,11 +139,22 @@ def _call(kind: str, emb, pos: Tensor, case: Case, gen, inputs: list[Tensor] | N
     inputs = inputs if inputs is not None else _inputs(case, pos, gen, 1 if kind == "rotate" else 2)
     if kind == "rotate":
         return torch.as_tensor(emb.rotate(inputs[0], pos)).to(torch.float64)
+    if kind == "rotate_batch":
+        return torch.as_tensor(emb.rotate_batch(inputs[0], pos)).to(torch.float64)
     return torch.as_tensor(emb.scores(inputs[0], inputs[1], pos)).to(torch.float64)
 
 
 def _compare(kind: str, emb, twin, ref: Reference, case: Case, pos: Tensor, call: int, gen) -> list[Finding]:
     dtype, r = case.config.dtype, ref.rot_dims
+    if kind == "rotate_batch":  # each row against the reference at its own positions
+        inputs = _inputs(case, pos, gen, 1)
+        got = _call(kind, emb, pos, case, gen, inputs)
+        want = torch.stack([ref.rotate(inputs[0][b], pos[b]) for b in range(len(pos))])
+        bound = torch.stack([tolerance.rotate(inputs[0][b], pos[b], *ref.frequencies(pos[b]), r, dtype)
+                             for b in range(len(pos))])
+        return [_worst(kind, call, got, want, bound,
+                       lambda i: f"row {i[0]} (length {int(pos[i[0]].max()) + 1}) at position {int(pos[i[0], i[2]])}, "
+                                 f"dim {i[3]}")]
     theta, a = ref.frequencies(pos)
     inputs = _inputs(case, pos, gen, {"frequencies": 0, "tables": 0, "rotate": 1, "scores": 2}[kind])
     got = _call(kind, emb, pos, case, gen, inputs)

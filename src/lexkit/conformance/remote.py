@@ -123,6 +123,10 @@ class _Embedding:
         reply = self._call("rotate", pos, x=x.to(torch.float64).tolist())
         return torch.tensor(reply["y"], dtype=torch.float64).reshape(x.shape)
 
+    def _rotate_batch(self, x: Tensor, pos: Tensor) -> Tensor:
+        reply = self._call("rotate_batch", pos, x=x.to(torch.float64).tolist())
+        return torch.tensor(reply["y"], dtype=torch.float64).reshape(x.shape)
+
     def _scores(self, q: Tensor, k: Tensor, pos: Tensor) -> Tensor:
         reply = self._call("scores", pos, q=q.to(torch.float64).tolist(), k=k.to(torch.float64).tolist())
         return torch.tensor(reply["s"], dtype=torch.float64).reshape(q.shape[0], pos.numel(), pos.numel())

@@ -112,10 +112,11 @@ class _Embedding:
         self.apply = apply_rotary_pos_emb
 
     def _forward(self, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin [B, n, r] of the module's forward at ``pos`` [n] (B = 1) or [B, n] (a batch)."""
         x = torch.zeros(1, dtype=self.config.dtype)
         args = (self.layer_type,) if self.layer_type else ()
         with torch.no_grad():
-            return self.module(x, pos[None], *args)  # [1, n, r] each
+            return self.module(x, pos if pos.dim() == 2 else pos[None], *args)
 
     def frequencies(self, pos: torch.Tensor) -> tuple[torch.Tensor, float]:
         self._forward(pos)
@@ -132,6 +133,13 @@ class _Embedding:
         r = cos.shape[-1]
         rot, _ = self.apply(x[None, ..., :r], x[None, ..., :r], cos.to(x.dtype), sin.to(x.dtype))
         return torch.cat((rot[0], x[..., r:]), dim=-1)
+
+    def rotate_batch(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """x [B, H, n, h] at position_ids [B, n] in one forward, as a batched model calls it."""
+        cos, sin = self._forward(pos)  # [B, n, r]
+        r = cos.shape[-1]
+        rot, _ = self.apply(x[..., :r], x[..., :r], cos.to(x.dtype), sin.to(x.dtype))  # unsqueezes the heads
+        return torch.cat((rot, x[..., r:]), dim=-1)
 
 
 @register

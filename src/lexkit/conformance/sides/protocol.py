@@ -13,6 +13,7 @@ Requests (harness -> side) and answers (side -> harness)::
         K = tables      -> {"cos": [n][r/2], "sin": [n][r/2]}
         K = rotate      -> {"y": [H][n][h]}   (X: [H][n][h], pairs (i, i + r/2))
         K = scores      -> {"s": [H][n][n]}   (with "q" and "k" in place of "x": q·k/√h after the transform)
+        K = rotate_batch -> {"y": [B][H][n][h]}   (X: [B][H][n][h], pos: [B][n], each row at its own positions)
     {"op": "bye"}
 
 Any answer may be {"error": "Type: first line"} instead (a refusal of a config or a call). C is a
@@ -20,7 +21,8 @@ Any answer may be {"error": "Type: first line"} instead (a refusal of a config o
 ``bfloat16``), ``leak`` null for infinity, ``layers`` a list of [type, C]. Floats travel as JSON
 numbers (shortest repr: float64 values exactly). The side module defines ``info() -> dict``,
 ``supports(config) -> str | None`` and ``build(config) -> object`` with any of the methods
-``frequencies(pos)``, ``tables(pos)``, ``rotate(x, pos)``, ``scores(q, k, pos)`` on numpy arrays.
+``frequencies(pos)``, ``tables(pos)``, ``rotate(x, pos)``, ``scores(q, k, pos)``, ``rotate_batch(x, pos)``
+on numpy arrays.
 """
 
 from __future__ import annotations
@@ -57,8 +59,8 @@ def answer(side, request: dict, built: dict) -> dict:
     if op == "build":
         embedding = side.build(request["config"])
         built[len(built)] = embedding
-        return {"id": len(built) - 1, "checks": [k for k in ("frequencies", "tables", "rotate", "scores")
-                                                  if hasattr(embedding, k)]}
+        return {"id": len(built) - 1, "checks": [k for k in ("frequencies", "tables", "rotate", "scores",
+                                                            "rotate_batch") if hasattr(embedding, k)]}
     if op == "call":
         embedding, check = built[request["id"]], request["check"]
         pos = np.asarray(request["pos"], dtype=np.int64)
@@ -68,8 +70,9 @@ def answer(side, request: dict, built: dict) -> dict:
         if check == "tables":
             cos, sin = embedding.tables(pos)
             return {"cos": _plain(cos), "sin": _plain(sin)}
-        if check == "rotate":
-            return {"y": _plain(embedding.rotate(np.asarray(request["x"], dtype=np.float64), pos))}
+        if check in ("rotate", "rotate_batch"):
+            method = getattr(embedding, check)
+            return {"y": _plain(method(np.asarray(request["x"], dtype=np.float64), pos))}
         if check == "scores":
             q, k = (np.asarray(request[name], dtype=np.float64) for name in ("q", "k"))
             return {"s": _plain(embedding.scores(q, k, pos))}

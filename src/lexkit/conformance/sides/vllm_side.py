@@ -126,6 +126,13 @@ class Embedding:
             y, _ = self.rope(positions, q, q.clone())
         return y.float().reshape(n, heads, h).transpose(0, 1).numpy().astype(np.float64)
 
+    def rotate_batch(self, x: np.ndarray, pos: np.ndarray) -> np.ndarray:
+        """Rows [B, H, n, h] at positions [B, n] as one batch of B·n tokens, as vLLM's engine flattens one."""
+        batch, heads, n, h = x.shape
+        flat = x.transpose(1, 0, 2, 3).reshape(heads, batch * n, h)  # [H, B·n, h]
+        y = self.rotate(flat, pos.reshape(-1))
+        return y.reshape(heads, batch, n, h).transpose(1, 0, 2, 3)
+
     def tables(self, pos: np.ndarray):
         return readoff.tables(self.rotate, pos, self.h, self.r, self.c.get("pairs") == "interleaved")
 
