@@ -745,3 +745,25 @@ def test_the_install_hint_is_for_a_missing_module_only(tmp_path, monkeypatch):
     broken, missing = Broken().unavailable(), Missing().unavailable()
     assert "no_such_dependency_for_lexkit" in broken and "pip install" not in broken
     assert missing.endswith("(pip install 'lexkit[conformance-missing]')")
+
+
+def test_the_reference_is_built_from_the_configs_fields_as_the_spec_text_would_build_it():
+    """positions.build (typed values, no text) gives the scheme positions.create gives from the spec the
+    lexkit adapter runs, on every case lexkit can express, and refuses what the spec refuses."""
+    from lexkit import positions
+    from lexkit.conformance.reference import spec, values
+
+    pos = torch.tensor([0, 1, 37, 1000, 5000])
+    q = torch.randn(1, 1, 5, 64, dtype=torch.float64)
+    for case in conformance.cases():
+        c = case.config
+        if c.scaling == "longrope" or c.head_dim != 64 or case.refuse:
+            continue
+        built = positions.build(*values(c), n_heads=1, head_dim=64)
+        made = positions.create(spec(c), n_heads=1, head_dim=64)
+        assert type(built) is type(made) and torch.equal(built.scores(q, q, pos, pos), made.scores(q, q, pos, pos))
+    for bad, match in [({"base": 1e4, "original_len": 64}, "original_len changes nothing"),
+                       ({"scaling": "yarn", "factor": 0.5, "original_len": 64}, "factor"),
+                       ({"bogus": 1}, "unknown parameter 'bogus'"), ({"base": "x"}, "not a valid float")]:
+        with pytest.raises(ValueError, match=match):
+            positions.build("rope", bad, n_heads=1, head_dim=64)

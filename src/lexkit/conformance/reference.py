@@ -1,7 +1,9 @@
 """The float64 reference every implementation is compared with, built from lexkit's own definitions:
-the scalings of ``positions/scaling.py`` (validated as a ``rope:`` spec is, so the reference refuses
-what lexkit refuses), LongRoPE of ``positions/longrope.py``, the rotation of ``positions/rotary.py``
-and the xPos and ReRoPE schemes' scores. Nothing here restates a formula."""
+the scalings of ``positions/scaling.py`` (the scheme built from the config's fields by
+:func:`lexkit.positions.build`, validated as a ``rope:`` spec is, so the reference refuses what lexkit
+refuses), LongRoPE of ``positions/longrope.py``, the rotation of ``positions/rotary.py`` and the xPos
+and ReRoPE schemes' scores. Nothing here restates a formula, and no spec text is written or read (the
+lexkit adapter, which runs what a model runs, builds from the spec text :func:`spec` gives)."""
 
 from __future__ import annotations
 
@@ -17,30 +19,36 @@ from .adapter import from_interleaved, to_interleaved
 from .config import SCALINGS, SCHEMES, YARN_KEYS, RopeConfig
 
 
-def spec(config: RopeConfig, *, partial: bool = True) -> str:
-    """The lexkit scheme spec of ``config`` (LongRoPE has none: a ValueError). With ``partial=False``
-    the fraction is left out (the spec of the r rotated dimensions alone)."""
+def values(config: RopeConfig, *, partial: bool = True) -> tuple[str, dict[str, object]]:
+    """The lexkit scheme of ``config``: its name and the parameter values given (None left out;
+    LongRoPE has none: a ValueError). With ``partial=False`` the fraction is left out (the scheme of
+    the r rotated dimensions alone)."""
     if config.scheme not in SCHEMES:
         raise ValueError(f"scheme {config.scheme!r}; valid: {', '.join(SCHEMES)}")
     if config.scaling not in SCALINGS:
         raise ValueError(f"scaling {config.scaling!r}; valid: {', '.join(SCALINGS)}")
     if config.scaling == "longrope":
         raise ValueError("longrope has no lexkit scheme spec (its factor lists): positions/longrope.py defines it")
-    values: dict[str, object] = {"base": config.base}
+    given: dict[str, object] = {"base": config.base}
     if config.scheme == "rerope":
-        values.update(w=config.window, k=config.leak)
+        given.update(w=config.window, k=config.leak)
         if config.scaling != "none":
             raise ValueError("rerope takes no scaling")
     else:
-        values["scaling"] = config.scaling
+        given["scaling"] = config.scaling
         for key in ("factor", "original_len", *YARN_KEYS, "low_freq", "high_freq"):
-            values[key] = getattr(config, key)
+            given[key] = getattr(config, key)
     if config.scheme == "xpos":
-        values.update(gamma=config.gamma, scale_base=config.scale_base, decay=config.decay)
+        given.update(gamma=config.gamma, scale_base=config.scale_base, decay=config.decay)
     if partial and config.fraction != 1.0:
-        values["fraction"] = config.fraction
-    body = ",".join(f"{k}={_text(v)}" for k, v in values.items() if v is not None)
-    return f"{config.scheme}:{body}"
+        given["fraction"] = config.fraction
+    return config.scheme, {k: v for k, v in given.items() if v is not None}
+
+
+def spec(config: RopeConfig, *, partial: bool = True) -> str:
+    """:func:`values` as a lexkit scheme spec (what a model of that config is built from)."""
+    name, given = values(config, partial=partial)
+    return f"{name}:" + ",".join(f"{k}={_text(v)}" for k, v in given.items())
 
 
 def _text(value: object) -> str:
@@ -70,12 +78,12 @@ class Reference:
                            config.original_len or 0)
             self.scheme = None
         else:  # the scheme over the r rotated dims validates the spec and gives θ' and a
-            self.scheme = positions.create(spec(config, partial=False), n_heads=1, head_dim=r)
+            self.scheme = positions.build(*values(config, partial=False), n_heads=1, head_dim=r)
         self.full = None  # xpos / rerope over the whole head, for scores
         if config.scheme != "rope":
             if config.head_dim % 2:
                 raise ValueError(f"{config.scheme} needs an even head_dim, got {config.head_dim}")
-            self.full = positions.create(spec(config), n_heads=1, head_dim=config.head_dim)
+            self.full = positions.build(*values(config), n_heads=1, head_dim=config.head_dim)
 
     def frequencies(self, pos: Tensor) -> tuple[Tensor, float]:
         """(θ' float64 [r/2], a) for a call at positions ``pos`` [n]."""

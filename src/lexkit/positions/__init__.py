@@ -17,9 +17,9 @@ from . import pope  # noqa: F401
 from . import cope  # noqa: F401
 from . import fox  # noqa: F401
 # isort: on
-from .base import Scheme, canonical, create, describe, full, get, names, parse, pin, register
+from .base import Scheme, build, canonical, create, describe, full, get, names, parse, pin, register
 
 #: the schemes since the two source documents (docs/schemes.md): ``lexkit study --since-seeds``
 SINCE_SEEDS = ["fire", "pope", "cope", "fox"]
 
-__all__ = ["Scheme", "canonical", "create", "describe", "full", "get", "names", "parse", "pin", "register"]
+__all__ = ["Scheme", "build", "canonical", "create", "describe", "full", "get", "names", "parse", "pin", "register"]

@@ -300,6 +300,25 @@ def _text(value: Any) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
+def build(name: str, values: dict[str, Any], n_heads: int, head_dim: int) -> Scheme:
+    """A scheme from typed parameter values, no spec text (what a config of fields builds: the
+    conformance suite's reference): each value checked as its spec's would be, the others at their
+    defaults, refused where :func:`create` refuses (``build("rope", {"base": 5e5}, 1, 64)`` is
+    ``create("rope:base=500000", 1, 64)``)."""
+    cls = get(name)
+    owner = f"scheme {name}"
+    for key in values:
+        if key not in cls.params:
+            raise ValueError(f"{owner}: unknown parameter {key!r}; valid keys: {', '.join(cls.params) or 'none'}")
+    typed = {key: param.parse(owner, key, values[key]) if key in values else param.default
+             for key, param in cls.params.items()}
+    if "scaling" in cls.params:  # as parse: parameters given that change nothing are refused
+        from .scaling import unused
+
+        unused(owner, set(values), typed)
+    return cls(n_heads, head_dim, **typed)
+
+
 def create(spec: str, n_heads: int, head_dim: int, *, max_len: int | None = None) -> Scheme:
     """Build a scheme from its spec string, e.g. ``create("xpos:gamma=0.5", n_heads=8, head_dim=64)``.
 
