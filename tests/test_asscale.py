@@ -44,6 +44,45 @@ def test_the_scale_is_the_formula_per_query_and_head_and_starts_at_delta_plus_ln
                 assert abs(float(got[b, h, i]) - want) < 1e-5
 
 
+class AuthorsScale(torch.nn.Module):
+    """deep-spin/asentmax (synthetic/src/models/architectures/sparse_gemma.py, ``_apply_length_scaling``
+    with ``attn_scale_type="adapt-softplus-tanh"``), written out here for the same weights: a buffer
+    log(arange(2, max + 2)), the queries of a pass of q_len after k_len - q_len cached keys sliced from it,
+    beta = softplus(W_b x) and gamma = gamma_range * tanh(W_g x) as [b, H, q_len, 1], and
+    query_states * (delta + beta * log_position ** gamma)."""
+
+    def __init__(self, beta_proj, gamma_proj, heads: int, delta: float = 1.0, gamma_range: float = 2.0,
+                 max_len: int = 64) -> None:
+        super().__init__()
+        self.attn_scale_beta_proj, self.attn_scale_gamma_proj = beta_proj, gamma_proj
+        self.num_scaled_heads, self.attn_scale_delta, self.attn_scale_gamma_range = heads, delta, gamma_range
+        self.log_position = torch.log(torch.arange(2, max_len + 2)).reshape(1, 1, -1, 1)
+
+    def forward(self, query_states, hidden_states, q_len, k_len):
+        bsz = query_states.shape[0]
+        log_position_slice = self.log_position[:, :, k_len - q_len:k_len, :]
+        beta = torch.nn.functional.softplus(self.attn_scale_beta_proj(hidden_states))
+        beta = beta.view(bsz, q_len, self.num_scaled_heads, 1).transpose(1, 2)
+        gamma = self.attn_scale_gamma_range * torch.tanh(self.attn_scale_gamma_proj(hidden_states))
+        gamma = gamma.view(bsz, q_len, self.num_scaled_heads, 1).transpose(1, 2)
+        return query_states * (self.attn_scale_delta + beta * (log_position_slice ** gamma))
+
+
+@pytest.mark.parametrize("cached", [0, 5])
+def test_the_scale_is_the_authors_on_the_same_weights(cached):
+    """The oracle: the reference code's computation on lexkit's weights, for a pass of 7 queries after
+    ``cached`` keys (its slice of log positions is lexkit's pos = cached .. cached + 6)."""
+    from lexkit.attention.modifiers.base import Shape
+
+    m = ASScale(delta=1.0)
+    state = randomized(m.state(Shape(16, 4, 8)), seed=4)
+    x = torch.randn(2, 7, 16, generator=torch.Generator().manual_seed(5))
+    q = torch.randn(2, 4, 7, 8, generator=torch.Generator().manual_seed(6))
+    theirs = AuthorsScale(state.beta, state.gamma, heads=4)(q, x, 7, cached + 7)
+    ours, _, _ = m.qkv(q, q, q, state, None, x=x, pos=torch.arange(cached, cached + 7))
+    torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=1e-5)
+
+
 def test_each_query_scores_are_multiplied_by_its_scale():
     net = sharp_gpt("rope@window:4;none@causal+asscale", 1)
     randomized(net.blocks[1].temperature)

@@ -8,8 +8,10 @@ score of query i in head h is multiplied by a learned, data-dependent function o
 x_i the layer's normalized input, m_i the query's position, δ = ``delta`` (1); the weights w_β, w_γ
 [H, d] start at zero, so λ starts at δ + ln 2 for every query (γ = 0). ``+entmax+asscale`` is
 ASEntmax (α-entmax on the scaled scores, lexkit.attention.modifiers.entmax); beside the softmax it is a
-data-dependent SSMax. The formula is the one the hunt's issue gives for the paper's; lexkit has not
-checked it against the authors' code (not on this machine).
+data-dependent SSMax. Checked against the authors' ``_apply_length_scaling`` (``adapt-softplus-tanh``,
+δ 1, γ range 2) on the same weights, cached queries included (tests/test_asscale.py). One choice
+differs: their two projections keep PyTorch's default Linear initialization, lexkit's start at zero
+(the independent reproduction, jtaylor-eng/asentmax, trained only from zero).
 
 Applied to the queries before the position transform (place ``qkv``: q_i <- λ_i q_i, which scales
 q_i·k_j, rotated or not, exactly); a bias a scheme adds to the scores is not scaled (lexkit's
