@@ -24,7 +24,8 @@ import torch
 import torch.nn.functional as F
 
 from cli_checks import train_refused
-from lexkit import GPT, ModelConfig, attention, layouts, positions
+from kit import nudge, tiny_gpt
+from lexkit import GPT, attention, layouts, positions
 from lexkit.attention import Attention, kernels
 from lexkit.attention.modifiers import Differential, Scoring, StickBreaking, stick_breaking
 from lexkit.cli import main
@@ -33,14 +34,9 @@ from toy_corpus import TINY, write_corpus
 
 
 def model(layout: str, n_layers: int = 2, heads: int = 4, d: int = 32, train_len: int = 16) -> GPT:
-    """A small model with every learned state of its variants moved off its initialization."""
-    torch.manual_seed(0)
-    net = GPT(ModelConfig(layout=layout, n_layers=n_layers, d_model=d, n_heads=heads, train_len=train_len)).eval()
-    with torch.no_grad():
-        for name, p in net.named_parameters():
-            if ".diff." in name or ".stickbreak." in name:
-                p.add_(0.3 * torch.randn_like(p))
-    return net
+    """The kit's model with every learned state of its variants moved off its initialization."""
+    net = tiny_gpt(layout=layout, n_layers=n_layers, d_model=d, n_heads=heads, train_len=train_len)
+    return nudge(net, lambda name: ".diff." in name or ".stickbreak." in name, 0.3)
 
 
 def reference_logits(net: GPT, tokens: torch.Tensor, attend) -> torch.Tensor:

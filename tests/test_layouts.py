@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from cli_checks import one_error_line, train_refused
 from induction import induction_model
+from kit import nudge, tiny_gpt
 from lexkit import GPT, ModelConfig, layouts
 from lexkit.attention import Layered
 from lexkit.cli import main
@@ -28,14 +29,9 @@ def parse(text: str, n_layers: int = 2, train_len: int = 64) -> str:
 
 
 def small(layout: str | None = None, n_layers: int = 2, **kw) -> GPT:
-    torch.manual_seed(0)
-    cfg = ModelConfig(layout=layout, n_layers=n_layers, d_model=32, n_heads=2, train_len=16, **kw)
-    model = GPT(cfg).eval()
-    with torch.no_grad():  # learned sinks and temperatures away from their init
-        for name, p in model.named_parameters():
-            if name.endswith(".sink") or name.endswith(".temperature.s"):
-                p.add_(0.5 * torch.randn_like(p))
-    return model
+    """The kit's model, its learned sinks and temperatures away from their init."""
+    model = tiny_gpt(layout=layout, n_layers=n_layers, **kw)
+    return nudge(model, lambda name: name.endswith(".sink") or name.endswith(".temperature.s"), 0.5)
 
 
 # -- the grammar --------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from cli_checks import one_error_line
+from kit import tiny_gpt
 from lexkit import attention, positions
 from lexkit.attention import Attention, modifiers
 from lexkit.attention.modifiers import (
@@ -58,7 +59,7 @@ def assert_near(got: torch.Tensor, want: torch.Tensor, atol: float) -> None:
 
 
 def gpt(layout: str, train_len: int = 16) -> GPT:
-    return GPT(ModelConfig(scheme="rope", n_layers=2, d_model=D, n_heads=H, train_len=train_len, layout=layout)).eval()
+    return tiny_gpt(layout=layout, d_model=D, n_heads=H, train_len=train_len, seed=None)
 
 
 # -- gate: Qwen's gated attention (G1) ---------------------------------------------------------

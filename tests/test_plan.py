@@ -9,6 +9,7 @@ import json
 import pytest
 import torch
 
+from kit import tiny_gpt
 from lexkit import attention, layouts
 from lexkit import model as model_module
 from lexkit.attention import Either, First, Pattern, kernels
@@ -20,8 +21,7 @@ from oracle import reference_attention
 
 
 def tiny(layout=None, **kw) -> GPT:
-    torch.manual_seed(0)
-    return GPT(ModelConfig(layout=layout, n_layers=2, d_model=32, n_heads=2, train_len=16, **kw)).eval()
+    return tiny_gpt(layout=layout, **kw)
 
 
 # -- the plan: parsed once ------------------------------------------------------------------------
