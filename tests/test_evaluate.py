@@ -305,7 +305,8 @@ def test_cli_eval_prints_a_table_and_writes_json_and_csv(tmp_path, capsys):
     causal = next(line for line in table if line.startswith("causal"))
     assert causal.split()[-1] == "-"  # 32 is past the learned table
     report = json.loads(out_json.read_text())
-    assert {"version", "run", "scheme", "train_len", "data", "results", "by_position"} <= set(report)
+    assert {"report", "report_version", "lexkit_version", "run", "scheme", "train_len", "data", "results",
+            "by_position"} <= set(report)
     assert report["scheme"] == "learned:max_len=16" and report["train_len"] == 16  # the resolved spec that ran
     assert report["data"]["split"] == "all" and report["data"]["documents"] == 12
     assert report["data"]["fingerprint"]["files"] == 12

@@ -233,7 +233,8 @@ def test_cli_byte_table(run, tmp_path, capsys):
     text = capsys.readouterr().out
     assert "unseen (in no replayed training window)" in text and "the seen tokens closest to the unseen mean" in text
     report = json.loads((tmp_path / "b.json").read_text())
-    assert report["kind"] == "embedding" and len(report["rows"]) == VOCAB and len(report["summary"]["collapsed"]) == 3
+    assert report["report"] == "lexkit.inspect.bytes" and len(report["rows"]) == VOCAB
+    assert len(report["summary"]["collapsed"]) == 3
     assert len((tmp_path / "b.csv").read_text().splitlines()) == 1 + VOCAB and (tmp_path / "b.png").stat().st_size
 
 
@@ -247,7 +248,7 @@ def test_cli_needle_mass(run, tmp_path, capsys):
     text = capsys.readouterr().out
     assert "attention at the answer, window:8" in text and "L1 global" in text and "64 (2x)" in text
     report = json.loads((tmp_path / "m.json").read_text())
-    assert report["kind"] == "needle_mass" and report["patterns"] == ["causal", "window:8"]
+    assert report["report"] == "lexkit.inspect.needle_mass" and report["patterns"] == ["causal", "window:8"]
     assert len(report["rows"]) == 2 * 2 * 2 and (tmp_path / "m.png").stat().st_size
 
 

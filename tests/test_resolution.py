@@ -205,7 +205,8 @@ def test_visible_counts(pattern):
 
 def test_analytic_document_schema():
     doc = res.analytic("alibi", "64,128", "bca:64", heads=4, head_dim=16)
-    assert doc["version"] == res.FORMAT_VERSION and doc["source"] == "analytic" and doc["scheme"] == "alibi"
+    assert doc["report"] == "lexkit.resolution" and doc["report_version"] == 2 and doc["source"] == "analytic"
+    assert doc["scheme"] == "alibi"
     assert [r["length"] for r in doc["results"]] == [64, 128]
     for row in doc["results"]:
         assert row["pattern"] == "bca:64" and len(row["per_head"]) == 4
@@ -323,7 +324,7 @@ def test_cli_analytic_writes_json_and_png(tmp_path, capsys):
     assert lines[1].split() == ["scheme", "64", "128"]
     assert lines[2].split()[0] == "rope" and lines[3].split()[0] == "alibi"
     doc = json.loads(js.read_text())
-    assert {"version", "source", "scheme", "results"} <= set(doc)
+    assert {"report", "report_version", "lexkit_version", "source", "scheme", "results"} <= set(doc)
     assert doc["source"] == "analytic" and doc["scheme"] == ["rope", "alibi"]
     pairs = [(r["scheme"], r["length"]) for r in doc["results"]]
     assert pairs == [("rope", 64), ("rope", 128), ("alibi", 64), ("alibi", 128)]

@@ -68,10 +68,11 @@ from .layouts import kind_of
 from .model import BOS
 from .resolution import entropy
 from .rows import Row
-from .version import __version__
+from .version import header
 
 #: Version of the JSON documents :func:`embedding_run` and :func:`needle_mass_run` write.
-FORMAT_VERSION = 1
+#: the two reports of ``lexkit inspect --json`` and their layout's version (lexkit.version.header)
+BYTES_REPORT, MASS_REPORT, REPORT_VERSION = "lexkit.inspect.bytes", "lexkit.inspect.needle_mass", 2
 #: the seen tokens of highest cosine the summary lists
 COLLAPSED = 10
 #: the needle-mass defaults: depths (percent) and documents per (length, depth)
@@ -333,7 +334,7 @@ def embedding_run(target, *, data: str | None = None, corpus: Corpus | None = No
     rows = byte_rows(model.embed.weight, None if tied(model) else model.head.weight, counts, trained, mixed,
                      unseen_by)
     return {
-        "version": FORMAT_VERSION, "lexkit": __version__, "kind": "embedding", "run": subject.source,
+        **header(BYTES_REPORT, REPORT_VERSION), "run": subject.source,
         "scheme": model.cfg.label, "train_len": subject.train_len, "tied": tied(model), "corpus": described,
         "training": training, "summary": summarize(rows, top, unseen_by), "rows": [r.to_json() for r in rows],
     }
@@ -593,7 +594,7 @@ def needle_mass_run(target, task: str = "copy", *, lengths: Sequence[int] | None
                        seed=seed, size=size, format=format, progress=progress)
     info = subject.describe()
     return {
-        "version": FORMAT_VERSION, "lexkit": __version__, "kind": "needle_mass", "target": subject.source,
+        **header(MASS_REPORT, REPORT_VERSION), "target": subject.source,
         "scheme": info["scheme"], "train_len": info["train_len"], "task": task,
         **({"format": format} if format is not None else {}), "style": kind,
         "unit": retrieval.unit(subject), "size": size, "seed": seed, "haystack": corpus, "samples": samples,

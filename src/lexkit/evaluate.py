@@ -84,6 +84,9 @@ BATCH_TOKENS = {"cpu": 8192}  # inputs per forward pass by device type; 32768 el
 #: document's first window opens on its BOS); "text", every window opens on a byte of the document
 STARTS = ("bos", "text")
 
+#: the report ``lexkit eval --json`` writes and its layout's version (:func:`lexkit.version.header`)
+REPORT, REPORT_VERSION = "lexkit.eval", 2
+
 
 # -- lengths, windows, buckets -----------------------------------------------------------------
 def windows(total: int, length: int, stride: int | None = None) -> list[tuple[int, int]]:
@@ -543,7 +546,7 @@ def evaluate_run(
     window's first token is (:data:`STARTS`); ``paired``: also ``paired``, every longer length's bpb
     against the shortest's on the same bytes with the start held fixed (:mod:`lexkit.paired`; needs
     ``start="text"``, non-overlapping windows and two lengths or more)."""
-    from .version import __version__
+    from .version import header
 
     # every option that can be checked without the model, before it loads
     check_options(kernel=kernel, stride=stride, batch_size=batch_size)
@@ -576,8 +579,8 @@ def evaluate_run(
         if key in result:
             described[key] = result.pop(key)
     result.pop("train_len")
-    return {"version": __version__, **subject.describe(), "data": described, "kernel": kernel, "stream": stream,
-            **result}
+    return {**header(REPORT, REPORT_VERSION), **subject.describe(), "data": described, "kernel": kernel,
+            "stream": stream, **result}
 
 
 # -- rows for tables and CSV --------------------------------------------------------------------

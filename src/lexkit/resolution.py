@@ -44,10 +44,10 @@ from .device import device_of, eval_mode
 from .positions import Scheme
 from .rows import ResolutionRow
 from .specs import parse_lengths
-from .version import __version__
+from .version import header as report_header
 
 #: Version of the JSON document written by :func:`analytic`, :func:`empirical_run` and the CLI.
-FORMAT_VERSION = 1
+REPORT, REPORT_VERSION = "lexkit.resolution", 2  # the report's header (lexkit.version.header)
 #: Query block of the analytic accumulation for absolute schemes (the empirical pass uses the
 #: chunked kernel's own blocks).
 BLOCK = 256
@@ -310,7 +310,7 @@ def _refuse_cache_positions(scheme: Scheme, pattern: Pattern, length: int) -> No
 
 def header(source: str, scheme: Any) -> dict:
     """The first keys of every resolution document."""
-    return {"version": FORMAT_VERSION, "lexkit": __version__, "source": source, "scheme": scheme}
+    return {**report_header(REPORT, REPORT_VERSION), "source": source, "scheme": scheme}
 
 
 def analytic(
@@ -327,7 +327,8 @@ def analytic(
 ) -> dict:
     """Analytic R of one scheme at several lengths, as a JSON-ready document::
 
-        {"version": 1, "lexkit": ..., "source": "analytic", "scheme": SPEC, "heads": H,
+        {"report": "lexkit.resolution", "report_version": 2, "lexkit_version": ..., "source": "analytic",
+         "scheme": SPEC, "heads": H,
          "head_dim": D, "seed": S, "results": [{"scheme", "length", "pattern", "resolution",
          "per_head": [H values], "per_layer": null, "entropy": null}, ...]}
 

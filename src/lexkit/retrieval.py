@@ -46,6 +46,9 @@ DEFAULT_DEPTHS = tuple(float(d) for d in range(0, 101, 10))
 #: the lengths retrieval is scored at by default, as multiples of the training length
 DEFAULT_MULTIPLES = (1, 2, 4, 8, 16)
 
+#: the report ``lexkit retrieval --json`` writes and its layout's version (:func:`lexkit.version.header`)
+REPORT, REPORT_VERSION = "lexkit.retrieval", 2
+
 
 def unit(subject: Subject) -> str:
     """What a length counts for this subject: ``"bytes"`` (byte models) or ``"tokens"``."""
@@ -505,16 +508,16 @@ def needle_lengths(subject: Subject, task: str, size: int | None, target: str,
 def report(target: str, info: dict, rows: Sequence[RetrievalCell], *, task: str, style: str, size: int | None,
            seed: int, haystack: str | None, samples: int, lengths: Sequence[int], depths: Sequence[float],
            format: str | None = None) -> dict:
-    """The JSON document of ``lexkit retrieval``: the lexkit version, the subject's header (``info``:
-    its scheme, the scheme it trained with when another was given, an hf: model's layout and
+    """The JSON document of ``lexkit retrieval``: the report's header (:func:`lexkit.version.header`),
+    the subject's (``info``: its scheme, the scheme it trained with when another was given, an hf: model's layout and
     selectors, log-n, training length), the grid's settings (lengths, depths and patterns as
     scored, each once; lengths in ``unit``), every cell (:class:`~lexkit.rows.RetrievalCell`) and
     the summary over depths
     (:class:`~lexkit.rows.RetrievalSummary`)."""
-    from .version import __version__
+    from .version import header
 
     return {
-        "version": __version__,
+        **header(REPORT, REPORT_VERSION),
         "target": target,
         "scheme": info["scheme"],
         **({"trained_scheme": info["trained_scheme"]} if "trained_scheme" in info else {}),

@@ -236,7 +236,7 @@ def _matrix(args, cases, out_dir) -> int:
     root = Path(args.envs) if args.envs else matrix.ENVS
     by_version = matrix.matrix(package, versions, cases, root)
     table = report.matrix_table(by_version, cases, package)
-    doc = {"version": report.FORMAT_VERSION, "lexkit": report.__version__, "package": package,
+    doc = {**report.header(report.MATRIX_REPORT, report.REPORT_VERSION), "package": package,
            "date": datetime.date.today().isoformat(),
            "releases": {v: [r.to_json() for r in results] for v, results in by_version.items()}}
     if args.json:

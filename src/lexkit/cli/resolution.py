@@ -151,7 +151,7 @@ def _analytic(args) -> int:
 
     if args.json:
         out = {
-            "version": res.FORMAT_VERSION, "lexkit": docs[0]["lexkit"], "source": "analytic",
+            **res.header("analytic", None), "source": "analytic",
             "scheme": docs[0]["scheme"] if len(docs) == 1 else [d["scheme"] for d in docs],
             "heads": heads, "head_dim": head_dim, "seed": seed, "pattern": pattern,
             "results": [r for d in docs for r in d["results"]],
@@ -221,7 +221,7 @@ def _model(args, subject) -> int:
     for label in groups:
         rows.append(["analytic" + (f" {label}" if len(groups) > 1 else "")]
                     + [measured(r["resolution"]) for r in analytic["results"] if r["scheme"] == label])
-    out = {"analytic": analytic}
+    out = {**res.header("model", subject.source), "analytic": analytic}
     empirical = None
     if model.hook_refusal() is not None:
         print(f"empirical: n/a ({model.hook_refusal()})")

@@ -7,11 +7,12 @@ import math
 from collections.abc import Sequence
 
 from ..blocks import Table
-from ..version import __version__
+from ..version import header
 from .cases import Case
 from .harness import Result
 
-FORMAT_VERSION = 1
+#: the reports of ``lexkit conformance --json`` (a run; a ``--matrix``'s): lexkit.version.header
+REPORT, MATRIX_REPORT, REPORT_VERSION = "lexkit.conformance", "lexkit.conformance.matrix", 2
 MARK = {"pass": "pass", "fail": "FAIL", "n/a": "n/a", "error": "error"}
 
 
@@ -67,7 +68,7 @@ def to_json(results: Sequence[Result], implementations: Sequence[dict], cases: S
             skipped: Sequence[dict]) -> dict:
     """The whole run: versions, the cases (config, calls, checks, why), every result with its findings."""
     return {
-        "version": FORMAT_VERSION, "lexkit": __version__,
+        **header(REPORT, REPORT_VERSION),
         "implementations": list(implementations), "skipped": list(skipped),
         "cases": [{"name": c.name, "config": c.config.describe(), "why": c.why, "checks": list(c.checks),
                    "calls": [list(call) for call in c.calls], "refuse": c.refuse,
