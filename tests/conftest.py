@@ -108,7 +108,7 @@ def no_figures(monkeypatch):
     """Study reports written without their figures (matplotlib's layout and PNG encoding is about
     half a second a figure): for tests about a study's cache, lock or ranks, not about its report.
     The figures themselves are tested once, in test_study's end-to-end run and test_report."""
-    from lexkit.report import sections
+    from lexkit.study.report import sections
 
     monkeypatch.setattr(sections, "report_figures", lambda results, out=None: {})
 

@@ -16,9 +16,9 @@ import pytest
 from lexkit.blocks import Table
 from lexkit.notation import length_label, multiple, number, signed
 from lexkit.render import markdown as render_markdown
-from lexkit.report import length_table, pattern_table, provenance_table
 from lexkit.results import principles, seed_mean
 from lexkit.study import document, read, write_report
+from lexkit.study.report import length_table, pattern_table, provenance_table
 from lexkit.study.tables.retrieval.findings import retrieval_findings
 from lexkit.study.tables.retrieval.queries import FLAT, RETRIEVES, context_goal, retrieval_lines, stops_at
 from lexkit.study.tables.retrieval.report import answer_bits_table, retrieval_table
@@ -88,7 +88,7 @@ def test_length_labels_share_one_format():
 def test_percentages_never_round_to_0_or_100(x, text):
     """'99 [95-100]' hid 99.8: a proportion is whole unless rounding would make it read 0 or 100."""
     from lexkit.notation import percent as percent_text
-    from lexkit.report.tables import percent
+    from lexkit.study.report.tables import percent
 
     assert percent_text(x) == text
     assert percent(x).text == text
@@ -423,7 +423,7 @@ def test_table_c_says_a_layouts_resolution_is_a_mean_and_shows_each_layer():
     (hwfa read 0.040 under every pattern): the row says it is a mean, and a table beside it gives
     each layer's R, analytic (as stored) and empirical (mean over seeds)."""
     import study_results as fixture
-    from lexkit.report.tables import layer_resolution_table, resolution_table
+    from lexkit.study.report.tables import layer_resolution_table, resolution_table
 
     res = study_results()
     for seed in (0, 1):

@@ -12,9 +12,9 @@ import pytest
 
 import safety_net
 from lexkit.render import csv_text, markdown
-from lexkit.report import length_table
 from lexkit.rows import EmpiricalRow, Row, StudyResults, StudyRun
 from lexkit.study import document, read, write_report
+from lexkit.study.report import length_table
 from lexkit.study.tables.extension.rows import ExtensionRow
 from lexkit.study.tables.retrieval.rows import RetrievalEntry
 from lexkit.tensorboard import study_scalars

@@ -8,9 +8,9 @@ import pytest
 
 from lexkit import lock, needles, tasks
 from lexkit.cli import main
-from lexkit.report import length_table, pattern_table
 from lexkit.study import Study, StudyConfig, read
 from lexkit.study.recipe import RECIPE
+from lexkit.study.report import length_table, pattern_table
 from lexkit.study.tables.extension import finetunes, methods
 from lexkit.study.tables.extension.report import extension_table
 from lexkit.study.tables.retrieval import table as table_g

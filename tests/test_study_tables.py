@@ -71,7 +71,7 @@ def test_a_new_table_is_one_folder_and_one_register_call(tmp_path, data_dir, tab
 
 def test_a_new_tables_figures_and_flags_come_with_it(tmp_path, data_dir, table_h, capsys, monkeypatch):
     from lexkit import plots
-    from lexkit.report import report_figures
+    from lexkit.study.report import report_figures
 
     doc = read({**json.loads((pytest.importorskip("safety_net").HERE / "results.json").read_text()),
                 "toy": {"docs": 1, "rows": [{"label": "rope", "seed": 0, "bpb": 6.5}]}})

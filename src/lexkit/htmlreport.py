@@ -1,4 +1,4 @@
-"""The study report as one self-contained HTML file: the blocks of :func:`lexkit.report.document`
+"""The study report as one self-contained HTML file: the blocks of :func:`lexkit.study.report.document`
 (the same tables the markdown shows, from the same data), figures embedded as base64 PNG data
 URIs, the best value of each scored column marked, a table of contents linking every section.
 No external resource (no script, font, stylesheet or image from elsewhere): it opens offline.

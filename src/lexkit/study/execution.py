@@ -18,7 +18,6 @@ from .. import checks, distributed, lock, provenance, runs, threads
 from ..device import training_dtype
 from ..evaluate import evaluate
 from ..principles import measure_principles
-from ..report import write_report
 from ..resolution import analytic, analytic_curve, empirical, model_curve, resolution, texts
 from ..rows import AnalyticCurves, AnalyticRow, EmpiricalRow, Evaluation, PrinciplesRow, StudyResults, StudyRun
 from ..version import __version__
@@ -26,6 +25,7 @@ from . import workers
 from .cache import Cache
 from .estimate import Load, Timer, estimate
 from .plan import SCHEMA_VERSION, Cell, Plan, StudyConfig, Table, cell_unit
+from .report import write_report
 from .tables import TABLES
 from .units import GRID, Cost, Unit, check, training
 

@@ -12,8 +12,8 @@ from ..blocks import Block, Table, Text
 from ..errors import LexkitError
 from ..notation import multiple
 from ..render import markdown
-from ..report.tables import cell
 from ..rows import StudyResults
+from .report.tables import cell
 from .tables.extension.queries import ExtensionLine, extension_lines
 from .tables.extension.report import goal_finding
 from .tables.retrieval.findings import context_goal_finding

@@ -5,7 +5,7 @@ its rows in results.json, its queries, its sections of the report and its figure
 :data:`TABLES` lists them in report order. A new table is one folder and one :func:`register`
 call: the study runs it (:class:`~lexkit.study.plan.StudyConfig` and ``lexkit study`` take its
 settings), caches it and writes its section of results.json, and the report
-(:func:`lexkit.report.write_report`) and TensorBoard show it.
+(:func:`lexkit.study.report.write_report`) and TensorBoard show it.
 """
 
 from ...rows import TABLES

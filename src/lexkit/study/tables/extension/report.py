@@ -7,9 +7,9 @@ from __future__ import annotations
 from .... import results as query
 from ....blocks import Block, Figure, Heading, Table, Text
 from ....notation import length_label, multiple, signed
-from ....report.sections import listed
-from ....report.tables import LOWEST_BPB, cell
 from ....rows import StudyResults
+from ...report.sections import listed
+from ...report.tables import LOWEST_BPB, cell
 from .queries import extension_lines, goal
 from .rows import section
 

@@ -13,13 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from .. import plots
-from .. import results as query
-from ..blocks import Block, Bullets, Figure, Heading, Text
-from ..htmlreport import html
-from ..render import csv_text, markdown
-from ..rows import TABLES, StudyResults
-from ..runs import atomic_write
+from ... import plots
+from ... import results as query
+from ...blocks import Block, Bullets, Figure, Heading, Text
+from ...htmlreport import html
+from ...render import csv_text, markdown
+from ...rows import TABLES, StudyResults
+from ...runs import atomic_write
 from . import tables
 
 #: the columns of results.csv, one row per evaluation cell of every seed's run

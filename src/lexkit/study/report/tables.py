@@ -6,11 +6,11 @@ numbers and the provenance; and the cells every table of the report is made of (
 
 from __future__ import annotations
 
-from .. import notation
-from .. import results as query
-from ..blocks import Number, Table
-from ..notation import length_label, number
-from ..rows import StudyResults
+from ... import notation
+from ... import results as query
+from ...blocks import Number, Table
+from ...notation import length_label, number
+from ...rows import StudyResults
 
 LOWEST_BPB = "best (lowest) bpb per column marked"
 
