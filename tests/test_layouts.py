@@ -380,8 +380,8 @@ def test_a_global_layer_over_many_keys_scores_fewer_queries_at_a_time(monkeypatc
 def test_a_study_trains_a_layout_beside_its_schemes(tmp_path, no_figures):
     """`lexkit study --layout`: a row of the grid labelled with the layout as given, family
     ``layout``, its analytic R before training the mean over its layers of each layer's own."""
-    from lexkit.results import read
     from lexkit.study.execution import layer_mean
+    from lexkit.study.results import read
 
     data = write_corpus(tmp_path / "data")
     argv = ["study", "--preset", "tiny", "--scheme", "rope", "--layout", "hwfa:W=8,shift=0.5", "--lengths", "16,32",

@@ -16,9 +16,9 @@ import pytest
 from lexkit.blocks import Table
 from lexkit.notation import length_label, multiple, number, signed
 from lexkit.render import markdown as render_markdown
-from lexkit.results import principles, seed_mean
 from lexkit.study import document, read, write_report
 from lexkit.study.report import length_table, pattern_table, provenance_table
+from lexkit.study.results import principles, seed_mean
 from lexkit.study.tables.retrieval.findings import retrieval_findings
 from lexkit.study.tables.retrieval.queries import FLAT, RETRIEVES, context_goal, retrieval_lines, stops_at
 from lexkit.study.tables.retrieval.report import answer_bits_table, retrieval_table
@@ -400,9 +400,11 @@ def test_no_figure_hides_a_curve_behind_another_or_its_legend(monkeypatch):
     doc["analytic_curves"]["curves"] = {name: curve for name in names}
     drawn = {}
     monkeypatch.setattr(plots, "save", lambda fig, path: drawn.__setitem__(path, fig))
+    from lexkit.study.report import figures as grid
+
     for name in ("bpb_by_length", "analytic_curves", "resolution_per_layer", "entropy_by_length",
                  "loss_by_position"):
-        getattr(plots, name)(read(doc), name)
+        getattr(grid, name)(read(doc), name)
     extension(read(doc), "extension")
     assert set(drawn) == {"bpb_by_length", "analytic_curves", "resolution_per_layer", "entropy_by_length",
                           "loss_by_position", "extension"}

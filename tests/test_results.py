@@ -17,7 +17,7 @@ from lexkit.study import document, read, write_report
 from lexkit.study.report import length_table
 from lexkit.study.tables.extension.rows import ExtensionRow
 from lexkit.study.tables.retrieval.rows import RetrievalEntry
-from lexkit.tensorboard import study_scalars
+from lexkit.study.tensorboard import study_scalars
 
 VERSIONS = Path(__file__).parent / "fixtures" / "results_versions"
 #: the study's commit that wrote each fixture, and what its version added
@@ -111,7 +111,7 @@ def test_table_g_names_table_es_methods_only_where_it_scored_them():
 
 def test_evaluation_of_a_cell_the_study_does_not_have_names_the_valid_ones():
     """It returned (None, None), as for a cell that could not run."""
-    from lexkit.results import evaluation, read
+    from lexkit.study.results import evaluation, read
     from study_results import study_results
 
     doc = read(study_results())

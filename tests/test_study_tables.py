@@ -9,12 +9,12 @@ import json
 
 import pytest
 
-from lexkit import results, rows
+from lexkit import rows
 from lexkit.cli import main
 from lexkit.render import markdown
-from lexkit.study import TABLES, Study, StudyConfig, document, read, register
+from lexkit.study import TABLES, Study, StudyConfig, document, read, register, results
 from lexkit.study.cache import Cache
-from lexkit.tensorboard import study_scalars
+from lexkit.study.tensorboard import study_scalars
 from toy_corpus import STUDY_DOCS, write_corpus
 from toy_table import ToyTable
 from toy_table.rows import ToyRow, ToySection
@@ -70,7 +70,7 @@ def test_a_new_table_is_one_folder_and_one_register_call(tmp_path, data_dir, tab
 
 
 def test_a_new_tables_figures_and_flags_come_with_it(tmp_path, data_dir, table_h, capsys, monkeypatch):
-    from lexkit import plots
+    from lexkit.study.report import figures as plots
     from lexkit.study.report import report_figures
 
     doc = read({**json.loads((pytest.importorskip("safety_net").HERE / "results.json").read_text()),

@@ -13,7 +13,8 @@ import pytest
 
 from lexkit.cli import main
 from lexkit.errors import LexkitError
-from lexkit.tensorboard import open_writer, write_study
+from lexkit.study.tensorboard import write_study
+from lexkit.tensorboard import open_writer
 from study_results import LENGTHS, bpb, study_results
 
 needs_tbx = pytest.mark.skipif(importlib.util.find_spec("tensorboardX") is None,
@@ -191,7 +192,8 @@ def test_a_resumed_run_has_every_step_once_with_or_without_the_flag(tmp_path, mo
 @needs_tbx
 def test_tags_are_what_tensorboard_stores(tmp_path):
     """`=` and `+` in a pattern became `_` in TensorBoard although the docs said they were kept."""
-    from lexkit.tensorboard import study_scalars, tag_slug
+    from lexkit.study.tensorboard import study_scalars
+    from lexkit.tensorboard import tag_slug
 
     results = study_results()
     results["patterns"] = results["patterns"] + ["sinks:16,K=4"]

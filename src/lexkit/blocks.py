@@ -74,7 +74,8 @@ class Bullets:
 
 @dataclasses.dataclass
 class Figure:
-    """A figure of the report (:data:`lexkit.plots.GRID_FIGURES`, or a table's ``figures``), by file name."""
+    """A figure of the report (:data:`lexkit.study.report.figures.GRID_FIGURES`, or a table's
+    ``figures``), by file name."""
 
     name: str
     alt: str

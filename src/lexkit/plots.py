@@ -1,6 +1,7 @@
-"""The figures lexkit draws, and the helpers every figure of the study report shares (each table
-beside the grid draws its own with them, :mod:`lexkit.study.tables`): the grid's five, the
-resolution command's two and one evaluation report's.
+"""The instruments' figures (resolution's two, an evaluation report's, retrieval's, the byte table's
+and the needle mass's) and the helpers every figure shares, the study report's among them (its grid's
+five: :mod:`lexkit.study.report.figures`; each table beside the grid draws its own with them,
+:mod:`lexkit.study.tables`).
 
 matplotlib's object API only (``matplotlib.figure.Figure``, no pyplot): no global backend or
 figure state, so plotting is safe in a library, a test run or a thread, and needs no display.
@@ -10,7 +11,6 @@ from a model.
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,9 +19,7 @@ from typing import BinaryIO
 import torch
 from torch import Tensor
 
-from . import results as query
-from .rows import RetrievalCell, RetrievalSummary, StudyResults, eval_rows, position_rows
-from .runs import atomic_write
+from .rows import RetrievalCell, RetrievalSummary, eval_rows, position_rows
 
 DPI = 110
 BPB_TOP = 8.5  # bpb axes stop here: a diverging scheme would squash every other line
@@ -51,14 +49,14 @@ def _finite(x: Tensor) -> Tensor:
     return x
 
 
-def _mark(ax, train_len: int | None) -> None:
+def mark_length(ax, train_len: int | None) -> None:
     if train_len:
         ax.axvline(train_len, color="grey", linestyle=":", linewidth=1)
 
 
 def bpb_axes(ax, train_len: int | None, title: str, xlabel: str) -> None:
     """Bits per byte against a log2 x axis, the training length marked, the top capped."""
-    _mark(ax, train_len)
+    mark_length(ax, train_len)
     ax.set_xscale("log", base=2)
     ax.set_title(title)
     ax.set_xlabel(xlabel)
@@ -177,89 +175,12 @@ def eval_report(report: dict, path: str | Path) -> None:
         line(right, sorted(((b.from_ + b.to) / 2, b.bpb) for b in buckets
                             if b.pattern == pattern and b.length == longest), marker=".", label=pattern)
     for ax, label in ((left, "length"), (right, f"position in the window (length {longest})")):
-        _mark(ax, report.get("train_len"))
+        mark_length(ax, report.get("train_len"))
         ax.set_xscale("log", base=2)
         ax.set_xlabel(label)
         ax.set_ylabel("bits per byte")
         ax.legend(fontsize="small")
     fig.suptitle(f"{report.get('run', '')}: {report.get('scheme', '')}")
-    save(fig, path)
-
-
-# -- the study report: every figure from the typed results.json, through lexkit.results ------------
-def bpb_by_length(doc: StudyResults, path: str | Path) -> None:
-    """bpb against evaluation length, one panel per pattern, one line per row of the grid."""
-    fig, axes = figure(5 * len(doc.patterns), 4, panels=len(doc.patterns))
-    for ax, pattern in zip(axes, doc.patterns):
-        series(ax)
-        for label in query.labels(doc):
-            line(ax, query.curve(doc, label, pattern), label=label)
-        bpb_axes(ax, doc.train_len, pattern, "evaluation length (bytes)")
-    legend(fig, *axes)
-    save(fig, path)
-
-
-def analytic_curves(doc: StudyResults, path: str | Path) -> None:
-    """The analytic s[n] - s[0] (mean over heads, causal) the study computed before training; no
-    file for a study that stored none (results.json of schema 1)."""
-    if doc.analytic_curves is None:
-        return
-    fig, (ax,) = figure(8, 4)
-    series(ax)
-    for scheme, curve in doc.analytic_curves.curves.items():
-        ax.plot(range(len(curve)), curve, label=scheme, lw=1, markevery=max(1, len(curve) // 12))
-    _mark(ax, doc.train_len)
-    ax.set_xlabel("distance n")
-    ax.set_ylabel("s[n] − s[0] (analytic, mean over heads)")
-    legend(fig, ax)
-    save(fig, path)
-
-
-def resolution_per_layer(doc: StudyResults, path: str | Path) -> None:
-    """Empirical R per layer under causal attention, each row of the grid at its longest measured length."""
-    fig, (ax,) = figure(8, 4)
-    series(ax)
-    for label in query.labels(doc):
-        measured = query.resolution_per_layer(doc, label)
-        if measured is not None:
-            length, layers = measured
-            ax.plot(range(len(layers)), layers, label=f"{label} @ {length}")
-    ax.set_xlabel("layer")
-    ax.set_ylabel("empirical R (mean over heads)")
-    legend(fig, ax)
-    save(fig, path)
-
-
-def entropy_by_length(doc: StudyResults, path: str | Path) -> None:
-    """Attention entropy against length, under causal and under the last pattern (one series each)."""
-    patterns = doc.patterns
-    fig, (ax,) = figure(9, 4.5)
-    series(ax)
-    for label in query.labels(doc):
-        for pattern in dict.fromkeys(("causal", patterns[-1])):  # once each, in order
-            pts = query.entropy(doc, label, pattern)
-            if pts:
-                line(ax, pts, label=f"{label} {pattern}")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("length")
-    ax.set_ylabel("attention entropy (nats, mean over layers)")
-    legend(fig, ax, fontsize=6)
-    save(fig, path)
-
-
-def loss_by_position(doc: StudyResults, path: str | Path) -> None:
-    """bpb by position within the chunk at the longest length, one panel per pattern."""
-    longest = max(doc.lengths)
-    fig, axes = figure(5 * len(doc.patterns), 4, panels=len(doc.patterns))
-    for ax, pattern in zip(axes, doc.patterns):
-        series(ax)
-        for label in query.labels(doc):
-            pts = query.seed_mean(((r.from_ + r.to) / 2, r.bpb) for r in query.by_position(doc, label, pattern,
-                                                                                           longest))
-            if pts:
-                line(ax, pts, label=label)
-        bpb_axes(ax, doc.train_len, f"{pattern} at {longest}", "position in the chunk")
-    legend(fig, *axes)
     save(fig, path)
 
 
@@ -317,34 +238,6 @@ def place_labels(ax, points: Sequence[tuple[float, float]], labels: Sequence[str
     return out
 
 
-#: The figures of the study report's grid: file name -> drawing function (the report links these
-#: names; each takes the results and a path or binary stream, and draws nothing when it has nothing
-#: to draw). Each table beside the grid has its own (:attr:`lexkit.study.plan.Table.figures`).
-GRID_FIGURES = {
-    "bpb_by_length.png": bpb_by_length,
-    "s_curves.png": analytic_curves,
-    "resolution_per_layer.png": resolution_per_layer,
-    "entropy.png": entropy_by_length,
-    "loss_by_position.png": loss_by_position,
-}
-
-
-def draw(figures: dict, results: StudyResults | dict, out: str | Path | None = None) -> dict[str, bytes]:
-    """Draw ``figures`` (file name -> drawing function) once each: name -> PNG bytes (a figure with
-    nothing to draw is absent), also written into the directory ``out`` when given."""
-    doc = query.read(results)
-    images = {}
-    for name, drawing in figures.items():
-        buffer = io.BytesIO()
-        drawing(doc, buffer)
-        if buffer.getvalue():
-            images[name] = buffer.getvalue()
-            if out is not None:
-                atomic_write(Path(out) / name, images[name])
-    return images
-
-
-# -- retrieval ------------------------------------------------------------------------------------
 def retrieval(report: dict, path: str | Path) -> None:
     """The needle-in-a-haystack heatmaps (exact match, depth x length; one panel per pattern),
     then accuracy against length over all depths, one line per pattern with its 95 % interval.
@@ -370,7 +263,7 @@ def retrieval(report: dict, path: str | Path) -> None:
         xs = [p[0] for p in pts]
         lines.plot(xs, [p[1] for p in pts], marker="o", label=pattern)
         lines.fill_between(xs, [p[2] for p in pts], [p[3] for p in pts], alpha=0.15)
-    _mark(lines, report.get("train_len"))
+    mark_length(lines, report.get("train_len"))
     lines.set_xscale("log", base=2)
     lines.set_ylim(-0.02, 1.02)
     lines.set_xlabel("length (bytes)")
@@ -449,7 +342,7 @@ def needle_mass(report: dict, path: str | Path) -> None:
         mass.plot([p[0] for p in ref], [p[1] for p in ref], linestyle=":", color="black", label="uniform attention")
         ent.plot([p[0] for p in ref], [p[2] for p in ref], linestyle=":", color="black", label="ln(keys): uniform")
         for ax, ylabel in ((mass, "attention mass on the needle"), (ent, "attention entropy (nats)")):
-            _mark(ax, report.get("train_len"))
+            mark_length(ax, report.get("train_len"))
             ax.set_xscale("log", base=2)
             ax.set_xlabel(f"length ({report.get('unit', 'bytes')})")
             ax.set_ylabel(ylabel)

@@ -18,16 +18,13 @@
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 import sys
 import warnings
 from pathlib import Path
 
-from . import results as query
 from . import runs
 from .errors import LexkitError
-from .rows import TABLES, StudyResults
 
 #: metrics.jsonl keys -> TensorBoard tags; any other numeric key ``k`` goes to ``train/k`` (``val/k``
 #: for a ``val_k``)
@@ -210,40 +207,3 @@ def tag_slug(text: str) -> str:
     """``text`` as one part of a tag, as TensorBoard stores it: characters other than letters,
     digits and ``-._`` become ``_`` (tensorboardX's own rule, ``=`` and ``+`` included)."""
     return re.sub(r"[^-\w.]", "_", text)
-
-
-def study_scalars(results: StudyResults | dict) -> dict[str, dict[str, dict[int, float]]]:
-    """A study's evaluations as TensorBoard would show them: subdirectory -> tag -> {length:
-    value}. One subdirectory per row of the grid (``eval/<label>``) and per configuration of each
-    table beside it (``<table>/<configuration>``: ``extension/<label>``, :meth:`Table.scalars
-    <lexkit.study.plan.Table.scalars>`), tags ``bpb/<pattern>`` (and ``ppl/<pattern>``, causal and
-    beyond), means over seeds as in the report's tables; a cell with no value is left out."""
-    doc = query.read(results)
-    out: dict[str, dict[str, dict[int, float]]] = {}
-    for label in query.labels(doc):
-        tags = out.setdefault(f"eval/{slug(label)}", {})
-        for pattern in doc.patterns:
-            for key in ("bpb", "ppl"):
-                points = query.curve(doc, label, pattern, key)
-                if points:
-                    tags[f"{key}/{tag_slug(pattern)}"] = points
-    for table in TABLES:
-        for name, series in table.scalars(doc).items():
-            for (quantity, pattern), points in series.items():
-                out.setdefault(f"{table.key}/{slug(name)}", {})[f"{quantity}/{tag_slug(pattern)}"] = points
-    return out
-
-
-def write_study(results: StudyResults | dict, logdir: str | Path) -> list[str]:
-    """:func:`study_scalars` as event files under ``logdir`` (the ``step`` axis is the
-    evaluation length in bytes; non-finite values left out); returns the subdirectories."""
-    require()
-    written = []
-    for name, tags in study_scalars(results).items():
-        with export_writer(Path(logdir) / name) as writer:
-            for tag_name, points in tags.items():
-                for length, value in sorted(points.items()):
-                    if math.isfinite(value):
-                        writer.scalar(tag_name, value, length)
-        written.append(name)
-    return written

@@ -161,7 +161,8 @@ def run(args) -> int:
     results = read(results)
     print_tables(results)
     if args.tensorboard is not None:
-        from ..tensorboard import export_runs, write_study
+        from ..study.tensorboard import write_study
+        from ..tensorboard import export_runs
 
         logdir = Path(args.tensorboard or Path(args.out) / "tensorboard")
         evals = write_study(results, logdir)

@@ -40,7 +40,6 @@ sweep``: a study of table G alone, its rows a config file's arms). What a study 
 (importing this package registers its tables, so both take them in).
 """
 
-from ..results import read
 from .execution import Study
 from .plan import (
     DEFAULT_LAYOUTS,
@@ -56,6 +55,7 @@ from .plan import (
     slug,
 )
 from .report import document, report_figures, write_report
+from .results import read
 from .tables import TABLES, register
 
 __all__ = ["DEFAULT_LAYOUTS", "DEFAULT_PATTERNS", "DEFAULT_SCHEMES", "EVAL_VERSION", "SCHEMA_VERSION", "TABLES", "Cell",

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import results as query
 from ..blocks import Block, Table, Text
 from ..errors import LexkitError
 from ..notation import multiple
 from ..render import markdown
 from ..rows import StudyResults
+from . import results as query
 from .report.tables import cell
 from .tables.extension.queries import ExtensionLine, extension_lines
 from .tables.extension.report import goal_finding

@@ -1,4 +1,4 @@
-"""The study report: results.json (:mod:`lexkit.results`) as one document of blocks, rendered as
+"""The study report: results.json (:mod:`lexkit.study.results`) as one document of blocks, rendered as
 markdown and as self-contained HTML, with its figures and CSV. One job per module: :mod:`.tables`
 (the grid's tables, and the cells every table is made of), :mod:`.sections` (the grid's sections,
 the document in order with each table's part, and the files written). Each table beside the grid

@@ -13,13 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from ... import plots
-from ... import results as query
 from ...blocks import Block, Bullets, Figure, Heading, Text
 from ...htmlreport import html
 from ...render import csv_text, markdown
 from ...rows import TABLES, StudyResults
 from ...runs import atomic_write
+from .. import results as query
+from . import figures as grid_figures
 from . import tables
 
 #: the columns of results.csv, one row per evaluation cell of every seed's run
@@ -103,13 +103,13 @@ def listed(intro: str, items: list[str]) -> list[Block]:
 
 
 def report_figures(results: StudyResults | dict, out: str | Path | None = None) -> dict[str, bytes]:
-    """Every figure of the report, the grid's (:data:`lexkit.plots.GRID_FIGURES`) then each table's:
-    file name -> PNG bytes (:func:`lexkit.plots.draw`), also written into ``out`` when given."""
-    figures = dict(plots.GRID_FIGURES)
+    """Every figure of the report, the grid's (:data:`.figures.GRID_FIGURES`) then each table's:
+    file name -> PNG bytes (:func:`.figures.draw`), also written into ``out`` when given."""
+    figures = dict(grid_figures.GRID_FIGURES)
     parts: list[Part] = TABLES
     for part in parts:
         figures.update(part.figures)
-    return plots.draw(figures, results, out)
+    return grid_figures.draw(figures, results, out)
 
 
 def write_report(results: StudyResults | dict, out: str | Path) -> None:

@@ -1,4 +1,4 @@
-"""The study report's tables of the grid, built from results.json through :mod:`lexkit.results`
+"""The study report's tables of the grid, built from results.json through :mod:`lexkit.study.results`
 alone: the paper's Tables 2, 5 and 3 layouts (A, B, C), the design principles (D), the paper's own
 numbers and the provenance; and the cells every table of the report is made of (:func:`cell`,
 :func:`percent`, the tables beside the grid's too). Each table is a :class:`lexkit.blocks.Table` of
@@ -7,10 +7,10 @@ numbers and the provenance; and the cells every table of the report is made of (
 from __future__ import annotations
 
 from ... import notation
-from ... import results as query
 from ...blocks import Number, Table
 from ...notation import length_label, number
 from ...rows import StudyResults
+from .. import results as query
 
 LOWEST_BPB = "best (lowest) bpb per column marked"
 

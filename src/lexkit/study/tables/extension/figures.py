@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from .... import plots
-from .... import results as query
 from ....rows import StudyResults
+from ... import results as query
 from .queries import extension_lines
 
 

@@ -1,14 +1,14 @@
 """What table E's report, figure and TensorBoard ask of results.json: its configurations as lines
 (means over seeds), and section F, the stated goal, measured over every configuration of the study
-(the grid's, :mod:`lexkit.results`, and table E's)."""
+(the grid's, :mod:`lexkit.study.results`, and table E's)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from .... import results as query
-from ....results import Mean, aggregate
 from ....rows import StudyResults
+from ... import results as query
+from ...results import Mean, aggregate
 from .rows import Finetuned, section
 
 

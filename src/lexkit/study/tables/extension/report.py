@@ -4,10 +4,10 @@ results.json through :mod:`.queries` alone."""
 
 from __future__ import annotations
 
-from .... import results as query
 from ....blocks import Block, Figure, Heading, Table, Text
 from ....notation import length_label, multiple, signed
 from ....rows import StudyResults
+from ... import results as query
 from ...report.sections import listed
 from ...report.tables import LOWEST_BPB, cell
 from .queries import extension_lines, goal

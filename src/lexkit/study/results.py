@@ -17,8 +17,8 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from .rows import PositionRow, StudyResults, StudyRun
-from .stats import mean_std
+from ..rows import PositionRow, StudyResults, StudyRun
+from ..stats import mean_std
 
 Mean = tuple[float | None, float | None]  # (mean, sample std) over seeds
 
