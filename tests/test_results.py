@@ -1,4 +1,4 @@
-"""results.json as one typed document (lexkit.rows.StudyResults): today's version reads and writes back
+"""results.json as one typed document (lexkit.study.schema.StudyResults): today's version reads and writes back
 key for key, every version a study has written reads and renders (fixtures in
 tests/fixtures/results_versions, written by the study of the commit each file names), and the
 numbers the report shows are the ones stored."""
@@ -12,9 +12,10 @@ import pytest
 
 import safety_net
 from lexkit.render import csv_text, markdown
-from lexkit.rows import EmpiricalRow, Row, StudyResults, StudyRun
+from lexkit.rows import EmpiricalRow, Row
 from lexkit.study import document, read, write_report
 from lexkit.study.report import length_table
+from lexkit.study.schema import StudyResults, StudyRun
 from lexkit.study.tables.extension.rows import ExtensionRow
 from lexkit.study.tables.retrieval.rows import RetrievalEntry
 from lexkit.study.tensorboard import study_scalars

@@ -9,10 +9,9 @@ import json
 
 import pytest
 
-from lexkit import rows
 from lexkit.cli import main
 from lexkit.render import markdown
-from lexkit.study import TABLES, Study, StudyConfig, document, read, register, results
+from lexkit.study import TABLES, Study, StudyConfig, document, read, register, results, schema
 from lexkit.study.cache import Cache
 from lexkit.study.tensorboard import study_scalars
 from toy_corpus import STUDY_DOCS, write_corpus
@@ -148,12 +147,12 @@ def test_a_section_of_a_table_not_registered_is_kept_as_it_is():
               "patterns": ["causal"], "resolution_lengths": [16], "data": {}, "model": {}, "params": 1, "train": {},
               "runs": [], "analytic": [], "toy": {"docs": 1, "rows": [{"label": "a", "seed": 0, "bpb": 1.0}]},
               "wall_seconds": 1.0, "work": {"ran": 0, "cached": 0}}
-    doc = rows.StudyResults.from_json(stored)
+    doc = schema.StudyResults.from_json(stored)
     assert doc.tables["toy"] == stored["toy"] and doc.to_json() == stored and list(doc.to_json()) == list(stored)
     register(ToyTable)
     try:
         assert doc.table("toy") == ToySection(1, [ToyRow("a", 0, 1.0)])
-        assert rows.StudyResults.from_json(stored).tables["toy"] == doc.table("toy")
+        assert schema.StudyResults.from_json(stored).tables["toy"] == doc.table("toy")
     finally:
         TABLES.remove(ToyTable)
     with pytest.raises(ValueError, match="registered already"):

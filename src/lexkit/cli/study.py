@@ -17,7 +17,6 @@ from .. import checks, positions, presets, threads
 from ..device import resolve_device
 from ..distributed import world as study_world
 from ..errors import LexkitError
-from ..rows import StudyResults
 from ..specs import parse_lengths
 from ..study import DEFAULT_LAYOUTS, DEFAULT_PATTERNS, DEFAULT_SCHEMES, TABLES, Study, StudyConfig, read
 from ..study.estimate import load_line
@@ -25,6 +24,7 @@ from ..study.execution import MAX_JOBS
 from ..study.plan import field_type, setting_name
 from ..study.report import length_table, pattern_table
 from ..study.report.tables import computed
+from ..study.schema import StudyResults
 from ..study.tables.retrieval.findings import context_goal_finding
 from ..study.tables.retrieval.report import retrieval_table
 from ..study.units import GRID

@@ -36,7 +36,7 @@ progress bar), :mod:`~lexkit.study.schedule` (units over N workers: order, makes
 (one folder per table: ``extension/``, table E; ``retrieval/``, table G;
 :data:`~lexkit.study.tables.TABLES` in report order) and :mod:`~lexkit.study.sweep` (``lexkit
 sweep``: a study of table G alone, its rows a config file's arms). What a study writes is typed:
-:class:`lexkit.rows.StudyResults`, read by :func:`read`; :func:`write_report` writes its report
+:class:`lexkit.study.schema.StudyResults`, read by :func:`read`; :func:`write_report` writes its report
 (importing this package registers its tables, so both take them in).
 """
 

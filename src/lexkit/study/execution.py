@@ -19,13 +19,14 @@ from ..device import training_dtype
 from ..evaluate import evaluate
 from ..principles import measure_principles
 from ..resolution import analytic, analytic_curve, empirical, model_curve, resolution, texts
-from ..rows import AnalyticCurves, AnalyticRow, EmpiricalRow, Evaluation, PrinciplesRow, StudyResults, StudyRun
+from ..rows import AnalyticCurves, AnalyticRow, EmpiricalRow, Evaluation, PrinciplesRow
 from ..version import __version__
 from . import workers
 from .cache import Cache
 from .estimate import Load, Timer, estimate
 from .plan import SCHEMA_VERSION, Cell, Plan, StudyConfig, Table, cell_unit
 from .report import write_report
+from .schema import StudyResults, StudyRun
 from .tables import TABLES
 from .units import GRID, Cost, Unit, check, training
 

@@ -19,8 +19,9 @@ from ..data import Corpus, load_corpus
 from ..evaluate import default_lengths, select_documents
 from ..layouts import check_pattern
 from ..mix import parse_mix
-from ..rows import SCHEMA, TABLES, Row, StudyResults
+from ..rows import Row
 from ..settings import configs
+from .schema import SCHEMA, TABLES, StudyResults
 
 DEFAULT_SCHEMES = [
     "none", "sinusoidal", "rope", "xpos", "xpos:rotate=false", "alibi", "kerple-log", "kerple-power", "sandwich",
@@ -32,7 +33,7 @@ DEFAULT_SCHEMES = [
 #: repeats: local, global, local, global)
 DEFAULT_LAYOUTS: list[str] = ["hwfa:W=16,shift=0.5", "rope@window:16+shift;none@causal+logn+shift+kshift"]
 DEFAULT_PATTERNS = ["causal", "window", "bca"]
-#: the version of results.json a study writes (:data:`lexkit.rows.SCHEMA`)
+#: the version of results.json a study writes (:data:`lexkit.study.schema.SCHEMA`)
 SCHEMA_VERSION = SCHEMA
 #: bump when the meaning of a cached evaluation changes (invalidates eval/resolution caches)
 EVAL_VERSION = 1
@@ -162,7 +163,7 @@ class StudyConfig:
 
 
 def table_settings(given: dict[str, TableSettings], keywords: dict[str, Any]) -> dict[str, TableSettings]:
-    """Every registered table's settings (:data:`lexkit.rows.TABLES`): as ``given``, else its
+    """Every registered table's settings (:data:`lexkit.study.schema.TABLES`): as ``given``, else its
     defaults, with the ``keywords`` that name its settings applied (:func:`setting_name`); a keyword
     no table has is a TypeError, as for any constructor."""
     kinds = {table.key: table.Settings for table in TABLES}
@@ -360,7 +361,7 @@ class Table(Section, Protocol):
     """A table beside the grid (E, context extension; G, use of context; one folder each in
     :mod:`lexkit.study.tables`): the :class:`Section` the study runs (``Table(plan, cache)``), and
     what it is without a model, from results.json alone: its ``Settings`` (a :class:`TableSettings`),
-    ``row``, the row type of its section of results.json (:meth:`lexkit.rows.StudyResults.table`),
+    ``row``, the row type of its section of results.json (:meth:`lexkit.study.schema.StudyResults.table`),
     :meth:`blocks`, its sections of the report, ``figures``, its figures (file name ->
     ``draw(results, path)``, drawing nothing when there is nothing to draw), and :meth:`scalars`,
     what TensorBoard shows of it (configuration -> (quantity, pattern) -> length -> value)."""

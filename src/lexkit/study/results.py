@@ -1,4 +1,4 @@
-"""A study's ``results.json``, read as one typed document (:class:`lexkit.rows.StudyResults`, every
+"""A study's ``results.json``, read as one typed document (:class:`lexkit.study.schema.StudyResults`, every
 version a study has written), and the queries of its grid (rows by label, patterns, lengths) every
 reader goes through: the report's tables, its figures, its CSV and TensorBoard. A table and the
 figure beside it can never disagree: both ask the same question here. (Each table beside the grid
@@ -17,8 +17,9 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from ..rows import PositionRow, StudyResults, StudyRun
+from ..rows import PositionRow
 from ..stats import mean_std
+from .schema import StudyResults, StudyRun
 
 Mean = tuple[float | None, float | None]  # (mean, sample std) over seeds
 

@@ -11,9 +11,9 @@ from ..blocks import Block, Table, Text
 from ..errors import LexkitError
 from ..notation import multiple
 from ..render import markdown
-from ..rows import StudyResults
 from . import results as query
 from .report.tables import cell
+from .schema import StudyResults
 from .tables.extension.queries import ExtensionLine, extension_lines
 from .tables.extension.report import goal_finding
 from .tables.retrieval.findings import context_goal_finding

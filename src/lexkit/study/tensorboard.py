@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ..rows import TABLES, StudyResults
 from ..tensorboard import export_writer, require, slug, tag_slug
 from . import results as query
+from .schema import TABLES, StudyResults
 
 
 def study_scalars(results: StudyResults | dict) -> dict[str, dict[str, dict[int, float]]]:

@@ -283,7 +283,7 @@ def _main(conn, build: Build, device: str, threads: int, parent: int) -> None:
 
         if device == "cpu":
             policy.use(threads, "--threads")
-        from ..rows import TABLES, register_table
+        from .schema import TABLES, register_table
 
         for table in build.tables:
             if table not in TABLES:

@@ -3,7 +3,7 @@ markdown and as self-contained HTML, with its figures and CSV. One job per modul
 (the grid's tables, and the cells every table is made of), :mod:`.sections` (the grid's sections,
 the document in order with each table's part, and the files written). Each table beside the grid
 brings its own sections and figures (:mod:`lexkit.study.tables`, registered in
-:data:`lexkit.rows.TABLES`). ``lexkit.study.report`` hands on their names."""
+:data:`lexkit.study.schema.TABLES`). ``lexkit.study.report`` hands on their names."""
 
 from .sections import Part, document, grid_sections, listed, report_figures, write_report
 from .tables import (

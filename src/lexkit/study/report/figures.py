@@ -8,9 +8,9 @@ import io
 from pathlib import Path
 
 from ... import plots
-from ...rows import StudyResults
 from ...runs import atomic_write
 from .. import results as query
+from ..schema import StudyResults
 
 
 def bpb_by_length(doc: StudyResults, path: str | Path) -> None:

@@ -2,7 +2,7 @@
 was measured, the tables (:mod:`.tables`) and the figures (:mod:`lexkit.plots`), all from
 results.json alone (no model, no scheme is built here), so a report can be rebuilt without the
 runs. The grid's sections (A-D) are here; each table beside the grid brings its own (:class:`Part`:
-its blocks and figures), as registered (:data:`lexkit.rows.TABLES`; ``import lexkit.study``
+its blocks and figures), as registered (:data:`lexkit.study.schema.TABLES`; ``import lexkit.study``
 registers tables E and G). :func:`write_report` renders the document as ``report.md`` and as one
 self-contained ``report.html`` (:mod:`lexkit.htmlreport`), beside the figures and ``results.csv``.
 """
@@ -16,9 +16,9 @@ from typing import Any, Protocol
 from ...blocks import Block, Bullets, Figure, Heading, Text
 from ...htmlreport import html
 from ...render import csv_text, markdown
-from ...rows import TABLES, StudyResults
 from ...runs import atomic_write
 from .. import results as query
+from ..schema import TABLES, StudyResults
 from . import figures as grid_figures
 from . import tables
 
@@ -37,7 +37,7 @@ class Part(Protocol):
 
 
 def document(results: StudyResults | dict) -> list[Block]:
-    """The report, block by block: the grid's sections, each table's (:data:`lexkit.rows.TABLES`, in
+    """The report, block by block: the grid's sections, each table's (:data:`lexkit.study.schema.TABLES`, in
     order), the paper's numbers and the provenance."""
     doc = query.read(results)
     parts: list[Part] = TABLES

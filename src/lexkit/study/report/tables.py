@@ -9,8 +9,8 @@ from __future__ import annotations
 from ... import notation
 from ...blocks import Number, Table
 from ...notation import length_label, number
-from ...rows import StudyResults
 from .. import results as query
+from ..schema import StudyResults
 
 LOWEST_BPB = "best (lowest) bpb per column marked"
 

@@ -8,8 +8,8 @@ settings), caches it and writes its section of results.json, and the report
 (:func:`lexkit.study.report.write_report`) and TensorBoard show it.
 """
 
-from ...rows import TABLES
-from ...rows import register_table as register
+from ..schema import TABLES
+from ..schema import register_table as register
 from .extension import ExtensionTable
 from .retrieval import RetrievalTable
 

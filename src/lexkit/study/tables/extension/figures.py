@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from .... import plots
-from ....rows import StudyResults
 from ... import results as query
+from ...schema import StudyResults
 from .queries import extension_lines
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from ....rows import StudyResults
 from ... import results as query
 from ...results import Mean, aggregate
+from ...schema import StudyResults
 from .rows import Finetuned, section
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from ....blocks import Block, Figure, Heading, Table, Text
 from ....notation import length_label, multiple, signed
-from ....rows import StudyResults
 from ... import results as query
 from ...report.sections import listed
 from ...report.tables import LOWEST_BPB, cell
+from ...schema import StudyResults
 from .queries import extension_lines, goal
 from .rows import section
 

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from .... import plots
-from ....rows import StudyResults
+from ...schema import StudyResults
 from . import queries
 from .rows import section
 

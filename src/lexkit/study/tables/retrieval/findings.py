@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from ....notation import ratio_with_interval
-from ....rows import StudyResults
+from ...schema import StudyResults
 from . import queries as query
 from .rows import section
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 
-from ....rows import StudyResults
 from ....stats import mean_interval, wilson
 from ...results import aggregate
+from ...schema import StudyResults
 from .rows import RetrievalSection, section
 
 #: the goal: bpb at 16x within this fraction of the configuration's own bpb at 1x ...

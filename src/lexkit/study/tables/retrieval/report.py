@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from ....blocks import Block, Figure, Heading, Number, Table, Text
 from ....notation import ratio_with_interval
-from ....rows import StudyResults
 from ...report.sections import listed
 from ...report.tables import cell, percent
+from ...schema import StudyResults
 from . import queries
 from .findings import (
     context_goal_finding,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from ....rows import ContextRow, RetrievalCell, Row, StudyResults
+from ....rows import ContextRow, RetrievalCell, Row
+from ...schema import StudyResults
 
 #: table G's section of results.json
 KEY = "retrieval"
