@@ -151,7 +151,7 @@ def run(args) -> int:
     plural = "s" if len(cases) != 1 else ""
     print(f"conformance: {len(cases)} case{plural} against lexkit's float64 reference "
           "(tolerances: docs/conformance.md)")
-    print("implementations: " + ", ".join(f"{i['impl']} {i['version']}".strip() for i in impls))
+    print("implementations: " + (", ".join(f"{i['impl']} {i['version']}".strip() for i in impls) or "none ran"))
     for s in skipped:
         print(f"skipped: {s['impl']}: {s['reason']}")
     if ready:
