@@ -10,10 +10,9 @@ over the N processes (nodes sharing --out too); rank 0 writes the report (docs/d
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from pathlib import Path
 
-from .. import checks, positions, presets, threads
+from .. import checks, options, positions, presets, threads
 from ..device import resolve_device
 from ..distributed import world as study_world
 from ..errors import LexkitError
@@ -21,7 +20,7 @@ from ..specs import parse_lengths
 from ..study import DEFAULT_LAYOUTS, DEFAULT_PATTERNS, DEFAULT_SCHEMES, TABLES, Study, StudyConfig, read
 from ..study.estimate import load_line
 from ..study.execution import MAX_JOBS
-from ..study.plan import field_type, setting_name
+from ..study.plan import setting_name
 from ..study.report import length_table, pattern_table
 from ..study.report.tables import computed
 from ..study.schema import StudyResults
@@ -76,37 +75,21 @@ def add_parser(sub):
 
 
 def add_table_flags(p, key: str, settings: type) -> None:
-    """``--no-KEY`` and ``--KEY-FIELD`` for each field of a table's settings (its ``help`` metadata,
-    the type and ``choices`` of its default), each stored as StudyConfig's keyword of that setting."""
-    for field in dataclasses.fields(settings):
-        flag, dest, meta = setting_name(key, field.name, flag=True), setting_name(key, field.name), field.metadata
-        kind = field_type(field)
-        if kind is bool and field.default:  # on: --no-KEY; another default True: --no-KEY-FIELD
-            flag = flag if field.name == "on" else f"--no-{flag[2:]}"
-            p.add_argument(flag, dest=dest, action="store_false", help=meta.get("help"))
-        elif kind is bool:  # default False: --KEY-FIELD turns it on
-            p.add_argument(flag, dest=dest, action="store_true", help=meta.get("help"))
-        elif kind is list:
-            p.add_argument(flag, dest=dest, action="append", metavar=meta.get("metavar"), help=meta.get("help"))
-        else:
-            p.add_argument(flag, dest=dest, type=kind, default=field.default, choices=meta.get("choices"),
-                           metavar=meta.get("metavar"), help=meta.get("help"))
+    """``--no-KEY`` and ``--KEY-FIELD`` for each field of a table's settings (:func:`lexkit.options.add_flags`),
+    each stored as StudyConfig's keyword of that setting."""
+    options.add_flags(p, settings, flag=lambda field: setting_name(key, field, flag=True),
+                      dest=lambda field: setting_name(key, field))
 
 
 def table_settings(args) -> dict:
     """Every table's settings as given on the command line, checked under their flags' names."""
     out = {}
     for table in TABLES:
-        settings = table.Settings(**{f.name: given(args, table.key, f) for f in dataclasses.fields(table.Settings)})
+        named = options.given(args, table.Settings, dest=lambda field, key=table.key: setting_name(key, field))
+        settings = table.Settings(**named)
         settings.check(table.key, flags=True)
         out[table.key] = settings
     return out
-
-
-def given(args, key: str, field: dataclasses.Field):
-    """A table setting as the command line gives it (a repeatable flag not given: its default)."""
-    value = getattr(args, setting_name(key, field.name))
-    return field.default_factory() if value is None and field.default_factory is not dataclasses.MISSING else value
 
 
 def jobs(args) -> int:

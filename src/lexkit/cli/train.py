@@ -12,14 +12,71 @@ over N processes; ``--batch`` stays the global batch and must divide by N (docs/
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 from pathlib import Path
 
-from .. import presets, threads
+from .. import options, presets, threads
 from ..distributed import setup
 from ..runs import configs_from_run, read_config
 from ..settings import configs, same_layers, split_settings
 from ..train import train
+
+
+def _setting(kind: type, help: str, metavar: str | None = None):
+    """A run setting that defaults to None (the preset's, the parent's or the run's own)."""
+    return dataclasses.field(default=None, metadata={"type": kind, "help": help, "metavar": metavar})
+
+
+@dataclasses.dataclass
+class RunSettings:
+    """The run's settings ``lexkit train`` takes besides the preset's sizes (:data:`lexkit.presets.FLAGS`),
+    declared once: each a flag (:func:`lexkit.options.add_flags`; None: the preset's, the parent's under
+    ``--init``, the run's own under ``--resume``) and a keyword of :func:`lexkit.settings.configs`, checked
+    there."""
+
+    layout: str | None = _setting(str, "a scheme, pattern and temperature per layer: a named design (hwfa, hwfa2, "
+                                  "rnope-swa, irope, gemma, gpt-oss; see `lexkit layouts`) or written out, e.g. "
+                                  "\"rope@window:16 ; none@causal+logn\"; (...)xN repeats, (...)^N loops with the same "
+                                  "weights (docs/layouts.md)")
+    token_shift: float | None = _setting(float, "shift this fraction of each position's features from the position "
+                                         "before, at the input of every attention and feed-forward block "
+                                         "(x-transformers' shift_tokens=1 is 0.5; default 0)", "FRACTION")
+    logn: bool | None = _setting(bool, "log-n attention scaling, q_m <- max(1, ln(m+1)/ln train_len) q_m, recorded "
+                                 "with the run: it changes nothing in training (the scale is 1 at every position up "
+                                 "to the training length, so the weights are the same) and applies when the run is "
+                                 "evaluated longer (default: off; under --init: the parent's)")
+    random_positions: int | None = _setting(int, "train at a sorted random subset of the positions 0..L_MAX-1 (Ruoss "
+                                            "et al. 2023; L_MAX at least --train-len), evaluate at 0..n-1; recorded "
+                                            "with the run (default: off)", "L_MAX")
+    # the token tables (lexkit.embedding; docs/runs.md#embedding-options)
+    untied_head: bool | None = _setting(bool, "give the output head a matrix of its own instead of the embedding's "
+                                        "(default: tied, as GPT-2); recorded with the run")
+    embedding_decay: float | None = _setting(float, "AdamW weight decay on the embedding, 0 for none (default: the "
+                                             "other matrices', 0.1)", "D")
+    freeze_embedding: bool | None = _setting(bool, "keep the embedding at its random init (tied: the head too; "
+                                             "default: trained)")
+    reset_unseen: int | None = _setting(int, "every N steps, draw again the embedding (and untied head) rows of the "
+                                        "bytes no training batch has held yet, their AdamW moments zeroed (default: "
+                                        "0, never)", "N")
+    # position dropping (lexkit.dropping; docs/layouts.md#position-dropping)
+    drop_positions_at: float | None = _setting(float, "DroPE: from step ceil(F*steps) on, train the --drop-layers "
+                                               "without their position scheme (none), and evaluate the run so, e.g. "
+                                               "0.875 (default: off)", "F")
+    drop_layers: str | None = _setting(str, "the layers --drop-positions-at drops: local, global, L3 or L0-2 "
+                                       "(default: every layer)", "SELECTOR")
+    data: str | None = _setting(str, "stdlib (default), a file, directory or glob, or hf:NAME[:CONFIG[:SPLIT]]; "
+                                "on --resume: the run's corpus at a new place (checked by its fingerprint)")
+    mix: list[str] = dataclasses.field(default_factory=list, metadata={
+        "metavar": "TASK:FRACTION", "help": "retrieval documents (a task of `lexkit tasks`; docs/retrieval.md) as "
+        "this fraction of the training windows, e.g. passkey:0.05; repeatable (default: none)"})
+    stop: str | None = _setting(str, "end the run once the mix's probe has converged: probe:exact=E,probes=K,after=S "
+                                "stops at the first validation at step S or later ending K in a row with every "
+                                "task's probe at E or more (lexkit.stopping; recorded in config.json; default: none)",
+                                "RULE")
+    curriculum: float | None = _setting(float, "for the first F of the steps the mix draws each task's easier "
+                                        "documents (kvthread: one hop; `lexkit tasks`), then its usual ones, e.g. "
+                                        "0.25 (default: 0, none)", "F")
+    seed: int | None = _setting(int, "random seed (default: 0)")
 
 
 def add_parser(sub):
@@ -27,61 +84,17 @@ def add_parser(sub):
                        epilog="Defaults shown are the `small` preset's; `lexkit presets` lists every preset's values.")
     p.add_argument("--scheme", help="position scheme spec, e.g. rope, xpos:gamma=0.5 (see `lexkit schemes`); with "
                    "--layout, the scheme of the layers that name none (default rope)")
-    p.add_argument("--layout", help="a scheme, pattern and temperature per layer: a named design (hwfa, hwfa2, "
-                   "rnope-swa, irope, gemma, gpt-oss; see `lexkit layouts`) or written out, e.g. "
-                   "\"rope@window:16 ; none@causal+logn\"; (...)xN repeats, (...)^N loops with the same weights "
-                   "(docs/layouts.md)")
-    p.add_argument("--token-shift", type=float, metavar="FRACTION",
-                   help="shift this fraction of each position's features from the position before, at the input of "
-                   "every attention and feed-forward block (x-transformers' shift_tokens=1 is 0.5; default 0)")
     p.add_argument("--out", required=True, help="run directory (must be new or empty, unless --resume)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--init", metavar="RUN", help="start from the weights and settings of trained run RUN "
                    "(e.g. a longer --train-len with --scheme rope:scaling=yarn,factor=4; default scheme: RUN's)")
-    p.add_argument("--logn", action=argparse.BooleanOptionalAction, default=None,
-                   help="log-n attention scaling, q_m <- max(1, ln(m+1)/ln train_len) q_m, recorded with the run: "
-                   "it changes nothing in training (the scale is 1 at every position up to the training length, "
-                   "so the weights are the same) and applies when the run is evaluated longer (default: off; "
-                   "under --init: the parent's)")
-    p.add_argument("--random-positions", type=int, metavar="L_MAX",
-                   help="train at a sorted random subset of the positions 0..L_MAX-1 (Ruoss et al. 2023; L_MAX at "
-                   "least --train-len), evaluate at 0..n-1; recorded with the run (default: off)")
-    # the token tables (lexkit.embedding; docs/runs.md#embedding-options)
-    p.add_argument("--untied-head", action=argparse.BooleanOptionalAction, default=None,
-                   help="give the output head a matrix of its own instead of the embedding's (default: tied, as "
-                   "GPT-2); recorded with the run")
-    p.add_argument("--embedding-decay", type=float, metavar="D",
-                   help="AdamW weight decay on the embedding, 0 for none (default: the other matrices', 0.1)")
-    p.add_argument("--freeze-embedding", action=argparse.BooleanOptionalAction, default=None,
-                   help="keep the embedding at its random init (tied: the head too; default: trained)")
-    p.add_argument("--reset-unseen", type=int, metavar="N",
-                   help="every N steps, draw again the embedding (and untied head) rows of the bytes no training "
-                   "batch has held yet, their AdamW moments zeroed (default: 0, never)")
-    # position dropping (lexkit.dropping; docs/layouts.md#position-dropping)
-    p.add_argument("--drop-positions-at", type=float, metavar="F",
-                   help="DroPE: from step ceil(F*steps) on, train the --drop-layers without their position scheme "
-                   "(none), and evaluate the run so, e.g. 0.875 (default: off)")
-    p.add_argument("--drop-layers", metavar="SELECTOR",
-                   help="the layers --drop-positions-at drops: local, global, L3 or L0-2 (default: every layer)")
     p.add_argument("--preset", default=None, choices=list(presets.PRESETS),
                    help="size preset (default: small; see `lexkit presets`)")
     for key, flag in presets.FLAGS.items():
         kind = float if isinstance(presets.PRESETS["small"][key], float) else int
         p.add_argument(flag, dest=key, type=kind, metavar=flag[2:].upper().replace("-", "_"),
                        help=f"{_HELP[key]} (default: the preset's, {_default(key)})")
-    p.add_argument("--data", help="stdlib (default), a file, directory or glob, or hf:NAME[:CONFIG[:SPLIT]]; "
-                   "on --resume: the run's corpus at a new place (checked by its fingerprint)")
-    p.add_argument("--mix", action="append", metavar="TASK:FRACTION",
-                   help="retrieval documents (a task of `lexkit tasks`; docs/retrieval.md) as this fraction of the "
-                   "training windows, e.g. passkey:0.05; repeatable (default: none)")
-    p.add_argument("--stop", metavar="RULE",
-                   help="end the run once the mix's probe has converged: probe:exact=E,probes=K,after=S stops at the "
-                   "first validation at step S or later ending K in a row with every task's probe at E or more "
-                   "(lexkit.stopping; recorded in config.json; default: none)")
-    p.add_argument("--curriculum", type=float, metavar="F",
-                   help="for the first F of the steps the mix draws each task's easier documents (kvthread: one hop; "
-                   "`lexkit tasks`), then its usual ones, e.g. 0.25 (default: 0, none)")
-    p.add_argument("--seed", type=int, help="random seed (default: 0)")
+    options.add_flags(p, RunSettings)
     p.add_argument("--threads", type=int, metavar="N", help=threads.HELP)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps (default: auto)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -106,13 +119,10 @@ def _default(key: str) -> str:
 
 
 def _overrides(args) -> dict:
-    return {**{key: getattr(args, key) for key in presets.FLAGS}, "data": args.data, "seed": args.seed,
-            "logn": args.logn, "mix": ",".join(args.mix) if args.mix else None, "stop": args.stop,
-            "curriculum": args.curriculum, "layout": args.layout, "token_shift": args.token_shift,
-            "random_positions": args.random_positions,
-            "untied_head": args.untied_head, "embedding_decay": args.embedding_decay,
-            "freeze_embedding": args.freeze_embedding, "reset_unseen": args.reset_unseen,
-            "drop_positions_at": args.drop_positions_at, "drop_layers": args.drop_layers}
+    """The sizes (the preset's flags) and the run settings as given (None: not given)."""
+    values = options.given(args, RunSettings)
+    values["mix"] = ",".join(values["mix"]) or None
+    return {**{key: getattr(args, key) for key in presets.FLAGS}, **values}
 
 
 def run(args) -> int:

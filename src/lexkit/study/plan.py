@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from .. import checks, positions, tasks
+from .. import checks, options, positions, tasks
 from ..attention import create as create_pattern
 from ..blocks import Block
 from ..data import Corpus, load_corpus
@@ -45,11 +45,9 @@ class TableSettings:
     the table's own subclass. Each is also a keyword of :class:`StudyConfig` and a flag of ``lexkit
     study`` (:func:`setting_name`): for the table ``retrieval``, ``retrieval=False`` /
     ``--no-retrieval`` sets ``on`` and ``retrieval_seeds=1`` / ``--retrieval-seeds 1`` the field
-    ``seeds``. A field's metadata gives its flag's ``help``, and ``maximum`` (an integer's; default
-    :data:`lexkit.checks.MAX_COUNT`), ``minimum`` (inclusive; without it an integer must be positive)
-    or ``choices``, which :meth:`check` enforces; ``type`` for a field whose default is None
-    (meaning: the table chooses, :meth:`resolved`); a list field is a repeatable flag, a boolean one
-    other than ``on`` a ``--no-KEY-FIELD`` flag. A field marked ``new`` (added since results.json's
+    ``seeds``. A field's metadata is :mod:`lexkit.options`' (its flag's ``help``, ``maximum``,
+    ``minimum``, ``choices``, which :meth:`check` enforces, and ``type`` for a field whose default is
+    None, meaning: the table chooses, :meth:`resolved`). A field marked ``new`` (added since results.json's
     schema 2) is written to results.json only when its value is not its ``unset`` one, so a study
     that leaves it alone writes the config it wrote before."""
 
@@ -57,17 +55,9 @@ class TableSettings:
 
     def check(self, key: str, *, flags: bool = False) -> None:
         """A ValueError naming the setting (as a keyword, or as a flag) of the first value out of range:
-        an integer that is not positive or above its ``maximum``, a value not among its ``choices``."""
-        for field in dataclasses.fields(self):
-            value, name = getattr(self, field.name), setting_name(key, field.name, flag=flags)
-            if value is None and field.default is None:
-                continue  # the table's own choice
-            if "choices" in field.metadata and value not in field.metadata["choices"]:
-                raise ValueError(f"{name} must be one of {', '.join(field.metadata['choices'])}, got {value!r}")
-            if field_type(field) is int:
-                minimum = field.metadata.get("minimum")  # inclusive where given; else a positive number
-                checks.number(name, value, maximum=field.metadata.get("maximum", checks.MAX_COUNT), minimum=minimum,
-                              strict=minimum is None)
+        an integer that is not positive or above its ``maximum``, a value not among its ``choices``
+        (:func:`lexkit.options.check`; a None default is the table's own choice)."""
+        options.check(self, lambda field: setting_name(key, field, flag=flags))
 
     def resolved(self, cfg: StudyConfig) -> TableSettings:
         """These settings with every value the table chooses (a None default) filled in as it runs
@@ -80,16 +70,6 @@ class TableSettings:
         values = dataclasses.asdict(self.resolved(cfg))
         return {field.name: values[field.name] for field in dataclasses.fields(self)
                 if not (field.metadata.get("new") and values[field.name] == field.metadata.get("unset"))}
-
-
-def field_type(field: dataclasses.Field) -> type:
-    """The type of a table setting's values: its metadata's ``type``, else its default's (list for a
-    field with a default factory)."""
-    if "type" in field.metadata:
-        return field.metadata["type"]
-    if field.default_factory is not dataclasses.MISSING:
-        return type(field.default_factory())
-    return type(field.default)
 
 
 def setting_name(key: str, field: str, *, flag: bool = False) -> str:
