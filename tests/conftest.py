@@ -84,7 +84,7 @@ def eager_flex(monkeypatch):
     block mask, query blocks and ladder in lexkit, no Inductor (a compile costs seconds per shape
     and closure on the CPU), and a backward on the CPU (torch refuses it there only in an input
     check, ``_validate_device``, written for the compiled kernels). Decisions of the ladder made
-    meanwhile are dropped afterwards. Compiled flex is refused on the CPU (kernels.CPU_FLEX_REFUSAL,
+    meanwhile are dropped afterwards. Compiled flex is refused on the CPU (kernels.choice.CPU_FLEX_REFUSAL,
     lifted here) and tested on CUDA (test_gpu.py). torch's
     eager flex (traced by dynamo with the eager backend) is the one whose backward reaches captured
     tensors: with ``_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG`` KERPLE's and T5's parameters get no gradient."""
@@ -95,9 +95,9 @@ def eager_flex(monkeypatch):
     from lexkit.attention import kernels
 
     monkeypatch.setattr(fa, "_validate_device", lambda *tensors: None)
-    monkeypatch.setattr(kernels, "compiled_flex", lambda: fa.flex_attention)
-    monkeypatch.setattr(kernels, "CPU_FLEX_REFUSAL", None)  # eager flex is right on the CPU: a reference
-    monkeypatch.setattr(kernels, "FLEX_DECISIONS", {})
+    monkeypatch.setattr(kernels.flex, "compiled_flex", lambda: fa.flex_attention)
+    monkeypatch.setattr(kernels.choice, "CPU_FLEX_REFUSAL", None)  # eager flex is right on the CPU: a reference
+    monkeypatch.setattr(kernels.flex, "FLEX_DECISIONS", {})
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile")
         yield fa.flex_attention

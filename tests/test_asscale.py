@@ -98,7 +98,7 @@ def test_each_query_scores_are_multiplied_by_its_scale():
 
 @pytest.mark.parametrize("layout", ["rope@window:6;none@causal+asscale+entmax", "rope@window:6;none@causal+asscale"])
 def test_dense_chunked_the_cache_and_cached_generation_agree(layout, monkeypatch):
-    monkeypatch.setattr(kernels, "CHUNK", 8)
+    monkeypatch.setattr(kernels.step, "CHUNK", 8)
     net = sharp_gpt(layout, 4)
     randomized(net.blocks[1].temperature)
     assert_kernels_and_cache_agree(net, sharp_gpt(layout.replace("+asscale", ""), 4))

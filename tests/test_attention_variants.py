@@ -117,7 +117,7 @@ def test_stick_breaking_matches_the_reference_code_on_every_kernel(current, monk
     """The weights and the leftover (the mass channel :meth:`StickBreaking.prepare` appends) of the
     dense and chunked kernels (query blocks of 8) against the reference's o and rem."""
     naive = _naive_reference()
-    monkeypatch.setattr(kernels, "CHUNK", 8)
+    monkeypatch.setattr(kernels.step, "CHUNK", 8)
     torch.manual_seed(2)
     b, h, n, d = 2, 3, 29, 8
     q, k, v = (torch.randn(b, h, n, d) for _ in range(3))
@@ -168,7 +168,7 @@ def softmax_layer(spec: str):
 ])
 def test_a_stick_breaking_layer_is_the_reference_models_on_dense_chunked_and_the_cache(
         layout, spec, current, norm, monkeypatch):
-    monkeypatch.setattr(kernels, "CHUNK", 8)
+    monkeypatch.setattr(kernels.step, "CHUNK", 8)
     net = model(layout, n_layers=1, heads=2, d=16)
     x = torch.randint(0, 256, (2, 21))
     want = reference_logits(net, x, stick_breaking_layer(spec, current, norm))
@@ -239,7 +239,7 @@ def test_lambda_init_follows_the_layer_and_init_fixes_it():
 ])
 def test_differential_attention_is_the_papers_equation_on_every_kernel_and_the_cache(
         layout, specs, flex, monkeypatch, request):
-    monkeypatch.setattr(kernels, "CHUNK", 8)
+    monkeypatch.setattr(kernels.step, "CHUNK", 8)
     net = model(layout)
     x = torch.randint(0, 256, (2, 23))
 

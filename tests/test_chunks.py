@@ -61,7 +61,7 @@ def test_one_chunk_is_the_own_chunk_and_enough_chunks_are_the_causal_softmax():
 
 @pytest.mark.parametrize("layout", ["rope@window:6;none@causal+chunks:4,n=2", "rope@causal+logn+chunks:5,n=3"])
 def test_dense_chunked_the_cache_and_cached_generation_agree(layout, monkeypatch):
-    monkeypatch.setattr(kernels, "CHUNK", 8)
+    monkeypatch.setattr(kernels.step, "CHUNK", 8)
     assert_kernels_and_cache_agree(sharp_gpt(layout, 4), sharp_gpt(layout.split("+chunks")[0], 4))
 
 

@@ -74,7 +74,7 @@ def test_the_gradient_is_the_closed_form_a_finite_difference_and_the_package():
 
 @pytest.mark.parametrize("layout", ["rope@window:6;none@causal+entmax", "rope@window:5+entmax:2;none@causal+logn"])
 def test_dense_chunked_the_cache_and_cached_generation_agree(layout, monkeypatch):
-    monkeypatch.setattr(kernels, "CHUNK", 8)  # several query blocks in 40 tokens
+    monkeypatch.setattr(kernels.step, "CHUNK", 8)  # several query blocks in 40 tokens
     plain = sharp_gpt(layout.replace("+entmax:2", "").replace("+entmax", ""))
     assert_kernels_and_cache_agree(sharp_gpt(layout), plain)
 

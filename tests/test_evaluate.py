@@ -260,7 +260,7 @@ def test_long_local_evaluation_never_builds_an_n_by_n_mask(monkeypatch):
         raise AssertionError("dense n x n path used")
 
     monkeypatch.setattr(kernels.Attention, "dense_mask", refuse)
-    monkeypatch.setattr(kernels.Attention, "_dense", refuse)
+    monkeypatch.setattr(kernels.dense, "attend", refuse)
     model = tiny_gpt("alibi", train_len=16)
     seen = []
     model.register_forward_pre_hook(lambda module, args: seen.append(tuple(args[0].shape)))

@@ -114,10 +114,10 @@ def test_ladder_steps_down_on_a_real_cuda_kernel_failure(monkeypatch):
     """Kernel options too large for any GPU's shared memory (128 x 128 float32 tiles of head dim 256,
     8 pipeline stages) fail to build on CUDA; the ladder warns once and the next rung (torch's own
     options) gives the reference's output."""
-    monkeypatch.setattr(kernels, "FLEX_DECISIONS", {})
-    monkeypatch.setattr(kernels, "_WARNED", set())
+    monkeypatch.setattr(kernels.flex, "FLEX_DECISIONS", {})
+    monkeypatch.setattr(kernels.flex, "_WARNED", set())
     huge = {"fwd_BLOCK_M": 128, "fwd_BLOCK_N": 128, "fwd_num_stages": 8, "fwd_num_warps": 4}
-    monkeypatch.setattr(kernels, "FLEX_RUNGS", (huge, None))
+    monkeypatch.setattr(kernels.flex, "FLEX_RUNGS", (huge, None))
     s = cuda_model("alibi").scheme
     n, pattern = 1024, attention.create("causal")
     pos = torch.arange(n, device="cuda")

@@ -78,7 +78,7 @@ def test_chunked_kernel_matches_eager_across_blocks(tf, saved, family, monkeypat
     from lexkit import hf
     from lexkit.attention import kernels
 
-    monkeypatch.setattr(kernels, "CHUNK", 16)
+    monkeypatch.setattr(kernels.step, "CHUNK", 16)
     x = _ids(40)
     with torch.no_grad():
         theirs = _eager(tf, saved[family])(x).logits

@@ -193,7 +193,7 @@ def check_parity(tf, path, monkeypatch, dropped=None) -> None:
     from lexkit import hf
     from lexkit.attention import kernels
 
-    monkeypatch.setattr(kernels, "CHUNK", 16)
+    monkeypatch.setattr(kernels.step, "CHUNK", 16)
     model, reference = hf.load(path), eager(tf, path)
     with torch.no_grad():
         for n in (6, 40):

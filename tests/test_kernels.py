@@ -143,7 +143,7 @@ FAST_EAGER = [("kerple-power", "causal"), ("kerple-log", "window:64"), ("t5", "s
 
 @pytest.mark.parametrize("spec, pattern_spec", FAST_EAGER)
 def test_eager_flex_forward_and_gradients_match_reference(eager_flex, monkeypatch, spec, pattern_spec):
-    monkeypatch.setattr(kernels, "FLEX_DECISIONS", Decided())
+    monkeypatch.setattr(kernels.flex, "FLEX_DECISIONS", Decided())
     assert_parity(flex_parity(spec, pattern_spec), (spec, pattern_spec))
 
 
@@ -151,7 +151,7 @@ def test_eager_flex_forward_and_gradients_match_reference(eager_flex, monkeypatc
 @pytest.mark.parametrize("pattern_spec", PATTERNS)
 @pytest.mark.parametrize("spec", TEN)
 def test_eager_flex_forward_and_gradients_every_scheme_every_pattern(eager_flex, monkeypatch, spec, pattern_spec):
-    monkeypatch.setattr(kernels, "FLEX_DECISIONS", Decided())
+    monkeypatch.setattr(kernels.flex, "FLEX_DECISIONS", Decided())
     assert_parity(flex_parity(spec, pattern_spec), (spec, pattern_spec))
 
 
@@ -189,7 +189,7 @@ def test_chunked_equals_dense_with_gradients_at_600(pattern_spec):
 
 
 def chunked_equals_dense_with_gradients(pattern_spec: str, n: int, specs) -> None:
-    assert kernels.CHUNK < n < 3 * kernels.CHUNK
+    assert kernels.step.CHUNK < n < 3 * kernels.step.CHUNK
     pattern = attention.create(pattern_spec)
     pos = torch.arange(n) + 11
     for spec in specs:
@@ -329,7 +329,7 @@ def test_chunked_hook_sees_the_reference_scores():
     with torch.no_grad():
         out = Attention(s, pattern, pos, hook=hook)(q, k, v, layer=3)
         full = s.scores(q, k, pos, pos)
-    assert [x[1][0].item() for x in seen] == list(range(0, n, kernels.CHUNK))
+    assert [x[1][0].item() for x in seen] == list(range(0, n, kernels.step.CHUNK))
     idx = torch.arange(n)
     vis = pattern.visible(idx[:, None], idx[None, :])
     for layer, q_idx, k_idx, scores, probs in seen:
@@ -429,7 +429,7 @@ class FailingFlex:
         self.error, self.fail, self.eager, self.calls = error, set(fail), flex_attention, []
 
     def __call__(self, q, k, v, *, score_mod=None, block_mask=None, scale=None, kernel_options=None):
-        rung = kernels.FLEX_RUNGS.index(kernel_options)
+        rung = kernels.flex.FLEX_RUNGS.index(kernel_options)
         self.calls.append(rung)
         if rung in self.fail:
             raise self.error()
@@ -440,17 +440,17 @@ class FailingFlex:
 def ladder(eager_flex, monkeypatch):
     """Install a FailingFlex (fresh decisions and warnings; flex allowed to train on the CPU, as on
     CUDA, since the stand-in's eager flex has a backward)."""
-    monkeypatch.setattr(kernels, "_WARNED", set())
+    monkeypatch.setattr(kernels.flex, "_WARNED", set())
     real = kernels.choose_kernel
 
     def choose(kernel, scheme, pattern, n, device, training, hooked, **kw):
         return real(kernel, scheme, pattern, n, device, False, hooked, **kw)
 
-    monkeypatch.setattr(kernels, "choose_kernel", choose)
+    monkeypatch.setattr(kernels.attention, "choose_kernel", choose)
 
     def install(error, fail) -> FailingFlex:
         flex = FailingFlex(error, fail)
-        monkeypatch.setattr(kernels, "compiled_flex", lambda: flex)
+        monkeypatch.setattr(kernels.flex, "compiled_flex", lambda: flex)
         return flex
 
     return install
@@ -507,7 +507,7 @@ def test_ladder_trains_like_dense_and_keeps_its_decision(ladder):
     assert len(notes) == 1 and "flex (InductorError: " in notes[0], notes
     assert "kerple-log under causal at length 64 (torch.float32, cpu)" in notes[0]
     key = ("kerple-log", "causal", 64, "torch.float32", "cpu")
-    assert kernels.FLEX_DECISIONS == {key: 1}
+    assert kernels.flex.FLEX_DECISIONS == {key: 1}
     assert flex.calls[:2] == [0, 1] and set(flex.calls[2:]) == {1}  # rung 0 tried once, never again
 
 
@@ -516,7 +516,7 @@ def test_ladder_falls_back_to_chunked_in_training_and_evaluation(ladder):
     path's numbers; the evaluation rows and the warning say what ran."""
     from lexkit.evaluate import evaluate
 
-    flex = ladder(FAILURES["OutOfResources"], fail=range(len(kernels.FLEX_RUNGS)))
+    flex = ladder(FAILURES["OutOfResources"], fail=range(len(kernels.flex.FLEX_RUNGS)))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         got = train_losses(tiny_model("alibi"), "flex")
@@ -531,7 +531,7 @@ def test_ladder_falls_back_to_chunked_in_training_and_evaluation(ladder):
     notes = [str(w.message) for w in caught if "FlexAttention failed" in str(w.message)]
     assert len(notes) == 2  # one per (pattern, length): training and evaluation at 64 causal share one
     assert all("running chunked instead" in note and "flex:128x64/1 (OutOfResources" in note for note in notes)
-    assert set(kernels.FLEX_DECISIONS.values()) == {len(kernels.FLEX_RUNGS)}
+    assert set(kernels.flex.FLEX_DECISIONS.values()) == {len(kernels.flex.FLEX_RUNGS)}
     calls = len(flex.calls)
     evaluate(model, [doc], [64], ["causal"], kernel="flex")
     assert len(flex.calls) == calls  # decided: straight to chunked
@@ -543,7 +543,7 @@ def test_ladder_reraises_what_is_not_a_kernel_failure(ladder):
     q, k, v = qkv(8)
     with pytest.raises(ValueError, match="a shape error"):
         Attention(s, pattern, torch.arange(8), kernel="flex")(q, k, v)
-    assert kernels.FLEX_DECISIONS == {}
+    assert kernels.flex.FLEX_DECISIONS == {}
 
 
 def test_kernel_failure_recognises_errors_by_name_message_and_cause():
@@ -552,9 +552,9 @@ def test_kernel_failure_recognises_errors_by_name_message_and_cause():
     wrapped.__cause__ = OutOfResources("out of resource: shared memory")
     assert kernels.kernel_failure(wrapped)
     assert not kernels.kernel_failure(RuntimeError("size mismatch"))
-    assert [kernels.flex_label(r) for r in range(len(kernels.FLEX_RUNGS) + 1)] == [
+    assert [kernels.flex_label(r) for r in range(len(kernels.flex.FLEX_RUNGS) + 1)] == [
         "flex", "flex:128x64/3", "flex:128x64/2", "flex:128x64/1", "chunked"]
-    for options in kernels.FLEX_RUNGS[1:]:  # tiles divide the block mask's; backward constraints
+    for options in kernels.flex.FLEX_RUNGS[1:]:  # tiles divide the block mask's; backward constraints
         assert kernels.FLEX_BLOCK % options["fwd_BLOCK_M"] == 0 and kernels.FLEX_BLOCK % options["fwd_BLOCK_N"] == 0
         assert options["bwd_BLOCK_N1"] % options["bwd_BLOCK_M1"] == 0
         assert options["bwd_BLOCK_M2"] % options["bwd_BLOCK_N2"] == 0

@@ -365,9 +365,9 @@ def test_a_global_layer_over_many_keys_scores_fewer_queries_at_a_time(monkeypatc
     from lexkit.attention import kernels
 
     rope = small(scheme="rope").scheme
-    assert kernels.query_block(rope, keys=0) == kernels.CHUNK
+    assert kernels.query_block(rope, keys=0) == kernels.step.CHUNK
     assert kernels.query_block(rope, keys=1_048_576, rows=4) == 16  # 16 x 2^20 x 4 scores, not 256 x
-    monkeypatch.setattr(kernels, "SCORE_BUDGET", 1 << 10)  # every block of 16 queries: still exact
+    monkeypatch.setattr(kernels.step, "SCORE_BUDGET", 1 << 10)  # every block of 16 queries: still exact
     model = small("hwfa:W=4")
     x, y = torch.randint(0, 256, (1, 90)), torch.randint(0, 256, (1, 90))
     with torch.inference_mode():

@@ -73,7 +73,7 @@ def test_the_loop_is_the_unrolled_model_with_equal_copies_and_its_gradient_the_c
 
 
 def test_dense_chunked_and_the_cache_agree_on_a_loop(monkeypatch):
-    monkeypatch.setattr(kernels, "CHUNK", 8)
+    monkeypatch.setattr(kernels.step, "CHUNK", 8)
     looped, unrolled = pair()
     assert_kernels_and_cache_agree(looped.eval())  # dense, chunked, the cache in pieces, cached generation
     x = torch.randint(0, 256, (1, 30), generator=torch.Generator().manual_seed(2))

@@ -121,8 +121,8 @@ LEARNABLE = {"learned": ["scheme.table"], "kerple-power": ["scheme.a", "scheme.p
 def test_one_training_step_on_the_cpu_path(spec, monkeypatch):
     model = tiny(spec, dropout=0.1).train()
     calls = []
-    dense = kernels.Attention._dense
-    monkeypatch.setattr(kernels.Attention, "_dense", lambda self, *a: calls.append(self.kernel) or dense(self, *a))
+    dense = kernels.dense.attend
+    monkeypatch.setattr(kernels.dense, "attend", lambda att, *a: calls.append(att.kernel) or dense(att, *a))
     x = tokens(2, 65, seed=3)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     logits = model(x[:, :-1])  # kernel auto

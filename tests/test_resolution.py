@@ -15,7 +15,7 @@ from kit import tiny_gpt
 from lexkit import GPT, positions
 from lexkit import resolution as res
 from lexkit.attention import create as create_pattern
-from lexkit.attention.kernels import CHUNK
+from lexkit.attention.kernels.step import CHUNK
 from lexkit.cli import main
 from lexkit.specs import parse_lengths
 

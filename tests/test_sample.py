@@ -181,7 +181,7 @@ def test_cli_sample_cache_flags(tmp_path, capsys, monkeypatch):
     assert capsys.readouterr().out == with_cache
     assert main(argv + ["--cache", "--kernel", "flex"]) == 2  # on the CPU flex is refused before anything loads
     assert "kernel 'flex' runs on CUDA only" in one_error_line(capsys)
-    monkeypatch.setattr(kernels, "CPU_FLEX_REFUSAL", None)  # as on CUDA: the cache's own refusal
+    monkeypatch.setattr(kernels.choice, "CPU_FLEX_REFUSAL", None)  # as on CUDA: the cache's own refusal
     assert main(argv + ["--cache", "--kernel", "flex"]) == 2
     assert "kernel 'flex' cannot run through a KV cache" in one_error_line(capsys)
 

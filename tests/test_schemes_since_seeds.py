@@ -68,7 +68,7 @@ def spread(s) -> None:
 @pytest.mark.parametrize("spec", ON_FLEX)
 def test_eager_flex_forward_and_gradients_match_reference(eager_flex, monkeypatch, spec):
     """FIRE at L = 64 under 262 positions: the normaliser moves with the query inside the score_mod."""
-    monkeypatch.setattr(kernels, "FLEX_DECISIONS", Decided())
+    monkeypatch.setattr(kernels.flex, "FLEX_DECISIONS", Decided())
     assert_parity(flex_parity(spec, "window:64" if spec == "pope" else "causal", prepare=spread), spec)
 
 

@@ -65,7 +65,7 @@ def test_the_penalty_carried_across_query_blocks_equals_one_block():
 
 @pytest.mark.parametrize("layout", ["rope@window:6;none@causal+selective", "rope@window:5+selective;none@causal"])
 def test_dense_chunked_the_cache_and_cached_generation_agree(layout, monkeypatch):
-    monkeypatch.setattr(kernels, "CHUNK", 8)  # several query blocks in 40 tokens
+    monkeypatch.setattr(kernels.step, "CHUNK", 8)  # several query blocks in 40 tokens
     assert_kernels_and_cache_agree(sharp_gpt(layout), sharp_gpt(layout.replace("+selective", "")))
 
 

@@ -44,7 +44,7 @@ def test_the_key_offset_makes_a_one_layer_induction_head():
 @pytest.mark.parametrize("layout", ["rope@window:6;none@causal+keyoffset+fitted:c=0.2",
                                     "rope:fraction=0.5@causal+keyoffset:0.5;none@causal+fitted:c=0.2"])
 def test_dense_chunked_the_cache_and_cached_generation_agree(layout, monkeypatch):
-    monkeypatch.setattr(kernels, "CHUNK", 8)
+    monkeypatch.setattr(kernels.step, "CHUNK", 8)
     plain = sharp_gpt(layout.replace("+keyoffset:0.5", "").replace("+keyoffset", ""), 1)
     assert_kernels_and_cache_agree(sharp_gpt(layout, 1), plain)
 

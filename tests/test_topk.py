@@ -67,7 +67,7 @@ def test_ties_at_the_kth_score_are_all_kept_and_k_past_the_row_is_the_softmax():
 @pytest.mark.parametrize("layout", ["rope@window:6;none@causal+topk:3", "none@causal+logn+topk:2,straight=true",
                                     "rope@window:5+topk:2;none@causal"])
 def test_dense_chunked_the_cache_and_cached_generation_agree(layout, monkeypatch):
-    monkeypatch.setattr(kernels, "CHUNK", 8)  # several query blocks in 40 tokens
+    monkeypatch.setattr(kernels.step, "CHUNK", 8)  # several query blocks in 40 tokens
     plain = sharp_gpt(layout.replace("+topk:3", "").replace("+topk:2,straight=true", "").replace("+topk:2", ""), 8)
     assert_kernels_and_cache_agree(sharp_gpt(layout, 8), plain)
 
