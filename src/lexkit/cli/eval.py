@@ -16,6 +16,7 @@ import sys
 
 from .. import checks, evaluate, threads
 from ..attention import KERNELS
+from ..instruments import layout_lines
 from ..notation import length_label, ratio_with_interval
 from ..render import text_table
 from . import options
@@ -139,14 +140,6 @@ def paired_lines(report: dict, train_len: int | None) -> list[str]:
             f"document, over {first['documents']} documents (below 1: more context predicts them better)",
             *text_table(out)]
 
-
-
-def layout_lines(info: dict) -> list[str]:
-    """The header line of a Hugging Face model whose layers differ (every table's): its layout
-    and the selectors ``--pattern NAME=SPEC`` takes; none for any other model."""
-    if not info.get("layout") or not info.get("selectors"):
-        return []
-    return [f"layout {info['layout']}  (selectors: {', '.join(info['selectors'])}, L<i>, L<i>-<j>)"]
 
 
 def format_report(report: dict) -> str:

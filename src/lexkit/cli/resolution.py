@@ -19,16 +19,14 @@ See ``docs/resolution.md``.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
-from .. import checks, plots
+from .. import checks
 from .. import resolution as res
-from ..notation import number
+from ..instruments.resolution import figures, report
 from ..runs import write_json
 from ..specs import parse_lengths
-from .eval import add_hf_arguments, layout_lines
-from .table import print_table
+from .eval import add_hf_arguments
 
 ANALYTIC_LENGTHS = "1024,2048"
 
@@ -101,20 +99,6 @@ def run(args) -> int:
 MAX_WIDTH = 4096
 
 
-def measured(x: float | None) -> str:
-    """A measured value (R, entropy) in a cell: 4 decimals, 3 significant digits below 1e-3, ``n/a``
-    for None (:func:`lexkit.notation.number`)."""
-    return number(x, digits=4, small=True)
-
-
-def _require_finite(results: list[dict], what: str) -> None:
-    """A NaN or inf R means NaN/inf scores (damaged weights, or a scheme's values overflowing)."""
-    for r in results:
-        if r.get("resolution") is not None and not math.isfinite(r["resolution"]):
-            raise ValueError(f"R of {r.get('scheme', what)} at length {r['length']} is {r['resolution']}: "
-                             f"the attention scores are not finite ({what})")
-
-
 # -- analytic -----------------------------------------------------------------------------------
 def _analytic(args) -> int:
     if not args.scheme:
@@ -131,32 +115,10 @@ def _analytic(args) -> int:
     extra = {"train_len": args.train_len, "logn": bool(args.logn)}
     docs = [res.analytic(spec, lengths, args.pattern, heads=heads, head_dim=head_dim, seed=seed, **extra)
             for spec in args.scheme]
-    pattern = docs[0]["pattern"]
-    _require_finite([r for d in docs for r in d["results"]], "check the scheme's parameters")
-
-    print(f"attention resolution R, analytic: {heads} heads x {head_dim}, pattern {pattern}, seed {seed} "
-          "(mean over heads; 0 <= R <= 1)")
-    rows = [["scheme"] + [str(n) for n in lengths]]
-    notes = []
-    for doc in docs:
-        row = [doc["scheme"]]
-        for r in doc["results"]:
-            row.append(measured(r["resolution"]))
-            if r.get("note"):
-                notes.append(f"{doc['scheme']} at {r['length']}: {r['note']}")
-        rows.append(row)
-    print_table(rows)
-    for note in notes:
-        print(f"n/a: {note}")
-
+    report.require_finite([r for d in docs for r in d["results"]], "check the scheme's parameters")
+    print(report.analytic_text(docs, lengths, heads=heads, head_dim=head_dim, seed=seed))
     if args.json:
-        out = {
-            **res.header("analytic", None), "source": "analytic",
-            "scheme": docs[0]["scheme"] if len(docs) == 1 else [d["scheme"] for d in docs],
-            "heads": heads, "head_dim": head_dim, "seed": seed, "pattern": pattern,
-            "results": [r for d in docs for r in d["results"]],
-        }
-        write_output(args.json, out)
+        write_output(args.json, report.analytic_document(docs, heads=heads, head_dim=head_dim, seed=seed))
     if args.plot:
         longest = max(lengths)
         curves = {}
@@ -167,8 +129,8 @@ def _analytic(args) -> int:
             except ValueError:
                 pass  # undefined at this length (learned past its table): noted in the table
         table = {d["scheme"]: {r["length"]: r["resolution"] for r in d["results"]} for d in docs}
-        plots.plot_analytic(curves, table, args.plot, marks=sorted(set(lengths) - {longest}),
-                          title=f"analytic, {heads} heads x {head_dim}, pattern {pattern}")
+        figures.plot_analytic(curves, table, args.plot, marks=sorted(set(lengths) - {longest}),
+                              title=f"analytic, {heads} heads x {head_dim}, pattern {docs[0]['pattern']}")
         print(f"wrote {args.plot}")
     return 0
 
@@ -178,27 +140,12 @@ def _empirical(args, subject) -> int:
     texts = 8 if args.texts is None else args.texts
     doc = res.empirical_run(subject, args.lengths, args.pattern, texts_per_length=texts, batch_size=args.batch,
                             progress=sys.stderr.isatty(), data=args.data)
-    results = doc["results"]
-    _require_finite(results, "the run's weights are damaged or its training diverged")
-    print(f"attention resolution R, empirical: {doc['run']} ({doc['scheme']}, trained at {doc['train_len']}), "
-          f"pattern {doc['pattern']}, {texts} texts per length (mean over heads; 0 <= R <= 1)")
-    head = ["layer"] + [str(r["length"]) for r in results]
-    for key, total, title in (("per_layer", "resolution", "R"), ("entropy_per_layer", "entropy", "entropy (nats)")):
-        if title != "R":
-            print(f"\n{title}")
-        rows = [head]
-        for layer in range(doc["layers"]):
-            rows.append([str(layer)] + [measured(r[key][layer] if r.get(key) else None) for r in results])
-        rows.append(["mean"] + [measured(r[total]) for r in results])
-        print_table(rows)
-    print("texts: " + ", ".join(f"{r['length']}: {r['texts']}" for r in results))
-    for r in results:
-        if r.get("note"):
-            print(f"n/a at {r['length']}: {r['note']}")
+    report.require_finite(doc["results"], "the run's weights are damaged or its training diverged")
+    print(report.empirical_text(doc, texts))
     if args.json:
         write_output(args.json, res.to_json(doc))
     if args.plot:
-        plots.plot_empirical(doc, args.plot)
+        figures.plot_empirical(doc, args.plot)
         print(f"wrote {args.plot}")
     return 0
 
@@ -212,78 +159,23 @@ def _model(args, subject) -> int:
     model = subject.model
     lengths = parse_lengths(args.lengths if args.lengths is not None else res.resolution_lengths(subject))
     analytic = res.analytic(model, lengths, args.pattern)
-    print(f"attention resolution R of {subject.source} ({model.cfg.scheme}), pattern {analytic['pattern']} "
-          "(mean over heads; 0 <= R <= 1)")
-    for line in layout_lines(subject.describe()):
-        print(line)
-    groups = list(dict.fromkeys(r["scheme"] for r in analytic["results"]))
-    rows = [["", *map(str, lengths)]]
-    for label in groups:
-        rows.append(["analytic" + (f" {label}" if len(groups) > 1 else "")]
-                    + [measured(r["resolution"]) for r in analytic["results"] if r["scheme"] == label])
-    out = {**res.header("model", subject.source), "analytic": analytic}
     empirical = None
-    if model.hook_refusal() is not None:
-        print(f"empirical: n/a ({model.hook_refusal()})")
-    else:
+    if model.hook_refusal() is None:
         texts = 8 if args.texts is None else args.texts
         empirical = res.empirical_run(subject, lengths, args.pattern, texts_per_length=texts, batch_size=args.batch,
                                       progress=sys.stderr.isatty(), data=args.data)
-        rows += _layer_rows(model, empirical["results"])
-        out["empirical"] = res.to_json(empirical)
-        out["per_type"] = _per_type(model, empirical["results"])
-    print_table(rows)
-    for doc in (analytic, empirical or {"results": []}):
-        for r in doc["results"]:
-            if r.get("note"):
-                print(f"n/a at {r['length']}: {r['note']}")
-    if empirical is not None:
-        counts = ", ".join(f"{r['length']}: {r['texts']} texts" for r in empirical["results"])
-        print(f"data {args.data or 'stdlib'}: {counts}")
+    print(report.model_text(subject, analytic, empirical, lengths, args.data))
     if args.json:
-        write_output(args.json, out)
+        write_output(args.json, report.model_document(subject.source, analytic, empirical, model))
     if args.plot:
         if empirical is not None and any(r.get("resolution") is not None for r in empirical["results"]):
-            plots.plot_empirical(empirical, args.plot)
+            figures.plot_empirical(empirical, args.plot)
         else:
             curve = res.model_curve(model, max(lengths), args.pattern)
             table = {model.cfg.scheme: {r["length"]: r["resolution"] for r in analytic["results"]}}
-            plots.plot_analytic({model.cfg.scheme: curve}, table, args.plot, title=f"{subject.source}, analytic")
+            figures.plot_analytic({model.cfg.scheme: curve}, table, args.plot, title=f"{subject.source}, analytic")
         print(f"wrote {args.plot}")
     return 0
-
-
-def _types(model) -> list[str] | None:
-    """Each layer's type on a model whose layers differ (None: every layer alike)."""
-    return model.cfg.layer_types if getattr(model.cfg, "layout", None) is not None else None
-
-
-def _per_type(model, results: list[dict]) -> dict:
-    """Empirical R per layer type: the mean over its layers, per length ({type: {length: R}})."""
-    types = _types(model)
-    if types is None:
-        return {}
-    out: dict[str, dict] = {}
-    for kind in dict.fromkeys(types):
-        members = [i for i, t in enumerate(types) if t == kind]
-        out[kind] = {r["length"]: (sum(r["per_layer"][i] for i in members) / len(members) if r.get("per_layer")
-                                   else None) for r in results}
-    return out
-
-
-def _layer_rows(model, results: list[dict]) -> list[list[str]]:
-    """Table rows: R per layer (with its type where layers differ), the mean per layer type, the
-    mean over layers and the entropy."""
-    types = _types(model)
-    rows = []
-    for layer in range(model.cfg.n_layers):
-        label = f"layer {layer}" + (f" {types[layer]}" if types else "")
-        rows.append([label] + [measured(r["per_layer"][layer]) if r.get("per_layer") else "n/a" for r in results])
-    for kind, by_length in _per_type(model, results).items():
-        rows.append([f"{kind} (mean)"] + [measured(by_length[r["length"]]) for r in results])
-    rows.append(["empirical"] + [measured(r["resolution"]) for r in results])
-    rows.append(["entropy (nats)"] + [measured(r.get("entropy")) for r in results])
-    return rows
 
 
 # -- output -------------------------------------------------------------------------------------

@@ -21,11 +21,11 @@ import sys
 
 from .. import threads
 from ..attention import KERNELS
+from ..instruments import layout_lines
 from ..notation import length_label, percent
 from ..render import text_table
 from ..retrieval import DEFAULT_DEPTHS
 from . import options
-from .eval import layout_lines
 from .needle_options import NeedleDefaults, add_needle_options, needle_values
 
 #: what is scored when a needle flag is left out

@@ -1,0 +1,2 @@
+"""Attention resolution, the instrument (``lexkit resolution``; :mod:`.measure`, :mod:`.report`,
+:mod:`.figures`)."""
