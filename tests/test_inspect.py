@@ -244,12 +244,17 @@ def test_cli_needle_mass(run, tmp_path, capsys):
     out = tmp_path / "m"
     assert main(["inspect", str(run), "--needle-mass", "--task", "copy", "--size", "4", "--lengths", "32,64",
                  "--depths", "50", "--samples", "1", "--pattern", "causal", "--pattern", "window:8",
-                 "--json", f"{out}.json", "--plot", f"{out}.png"]) == 0
+                 "--json", f"{out}.json", "--csv", f"{out}.csv", "--plot", f"{out}.png"]) == 0
     text = capsys.readouterr().out
     assert "attention at the answer, window:8" in text and "L1 global" in text and "64 (2x)" in text
     report = json.loads((tmp_path / "m.json").read_text())
     assert report["report"] == "lexkit.inspect.needle_mass" and report["patterns"] == ["causal", "window:8"]
     assert len(report["rows"]) == 2 * 2 * 2 and (tmp_path / "m.png").stat().st_size
+    # the CSV: a row per (pattern, length, layer), every field but the per-head lists (once a crash)
+    lines = (tmp_path / "m.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    assert len(lines) == 1 + len(report["rows"]) and "mass" in header and "mass_per_head" not in header
+    assert [line.split(",")[header.index("mass")] for line in lines[1:]] == [repr(r["mass"]) for r in report["rows"]]
 
 
 @pytest.mark.parametrize("extra, message", [

@@ -105,9 +105,12 @@ def run(args) -> int:
 
 
 def rows_csv(report: dict) -> str:
-    """The report's rows (bytes, or (pattern, length, layer)) as CSV: every field but the lists."""
+    """The report's rows (bytes, or (pattern, length, layer)) as CSV: every field but the lists (the
+    needle mass's per-head values; the JSON has them)."""
     rows = report["rows"]
-    return csv_text(rows, list(dict.fromkeys(k for r in rows for k in r if not isinstance(r[k], list))))
+    lists = {k for r in rows for k, v in r.items() if isinstance(v, list)}
+    fields = [k for k in dict.fromkeys(k for r in rows for k in r) if k not in lists]
+    return csv_text([{k: r.get(k) for k in fields} for r in rows], fields)
 
 
 # -- the byte table ---------------------------------------------------------------------------------
