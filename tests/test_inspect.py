@@ -1,7 +1,7 @@
-"""lexkit.diagnostics and ``lexkit inspect``: the byte table's cosines and norms from a closed form on a
-hand-set embedding, its counts those of the corpus and of the replayed batches; the needle mass of
-uniform attention exactly |N| / n with entropy ln n, of a window that cannot see the needle exactly
-0, of a hand-built induction head on the needle; bad input one error line."""
+"""lexkit inspect's two instruments (lexkit.instruments.inspect) and the command: the byte table's
+cosines and norms from a closed form on a hand-set embedding, its counts those of the corpus and of the
+replayed batches; the needle mass of uniform attention exactly |N| / n with entropy ln n, of a window
+that cannot see the needle exactly 0, of a hand-built induction head on the needle; bad input one error line."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ import pytest
 import torch
 
 from cli_checks import one_error_line
-from lexkit import diagnostics as dx
 from lexkit import mix, tasks
 from lexkit.data import Corpus, Stream, load_corpus, tokens_of
+from lexkit.instruments.inspect.bytes import measure as bt
+from lexkit.instruments.inspect.needle_mass import measure as nm
 from lexkit.model import BOS, GPT, VOCAB, ModelConfig
 from lexkit.subject import RunSubject
 
@@ -48,7 +49,7 @@ def hand_set() -> tuple[torch.Tensor, torch.Tensor]:
 def test_cosine_and_norm_of_hand_set_rows():
     emb, trained = hand_set()
     corpus = trained * 3
-    rows = dx.byte_rows(emb.float(), None, corpus, trained)
+    rows = bt.byte_rows(emb.float(), None, corpus, trained)
     by = {r.token: r for r in rows}
     for token, cosine, norm in ((10, 1.0, 2 * math.sqrt(2)), (11, 1.0, 3 * math.sqrt(2)), (12, 1 / math.sqrt(2), 1.0),
                                 (13, 0.0, math.sqrt(2)), (14, -1.0, 5 * math.sqrt(2)), (100, 0.0, 1.0),
@@ -58,7 +59,7 @@ def test_cosine_and_norm_of_hand_set_rows():
     assert [r.token for r in rows if not r.seen] == [1, 2]
     assert by[65].label == "A" and by[32].label == "space" and by[10].label == "\\n" and by[BOS].label == "BOS"
     assert by[200].label == "\\xc8" and by[7].corpus == 24 and by[7].trained == 8 and by[7].mix is None
-    s = dx.summarize(rows, top=2)
+    s = bt.summarize(rows, top=2)
     assert s["unseen"] == 2 and s["unseen_tokens"] == ["\\x01", "\\x02"] and s["unseen_by"] == "training windows"
     assert {c["token"] for c in s["collapsed"]} == {10, 11}  # the seen rows along the unseen mean (cosine 1)
     assert s["unseen_cohesion"] == pytest.approx((1 / math.sqrt(2) + 3 / math.sqrt(10)) / 2)
@@ -71,14 +72,14 @@ def test_unseen_by_the_corpus_and_the_rarest_tokens():
     corpus = trained.clone()
     corpus[1] = corpus[2] = 5  # in the corpus's text ...
     corpus[10] = 0  # ... and a byte only a mix showed: unseen by the corpus
-    rows = dx.byte_rows(emb, None, corpus, trained, unseen_by="corpus")
+    rows = bt.byte_rows(emb, None, corpus, trained, unseen_by="corpus")
     assert [r.token for r in rows if not r.seen] == [10]
     assert {r.token: r for r in rows}[11].cosine == pytest.approx(1.0)  # along e0 + e1, as row 10
-    s = dx.summarize(rows, top=3, unseen_by="corpus")
+    s = bt.summarize(rows, top=3, unseen_by="corpus")
     assert s["unseen_by"] == "corpus" and s["in_corpus_never_trained"] == 2
     assert [r["token"] for r in s["rarest"]] == [1, 2, 0]  # by the replayed count: 0, 0, then 1
     with pytest.raises(ValueError, match="--unseen-by 'text': give one of training, corpus"):
-        dx.byte_rows(emb, None, corpus, trained, unseen_by="text")
+        bt.byte_rows(emb, None, corpus, trained, unseen_by="text")
 
 
 def test_an_untied_head_is_reported_beside_the_input_rows():
@@ -87,31 +88,31 @@ def test_an_untied_head_is_reported_beside_the_input_rows():
     head[:] = unit(2)
     head[1] = head[2] = unit(3)  # the output rows' own unseen mean: e3
     head[20] = 4 * unit(3)
-    rows = dx.byte_rows(emb, head, trained, trained)
+    rows = bt.byte_rows(emb, head, trained, trained)
     by = {r.token: r for r in rows}
     assert by[20].out_cosine == pytest.approx(1.0) and by[20].out_norm == pytest.approx(4.0)
     assert by[20].cosine == pytest.approx(0.0)  # the input row, against the input rows' mean
     assert by[30].out_cosine == pytest.approx(0.0)
-    assert dx.summarize(rows, top=1)["out_collapsed"][0]["token"] == 20
+    assert bt.summarize(rows, top=1)["out_collapsed"][0]["token"] == 20
 
 
 def test_every_token_seen_has_no_unseen_mean():
     emb = torch.randn(VOCAB, D)
-    rows = dx.byte_rows(emb, None, torch.ones(VOCAB, dtype=torch.int64))
-    assert all(r.cosine is None for r in rows) and dx.summarize(rows)["unseen"] == 0
-    assert "collapsed" not in dx.summarize(rows) and rows[0].to_json()["cosine"] is None
+    rows = bt.byte_rows(emb, None, torch.ones(VOCAB, dtype=torch.int64))
+    assert all(r.cosine is None for r in rows) and bt.summarize(rows)["unseen"] == 0
+    assert "collapsed" not in bt.summarize(rows) and rows[0].to_json()["cosine"] is None
 
 
 def test_a_model_ties_its_head_unless_untied():
     model = GPT(ModelConfig(scheme="none", n_layers=1, d_model=8, n_heads=2, train_len=16))
-    assert dx.tied(model)
+    assert bt.tied(model)
     model.head.weight = torch.nn.Parameter(model.embed.weight.detach().clone())
-    assert not dx.tied(model)
+    assert not bt.tied(model)
 
 
 # -- the byte table: counts -----------------------------------------------------------------------------
 def test_counts_are_the_corpus_text_and_the_replayed_windows(trained):
-    report = dx.embedding_run(trained / "alibi")
+    report = bt.embedding_run(trained / "alibi")
     config = json.loads((trained / "alibi" / "config.json").read_text())
     docs = load_corpus(config["data"]["spec"]).train
     rows = {r["token"]: r for r in report["rows"]}
@@ -126,7 +127,7 @@ def test_counts_are_the_corpus_text_and_the_replayed_windows(trained):
     assert all(r["trained"] == 0 for r in rows.values() if r["corpus"] == 0)
     assert all(r["seen"] == (r["trained"] > 0) for r in rows.values())
     assert report["tied"] and report["summary"]["unseen"] == sum(not r["seen"] for r in rows.values())
-    half = dx.embedding_run(trained / "alibi", steps=steps // 2)
+    half = bt.embedding_run(trained / "alibi", steps=steps // 2)
     assert all(h["trained"] <= rows[h["token"]]["trained"] for h in half["rows"])
     assert half["training"]["tokens"] == steps // 2 * batch * (length + 1)
 
@@ -135,14 +136,14 @@ def test_the_mix_counts_are_its_task_rows_and_show_its_marker():
     docs = [(f"def f{i}(x):\n    return x * {i}\n" * 20).encode() for i in range(8)]
     stream = mix.MixedStream(tokens_of(docs), "copy:0.5")
     steps, batch, length = 6, 8, 48
-    counts, mixed = dx.training_counts(stream, steps, batch, length, 3)
+    counts, mixed = bt.training_counts(stream, steps, batch, length, 3)
     rows = sum(len(stream.task_rows(step, batch, 3)) for step in range(steps))
     assert 0 < rows < steps * batch
     assert int(mixed.sum()) == rows * (length + 1) and int(counts.sum()) == steps * batch * (length + 1)
     assert bool((mixed <= counts).all())
     mark = tasks.MARK[0]  # copy's marker: never in this corpus (nor in any haystack), shown by the mix alone
-    assert dx.stream_counts(tokens_of(docs))[mark] == 0 and counts[mark] == mixed[mark] > 0
-    plain, none = dx.training_counts(Stream(docs), steps, batch, length, 3)
+    assert bt.stream_counts(tokens_of(docs))[mark] == 0 and counts[mark] == mixed[mark] > 0
+    plain, none = bt.training_counts(Stream(docs), steps, batch, length, 3)
     assert none is None and int(plain.sum()) == int(counts.sum())
 
 
@@ -150,7 +151,7 @@ def test_a_corpus_given_in_memory_and_no_checkpoint(tmp_path):
     model = GPT(ModelConfig(scheme="none", n_layers=1, d_model=8, n_heads=2, train_len=16))
     docs = [b"abcabc\n" * 10, b"xyz" * 5]
     corpus = Corpus("toy", docs, [b"abc" * 10], {"source": "toy", "files": 3, "bytes": 81})
-    report = dx.embedding_run(RunSubject.of(model), corpus=corpus)
+    report = bt.embedding_run(RunSubject.of(model), corpus=corpus)
     rows = {r["token"]: r for r in report["rows"]}
     assert report["training"] is None and report["summary"]["unseen_by"] == "corpus"
     assert rows[ord("a")]["corpus"] == 20 and rows[ord("\n")]["corpus"] == 10 and rows[ord("z")]["corpus"] == 5
@@ -175,7 +176,7 @@ def test_uniform_attention_puts_the_needle_share_on_the_needle():
     subject = RunSubject.of(model)
     docs = [d for depth in (0.0, 50.0, 100.0) for d in tasks.documents("copy", 64, depth, 2, haystack=HAY, size=size)]
     pattern = model.pattern("causal")
-    (row,) = dx.mass_rows(dx.answer_attention(subject, docs, pattern), pattern, 64, dx.layer_kinds(model, pattern))
+    (row,) = nm.mass_rows(nm.answer_attention(subject, docs, pattern), pattern, 64, nm.layer_kinds(model, pattern))
     n = docs[0].answer[0] + 1  # the answer's query sees itself and every key before it
     assert all(d.answer[0] + 1 == n for d in docs) and n == 64 - size + 1
     assert row.visible == n and row.needle == size and row.kind == "global" and row.documents == 6
@@ -190,7 +191,7 @@ def test_uniform_attention_puts_the_needle_share_on_the_needle():
 
 def test_a_window_that_cannot_see_the_needle_puts_nothing_on_it():
     model = uniform_model(2)
-    rows = dx.needle_mass(RunSubject.of(model), "copy", [64, 96], depths=[0.0], samples=2, patterns=["window:8"],
+    rows = nm.needle_mass(RunSubject.of(model), "copy", [64, 96], depths=[0.0], samples=2, patterns=["window:8"],
                           haystack=HAY, size=8)
     assert [(r.length, r.layer, r.kind) for r in rows] == [(64, 0, "local"), (64, 1, "local"), (96, 0, "local"),
                                                            (96, 1, "local")]
@@ -208,8 +209,8 @@ def test_the_induction_head_puts_its_mass_on_the_needle():
     prompt = head + b"abcd" + filler + b"~"
     doc = tasks.Document("copy", prompt + b"abcd", (len(prompt), len(prompt) + 4), (len(head), len(head) + 4), 50.0, 26)
     pattern = model.pattern("causal")
-    local, match = dx.mass_rows(dx.answer_attention(RunSubject.of(model), [doc], pattern), pattern, len(doc.text),
-                                dx.layer_kinds(model, pattern))
+    local, match = nm.mass_rows(nm.answer_attention(RunSubject.of(model), [doc], pattern), pattern, len(doc.text),
+                                nm.layer_kinds(model, pattern))
     assert (local.kind, match.kind) == ("local", "global")
     assert local.needle == 0 and local.mass == 0.0  # layer 0 sees the previous token alone
     assert match.head == 0 and match.mass_max > 0.9 and match.top_on_needle == 1.0 and match.top_distance == 0.0
@@ -218,9 +219,9 @@ def test_the_induction_head_puts_its_mass_on_the_needle():
 
 def test_needle_keys_of_a_tokenizer_model_cover_the_span():
     nbytes = torch.tensor([3, 2, 4, 1, 5])  # tokens 1..5 cover bytes [0,3) [3,5) [5,9) [9,10) [10,15)
-    assert dx.needle_keys(nbytes, (4, 9), 6).tolist() == [False, False, True, True, False, False]
-    assert dx.answer_query(nbytes, 9) == 3  # token 4 starts at byte 9: input index 3 predicts it
-    assert dx.span_distance(torch.tensor([0, 3, 7]), torch.tensor(2), torch.tensor(4)).tolist() == [2, 0, 3]
+    assert nm.needle_keys(nbytes, (4, 9), 6).tolist() == [False, False, True, True, False, False]
+    assert nm.answer_query(nbytes, 9) == 3  # token 4 starts at byte 9: input index 3 predicts it
+    assert nm.span_distance(torch.tensor([0, 3, 7]), torch.tensor(2), torch.tensor(4)).tolist() == [2, 0, 3]
 
 
 # -- the command line -------------------------------------------------------------------------------------
@@ -308,8 +309,8 @@ def test_a_differential_layer_reports_its_map_per_head_pair():
     doc = tasks.make("copy", 64, 50.0, haystack=HAY, size=8)
     pattern = model.pattern("causal")
     ids, nbytes = RunSubject.of(model).encode(doc.text)
-    query = dx.answer_query(nbytes, doc.answer[0])
-    member = dx.needle_keys(nbytes, doc.needle, query + 1)
+    query = nm.answer_query(nbytes, doc.answer[0])
+    member = nm.needle_keys(nbytes, doc.needle, query + 1)
     seen = {}
 
     def capture(layer, q_idx, k_idx, scores, probs):
@@ -320,9 +321,9 @@ def test_a_differential_layer_reports_its_map_per_head_pair():
         model(ids[None, : query + 1], pattern=pattern, kernel="chunked", hook=capture)
     lam = float(model.blocks[0].diff.lam().detach())
     by_hand = (seen["p"][0::2] - lam * seen["p"][1::2])[:, member].sum(-1)  # [pairs]
-    diff, stick = dx.mass_rows(dx.answer_attention(RunSubject.of(model), [doc], pattern), pattern, 64,
-                               dx.layer_kinds(model, pattern), [w for w, _ in dx.weight_maps(model)])
+    diff, stick = nm.mass_rows(nm.answer_attention(RunSubject.of(model), [doc], pattern), pattern, 64,
+                               nm.layer_kinds(model, pattern), [w for w, _ in nm.weight_maps(model)])
     assert len(diff.mass_per_head) == 2 and diff.mass_per_head == pytest.approx(by_hand.tolist(), rel=1e-9)
     assert diff.weights == "differential" and stick.weights == "stick-breaking"
-    assert "weights" not in dx.mass_rows(dx.answer_attention(RunSubject.of(uniform_model()), [doc], pattern), pattern,
+    assert "weights" not in nm.mass_rows(nm.answer_attention(RunSubject.of(uniform_model()), [doc], pattern), pattern,
                                          64, ["global"])[0].to_json()  # a softmax layer's rows as before

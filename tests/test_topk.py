@@ -129,15 +129,15 @@ def test_an_hf_model_refuses_an_added_modifier_by_name():
 def test_the_needle_mass_instrument_measures_a_run_with_top_k_added(trained, capsys):
     """``lexkit inspect --needle-mass --add topk:1``: the instrument sees the top-k weights (one key a
     query at K = 1: its top key holds all the mass); the byte table refuses --add."""
-    from lexkit import diagnostics
     from lexkit.cli import main
+    from lexkit.instruments.inspect.needle_mass.measure import needle_mass_run
 
-    report = diagnostics.needle_mass_run(str(trained / "alibi"), "copy", lengths=[64], depths=[50], samples=2,
+    report = needle_mass_run(str(trained / "alibi"), "copy", lengths=[64], depths=[50], samples=2,
                                          add="topk:1")
     assert report["scheme"] == "(alibi@causal+topk:1)x2"  # the layers that ran
     rows = report["rows"]  # every head of every layer puts all its mass on one key: entropy 0
     assert rows and all(max(r["entropy_per_head"]) < 1e-4 and r.get("weights") in (None, "softmax") for r in rows)
-    plain = diagnostics.needle_mass_run(str(trained / "alibi"), "copy", lengths=[64], depths=[50], samples=2)
+    plain = needle_mass_run(str(trained / "alibi"), "copy", lengths=[64], depths=[50], samples=2)
     assert max(max(r["entropy_per_head"]) for r in plain["rows"]) > 0.1
     assert main(["inspect", str(trained / "alibi"), "--add", "topk:2"]) == 2
     assert "--add applies to --needle-mass" in capsys.readouterr().err

@@ -8,7 +8,8 @@ A field's metadata: ``help``; ``metavar``; ``choices``; ``maximum`` (an integer'
 :func:`check` enforces; ``type`` for a field whose default is None (the value's type when given); a list
 field is a repeatable flag, a boolean one an on/off flag: ``--NAME``/``--no-NAME`` where its default is None
 (``negatable``: argparse's BooleanOptionalAction), ``--no-NAME`` where its default is True, ``--NAME`` where
-it is False; ``checked=False`` leaves a field to a later check of its own (a config's)."""
+it is False; ``checked=False`` leaves a field to a later check of its own (a config's); ``flag=False`` gives
+it no flag here (the command declares it once for several settings, as ``lexkit inspect``'s ``--data``)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,8 @@ def add_flags(parser, settings: type, *, flag: Callable[[str], str] = flag_name,
     under ``dest(field name)`` (module docstring: the metadata it reads)."""
     for field in dataclasses.fields(settings):
         meta, kind, name, where = field.metadata, field_type(field), flag(field.name), dest(field.name)
+        if not meta.get("flag", True):
+            continue
         if kind is bool and field.default is None:
             parser.add_argument(name, dest=where, action=argparse.BooleanOptionalAction, default=None,
                                 help=meta.get("help"))

@@ -1,7 +1,7 @@
-"""The instruments' figures (resolution's two, an evaluation report's, retrieval's, the byte table's
-and the needle mass's) and the helpers every figure shares, the study report's among them (its grid's
-five: :mod:`lexkit.study.report.figures`; each table beside the grid draws its own with them,
-:mod:`lexkit.study.tables`).
+"""The instruments' figures not yet in their own folders (an evaluation report's, retrieval's; resolution's
+and inspect's are in :mod:`lexkit.instruments`) and the helpers every figure shares, the study report's
+among them (its grid's five: :mod:`lexkit.study.report.figures`; each table beside the grid draws its own
+with them, :mod:`lexkit.study.tables`).
 
 matplotlib's object API only (``matplotlib.figure.Figure``, no pyplot): no global backend or
 figure state, so plotting is safe in a library, a test run or a thread, and needs no display.
@@ -73,8 +73,8 @@ def line(ax, points: dict | list, *style, **options) -> None:
 #: a figure's series differ in colour (10), line style (a new one every 10 series) and marker (7,
 #: drawn hollow): two series that coincide (window and bca past the training length) still show
 #: both markers, and no two of the first 40 series look alike
-_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:gray",
-           "tab:olive", "tab:cyan")
+COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:gray",
+          "tab:olive", "tab:cyan")
 _LINESTYLES = ("-", "--", "-.", ":")
 _MARKERS = ("o", "s", "^", "v", "D", "P", "X")
 
@@ -83,9 +83,9 @@ def series(ax) -> None:
     """Give the series drawn next on ``ax`` the styles above, in order (call before plotting)."""
     from cycler import cycler
 
-    n = len(_COLORS) * len(_LINESTYLES)
-    ax.set_prop_cycle(cycler(color=[_COLORS[i % len(_COLORS)] for i in range(n)],
-                             linestyle=[_LINESTYLES[i // len(_COLORS)] for i in range(n)],
+    n = len(COLORS) * len(_LINESTYLES)
+    ax.set_prop_cycle(cycler(color=[COLORS[i % len(COLORS)] for i in range(n)],
+                             linestyle=[_LINESTYLES[i // len(COLORS)] for i in range(n)],
                              marker=[_MARKERS[i % len(_MARKERS)] for i in range(n)]))
 
 
@@ -209,86 +209,4 @@ def retrieval(report: dict, path: str | Path) -> None:
     lines.set_ylabel("exact match (all depths)")
     lines.legend(fontsize="small")
     fig.suptitle(f"{report.get('target', '')}: {report.get('task', '')} ({report.get('scheme', '')})")
-    save(fig, path)
-
-
-# -- lexkit inspect -------------------------------------------------------------------------------
-def embedding(report: dict, path: str | Path) -> None:
-    """The byte table (``lexkit inspect RUN``'s JSON document): left, each token's cosine to the mean
-    row of the unseen ones against how often training showed it (count + 1, log axis; unseen at 1),
-    the most collapsed seen tokens and the three rarest labelled; right, its row norm. An untied head's output rows are
-    drawn beside the input rows."""
-    rows = report["rows"]
-    key = "trained" if "trained" in rows[0] else "corpus"
-    untied = "out_cosine" in rows[0]
-    fig, (left, right) = figure(panels=2)
-    by_corpus = report["summary"].get("unseen_by") == "corpus"
-    for prefix, what, marker in (("", "input rows" if untied else "rows", "o"), ("out_", "output rows", "s")):
-        if prefix and not untied:
-            continue
-        for seen, color in ((True, "tab:blue" if not prefix else "tab:orange"), (False, "tab:gray")):
-            part = [r for r in rows if r["seen"] == seen]
-            xs = [r[key] + 1 for r in part]
-            label = f"{what}, " + (("in the corpus" if seen else "not in the corpus") if by_corpus
-                                   else ("seen" if seen else "never shown"))
-            if part and part[0][f"{prefix}cosine"] is not None:
-                left.scatter(xs, [r[f"{prefix}cosine"] for r in part], s=10, marker=marker, facecolors="none",
-                             edgecolors=color, linewidths=0.7, label=label)
-            right.scatter(xs, [r[f"{prefix}norm"] for r in part], s=10, marker=marker, facecolors="none",
-                          edgecolors=color, linewidths=0.7, label=label)
-    unseen = "corpus-absent" if by_corpus else "never-shown"
-    for ax, ylabel in ((left, f"cosine to the mean row of the {unseen} tokens"), (right, "row norm")):
-        ax.set_xscale("log")
-        ax.set_xlabel(f"{'times training showed it' if key == 'trained' else 'count in the corpus'} + 1")
-        ax.set_ylabel(ylabel)
-        if ax.collections:
-            ax.legend(fontsize="small")
-    if not left.collections:
-        left.text(0.5, 0.5, f"no {unseen} token: no mean to compare with", transform=left.transAxes, ha="center")
-    fig.suptitle(f"{report.get('run', '')}: {report.get('scheme', '')}, head {'tied' if report['tied'] else 'untied'}")
-    summary = report["summary"]
-    marked = {c["token"]: c for c in summary.get("collapsed", []) + summary.get("rarest", [])[:3]}  # and the rarest
-    cosine = {r["token"]: r["cosine"] for r in rows}
-    points = [(c[key] + 1, cosine[t]) for t, c in marked.items() if cosine[t] is not None]
-    if points:  # after the title: placing labels freezes the layout
-        place_labels(left, points, [c["label"] for t, c in marked.items() if cosine[t] is not None])
-    save(fig, path)
-
-
-def needle_mass(report: dict, path: str | Path) -> None:
-    """The needle mass (``lexkit inspect TARGET --needle-mass``'s JSON document), one row of panels
-    per pattern: left, the attention mass on the needle against length per layer (the best head
-    solid, the head mean dashed) and the mass of uniform attention (dotted); right, the entropy
-    (head mean) against length per layer and ln(keys) (dotted)."""
-    from matplotlib.figure import Figure
-
-    patterns = report["patterns"]
-    fig = Figure(figsize=(11.0, 4.2 * len(patterns)), layout="constrained")
-    grid = fig.subplots(len(patterns), 2, squeeze=False)
-    for (mass, ent), pattern in zip(grid, patterns):
-        rows = [r for r in report["rows"] if r["pattern"] == pattern]
-        layers = sorted({(r["layer"], r["kind"]) for r in rows})
-        for i, (layer, kind) in enumerate(layers):
-            pts = sorted((r["length"], r["mass_max"], r["mass"], r["entropy"]) for r in rows if r["layer"] == layer)
-            color = _COLORS[i % len(_COLORS)]
-            label = f"L{layer} {kind}"
-            mass.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=color, label=f"{label}, best head")
-            mass.plot([p[0] for p in pts], [p[2] for p in pts], marker=".", linestyle="--", color=color,
-                      label=f"{label}, head mean")
-            ent.plot([p[0] for p in pts], [p[3] for p in pts], marker="o", color=color, label=label)
-        first = [r for r in rows if r["layer"] == layers[0][0]] if layers else []
-        ref = sorted((r["length"], r["uniform"], r["uniform_entropy"]) for r in first)
-        mass.plot([p[0] for p in ref], [p[1] for p in ref], linestyle=":", color="black", label="uniform attention")
-        ent.plot([p[0] for p in ref], [p[2] for p in ref], linestyle=":", color="black", label="ln(keys): uniform")
-        for ax, ylabel in ((mass, "attention mass on the needle"), (ent, "attention entropy (nats)")):
-            mark_length(ax, report.get("train_len"))
-            ax.set_xscale("log", base=2)
-            ax.set_xlabel(f"length ({report.get('unit', 'bytes')})")
-            ax.set_ylabel(ylabel)
-            ax.set_title(pattern)
-            ax.legend(fontsize="x-small")
-        if rows and all(r[k] > 0 for r in rows for k in ("mass", "mass_max", "uniform")):
-            mass.set_yscale("log")  # masses span decades as the haystack grows
-    fig.suptitle(f"{report.get('target', '')}: {report.get('task', '')}"
-                 + (f" ({report['format']})" if report.get("format") else "") + f", {report.get('scheme', '')}")
     save(fig, path)

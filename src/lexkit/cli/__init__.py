@@ -85,7 +85,24 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         sub_parser = module.add_parser(sub)
         add_common(sub_parser)
         sub_parser.set_defaults(run=module.run)
+    if only is None:  # the registered instruments that are commands of their own (lexkit.instruments.base)
+        from . import instrument
+
+        for cls in instrument.generic(COMMANDS):
+            add_common(instrument.add_parser(sub, cls))
     return parser
+
+
+def _imports_in(argv: list[str]) -> list[str]:
+    """The modules ``--import`` names anywhere on the command line (imported before the parser is built:
+    one may register an instrument, which is a command)."""
+    out = []
+    for i, word in enumerate(argv):
+        if word == "--import" and i + 1 < len(argv):
+            out.append(argv[i + 1])
+        elif word.startswith("--import="):
+            out.append(word.split("=", 1)[1])
+    return out
 
 
 def _command_of(argv: list[str]) -> str | None:
@@ -107,14 +124,15 @@ def main(argv: list[str] | None = None) -> int:
     from .. import threads
 
     probe = threads.Probe()  # other processes' CPU time while the commands import (lexkit.threads)
-    parser = build_parser(_command_of(sys.argv[1:] if argv is None else argv))
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
     with warnings.catch_warnings():
         warnings.simplefilter("default")
         warnings.showwarning = _warning_line  # restored on exit: one `warning: ...` line each
         try:
-            import_modules([*args.early_imports, *args.imports])
-            if args.command in COMPUTING:
+            import_modules(_imports_in(words))
+            args = build_parser(_command_of(words)).parse_args(words)
+            import_modules([*args.early_imports, *args.imports])  # each imported above: nothing more to do
+            if args.command in COMPUTING or getattr(args, "instrument", False):
                 threads.apply(getattr(args, "threads", None), probe)
             return int(args.run(args) or 0)
         except (LexkitError, ValueError, FileNotFoundError, NotADirectoryError) as exc:

@@ -34,9 +34,9 @@ def device(args) -> str:
 def write_outputs(args, report: dict, csv_text: Callable[[dict], str], draw: Callable[[dict, str], None]) -> None:
     """``--json`` (the report), ``--csv`` (``csv_text(report)``) and ``--plot`` (``draw``): the files
     first, the terminal after, so a reader that closes the pipe early (``| head``) loses none."""
-    if args.json:
+    if getattr(args, "json", None):
         write_json(args.json, report)
-    if args.csv:
+    if getattr(args, "csv", None):
         atomic_write(args.csv, csv_text(report))
-    if args.plot:
+    if getattr(args, "plot", None):
         draw(report, args.plot)

@@ -1,14 +1,18 @@
-"""The instruments, on a floor of their own: one folder each, its measure (``measure.py``: what it computes
+"""The instruments, on a floor of their own, behind one seam (:mod:`.base`: an ``Instrument`` is its
+``Options``, ``measure``, ``text``, ``csv`` and ``figures``; ``register`` makes a new one ``lexkit NAME``):
+one folder each, its measure (``measure.py``: what it computes
 from a subject, a model or a scheme, as JSON-ready documents), its report (``report.py``: the terminal text
 and the JSON documents, every number written there and nowhere in the command) and its figures
 (``figures.py``). A command (``lexkit/cli/``) parses, calls them and writes what they return. The public
 names stay where users import them: ``lexkit.resolution`` is the resolution instrument's measure, callable.
 
-Every report opens with the same header (:func:`lexkit.version.header`). Migrated so far: ``resolution``;
-``evaluate``, ``retrieval``, ``inspect`` (the byte table, the needle mass) and ``principles`` keep their
-modules at the top of the package until they move here the same way."""
+Every report opens with the same header (:func:`lexkit.version.header`). Migrated so far: ``resolution``,
+``inspect/bytes`` and ``inspect/needle_mass`` (``lexkit inspect``'s two); ``evaluate``, ``retrieval`` and
+``principles`` keep their modules at the top of the package until they move here the same way."""
 
 from __future__ import annotations
+
+from ..render import csv_text
 
 
 def layout_lines(info: dict) -> list[str]:
@@ -17,3 +21,12 @@ def layout_lines(info: dict) -> list[str]:
     if not info.get("layout") or not info.get("selectors"):
         return []
     return [f"layout {info['layout']}  (selectors: {', '.join(info['selectors'])}, L<i>, L<i>-<j>)"]
+
+
+def report_csv(report: dict) -> str:
+    """A report's ``rows`` as CSV: every field but those holding lists (per-head values: the JSON
+    has them), in the order the rows first give them; a field a row lacks is empty."""
+    rows = report["rows"]
+    lists = {k for r in rows for k, v in r.items() if isinstance(v, list)}
+    fields = [k for k in dict.fromkeys(k for r in rows for k in r) if k not in lists]
+    return csv_text([{k: r.get(k) for k in fields} for r in rows], fields)

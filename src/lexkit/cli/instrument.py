@@ -1,0 +1,75 @@
+"""An instrument's command (:mod:`lexkit.instruments.base`): ``lexkit NAME TARGET [its flags] [--json F]
+[--csv F] [--plot F.png]`` for every registered instrument without a hand-written command, its flags made
+from its ``Options`` (:mod:`lexkit.options`); and what every instrument's command does once it has the
+options: measure, write the files, print the text (:func:`measure_and_write`). lexkit's own instruments
+run through the same loop from their commands (``lexkit inspect``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+
+from .. import options as declared
+from .. import threads
+from ..instruments.base import INSTRUMENTS, Context, Instrument
+from . import options
+
+
+def generic(commands: tuple[str, ...]) -> list[type[Instrument]]:
+    """The registered instruments that are a command of their own (``command`` None), in registration
+    order; one named as a built-in command is left out with a warning."""
+    out = []
+    for cls in INSTRUMENTS:
+        if cls.command is not None:
+            continue
+        if cls.name in commands:
+            warnings.warn(f"instrument {cls.name!r} has the name of a built-in command: not a command of its own "
+                          "(give it another name)", stacklevel=2)
+            continue
+        out.append(cls)
+    return out
+
+
+def add_parser(sub, cls: type[Instrument]):
+    """``lexkit NAME``'s parser: TARGET, the flags of ``cls.Options``, the outputs it offers, the device."""
+    p = sub.add_parser(cls.name, help=cls.summary or None, description=cls.description or cls.__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("target", metavar="TARGET", help=cls.targets)
+    declared.add_flags(p.add_argument_group(f"{cls.name}'s options"), cls.Options)
+    add_outputs(p, cls)
+    p.add_argument("--device", default="auto", metavar="DEVICE", help="auto, cpu, cuda or mps (default: auto)")
+    p.add_argument("--threads", type=int, metavar="N", help=threads.HELP)
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    p.set_defaults(run=lambda args: run(args, cls), instrument=True)  # instrument: it computes (threads policy)
+    return p
+
+
+def add_outputs(parser, cls: type[Instrument]) -> None:
+    """--json, and --csv / --plot where the instrument writes them."""
+    parser.add_argument("--json", metavar="FILE", help="write the report (JSON)")
+    if cls.offers("csv"):
+        parser.add_argument("--csv", metavar="FILE", help="write the report's rows (CSV)")
+    if cls.offers("figures"):
+        parser.add_argument("--plot", metavar="FILE.png", help="draw the report's figure")
+
+
+def run(args, cls: type[Instrument]) -> int:
+    """``lexkit NAME``: the options read back and checked under their flags, then :func:`measure_and_write`."""
+    values = cls.Options(**declared.given(args, cls.Options))
+    declared.check(values, declared.flag_name)
+    return measure_and_write(args, cls(), values)
+
+
+def measure_and_write(args, instrument: Instrument, values) -> int:
+    """The outputs checked before any work, the report measured, the files written (--json, --csv,
+    --plot), then the text printed: files first, so a reader that closes the pipe early loses none."""
+    options.check_outputs(args)
+    context = Context(device=options.device(args), progress=args.progress and sys.stderr.isatty())
+    report = instrument.measure(args.target, values, context)
+    options.write_outputs(args, report, instrument.csv, instrument.figures)
+    print(instrument.text(report, values))
+    if getattr(args, "plot", None):
+        print(f"wrote {args.plot}")
+    return 0
+

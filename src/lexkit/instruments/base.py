@@ -1,0 +1,95 @@
+"""The instrument seam: what an instrument is to the command line and to a user's code.
+
+An instrument is a class with a ``name``, its settings as a dataclass (``Options``: each field a flag,
+its metadata the flag's help and bounds, :mod:`lexkit.options`) and four functions of its report::
+
+    measure(target, options, context) -> dict   the JSON-ready report (lexkit.version.header first)
+    text(report, options) -> str                 what the terminal shows
+    csv(report) -> str                           one row per measured thing (or None: no --csv)
+    figures(report, path) -> None                the figure of --plot (or None: no --plot)
+
+``target`` is what the command line names (a run directory or ``hf:PATH``) or a loaded subject
+(:func:`lexkit.load`); ``context`` the device and whether to draw a progress bar. Every number the
+command writes comes from ``measure`` and is written by ``text``/``csv``: a command parses, calls
+and writes (:mod:`lexkit.cli.instrument`), and builds no report of its own.
+
+``register`` adds one to :data:`INSTRUMENTS`; one whose ``command`` is None becomes ``lexkit NAME``,
+its flags made from ``Options`` (a module given to ``lexkit --import MODULE`` may register one: the
+toy instrument of tests/fixtures/toy_instrument/ is one folder and one ``register``). lexkit's own
+instruments name the hand-written command that runs them (``lexkit inspect``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+from ..registry import Registry
+
+
+@dataclasses.dataclass(frozen=True)
+class NoOptions:
+    """The settings of an instrument that has none."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """Where an instrument measures: ``device`` (cpu, cuda, ...) and whether a progress bar is drawn."""
+
+    device: str = "cpu"
+    progress: bool = False
+
+
+#: the default context: the CPU, no progress bar
+ON_CPU = Context()
+
+
+class Instrument:
+    """One instrument (module docstring). Subclasses set the class attributes and define
+    :meth:`measure` and :meth:`text`; :meth:`csv` and :meth:`figures` are optional."""
+
+    #: ``lexkit NAME`` (a registered instrument without a ``command``) and the registry's key
+    name: ClassVar[str] = ""
+    #: one line for ``lexkit --help``
+    summary: ClassVar[str] = ""
+    #: the command's ``--help`` text (default: the class docstring)
+    description: ClassVar[str] = ""
+    #: what TARGET may be, for the command's help
+    targets: ClassVar[str] = "a run directory written by `lexkit train`, or hf:PATH"
+    #: the settings, a dataclass whose fields are the command's flags (lexkit.options)
+    Options: ClassVar[type] = NoOptions
+    #: the hand-written command that runs this instrument; None: ``lexkit NAME``, made from Options
+    command: ClassVar[str | None] = None
+    def measure(self, target: Any, options: Any, context: Context = ON_CPU) -> dict:
+        raise NotImplementedError
+
+    def text(self, report: dict, options: Any) -> str:
+        raise NotImplementedError
+
+    def csv(self, report: dict) -> str:
+        raise NotImplementedError(f"{self.name} writes no CSV")
+
+    def figures(self, report: dict, path: str) -> None:
+        raise NotImplementedError(f"{self.name} draws no figure")
+
+    @classmethod
+    def offers(cls, output: str) -> bool:
+        """Whether the instrument writes ``output`` ("csv" or "figures"): it defines that function."""
+        return getattr(cls, output) is not getattr(Instrument, output)
+
+
+def _check(cls: type) -> None:
+    """What :func:`register` refuses: Options not a dataclass (the command line refuses a name a
+    built-in command has, :mod:`lexkit.cli.instrument`)."""
+    if not dataclasses.is_dataclass(cls.Options):
+        raise TypeError(f"{cls.__name__}.Options must be a dataclass (its fields are the command's flags)")
+
+
+#: every registered instrument, by name
+INSTRUMENTS: Registry = Registry("instrument", Instrument, check=_check)
+register = INSTRUMENTS.register
+
+
+def get(name: str) -> Instrument:
+    """The registered instrument ``name``, an instance (ValueError listing the valid names)."""
+    return INSTRUMENTS.get(name)()
