@@ -582,9 +582,9 @@ def test_the_eval_report_and_csv_record_what_ran(tf, saved, tmp_path, capsys):
 
 
 def test_eval_of_a_run_and_of_an_hf_model_go_through_one_function(tf, saved, tmp_path, capsys, monkeypatch):
-    """`lexkit eval hf:PATH` and `lexkit eval runs/x` both call lexkit.evaluate.evaluate_run:
+    """`lexkit eval hf:PATH` and `lexkit eval runs/x` both call the evaluation instrument's evaluate_run:
     patched once, it sees both targets (and both still produce their reports through it)."""
-    from lexkit import evaluate as ev
+    import lexkit.instruments.evaluate as ev
     from lexkit.cli import main
     from lexkit.runs import save_weights, write_json
 

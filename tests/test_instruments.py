@@ -59,7 +59,7 @@ def test_the_toy_refuses_bad_options_in_one_line_and_writes_nothing(toy, run, tm
 
 def test_options_must_be_a_dataclass_and_a_builtin_name_is_not_taken(toy):
     from lexkit.cli import build_parser
-    from lexkit.cli import eval as eval_command
+    from lexkit.cli import sample as sample_command
 
     class Bad(base.Instrument):
         name, Options = "bad", dict
@@ -67,13 +67,13 @@ def test_options_must_be_a_dataclass_and_a_builtin_name_is_not_taken(toy):
     with pytest.raises(TypeError, match="Options must be a dataclass"):
         base.register(Bad)
 
-    class Eval(toy.ToyNorms):
-        name = "eval"
+    class Sample(toy.ToyNorms):
+        name = "sample"
 
-    base.register(Eval)
+    base.register(Sample)
     with pytest.warns(UserWarning, match="has the name of a built-in command"):
         parser = build_parser()
-    assert parser.parse_args(["eval", "RUN", "--lengths", "8"]).run is eval_command.run  # still the built-in
+    assert parser.parse_args(["sample", "RUN"]).run is sample_command.run  # still the built-in
 
 
 def test_offers_is_whether_the_instrument_defines_the_output(toy):

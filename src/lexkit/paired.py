@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from torch import nn
 
 from .attention import Pattern
-from .evaluate import evaluate, paired_rows
+from .instruments.evaluate.measure import evaluate, paired_rows
 from .rows import PairedRow
 
 #: documents at most (each of at least M + 1 bytes): the stdlib's validation split has 74 at M = 1,024, over which

@@ -395,7 +395,7 @@ def context_rows(
     Lengths are multiples of ``train_len`` (default: the subject's training length; a fine-tune's
     parent's, to line it up with its parent). Also the cells (depth by depth). ``format``: the
     needles' format (:func:`score`)."""
-    from .evaluate import evaluate, paired_rows
+    from .instruments.evaluate.measure import evaluate, paired_rows
 
     t = train_len or subject.train_len
     lengths = [t * m for m in multiples]

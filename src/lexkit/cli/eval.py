@@ -5,28 +5,27 @@ The paper's protocol by default (every length scores the same bytes: the first m
 bytes, or tokens, of every document that long); ``--stride S`` for sliding windows. Prints a table
 (lengths as columns, one row per pattern) and the loss by position; ``--json``/``--csv``/``--plot``
 write the results (atomically, and only once the evaluation has succeeded). Both kinds of model
-go through one function, :func:`lexkit.evaluate.evaluate_run`; see ``docs/pretrained.md`` for
-``hf:PATH``.
+go through one instrument (:mod:`lexkit.instruments.evaluate`: :func:`lexkit.evaluate.evaluate_run`);
+see ``docs/pretrained.md`` for ``hf:PATH``.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 
-from .. import checks, evaluate, threads
+from .. import checks, threads
 from ..attention import KERNELS
-from ..instruments import layout_lines
-from ..notation import length_label, ratio_with_interval
-from ..render import text_table
-from . import options
+from ..instruments.base import get
+from ..instruments.evaluate import EvalOptions
+from ..instruments.evaluate.measure import STARTS
+from .instrument import measure_and_write
 
 
 def add_parser(sub):
     p = sub.add_parser(
         "eval", help="bits per byte of a run at many lengths and patterns", description=__doc__,
     )
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by `lexkit train`, or hf:PATH "
+    p.add_argument("target", metavar="RUN_DIR", help="a run directory written by `lexkit train`, or hf:PATH "
                    "(a Hugging Face causal LM: a save_pretrained directory or a cached hub name)")
     p.add_argument(
         "--lengths", metavar="L,L,...",
@@ -46,7 +45,7 @@ def add_parser(sub):
     )
     p.add_argument("--stride", type=int, metavar="S",
                    help="sliding windows advancing by S bytes (default: non-overlapping chunks)")
-    p.add_argument("--start", choices=evaluate.STARTS, default=None,
+    p.add_argument("--start", choices=STARTS, default=None,
                    help="what a window's first token is: bos (the paper's protocol as lexkit runs it: each "
                    "document's first window opens on its BOS) or text (every window opens on a byte of the "
                    "document, as a training window does; scores bytes 1..M). Default: bos, text with --paired")
@@ -97,106 +96,15 @@ def add_hf_arguments(group) -> None:
 
 
 def run(args) -> int:
-    from .. import plots
     from ..specs import parse_lengths
 
     # what only the command line knows is checked here; everything else by the library, before it loads
     lengths = parse_lengths(args.lengths) if args.lengths is not None else None
     checks.lengths("--lengths", lengths or [], checks.MAX_EVAL_LENGTH)
-    options.check_outputs(args)
-    device = options.device(args)
-    report = evaluate.evaluate_run(
-        args.run_dir, lengths=lengths, patterns=args.patterns or ["causal"], data=args.data, stride=args.stride,
+    values = EvalOptions(
+        lengths=lengths, patterns=tuple(args.patterns or ["causal"]), data=args.data, stride=args.stride,
         max_docs=args.max_docs, max_bytes=args.max_bytes, max_tokens=args.max_tokens, batch_size=args.batch_size,
-        kernel=args.kernel, device=device, progress=args.progress and sys.stderr.isatty(), scheme=args.scheme,
-        logn=args.logn, add=args.add, stream="auto" if args.stream is None else args.stream,
-        rope_scaling=args.rope_scaling, dtype=args.dtype, start=args.start or ("text" if args.paired else "bos"),
-        paired=args.paired,
-    )
-    options.write_outputs(args, report, evaluate.csv_text, plots.eval_report)
-    print(format_report(report))
-    if args.plot:
-        print(f"wrote {args.plot}")
-    return 0
-
-
-# -- terminal output ------------------------------------------------------------------------------
-def paired_lines(report: dict, train_len: int | None) -> list[str]:
-    """The use-of-context table of ``--paired``: per pattern, each longer length's bpb over the
-    shortest's on the same bytes, with its 95 % interval over the documents."""
-    rows = report.get("paired")
-    if not rows:
-        return []
-    first = rows[0]
-    out = [["pattern", "lengths", "bpb", "bpb longer", "ratio [95 % over documents]"]]
-    for r in rows:
-        span = f"{length_label(r['length'], train_len)} -> {length_label(r['longer'], train_len)}"
-        if r["ratio"] is None:
-            out.append([r["pattern"], span, "-", "-", r.get("unavailable") or "-"])
-            continue
-        out.append([r["pattern"], span, f"{r['bpb']:.4f}", f"{r['bpb_longer']:.4f}",
-                    ratio_with_interval(r["ratio"], r["low"], r["high"])])
-    return ["", f"use of context, paired: the same bytes at each length, every window opening on a byte of its "
-            f"document, over {first['documents']} documents (below 1: more context predicts them better)",
-            *text_table(out)]
-
-
-
-def format_report(report: dict) -> str:
-    """The bpb table (lengths as columns, one row per pattern; a tokenizer model's token
-    perplexity below it), what was scored, unavailable reasons, then loss by position per pattern."""
-    lengths, patterns, train_len = report["lengths"], report["patterns"], report["train_len"]
-    tokens = "tokens_per_document" in report["data"]  # a tokenizer model: lengths count tokens
-    cell = {(r["length"], r["pattern"]): r for r in report["results"]}
-    data, stride = report["data"], report.get("stride")
-    docs = f"{data['documents']} document{'' if data['documents'] == 1 else 's'}"
-    if tokens:
-        lines = [f"model {report['run']}  {report['scheme']}  train_len {train_len}", *layout_lines(report),
-                 f"data {data['spec']} ({data['split']}): {docs} x {data['tokens_per_document']:,} tokens "
-                 f"({data['bytes_scored']:,} bytes) scored per length"]
-        tables = (("bpb", "bits per byte (lower is better)", "{:.4f}"),
-                  ("ppl", "token perplexity (this tokenizer's; lower is better)", "{:.3f}"))
-    else:
-        lines = [f"run {report['run']}  scheme {report['scheme']}"
-                 + (f" (trained as {report['trained_scheme']})" if report.get("trained_scheme") else "")
-                 + ("  log-n" if report.get("logn") else "") + f"  train_len {train_len}"
-                 + (f"  trained at random positions < {report['random_positions']}"
-                    if report.get("random_positions") else ""),
-                 f"data {data['spec']} ({data['split']}): {docs} x {data['bytes_per_document']:,} bytes"
-                 f" = {data['documents'] * data['bytes_per_document']:,} bytes scored per length"]
-        tables = (("bpb", "bits per byte (lower is better)", "{:.4f}"),)
-    lines[-1] += f"; sliding windows, stride {stride}" if stride else "; non-overlapping chunks"
-    if report.get("start") == "text":
-        lines[-1] += "; every window opens on a byte of its document (--start text: bytes 1..M scored)"
-    ran = list(dict.fromkeys(r["kernel"] for r in report["results"] if r.get("kernel")))
-    if ran:
-        lines.append(f"attention kernel {report.get('kernel', 'auto')}: ran {', '.join(ran)}")
-    notes: dict[str, list[int]] = {}
-    for key, title, fmt in tables:
-        rows = [["pattern"] + [length_label(n, train_len) for n in lengths]]
-        for pat in patterns:
-            row = [pat]
-            for n in lengths:
-                r = cell.get((n, pat))
-                row.append("-" if r is None or r[key] is None else fmt.format(r[key]))
-                if r is not None and r[key] is None:
-                    notes.setdefault(r["unavailable"], []).append(n)
-            rows.append(row)
-        lines += ["", title] + text_table(rows)
-    for reason, at in notes.items():
-        lines.append(f"  - at {', '.join(map(str, sorted(set(at))))}: {reason}")
-    lines.append("  (lengths in tokens; x = multiple of the training length)" if tokens
-                 else "  (x = multiple of the training length)")
-    lines += paired_lines(report, train_len)
-    where = "token position" if tokens else "position within the chunk"
-    for pat in patterns:
-        at = {(b["from"], b["to"], b["length"]): b for b in report["by_position"] if b["pattern"] == pat}
-        if not at:
-            continue
-        lines += ["", f"bits per byte by {where}, pattern {pat} (* = beyond the training length)"]
-        rows = [["positions"] + [str(n) for n in lengths]]
-        for lo, hi in sorted({(lo, hi) for lo, hi, _ in at}):
-            label = (f"{lo}" if hi == lo + 1 else f"{lo}-{hi - 1}") + (" *" if train_len and lo >= train_len else "")
-            rows.append([label] + [f"{at[(lo, hi, n)]['bpb']:.4f}" if (lo, hi, n) in at else "" for n in lengths])
-        lines += text_table(rows)
-    return "\n".join(lines)
+        kernel=args.kernel, scheme=args.scheme, logn=args.logn, add=args.add,
+        stream="auto" if args.stream is None else args.stream, rope_scaling=args.rope_scaling, dtype=args.dtype,
+        start=args.start or ("text" if args.paired else "bos"), paired=args.paired)
+    return measure_and_write(args, get("eval"), values)

@@ -6,8 +6,8 @@ and the JSON documents, every number written there and nowhere in the command) a
 (``figures.py``). A command (``lexkit/cli/``) parses, calls them and writes what they return. The public
 names stay where users import them: ``lexkit.resolution`` is the resolution instrument's measure, callable.
 
-Every report opens with the same header (:func:`lexkit.version.header`). Migrated so far: ``resolution``,
-``inspect/bytes`` and ``inspect/needle_mass`` (``lexkit inspect``'s two); ``evaluate``, ``retrieval`` and
+Every report opens with the same header (:func:`lexkit.version.header`). Migrated so far: ``evaluate``,
+``resolution``, ``inspect/bytes`` and ``inspect/needle_mass`` (``lexkit inspect``'s two); ``retrieval`` and
 ``principles`` keep their modules at the top of the package until they move here the same way."""
 
 from __future__ import annotations

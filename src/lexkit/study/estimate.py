@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from ..device import resolve_device
-from ..evaluate import evaluate
+from ..instruments.evaluate.measure import evaluate
 from ..model import GPT
 from ..runs import atomic_write
 from ..train import device_autocast, make_optimizer, train_step

@@ -16,7 +16,7 @@ from .. import checks, options, positions, tasks
 from ..attention import create as create_pattern
 from ..blocks import Block
 from ..data import Corpus, load_corpus
-from ..evaluate import default_lengths, select_documents
+from ..instruments.evaluate.measure import default_lengths, select_documents
 from ..layouts import check_pattern
 from ..mix import parse_mix
 from ..rows import Row

@@ -510,7 +510,7 @@ def texts(docs: Sequence[bytes], length: int, count: int, *, model: nn.Module | 
 
     checks.number("--texts", count)
     if getattr(model, "unit", "bytes") == "tokens":
-        from ...evaluate import token_documents
+        from ..evaluate.measure import token_documents
 
         return token_documents(model, docs, length - 1, max_docs=count)[0]
     # ``length`` tokens are BOS and the first length - 1 bytes

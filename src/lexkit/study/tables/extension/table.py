@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from .... import runs
-from ....evaluate import evaluate
+from ....instruments.evaluate.measure import evaluate
 from ....runs.config import overridden
 from ...plan import EVAL_VERSION, Bound, Cell, TableSettings, cell_unit, digest
 from ...units import Cost, Unit, whole_or_none
