@@ -24,10 +24,10 @@ from typing import Any
 
 from ... import checks, paired, presets, stopping, tasks
 from ...errors import LexkitError
+from ...instruments.retrieval.measure import DEFAULT_MULTIPLES
 from ...layouts import check_pattern
 from ...mix import format_mix, parse_mix
 from ...model import check_token_shift
-from ...retrieval import DEFAULT_MULTIPLES
 from ..recipe import RECIPE, Recipe
 
 #: the most arms and seeds a sweep takes

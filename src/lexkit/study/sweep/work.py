@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ... import distributed, lock, runs, tasks
+from ...instruments.retrieval.measure import context_rows, minimum_length
 from ...mix import parse_mix
-from ...retrieval import context_rows, minimum_length
 from ...stopping import probe_keys
 from ...subject import RunSubject, load
 from ..cache import Cache

@@ -34,13 +34,14 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from .... import retrieval, tasks
+from .... import tasks
 from ....attention import Pattern, layer_patterns
 from ....device import eval_mode
 from ....layouts import kind_of
 from ....rows import Row
 from ....version import header
 from ...resolution.measure import entropy
+from ...retrieval import measure as retrieval
 
 #: the report of ``lexkit inspect TARGET --needle-mass --json`` and its layout's version (lexkit.version.header)
 MASS_REPORT, REPORT_VERSION = "lexkit.inspect.needle_mass", 2

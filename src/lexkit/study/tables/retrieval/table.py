@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from .... import batched, needles, paired, positions, presets, runs, stopping, tasks
+from ....instruments.retrieval.measure import DEFAULT_MULTIPLES, context_rows
 from ....mix import check_mix
-from ....retrieval import DEFAULT_MULTIPLES, context_rows
 from ....runs.config import overridden
 from ....settings import configs
 from ....subject import RunSubject, load
