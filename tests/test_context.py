@@ -367,7 +367,7 @@ def test_instruments_on_a_run_under_extension(rope_run):
     """Entropy by length and the design-principle check run on every method; log-n lowers the
     first layer's entropy past the training length (softmax entropy falls as logits are scaled up:
     d H(βz)/dβ = -β Var(z) <= 0), and changes nothing inside it."""
-    from lexkit.principles import measure_principles
+    from lexkit.instruments.principles import measure_principles
     from lexkit.runs import load
 
     plain = resolution.empirical_run(rope_run, [32, 128], "causal", texts_per_length=2)

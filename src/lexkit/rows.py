@@ -236,7 +236,7 @@ class AnalyticCurves(Row):
 
 @dataclasses.dataclass(frozen=True)
 class PrinciplesRow(Row):
-    """The design principles measured on a trained model (:func:`lexkit.principles.measure_principles`):
+    """The design principles measured on a trained model (:func:`lexkit.instruments.principles.measure_principles`):
     order variance and translation change (None when no document was long enough)."""
 
     OPTIONAL: ClassVar[tuple[str, ...]] = ("offset", "tokens")

@@ -7,8 +7,8 @@ and the JSON documents, every number written there and nowhere in the command) a
 names stay where users import them: ``lexkit.resolution`` is the resolution instrument's measure, callable.
 
 Every report opens with the same header (:func:`lexkit.version.header`). Migrated so far: ``evaluate``,
-``retrieval``, ``resolution``, ``inspect/bytes`` and ``inspect/needle_mass`` (``lexkit inspect``'s two);
-``principles`` keeps its module at the top of the package."""
+``retrieval``, ``resolution``, ``inspect/bytes`` and ``inspect/needle_mass`` (``lexkit inspect``'s two),
+``principles`` (table A's)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ import torch
 from .. import checks, distributed, lock, provenance, runs, threads
 from ..device import training_dtype
 from ..instruments.evaluate.measure import evaluate
-from ..principles import measure_principles
+from ..instruments.principles import measure_principles
 from ..resolution import analytic, analytic_curve, empirical, model_curve, resolution, texts
 from ..rows import AnalyticCurves, AnalyticRow, EmpiricalRow, Evaluation, PrinciplesRow
 from ..version import __version__
