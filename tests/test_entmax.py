@@ -1,7 +1,7 @@
 """α-entmax attention (``+entmax:A``, lexkit.attention.modifiers.entmax): its weights are the
-``entmax`` package's ``entmax_bisect`` (and its exact ``entmax15``) on the same scores; α = 2 is
-sparsemax by the sort formula; the gradient is the package's and a finite difference's; rows sum to
-1 with exact zeros; on a model dense == chunked == the KV cache == cached generation, and it trains;
+``entmax`` package's ``entmax_bisect`` (and its exact ``entmax15``) on the same scores; at α = 1.5 and 2
+the closed-form threshold equals the bisection; α = 2 is sparsemax by the sort formula; the gradient is
+the package's and a finite difference's; rows sum to 1 with exact zeros; on a model dense == chunked == the KV cache == cached generation, and it trains;
 flex, a sink and α outside (1, 16] are refused by name."""
 
 from __future__ import annotations
@@ -44,6 +44,23 @@ def test_the_weights_are_the_entmax_package_on_the_same_scores(alpha):
     torch.testing.assert_close(ours, entmax.entmax_bisect(z, alpha=alpha), rtol=0, atol=1e-6)
     if alpha == 1.5:  # the package's exact sort-based 1.5-entmax
         torch.testing.assert_close(ours, entmax.entmax15(z, dim=-1), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("alpha", [1.5, 2.0])
+def test_the_closed_form_threshold_is_the_bisection_on_long_masked_rows(alpha):
+    """At α = 1.5 and 2 the weights come from the sorted row (one sort, not 50 halvings); they are the
+    bisection's on rows of 1 to 300 visible keys, scores spread wide or nearly tied, in float64."""
+    from lexkit.attention.modifiers.entmax import _bisect, _sorted
+
+    gen = torch.Generator().manual_seed(3)
+    n = 300
+    for scale in (0.01, 1.0, 30.0):
+        z = torch.randn(2, 2, n, n, generator=gen, dtype=torch.float64) * scale
+        visible = torch.arange(n)[None, :] <= torch.arange(n)[:, None]
+        x = (z * (alpha - 1.0)).masked_fill(~visible, float("-inf"))
+        exact, bisected = _sorted(x, alpha), _bisect(x, alpha, visible.sum(-1, keepdim=True))
+        torch.testing.assert_close(exact, bisected, rtol=0, atol=1e-12)
+        assert bool((exact[..., ~visible] == 0).all()) and bool((exact[..., 0, 0] == 1).all())
 
 
 def test_sparsemax_is_the_sort_formula_rows_sum_to_one_and_small_scores_get_exact_zeros():

@@ -10,7 +10,12 @@ on the right key does not dilute with length the way a softmax's does (the ``pyt
 docs/hunt.md). ASEntmax (Vasylenko et al., ICLR 2026, arXiv 2506.16640) adds a learned length scale
 on z; this is α-entmax itself, its neutral point.
 
-Computed as the package's ``entmax_bisect`` is: τ_i by bisection between max_j (α − 1) z_ij − 1
+At α = 1.5 and α = 2 τ_i has a closed form over the sorted row (Peters et al. 2019, Alg. 2, the package's
+exact ``entmax15``; sparsemax's, Martins & Astudillo 2016): with y the row shifted so its best is 0 and
+sorted descending, the k-th candidate is τ_k = mean_k − sqrt((1 − k·var_k)/k) (α = 1.5: mean and variance of
+y_(1..k)) or τ_k = (Σ_{j<=k} y_(j) − 1)/k (α = 2), and τ_i = τ_{k*} for the largest k* with τ_k <= y_(k);
+one sort of the row instead of 50 passes over it (3.8x faster at 1,024 keys, the hunt's 16x rows). Any
+other α is computed as the package's ``entmax_bisect`` is: τ_i by bisection between max_j (α − 1) z_ij − 1
 (where the best key alone has weight 1) and max_j (α − 1) z_ij − (1/n_i)^(α − 1) (where every one of
 the row's n_i visible keys has at most 1/n_i), :data:`ITERATIONS` halvings (past float32's
 resolution), then the row normalized to sum 1. The gradient is the closed form (Peters et al. 2019,
@@ -52,6 +57,33 @@ def _bisect(x: Tensor, alpha: float, counts: Tensor) -> Tensor:
     return p / p.sum(dim=-1, keepdim=True)
 
 
+#: the α whose threshold has a closed form over the sorted row (:func:`_sorted`)
+EXACT = (1.5, 2.0)
+
+
+def _sorted(x: Tensor, alpha: float) -> Tensor:
+    """[(x − τ)]_+^(1/(α−1)) normalized with τ in closed form over the sorted row (module docstring), α in
+    :data:`EXACT`; x = (α − 1)·z [..., n] (-inf: not visible). A key not visible is set 2 below the row's
+    best, under any threshold (τ >= best − 1: the best key alone would have weight 1), so it never enters the
+    support and τ is the visible keys' own."""
+    top = x.amax(dim=-1, keepdim=True)
+    y = (x - top).masked_fill(torch.isinf(x), -2.0)  # [..., n]: the best 0, not visible -2
+    ys = torch.sort(y, dim=-1, descending=True).values
+    k = torch.arange(1, y.shape[-1] + 1, dtype=y.dtype, device=y.device)
+    total = ys.cumsum(dim=-1)
+    if alpha == 2.0:  # sparsemax
+        tau = (total - 1.0) / k
+    else:  # 1.5: Σ_{j<=k} (y_(j) − τ)² = 1 solved for the smaller root
+        mean = total / k
+        var = (ys * ys).cumsum(dim=-1) / k - mean * mean
+        tau = mean - ((1.0 - k * var) / k).clamp_min(0.0).sqrt()
+    support = (tau <= ys).sum(dim=-1, keepdim=True)  # [..., 1]: k*, at least 1
+    p = (y - tau.gather(-1, support - 1)).clamp_min(0.0)
+    if alpha != 2.0:
+        p = p * p
+    return p / p.sum(dim=-1, keepdim=True)
+
+
 class _Entmax(torch.autograd.Function):
     """α-entmax over the last dim with the closed-form backward (module docstring); written with
     ``setup_context`` and a generated vmap rule, so seeds trained as one batched model run it."""
@@ -60,6 +92,8 @@ class _Entmax(torch.autograd.Function):
 
     @staticmethod
     def forward(z: Tensor, alpha: float, counts: Tensor) -> Tensor:
+        if alpha in EXACT:
+            return _sorted(z * (alpha - 1.0), alpha)
         return _bisect(z * (alpha - 1.0), alpha, counts)
 
     @staticmethod
