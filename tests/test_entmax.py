@@ -1,8 +1,8 @@
 """α-entmax attention (``+entmax:A``, lexkit.attention.modifiers.entmax): its weights are the
 ``entmax`` package's ``entmax_bisect`` (and its exact ``entmax15``) on the same scores; at α = 1.5 and 2
 the closed-form threshold equals the bisection; α = 2 is sparsemax by the sort formula; the gradient is
-the package's and a finite difference's; rows sum to 1 with exact zeros; on a model dense == chunked == the KV cache == cached generation, and it trains;
-flex, a sink and α outside (1, 16] are refused by name."""
+the package's and a finite difference's; rows sum to 1 with exact zeros; on a model dense == chunked ==
+the KV cache == cached generation, and it trains; flex, a sink and α outside (1, 16] are refused by name."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ import warnings
 from .. import options as declared
 from .. import threads
 from ..instruments.base import INSTRUMENTS, Context, Instrument
+from ..runs import atomic_write, write_json
 from . import options
 
 
@@ -62,14 +63,23 @@ def run(args, cls: type[Instrument]) -> int:
 
 
 def measure_and_write(args, instrument: Instrument, values) -> int:
-    """The outputs checked before any work, the report measured, the files written (--json, --csv,
-    --plot), then the text printed: files first, so a reader that closes the pipe early loses none."""
+    """The outputs checked before any work, the report measured, the files written (--json: its document,
+    --csv, --plot), then the text printed: files first, so a reader that closes the pipe early loses none."""
     options.check_outputs(args)
-    context = Context(device=options.device(args), progress=args.progress and sys.stderr.isatty())
+    device = options.device(args) if hasattr(args, "device") else "cpu"
+    plot = getattr(args, "plot", None)
+    context = Context(device=device, progress=getattr(args, "progress", True) and sys.stderr.isatty(),
+                      figures=plot is not None)
     report = instrument.measure(args.target, values, context)
-    options.write_outputs(args, report, instrument.csv, instrument.figures)
+    if getattr(args, "json", None):
+        write_json(args.json, instrument.document(report))
+    if getattr(args, "csv", None):
+        atomic_write(args.csv, instrument.csv(report))
+    if plot:
+        instrument.figures(report, plot)
     print(instrument.text(report, values))
-    if getattr(args, "plot", None):
-        print(f"wrote {args.plot}")
+    if getattr(args, "json", None) and instrument.names_json:
+        print(f"wrote {args.json}")
+    if plot:
+        print(f"wrote {plot}")
     return 0
-

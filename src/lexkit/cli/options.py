@@ -4,11 +4,8 @@ the device resolved (and a kernel it cannot run refused)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from .. import checks
 from ..device import resolve_device
-from ..runs import atomic_write, write_json
 
 
 def check_outputs(args) -> None:
@@ -29,14 +26,3 @@ def device(args) -> str:
     resolved = str(resolve_device(args.device))
     kernels.refuse_cpu_flex(getattr(args, "kernel", "auto"), resolved)
     return resolved
-
-
-def write_outputs(args, report: dict, csv_text: Callable[[dict], str], draw: Callable[[dict, str], None]) -> None:
-    """``--json`` (the report), ``--csv`` (``csv_text(report)``) and ``--plot`` (``draw``): the files
-    first, the terminal after, so a reader that closes the pipe early (``| head``) loses none."""
-    if getattr(args, "json", None):
-        write_json(args.json, report)
-    if getattr(args, "csv", None):
-        atomic_write(args.csv, csv_text(report))
-    if getattr(args, "plot", None):
-        draw(report, args.plot)

@@ -5,6 +5,7 @@ its metadata the flag's help and bounds, :mod:`lexkit.options`) and four functio
 
     measure(target, options, context) -> dict   the JSON-ready report (lexkit.version.header first)
     text(report, options) -> str                 what the terminal shows
+    document(report) -> dict                     what --json writes (default: the report)
     csv(report) -> str                           one row per measured thing (or None: no --csv)
     figures(report, path) -> None                the figure of --plot (or None: no --plot)
 
@@ -38,6 +39,8 @@ class Context:
 
     device: str = "cpu"
     progress: bool = False
+    #: whether the command will draw the figure: a measure may skip what only the figure reads
+    figures: bool = False
 
 
 #: the default context: the CPU, no progress bar
@@ -60,11 +63,17 @@ class Instrument:
     Options: ClassVar[type] = NoOptions
     #: the hand-written command that runs this instrument; None: ``lexkit NAME``, made from Options
     command: ClassVar[str | None] = None
+    #: whether the command says "wrote FILE" of its --json after the text (``lexkit resolution`` always has)
+    names_json: ClassVar[bool] = False
     def measure(self, target: Any, options: Any, context: Context = ON_CPU) -> dict:
         raise NotImplementedError
 
     def text(self, report: dict, options: Any) -> str:
         raise NotImplementedError
+
+    def document(self, report: dict) -> dict:
+        """What --json writes: the report itself, unless it carries what only the text or figure reads."""
+        return report
 
     def csv(self, report: dict) -> str:
         raise NotImplementedError(f"{self.name} writes no CSV")
