@@ -1,4 +1,4 @@
-"""The tables beside the study's grid behind one interface (lexkit.study.plan.Table): a toy table H,
+"""The tables beside the study's grid behind one interface (lexkit.study.plan.StudyTable): a toy table H,
 added as a later table would be (one folder, tests/fixtures/toy_table/, and one register call), is
 run, cached, written to results.json and read back typed, shown in the report and in TensorBoard,
 and takes its settings as StudyConfig keywords and ``lexkit study`` flags; the settings of tables E

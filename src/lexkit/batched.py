@@ -235,26 +235,26 @@ def train_seeds(outs: list[str | Path], model_cfg: ModelConfig, train_cfgs: list
     _, dev = distributed.setup(device)
     if threads is not None:
         use_threads(threads, "threads")
-    plans, models, optimizers = [], [], []
+    starts, models, optimizers = [], [], []
     for i in todo:
         resume = (outs[i] / runs.CONFIG).is_file()
-        plan = lifecycle.plan(outs[i], train_cfgs[i], resume, corpus, None)
-        corpus = plan.corpus() if corpus is None else corpus
-        torch.manual_seed(plan.train_cfg.seed)  # the seed's own initialisation, as its separate run draws it
+        start = lifecycle.start(outs[i], train_cfgs[i], resume, corpus, None)
+        corpus = start.corpus() if corpus is None else corpus
+        torch.manual_seed(start.train_cfg.seed)  # the seed's own initialisation, as its separate run draws it
         model = GPT(model_cfg).to(dev)
-        plans.append(plan), models.append(model), optimizers.append(make_optimizer(model, plan.train_cfg))
+        starts.append(start), models.append(model), optimizers.append(make_optimizer(model, start.train_cfg))
     check_splits(corpus, model_cfg.train_len)
     kernel = probe(models, model_cfg)
     seeds: list[_Seed] = []
     try:
-        for plan, model, optimizer in zip(plans, models, optimizers):
-            config = lifecycle.settle(plan, model, corpus, distributed.SINGLE, dev)
-            config["batched"] = {"seeds": [p.train_cfg.seed for p in plans], "kernel": kernel}
-            run = runs.RunDir(plan.out, resume=plan.old is not None, expected=plan.old).open()
+        for start, model, optimizer in zip(starts, models, optimizers):
+            config = lifecycle.settle(start, model, corpus, distributed.SINGLE, dev)
+            config["batched"] = {"seeds": [p.train_cfg.seed for p in starts], "kernel": kernel}
+            run = runs.RunDir(start.out, resume=start.old is not None, expected=start.old).open()
             state = run.start(config, model, optimizer)
             began = time.perf_counter()
-            seeds.append(_Seed(plan.train_cfg, model, optimizer, run, state,
-                               runs.read_metrics(run.path) if plan.train_cfg.stop else [], began,
+            seeds.append(_Seed(start.train_cfg, model, optimizer, run, state,
+                               runs.read_metrics(run.path) if start.train_cfg.stop else [], began,
                                float(state.get("elapsed", 0.0))))
         _loop(seeds, model_cfg, corpus, dev, progress, kernel)
         for seed in seeds:

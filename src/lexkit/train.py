@@ -268,25 +268,25 @@ def train(
     out = Path(out)
     w, dev = distributed.setup(device) if world is None else (world, distributed.rank_device(device, world))
     check_job(model_cfg, train_cfg, w, fsdp=fsdp, threads=threads)
-    plan = w.on_main(lambda: lifecycle.plan(out, train_cfg, resume, corpus, init))
+    start = w.on_main(lambda: lifecycle.start(out, train_cfg, resume, corpus, init))
     if w.is_main:  # rank 0 writes the curves (the extra checked before any write)
-        tensorboard = tb.training_logdir(tensorboard, plan.old)
-    train_cfg = plan.train_cfg
-    corpus = distributed.node_corpus(corpus, plan.corpus, w)
+        tensorboard = tb.training_logdir(tensorboard, start.old)
+    train_cfg = start.train_cfg
+    corpus = distributed.node_corpus(corpus, start.corpus, w)
     w.agree(lambda: corpus is None or check_splits(corpus, model_cfg.train_len))  # before the run directory
     torch.manual_seed(train_cfg.seed)
     model = GPT(model_cfg).to(dev)
     optimizer = make_optimizer(model, train_cfg)
-    config = w.on_main(lambda: lifecycle.settle(plan, model, corpus, w, dev))
+    config = w.on_main(lambda: lifecycle.settle(start, model, corpus, w, dev))
     if tensorboard is not None:
         config["tensorboard"] = str(Path(tensorboard).absolute())
     drop = dropping.schedule(model_cfg, train_cfg)
     if drop is not None:
         config["drop"] = dropping.record(drop)
-        if resume and w.on_main(lambda: runs.trained_section(plan.old, out, runs.CHECKPOINT)[0] != plan.old["model"]):
+        if resume and w.on_main(lambda: runs.trained_section(start.old, out, runs.CHECKPOINT)[0] != start.old["model"]):
             model = _without_positions(drop, dev)  # the checkpoint holds the model after the drop
             optimizer = make_optimizer(model, train_cfg)
-    run = runs.RunDir(out, resume=resume, expected=plan.old) if w.is_main else None
+    run = runs.RunDir(out, resume=resume, expected=start.old) if w.is_main else None
     try:
         state = w.on_main(lambda: run.open().start(config, model, optimizer))
         if runs.finished(state, train_cfg.steps):

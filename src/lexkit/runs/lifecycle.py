@@ -27,7 +27,7 @@ from .writer import check_new
 
 
 @dataclasses.dataclass
-class Plan:
+class RunStart:
     """What this command does to ``out``, as rank 0 settles it before anything is written."""
 
     out: Path
@@ -43,19 +43,19 @@ class Plan:
         return run_corpus(self.old, self.out, self.train_cfg.data if self.moved else None)
 
 
-def plan(out: Path, train_cfg: TrainConfig, resume: bool, corpus: Corpus | None,
-         init: str | Path | None) -> Plan:
+def start(out: Path, train_cfg: TrainConfig, resume: bool, corpus: Corpus | None,
+         init: str | Path | None) -> RunStart:
     """Before anything is written: the directory is a run to resume, or new and writable."""
     if resume:
         old = read_config(out, training=True)
         moved = train_cfg.data != old["train"]["data"]
         if moved and corpus is None:
             train_cfg = dataclasses.replace(train_cfg, data=absolute_spec(train_cfg.data))
-        return Plan(out, train_cfg, old, moved)
+        return RunStart(out, train_cfg, old, moved)
     check_new(out)
     if corpus is None:
         train_cfg = dataclasses.replace(train_cfg, data=absolute_spec(train_cfg.data))
-    return Plan(out, train_cfg, init=init)
+    return RunStart(out, train_cfg, init=init)
 
 
 def check_resume(out: Path, old: dict, new: dict, train_cfg: TrainConfig, corpus: Corpus, moved: bool) -> None:
@@ -95,20 +95,20 @@ def run_corpus(config: dict, out: Path, moved_to: str | None = None) -> Corpus:
         raise
 
 
-def settle(plan: Plan, model: GPT, corpus: Corpus, world, dev: torch.device) -> dict:
+def settle(start: RunStart, model: GPT, corpus: Corpus, world, dev: torch.device) -> dict:
     """Rank 0's last checks, none of which writes: the settings against the stored run (on
     resume), one training window fits the corpus and the scheme, and the parent's weights (under
     ``init``, or a fine-tune resumed before its first checkpoint) loaded into ``model``. Returns
     the config.json to write (``world``: the job's :class:`lexkit.distributed.World`, recorded)."""
-    model_cfg, out, old = model.cfg, plan.out, plan.old
-    new = run_config(model_cfg, plan.train_cfg, corpus)
+    model_cfg, out, old = model.cfg, start.out, start.old
+    new = run_config(model_cfg, start.train_cfg, corpus)
     new["provenance"] = provenance.collect(world, dev, training_dtype(dev))
     if old is not None:
-        check_resume(out, old, new, plan.train_cfg, corpus, plan.moved)
+        check_resume(out, old, new, start.train_cfg, corpus, start.moved)
         if "init" in old:
             new["init"] = old["init"]
-    elif plan.init is not None:
-        new["init"] = init_provenance(plan.init)
+    elif start.init is not None:
+        new["init"] = init_provenance(start.init)
     tokens = sum(len(d) + 1 for d in corpus.train)  # BOS before every document
     if tokens < model_cfg.train_len + 1:
         raise DataError(f"--train-len {model_cfg.train_len}: the training split of {corpus.spec!r} has "

@@ -24,7 +24,7 @@ through the shared directory for what a unit needs from another rank (no collect
 hours); rank 0 then writes the report from the cache.
 
 The package, one job per module: :mod:`~lexkit.study.plan` (configuration, cells, lengths,
-cache keys, and :class:`~lexkit.study.plan.Table`, the interface of the tables beside the grid,
+cache keys, and :class:`~lexkit.study.plan.StudyTable`, the interface of the tables beside the grid,
 with their :class:`~lexkit.study.plan.TableSettings`), :mod:`~lexkit.study.cache` (the cache and
 its log), :mod:`~lexkit.study.execution` (the :class:`Study`, which owns a plan, a cache and its
 tables, and runs its units locally, over workers and under torchrun), :mod:`~lexkit.study.units`
@@ -49,7 +49,7 @@ from .plan import (
     SCHEMA_VERSION,
     Cell,
     StudyConfig,
-    Table,
+    StudyTable,
     TableSettings,
     digest,
     slug,
@@ -59,5 +59,5 @@ from .results import read
 from .tables import TABLES, register
 
 __all__ = ["DEFAULT_LAYOUTS", "DEFAULT_PATTERNS", "DEFAULT_SCHEMES", "EVAL_VERSION", "SCHEMA_VERSION", "TABLES", "Cell",
-           "Study", "StudyConfig", "Table", "TableSettings", "digest", "document", "read", "register",
+           "Study", "StudyConfig", "StudyTable", "TableSettings", "digest", "document", "read", "register",
            "report_figures", "slug", "write_report"]

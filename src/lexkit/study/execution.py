@@ -24,7 +24,7 @@ from ..version import __version__
 from . import workers
 from .cache import Cache
 from .estimate import Load, Timer, estimate
-from .plan import SCHEMA_VERSION, Cell, Plan, StudyConfig, Table, cell_unit
+from .plan import SCHEMA_VERSION, Cell, Plan, StudyConfig, StudyTable, cell_unit
 from .report import write_report
 from .schema import StudyResults, StudyRun
 from .tables import TABLES
@@ -37,7 +37,7 @@ MAX_JOBS = 1024
 class Study:
     """A study in the directory ``out`` (see :mod:`lexkit.study`): what it runs (:attr:`plan`), the
     cache its work goes through (:attr:`cache`), and the tables beside its grid (:attr:`tables`, one
-    :class:`~lexkit.study.plan.Table` of each of :data:`~lexkit.study.tables.TABLES`, in report
+    :class:`~lexkit.study.plan.StudyTable` of each of :data:`~lexkit.study.tables.TABLES`, in report
     order; :meth:`table` by key). Its work is :meth:`units`, run in this process (``jobs`` 1) or
     over ``jobs`` worker processes (:mod:`lexkit.study.workers`), or shared out over torchrun's ranks."""
 
@@ -59,9 +59,9 @@ class Study:
         self.progress = progress and self.world.is_main
         self.plan = Plan(cfg, self.out / "runs")
         self.cache = Cache(self.out, self.plan, self.world, progress=self.progress)
-        self.tables: list[Table] = [table(self.plan, self.cache) for table in TABLES]
+        self.tables: list[StudyTable] = [table(self.plan, self.cache) for table in TABLES]
 
-    def table(self, key: str) -> Table:
+    def table(self, key: str) -> StudyTable:
         """The table ``key`` of this study (``"extension"``, ``"retrieval"``)."""
         return next(table for table in self.tables if table.key == key)
 
@@ -107,7 +107,7 @@ class Study:
         return Cost(train.seconds + measures, train.left + (0.0 if cached else measures),
                     parts={**train.parts, "eval_s": measures})
 
-    def table_unit(self, table: Table, cells: list[Cell]) -> Unit:
+    def table_unit(self, table: StudyTable, cells: list[Cell]) -> Unit:
         """A table without units of its own as one: its :meth:`run` after every cell of the grid,
         timed by its ``tasks()``, on the grid's measured times."""
         def cost(timer: Timer) -> Cost:

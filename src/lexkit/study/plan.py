@@ -324,7 +324,7 @@ class Section(Protocol):
 
 
 class Bound:
-    """What every table beside the grid does alike (a base of each :class:`Table`): it is bound to
+    """What every table beside the grid does alike (a base of each :class:`StudyTable`): it is bound to
     the study's :class:`Plan` and cache, and reads its settings (``settings``) from the plan by its ``key``."""
 
     key: ClassVar[str]
@@ -337,9 +337,9 @@ class Bound:
         return self.plan.settings(self.key)
 
 
-class Table(Section, Protocol):
+class StudyTable(Section, Protocol):
     """A table beside the grid (E, context extension; G, use of context; one folder each in
-    :mod:`lexkit.study.tables`): the :class:`Section` the study runs (``Table(plan, cache)``), and
+    :mod:`lexkit.study.tables`): the :class:`Section` the study runs (``StudyTable(plan, cache)``), and
     what it is without a model, from results.json alone: its ``Settings`` (a :class:`TableSettings`),
     ``row``, the row type of its section of results.json (:meth:`lexkit.study.schema.StudyResults.table`),
     :meth:`blocks`, its sections of the report, ``figures``, its figures (file name ->

@@ -34,7 +34,7 @@ class StudyRun(Row):
 
 
 #: the tables beside the grid, in report order (:func:`register_table`; ``import lexkit.study``
-#: registers tables E and G): each a :class:`lexkit.study.plan.Table`, of which results.json's
+#: registers tables E and G): each a :class:`lexkit.study.plan.StudyTable`, of which results.json's
 #: readers take its ``key``, ``row`` (the row type of its section), ``Settings``, ``blocks``,
 #: ``figures`` and ``scalars``
 TABLES: list[Any] = []

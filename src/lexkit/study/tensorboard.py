@@ -16,7 +16,7 @@ def study_scalars(results: StudyResults | dict) -> dict[str, dict[str, dict[int,
     """A study's evaluations as TensorBoard would show them: subdirectory -> tag -> {length:
     value}. One subdirectory per row of the grid (``eval/<label>``) and per configuration of each
     table beside it (``<table>/<configuration>``: ``extension/<label>``, :meth:`Table.scalars
-    <lexkit.study.plan.Table.scalars>`), tags ``bpb/<pattern>`` (and ``ppl/<pattern>``, causal and
+    <lexkit.study.plan.StudyTable.scalars>`), tags ``bpb/<pattern>`` (and ``ppl/<pattern>``, causal and
     beyond), means over seeds as in the report's tables; a cell with no value is left out."""
     doc = query.read(results)
     out: dict[str, dict[str, dict[int, float]]] = {}

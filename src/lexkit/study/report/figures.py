@@ -91,7 +91,7 @@ def loss_by_position(doc: StudyResults, path: str | Path) -> None:
 
 #: The figures of the study report's grid: file name -> drawing function (the report links these
 #: names; each takes the results and a path or binary stream, and draws nothing when it has nothing
-#: to draw). Each table beside the grid has its own (:attr:`lexkit.study.plan.Table.figures`).
+#: to draw). Each table beside the grid has its own (:attr:`lexkit.study.plan.StudyTable.figures`).
 GRID_FIGURES = {
     "bpb_by_length.png": bpb_by_length,
     "s_curves.png": analytic_curves,

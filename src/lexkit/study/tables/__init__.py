@@ -1,5 +1,5 @@
 """The tables the study runs beside its grid, one folder each (:mod:`.extension`, table E;
-:mod:`.retrieval`, table G), every one a :class:`~lexkit.study.plan.Table`: its settings, its run,
+:mod:`.retrieval`, table G), every one a :class:`~lexkit.study.plan.StudyTable`: its settings, its run,
 its rows in results.json, its queries, its sections of the report and its figures.
 
 :data:`TABLES` lists them in report order. A new table is one folder and one :func:`register`

@@ -27,7 +27,7 @@ class BytesOptions:
 
 
 @register
-class ByteTable(Instrument):
+class Bytes(Instrument):
     """Per byte value (and BOS): its count in the run's training corpus, the times training showed it,
     its embedding row norm and its cosine to the mean row of the bytes training never showed."""
 

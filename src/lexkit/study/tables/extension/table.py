@@ -48,7 +48,7 @@ class ExtensionSettings(TableSettings):
 
 
 class ExtensionTable(Bound):
-    """Table E (a :class:`~lexkit.study.plan.Table`), run by the study's plan and cache."""
+    """Table E (a :class:`~lexkit.study.plan.StudyTable`), run by the study's plan and cache."""
 
     key, Settings, row = KEY, ExtensionSettings, ExtensionSection
     blocks, figures, scalars = staticmethod(report.blocks), figures.FIGURES, staticmethod(queries.scalars)

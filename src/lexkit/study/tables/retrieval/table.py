@@ -201,7 +201,7 @@ class SeedRun:
 
 
 class RetrievalTable(Bound):
-    """Table G (a :class:`~lexkit.study.plan.Table`), run by the study's plan and cache."""
+    """Table G (a :class:`~lexkit.study.plan.StudyTable`), run by the study's plan and cache."""
 
     key, Settings, row = KEY, RetrievalSettings, RetrievalSection
     blocks, figures, scalars = staticmethod(report.blocks), figures.FIGURES, staticmethod(queries.scalars)
