@@ -62,7 +62,7 @@ def test_a_mix_fixes_it_in_the_spec_and_draws_the_rest():
                                                                         "ordinal": 0.1}
     assert mix.parse_mix(" kvthread: chains=3 , supervise=every :0.2") == {
         "kvthread:chains=3,supervise=every": 0.2}  # several parameters, kept canonical
-    assert mix.parse_mix(mix.format_mix(mix.parse_mix("kvthread:supervise=every:0.2"))) == {
+    assert mix.parse_mix(mix.mix_text(mix.parse_mix("kvthread:supervise=every:0.2"))) == {
         "kvthread:supervise=every": 0.2}
     assert tasks.mix_specs("kvthread:supervise=every") == [
         "kvthread:hops=1,supervise=every", "kvthread:hops=1,direction=backward,supervise=every",

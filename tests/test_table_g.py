@@ -17,12 +17,12 @@ from lexkit.study.tables.retrieval import queries as query
 from lexkit.study.tables.retrieval.findings import (
     context_goal_finding,
     difference_findings,
-    format_findings,
+    findings_lines,
     learning_findings,
 )
 from lexkit.study.tables.retrieval.queries import retrieval_lines, separated
 from lexkit.study.tables.retrieval.report import (
-    format_table,
+    by_format_table,
     needle_interval_table,
     retrieval_table,
     seed_interval_table,
@@ -150,12 +150,12 @@ def test_a_configuration_that_did_not_learn_is_marked_and_not_ranked_past_1x():
     assert needle_interval_table(doc).rows[0][4] == f"100 [{interval(180, 180)}]"
     assert needle_interval_table(doc).header[4] == "1x [95 % over needles]"
     assert seed_interval_table(doc).header[4] == "1x [95 % over seeds]"
-    assert [r[2] for r in format_table(doc).rows[:4]] == ["tilde", *HELD]
+    assert [r[2] for r in by_format_table(doc).rows[:4]] == ["tilde", *HELD]
 
 
 def test_format_bound_and_differences_only_where_intervals_over_seeds_are_apart():
     doc = read(table_g())
-    bound = format_findings(doc)
+    bound = findings_lines(doc)
     assert len(bound) == 1 and bound[0].startswith("alibi (causal): **format-bound** at 1x (1x: trained 100 %")
     lines = difference_findings(doc)
     # among the rows that learned (rope, xpos, alibi): apart at 2x (xpos 60-70 % against 10-20 %), not at 16x
@@ -204,7 +204,7 @@ def test_findings_rest_on_intervals_over_seeds_not_on_needles_pooled_as_one_run(
     assert held.over_needles[2][1] < trained.over_needles[2][0]  # apart, had the needles of 3 seeds been one run
     assert held.over_seeds[2] == pytest.approx(over_seeds(per_seed["held"], held.needles[2]))
     assert held.over_seeds[2][1] > trained.over_seeds[2][0]  # over the seeds: not apart
-    assert not any(f.startswith("rope") and "2x" in f for f in format_findings(doc))
+    assert not any(f.startswith("rope") and "2x" in f for f in findings_lines(doc))
     # one seed: the needle interval is all there is, and the words say so
     one = read(table_g(lambda label, fmt, seed, m: exact(label, fmt != "tilde", seed, m)))
     one.table("retrieval").configs[:] = [e for e in one.table("retrieval").configs if e.seed == 0]
@@ -236,7 +236,7 @@ def test_learned_is_the_trained_format_and_generalizes_is_a_number_per_held_out_
 def test_a_format_bound_finding_at_1x_is_said_once_for_every_pattern():
     """At 1x every study pattern sees the whole text, so the same numbers came once per pattern."""
     doc = read(table_g(patterns=("causal", "window:16")))
-    bound = format_findings(doc)
+    bound = findings_lines(doc)
     assert len(bound) == 1 and bound[0].startswith("alibi (every pattern): **format-bound** at 1x (1x: trained")
     lines = difference_findings(doc)
     assert sum(" at 1x " in line for line in lines) == 1 and lines[0].startswith("every pattern at 1x (")
@@ -244,7 +244,7 @@ def test_a_format_bound_finding_at_1x_is_said_once_for_every_pattern():
     # bound at 1x and 2x: 1x once for every pattern, 2x under each pattern that shows it
     two = read(table_g(lambda label, fmt, seed, m: (1.0 if fmt == "tilde" else 0.2) if label == "alibi" and m <= 2
                        else exact(label, fmt != "tilde", seed, m), patterns=("causal", "window:16")))
-    assert [line.split(" (1x: ")[0].split(" (2x: ")[0] for line in format_findings(two)] == [
+    assert [line.split(" (1x: ")[0].split(" (2x: ")[0] for line in findings_lines(two)] == [
         "alibi (every pattern): **format-bound** at 1x", "alibi (causal): **format-bound** at 2x",
         "alibi (window:16): **format-bound** at 2x"]
     # a configuration whose patterns saw otherwise at 1x keeps a 1x line per pattern

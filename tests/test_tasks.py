@@ -130,10 +130,10 @@ def test_bad_requests(call, message):
 
 # -- the training mix ----------------------------------------------------------------------------------
 def test_parse_mix():
-    from lexkit.mix import format_mix, parse_mix
+    from lexkit.mix import mix_text, parse_mix
 
     assert parse_mix("passkey:0.05, copy:0.1") == {"passkey": 0.05, "copy": 0.1}
-    assert parse_mix("") == {} and format_mix(parse_mix("copy:0.50")) == "copy:0.5"
+    assert parse_mix("") == {} and mix_text(parse_mix("copy:0.50")) == "copy:0.5"
 
 
 @pytest.mark.parametrize("spec, want", [
@@ -145,12 +145,12 @@ def test_parse_mix():
 def test_a_mix_is_recorded_as_given_and_reads_back(spec, want):
     """The canonical text config.json records reads back as the same fractions (it was rounded to 6
     significant figures, and the rounded mix refused: 'sum to 1, more than 1', 'got 1')."""
-    from lexkit.mix import format_mix, parse_mix
+    from lexkit.mix import mix_text, parse_mix
     from lexkit.settings import TrainConfig
 
     assert parse_mix(spec) == want
     recorded = TrainConfig(mix=spec).mix
-    assert recorded == format_mix(want) and parse_mix(recorded) == want
+    assert recorded == mix_text(want) and parse_mix(recorded) == want
 
 
 @pytest.mark.parametrize("spec, message", [

@@ -84,10 +84,10 @@ def _items(spec: str) -> list[str]:
     return out
 
 
-def format_mix(mix: dict[str, float]) -> str:
+def mix_text(mix: dict[str, float]) -> str:
     """The canonical text of a mix (as config.json records it): each fraction as the shortest
     text that reads back as the same float (``0.75``, ``0.3333335``), so that
-    ``parse_mix(format_mix(m)) == m`` for every mix :func:`parse_mix` accepts."""
+    ``parse_mix(mix_text(m)) == m`` for every mix :func:`parse_mix` accepts."""
     return ",".join(f"{task}:{fraction!r}" for task, fraction in mix.items())
 
 

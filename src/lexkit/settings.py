@@ -12,7 +12,7 @@ import dataclasses
 import math
 
 from . import checks, presets, stopping, tasks
-from .mix import format_mix, parse_mix
+from .mix import mix_text, parse_mix
 from .model import ModelConfig
 
 
@@ -49,7 +49,7 @@ class TrainConfig:
     curriculum: float = 0.0
 
     def __post_init__(self) -> None:
-        self.mix = format_mix(parse_mix(self.mix))
+        self.mix = mix_text(parse_mix(self.mix))
         self.stop = stopping.canonical(self.stop)
         for key in ("steps", "batch", "eval_every", "save_every", "log_every", "eval_windows"):
             checks.number(key, getattr(self, key))

@@ -112,7 +112,7 @@ def parse_params(
     return values
 
 
-def format_spec(name: str, params: dict[str, Param], values: dict[str, Any]) -> str:
+def spec_text(name: str, params: dict[str, Param], values: dict[str, Any]) -> str:
     """Canonical spec: only the values that differ from their defaults, in declaration order."""
     parts = [
         f"{key}={_fmt(values[key])}"

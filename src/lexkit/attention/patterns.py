@@ -49,7 +49,7 @@ import torch
 from torch import Tensor
 
 from ..registry import Registry
-from ..specs import Param, describe_params, format_spec, parse_params, split_spec
+from ..specs import Param, describe_params, parse_params, spec_text, split_spec
 
 
 class Pattern:
@@ -114,9 +114,9 @@ class Pattern:
         """Canonical spec with W resolved: ``window:128``, ``bca:256``, ``causal``."""
         if self.positional is not None:  # window:128, sinks:128,K=2
             rest = {k: p for k, p in self.params.items() if k != self.positional}
-            tail = format_spec(self.name, rest, self.values)[len(self.name) + 1:]
+            tail = spec_text(self.name, rest, self.values)[len(self.name) + 1:]
             return f"{self.name}:{self.values[self.positional]}" + (f",{tail}" if tail else "")
-        return format_spec(self.name, self.params, self.values)
+        return spec_text(self.name, self.params, self.values)
 
     def __repr__(self) -> str:
         return f"Pattern({self.spec!r})"

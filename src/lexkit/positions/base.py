@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from ..device import device_of
 from ..registry import Registry
-from ..specs import Param, describe_params, format_spec, parse_params, split_spec
+from ..specs import Param, describe_params, parse_params, spec_text, split_spec
 
 FAMILIES = ("none", "absolute", "rotary", "bias", "contextual")
 
@@ -216,7 +216,7 @@ class Scheme(nn.Module):
     @property
     def spec(self) -> str:
         """Canonical spec string (defaults omitted)."""
-        return format_spec(self.name, self.params, self.values)
+        return spec_text(self.name, self.params, self.values)
 
     def extra_repr(self) -> str:
         return f"spec={self.spec!r}, n_heads={self.n_heads}, head_dim={self.head_dim}"
@@ -274,7 +274,7 @@ def parse(spec: str) -> tuple[type[Scheme], dict[str, Any]]:
 
 def canonical(spec: str) -> str:
     cls, values = parse(spec)
-    return format_spec(cls.name, cls.params, values)
+    return spec_text(cls.name, cls.params, values)
 
 
 def pin(spec: str, length: int) -> str:
@@ -284,7 +284,7 @@ def pin(spec: str, length: int) -> str:
     cls, values = parse(spec)
     for key in cls.fills({item.partition("=")[0].strip() for item in split_spec(spec)[1]}, values):
         values[key] = int(length)
-    return format_spec(cls.name, cls.params, values)
+    return spec_text(cls.name, cls.params, values)
 
 
 def full(spec: str, length: int) -> str:

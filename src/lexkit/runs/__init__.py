@@ -22,8 +22,8 @@ from .config import (
 from .files import (
     CHECKPOINT,
     CONFIG,
-    FORMAT_VERSION,
     METRICS,
+    RUN_DIR_VERSION,
     WEIGHTS,
     RunWarning,
     atomic_write,
@@ -36,7 +36,7 @@ from .weights import finished, load_checkpoint, load_weights, read_weights, save
 from .writer import RunDir, check_new
 
 __all__ = [
-    "CHECKPOINT", "CONFIG", "FORMAT_VERSION", "METRICS", "SECTIONS", "TRAINING_SECTIONS", "WEIGHTS", "RunDir",
+    "CHECKPOINT", "CONFIG", "RUN_DIR_VERSION", "METRICS", "SECTIONS", "TRAINING_SECTIONS", "WEIGHTS", "RunDir",
     "RunWarning", "atomic_write", "build_model", "check_new", "configs_from_run", "content_hash", "find", "finished",
     "fit_problem", "load", "load_checkpoint", "load_weights", "mismatch", "model_tensors", "read_config",
     "read_metrics", "read_weights", "run_config", "save_checkpoint", "save_weights", "scheme_overrides", "summary",

@@ -16,7 +16,7 @@ from ..errors import RunError
 from ..model import GPT, ModelConfig
 from ..settings import TrainConfig, split_settings
 from ..version import __version__
-from .files import CONFIG, FORMAT_VERSION, WEIGHTS, RunWarning
+from .files import CONFIG, RUN_DIR_VERSION, WEIGHTS, RunWarning
 from .integrity import model_differences
 from .weights import load_weights, recorded_model
 
@@ -187,7 +187,7 @@ def layout_values(cfg: ModelConfig, plan: layouts.LayerPlan) -> dict:
 def run_config(model_cfg: ModelConfig, train_cfg: TrainConfig, corpus: Corpus) -> dict:
     """The config.json of a run of these settings on ``corpus`` (the trainer adds its provenance)."""
     return {
-        "version": FORMAT_VERSION,
+        "version": RUN_DIR_VERSION,
         "lexkit": __version__,
         "torch": torch.__version__,
         "model": dataclasses.asdict(model_cfg),

@@ -24,7 +24,7 @@ CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
 CHECKPOINT = "checkpoint.safetensors"
 METRICS = "metrics.jsonl"
-FORMAT_VERSION = 1
+RUN_DIR_VERSION = 1
 
 
 class RunWarning(UserWarning):

@@ -18,7 +18,7 @@ import numpy as np
 from .. import checks, needles, registry
 from ..needles import held_out, needle_value  # noqa: F401 (the needle values of every task; re-exported)
 from ..registry import Registry
-from ..specs import Param, describe_params, format_spec, parse_params, split_spec
+from ..specs import Param, describe_params, parse_params, spec_text, split_spec
 
 #: the marker byte of the byte-style needles (never in a haystack)
 MARK = needles.TILDE
@@ -212,7 +212,7 @@ def canonical(task: str) -> str:
     """A task spec in canonical form: its name, and the parameters that differ from their defaults
     in declaration order (``kvthread:hops=2`` is ``kvthread``)."""
     kind, values = parse(task)
-    return format_spec(kind.name, kind.params, values)
+    return spec_text(kind.name, kind.params, values)
 
 
 def _choices(kind: type[Task], fixed: dict[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -227,7 +227,7 @@ def mix_specs(task: str) -> list[str]:
     """The specs a training mix of ``task`` draws its documents from (:attr:`Task.mix_choices`;
     the task alone when it has none)."""
     kind, fixed = parse(task)
-    return [format_spec(kind.name, kind.params, values) for values in _choices(kind, fixed)]
+    return [spec_text(kind.name, kind.params, values) for values in _choices(kind, fixed)]
 
 
 def draw_spec(task: str, rng: np.random.Generator, early: bool = False) -> str:
@@ -242,7 +242,7 @@ def draw_spec(task: str, rng: np.random.Generator, early: bool = False) -> str:
     values = parse(task)[1] | {key: choices[int(rng.integers(0, len(kind.mix_choices[key])))
                                             % len(choices)]
                                 for key, choices in pools.items()}
-    return format_spec(kind.name, kind.params, values)
+    return spec_text(kind.name, kind.params, values)
 
 
 def has_curriculum(task: str) -> bool:

@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
-from ...specs import Param, format_spec
+from ...specs import Param, spec_text
 
 PLACES = ("inputs", "qkv", "scores", "attention", "output")
 
@@ -95,9 +95,9 @@ class Modifier:
     def spec(self) -> str:
         """Canonical spec: non-default values, the positional one bare (``shift:0.25``)."""
         if self.positional is None:
-            return format_spec(self.name, self.params, self.values)
+            return spec_text(self.name, self.params, self.values)
         rest = {k: p for k, p in self.params.items() if k != self.positional}
-        tail = format_spec(self.name, rest, self.values)[len(self.name) + 1:]
+        tail = spec_text(self.name, rest, self.values)[len(self.name) + 1:]
         value = self.values[self.positional]
         head = "" if value == self.params[self.positional].default else str(value)
         parts = [p for p in (head, tail) if p]

@@ -26,7 +26,7 @@ from ... import checks, paired, presets, stopping, tasks
 from ...errors import LexkitError
 from ...instruments.retrieval.measure import DEFAULT_MULTIPLES
 from ...layouts import check_pattern
-from ...mix import format_mix, parse_mix
+from ...mix import mix_text, parse_mix
 from ...model import check_token_shift
 from ..recipe import RECIPE, Recipe
 
@@ -171,7 +171,7 @@ def _checked(values: dict[str, Any]) -> dict[str, Any]:
             checks.number(key, out.get(key), maximum=top)
         except ValueError as exc:
             raise fail(key, str(exc)) from None
-    for key, run in (("stop", lambda v: stopping.canonical(v)), ("mix", lambda v: format_mix(parse_mix(v))),
+    for key, run in (("stop", lambda v: stopping.canonical(v)), ("mix", lambda v: mix_text(parse_mix(v))),
                      ("tasks", lambda v: tuple(tasks.canonical(t) for t in v))):
         if key in out:
             try:
@@ -225,7 +225,7 @@ def _arm(item: Any, index: int, cfg: SweepConfig, bad) -> Arm:
         raise bad(f"{where}.patterns", f"a non-empty list of patterns is expected, got {patterns!r}")
     steps, mix = item.get("steps"), item.get("mix")
     try:
-        mix = None if mix is None else format_mix(parse_mix(mix))
+        mix = None if mix is None else mix_text(parse_mix(mix))
     except (TypeError, ValueError) as exc:
         raise bad(f"{where}.mix", str(exc)) from None
     arm = Arm(label.strip(), item.get("scheme", "rope"), item.get("layout"), dict(train), steps,

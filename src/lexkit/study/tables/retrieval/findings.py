@@ -92,7 +92,7 @@ def learning_findings(doc: StudyResults) -> list[str]:
     return out
 
 
-def format_findings(doc: StudyResults) -> list[str]:
+def findings_lines(doc: StudyResults) -> list[str]:
     """Where a configuration's skill is format-bound: the trained format retrieved (at least 90 %)
     and the held-out formats clearly not (their interval, :func:`.queries.interval`, below the
     trained one's), at each multiple; one line per configuration and pattern, 1x said once per

@@ -12,7 +12,7 @@ from . import queries
 from .findings import (
     context_goal_finding,
     difference_findings,
-    format_findings,
+    findings_lines,
     learning_findings,
     retrieval_findings,
 )
@@ -62,7 +62,7 @@ def blocks(doc: StudyResults) -> list[Block]:
     ]
     if held:
         out += [Text("By format, each row under its first pattern (exact match %, pooled over seeds and depths):"),
-                format_table(doc)]
+                by_format_table(doc)]
     out += [Text("Answer bits per byte (teacher-forced; a copying model scores near 0, a uniform guess log2 of "
                  "the alphabet: 4.70 over letters, 4.00 over hex digits):"),
             answer_bits_table(doc)]
@@ -70,7 +70,7 @@ def blocks(doc: StudyResults) -> list[Block]:
     out += listed(learned + (" and how each generalizes (each held-out format at 1x):" if held else ":"),
                   learning_findings(doc))
     out += listed("Format-bound (the trained format retrieved, the held-out ones clearly not):",
-                  format_findings(doc))
+                  findings_lines(doc))
     out += listed("Differences between the rows that learned, " + ("held-out formats" if held else "trained format")
                   + " (ordered by exact match):", difference_findings(doc))
     out += listed("Where each configuration that loses the skill stops retrieving (below 90 % over all depths):",
@@ -175,7 +175,7 @@ def needle_interval_table(doc: StudyResults) -> Table:
     return Table.of(header, rows)
 
 
-def format_table(doc: StudyResults) -> Table:
+def by_format_table(doc: StudyResults) -> Table:
     """G by format: each scheme row's exact match (%) in every format scored, pooled over seeds and
     depths, under its first pattern."""
     g = section(doc)
