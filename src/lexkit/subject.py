@@ -287,7 +287,7 @@ class HFSubject(_Base):
         return eval_documents(data or "stdlib")
 
 
-def kind(target: str | Path) -> type[RunSubject] | type[HFSubject]:
+def subject_class(target: str | Path) -> type[RunSubject] | type[HFSubject]:
     """The class of subject ``target`` names: ``hf:PATH`` or a run directory."""
     return HFSubject if str(target).startswith("hf:") else RunSubject
 
@@ -300,8 +300,8 @@ def load(target: str | Path, *, device: str = "cpu", scheme: str | None = None, 
     under another scheme or log-n setting, ``add`` with stateless layer modifiers added
     (``global=topk:4``); ``rope_scaling``/``dtype`` apply to hf: models. An option the kind cannot
     honour is a ValueError naming it."""
-    kind(target).refuse(scheme=scheme, logn=logn, rope_scaling=rope_scaling, dtype=dtype, add=add)
-    if kind(target) is HFSubject:
+    subject_class(target).refuse(scheme=scheme, logn=logn, rope_scaling=rope_scaling, dtype=dtype, add=add)
+    if subject_class(target) is HFSubject:
         return HFSubject(str(target), device=device, rope_scaling=rope_scaling, dtype=dtype)
     return RunSubject(target, device=device, scheme=scheme, logn=logn, add=add)
 

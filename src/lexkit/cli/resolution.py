@@ -88,11 +88,12 @@ def run(args) -> int:
                 raise ValueError(f"--{flag.replace('_', '-')} needs a model (RUN_DIR or hf:PATH)")
         check_analytic(values)
     else:
-        from ..subject import kind
+        from ..subject import subject_class
 
-        kind(args.target).refuse(heads=args.heads, head_dim=args.head_dim, seed=args.seed, train_len=args.train_len,
-                                 scheme=values.schemes[0] if values.schemes else None, logn=args.logn,
-                                 rope_scaling=args.rope_scaling, dtype=args.dtype)
+        subject_class(args.target).refuse(
+            heads=args.heads, head_dim=args.head_dim, seed=args.seed, train_len=args.train_len,
+            scheme=values.schemes[0] if values.schemes else None, logn=args.logn, rope_scaling=args.rope_scaling,
+            dtype=args.dtype)
         if len(values.schemes) > 1:
             raise ValueError("with a RUN_DIR, --scheme SPEC (once) measures the run under that scheme")
     return measure_and_write(args, get("resolution"), values)

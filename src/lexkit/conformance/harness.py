@@ -99,11 +99,11 @@ def check(adapter: Adapter, case: Case) -> Result:
     findings: list[Finding] = []
     for i, call in enumerate(case.calls):
         pos = case.rows(i) if case.batch > 1 else torch.tensor(call, dtype=torch.long)
-        for kind in offered:
+        for check in offered:
             try:
-                findings += _compare(kind, emb, twin, ref, case, pos, i, gen)
+                findings += _compare(check, emb, twin, ref, case, pos, i, gen)
             except Exception as exc:
-                return Result(name, case.name, "error", f"{kind} at call {i + 1} raised {_first(exc)}", findings)
+                return Result(name, case.name, "error", f"{check} at call {i + 1} raised {_first(exc)}", findings)
     worst = max(findings, key=lambda f: f.ratio)
     status = "pass" if worst.ratio <= 1 else "fail"
     return Result(name, case.name, status, _describe(worst, case), findings)
@@ -113,9 +113,9 @@ def _refusal(adapter: Adapter, case: Case) -> Result:
     try:
         emb = adapter.build(case.config)
         pos = torch.tensor(case.calls[0], dtype=torch.long)
-        for kind in CHECKS:
-            if hasattr(emb, kind):
-                _call(kind, emb, pos, case, torch.Generator().manual_seed(0))
+        for check in CHECKS:
+            if hasattr(emb, check):
+                _call(check, emb, pos, case, torch.Generator().manual_seed(0))
                 break
     except Exception as exc:
         return Result(adapter.name, case.name, "pass", f"refused: {_first(exc)}")
@@ -128,55 +128,55 @@ def _inputs(case: Case, pos: Tensor, gen: torch.Generator, count: int) -> list[T
     return [torch.randn(shape, generator=gen, dtype=torch.float64).to(case.config.dtype) for _ in range(count)]
 
 
-def _call(kind: str, emb, pos: Tensor, case: Case, gen, inputs: list[Tensor] | None = None):
+def _call(check: str, emb, pos: Tensor, case: Case, gen, inputs: list[Tensor] | None = None):
     """The embedding's answer for one check, as float64 tensors (and a float attention factor)."""
-    if kind == "frequencies":
+    if check == "frequencies":
         inv, a = emb.frequencies(pos)
         return torch.as_tensor(inv).to(torch.float64).flatten(), float(a)
-    if kind == "tables":
+    if check == "tables":
         cos, sin = emb.tables(pos)
         return torch.stack((torch.as_tensor(cos).to(torch.float64), torch.as_tensor(sin).to(torch.float64)))
-    inputs = inputs if inputs is not None else _inputs(case, pos, gen, 1 if kind == "rotate" else 2)
-    if kind == "rotate":
+    inputs = inputs if inputs is not None else _inputs(case, pos, gen, 1 if check == "rotate" else 2)
+    if check == "rotate":
         return torch.as_tensor(emb.rotate(inputs[0], pos)).to(torch.float64)
-    if kind == "rotate_batch":
+    if check == "rotate_batch":
         return torch.as_tensor(emb.rotate_batch(inputs[0], pos)).to(torch.float64)
     return torch.as_tensor(emb.scores(inputs[0], inputs[1], pos)).to(torch.float64)
 
 
-def _compare(kind: str, emb, twin, ref: Reference, case: Case, pos: Tensor, call: int, gen) -> list[Finding]:
+def _compare(check: str, emb, twin, ref: Reference, case: Case, pos: Tensor, call: int, gen) -> list[Finding]:
     dtype, r = case.config.dtype, ref.rot_dims
-    if kind == "rotate_batch":  # each row against the reference at its own positions
+    if check == "rotate_batch":  # each row against the reference at its own positions
         inputs = _inputs(case, pos, gen, 1)
-        got = _call(kind, emb, pos, case, gen, inputs)
+        got = _call(check, emb, pos, case, gen, inputs)
         want = torch.stack([ref.rotate(inputs[0][b], pos[b]) for b in range(len(pos))])
         bound = torch.stack([tolerance.rotate(inputs[0][b], pos[b], *ref.frequencies(pos[b]), r, dtype)
                              for b in range(len(pos))])
-        return [_worst(kind, call, got, want, bound,
+        return [_worst(check, call, got, want, bound,
                        lambda i: f"row {i[0]} (length {int(pos[i[0]].max()) + 1}) at position {int(pos[i[0], i[2]])}, "
                                  f"dim {i[3]}")]
     theta, a = ref.frequencies(pos)
-    inputs = _inputs(case, pos, gen, {"frequencies": 0, "tables": 0, "rotate": 1, "scores": 2}[kind])
-    got = _call(kind, emb, pos, case, gen, inputs)
+    inputs = _inputs(case, pos, gen, {"frequencies": 0, "tables": 0, "rotate": 1, "scores": 2}[check])
+    got = _call(check, emb, pos, case, gen, inputs)
     if twin is not None:  # a property: the implementation under the twin config, positions shifted
-        want = _call(kind, twin, pos + case.shift, case, gen, inputs)
+        want = _call(check, twin, pos + case.shift, case, gen, inputs)
         scale = 2.0  # both sides carry rounding
     else:
         want = {"frequencies": lambda: ref.frequencies(pos), "tables": lambda: torch.stack(ref.tables(pos)),
                 "rotate": lambda: ref.rotate(inputs[0], pos),
-                "scores": lambda: ref.scores(inputs[0], inputs[1], pos)}[kind]()
+                "scores": lambda: ref.scores(inputs[0], inputs[1], pos)}[check]()
         scale = 1.0
     far = pos if not case.shift else pos + case.shift
-    if kind == "frequencies":
+    if check == "frequencies":
         inv_bound = tolerance.frequencies(theta, dtype) * scale
         return [_worst("inv_freq", call, got[0], want[0], inv_bound, lambda i: f"pair {i[0]}", relative=True),
                 _worst("attention_factor", call, torch.tensor([got[1]]), torch.tensor([float(want[1])]),
                        torch.tensor([tolerance.attention_factor(dtype) * scale]), lambda i: "a", relative=True)]
-    if kind == "tables":
+    if check == "tables":
         bound = tolerance.tables(torch.maximum(pos, far), theta, a, dtype).expand(2, -1, -1) * scale
         return [_worst("tables", call, got, want, bound,
                        lambda i: f"{'cos' if i[0] == 0 else 'sin'} at position {int(pos[i[1]])}, pair {i[2]}")]
-    if kind == "rotate":
+    if check == "rotate":
         if case.config.pairs == "interleaved":  # the bound of each dim by its pair's frequency, in that layout
             bound = to_interleaved(tolerance.rotate(from_interleaved(inputs[0], r), torch.maximum(pos, far), theta, a,
                                                     r, dtype), r) * scale

@@ -31,8 +31,8 @@ def parse_rope_scaling(text: str | dict | None) -> dict | None:
         if not isinstance(out, dict):
             raise ValueError(f"--rope-scaling {text!r}: expected a JSON object")
         return out
-    kind, _, rest = text.partition(":")
-    out: dict[str, Any] = {"rope_type": kind.strip()}
+    rope_type, _, rest = text.partition(":")
+    out: dict[str, Any] = {"rope_type": rope_type.strip()}
     for item in filter(None, (p.strip() for p in rest.split(","))):
         key, eq, value = item.partition("=")
         key, value = (key, value) if eq else ("factor", key)
@@ -59,13 +59,13 @@ def parse_rope_scalings(text: str | dict | None) -> list[tuple[str | None, dict]
 def _checked(config, scaling: dict) -> dict:
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-    kind = scaling.get("rope_type", scaling.get("type"))
+    rope_type = scaling.get("rope_type", scaling.get("type"))
     valid = sorted({"default", *ROPE_INIT_FUNCTIONS})
-    if kind not in valid:
-        raise ValueError(f"unknown rope scaling type {kind!r}; valid: {', '.join(valid)}")
-    if kind != "default" and "factor" not in scaling:
-        raise ValueError(f"rope scaling {kind} needs a factor, e.g. {kind}:4")
-    return {k: v for k, v in scaling.items() if k != "type"} | {"rope_type": kind}
+    if rope_type not in valid:
+        raise ValueError(f"unknown rope scaling type {rope_type!r}; valid: {', '.join(valid)}")
+    if rope_type != "default" and "factor" not in scaling:
+        raise ValueError(f"rope scaling {rope_type} needs a factor, e.g. {rope_type}:4")
+    return {k: v for k, v in scaling.items() if k != "type"} | {"rope_type": rope_type}
 
 
 def apply_rope_scaling(config, scalings: list[tuple[str | None, dict]], family: Family) -> None:

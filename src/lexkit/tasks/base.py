@@ -186,17 +186,17 @@ def parse(task: str) -> tuple[type[Task], dict[str, Any]]:
     registered under its name and the values of its parameters, defaults filled in. ValueError
     naming the bad part and what is valid: an unknown task, parameter or value. Parsed once per
     spec (the training mix asks with every document; a registration anywhere starts afresh)."""
-    kind, values = _parsed(str(task), registry.generation())
-    return kind, dict(values)
+    cls, values = _parsed(str(task), registry.generation())
+    return cls, dict(values)
 
 
 @functools.lru_cache(maxsize=1024)
 def _parsed(task: str, generation: int) -> tuple[type[Task], tuple[tuple[str, Any], ...]]:
     name, colon, _ = task.partition(":")
-    kind = TASKS.get(name.strip())
-    values = parse_params(f"task {kind.name}", kind.params, split_spec(task)[1] if colon else [])
-    kind.check_params(values)
-    return kind, tuple(values.items())
+    cls = TASKS.get(name.strip())
+    values = parse_params(f"task {cls.name}", cls.params, split_spec(task)[1] if colon else [])
+    cls.check_params(values)
+    return cls, tuple(values.items())
 
 
 def get(task: str) -> type[Task]:
@@ -211,23 +211,23 @@ def check_task(task: str) -> None:
 def canonical(task: str) -> str:
     """A task spec in canonical form: its name, and the parameters that differ from their defaults
     in declaration order (``kvthread:hops=2`` is ``kvthread``)."""
-    kind, values = parse(task)
-    return spec_text(kind.name, kind.params, values)
+    cls, values = parse(task)
+    return spec_text(cls.name, cls.params, values)
 
 
-def _choices(kind: type[Task], fixed: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """Every combination of parameter values a training mix of ``kind`` may draw, the others at
+def _choices(cls: type[Task], fixed: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Every combination of parameter values a training mix of ``cls`` may draw, the others at
     ``fixed`` (a spec's values; default: the defaults)."""
-    fixed = {key: param.default for key, param in kind.params.items()} if fixed is None else fixed
-    keys = list(kind.mix_choices)
-    return [fixed | dict(zip(keys, combo)) for combo in itertools.product(*(kind.mix_choices[k] for k in keys))]
+    fixed = {key: param.default for key, param in cls.params.items()} if fixed is None else fixed
+    keys = list(cls.mix_choices)
+    return [fixed | dict(zip(keys, combo)) for combo in itertools.product(*(cls.mix_choices[k] for k in keys))]
 
 
 def mix_specs(task: str) -> list[str]:
     """The specs a training mix of ``task`` draws its documents from (:attr:`Task.mix_choices`;
     the task alone when it has none)."""
-    kind, fixed = parse(task)
-    return [spec_text(kind.name, kind.params, values) for values in _choices(kind, fixed)]
+    cls, fixed = parse(task)
+    return [spec_text(cls.name, cls.params, values) for values in _choices(cls, fixed)]
 
 
 def draw_spec(task: str, rng: np.random.Generator, early: bool = False) -> str:
@@ -235,14 +235,14 @@ def draw_spec(task: str, rng: np.random.Generator, early: bool = False) -> str:
     drawn uniformly from ``rng`` (nothing drawn, ``task`` returned, for a task without them);
     ``early``: in a curriculum's first part, from its :attr:`Task.curriculum` values where it has
     some (one draw per parameter either way, so the documents after it are the ones without it)."""
-    kind = get(task)
-    if not kind.mix_choices:
+    cls = get(task)
+    if not cls.mix_choices:
         return task
-    pools = kind.mix_choices | (kind.curriculum if early else {})
-    values = parse(task)[1] | {key: choices[int(rng.integers(0, len(kind.mix_choices[key])))
+    pools = cls.mix_choices | (cls.curriculum if early else {})
+    values = parse(task)[1] | {key: choices[int(rng.integers(0, len(cls.mix_choices[key])))
                                             % len(choices)]
                                 for key, choices in pools.items()}
-    return spec_text(kind.name, kind.params, values)
+    return spec_text(cls.name, cls.params, values)
 
 
 def has_curriculum(task: str) -> bool:
@@ -270,10 +270,10 @@ def identity(task: str, format: str | None = None) -> dict:
 
 def check_format(task: str, format: str | None) -> None:
     """ValueError for a format that is not registered, or given to a task that takes none."""
-    kind = get(task)
+    cls = get(task)
     if format is None:
         return
-    if kind.default_format is None:
+    if cls.default_format is None:
         takes = [t.name for t in TASKS if t.default_format is not None]
         raise ValueError(f"task {task!r} takes no --format; formats are for {', '.join(takes)}"
                          + (" (induction draws a trained format per document)" if task == "induction" else ""))
@@ -290,8 +290,8 @@ def seed_name(task: str, format: str | None = None) -> str:
 
 def mix_sizes(task: str) -> tuple[int, int]:
     """The (low, high) needle sizes a training mix draws ``task``'s documents with."""
-    kind = get(task)
-    return kind.mix_sizes or (kind.size, kind.size)
+    cls = get(task)
+    return cls.mix_sizes or (cls.size, cls.size)
 
 
 #: the smallest needle :func:`fitting_size` lowers a size to (a training mix's floor, the study's)
@@ -312,13 +312,13 @@ def describe() -> list[tuple[str, str, str, str, str, str]]:
     return [(t.name, str(t.size), ", ".join(t.styles), describe_params(t.params), _draws(t), t.summary) for t in TASKS]
 
 
-def _draws(kind: type[Task]) -> str:
+def _draws(cls: type[Task]) -> str:
     """``hops 1|2, direction forward|backward; first hops 1``: a mix's choices, then its curriculum's."""
-    if not kind.mix_choices:
+    if not cls.mix_choices:
         return "-"
-    out = ", ".join(f"{key} {'|'.join(map(str, values))}" for key, values in kind.mix_choices.items())
-    if kind.curriculum:
-        out += "; first " + ", ".join(f"{key} {'|'.join(map(str, v))}" for key, v in kind.curriculum.items())
+    out = ", ".join(f"{key} {'|'.join(map(str, values))}" for key, values in cls.mix_choices.items())
+    if cls.curriculum:
+        out += "; first " + ", ".join(f"{key} {'|'.join(map(str, v))}" for key, v in cls.curriculum.items())
     return out
 
 
@@ -337,24 +337,24 @@ def rng_for(task: str, split: str, seed: int, *key: int) -> np.random.Generator:
 def minimum_length(task: str, style: str = "bytes", size: int | None = None, format: str | None = None) -> int:
     """The bytes of a document of ``task`` (a spec: its parameters count) with no haystack at all
     (the shortest valid length)."""
-    kind, values = parse(task)
-    size = kind.default_size(style) if size is None else size
-    form = None if kind.default_format is None else needles.get(format or kind.default_format)
-    trained = tuple(needles.get(n) for n in needles.trained()) if kind.draws_formats else ()
-    return _minimum(kind, kind.version, style, size, form, form and form.version, trained, tuple(values.items()))
+    cls, values = parse(task)
+    size = cls.default_size(style) if size is None else size
+    form = None if cls.default_format is None else needles.get(format or cls.default_format)
+    trained = tuple(needles.get(n) for n in needles.trained()) if cls.draws_formats else ()
+    return _minimum(cls, cls.version, style, size, form, form and form.version, trained, tuple(values.items()))
 
 
 @functools.lru_cache(maxsize=4096)
-def _minimum(kind: type[Task], version: int, style: str, size: int, form: type[needles.Format] | None,
+def _minimum(cls: type[Task], version: int, style: str, size: int, form: type[needles.Format] | None,
              form_version: int | None, trained: tuple, values: tuple) -> int:
     """:func:`minimum_length`, built once per task class, version, style, size, format and
     parameter values (the training mix asks for it with every document)."""
-    return len(kind.build(np.random.default_rng(0), Haystack(b"x"), 0, 0, 0.0, size, "eval", style,
+    return len(cls.build(np.random.default_rng(0), Haystack(b"x"), 0, 0, 0.0, size, "eval", style,
                           **({} if form is None else {"format": form.name}), **dict(values)).text)
 
 
-def _format_argument(kind: type[Task], format: str | None) -> dict:
-    return {} if kind.default_format is None else {"format": format or kind.default_format}
+def _format_argument(cls: type[Task], format: str | None) -> dict:
+    return {} if cls.default_format is None else {"format": format or cls.default_format}
 
 
 def make(task: str, length: int, depth: float, *, haystack: Haystack | None, seed: int = 0, index: int = 0,
@@ -366,12 +366,12 @@ def make(task: str, length: int, depth: float, *, haystack: Haystack | None, see
     symbols of a hash (default: the task's); ``format``: the needle format of a task that takes
     one (``copy``: :mod:`lexkit.needles`, default ``tilde``). ValueError for an unknown task,
     parameter, format or style, a depth outside [0, 100] or a length too short for the needle."""
-    kind, values = parse(task)
+    cls, values = parse(task)
     check_format(task, format)
     check_depth(depth)
-    if style not in kind.styles:
-        raise ValueError(f"unknown style {style!r} for task {task!r}; valid: {', '.join(kind.styles)}")
-    size = kind.default_size(style) if size is None else size
+    if style not in cls.styles:
+        raise ValueError(f"unknown style {style!r} for task {task!r}; valid: {', '.join(cls.styles)}")
+    size = cls.default_size(style) if size is None else size
     checks.number("size", size)
     need = minimum_length(task, style, size, format)
     if length < need:
@@ -381,8 +381,8 @@ def make(task: str, length: int, depth: float, *, haystack: Haystack | None, see
         raise ValueError("the byte style draws its haystack from text: give a Haystack")
     rng = rng_for(seed_name(task, format), split, seed, length, round(depth * 1000), index)
     free = length - need
-    return kind.build(rng, haystack, free, round(free * depth / 100), float(depth), size, split, style,
-                      **_format_argument(kind, format), **values)
+    return cls.build(rng, haystack, free, round(free * depth / 100), float(depth), size, split, style,
+                      **_format_argument(cls, format), **values)
 
 
 def documents(task: str, length: int, depth: float, count: int, *, haystack: Haystack | None, seed: int = 0,

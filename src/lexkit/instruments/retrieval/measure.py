@@ -462,7 +462,7 @@ def retrieval_run(
     needles' format for a task that takes one (``copy``; :mod:`lexkit.needles`, trained or held
     out), so a run can be checked for the skill rather than its training format."""
     from ...layouts import check_pattern, check_scheme
-    from ...subject import kind, load
+    from ...subject import load, subject_class
 
     hf = str(target).startswith("hf:")
     kind_of = "standard" if hf else "bytes"
@@ -470,7 +470,7 @@ def retrieval_run(
     task = tasks.canonical(task)
     for spec in patterns:
         check_pattern(spec)
-    kind(target).refuse(scheme=scheme, logn=logn, rope_scaling=rope_scaling, add=add)
+    subject_class(target).refuse(scheme=scheme, logn=logn, rope_scaling=rope_scaling, add=add)
     if hf and cache:
         raise ValueError("--cache is for lexkit runs: a hf: model decodes without lexkit's KV cache")
     if scheme is not None:
