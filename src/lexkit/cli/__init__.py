@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             import_modules(_imports_in(words))
             args = build_parser(_command_of(words)).parse_args(words)
-            import_modules([*args.early_imports, *args.imports])  # each imported above: nothing more to do
+            import_modules([*args.early_imports, *args.imports])  # also --imp MODULE, which only argparse reads
             if args.command in COMPUTING or getattr(args, "instrument", False):
                 threads.apply(getattr(args, "threads", None), probe)
             return int(args.run(args) or 0)

@@ -60,7 +60,7 @@ class Resolution(Instrument):
                                         seed=view["seed"])
         if report_["form"] == "empirical":
             return report.empirical_text(view["doc"], view["texts"])
-        return view["text"]
+        return report.model_text(view)
 
     def figures(self, report_: dict, path: str) -> None:
         view = report_["view"]

@@ -60,7 +60,9 @@ def model(subject, options, progress: bool, figure: bool = False) -> dict:
     curve = None
     if figure and (empirical_doc is None or all(r.get("resolution") is None for r in empirical_doc["results"])):
         curve = res.model_curve(net, max(lengths), options.pattern)
-    return {"form": "model", "document": report.model_document(subject.source, analytic_doc, empirical_doc, net),
-            "view": {"text": report.model_text(subject, analytic_doc, empirical_doc, lengths, options.data),
-                     "analytic": analytic_doc, "empirical": empirical_doc, "curve": curve,
-                     "scheme": net.cfg.scheme, "source": subject.source}}
+    types = report.layer_types(net)
+    return {"form": "model", "document": report.model_document(subject.source, analytic_doc, empirical_doc, types),
+            "view": {"analytic": analytic_doc, "empirical": empirical_doc, "curve": curve, "lengths": lengths,
+                     "data": options.data, "scheme": net.cfg.scheme, "source": subject.source,
+                     "describe": subject.describe(), "refusal": net.hook_refusal(), "types": types,
+                     "n_layers": net.cfg.n_layers}}

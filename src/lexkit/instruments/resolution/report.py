@@ -78,9 +78,9 @@ def layer_types(model) -> list[str] | None:
     return model.cfg.layer_types if getattr(model.cfg, "layout", None) is not None else None
 
 
-def per_type(model, results: list[dict]) -> dict:
-    """Empirical R per layer type: the mean over its layers, per length ({type: {length: R}})."""
-    types = layer_types(model)
+def per_type(types: list[str] | None, results: list[dict]) -> dict:
+    """Empirical R per layer type (``types``: :func:`layer_types`): the mean over its layers, per length
+    ({type: {length: R}}); none where every layer is alike."""
     if types is None:
         return {}
     out: dict[str, dict] = {}
@@ -91,48 +91,48 @@ def per_type(model, results: list[dict]) -> dict:
     return out
 
 
-def model_document(source: str, analytic: dict, empirical: dict | None, model) -> dict:
+def model_document(source: str, analytic: dict, empirical: dict | None, types: list[str] | None) -> dict:
     """The JSON of a model's report: its analytic document, and (where its score hook ran) the
-    empirical one and the mean R per layer type."""
+    empirical one and the mean R per layer type (``types``: :func:`layer_types`)."""
     out = {**header("model", source), "analytic": analytic}
     if empirical is not None:
         out["empirical"] = to_json(empirical)
-        out["per_type"] = per_type(model, empirical["results"])
+        out["per_type"] = per_type(types, empirical["results"])
     return out
 
 
-def model_text(subject, analytic: dict, empirical: dict | None, lengths: list[int], data: str | None) -> str:
+def model_text(view: dict) -> str:
     """The analytic R (a row per group of equal layers), then R per layer (with its type where layers
-    differ), the mean per layer type, the mean over layers and the entropy; what could not be measured."""
-    model = subject.model
-    lines = [f"attention resolution R of {subject.source} ({model.cfg.scheme}), pattern {analytic['pattern']} "
+    differ), the mean per layer type, the mean over layers and the entropy; what could not be measured.
+    ``view``: the model form's (:func:`lexkit.instruments.resolution.forms.model`)."""
+    analytic, empirical, lengths = view["analytic"], view["empirical"], view["lengths"]
+    lines = [f"attention resolution R of {view['source']} ({view['scheme']}), pattern {analytic['pattern']} "
              "(mean over heads; 0 <= R <= 1)"]
-    lines += layout_lines(subject.describe())
+    lines += layout_lines(view["describe"])
     groups = list(dict.fromkeys(r["scheme"] for r in analytic["results"]))
     rows = [["", *map(str, lengths)]]
     for label in groups:
         rows.append(["analytic" + (f" {label}" if len(groups) > 1 else "")]
                     + [measured(r["resolution"]) for r in analytic["results"] if r["scheme"] == label])
     if empirical is None:
-        lines.append(f"empirical: n/a ({model.hook_refusal()})")
+        lines.append(f"empirical: n/a ({view['refusal']})")
     else:
-        rows += _layer_rows(model, empirical["results"])
+        rows += _layer_rows(view["types"], view["n_layers"], empirical["results"])
     lines += text_table(rows)
     for doc in (analytic, empirical or {"results": []}):
         lines += [f"n/a at {r['length']}: {r['note']}" for r in doc["results"] if r.get("note")]
     if empirical is not None:
         counts = ", ".join(f"{r['length']}: {r['texts']} texts" for r in empirical["results"])
-        lines.append(f"data {data or 'stdlib'}: {counts}")
+        lines.append(f"data {view['data'] or 'stdlib'}: {counts}")
     return "\n".join(lines)
 
 
-def _layer_rows(model, results: list[dict]) -> list[list[str]]:
-    types = layer_types(model)
+def _layer_rows(types: list[str] | None, n_layers: int, results: list[dict]) -> list[list[str]]:
     rows = []
-    for layer in range(model.cfg.n_layers):
+    for layer in range(n_layers):
         label = f"layer {layer}" + (f" {types[layer]}" if types else "")
         rows.append([label] + [measured(r["per_layer"][layer]) if r.get("per_layer") else "n/a" for r in results])
-    for kind, by_length in per_type(model, results).items():
+    for kind, by_length in per_type(types, results).items():
         rows.append([f"{kind} (mean)"] + [measured(by_length[r["length"]]) for r in results])
     rows.append(["empirical"] + [measured(r["resolution"]) for r in results])
     rows.append(["entropy (nats)"] + [measured(r.get("entropy")) for r in results])
