@@ -120,3 +120,19 @@ def pytest_unconfigure(config):
     import gc
 
     gc.freeze()
+
+
+#: the number of modules loaded when the collector's long-lived objects were last frozen
+_FROZEN_AT = [0]
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    """After a test that imported libraries (transformers, dynamo, matplotlib: hundreds of thousands
+    of objects that live as long as the process), move what is alive into the collector's permanent
+    generation, so that each later full collection walks what the tests make, not the libraries
+    (measured: 1.75 s of full collections per worker, 11 of about 160 ms, became 0.5 s)."""
+    import gc
+
+    if len(sys.modules) - _FROZEN_AT[0] >= 25:
+        gc.freeze()
+        _FROZEN_AT[0] = len(sys.modules)

@@ -46,6 +46,19 @@ def test_split_is_deterministic_and_by_name(stdlib):
     assert data.is_valid_name(name) == (bucket < 5)
 
 
+def test_the_stdlib_is_read_once_a_process_and_each_load_is_its_own(stdlib, monkeypatch):
+    """The default corpus's files are read once (a study loads it for every unit); each load still
+    gives its own lists, so a caller that changes one changes no other load."""
+    reads = []
+    real = data._read_files
+    monkeypatch.setattr(data, "_read_files", lambda *a: reads.append(1) or real(*a))
+    data._stdlib_docs.cache_clear()
+    first, second = data.load_corpus("stdlib"), data.load_corpus("stdlib", split="all")
+    assert len(reads) == 1 and first.fingerprint == second.fingerprint == stdlib.fingerprint
+    first.train.clear()
+    assert data.load_corpus("stdlib").train == stdlib.train and len(reads) == 1
+
+
 def test_directory_glob_and_file(tmp_path):
     for i in range(40):
         sub = tmp_path / f"d{i % 3}"

@@ -30,13 +30,19 @@ def test_git_commit_is_the_checkout_head_or_none(monkeypatch):
                               timeout=5).stdout.strip() or None
     except OSError:
         head = None
+    provenance.git_commit.cache_clear()
     assert provenance.git_commit() == (head if (root / ".git").exists() else None)
 
     def broken(*a, **k):
         raise OSError("no git here")
 
     monkeypatch.setattr(provenance.subprocess, "run", broken)
-    assert provenance.git_commit() is None  # never fails
+    assert provenance.git_commit() == (head if (root / ".git").exists() else None)  # asked once a process
+    provenance.git_commit.cache_clear()
+    try:
+        assert provenance.git_commit() is None  # never fails
+    finally:
+        provenance.git_commit.cache_clear()
 
 
 def test_peaks_and_mfu():

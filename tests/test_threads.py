@@ -103,3 +103,22 @@ def test_commands_follow_the_policy(monkeypatch, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("error: LEXKIT_THREADS='lots': expected a number of threads")
+
+
+def test_a_command_reads_other_processes_only_when_its_count_is_not_fixed(monkeypatch):
+    """The probe (every process's /proc/PID/stat, a few ms) is made at a command's start only where
+    the environment leaves the choice open: LEXKIT_THREADS or OMP_NUM_THREADS (even a bad value,
+    refused later by name) means none."""
+    made = []
+    monkeypatch.setattr(threads.Probe, "__init__", lambda self: made.append(1) or setattr(self, "first", None))
+    monkeypatch.setattr(threads.Probe, "busy", lambda self: 0.0)
+    for env, probes in [({"LEXKIT_THREADS": "1"}, 0), ({"OMP_NUM_THREADS": "2"}, 0), ({"LEXKIT_THREADS": "x"}, 0),
+                        ({"LEXKIT_THREADS": " "}, 1), ({}, 1)]:
+        monkeypatch.delenv("LEXKIT_THREADS", raising=False)
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        del made[:]
+        assert main(["resolution", "--scheme", "rope", "--lengths", "64"]) == (2 if env.get("LEXKIT_THREADS") == "x"
+                                                                               else 0)
+        assert len(made) == probes, env

@@ -21,6 +21,7 @@ over the device's dense peak at the training precision: :func:`mfu`, from :data:
 from __future__ import annotations
 
 import datetime
+import functools
 import platform
 import subprocess
 from pathlib import Path
@@ -69,9 +70,11 @@ def flops_per_token(params: int, n_layers: int, d_model: int, length: int) -> in
     return 6 * params + 12 * n_layers * d_model * length
 
 
+@functools.cache
 def git_commit() -> str | None:
     """The commit of the lexkit git checkout this code runs from, or None (an installed package,
-    no git, anything going wrong)."""
+    no git, anything going wrong). Asked once a process: the code running is what was imported
+    when it started (a sweep that trains for hours records one commit, not a later checkout's)."""
     root = Path(__file__).resolve().parents[2]  # <root>/src/lexkit/provenance.py
     if not (root / ".git").exists() or not (root / "src" / "lexkit").is_dir():
         return None

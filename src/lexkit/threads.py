@@ -67,6 +67,12 @@ def env_threads(env: Mapping[str, str]) -> int | None:
     return value
 
 
+def probe_needed(env: Mapping[str, str]) -> bool:
+    """Whether a :class:`Probe` could decide anything: not when the environment fixes the count
+    (``LEXKIT_THREADS`` or ``OMP_NUM_THREADS`` set; a bad value is refused later, by :func:`choose`)."""
+    return not env.get(ENV, "").strip() and not env.get("OMP_NUM_THREADS", "").strip()
+
+
 def choose(cores: int, busy: float | None, env: Mapping[str, str], asked: int | None = None) -> Choice:
     """The policy of the module docstring. ``cores``: the CPUs this process may run on;
     ``busy``: how many cores other processes kept busy while it started (None: unknown);

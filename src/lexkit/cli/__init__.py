@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import warnings
 
@@ -123,7 +124,9 @@ def _command_of(argv: list[str]) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     from .. import threads
 
-    probe = threads.Probe()  # other processes' CPU time while the commands import (lexkit.threads)
+    # other processes' CPU time while the commands import (lexkit.threads), where the environment
+    # does not fix the thread count (reading every process's /proc/PID/stat costs a few ms)
+    probe = threads.Probe() if threads.probe_needed(os.environ) else None
     words = sys.argv[1:] if argv is None else list(argv)
     with warnings.catch_warnings():
         warnings.simplefilter("default")
