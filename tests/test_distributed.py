@@ -94,6 +94,8 @@ def fork_ranks(*argv: str, nproc: int = 2, timeout: float = 120) -> list[int]:
     """Run ``lexkit ARGV`` as ``nproc`` ranks forked from this process, with the environment
     torchrun gives; their exit codes (output goes to this process's file descriptors). As torchrun
     does, the first rank to fail has the others killed (exit code -9)."""
+    import torch._dynamo  # noqa: F401  (AdamW's first step imports it: here once, not in each forked rank)
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -334,7 +336,8 @@ def _state(pid: int) -> str:
 
 
 # -- the sharded study ---------------------------------------------------------------------------------
-def test_study_shards_cells_over_ranks_and_rank0_reports(tmp_path, data_dir, capfd, no_figures):
+def test_study_shards_cells_over_ranks_and_rank0_reports(tmp_path, data_dir, capfd, no_figures, monkeypatch):
+    monkeypatch.setattr(Study, "POLL", 0.05)  # rank 0 looks for rank 1's cell every 50 ms, not every 2 s
     out = tmp_path / "study"
     args = ["study", "--preset", "tiny", "--scheme", "alibi", "--scheme", "rope", "--pattern", "causal",
             "--lengths", "16,32", "--steps", "3", "--data", str(data_dir), "--eval-docs", "2", "--out", str(out),
