@@ -16,6 +16,7 @@ from lexkit import tasks
 from lexkit.cli import main
 from lexkit.mix import parse_mix
 from lexkit.study.sweep import Sweep, SweepConfigError, load, parse
+from lexkit.study.sweep import report as sweep_report
 from lexkit.study.sweep.work import phase_change
 from lexkit.study.tables.retrieval import queries
 from lexkit.study.tables.retrieval.rows import RetrievalSection
@@ -34,7 +35,8 @@ def tiny(data_dir, **more) -> dict:
             "data": str(data_dir), "arms": ARMS, **more}
 
 
-def test_a_tiny_sweep_is_scored_as_table_g_scores_and_renders_again_from_its_cache(tmp_path, data_dir, capsys):
+def test_a_tiny_sweep_is_scored_as_table_g_scores_and_renders_again_from_its_cache(tmp_path, data_dir, capsys,
+                                                                                   monkeypatch):
     config = tmp_path / "sweep.json"
     config.write_text(json.dumps(tiny(data_dir)))
     out = tmp_path / "out"
@@ -83,7 +85,9 @@ def test_a_tiny_sweep_is_scored_as_table_g_scores_and_renders_again_from_its_cac
     md = (out / "sweep.md").read_text()
     assert "## Sweep: tiny" in md and "| " + " | ".join(rows[1]) + " |" in md
     assert (out / "sweep.png").read_bytes()[:4] == b"\x89PNG"
-    # re-rendered from the cache: nothing trains or scores again, the same table
+    # re-rendered from the cache: nothing trains or scores again, the same table (the figure checked
+    # above is not drawn again here: about a second of matplotlib's layout)
+    monkeypatch.setattr(sweep_report, "figure", lambda doc, path: None)
     (out / "sweep.md").unlink()
     assert main(["sweep", str(config), "--out", str(out), "--report-only", "--quiet"]) == 0
     assert (out / "sweep.md").read_text() == md and len((out / "log.jsonl").read_text().splitlines()) == len(log)
@@ -114,6 +118,7 @@ def test_the_phase_change_is_the_first_validation_copying_half_its_needles():
     ({"arms": [{"label": "x", "colour": 1}]}, "arms[0].colour: unknown key; keys of an arm:"),
     ({"seeds": 0}, "seeds: seeds must be a positive integer"),
     ({"seeds": "3"}, "seeds: an integer is expected, got '3'"),
+    ({"first_seed": -1}, "first_seed: first_seed must be an integer >= 0 (at most 100), got -1"),
     ({"stop": "probe:exact=2"}, "stop: stop rule 'probe:exact=2': parameter exact=2 is out of range"),
     ({"tasks": ["kvthread:hops=0"]}, "tasks:"),
     ({"tasks": ["kvthread:hops=99"]}, "tasks: kvthread:hops=99's documents need at least 2088 bytes, more than the "
@@ -255,6 +260,21 @@ def test_a_run_is_found_under_another_spelling_of_its_layout_and_its_settings(tm
     (out / "runs" / dataclasses.replace(cell, key=old).name).mkdir()
     (legacy,) = first.seed_runs()
     assert legacy.cell.key == old and (out / "runs" / legacy.cell.name).is_dir()
+
+
+def test_first_seed_trains_the_runs_a_sweep_from_seed_0_trains_for_those_seeds(tmp_path, data_dir):
+    """Seeds 1 and 2 in a sweep of their own (``first_seed``) are seeds 1 and 2 of the sweep from seed 0:
+    the same cells (keys, names, settings), so their runs and scores read the same; a sweep from seed 0
+    writes its config without the key, as before it existed."""
+    arms = [{"label": "a3", "layout": A3}]
+    whole = Sweep(parse(tiny(data_dir, seeds=3, tasks=[], arms=arms)), tmp_path / "a", progress=False, echo=None)
+    rest = Sweep(parse(tiny(data_dir, seeds=2, first_seed=1, tasks=[], arms=arms)), tmp_path / "b",
+                 progress=False, echo=None)
+    later = [(r.cell.seed, r.cell.key, r.cell.name, r.cell.train_cfg) for r in rest.seed_runs()]
+    assert [seed for seed, *_ in later] == [1, 2]
+    assert later == [(r.cell.seed, r.cell.key, r.cell.name, r.cell.train_cfg) for r in whole.seed_runs()][1:]
+    assert "first_seed" not in whole.sweep.to_json() and rest.sweep.to_json()["first_seed"] == 1
+    assert rest.g.settings.seed_list() == range(1, 3)
 
 
 def test_eval_docs_is_the_most_documents_the_paired_bpb_reads(data_dir):

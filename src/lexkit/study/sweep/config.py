@@ -64,7 +64,7 @@ class Arm:
 
 @dataclasses.dataclass(frozen=True)
 class SweepConfig:
-    """A sweep: its ``arms`` on ``seeds`` seeds each, trained with one recipe (``preset``, ``batch``,
+    """A sweep: its ``arms`` on ``seeds`` seeds each (from ``first_seed``: 0, 1, 2 by default), trained with one recipe (``preset``, ``batch``,
     ``lr``, ``mix``, ``token_shift``, ``steps``, ``stop``), scored on ``samples`` needles per length
     and depth in every copy format and each of ``tasks``, under ``patterns``, with the paired bpb on
     at most ``eval_docs`` validation documents of ``data`` (table G's ``docs``); ``name`` heads its table."""
@@ -79,6 +79,7 @@ class SweepConfig:
     steps: int = RECIPE.steps
     stop: str = ""
     seeds: int = 3
+    first_seed: int = 0
     samples: int = 20
     patterns: tuple[str, ...] = ("causal",)
     tasks: tuple[str, ...] = ("kvthread", "ordinal")
@@ -90,6 +91,8 @@ class SweepConfig:
 
     def to_json(self) -> dict:
         out = dataclasses.asdict(self)
+        if not out["first_seed"]:  # a sweep from seed 0 writes the config it wrote before the key
+            del out["first_seed"]
         out["arms"] = [{k: v for k, v in arm.items() if v not in (None, {}) or k == "label"} for arm in out["arms"]]
         return out
 
@@ -171,6 +174,10 @@ def _checked(values: dict[str, Any]) -> dict[str, Any]:
             checks.number(key, out.get(key), maximum=top)
         except ValueError as exc:
             raise fail(key, str(exc)) from None
+    try:
+        checks.number("first_seed", out.get("first_seed", 0), maximum=MAX_SEEDS, minimum=0, strict=False)
+    except ValueError as exc:
+        raise fail("first_seed", str(exc)) from None
     for key, run in (("stop", lambda v: stopping.canonical(v)), ("mix", lambda v: mix_text(parse_mix(v))),
                      ("tasks", lambda v: tuple(tasks.canonical(t) for t in v))):
         if key in out:

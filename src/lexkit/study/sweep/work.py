@@ -55,7 +55,8 @@ def study_config(sweep: SweepConfig, device: str = "auto", threads: int | None =
     grid); ``batch_seeds``: each arm's seeds trained as one batched model (:mod:`lexkit.batched`)."""
     return StudyConfig(preset=sweep.preset, schemes=["none"], layouts=[], patterns=list(sweep.patterns),
                        data=sweep.data, device=device, threads=threads, extension=False,
-                       retrieval_seeds=sweep.seeds, retrieval_samples=sweep.samples, retrieval_docs=sweep.eval_docs,
+                       retrieval_seeds=sweep.seeds, retrieval_first_seed=sweep.first_seed,
+                       retrieval_samples=sweep.samples, retrieval_docs=sweep.eval_docs,
                        retrieval_methods=False, retrieval_batch_seeds=batch_seeds)
 
 

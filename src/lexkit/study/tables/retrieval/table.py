@@ -99,6 +99,10 @@ class RetrievalSettings(TableSettings):
     seeds: int = dataclasses.field(default=1, metadata={
         "help": "seeds of each of table G's rows (default: 1; intervals over seeds need 3, make study-full)",
         "maximum": 1000})
+    first_seed: int = dataclasses.field(default=0, metadata={
+        "new": True, "unset": 0, "minimum": 0, "maximum": 1000,
+        "help": "the first of table G's seeds (default: 0): seeds first_seed .. first_seed + seeds - 1, so that "
+        "seeds trained elsewhere need not be trained again (a seed's run is the same whichever sweep trains it)"})
     stop: str | None = dataclasses.field(default=None, metadata={
         "type": str, "new": True, "unset": "",
         "help": "stop rule of table G's runs, probe:exact=E,probes=K,after=S (lexkit.stopping), or off "
@@ -120,6 +124,10 @@ class RetrievalSettings(TableSettings):
         "help": "train each of table G's rows' seeds as one batched model (lexkit.batched: equal to training "
         "them one by one within float32 noise; slower on one CPU thread at table G's size, docs/benchmarks.md); "
         "a row that cannot be batched trains seed by seed"})
+
+    def seed_list(self) -> range:
+        """The seeds each row trains on: ``seeds`` of them from ``first_seed``."""
+        return range(self.first_seed, self.first_seed + self.seeds)
 
     def check(self, key: str, *, flags: bool = False) -> None:
         super().check(key, flags=flags)
@@ -260,7 +268,7 @@ class RetrievalTable(Bound):
                 check_mix(training.get("mix"), self.train_len())
                 row_runs = [SeedRun(row, self.plan.cell(preset, row.scheme, seed, prefix="mix-", layout=row.layout,
                                                         **training))
-                            for seed in range(self.settings.seeds)]
+                            for seed in self.settings.seed_list()]
             except ValueError as exc:
                 raise ValueError(f"{self.row_name} {row.label!r}: {exc}") from None
             twin = trains.setdefault(row_runs[0].cell.key, row)
@@ -302,12 +310,12 @@ class RetrievalTable(Bound):
         return min(fitting_size(TASK, self.train_len(), SIZE, name) for name in FORMATS)
 
     def configurations(self, run: SeedRun) -> list[Configuration]:
-        """The row itself under its patterns, then on the ``rope`` row's seed-0 run (when the study
+        """The row itself under its patterns, then on the ``rope`` row's first seed's run (seed 0; when the study
         runs table E and ``methods`` is on) each no-fine-tune method of table E but plain rope, then
         each fine-tune."""
         t = self.train_len()
         out = [Configuration(run.row.label, "scheme", None, None, run.row.patterns or tuple(self.plan.patterns(t)))]
-        if (run.row != RowSpec("rope", "rope") or run.cell.seed != 0 or not self.plan.settings(EXTENSION).on
+        if (run.row != RowSpec("rope", "rope") or run.cell.seed != self.settings.first_seed or not self.plan.settings(EXTENSION).on
                 or not self.settings.methods):
             return out
         for m in methods(t, max(MULTIPLES) * t):
