@@ -64,10 +64,11 @@ class Arm:
 
 @dataclasses.dataclass(frozen=True)
 class SweepConfig:
-    """A sweep: its ``arms`` on ``seeds`` seeds each (from ``first_seed``: 0, 1, 2 by default), trained with one recipe (``preset``, ``batch``,
-    ``lr``, ``mix``, ``token_shift``, ``steps``, ``stop``), scored on ``samples`` needles per length
-    and depth in every copy format and each of ``tasks``, under ``patterns``, with the paired bpb on
-    at most ``eval_docs`` validation documents of ``data`` (table G's ``docs``); ``name`` heads its table."""
+    """A sweep: its ``arms`` on ``seeds`` seeds each (from ``first_seed``: 0, 1, 2 by default), trained with
+    one recipe (``preset``, ``batch``, ``lr``, ``mix``, ``token_shift``, ``steps``, ``stop``), scored on
+    ``samples`` needles per length and depth in every copy format and each of ``tasks``, under ``patterns``,
+    with the paired bpb on at most ``eval_docs`` validation documents of ``data`` (table G's ``docs``);
+    ``name`` heads its table."""
 
     arms: tuple[Arm, ...]
     name: str = "sweep"

@@ -315,8 +315,8 @@ class RetrievalTable(Bound):
         each fine-tune."""
         t = self.train_len()
         out = [Configuration(run.row.label, "scheme", None, None, run.row.patterns or tuple(self.plan.patterns(t)))]
-        if (run.row != RowSpec("rope", "rope") or run.cell.seed != self.settings.first_seed or not self.plan.settings(EXTENSION).on
-                or not self.settings.methods):
+        if (run.row != RowSpec("rope", "rope") or run.cell.seed != self.settings.first_seed
+                or not self.plan.settings(EXTENSION).on or not self.settings.methods):
             return out
         for m in methods(t, max(MULTIPLES) * t):
             if (m.scheme, m.pattern, m.logn) != ("rope", "causal", False):
