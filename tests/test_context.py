@@ -378,8 +378,10 @@ def test_instruments_on_a_run_under_extension(rope_run):
     assert e_in[0] == pytest.approx(e_in[1], rel=1e-9) and e_out[1] < e_out[0]
     for spec in ("rope:scaling=yarn,factor=4", "rope:scaling=dynamic,factor=4", "rerope:w=16,k=8"):
         doc = resolution.empirical_run(rope_run, [64], "sinks:16,K=2,pos=cache", texts_per_length=1, scheme=spec)
-        assert 0 < doc["results"][0]["resolution"] <= 1 and doc["scheme"] == positions.canonical(spec)
         model, _ = load(rope_run, scheme=spec)
+        assert 0 < doc["results"][0]["resolution"] <= 1 and doc["trained_scheme"] == "rope"
+        assert doc["scheme"] == doc["label"] == model.scheme.spec  # the resolved spec that ran, as eval's
+        assert doc["scheme"].startswith(positions.canonical(spec))
         p = measure_principles(model, [bytes(range(32, 127)) * 4])
         assert p["order_variance"] > 0 and math.isfinite(p["translation"])
         if spec.startswith("rope:scaling=yarn") or spec.startswith("rerope"):  # relative: translation invariant

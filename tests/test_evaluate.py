@@ -315,9 +315,10 @@ def test_cli_eval_prints_a_table_and_writes_json_and_csv(tmp_path, capsys):
     ]
     assert report["results"][-1]["bpb"] is None and "learned" in report["results"][-1]["unavailable"]
     lines = out_csv.read_text().splitlines()
-    assert lines[0] == "length,pattern,stride,bpb,ppl,bytes,unavailable,scheme,layout,logn,streamed,kernel"
+    assert lines[0] == "length,pattern,stride,bpb,ppl,bytes,unavailable,label,scheme,layout,logn,streamed,kernel"
     rows = list(csv.DictReader(out_csv.open()))  # a model without a layout: the column is empty
-    assert len(rows) == 6 and {(r["scheme"], r["layout"]) for r in rows} == {("learned:max_len=16", "")}
+    assert len(rows) == 6 and {(r["label"], r["scheme"], r["layout"]) for r in rows} == {
+        ("learned:max_len=16", "learned:max_len=16", "")}
     assert csv_rows(report)[0]["bytes"] == 12 * 32
     # the kernel that ran, per cell (auto: dense on the CPU at these lengths); none where nothing ran
     assert [r.get("kernel") for r in report["results"]] == ["dense"] * 4 + [None, None]

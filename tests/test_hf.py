@@ -578,7 +578,7 @@ def test_the_eval_report_and_csv_record_what_ran(tf, saved, tmp_path, capsys):
     out = tmp_path / "r.csv"
     assert main(["eval", f"hf:{saved['llama']}", "--data", str(data), "--lengths", "16", "--csv", str(out)]) == 0
     rows = list(csv.DictReader(out.open()))
-    assert rows[0]["scheme"].startswith("llama: rope") and rows[0]["logn"] == "False"
+    assert rows[0]["label"].startswith("llama: rope") and rows[0]["scheme"] == "" and rows[0]["logn"] == "False"
     assert rows[0]["streamed"] == "False" and rows[0]["tokens"] == str(int(rows[0]["tokens"]))
     capsys.readouterr()
 
@@ -621,7 +621,8 @@ def test_the_subject_of_an_hf_model(tf, saved):
     tokens, nbytes = subject.encode(VOCAB_TEXT[0])
     assert subject.decode(tokens) == VOCAB_TEXT[0].encode() and int(nbytes.sum()) == len(VOCAB_TEXT[0].encode())
     assert subject.model.cache_refusal() and subject.default_lengths() == [16, 32, 64, 128]
-    assert subject.describe()["scheme"].startswith("llama: rope") and subject.train_len == 32
+    assert subject.describe()["label"].startswith("llama: rope") and subject.train_len == 32
+    assert "scheme" not in subject.describe()  # a label for tables, not a lexkit scheme spec
     greedy = subject.generate(tokens, 4)
     context = tokens.clone()
     with torch.no_grad():

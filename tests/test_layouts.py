@@ -325,9 +325,17 @@ def test_train_with_a_layout_records_it_and_every_command_takes_the_run(tmp_path
     report = json.loads((tmp_path / "e.json").read_text())
     assert [r["pattern"] for r in report["results"]] == ["causal", "global=window:16"]
     ran = "rope@window:8+shift:0.25;none@causal+logn:L=32+shift:0.25"  # as it ran (tiny: 32 bytes)
-    assert report["layout"] == ran
+    assert report["layout"] == ran and report["label"] == "hwfa:W=8" and "scheme" not in report  # never a scheme
+    assert "layout hwfa:W=8" in capsys.readouterr().out
     rows = list(csv.DictReader((tmp_path / "e.csv").open()))  # the CSV names the layout as the JSON does
-    assert [(r["scheme"], r["layout"]) for r in rows] == [("hwfa:W=8", ran)] * 2
+    assert [(r["label"], r["scheme"], r["layout"]) for r in rows] == [("hwfa:W=8", "", ran)] * 2
+    for argv, path in ((["retrieval", str(out), "--lengths", "64", "--samples", "1", "--depths", "0"], "g.json"),
+                       (["resolution", str(out), "--lengths", "32", "--texts", "1"], "s.json"),
+                       (["inspect", str(out), "--data", str(data)], "i.json")):
+        assert main([*argv, "--json", str(tmp_path / path)]) == 0
+        doc = json.loads((tmp_path / path).read_text())
+        assert doc["report_version"] == 3 and doc["label"] == "hwfa:W=8" and "scheme" not in doc, (argv[0], doc)
+        assert "layout hwfa:W=8" in capsys.readouterr().out or argv[0] != "retrieval"
     assert main(["eval", str(out), "--lengths", "64", "--scheme", "global=rerope:w=16", "--json",
                  str(tmp_path / "r.json")]) == 0
     report = json.loads((tmp_path / "r.json").read_text())

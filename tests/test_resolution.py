@@ -205,7 +205,7 @@ def test_visible_counts(pattern):
 
 def test_analytic_document_schema():
     doc = res.analytic("alibi", "64,128", "bca:64", heads=4, head_dim=16)
-    assert doc["report"] == "lexkit.resolution" and doc["report_version"] == 2 and doc["source"] == "analytic"
+    assert doc["report"] == "lexkit.resolution" and doc["report_version"] == 3 and doc["source"] == "analytic"
     assert doc["scheme"] == "alibi"
     assert [r["length"] for r in doc["results"]] == [64, 128]
     for row in doc["results"]:

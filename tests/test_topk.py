@@ -134,7 +134,7 @@ def test_the_needle_mass_instrument_measures_a_run_with_top_k_added(trained, cap
 
     report = needle_mass_run(str(trained / "alibi"), "copy", lengths=[64], depths=[50], samples=2,
                                          add="topk:1")
-    assert report["scheme"] == "(alibi@causal+topk:1)x2"  # the layers that ran
+    assert report["layout"] == "(alibi@causal+topk:1)x2" and "scheme" not in report  # the layers that ran
     rows = report["rows"]  # every head of every layer puts all its mass on one key: entropy 0
     assert rows and all(max(r["entropy_per_head"]) < 1e-4 and r.get("weights") in (None, "softmax") for r in rows)
     plain = needle_mass_run(str(trained / "alibi"), "copy", lengths=[64], depths=[50], samples=2)

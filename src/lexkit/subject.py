@@ -190,28 +190,30 @@ class RunSubject(_Base):
         return default_lengths(self.train_len)
 
     def describe(self) -> dict:
-        """``run``, ``scheme`` (the resolved spec that ran, e.g. ReRoPE's w and YaRN's
-        original_len), ``trained_scheme`` when it differs, ``logn``, ``train_len``; on a run with a
-        layout, ``scheme`` is the layout as typed, ``layout`` every layer as it ran and
-        ``trained_layout`` the run's own when an evaluation ``--scheme`` changed it."""
+        """``run``; ``label``, what a report calls the run (:data:`IDENTITY`); on a run whose layers
+        share one scheme, ``scheme`` (the resolved spec that ran, e.g. ReRoPE's w and YaRN's original_len,
+        also its label) and ``trained_scheme`` when an evaluation ``--scheme`` changed it; on a run with a
+        layout (never called a scheme), ``label`` the layout as typed, ``layout`` every layer as it ran and
+        ``trained_layout`` the run's own when an evaluation ``--scheme`` changed it; ``logn``, ``train_len``."""
         from .layouts import canonical
 
         config, model = self.config, self.model
         overrides = config.get("overrides", {})
-        one = model.scheme if model.scheme is not None or not model.uniform else model.layer_schemes[0]  # per layer
-        out = {
-            "run": self.source, "scheme": one.spec if one is not None else model.cfg.label,
-            **({"trained_scheme": config["trained"]["scheme"]} if "scheme" in overrides else {}),
+        if model.cfg.layout is not None:
+            named = {"label": model.cfg.label, "layout": canonical(model.layers),
+                     **({"trained_layout": config["trained"].get("layout") or config["trained"]["scheme"]}
+                        if "layout" in overrides else {})}
+        else:
+            one = model.scheme if model.scheme is not None or not model.uniform else model.layer_schemes[0]
+            spec = one.spec if one is not None else model.cfg.label
+            named = {"label": spec, "scheme": spec,
+                     **({"trained_scheme": config["trained"]["scheme"]} if "scheme" in overrides else {})}
+        return {
+            "run": self.source, **named,
             "logn": bool(config["model"].get("logn", False)), "train_len": self.train_len,
             **({"random_positions": config["model"]["random_positions"]}
                if config["model"].get("random_positions") else {}),
         }
-        if model.cfg.layout is not None:
-            out["scheme"] = model.cfg.label
-            out["layout"] = canonical(model.layers)
-            if "layout" in overrides:
-                out["trained_layout"] = config["trained"].get("layout") or config["trained"]["scheme"]
-        return out
 
     def documents(self, data: str | None = None) -> tuple[list[bytes], dict]:
         """``data`` (see :func:`eval_documents`), or the run's own corpus's validation split (its
@@ -272,13 +274,14 @@ class HFSubject(_Base):
         return [n for n in default_lengths(self.train_len) if n <= 4 * self.train_len]
 
     def describe(self) -> dict:
-        """``run``, ``scheme`` (a label), ``model`` (its :class:`~lexkit.hf.HFConfig`), ``train_len``;
-        on a model whose layers differ, ``layout`` (every layer as lexkit writes a layout) and
-        ``selectors`` (the names ``--pattern NAME=SPEC`` takes: its layer types, local, global)."""
+        """``run``, ``label`` (what a report calls the model: ``llama: rope (theta 10000)``, not a lexkit
+        scheme spec), ``model`` (its :class:`~lexkit.hf.HFConfig`), ``train_len``; on a model whose layers
+        differ, ``layout`` (every layer as lexkit writes a layout) and ``selectors`` (the names
+        ``--pattern NAME=SPEC`` takes: its layer types, local, global)."""
         import dataclasses
 
         cfg = self.model.cfg
-        out = {"run": self.source, "scheme": cfg.scheme, "model": dataclasses.asdict(cfg), "train_len": cfg.train_len}
+        out = {"run": self.source, "label": cfg.label, "model": dataclasses.asdict(cfg), "train_len": cfg.train_len}
         if cfg.layout is not None:
             out.update(layout=cfg.layout, selectors=list(dict.fromkeys(n for k in self.model.kinds for n in k)))
         return out

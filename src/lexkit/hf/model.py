@@ -50,8 +50,8 @@ class HFConfig:
     layer_types: list[str] | None = None  # transformers' type of each layer
 
     @property
-    def scheme(self) -> str:
-        """A label for tables: ``llama: rope (theta 10000, yarn x4)``, ``bloom: alibi``,
+    def label(self) -> str:
+        """A label for tables (not a lexkit scheme spec): ``llama: rope (theta 10000, yarn x4)``, ``bloom: alibi``,
         ``gemma3_text: rope (theta 10000/1000000 by layer type)``."""
         text = f"{self.model_type}: {self.positions}"
         if self.rope:

@@ -14,6 +14,28 @@ from __future__ import annotations
 
 from ..render import csv_text
 
+#: the keys of a subject's header (:meth:`lexkit.subject.RunSubject.describe`) that say what ran, which a
+#: report copies as they are: ``label`` always; ``scheme`` (and ``trained_scheme``) where one scheme ran on
+#: every layer; ``layout`` (and ``trained_layout``, an hf: model's ``selectors``) where the layers differ
+IDENTITY = ("label", "scheme", "trained_scheme", "layout", "trained_layout", "selectors")
+
+
+def identity(info: dict) -> dict:
+    """The :data:`IDENTITY` keys ``info`` has, in that order."""
+    return {key: info[key] for key in IDENTITY if key in info}
+
+
+def named(report: dict) -> str:
+    """How a report's header line names what ran: ``scheme rope`` (with ``(trained as ...)`` when an
+    evaluation changed it), ``layout hwfa:W=16`` (``(trained as ...)`` likewise), or an hf: model's label."""
+    if "scheme" in report:
+        trained = report.get("trained_scheme")
+        return f"scheme {report['scheme']}" + (f" (trained as {trained})" if trained else "")
+    if "layout" in report and "selectors" not in report:  # a lexkit run's layout (an hf: model's has selectors)
+        trained = report.get("trained_layout")
+        return f"layout {report['label']}" + (f" (trained as {trained})" if trained else "")
+    return report["label"]
+
 
 def layout_lines(info: dict) -> list[str]:
     """The header line of a Hugging Face model whose layers differ (every instrument's table): its

@@ -25,5 +25,5 @@ def eval_report(report: dict, path: str | Path) -> None:
         ax.set_xlabel(label)
         ax.set_ylabel("bits per byte")
         ax.legend(fontsize="small")
-    fig.suptitle(f"{report.get('run', '')}: {report.get('scheme', '')}")
+    fig.suptitle(f"{report.get('run', '')}: {report.get('label', '')}")
     save(fig, path)

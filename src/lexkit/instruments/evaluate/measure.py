@@ -84,7 +84,7 @@ BATCH_TOKENS = {"cpu": 8192}  # inputs per forward pass by device type; 32768 el
 STARTS = ("bos", "text")
 
 #: the report ``lexkit eval --json`` writes and its layout's version (:func:`lexkit.version.header`)
-REPORT, REPORT_VERSION = "lexkit.eval", 2
+REPORT, REPORT_VERSION = "lexkit.eval", 3
 
 
 # -- lengths, windows, buckets -----------------------------------------------------------------

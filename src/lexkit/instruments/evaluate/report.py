@@ -6,7 +6,7 @@ from __future__ import annotations
 from ... import render
 from ...notation import length_label, ratio_with_interval
 from ...render import text_table
-from .. import layout_lines
+from .. import layout_lines, named
 
 
 # -- terminal output ------------------------------------------------------------------------------
@@ -39,14 +39,13 @@ def text(report: dict) -> str:
     data, stride = report["data"], report.get("stride")
     docs = f"{data['documents']} document{'' if data['documents'] == 1 else 's'}"
     if tokens:
-        lines = [f"model {report['run']}  {report['scheme']}  train_len {train_len}", *layout_lines(report),
+        lines = [f"model {report['run']}  {report['label']}  train_len {train_len}", *layout_lines(report),
                  f"data {data['spec']} ({data['split']}): {docs} x {data['tokens_per_document']:,} tokens "
                  f"({data['bytes_scored']:,} bytes) scored per length"]
         tables = (("bpb", "bits per byte (lower is better)", "{:.4f}"),
                   ("ppl", "token perplexity (this tokenizer's; lower is better)", "{:.3f}"))
     else:
-        lines = [f"run {report['run']}  scheme {report['scheme']}"
-                 + (f" (trained as {report['trained_scheme']})" if report.get("trained_scheme") else "")
+        lines = [f"run {report['run']}  {named(report)}"
                  + ("  log-n" if report.get("logn") else "") + f"  train_len {train_len}"
                  + (f"  trained at random positions < {report['random_positions']}"
                     if report.get("random_positions") else ""),
@@ -91,8 +90,8 @@ def text(report: dict) -> str:
 
 
 # -- the CSV ------------------------------------------------------------------------------------
-CSV_FIELDS = ("length", "pattern", "stride", "bpb", "ppl", "tokens", "bytes", "unavailable", "scheme", "layout",
-              "logn", "streamed", "kernel")
+CSV_FIELDS = ("length", "pattern", "stride", "bpb", "ppl", "tokens", "bytes", "unavailable", "label", "scheme",
+              "layout", "logn", "streamed", "kernel")
 
 
 def csv_fields(report: dict) -> list[str]:
@@ -102,9 +101,10 @@ def csv_fields(report: dict) -> list[str]:
 
 def csv_rows(report: dict) -> list[dict]:
     """One row per (length, pattern) with the report's :func:`csv_fields` (empty where not
-    applicable); ``scheme``, ``layout`` and ``logn`` are the report's (``layout`` every layer as it
-    ran, empty for a model without one: every layer the ``scheme`` under causal attention)."""
-    every = {"scheme": report.get("scheme"), "layout": report.get("layout"), "logn": bool(report.get("logn", False))}
+    applicable); ``label``, ``scheme``, ``layout`` and ``logn`` are the report's (``label`` what ran, as every
+    report names it; ``scheme`` empty where the layers differ; ``layout`` every layer as it ran, empty for a model
+    without one: every layer the ``scheme`` under causal attention)."""
+    every = {key: report.get(key) for key in ("label", "scheme", "layout")} | {"logn": bool(report.get("logn", False))}
     return [{k: ("" if (v := {**every, **r}.get(k)) is None else v) for k in csv_fields(report)}
             for r in report["results"]]
 

@@ -75,5 +75,5 @@ class Resolution(Instrument):
         elif view["curve"] is None:
             figures.plot_empirical(view["empirical"], path)
         else:
-            table = {view["scheme"]: {r["length"]: r["resolution"] for r in view["analytic"]["results"]}}
-            figures.plot_analytic({view["scheme"]: view["curve"]}, table, path, title=f"{view['source']}, analytic")
+            table = {view["label"]: {r["length"]: r["resolution"] for r in view["analytic"]["results"]}}
+            figures.plot_analytic({view["label"]: view["curve"]}, table, path, title=f"{view['source']}, analytic")

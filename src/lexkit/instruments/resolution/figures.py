@@ -69,5 +69,5 @@ def plot_empirical(doc: dict, path: str | Path) -> None:
     right.set_ylabel("R (mean over heads, log scale)")
     right.set_title("attention resolution per layer")
     right.legend(fontsize="small")
-    fig.suptitle(f"{doc.get('scheme', '')}, pattern {doc.get('pattern', '')}")
+    fig.suptitle(f"{doc.get('label', '')}, pattern {doc.get('pattern', '')}")
     plots.save(fig, path)

@@ -63,6 +63,6 @@ def model(subject, options, progress: bool, figure: bool = False) -> dict:
     types = report.layer_types(net)
     return {"form": "model", "document": report.model_document(subject.source, analytic_doc, empirical_doc, types),
             "view": {"analytic": analytic_doc, "empirical": empirical_doc, "curve": curve, "lengths": lengths,
-                     "data": options.data, "scheme": net.cfg.scheme, "source": subject.source,
+                     "data": options.data, "label": net.cfg.label, "source": subject.source,
                      "describe": subject.describe(), "refusal": net.hook_refusal(), "types": types,
                      "n_layers": net.cfg.n_layers}}

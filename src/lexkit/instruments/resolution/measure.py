@@ -44,9 +44,10 @@ from ...positions import Scheme
 from ...rows import ResolutionRow
 from ...specs import parse_lengths
 from ...version import header as report_header
+from .. import identity
 
 #: Version of the JSON document written by :func:`analytic`, :func:`empirical_run` and the CLI.
-REPORT, REPORT_VERSION = "lexkit.resolution", 2  # the report's header (lexkit.version.header)
+REPORT, REPORT_VERSION = "lexkit.resolution", 3  # the report's header (lexkit.version.header)
 #: Query block of the analytic accumulation for absolute schemes (the empirical pass uses the
 #: chunked kernel's own blocks).
 BLOCK = 256
@@ -307,9 +308,18 @@ def _refuse_cache_positions(scheme: Scheme, pattern: Pattern, length: int) -> No
         choose_kernel("chunked", scheme, pattern, length, torch.device("cpu"), False, False)
 
 
-def header(source: str, scheme: Any) -> dict:
-    """The first keys of every resolution document."""
-    return {**report_header(REPORT, REPORT_VERSION), "source": source, "scheme": scheme}
+def header(source: str, **named: Any) -> dict:
+    """The first keys of every resolution document: the report's header, the ``source`` (analytic,
+    empirical, model) and what it measured (``named``: a ``scheme`` spec, or a model's ``label`` and the
+    rest of :func:`lexkit.instruments.identity`)."""
+    return {**report_header(REPORT, REPORT_VERSION), "source": source, **named}
+
+
+def _named(cfg) -> dict:
+    """What a loaded model's analytic document measured: its ``label`` (its layout as typed, an hf: model's
+    description) and, where one scheme runs on every layer of a lexkit model, its ``scheme``."""
+    one = getattr(cfg, "layout", None) is None and isinstance(getattr(cfg, "scheme", None), str)
+    return {"label": cfg.label, **({"scheme": cfg.scheme} if one else {})}
 
 
 def analytic(
@@ -326,7 +336,7 @@ def analytic(
 ) -> dict:
     """Analytic R of one scheme at several lengths, as a JSON-ready document::
 
-        {"report": "lexkit.resolution", "report_version": 2, "lexkit_version": ..., "source": "analytic",
+        {"report": "lexkit.resolution", "report_version": 3, "lexkit_version": ..., "source": "analytic",
          "scheme": SPEC, "heads": H,
          "head_dim": D, "seed": S, "results": [{"scheme", "length", "pattern", "resolution",
          "per_head": [H values], "per_layer": null, "entropy": null}, ...]}
@@ -347,7 +357,7 @@ def analytic(
     scheme = make_scheme(spec, heads=heads, head_dim=head_dim, seed=seed, max_len=max_len, train_len=train_len)
     pat = _pattern(pattern, train_len)
     _refuse_cache_positions(scheme, pat, lengths[-1])
-    doc = header("analytic", scheme.spec)
+    doc = header("analytic", scheme=scheme.spec)
     doc.update(heads=scheme.n_heads, head_dim=scheme.head_dim, seed=seed, pattern=pat.spec)
     if train_len is not None or logn:
         doc.update(train_len=train_len, logn=logn)
@@ -415,11 +425,11 @@ def _analytic_model(model: nn.Module, lengths: list[int], pattern: str | Pattern
     labelled ``L0-2 rope@window:16``."""
     cfg = model.cfg
     pat = model.pattern(pattern or "causal")
-    doc = header("analytic", getattr(cfg, "label", cfg.scheme))
+    doc = header("analytic", **_named(cfg))
     doc.update(run=getattr(model, "source", None), heads=cfg.n_heads, head_dim=cfg.head_dim, pattern=pat.spec,
                train_len=cfg.train_len)
     if getattr(cfg, "layout", None) is None:
-        doc["results"] = analytic_rows(cfg.scheme, lengths, pat, lambda n: model_curve(model, n, pat))
+        doc["results"] = analytic_rows(cfg.label, lengths, pat, lambda n: model_curve(model, n, pat))
         return doc
     doc["results"] = []
     for label, first in layer_groups(model, pat):
@@ -562,7 +572,7 @@ def empirical_run(
     else:
         described = {"spec": "documents given"}
     batches = {n: texts(documents, n, texts_per_length, model=model) for n in lengths}
-    doc = header("empirical", getattr(model.cfg, "label", model.cfg.scheme))
+    doc = header("empirical", **identity(subject.describe()))
     doc.update(
         run=subject.source, data=described["spec"], train_len=train_len, layers=model.cfg.n_layers,
         heads=model.cfg.n_heads, head_dim=model.cfg.head_dim, pattern=pat.spec, results=[],
@@ -580,7 +590,7 @@ def empirical_run(
                     raise
                 row = {"length": n, "pattern": pat.spec, "texts": int(toks.shape[0]), "resolution": None,
                        "per_layer": None, "per_head": None, "entropy": None, "note": str(exc)}
-            row["scheme"] = getattr(model.cfg, "label", model.cfg.scheme)
+            row["label"] = model.cfg.label
             doc["results"].append(row)
     return doc
 

@@ -29,7 +29,7 @@ def require_finite(results: list[dict], what: str) -> None:
 # -- analytic: several schemes --------------------------------------------------------------------
 def analytic_document(docs: list[dict], *, heads: int, head_dim: int, seed: int) -> dict:
     """The JSON of the analytic form: one document of several schemes' :func:`~.measure.analytic`."""
-    return {**header("analytic", None), "source": "analytic",
+    return {**header("analytic"),
             "scheme": docs[0]["scheme"] if len(docs) == 1 else [d["scheme"] for d in docs],
             "heads": heads, "head_dim": head_dim, "seed": seed, "pattern": docs[0]["pattern"],
             "results": [r for d in docs for r in d["results"]]}
@@ -56,7 +56,7 @@ def analytic_text(docs: list[dict], lengths: list[int], *, heads: int, head_dim:
 def empirical_text(doc: dict, texts: int) -> str:
     """R per layer by length (and the mean), the entropy per layer, the texts each length read."""
     results = doc["results"]
-    lines = [f"attention resolution R, empirical: {doc['run']} ({doc['scheme']}, trained at {doc['train_len']}), "
+    lines = [f"attention resolution R, empirical: {doc['run']} ({doc['label']}, trained at {doc['train_len']}), "
              f"pattern {doc['pattern']}, {texts} texts per length (mean over heads; 0 <= R <= 1)"]
     head = ["layer"] + [str(r["length"]) for r in results]
     for key, total, title in (("per_layer", "resolution", "R"), ("entropy_per_layer", "entropy", "entropy (nats)")):
@@ -94,7 +94,7 @@ def per_type(types: list[str] | None, results: list[dict]) -> dict:
 def model_document(source: str, analytic: dict, empirical: dict | None, types: list[str] | None) -> dict:
     """The JSON of a model's report: its analytic document, and (where its score hook ran) the
     empirical one and the mean R per layer type (``types``: :func:`layer_types`)."""
-    out = {**header("model", source), "analytic": analytic}
+    out = {**header("model", run=source), "analytic": analytic}
     if empirical is not None:
         out["empirical"] = to_json(empirical)
         out["per_type"] = per_type(types, empirical["results"])
@@ -106,7 +106,7 @@ def model_text(view: dict) -> str:
     differ), the mean per layer type, the mean over layers and the entropy; what could not be measured.
     ``view``: the model form's (:func:`lexkit.instruments.resolution.forms.model`)."""
     analytic, empirical, lengths = view["analytic"], view["empirical"], view["lengths"]
-    lines = [f"attention resolution R of {view['source']} ({view['scheme']}), pattern {analytic['pattern']} "
+    lines = [f"attention resolution R of {view['source']} ({view['label']}), pattern {analytic['pattern']} "
              "(mean over heads; 0 <= R <= 1)"]
     lines += layout_lines(view["describe"])
     groups = list(dict.fromkeys(r["scheme"] for r in analytic["results"]))

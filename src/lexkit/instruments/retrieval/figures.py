@@ -40,5 +40,5 @@ def retrieval(report: dict, path: str | Path) -> None:
     lines.set_xlabel("length (bytes)")
     lines.set_ylabel("exact match (all depths)")
     lines.legend(fontsize="small")
-    fig.suptitle(f"{report.get('target', '')}: {report.get('task', '')} ({report.get('scheme', '')})")
+    fig.suptitle(f"{report.get('target', '')}: {report.get('task', '')} ({report.get('label', '')})")
     save(fig, path)

@@ -39,6 +39,7 @@ from ...device import eval_mode
 from ...rows import ContextRow, RetrievalCell, RetrievalSummary
 from ...stats import Z95, wilson  # noqa: F401 (the interval of every retrieval accuracy; re-exported)
 from ...subject import Subject
+from .. import identity
 
 #: the needle-in-a-haystack depth grid: 0, 10, ..., 100 percent
 DEFAULT_DEPTHS = tuple(float(d) for d in range(0, 101, 10))
@@ -46,7 +47,7 @@ DEFAULT_DEPTHS = tuple(float(d) for d in range(0, 101, 10))
 DEFAULT_MULTIPLES = (1, 2, 4, 8, 16)
 
 #: the report ``lexkit retrieval --json`` writes and its layout's version (:func:`lexkit.version.header`)
-REPORT, REPORT_VERSION = "lexkit.retrieval", 2
+REPORT, REPORT_VERSION = "lexkit.retrieval", 3
 
 
 def unit(subject: Subject) -> str:
@@ -508,19 +509,15 @@ def report(target: str, info: dict, rows: Sequence[RetrievalCell], *, task: str,
            seed: int, haystack: str | None, samples: int, lengths: Sequence[int], depths: Sequence[float],
            format: str | None = None) -> dict:
     """The JSON document of ``lexkit retrieval``: the report's header (:func:`lexkit.version.header`),
-    the subject's (``info``: its scheme, the scheme it trained with when another was given, an hf: model's layout and
-    selectors, log-n, training length), the grid's settings (lengths, depths and patterns as
-    scored, each once; lengths in ``unit``), every cell (:class:`~lexkit.rows.RetrievalCell`) and
-    the summary over depths
-    (:class:`~lexkit.rows.RetrievalSummary`)."""
+    the subject's (``info``: what ran, :func:`lexkit.instruments.identity`; log-n, training length), the
+    grid's settings (lengths, depths and patterns as scored, each once; lengths in ``unit``), every cell
+    (:class:`~lexkit.rows.RetrievalCell`) and the summary over depths (:class:`~lexkit.rows.RetrievalSummary`)."""
     from ...version import header
 
     return {
         **header(REPORT, REPORT_VERSION),
         "target": target,
-        "scheme": info["scheme"],
-        **({"trained_scheme": info["trained_scheme"]} if "trained_scheme" in info else {}),
-        **{key: info[key] for key in ("layout", "selectors") if key in info},  # an hf: model whose layers differ
+        **identity(info),
         "logn": info.get("logn", False),
         "train_len": info["train_len"],
         "task": task,

@@ -9,7 +9,7 @@ from ... import render
 from ...notation import length_label, percent
 from ...render import text_table
 from ...rows import RetrievalCell
-from .. import layout_lines
+from .. import layout_lines, named
 
 
 def text(report: dict) -> str:
@@ -19,8 +19,7 @@ def text(report: dict) -> str:
     lengths, train_len = report["lengths"], report["train_len"]
     rows = report["rows"]
     lines = [
-        f"{report['target']}  scheme {report['scheme']}"
-        + (f" (trained as {report['trained_scheme']})" if report.get("trained_scheme") else "")
+        f"{report['target']}  {named(report)}"
         + f"  train_len {train_len}",
         f"task {report['task']}" + (f", format {report['format']}" if report.get("format") else "")
         + f" ({report['style']} style), {report['samples']} documents per cell, lengths in "

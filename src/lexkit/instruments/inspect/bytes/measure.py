@@ -45,9 +45,10 @@ from ....data import Corpus, Stream, absolute_spec, same_corpus, tokens_of
 from ....model import BOS
 from ....rows import Row
 from ....version import header
+from ... import identity
 
 #: the report of ``lexkit inspect RUN --json`` and its layout's version (lexkit.version.header)
-BYTES_REPORT, REPORT_VERSION = "lexkit.inspect.bytes", 2
+BYTES_REPORT, REPORT_VERSION = "lexkit.inspect.bytes", 3
 #: the seen tokens of highest cosine the summary lists
 COLLAPSED = 10
 #: tokens counted per bincount when a corpus's stream is tallied
@@ -294,6 +295,6 @@ def embedding_run(target, *, data: str | None = None, corpus: Corpus | None = No
                      unseen_by)
     return {
         **header(BYTES_REPORT, REPORT_VERSION), "run": subject.source,
-        "scheme": model.cfg.label, "train_len": subject.train_len, "tied": tied(model), "corpus": described,
+        **identity(subject.describe()), "train_len": subject.train_len, "tied": tied(model), "corpus": described,
         "training": training, "summary": summarize(rows, top, unseen_by), "rows": [r.to_json() for r in rows],
     }

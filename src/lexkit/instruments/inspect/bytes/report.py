@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ....notation import number
 from ....render import text_table
+from ... import named
 from ... import report_csv as csv  # noqa: F401 (the byte table's CSV: a row per token)
 
 
@@ -12,7 +13,7 @@ def text(report: dict, every: bool = False) -> str:
     """Header, what was counted, the summary, then the table of the most collapsed seen bytes (every
     byte with ``every``)."""
     s, training, corpus = report["summary"], report["training"], report["corpus"]
-    lines = [f"{report['run']}  scheme {report['scheme']}  train_len {report['train_len']}  "
+    lines = [f"{report['run']}  {named(report)}  train_len {report['train_len']}  "
              f"head {'tied' if report['tied'] else 'untied'}",
              f"corpus {corpus['spec']}: {corpus['documents']:,} training documents, {corpus['bytes']:,} bytes"
              + (" (differs from the run's)" if corpus.get("differs_from_run") else "")]

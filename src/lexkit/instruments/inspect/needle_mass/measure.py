@@ -40,11 +40,12 @@ from ....device import eval_mode
 from ....layouts import kind_of
 from ....rows import Row
 from ....version import header
+from ... import identity
 from ...resolution.measure import entropy
 from ...retrieval import measure as retrieval
 
 #: the report of ``lexkit inspect TARGET --needle-mass --json`` and its layout's version (lexkit.version.header)
-MASS_REPORT, REPORT_VERSION = "lexkit.inspect.needle_mass", 2
+MASS_REPORT, REPORT_VERSION = "lexkit.inspect.needle_mass", 3
 #: the defaults: depths (percent) and documents per (length, depth)
 DEPTHS = (0.0, 25.0, 50.0, 75.0, 100.0)
 SAMPLES = 4
@@ -318,7 +319,7 @@ def needle_mass_run(target, task: str = "copy", *, lengths: Sequence[int] | None
     info = subject.describe()
     return {
         **header(MASS_REPORT, REPORT_VERSION), "target": subject.source,
-        "scheme": info["scheme"], "train_len": info["train_len"], "task": task,
+        **identity(info), "train_len": info["train_len"], "task": task,
         **({"format": format} if format is not None else {}), "style": kind,
         "unit": retrieval.unit(subject), "size": size, "seed": seed, "haystack": corpus, "samples": samples,
         "depths": [float(d) for d in dict.fromkeys(depths)], "lengths": list(dict.fromkeys(r.length for r in rows)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ....notation import length_label, number, percent
 from ....render import text_table
+from ... import named
 from ... import report_csv as csv  # noqa: F401 (a row per (pattern, length, layer))
 
 
@@ -14,7 +15,7 @@ def text(report: dict) -> str:
     key: on the needle how often, how far from it on average."""
     train_len = report["train_len"]
     documents = f"{report['samples']} document{'' if report['samples'] == 1 else 's'}"
-    lines = [f"{report['target']}  scheme {report['scheme']}  train_len {train_len}",
+    lines = [f"{report['target']}  {named(report)}  train_len {train_len}",
              f"task {report['task']}" + (f", format {report['format']}" if report.get("format") else "")
              + f" ({report['style']} style), {documents} per length and depth at depths "
              + ",".join(f"{d:g}" for d in report["depths"]) + f"; the query that predicts the answer's first "

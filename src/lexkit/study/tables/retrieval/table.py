@@ -396,7 +396,7 @@ class RetrievalTable(Bound):
             measured = measured or {(r.pattern, r.multiple): {k: getattr(r, k) for k in BPB_FIELDS} for r in rows}
             scored[name] = FormatScores([dataclasses.replace(r, **measured.get((r.pattern, r.multiple), {}))
                                          for r in rows], found)
-        return Scores(subject.describe()["scheme"], bool(subject.config["model"].get("logn", False)), patterns, scored)
+        return Scores(subject.describe()["label"], bool(subject.config["model"].get("logn", False)), patterns, scored)
 
     # -- its work, as units of the study (the workers, the dry run) ----------------------------------------
     def units(self) -> list[Unit]:
