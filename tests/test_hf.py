@@ -55,10 +55,10 @@ def saved(tf, tmp_path_factory):
 
 
 # -- parity with transformers ---------------------------------------------------------------------
-FAMILIES = ["llama", "mistral", "qwen2", "gpt_neox", "gpt2", "bloom"]
+MODEL_TYPES = ["llama", "mistral", "qwen2", "gpt_neox", "gpt2", "bloom"]
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", MODEL_TYPES)
 def test_causal_reproduces_transformers_eager(tf, saved, family):
     from lexkit import hf
 

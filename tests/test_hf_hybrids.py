@@ -78,13 +78,13 @@ def test_every_layer_is_read_from_the_config(configs, name):
     type; GPT-OSS: alternating, a sink per head; Llama 4: chunked RoPE layers, every 4th NoPE with
     the temperature; Cohere 2: window RoPE layers, every 4th full NoPE; SmolLM3: no_rope_layers;
     Qwen3: window layers from max_window_layers on."""
-    from lexkit.hf import FAMILIES, layers_of
-    from lexkit.hf.families import layout_text
+    from lexkit.hf import MODEL_TYPES, layers_of
     from lexkit.hf.model import describe_config
+    from lexkit.hf.model_types import layout_text
 
     config = configs[name]
-    layers = layers_of(config, FAMILIES[name])
-    assert describe_config(config, FAMILIES[name], None, layers).layout == {**LAYOUTS, **OTHERS}[name]
+    layers = layers_of(config, MODEL_TYPES[name])
+    assert describe_config(config, MODEL_TYPES[name], None, layers).layout == {**LAYOUTS, **OTHERS}[name]
     if name in LAYOUTS:
         assert layout_text(layers) == LAYOUTS[name]
         assert [layer.type for layer in layers] == list(config.layer_types)
@@ -151,7 +151,7 @@ def test_a_model_whose_pad_token_is_id_0_loads(tf, configs, name):
     """The layout check at load probes with a token that is no special token and whose embedding
     row is not zero: with pad_token_id = 0 the row of id 0 is zero, its query zero at every
     position, so a probe with id 0 read every RoPE layer as unrotated and refused the model."""
-    from lexkit.hf import FAMILIES
+    from lexkit.hf import MODEL_TYPES
     from lexkit.hf.interface import ATTN, register
     from lexkit.hf.model import HFModel
 
@@ -162,7 +162,7 @@ def test_a_model_whose_pad_token_is_id_0_loads(tf, configs, name):
     torch.manual_seed(0)
     model = tf.AutoModelForCausalLM.from_config(config, attn_implementation=ATTN).eval()
     assert not model.get_input_embeddings().weight[0].any()  # the pad row as every such model has it
-    loaded = HFModel(model, None, FAMILIES[name], f"hf:{name}")  # verify_layout runs here
+    loaded = HFModel(model, None, MODEL_TYPES[name], f"hf:{name}")  # verify_layout runs here
     specials = set(SPECIALS.get(name, (0, 0, 1)))
     assert loaded.probe_token() not in specials and model.get_input_embeddings().weight[loaded.probe_token()].any()
 
@@ -178,9 +178,9 @@ def test_a_rule_read_wrong_is_an_error_when_the_model_loads(tf, built, monkeypat
     Gemma 2 read as RoPE on its sliding layers only, or without its soft cap."""
     from lexkit import hf
     from lexkit.errors import LexkitError
-    from lexkit.hf import families
+    from lexkit.hf import model_types
 
-    monkeypatch.setitem(families.FAMILIES, "gemma2", families.Family("rope", True, **family))
+    monkeypatch.setitem(model_types.MODEL_TYPES, "gemma2", model_types.ModelType("rope", True, **family))
     with pytest.raises(LexkitError, match=message):
         hf.load(built("gemma2"))
 
@@ -359,21 +359,21 @@ def test_rope_scaling_reaches_the_layers_that_rotate(tf):
     """Unqualified: every RoPE layer (NoPE layers have none to scale); a selector: the layers it names,
     per layer type where the model keeps one RoPE per type (Gemma 3), all or none where one rotary
     embedding serves every RoPE layer (Llama 4, Cohere 2)."""
-    from lexkit.hf import FAMILIES, parse_rope_scalings
+    from lexkit.hf import MODEL_TYPES, parse_rope_scalings
     from lexkit.hf.loading import apply_rope_scaling
 
     assert parse_rope_scalings("full_attention=linear:8;local=yarn:2") == [
         ("full_attention", {"rope_type": "linear", "factor": 8}), ("local", {"rope_type": "yarn", "factor": 2})]
     configs = hybrid_configs(tf)
     gemma3 = configs["gemma3_text"]
-    apply_rope_scaling(gemma3, parse_rope_scalings("global=linear:8"), FAMILIES["gemma3_text"])
+    apply_rope_scaling(gemma3, parse_rope_scalings("global=linear:8"), MODEL_TYPES["gemma3_text"])
     assert gemma3.rope_parameters == {"full_attention": {"rope_type": "linear", "rope_theta": 1e6, "factor": 8},
                                       "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}
     llama4 = configs["llama4_text"]
-    apply_rope_scaling(llama4, parse_rope_scalings("local=yarn:4"), FAMILIES["llama4_text"])
+    apply_rope_scaling(llama4, parse_rope_scalings("local=yarn:4"), MODEL_TYPES["llama4_text"])
     assert llama4.rope_parameters == {"rope_type": "yarn", "rope_theta": 5e5, "factor": 4}
     with pytest.raises(ValueError, match="the layers global selects have no RoPE"):
-        apply_rope_scaling(llama4, parse_rope_scalings("global=yarn:4"), FAMILIES["llama4_text"])
+        apply_rope_scaling(llama4, parse_rope_scalings("global=yarn:4"), MODEL_TYPES["llama4_text"])
 
 
 # -- the other families end to end (slow) ------------------------------------------------------------------

@@ -6,7 +6,7 @@ directory, or a hub name already in the local cache; nothing is downloaded) whos
 through lexkit, called like lexkit's own :class:`~lexkit.model.GPT`; ``lexkit.load("hf:PATH")``
 (:mod:`lexkit.subject`) wraps it for the instruments. One module per job:
 
-* :mod:`~lexkit.hf.families`: the model types lexkit runs and what each of their layers is (its
+* :mod:`~lexkit.hf.model_types`: the model types lexkit runs and what each of their layers is (its
   layer type, RoPE or not, its own mask as a lexkit pattern, sinks, soft-capping, temperature);
 * :mod:`~lexkit.hf.interface`: the attention and mask functions registered with transformers;
 * :mod:`~lexkit.hf.model`: :class:`HFModel`, the wrapper (patterns per layer, text as tokens);
@@ -21,12 +21,12 @@ layers with a query temperature), Cohere 2 (window RoPE layers, full NoPE layers
 (``no_rope_layers``). docs/pretrained.md has the table.
 """
 
-from .families import FAMILIES, Family, layers_of
 from .interface import ATTN, EXTRA, attention, mask, own_mask, register, require
 from .loading import load, parse_rope_scaling, parse_rope_scalings
 from .model import HFConfig, HFModel
+from .model_types import MODEL_TYPES, ModelType, layers_of
 
 __all__ = [
-    "ATTN", "EXTRA", "FAMILIES", "Family", "HFConfig", "HFModel", "attention", "layers_of", "load",
+    "ATTN", "EXTRA", "MODEL_TYPES", "ModelType", "HFConfig", "HFModel", "attention", "layers_of", "load",
     "mask", "own_mask", "parse_rope_scaling", "parse_rope_scalings", "register", "require",
 ]

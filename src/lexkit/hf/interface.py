@@ -39,7 +39,7 @@ from ..attention.kernels import ScoreHook
 from ..attention.modifiers import Scoring, Sink, SoftCap
 from ..attention.patterns import Chunk, Window
 from ..errors import LexkitError
-from .families import FAMILIES
+from .model_types import MODEL_TYPES
 
 ATTN = "lexkit"  # the name registered with transformers' attention and mask interfaces
 EXTRA = "pip install 'lexkit[hf]'"
@@ -138,7 +138,7 @@ def mask(batch_size, q_length=None, kv_length=None, q_offset=0, kv_offset=0, mas
          attention_mask=None, local_size=None, config=None, dtype=torch.float32, device="cpu",
          cache_position=None, **kwargs):
     """The mask interface function (see the module docstring): the layer type's own mask as a
-    Pattern for interface families, the call's pattern as a dense additive mask otherwise."""
+    Pattern for interface model types, the call's pattern as a dense additive mask otherwise."""
     if q_length is None:  # transformers 4.x passes the query positions instead (written from its source)
         q_length, q_offset, device = cache_position.shape[0], int(cache_position[0]), cache_position.device
     if q_length != kv_length or q_offset or kv_offset:
@@ -148,8 +148,8 @@ def mask(batch_size, q_length=None, kv_length=None, q_offset=0, kv_offset=0, mas
     call = current()
     call.seen.add("mask")
     own = own_mask(mask_function, local_size)
-    family = FAMILIES.get(getattr(config, "model_type", None))
-    if family is None or family.interface:
+    mtype = MODEL_TYPES.get(getattr(config, "model_type", None))
+    if mtype is None or mtype.interface:
         return own
     idx = torch.arange(q_length, device=device)
     visible = call.layer_pattern(0, own).visible(idx[:, None], idx[None, :])  # [n, n]

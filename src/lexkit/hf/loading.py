@@ -13,9 +13,9 @@ from safetensors import SafetensorError
 
 from ..errors import LexkitError
 from ..layouts import select, split_overrides
-from .families import Family, layers_of, per_type_rope, require_family
 from .interface import ATTN, register, require
 from .model import HFModel
+from .model_types import ModelType, layers_of, per_type_rope, require_model_type
 
 
 def parse_rope_scaling(text: str | dict | None) -> dict | None:
@@ -68,16 +68,16 @@ def _checked(config, scaling: dict) -> dict:
     return {k: v for k, v in scaling.items() if k != "type"} | {"rope_type": rope_type}
 
 
-def apply_rope_scaling(config, scalings: list[tuple[str | None, dict]], family: Family) -> None:
+def apply_rope_scaling(config, scalings: list[tuple[str | None, dict]], mtype: ModelType) -> None:
     """Merge each scaling into the RoPE parameters of the layers it selects, before the model is
     built (so transformers' own scaling runs). Only layers with RoPE are scaled; a selector that
     names none is an error, and so is one that splits what the model shares: one rotary
     embedding for all its RoPE layers, or (Gemma 3) one per layer type."""
     if not scalings:
         return
-    if family.positions != "rope":
-        raise ValueError(f"{config.model_type} has {family.positions} positions, not RoPE: rope scaling does not apply")
-    layers = layers_of(config, family)
+    if mtype.positions != "rope":
+        raise ValueError(f"{config.model_type} has {mtype.positions} positions, not RoPE: rope scaling does not apply")
+    layers = layers_of(config, mtype)
     rope = [i for i, layer in enumerate(layers) if layer.scheme.startswith("rope")]
     for selector, scaling in scalings:
         scaling = _checked(config, scaling)
@@ -143,10 +143,10 @@ def load(
         raise LexkitError(f"cannot load a model config from {name!r} (a save_pretrained directory, or a hub name "
                           f"in the local cache): {str(exc).splitlines()[0]}") from exc
     try:
-        family = require_family(config)
+        mtype = require_model_type(config)
     except LexkitError as exc:
         raise LexkitError(f"{name}: {exc}") from None
-    apply_rope_scaling(config, parse_rope_scalings(rope_scaling), family)
+    apply_rope_scaling(config, parse_rope_scalings(rope_scaling), mtype)
     try:
         model = tf.AutoModelForCausalLM.from_pretrained(
             name, config=config, attn_implementation=ATTN, local_files_only=True)
@@ -158,4 +158,4 @@ def load(
     except (OSError, ValueError, TypeError):
         tokenizer = None  # logits still work; text needs one (HFModel.encode says so)
     model = model.to(device=device, dtype=dtype).eval()
-    return HFModel(model, tokenizer, family, source if source.startswith("hf:") else f"hf:{source}", train_len)
+    return HFModel(model, tokenizer, mtype, source if source.startswith("hf:") else f"hf:{source}", train_len)

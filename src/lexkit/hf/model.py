@@ -26,8 +26,8 @@ from ..device import device_of
 from ..errors import LexkitError
 from ..layouts import Layer, LayerPlan
 from ..specs import spec_number
-from .families import Family, layers_of, layout_text, per_type_rope, rope_parameters
 from .interface import CALL, Call
+from .model_types import ModelType, layers_of, layout_text, per_type_rope, rope_parameters
 
 
 @dataclasses.dataclass
@@ -65,7 +65,7 @@ class HFConfig:
         return text
 
 
-def describe_config(config, family: Family, train_len: int | None, layers: Sequence[Layer]) -> HFConfig:
+def describe_config(config, mtype: ModelType, train_len: int | None, layers: Sequence[Layer]) -> HFConfig:
     heads = config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
     rope = None
@@ -87,8 +87,8 @@ def describe_config(config, family: Family, train_len: int | None, layers: Seque
     return HFConfig(
         model_type=config.model_type, n_layers=config.num_hidden_layers, n_heads=heads,
         n_kv_heads=getattr(config, "num_key_value_heads", None) or heads, head_dim=head_dim,
-        train_len=train_len, positions=family.positions, rope=rope,
-        max_positions=getattr(config, "n_positions", None) if family.positions == "learned" else None,
+        train_len=train_len, positions=mtype.positions, rope=rope,
+        max_positions=getattr(config, "n_positions", None) if mtype.positions == "learned" else None,
         vocab_size=getattr(config, "vocab_size", None),
         layout=None if plain else layout_text(list(layers)), layer_types=[layer.type for layer in layers],
     )
@@ -97,14 +97,15 @@ def describe_config(config, family: Family, train_len: int | None, layers: Seque
 class HFModel(nn.Module):
     """A transformers causal LM run through lexkit's attention (see the module docstring)."""
 
-    def __init__(self, model: nn.Module, tokenizer, family: Family, source: str, train_len: int | None = None) -> None:
+    def __init__(self, model: nn.Module, tokenizer, mtype: ModelType, source: str,
+                 train_len: int | None = None) -> None:
         super().__init__()
         self.hf = model
         self.tokenizer = tokenizer
-        self.family = family
+        self.mtype = mtype
         self.source = source
-        layers = layers_of(model.config, family)  # read once, then pinned at the length the config gives
-        self.cfg = describe_config(model.config, family, train_len, layers)
+        layers = layers_of(model.config, mtype)  # read once, then pinned at the length the config gives
+        self.cfg = describe_config(model.config, mtype, train_len, layers)
         self.plan = LayerPlan(layers, train_len=self.cfg.train_len)  # W of an evaluation pattern: its length
         self.layers = self.plan.layers
         self._own = self.plan.own  # each layer's own mask
@@ -119,9 +120,9 @@ class HFModel(nn.Module):
         ``SELECTOR=PATTERN`` (a layer type, ``local``, ``global``, ``L3``, ``L0-2``) replacing the
         selected layers'. W defaults to the training length. ``sinks:...,pos=cache`` is refused:
         transformers rotates q and k before lexkit sees them, so sinks keep their text positions; so
-        is a pattern per layer on a family whose attention is its own (Bloom: one mask for all)."""
+        is a pattern per layer on a mtype whose attention is its own (Bloom: one mask for all)."""
         pattern = self.plan.resolve(spec)
-        if isinstance(pattern, Layered) and not self.family.interface:
+        if isinstance(pattern, Layered) and not self.mtype.interface:
             raise ValueError(f"{self.cfg.model_type} computes attention in its own module: lexkit's patterns reach it "
                              f"as one mask for every layer, so a pattern per layer ({pattern.spec}) cannot")
         if pattern.cache_positions:
@@ -142,7 +143,7 @@ class HFModel(nn.Module):
         otherwise). The token is :meth:`probe_token` (a zero embedding row would give a zero query,
         unrotated by any RoPE). A LexkitError names the first layer lexkit read wrong (a rule of
         this model type it does not know)."""
-        if not self.family.interface:
+        if not self.mtype.interface:
             return
         device = device_of(self)
         token = torch.full((1, 1), self.probe_token(), dtype=torch.int64, device=device)
@@ -239,7 +240,7 @@ class HFModel(nn.Module):
         return None
 
     def check(self, n: int, offset: int = 0, kernel: str = "auto", hooked: bool = False) -> None:
-        """ValueError when this family cannot run the request (evaluation reports it per cell)."""
+        """ValueError when this mtype cannot run the request (evaluation reports it per cell)."""
         name = self.cfg.model_type  # (a kernel name is checked where it runs: lexkit's Attention)
         top = self.cfg.max_positions
         if top is not None and offset + n > top:
@@ -250,7 +251,7 @@ class HFModel(nn.Module):
         refused = next((m for layer in self.layers for m in layer.modifiers if m.flex_refusal), None)
         if kernel == "flex" and refused is not None:
             raise ValueError(f"{name} has {refused.spec} on its layers: {refused.flex_refusal}")
-        if not self.family.interface:
+        if not self.mtype.interface:
             if kernel not in ("auto", "dense"):
                 raise ValueError(f"{name} computes attention in its own module ({self.cfg.positions} added there): "
                                  "lexkit patterns reach it as a dense mask, so kernel must be auto or dense, "
@@ -260,7 +261,7 @@ class HFModel(nn.Module):
 
     def hook_refusal(self) -> str | None:
         """Why lexkit's score hook (the empirical resolution) cannot observe this model, or None."""
-        if self.family.interface:
+        if self.mtype.interface:
             return None
         return (f"{self.cfg.model_type} does not run attention through lexkit's kernels, so the score hook "
                 "(empirical resolution) is unavailable; the analytic resolution is")
@@ -284,10 +285,10 @@ class HFModel(nn.Module):
 
     def _run(self, tokens: Tensor, call: Call, offset: int = 0):
         """transformers' forward pass with ``call`` current; a model that never reached lexkit's
-        mask (and, for interface families, attention) function is an error, never a silent run."""
+        mask (and, for interface model types, attention) function is an error, never a silent run."""
         b, n = tokens.shape
         extra = {}
-        if self.family.positions != "alibi":
+        if self.mtype.positions != "alibi":
             extra["position_ids"] = torch.arange(offset, offset + n, device=tokens.device)[None].expand(b, n)
         self.reset_positions()  # dynamic RoPE: at this call's length, whatever ran before
         token = CALL.set(call)
@@ -295,7 +296,7 @@ class HFModel(nn.Module):
             out = self.hf(input_ids=tokens, use_cache=False, **extra)
         finally:
             CALL.reset(token)
-        needed = {"mask", "attention"} if self.family.interface else {"mask"}
+        needed = {"mask", "attention"} if self.mtype.interface else {"mask"}
         if not needed <= call.seen:  # never silently drop the pattern
             raise ValueError(f"this transformers version's {self.cfg.model_type} did not call lexkit's "
                              f"{' and '.join(sorted(needed - call.seen))} function: lexkit cannot run it")

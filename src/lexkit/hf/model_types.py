@@ -1,6 +1,6 @@
 """Which transformers model types lexkit runs, and what every layer of one is.
 
-A :class:`Family` says how a model type holds positions and which per-layer rules it has; from a
+A :class:`ModelType` says how a model type holds positions and which per-layer rules it has; from a
 config, :func:`layers_of` reads each layer into a :class:`lexkit.layouts.Layer` of a layer plan, as a
 byte run's layout holds them (docs/layouts.md): its transformers layer type, its position scheme,
 its own mask as a lexkit pattern, and what the model adds around attention as lexkit's modifiers
@@ -15,7 +15,7 @@ The per-layer rules, from transformers 5.24's modelling code:
   W = ``sliding_window``: W keys including the query, as lexkit's window), ``chunked_attention``
   (``chunk:C``, C = ``attention_chunk_size``). Without ``layer_types`` every layer is full, or
   sliding when the config has a ``sliding_window`` (Mistral).
-* RoPE on every layer, except where the family says (``rope_layers``): Llama 4 and SmolLM3 rotate
+* RoPE on every layer, except where its model type says (``rope_layers``): Llama 4 and SmolLM3 rotate
   the layers whose ``no_rope_layers[i]`` is 1 (the name reads backwards), Cohere 2 its sliding
   layers only (EXAONE 4 too when it has a window). Gemma 3 and OLMo 3 have RoPE parameters per
   layer type (``rope_parameters[layer_type]``).
@@ -40,7 +40,7 @@ from ..specs import spec_number
 
 
 @dataclasses.dataclass(frozen=True)
-class Family:
+class ModelType:
     """How one transformers model type holds positions and runs attention."""
 
     positions: str  # "rope", "learned" or "alibi"
@@ -53,33 +53,33 @@ class Family:
     softcap: bool = False  # attention logit soft-capping from attn_logit_softcapping (Gemma)
 
 
-FAMILIES = {
-    "llama": Family("rope", True),
-    "mistral": Family("rope", True),
-    "qwen2": Family("rope", True),
-    "gpt_neox": Family("rope", True),
-    "gpt2": Family("learned", True),
-    "bloom": Family("alibi", False),
-    "gemma2": Family("rope", True, softcap=True),
-    "gemma3_text": Family("rope", True, softcap=True),
-    "gpt_oss": Family("rope", True, sinks=True),
-    "llama4_text": Family("rope", True, rope_layers="no_rope_layers", temperature=True),
-    "cohere2": Family("rope", True, rope_layers="sliding"),
-    "smollm3": Family("rope", True, rope_layers="no_rope_layers"),
-    "qwen3": Family("rope", True),
+MODEL_TYPES = {
+    "llama": ModelType("rope", True),
+    "mistral": ModelType("rope", True),
+    "qwen2": ModelType("rope", True),
+    "gpt_neox": ModelType("rope", True),
+    "gpt2": ModelType("learned", True),
+    "bloom": ModelType("alibi", False),
+    "gemma2": ModelType("rope", True, softcap=True),
+    "gemma3_text": ModelType("rope", True, softcap=True),
+    "gpt_oss": ModelType("rope", True, sinks=True),
+    "llama4_text": ModelType("rope", True, rope_layers="no_rope_layers", temperature=True),
+    "cohere2": ModelType("rope", True, rope_layers="sliding"),
+    "smollm3": ModelType("rope", True, rope_layers="no_rope_layers"),
+    "qwen3": ModelType("rope", True),
     # the same per-layer rules in other model types whose attention goes through the interface
-    "mixtral": Family("rope", True),
-    "phi3": Family("rope", True),
-    "starcoder2": Family("rope", True),
-    "qwen2_moe": Family("rope", True),
-    "qwen3_moe": Family("rope", True),
-    "olmo3": Family("rope", True),
-    "exaone4": Family("rope", True, rope_layers="sliding_or_all"),
-    "vaultgemma": Family("rope", True, softcap=True),
-    "gemma": Family("rope", True),
-    "olmo2": Family("rope", True),
-    "granite": Family("rope", True),
-    "cohere": Family("rope", True),
+    "mixtral": ModelType("rope", True),
+    "phi3": ModelType("rope", True),
+    "starcoder2": ModelType("rope", True),
+    "qwen2_moe": ModelType("rope", True),
+    "qwen3_moe": ModelType("rope", True),
+    "olmo3": ModelType("rope", True),
+    "exaone4": ModelType("rope", True, rope_layers="sliding_or_all"),
+    "vaultgemma": ModelType("rope", True, softcap=True),
+    "gemma": ModelType("rope", True),
+    "olmo2": ModelType("rope", True),
+    "granite": ModelType("rope", True),
+    "cohere": ModelType("rope", True),
 }
 
 #: transformers' layer type -> the config field that sizes its mask (None: causal)
@@ -87,12 +87,12 @@ MASKS = {"full_attention": None, "sliding_attention": "sliding_window", "chunked
 PATTERN_OF = {"sliding_attention": "window", "chunked_attention": "chunk"}
 
 
-def require_family(config) -> Family:
-    """The :class:`Family` of ``config``'s model type, or a LexkitError naming the supported ones."""
-    family = FAMILIES.get(config.model_type)
-    if family is None:
-        raise LexkitError(f"model type {config.model_type!r} is not supported; supported: {', '.join(FAMILIES)}")
-    return family
+def require_model_type(config) -> ModelType:
+    """The :class:`ModelType` of ``config``'s model type, or a LexkitError naming the supported ones."""
+    mtype = MODEL_TYPES.get(config.model_type)
+    if mtype is None:
+        raise LexkitError(f"model type {config.model_type!r} is not supported; supported: {', '.join(MODEL_TYPES)}")
+    return mtype
 
 
 def layer_types(config) -> list[str]:
@@ -121,13 +121,13 @@ def own_pattern(config, layer_type: str) -> str:
     return f"{PATTERN_OF[layer_type]}:{int(size)}"
 
 
-def uses_rope(config, family: Family, types: list[str]) -> list[bool]:
+def uses_rope(config, mtype: ModelType, types: list[str]) -> list[bool]:
     """Which layers the model rotates (see the module docstring)."""
-    if family.positions != "rope":
+    if mtype.positions != "rope":
         return [False] * len(types)
-    if family.rope_layers == "no_rope_layers":
+    if mtype.rope_layers == "no_rope_layers":
         return [bool(flag) for flag in config.no_rope_layers[: len(types)]]
-    if family.rope_layers == "sliding" or (family.rope_layers == "sliding_or_all" and config.sliding_window):
+    if mtype.rope_layers == "sliding" or (mtype.rope_layers == "sliding_or_all" and config.sliding_window):
         return [t == "sliding_attention" for t in types]
     return [True] * len(types)
 
@@ -158,22 +158,22 @@ def rope_scheme(params: dict) -> str:
     return out
 
 
-def layers_of(config, family: Family) -> list[Layer]:
+def layers_of(config, mtype: ModelType) -> list[Layer]:
     """Every layer of a model with this config (see the module docstring), as layer-plan layers."""
     types = layer_types(config)
-    rope = uses_rope(config, family, types)
-    tuning = family.temperature and getattr(config, "attn_temperature_tuning", False)
-    softcap = getattr(config, "attn_logit_softcapping", None) if family.softcap else None
+    rope = uses_rope(config, mtype, types)
+    tuning = mtype.temperature and getattr(config, "attn_temperature_tuning", False)
+    softcap = getattr(config, "attn_logit_softcapping", None) if mtype.softcap else None
     out = []
     for layer_type, rotated in zip(types, rope):
         if rotated:
             scheme = rope_scheme(rope_parameters(config, layer_type))
         else:
-            scheme = {"rope": "none", "learned": "learned", "alibi": "alibi"}[family.positions]
+            scheme = {"rope": "none", "learned": "learned", "alibi": "alibi"}[mtype.positions]
         modifiers: list[mods.Modifier] = []
         if tuning and not rotated:
             modifiers.append(mods.Llama4(beta=float(config.attn_scale), floor=int(config.floor_scale)))
-        if family.sinks:
+        if mtype.sinks:
             modifiers.append(mods.Sink())
         if softcap is not None:
             modifiers.append(mods.SoftCap(C=float(softcap)))
