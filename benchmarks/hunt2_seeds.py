@@ -1,0 +1,142 @@
+"""The hunt, round 2 (docs/hunt.md): every arm on its three seeds, from sweep documents and the per-seed figures
+recorded where a seed's runs did not survive (benchmarks/hunt2/recorded.json), read both ways the round reads them:
+
+* pooled over the seeds as independent documents, with the 95 % Wilson interval (the rule pre-registered for B11);
+* over seeds, as table G's interval is (lexkit.study.tables.retrieval.queries: the Student t interval of the
+  seeds' means, widened to hold the pooled Wilson one), which is the one that speaks for the arm.
+
+Each part (a copy format or a task, exact match at 16x) of each arm is compared with B0's: ``above`` / ``below``
+when the arm's interval lies wholly on one side of B0's, else ``level``. bpb: each seed's paired 16x / 1x ratio,
+their mean and t interval over the seeds.
+
+    python benchmarks/hunt2_seeds.py --recorded benchmarks/hunt2/recorded.json hunt2-rest/sweep.json [more.json]
+    python benchmarks/hunt2_seeds.py ... --markdown      # the table docs/hunt.md holds
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections import defaultdict
+
+from lexkit.stats import mean_interval, wilson
+
+FAR = 16
+BASE = "B0 A3 again"
+
+
+def from_sweep(doc: dict, figures: dict, near: dict) -> int:
+    """Add a sweep document's per-seed exact match at 16x (``figures[arm][seed][part]``, in %) and bpb ratio
+    (``bpb_ratio_16x``), and at 1x (``near``, likewise); returns the documents per seed and cell (needles per
+    depth x depths)."""
+    def add(label: str, seed: int, part: str, row: dict) -> None:
+        if row["multiple"] in (1, FAR):
+            into = (figures if row["multiple"] == FAR else near)[label].setdefault(seed, {})
+            into[part] = 100 * row["accuracy"]
+            if "ratio" in row and part == "tilde":
+                into["bpb_ratio_16x"] = row["ratio"]
+
+    for c in doc["retrieval"]["configs"]:
+        for row in c["rows"]:
+            add(c["label"], c["seed"], c.get("format") or "tilde", row)
+    for task, configs in doc["tasks"].items():
+        for c in configs:
+            for row in c["rows"]:
+                add(c["label"], c["seed"], task, row)
+    return doc["config"]["samples"] * len(doc["retrieval"]["depths"])
+
+
+def reading(per_seed: list[float], documents: int) -> dict:
+    """Per-seed exact match (%) read pooled (Wilson over every document) and over seeds (table G's)."""
+    right = round(sum(per_seed) / 100 * documents)
+    n = documents * len(per_seed)
+    low, high = wilson(right, n)
+    out = {"per_seed": per_seed, "pooled": 100 * right / n, "pooled_interval": (100 * low, 100 * high)}
+    t = mean_interval([p / 100 for p in per_seed])
+    if t is not None:
+        out["over_seeds"] = (100 * max(0.0, min(t[0], low)), 100 * min(1.0, max(t[1], high)))
+    return out
+
+
+def order(arm: str) -> tuple:
+    """B0 first, then by the number in the arm's first word (B2 before B10)."""
+    return arm != BASE, [int(d) for d in re.findall(r"\d+", arm.split()[0])], arm
+
+
+def side(arm: tuple[float, float], base: tuple[float, float]) -> str:
+    return "above" if arm[0] > base[1] else "below" if arm[1] < base[0] else "level"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("sweeps", nargs="*", help="sweep.json documents")
+    parser.add_argument("--recorded", help="per-seed figures of runs that did not survive (benchmarks/hunt2/)")
+    parser.add_argument("--markdown", action="store_true", help="print docs/hunt.md's table")
+    parser.add_argument("--near", action="store_true", help="the sweeps' seeds at 1x -> 16x, pooled (the recorded "
+                        "figures have 16x only)")
+    args = parser.parse_args()
+    figures: dict[str, dict[int, dict]] = defaultdict(dict)
+    near: dict[str, dict[int, dict]] = defaultdict(dict)
+    documents, parts = set(), []
+    if args.recorded:
+        recorded = json.loads(open(args.recorded).read())
+        documents.add(recorded["documents"])
+        parts = list(recorded["parts"])
+        for arm, seeds in recorded["arms"].items():
+            for seed, values in seeds.items():
+                figures[arm].setdefault(int(seed), {}).update(values)
+    for path in args.sweeps:
+        doc = json.loads(open(path).read())
+        documents.add(from_sweep(doc, figures, near))
+        parts += [p for p in (*doc["retrieval"]["formats"], *doc["retrieval"]["held_out"], *doc["tasks"])
+                  if p not in parts]
+    if len(documents) != 1:
+        raise SystemExit(f"error: the documents per seed differ between the sources ({sorted(documents)})")
+    (n,) = documents
+    if args.near:
+        print("| arm | seeds | " + " | ".join(p.replace(":direction=backward", " backward") for p in parts) + " |")
+        print("| --- " * (len(parts) + 2) + "|")
+        for arm in sorted(near, key=order):
+            seeds = sorted(near[arm])
+            cells = [" -> ".join(f"{sum(d[arm][s][p] for s in seeds) / len(seeds):.0f}" for d in (near, figures))
+                     if all(p in near[arm][s] and p in figures[arm][s] for s in seeds) else "-" for p in parts]
+            print(f"| {arm} | {', '.join(map(str, seeds))} | " + " | ".join(cells) + " |")
+        return
+    read = {arm: {p: reading([seeds[s][p] for s in sorted(seeds)], n) for p in parts
+                  if all(p in seeds[s] for s in seeds)} for arm, seeds in figures.items()}
+    base = read.get(BASE, {})
+    if args.markdown:
+        print("| arm | seeds | bpb 16x / 1x per seed: mean [95 % over seeds] | "
+              + " | ".join(f"{p.replace(':direction=backward', ' backward')} 16x" for p in parts) + " |")
+        print("| --- " * (len(parts) + 3) + "|")
+    for arm in sorted(figures, key=order):
+        seeds = figures[arm]
+        ratios = [seeds[s]["bpb_ratio_16x"] for s in sorted(seeds) if "bpb_ratio_16x" in seeds[s]]
+        t = mean_interval(ratios)
+        bpb = (", ".join(f"{r:.3f}" for r in ratios) + f": {sum(ratios) / len(ratios):.3f}"
+               + (f" [{t[0]:.3f}-{t[1]:.3f}]" if t else ""))
+        cells = []
+        for p in parts:
+            r = read[arm].get(p)
+            if r is None:
+                cells.append("-")
+                continue
+            over = r.get("over_seeds")
+            text = ("/".join(f"{v:.0f}" for v in r["per_seed"]) + f": {r['pooled']:.0f}"
+                    + (f" [{over[0]:.0f}-{over[1]:.0f}]" if over else ""))
+            if arm != BASE and over and p in base and "over_seeds" in base[p]:
+                verdict = side(over, base[p]["over_seeds"])
+                pooled = side(r["pooled_interval"], base[p]["pooled_interval"])
+                text += "" if verdict == pooled == "level" else f" ({verdict} over seeds, {pooled} pooled)"
+            cells.append(text)
+        if args.markdown:
+            print(f"| {arm} | {len(seeds)} | {bpb} | " + " | ".join(cells) + " |")
+        else:
+            print(f"{arm}\n  seeds {sorted(seeds)}  bpb 16x / 1x {bpb}")
+            for p, text in zip(parts, cells):
+                print(f"  {p:28s} {text}")
+
+
+if __name__ == "__main__":
+    main()
