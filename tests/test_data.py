@@ -10,6 +10,7 @@ import torch
 from lexkit import data
 from lexkit.errors import DataError
 from lexkit.model import BOS
+from toy_corpus import DOCS
 
 
 def test_encode_is_bos_then_bytes():
@@ -122,3 +123,15 @@ def test_stream_batches_depend_on_seed_and_step_only():
     x, y = stream.fixed_windows(3, 16)
     flat = stream.tokens.to(torch.int64)
     assert torch.equal(x.flatten(), flat[:48]) and torch.equal(y.flatten(), flat[1:49])
+
+
+def test_non_utf8_file_names_in_data(tmp_path):
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    for i, doc in enumerate(DOCS[:5]):
+        (folder / f"doc{i}.py").write_bytes(doc)
+    name = os.fsdecode(b"caf\xe9.py")  # latin-1 bytes: not UTF-8
+    (folder / name).write_bytes(DOCS[5])
+    corpus = data.load_corpus(str(folder))
+    assert corpus.fingerprint["files"] == 6
+    assert data.load_corpus(str(folder)).fingerprint == corpus.fingerprint  # stable

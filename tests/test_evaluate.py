@@ -31,6 +31,7 @@ from lexkit.evaluate import (
     position_buckets,
     windows,
 )
+from toy_corpus import STUDY_DOCS
 
 BOS = lexkit.BOS
 LOG2_257 = math.log2(257)
@@ -438,3 +439,21 @@ def test_rows_are_typed_and_their_json_is_the_reports():
     assert "tokens" not in rows[0].to_json() and "unavailable" not in rows[0].to_json()
     assert PositionRow.from_json(report["by_position"][0]).from_ == 0
     assert EvalRow(8, "causal", 8, False, 1.0, 2.0, tokens=5, bytes=9).to_json()["tokens"] == 5
+
+
+@pytest.mark.parametrize("trained, asked, words", [
+    ("rope", "t5", "it needs parameters the weights do not have (scheme.table)"),
+    ("t5", "alibi", "the weights have parameters it does not use (scheme.table)"),
+])
+def test_eval_under_another_scheme_blames_the_scheme_not_the_file(tmp_path, capsys, trained, asked, words):
+    """A run's weights that do not fit the --scheme asked for: the message names the flag and the
+    scheme's parameters, never "model.safetensors does not match config.json" (the file is fine)."""
+    from cli_checks import one_error_line, save_run
+
+    run = save_run(tmp_path, tiny_gpt(trained, n_layers=1, d_model=16, train_len=8, seed=None))
+    data = tmp_path / "doc.txt"
+    data.write_bytes(STUDY_DOCS[0])
+    assert main(["eval", str(run), "--scheme", asked, "--lengths", "8", "--data", str(data), "--no-progress"]) == 2
+    line = one_error_line(capsys)
+    assert f"--scheme {asked} does not fit the weights of {run}" in line and words in line, line
+    assert "does not match config.json" not in line

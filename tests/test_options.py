@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 
 import pytest
 
 from lexkit import options
+from lexkit.cli import main
 
 
 @dataclasses.dataclass
@@ -62,3 +64,19 @@ def test_lexkit_train_takes_its_run_settings_from_one_declaration():
     assert overrides["curriculum"] == 0.25 and overrides["seed"] is None and overrides["steps"] is None
     assert set(overrides) == {f.name for f in dataclasses.fields(train.RunSettings)} | set(
         __import__("lexkit").presets.FLAGS)
+
+
+def test_help_shows_the_preset_defaults_and_presets_lists_them(capsys):
+    from lexkit import presets
+
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    small = presets.PRESETS["small"]
+    for flag, key in (("--steps", "steps"), ("--train-len", "train_len"), ("--batch", "batch")):
+        assert re.search(rf"{flag} [A-Z_]+ [^()]*\(default: the preset's, {small[key]} in small\)", text), flag
+    assert "default: None" not in text
+    assert main(["presets"]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()}
+    assert rows["setting"][2:] == list(presets.PRESETS)
+    assert rows["steps"][2:] == [str(p["steps"]) for p in presets.PRESETS.values()]

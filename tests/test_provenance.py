@@ -61,3 +61,15 @@ def test_flops_per_token_is_nanogpts_estimate():
     # nanoGPT's estimate_mfu: 6N + 12·L·H·Q·T with H·Q = d
     n, layers, d, t = 124_000_000, 12, 768, 1024
     assert provenance.flops_per_token(n, layers, d, t) == 6 * n + 12 * layers * d * t
+
+
+def test_mfu_peaks_by_device_name():
+    """The dense BF16 peaks of the table (datasheet figures with sparsity halved); an NVL board
+    is not read as its SXM namesake, and a device or dtype not in the table has no MFU."""
+    from lexkit.provenance import mfu, peak_flops
+
+    assert peak_flops("NVIDIA H200", "bfloat16") == 989.4e12 and peak_flops("NVIDIA H100 PCIe", "float16") == 756e12
+    assert peak_flops("NVIDIA A100-SXM4-80GB", "bfloat16") == 312e12
+    assert peak_flops("NVIDIA H200 NVL", "bfloat16") is None and peak_flops("NVIDIA H100 NVL", "bfloat16") is None
+    assert peak_flops("NVIDIA H200", "float32") is None and mfu(1e12, "Intel Xeon", "float32") is None
+    assert mfu(494.7e12, "NVIDIA H200", "bfloat16") == pytest.approx(0.5)

@@ -5,6 +5,7 @@ refusals that name the file, metrics read past a cut-short line, config sections
 import hashlib
 import json
 import os
+import warnings
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,14 @@ import torch
 from cli_checks import one_error_line, snapshot
 from lexkit import runs
 from lexkit.cli import main
+from lexkit.data import Corpus
 from lexkit.errors import RunError
+from lexkit.evaluate import evaluate_run
+from lexkit.settings import configs
+from lexkit.train import train
 from lock_holder import Holder
-from toy_corpus import TINY
+from stop import stop_at
+from toy_corpus import STUDY_DOCS
 
 
 def test_content_hash_covers_name_dtype_shape_and_bytes():
@@ -112,10 +118,10 @@ def test_partial_last_metrics_line_does_not_block_resume(run, capsys):
 
 @pytest.mark.parametrize("mask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
 def test_file_modes_follow_the_umask(trained, tmp_path, mask, mode):
+    model_cfg, train_cfg = configs("tiny", "rope", steps=6, save_every=6, eval_every=6, data=str(trained / "data"))
     old = os.umask(mask)
     try:
-        argv = ["train", "--scheme", "rope", "--out", str(tmp_path / "m"), "--data", str(trained / "data"), *TINY]
-        assert main([*argv, "--steps", "6"]) == 0
+        train(tmp_path / "m", model_cfg, train_cfg, threads=1, progress=False)
     finally:
         os.umask(old)
     modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "m").iterdir()}
@@ -175,8 +181,7 @@ def test_corrupt_and_truncated_weights_are_clear_errors(run, tmp_path):
         runs.load(tmp_path)
 
 
-def test_a_run_records_every_parameter_and_a_changed_default_does_not_change_it(trained, tmp_path, monkeypatch,
-                                                                                 capsys):
+def test_a_run_records_every_parameter_and_a_changed_default_does_not_change_it(trained, monkeypatch):
     """config.json keeps every layer's resolved spec (defaults included); after a registered default
     changes, the run still scores as it trained (one warning naming both), and the study keys its
     cache on the resolved spec, so it trains again instead of serving the old run's numbers."""
@@ -187,15 +192,15 @@ def test_a_run_records_every_parameter_and_a_changed_default_does_not_change_it(
     run = trained / "rope"
     config = json.loads((run / "config.json").read_text())
     assert config["resolved"] == "(rope:base=10000.0,scaling=none@causal)x2"
-    argv = ["eval", str(run), "--lengths", "32", "--pattern", "causal", "--json"]
-    assert main([*argv, str(tmp_path / "before.json")]) == 0
+    before = evaluate_run(run, lengths=[32], patterns=["causal"])["results"][0]["bpb"]
     key_before = ModelConfig(**config["model"]).identity()
     monkeypatch.setitem(RoPE.params, "base", Param(float, 500.0, "a changed default", lambda x: x > 0, "> 0"))
-    capsys.readouterr()
-    assert main([*argv, str(tmp_path / "after.json")]) == 0
-    warning = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        after = evaluate_run(run, lengths=[32], patterns=["causal"])["results"][0]["bpb"]
+    warning = [str(w.message) for w in caught]
     assert len(warning) == 1 and "rope:base=10000.0" in warning[0] and "rope:base=500.0" in warning[0]
-    before, after = (json.loads((tmp_path / f"{w}.json").read_text())["results"][0]["bpb"] for w in ("before", "after"))
+    assert caught[0].category is runs.RunWarning
     assert before == after
     assert ModelConfig(**config["model"]).identity() != key_before
 
@@ -221,3 +226,21 @@ def test_an_output_that_is_no_regular_file_is_written_into_not_replaced(tmp_path
     link.symlink_to(target)
     files.atomic_write(link, "new")
     assert link.is_symlink() and target.read_text() == "new"  # the link kept, its file written
+
+
+def test_runs_shows_the_bpb_of_the_checkpoint_not_of_steps_past_it(tmp_path, capsys, monkeypatch):
+    """A run stopped at step 3 with its checkpoint at step 2 logged a validation bpb at step 3
+    that belongs to weights nobody kept: `lexkit runs` shows step 2's."""
+    corpus = Corpus("toy", [d * 2 for d in STUDY_DOCS[:-3]], STUDY_DOCS[-3:], {"source": "toy"})
+    out = tmp_path / "run"
+    stop_at(monkeypatch, 3)
+    model_cfg, train_cfg = configs("tiny", "rope", steps=6, save_every=2, eval_every=1, log_every=1, eval_windows=2)
+    with pytest.raises(KeyboardInterrupt):
+        train(out, model_cfg, train_cfg, progress=False, corpus=corpus)
+    rows = runs.read_metrics(out)
+    bpb = {r["step"]: r["val_bpb"] for r in rows if "val_bpb" in r}
+    assert runs.trainer_state(out)["step"] == 2 and set(bpb) == {1, 2, 3} and bpb[3] != bpb[2]
+    assert runs.summary(out)["val_bpb"] == bpb[2]
+    assert main(["runs", str(tmp_path)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.endswith(str(out)))
+    assert line.split()[:6] == ["rope", "-", "32", "2/6", "stopped", f"{bpb[2]:.4f}"]

@@ -1,21 +1,24 @@
 """A tiny study end to end: its report agrees with results.json, a re-run does nothing (from the
-study's own record), an interrupted study resumes, a new scheme trains only that scheme."""
+study's own record), an interrupted study resumes (killed inside a table E fine-tune too, to the
+same table E), a new scheme trains only that scheme, and the dry run plans what it would train."""
 
 import dataclasses
 import json
 
 import pytest
 
-from lexkit import lock, needles, tasks
+from lexkit import lock, needles, runs, tasks
 from lexkit.cli import main
 from lexkit.study import Study, StudyConfig, read
 from lexkit.study.recipe import RECIPE
 from lexkit.study.report import length_table, pattern_table
-from lexkit.study.tables.extension import finetunes, methods
+from lexkit.study.tables.extension import finetune, finetunes, methods
 from lexkit.study.tables.extension.report import extension_table
+from lexkit.study.tables.extension.rows import section
 from lexkit.study.tables.retrieval import table as table_g
 from lexkit.study.tables.retrieval.report import retrieval_table
 from lexkit.study.tables.retrieval.table import Configuration, RowSpec
+from lexkit.train import train
 from stub_timer import StubTimer
 from toy_corpus import STUDY_DOCS as DOCS
 from toy_corpus import write_corpus
@@ -426,3 +429,112 @@ def test_the_readme_summary_is_the_reports_own_numbers_and_sentence(tmp_path, ca
     assert main(["study", "--out", str(tmp_path / "none"), "--readme", str(readme)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: --readme needs a finished study")
+
+
+# -- table E (context extension): a study killed inside a fine-tune, its dry run -----------------------
+#: table G (use of context) is left out of the table E studies below: its runs train for thousands of
+#: steps, and table E is what is measured there
+NO_G = {"retrieval": False}
+
+
+def kill_at(monkeypatch, steps: int, at: int, nth: int = 1):
+    """Raise KeyboardInterrupt (as a SIGKILL would stop it: no checkpoint written) the ``nth`` time
+    a run of ``steps`` steps reaches step index ``at``: the study's fine-tunes have their own
+    number of steps (not the base run's), so the kill lands inside one of them."""
+    import lexkit.train as T
+
+    real, seen = T.lr_at, {"n": 0}
+
+    def patched(step, cfg):
+        if cfg.steps == steps and step == at:
+            seen["n"] += 1
+            if seen["n"] == nth:
+                raise KeyboardInterrupt
+        return real(step, cfg)
+
+    monkeypatch.setattr(T, "lr_at", patched)
+    return lambda: monkeypatch.setattr(T, "lr_at", real)
+
+
+@pytest.mark.slow
+def test_a_study_killed_inside_a_finetune_reports_the_same_table_e(tmp_path, data_dir, monkeypatch):
+    """(About 30 s: three studies' worth of table E; the fast sibling below trains the study's
+    fine-tune configuration alone.) Killed inside the first fine-tune before its first checkpoint (a resume reloads the
+    sha256-checked parent), then inside the second after one (a resume continues from it),
+    then run to the end: table E, cell for cell, is the uninterrupted study's."""
+    monkeypatch.setattr("lexkit.study.execution.write_report", lambda results, out: None)  # figures: not the point
+    ft_steps = 4  # checkpoints every ceil(4 / 4) = 1 step
+    cfg = StudyConfig(preset="tiny", schemes=["rope"], patterns=["causal"], lengths=[32, 64], steps=3,
+                      data=str(data_dir), eval_docs=1, resolution_texts=1, extension_steps=ft_steps, **NO_G)
+    whole = Study(cfg, tmp_path / "whole", progress=False, echo=None).run()
+
+    out = tmp_path / "killed"
+    restore = kill_at(monkeypatch, ft_steps, at=0)  # in the first fine-tune, before its first checkpoint
+    with pytest.raises(KeyboardInterrupt):
+        Study(cfg, out, progress=False, echo=None).run()
+    restore()
+    first = [d for d in (out / "runs").iterdir() if "-ft-" in d.name]
+    assert len(first) == 1 and (first[0] / runs.CONFIG).is_file() and not (first[0] / runs.CHECKPOINT).exists()
+    restore = kill_at(monkeypatch, ft_steps, at=2, nth=2)  # the first re-runs past 2; then the second stops
+    with pytest.raises(KeyboardInterrupt):
+        Study(cfg, out, progress=False, echo=None).run()
+    restore()
+    second = [d for d in (out / "runs").iterdir() if "-ft-" in d.name and d != first[0]]
+    checkpointed = [(runs.trainer_state(d) or {}).get("step") for d in second]
+    resumed = Study(cfg, out, progress=False, echo=None).run()
+
+    assert len(section(whole).rows) == len(section(resumed).rows) > len(finetunes(32))
+    assert extension_table(resumed) == extension_table(whole)
+    for a, b in zip(section(whole).rows, section(resumed).rows):
+        assert (a.label, a.pattern) == (b.label, b.pattern)
+        assert [r.bpb for r in a.results] == [r.bpb for r in b.results], a.label
+    assert checkpointed == [2]  # the second was resumed from its checkpoint at step 2
+    for row in section(resumed).rows:
+        if row.finetune:
+            config = json.loads((out / row.finetune.run / runs.CONFIG).read_text())
+            assert config["init"]["run"] == str((out / "runs").resolve() / next(
+                r.run for r in resumed.runs if r.label == "rope").split("/")[-1])
+
+
+def test_the_studys_finetune_checkpoints_and_resumes_to_the_same_weights(tmp_path, data_dir, monkeypatch):
+    """The study's fine-tune configuration checkpoints every ceil(steps / 4) steps (its cache key
+    does not depend on that); killed before its first checkpoint it restarts from its parent,
+    killed after one it continues from it, and either way ends with the uninterrupted weights."""
+    cfg = StudyConfig(preset="tiny", schemes=["rope"], patterns=["causal"], lengths=[32, 64], steps=3,
+                      data=str(data_dir), eval_docs=1, resolution_texts=1, extension_steps=4, **NO_G)
+    study = Study(cfg, tmp_path / "study", progress=False, echo=None)
+    plan = study.plan
+    cell = plan.cells()[0]
+    base = tmp_path / "study" / "runs" / cell.name
+    train(base, cell.model_cfg, cell.train_cfg, progress=False, corpus=plan.corpus)
+    ft = finetunes(32)[0]
+    model_cfg, train_cfg, key = finetune.configs(base, cell, ft, 4)
+    assert train_cfg.save_every == 1 and model_cfg.train_len == ft.train_len
+    # the estimate's configs of it, before the parent exists, are these
+    assert finetune.finetuned(cell.model_cfg, cell.train_cfg, ft, 4) == (model_cfg, train_cfg)
+    assert finetune.configs(base, cell, ft, 4)[2] == key
+    whole = tmp_path / "whole"
+    train(whole, model_cfg, train_cfg, progress=False, corpus=plan.corpus, init=base)
+    for at in (0, 2):
+        out = tmp_path / f"killed{at}"
+        restore = kill_at(monkeypatch, train_cfg.steps, at)
+        with pytest.raises(KeyboardInterrupt):
+            train(out, model_cfg, train_cfg, progress=False, corpus=plan.corpus, init=base)
+        restore()
+        assert (runs.trainer_state(out) or {}).get("step", 0) == at
+        train(out, model_cfg, train_cfg, resume=True, progress=False, corpus=plan.corpus)
+        assert (out / runs.WEIGHTS).read_bytes() == (whole / runs.WEIGHTS).read_bytes(), at
+
+
+@pytest.mark.parametrize("steps", [None, "0"])
+def test_study_dry_run_plans_table_e(tmp_path, data_dir, capsys, steps):
+    argv = ["study", "--preset", "tiny", "--scheme", "rope", "--data", str(data_dir), "--lengths", "32,64",
+            "--out", str(tmp_path / "s"), "--dry-run", "--no-retrieval"]
+    assert main(argv + ([] if steps is None else ["--extension-steps", steps])) == 0
+    text = capsys.readouterr().out
+    assert "table E (context extension of rope)" in text
+    if steps is None:
+        assert all(ft.label in text for ft in finetunes(32)) and "3 fine-tunes of 60 steps" in text
+    else:
+        assert not any(ft.label in text for ft in finetunes(32)) and "no fine-tunes (--extension-steps 0)" in text
+    assert not (tmp_path / "s" / "runs").exists()

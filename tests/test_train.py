@@ -161,7 +161,8 @@ def test_sigkill_of_a_forked_trainer_then_resume_is_byte_identical(tmp_path):
     assert 4 <= runs.trainer_state(killed)["step"] < 24 and (killed / ".lock").exists()  # no cleanup ran
     assert main(["train", "--resume", "--out", str(killed), "--threads", "1", "--quiet"]) == 0
     whole = tmp_path / "whole"
-    assert main(["train", "--out", str(whole), *common]) == 0
+    train(whole, *configs("tiny", "kerple-log", data=str(data), steps=24, save_every=4, eval_every=12), threads=1,
+          progress=False)
     assert (killed / "model.safetensors").read_bytes() == (whole / "model.safetensors").read_bytes()
     steps = [r["step"] for r in runs.read_metrics(killed)]
     assert steps == sorted(set(steps)) == [r["step"] for r in runs.read_metrics(whole)] and steps[-1] == 24
@@ -306,7 +307,8 @@ def test_a_stop_signal_checkpoints_the_step_in_progress(tmp_path, corpus, monkey
     common = ["--scheme", "rope", "--preset", "tiny", "--data", str(data), "--steps", "12", "--save-every", "6",
               "--eval-every", "6", "--quiet", "--threads", "1"]
     whole = tmp_path / "whole"
-    assert main(["train", "--out", str(whole), *common]) == 0
+    train(whole, *configs("tiny", "rope", data=str(data), steps=12, save_every=6, eval_every=6), threads=1,
+          progress=False)
     for sig, at in ((signal.SIGINT, 7), (signal.SIGTERM, 9)):
         out = tmp_path / sig.name
         before = signal.getsignal(sig)  # SIG_IGN under a shell's background job, the default otherwise

@@ -18,7 +18,7 @@ elementwise function of the score and the positions (:meth:`Modifier.position_fn
 chunked run it in the block computation, flex in its ``score_mod``, and a KV cache exactly (a
 distance is a difference of positions). Group ``temperature``, on a global layer (a window keeps
 every distance below W). No reference code is published: the form is re-derived here from the
-paper's two conditions and boundary pins (tests/test_mechanisms.py checks both conditions).
+paper's two conditions and boundary pins (tests/test_layer_modifiers.py checks both conditions).
 """
 
 from __future__ import annotations

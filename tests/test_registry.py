@@ -1,4 +1,5 @@
-"""The core's CLI: ``lexkit schemes`` and ``lexkit patterns`` listings, and ``--import``."""
+"""The registries of position schemes and attention patterns (lexkit.registry): what ``lexkit schemes``
+and ``lexkit patterns`` list, a user's own classes registered by ``--import``, and names already taken."""
 
 from __future__ import annotations
 
@@ -59,6 +60,20 @@ def test_schemes_lists_all_ten_with_family_and_defaults(capsys, fresh_registry):
     assert "dim=128" in " ".join(table["sandwich"])
 
 
+def test_every_default_lexkit_schemes_shows_is_accepted_back(capsys):
+    """`rerope:k=inf` is the default `lexkit schemes` prints; each shown key=value parses and
+    means the default. Other infinities and NaN are still refused."""
+    assert main(["schemes"]) == 0
+    assert "k=inf" in capsys.readouterr().out
+    for name, _, shown, _ in positions.describe():
+        for item in filter(None, shown.split(", ")):
+            if "=" in item and not item.endswith("=auto"):  # auto: no default value to give
+                assert positions.canonical(f"{name}:{item}") == positions.canonical(name), item
+    for bad in ("rerope:k=-inf", "rerope:k=nan", "rope:base=inf"):
+        with pytest.raises(ValueError, match="not a finite number"):
+            positions.parse(bad)
+
+
 def test_patterns_lists_the_three(capsys):
     assert main(["patterns"]) == 0
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:4]]
@@ -89,13 +104,6 @@ def test_import_of_a_missing_module_exits_2_with_one_error_line(capsys):
     err = captured.err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error:") and "no_such_module" in err[0]
     assert "Traceback" not in captured.err and captured.out == ""
-
-
-def test_unknown_command_exits_2(capsys):
-    with pytest.raises(SystemExit) as info:
-        main(["frobnicate"])
-    assert info.value.code == 2
-    assert capsys.readouterr().err.startswith("error:")
 
 
 def test_pattern_registry_lists_the_three_core_patterns_first():

@@ -1,16 +1,15 @@
-"""Every bad input answered in one line.
+"""Bad input to lexkit's commands: every one answered in one line.
 
 Each test reproduces one case found by trying lexkit as a demanding user and as an adversary
 (bad settings, NaN models, tracebacks, misleading messages, lost output, relative and moved
-corpora) and checks the new behaviour: one ``error:`` line, exit 2, nothing written or lost. The
-cases about run directories (two writers, resume over finished weights, corrupt or foreign
-weights, modes) are in test_lock.py and test_runs.py.
+corpora, an unknown command) and checks the command's behaviour: one ``error:`` line, exit 2,
+nothing written or lost. The cases about run directories (two writers, resume over finished
+weights, corrupt or foreign weights, modes) are in test_lock.py and test_runs.py.
 """
 
 import io
 import json
 import os
-import re
 import subprocess
 import sys
 import textwrap
@@ -24,7 +23,6 @@ import torch
 from cli_checks import one_error_line, snapshot
 from lexkit import positions, runs
 from lexkit.cli import main
-from lexkit.data import load_corpus
 from toy_corpus import DOCS, TINY, write_corpus
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -173,18 +171,6 @@ def test_overriding_a_builtin_scheme_warns_and_taking_its_name_fails(tmp_path, c
     assert positions.get("rope") is original
 
 
-def test_non_utf8_file_names_in_data(tmp_path):
-    folder = tmp_path / "odd"
-    folder.mkdir()
-    for i, doc in enumerate(DOCS[:5]):
-        (folder / f"doc{i}.py").write_bytes(doc)
-    name = os.fsdecode(b"caf\xe9.py")  # latin-1 bytes: not UTF-8
-    (Path(folder) / name).write_bytes(DOCS[5])
-    corpus = load_corpus(str(folder))
-    assert corpus.fingerprint["files"] == 6
-    assert load_corpus(str(folder)).fingerprint == corpus.fingerprint  # stable
-
-
 def test_outputs_are_written_before_a_closed_pipe_stops_the_printing(run, tmp_path, monkeypatch):
     """In-process sibling of the `| head -1` test: stdout refuses every write as a closed pipe does;
     the command still writes its JSON and CSV and exits 0."""
@@ -261,20 +247,9 @@ def test_hf_data_without_network_fails_fast_and_quietly(monkeypatch, capsys):
     assert os.environ["HF_HUB_OFFLINE"] == "1"  # restored by monkeypatch
 
 
-# -- 8. presets, --help ----------------------------------------------------------------------------
-def test_help_shows_the_preset_defaults_and_presets_lists_them(capsys):
-    from lexkit import presets
-
-    with pytest.raises(SystemExit):
-        main(["train", "--help"])
-    text = " ".join(capsys.readouterr().out.split())
-    small = presets.PRESETS["small"]
-    for flag, key in (("--steps", "steps"), ("--train-len", "train_len"), ("--batch", "batch")):
-        assert re.search(rf"{flag} [A-Z_]+ [^()]*\(default: the preset's, {small[key]} in small\)", text), flag
-    assert "default: None" not in text
-    assert main(["presets"]) == 0
-    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()}
-    assert rows["setting"][2:] == list(presets.PRESETS)
-    assert rows["steps"][2:] == [str(p["steps"]) for p in presets.PRESETS.values()]
-
-
+# -- the command itself ------------------------------------------------------------------------------
+def test_unknown_command_exits_2(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["frobnicate"])
+    assert info.value.code == 2
+    assert capsys.readouterr().err.startswith("error:")
