@@ -1,6 +1,7 @@
-"""Before/after: a tiny study with every table, and ``lexkit eval``, ``resolution``, ``retrieval`` and ``inspect`` on
-its runs, write the same files, number for number, as when tests/fixtures/safety_net/ was made
-(tests/fixtures/safety_net.py says what is run, what is masked and how to regenerate it on purpose)."""
+"""Before/after: a tiny study with every table, ``lexkit eval``, ``resolution``, ``sample``, ``retrieval`` and
+``inspect`` on its runs, the listings and a tiny ``lexkit sweep`` write the same files, number for number, as when
+tests/fixtures/safety_net/ was made (tests/fixtures/safety_net.py says what is run, what is masked and how to
+regenerate it on purpose)."""
 
 import difflib
 
