@@ -5,8 +5,9 @@ recorded where a seed's runs did not survive (benchmarks/hunt2/recorded.json), r
 * over seeds, as table G's interval is (lexkit.study.tables.retrieval.queries: the Student t interval of the
   seeds' means, widened to hold the pooled Wilson one), which is the one that speaks for the arm.
 
-Each part (a copy format or a task, exact match at 16x) of each arm is compared with B0's: ``above`` / ``below``
-when the arm's interval lies wholly on one side of B0's, else ``level``. bpb: each seed's paired 16x / 1x ratio,
+Each part (a copy format or a task, exact match at 16x) of each arm is compared with B0's two ways: by the rule
+(the arm's pooled figure above the upper end of B0's pooled interval, or below its lower end) and over seeds (the
+arm's interval over seeds wholly above or below B0's); ``level`` otherwise. bpb: each seed's paired 16x / 1x ratio,
 their mean and t interval over the seeds.
 
     python benchmarks/hunt2_seeds.py --recorded benchmarks/hunt2/recorded.json hunt2-rest/sweep.json [more.json]
@@ -127,8 +128,8 @@ def main() -> None:
                     + (f" [{over[0]:.0f}-{over[1]:.0f}]" if over else ""))
             if arm != BASE and over and p in base and "over_seeds" in base[p]:
                 verdict = side(over, base[p]["over_seeds"])
-                pooled = side(r["pooled_interval"], base[p]["pooled_interval"])
-                text += "" if verdict == pooled == "level" else f" ({verdict} over seeds, {pooled} pooled)"
+                rule = side((r["pooled"], r["pooled"]), base[p]["pooled_interval"])
+                text += "" if verdict == rule == "level" else f" (rule: {rule}; over seeds: {verdict})"
             cells.append(text)
         if args.markdown:
             print(f"| {arm} | {len(seeds)} | {bpb} | " + " | ".join(cells) + " |")
