@@ -329,13 +329,15 @@ def test_train_with_a_layout_records_it_and_every_command_takes_the_run(tmp_path
     assert "layout hwfa:W=8" in capsys.readouterr().out
     rows = list(csv.DictReader((tmp_path / "e.csv").open()))  # the CSV names the layout as the JSON does
     assert [(r["label"], r["scheme"], r["layout"]) for r in rows] == [("hwfa:W=8", "", ran)] * 2
-    for argv, path in ((["retrieval", str(out), "--lengths", "64", "--samples", "1", "--depths", "0"], "g.json"),
-                       (["resolution", str(out), "--lengths", "32", "--texts", "1"], "s.json"),
-                       (["inspect", str(out), "--data", str(data)], "i.json")):
+    for argv, path, line in (
+            (["retrieval", str(out), "--lengths", "64", "--samples", "1", "--depths", "0"], "g.json",
+             "layout hwfa:W=8"),
+            (["resolution", str(out), "--lengths", "32", "--texts", "1"], "s.json", "(hwfa:W=8, trained at 32)"),
+            (["inspect", str(out), "--data", str(data)], "i.json", "layout hwfa:W=8")):
         assert main([*argv, "--json", str(tmp_path / path)]) == 0
         doc = json.loads((tmp_path / path).read_text())
         assert doc["report_version"] == 3 and doc["label"] == "hwfa:W=8" and "scheme" not in doc, (argv[0], doc)
-        assert "layout hwfa:W=8" in capsys.readouterr().out or argv[0] != "retrieval"
+        assert line in capsys.readouterr().out, argv[0]
     assert main(["eval", str(out), "--lengths", "64", "--scheme", "global=rerope:w=16", "--json",
                  str(tmp_path / "r.json")]) == 0
     report = json.loads((tmp_path / "r.json").read_text())

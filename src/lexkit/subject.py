@@ -190,7 +190,7 @@ class RunSubject(_Base):
         return default_lengths(self.train_len)
 
     def describe(self) -> dict:
-        """``run``; ``label``, what a report calls the run (:data:`IDENTITY`); on a run whose layers
+        """``run``; ``label``, what a report calls the run (:data:`lexkit.instruments.IDENTITY`); on a run whose layers
         share one scheme, ``scheme`` (the resolved spec that ran, e.g. ReRoPE's w and YaRN's original_len,
         also its label) and ``trained_scheme`` when an evaluation ``--scheme`` changed it; on a run with a
         layout (never called a scheme), ``label`` the layout as typed, ``layout`` every layer as it ran and

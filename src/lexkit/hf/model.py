@@ -120,7 +120,7 @@ class HFModel(nn.Module):
         ``SELECTOR=PATTERN`` (a layer type, ``local``, ``global``, ``L3``, ``L0-2``) replacing the
         selected layers'. W defaults to the training length. ``sinks:...,pos=cache`` is refused:
         transformers rotates q and k before lexkit sees them, so sinks keep their text positions; so
-        is a pattern per layer on a mtype whose attention is its own (Bloom: one mask for all)."""
+        is a pattern per layer on a model type whose attention is its own (Bloom: one mask for all)."""
         pattern = self.plan.resolve(spec)
         if isinstance(pattern, Layered) and not self.mtype.interface:
             raise ValueError(f"{self.cfg.model_type} computes attention in its own module: lexkit's patterns reach it "
@@ -240,7 +240,7 @@ class HFModel(nn.Module):
         return None
 
     def check(self, n: int, offset: int = 0, kernel: str = "auto", hooked: bool = False) -> None:
-        """ValueError when this mtype cannot run the request (evaluation reports it per cell)."""
+        """ValueError when this model type cannot run the request (evaluation reports it per cell)."""
         name = self.cfg.model_type  # (a kernel name is checked where it runs: lexkit's Attention)
         top = self.cfg.max_positions
         if top is not None and offset + n > top:
