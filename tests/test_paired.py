@@ -155,3 +155,26 @@ def test_lexkit_eval_paired_prints_and_writes_the_interval(tmp_path, capsys):
             argv += ["--lengths", "16,256"]
         assert main(argv + flags) == 2
         assert words in one_error_line(capsys)
+
+
+
+def test_lexkit_eval_paired_on_one_document_says_why_there_is_no_interval(tmp_path, capsys):
+    """`--paired --max-docs 1` printed a bare `0.990`, no interval and no reason: an interval over
+    documents needs at least 2 (lexkit.stats.ratio_interval), and without one flatness is undetermined."""
+    from cli_checks import save_run
+    from lexkit.cli import main
+
+    run = save_run(tmp_path, tiny_gpt("rope", train_len=16))
+    data = tmp_path / "docs"
+    data.mkdir()
+    for i, doc in enumerate(_documents(2, 300)):
+        (data / f"{i}.txt").write_bytes(doc)
+    argv = ["eval", str(run), "--data", str(data), "--lengths", "16,64", "--paired", "--threads", "1", "--no-progress"]
+    assert main(argv + ["--max-docs", "1"]) == 0
+    text = capsys.readouterr().out
+    assert ("no interval: an interval over documents needs at least 2 documents, and 1 was scored (--max-docs, or "
+            "too few documents long enough); without one flatness is undetermined (docs/evaluation.md)") in text
+    assert "over 1 document (below 1" in text and "[" not in text.split("ratio [95 % over documents]")[1]
+    assert main(argv + ["--max-docs", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "over 2 documents" in text and "no interval" not in text

@@ -31,7 +31,7 @@ def data_dir(tmp_path_factory):
 
 
 def tiny(data_dir, **more) -> dict:
-    return {"name": "tiny", "preset": "tiny", "steps": 3, "seeds": 2, "samples": 1, "eval_docs": 1,
+    return {"name": "tiny", "preset": "tiny", "steps": 3, "seeds": 2, "samples": 1, "eval_docs": 2,
             "data": str(data_dir), "arms": ARMS, **more}
 
 
@@ -125,6 +125,9 @@ def test_the_phase_change_is_the_first_validation_copying_half_its_needles():
                                       "longest length the sweep scores (16x the training length = 512)"),
     ({"patterns": ["bca:3"]}, "patterns:"),
     ({"preset": "huge"}, "preset: unknown preset 'huge'"),
+    ({"eval_docs": 1}, "eval_docs: eval_docs must be an integer >= 2 (at most 2,147,483,648), got 1: the paired bpb's "
+                       "interval over documents needs at least 2 documents"),
+    ({"eval_docs": 0}, "eval_docs: eval_docs must be a positive integer"),
     ({"token_shift": 2, "arms": [{"label": "s", "layout": "rope@window:16+shift;none+shift"}]},
      "token_shift: token_shift must be a fraction in [0, 1), got 2"),
 ])

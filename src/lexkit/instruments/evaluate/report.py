@@ -25,9 +25,14 @@ def paired_lines(report: dict, train_len: int | None) -> list[str]:
             continue
         out.append([r["pattern"], span, f"{r['bpb']:.4f}", f"{r['bpb_longer']:.4f}",
                     ratio_with_interval(r["ratio"], r["low"], r["high"])])
+    docs = first["documents"]
+    bare = any(r["ratio"] is not None and r["low"] is None for r in rows)  # lexkit.stats.ratio_interval: n < 2
+    why = [f"no interval: an interval over documents needs at least 2 documents, and {docs} "
+           f"{'was' if docs == 1 else 'were'} scored (--max-docs, or too few documents long enough); without one "
+           "flatness is undetermined (docs/evaluation.md)"] if bare else []
     return ["", f"use of context, paired: the same bytes at each length, every window opening on a byte of its "
-            f"document, over {first['documents']} documents (below 1: more context predicts them better)",
-            *text_table(out)]
+            f"document, over {docs} document{'' if docs == 1 else 's'} (below 1: more context predicts them "
+            "better)", *text_table(out), *why]
 
 
 def text(report: dict) -> str:

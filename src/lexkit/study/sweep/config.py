@@ -175,6 +175,11 @@ def _checked(values: dict[str, Any]) -> dict[str, Any]:
             checks.number(key, out.get(key), maximum=top)
         except ValueError as exc:
             raise fail(key, str(exc)) from None
+    try:  # the goal's flatness is decided on the paired ratio's interval over documents (docs/evaluation.md)
+        checks.number("eval_docs", out.get("eval_docs"), minimum=2, strict=False)
+    except ValueError as exc:
+        raise fail("eval_docs", f"{exc}: the paired bpb's interval over documents needs at least 2 documents, "
+                                "and the goal's flatness is decided on it") from None
     try:
         checks.number("first_seed", out.get("first_seed", 0), maximum=MAX_SEEDS, minimum=0, strict=False)
     except ValueError as exc:
