@@ -255,3 +255,75 @@ def test_a_format_bound_finding_at_1x_is_said_once_for_every_pattern():
                 c["correct"] = c["correct"] if c["length"] != TRAIN_LEN else SAMPLES // 2
     lines = difference_findings(read(res))
     assert [line.split(" (")[0] for line in lines if " at 1x " in line] == ["causal at 1x", "window:16 at 1x"]
+
+
+def test_the_goal_takes_each_formats_own_worst_depth_in_table_g_and_in_the_sweep_alike():
+    """Table G pooled the held-out formats at each depth before taking the worst depth, the sweep took
+    each format's own (docs/hunt.md): rope's caret at 40 % and hex at 70 % at depth 100 beside python at
+    100 % read 70 % in table G and 40 % in the sweep; xpos's caret at 80 % there pooled to 93 % and met
+    table G's goal, not the sweep's. One rule now (queries.goal_worst), the stricter, in both."""
+    from lexkit.study.sweep.report import SweepResults, arm_lines
+    from lexkit.study.tables.retrieval.rows import section
+
+    at_100 = {"rope": {"caret": 0.4, "hex": 0.7}, "xpos": {"caret": 0.8}}  # 16x, depth 100; all else 100 %
+    res = table_g(lambda label, fmt, seed, m: 1.0)
+    for entry in res["retrieval"]["configs"]:
+        for c in entry["cells"]:
+            if c["length"] == 16 * TRAIN_LEN and c["depth"] == 100.0:
+                c["accuracy"] = at_100.get(entry["label"], {}).get(entry["format"], 1.0)
+                c["correct"] = round(SAMPLES * c["accuracy"])
+        for r in entry["rows"]:  # flat, shown by its interval: bpb 16x / 1x 0.90 [0.88-0.92] on every seed
+            if r["multiple"] == 16:
+                r.update(ratio=0.9, ratio_low=0.88, ratio_high=0.92, documents=10)
+    doc = read(res)
+    held = {r.label: r for r in retrieval_lines(doc, "held-out")}
+    assert held["rope"].worst_depth[16] == pytest.approx(0.4)  # the averaged depth read (1 + 0.7 + 0.4) / 3 = 0.7
+    assert held["xpos"].worst_depth[16] == pytest.approx(0.8)  # averaged: (1 + 1 + 0.8) / 3 = 0.93
+    assert held["alibi"].worst_depth[16] == 1.0 and held["rope"].accuracy[16] == pytest.approx((9 - 0.6 - 0.3) / 9)
+    goal = query.context_goal(doc)
+    worst = {s.line.label: s.worst for s in goal.scored}
+    assert worst == pytest.approx({"rope": 0.4, "xpos": 0.8, "alibi": 1.0, "none": 1.0})
+    assert goal.met == ["alibi (causal)", "none (causal)"]
+    table = seed_interval_table(doc)
+    assert [r[-1] for r in table.rows if r[2].startswith("held-out")] == ["40", "80", "100", "100"]
+    # the sweep on the same scores: the same worst depth and the same verdict for each arm
+    arms = {a.label: a for a in arm_lines(SweepResults({}, section(doc), {}, {}))}
+    assert {label: min(a.worst()) for label, a in arms.items()} == pytest.approx(worst)
+    assert {label: a.goal() for label, a in arms.items()} == {"rope": False, "xpos": False, "alibi": True,
+                                                               "none": True}
+    assert [a.verdict() for a in arms.values()] == ["no", "no", "**met**", "**met**"]
+    assert query.goal_worst([held["rope"], held["xpos"]], 16) == pytest.approx(0.4)
+    # no interval (one document, one seed): alibi retrieves and its 0.90 is within 3 %, but flatness is not
+    # shown: not met in either, and the sweep says why
+    for entry in res["retrieval"]["configs"]:
+        for r in entry["rows"]:
+            if r["multiple"] == 16:
+                r.update(ratio_low=None, ratio_high=None, documents=1)
+    one = read(res)
+    one.table("retrieval").configs[:] = [e for e in one.table("retrieval").configs if e.seed == 0]
+    assert query.context_goal(one).met == []
+    arms = {a.label: a for a in arm_lines(SweepResults({}, section(one), {}, {}))}
+    assert arms["alibi"].ratios == (pytest.approx(0.9), None, None) and not arms["alibi"].goal()
+    assert arms["alibi"].verdict() == "no: flatness undetermined (no interval)" and arms["rope"].verdict() == "no"
+    assert query.goal_worst([held["rope"], None], 16) is None and query.goal_worst([], 16) is None
+
+
+def test_the_ratio_pooled_over_seeds_keeps_the_interval_over_seeds_where_a_seed_has_none_over_documents():
+    """A seed that read one document has no interval over documents: the pooled ratio dropped the
+    interval over seeds with it and printed a bare ratio, which the goal then could not call flat. It
+    is now the Student t interval over the seeds alone; one seed on one document stays bare (undetermined)."""
+    ratios = {0: (0.95, None, None), 1: (0.97, 0.95, 0.99), 2: (0.99, 0.97, 1.01)}  # seed 0 read one document
+    res = table_g(lambda label, fmt, seed, m: 1.0)
+    for entry in res["retrieval"]["configs"]:
+        for r in entry["rows"]:
+            if r["multiple"] == 16:
+                ratio, low, high = ratios[entry["seed"]]
+                r.update(ratio=ratio, ratio_low=low, ratio_high=high, documents=1 if low is None else 10)
+    line = next(r for r in retrieval_lines(read(res), "held-out") if r.label == "rope")
+    s = math.sqrt(sum((r - 0.97) ** 2 for r in (0.95, 0.97, 0.99)) / 2)  # 0.02
+    assert line.bpb_ratio[16] == pytest.approx((0.97, 0.97 - T2 * s / math.sqrt(3), 0.97 + T2 * s / math.sqrt(3)))
+    assert query.flatness(*line.bpb_ratio[16][::2]) is True  # (ratio, high): its top 1.0197 is within 3 %
+    one = read(res)
+    one.table("retrieval").configs[:] = [e for e in one.table("retrieval").configs if e.seed == 0]
+    line = next(r for r in retrieval_lines(one, "held-out") if r.label == "rope")
+    assert line.bpb_ratio[16] == (0.95, None, None) and query.flatness(0.95, None) is None

@@ -160,7 +160,7 @@ def context_goal_finding(doc: StudyResults) -> str | None:
     far = g.multiple
     aim = (f"bpb at {far}x within {100 * query.FLAT:.0f} % of its own bpb at 1x and at least "
            f"{100 * query.RETRIEVES:.0f} % exact match at {far}x at every depth"
-           + (" on the held-out formats" if query.held_out_scored(doc) else "")
+           + (" of every held-out format (each format's own worst depth)" if query.held_out_scored(doc) else "")
            + f", ranked among the configurations that learned the skill (at least {100 * query.RETRIEVES:.0f} % "
            "on the trained formats at 1x)")
     near = g.nearest
@@ -171,11 +171,15 @@ def context_goal_finding(doc: StudyResults) -> str | None:
                    f"the {len(g.scored)} configurations and patterns scored).")
     else:
         gaps = []
-        if not near.flat:
-            gaps.append("bpb " + ("not measured" if near.ratio is None
-                                  else f"{100 * (near.ratio - 1):.1f} % above its 1x"
-                                  + ("" if near.ratio_high is None else
-                                     f" (the interval's top {100 * (near.ratio_high - 1):.1f} %)")))
+        if near.ratio is None:
+            gaps.append("bpb not measured")
+        elif query.flatness(near.ratio, near.ratio_high) is None:
+            gaps.append(f"bpb {ratio_with_interval(near.ratio, None, None)}x its 1x with no interval: flatness "
+                        "undetermined, so not flat")
+        elif not near.flat:
+            gaps.append(f"bpb {100 * (near.ratio - 1):.1f} % above its 1x"
+                        + ("" if near.ratio_high is None else
+                           f" (the interval's top {100 * (near.ratio_high - 1):.1f} %)"))
         gaps.append(f"{100 * (query.RETRIEVES - near.worst):.0f} points short of "
                     f"{100 * query.RETRIEVES:.0f} % at its worst depth")
         verdict = (f"**not met**. Nearest, by the larger of its two relative shortfalls (bpb's ratio, or its "

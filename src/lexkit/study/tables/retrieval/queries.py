@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from collections.abc import Sequence
 
 from ....stats import mean_interval, wilson
 from ...results import aggregate
@@ -38,7 +39,9 @@ class RetrievalLine:
     * ``over_needles``: the 95 % Wilson interval over the ``needles`` pooled, which counts the
       needle sampling alone (as if every seed were one run);
     * ``answer_bits``, ``bpb`` (mean over seeds; None where not measured), ``worst_depth`` (the
-      lowest exact match of any one depth), ``by_format`` (exact match by format, over seeds);
+      goal's rule, :func:`worst_depth`: the lowest exact match of any one depth of any one format, each
+      format's own worst depth over seeds, never the formats averaged at a depth), ``by_format``
+      (exact match by format, over seeds);
     * ``guess``, ``candidate``: by multiple, for a task whose documents hold other candidates
       (kvthread, ordinal): the exact match of guessing uniformly among them and the share of answers
       that are some candidate (:class:`~lexkit.rows.RetrievalCell`), over every depth, format and seed;
@@ -46,7 +49,8 @@ class RetrievalLine:
     * ``bpb_ratio``: by multiple past 1x, ``(ratio, low, high)`` of the paired bpb there over 1x
       (:mod:`lexkit.paired`: the same bytes, the start held fixed), the mean over seeds with its
       interval: over the documents with one seed, the Student t interval over seeds widened to the
-      seeds' mean interval over documents with several (None where not measured paired);
+      seeds' mean interval over documents with several (over seeds alone where a seed read one
+      document; None where not measured paired, or one seed on one document);
     * ``learned``: whether the configuration learned the skill, at least :data:`RETRIEVES` on the
       trained formats at 1x (mean over seeds; the same for its trained and held-out lines). How it
       *generalizes* is each held-out format's number at 1x (``by_format``), not a gate. A
@@ -100,13 +104,13 @@ def _pooled(entries: list, train_len: int) -> dict:
     """The measures of entries of one (label, pattern, group), by multiple (see :class:`RetrievalLine`)."""
     counts: dict[int, list] = defaultdict(lambda: [0, 0, 0.0])  # by multiple: needles, correct, bits x needles
     baseline: dict[int, list] = defaultdict(lambda: [0, 0.0, 0.0])  # by multiple: needles, guess, some candidate
-    depth: dict[tuple[int, float], list] = defaultdict(lambda: [0, 0])  # by (multiple, depth)
+    depth: dict[tuple[int, str, float], list] = defaultdict(lambda: [0, 0])  # by (multiple, format, depth)
     seed: dict[tuple[int, int], list] = defaultdict(lambda: [0, 0])  # by (multiple, seed)
     fmt: dict[tuple[str, int], list] = defaultdict(lambda: [0, 0])  # by (format, multiple)
     for entry in entries:
         for c in entry.cells:
             m = c.length // train_len
-            for cell in (counts[m], depth[m, c.depth], seed[m, entry.seed], fmt[entry.format, m]):
+            for cell in (counts[m], depth[m, entry.format, c.depth], seed[m, entry.seed], fmt[entry.format, m]):
                 cell[0] += c.samples
                 cell[1] += c.correct
             counts[m][2] += c.answer_bits * c.samples
@@ -119,7 +123,7 @@ def _pooled(entries: list, train_len: int) -> dict:
     for m, (n, k, bits) in sorted(counts.items()):
         out["accuracy"][m], out["needles"][m], out["answer_bits"][m] = k / n, n, bits / n
         out["over_needles"][m] = low, high = wilson(k, n)
-        out["worst_depth"][m] = min(kk / nn for (mm, _), (nn, kk) in depth.items() if mm == m)
+        out["worst_depth"][m] = worst_depth({key[1:]: v for key, v in depth.items() if key[0] == m})
         per_seed = tuple(kk / nn for (mm, _), (nn, kk) in sorted(seed.items()) if mm == m)
         out["per_seed"][m] = per_seed
         t = mean_interval(list(per_seed))
@@ -140,13 +144,35 @@ def _pooled(entries: list, train_len: int) -> dict:
     return out
 
 
+def worst_depth(cells: dict[tuple[str, float], tuple[int, int] | list[int]]) -> float:
+    """The goal's retrieval at one multiple (docs/hunt.md, table G, the sweep: one rule): the lowest
+    exact match of any one depth of any one format or task, ``cells`` holding ``(needles, correct)``
+    by ``(format, depth)`` (pooled over seeds). Each format's own worst depth, the worst of those:
+    never the formats averaged at a depth, which would let a format at 100 % hide another at 40 %."""
+    return min(k / n for n, k in cells.values())
+
+
+def goal_worst(lines: Sequence[RetrievalLine | None], m: int) -> float | None:
+    """The goal's retrieval at multiple ``m`` over ``lines`` (held-out formats and tasks, each a line,
+    or one line pooling several formats): the least of their :attr:`RetrievalLine.worst_depth`, each
+    already every format's own worst depth (:func:`worst_depth`); None when there is no line or one
+    of them is None or did not score ``m`` (the goal needs every one). What table G
+    (:func:`context_goal`) and the sweep (:meth:`lexkit.study.sweep.report.ArmLine.goal`) both read."""
+    if not lines or any(line is None or m not in line.worst_depth for line in lines):
+        return None
+    return min(line.worst_depth[m] for line in lines)
+
+
 def _pooled_ratio(seeds: list[tuple]) -> tuple[float, float | None, float | None]:
-    """``(ratio, low, high)`` over seeds of their paired ratios (:attr:`RetrievalLine.bpb_ratio`)."""
+    """``(ratio, low, high)`` over seeds of their paired ratios (:attr:`RetrievalLine.bpb_ratio`): the
+    mean, with the Student t interval over seeds widened to the seeds' mean interval over documents;
+    where a seed has no interval over documents (one document), the interval over seeds alone (with
+    several seeds), never none for want of one seed's; None, None with one seed and no interval."""
     mean = sum(r for r, _, _ in seeds) / len(seeds)
-    if any(low is None for _, low, _ in seeds):
-        return mean, None, None
-    low, high = (sum(v[i] for v in seeds) / len(seeds) for i in (1, 2))
     t = mean_interval([r for r, _, _ in seeds])
+    if any(low is None or high is None for _, low, high in seeds):
+        return (mean, None, None) if t is None else (mean, t[0], t[1])
+    low, high = (sum(v[i] for v in seeds) / len(seeds) for i in (1, 2))
     return (mean, low, high) if t is None else (mean, min(low, t[0]), max(high, t[1]))
 
 
@@ -213,19 +239,32 @@ def far_ratio(line: RetrievalLine, far: int) -> tuple[float | None, float | None
     return (long / one if one and long is not None else None), None, None
 
 
-def is_flat(ratio: float | None, high: float | None) -> bool:
-    """Within :data:`FLAT` of 1x, decided by the interval where there is one: its upper end at most
-    1 + FLAT (an interval that straddles the bound has not shown flatness)."""
+def flatness(ratio: float | None, high: float | None) -> bool | None:
+    """Whether bpb far is within :data:`FLAT` of 1x, by the documented rule (docs/evaluation.md): True
+    only when the ratio's interval has its upper end ``high`` at most 1 + FLAT (one that straddles the
+    bound has not shown flatness); False when that upper end, or without an interval the ratio itself
+    (which no interval's upper end can be below), is above it; None, *undetermined*, for a ratio
+    within the bound with no interval to show it (one document, or bpb measured before the paired
+    measure) or no ratio at all."""
     if ratio is None:
-        return False
-    return (ratio if high is None else high) <= 1 + FLAT
+        return None
+    if high is not None:
+        return high <= 1 + FLAT
+    return False if ratio > 1 + FLAT else None
+
+
+def is_flat(ratio: float | None, high: float | None) -> bool:
+    """Flat by the documented rule (:func:`flatness` True): the ratio's interval's upper end within
+    :data:`FLAT`; a ratio without an interval is never flat (undetermined, :func:`flatness` None)."""
+    return flatness(ratio, high) is True
 
 
 @dataclasses.dataclass(frozen=True)
 class Scored:
     """A :class:`RetrievalLine` against the goal at the longest multiple: ``ratio`` = bpb far / bpb
     1x (paired, :func:`far_ratio`) with its interval ``ratio_low``..``ratio_high`` (None without
-    one), ``flat`` (:func:`is_flat`), ``worst`` (its lowest per-depth exact match far), ``met``,
+    one), ``flat`` (:func:`is_flat`), ``worst`` (its lowest exact match far of any one depth of any one
+    format, :func:`goal_worst`), ``met``,
     ``reach``, the longest multiple up to which every depth keeps :data:`RETRIEVES` (None when it
     does not at 1x), and ``shortfall``, its distance to the goal (:func:`shortfall`)."""
 
@@ -287,11 +326,12 @@ def _reach(worst_depth: dict[int, float]) -> int | None:
 
 def context_goal(doc: StudyResults) -> ContextGoal | None:
     """The stated goal of table G: a configuration whose bpb at the longest multiple (16x) is
-    within :data:`FLAT` of its own bpb at 1x *and* whose exact match there is at least
-    :data:`RETRIEVES` at every depth, on the held-out formats (the skill; on the trained format in a
-    study that scored no held-out one); None when the study ran no table G. A configuration that
-    did not learn the skill at 1x (:attr:`RetrievalLine.learned`) is scored but never ranked: with
-    none that learned, there is no nearest, best or longest reach."""
+    within :data:`FLAT` of its own bpb at 1x, shown by its interval (:func:`is_flat`), *and* whose
+    exact match there is at least :data:`RETRIEVES` at every depth of every held-out format, each
+    format's own worst depth (:func:`goal_worst`; the skill; on the trained format in a study that
+    scored no held-out one); None when the study ran no table G. A configuration that did not learn
+    the skill at 1x (:attr:`RetrievalLine.learned`) is scored but never ranked: with none that
+    learned, there is no nearest, best or longest reach."""
     lines = retrieval_lines(doc, "held-out" if held_out_scored(doc) else "trained")
     if not lines:
         return None
@@ -300,7 +340,8 @@ def context_goal(doc: StudyResults) -> ContextGoal | None:
     for line in lines:
         ratio, low, high = far_ratio(line, far)
         flat = is_flat(ratio, high)
-        worst = line.worst_depth.get(far, 0.0)
+        worst = goal_worst([line], far)
+        worst = 0.0 if worst is None else worst
         met = flat and worst >= RETRIEVES and line.learned
         scored.append(Scored(line, ratio, flat, worst, met, _reach(line.worst_depth), low, high))
 

@@ -52,7 +52,8 @@ def blocks(doc: StudyResults) -> list[Block]:
         Figure("retrieval_heatmap.png", "exact match by configuration and length"),
         Text("95 % intervals over seeds (Student t on the seeds' exact match, each over the depths and the "
              "formats of a line: where another training seed could land; never narrower than the needle "
-             "interval below), and the worst depth at the longest length. Every finding below rests on these "
+             "interval below), and the worst depth at the longest length (each format's own worst depth, the lowest "
+             "of those: the goal's rule, never the formats averaged at a depth). Every finding below rests on these "
              "(on the needle interval where a row has one seed): a difference is stated only where two of them "
              "are apart."),
         seed_interval_table(doc),
@@ -155,12 +156,13 @@ def _interval(line: queries.RetrievalLine, m: int, interval: tuple[float, float]
 
 def seed_interval_table(doc: StudyResults) -> Table:
     """G's 95 % intervals over seeds (:attr:`.queries.RetrievalLine.over_seeds`: Student t on each
-    seed's exact match), what every finding rests on, and the worst depth at the longest multiple."""
+    seed's exact match), what every finding rests on, and the worst depth at the longest multiple (the
+    goal's, :func:`.queries.goal_worst`)."""
     ms = section(doc).multiples
     header = ["configuration", "pattern", "formats", "seeds"] + [f"{m}x [95 % over seeds]" for m in ms] + [
         f"worst depth {ms[-1]}x"]
     rows = [[line.label, line.pattern, _formats(line), str(line.seeds)]
-            + [_interval(line, m, line.over_seeds.get(m)) for m in ms] + [percent(line.worst_depth.get(ms[-1]))]
+            + [_interval(line, m, line.over_seeds.get(m)) for m in ms] + [percent(queries.goal_worst([line], ms[-1]))]
             for line in _lines(doc)]
     return Table.of(header, rows)
 
