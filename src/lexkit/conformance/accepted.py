@@ -1,12 +1,15 @@
 """Differences a runtime knows it has, each with its reason: a file a runtime's CI pins, so that
 ``lexkit conformance --check --accept FILE`` (and :func:`expect` in its own tests) fails on a *new*
-difference only. One difference a line, ``IMPL CASE  # reason`` (a glob for the case, ``yarn/*``; the
-reason required: a difference accepted without one is a difference forgotten); blank lines and lines
-that start with ``#`` are comments::
+difference only. One difference a line, ``IMPL CASE [STATUS]  # reason`` (a glob for the case,
+``yarn/*``, that must match a case of the suite; STATUS ``fail``, the default, or ``error``: a line
+accepts the verdict it names, so a case accepted as differing that later crashes is new; the reason
+required: a difference accepted without one is a difference forgotten); blank lines and lines that
+start with ``#`` are comments::
 
     # transformers 5.24: lexkit's conventions differ, not bugs
     transformers rope/partial-0.3              # rotates int(f·h) dims, lexkit 2·floor(f·h/2)
     transformers dynamic/shorter-than-longest  # the original Dynamic NTK cache: the longest call's base
+    vllm rope/partial-0.3 error                # int(f·h) = 19 rotary dims: its forward raises
 """
 
 from __future__ import annotations
@@ -14,51 +17,86 @@ from __future__ import annotations
 import fnmatch
 from pathlib import Path
 
-from .cases import Case
+from .cases import CASES, Case
 from .harness import Result, check
+
+#: the verdicts a line may accept
+STATUSES = ("fail", "error")
 
 
 class AcceptedError(ValueError):
     """A file of accepted differences that cannot be read: the file, the line and why."""
 
 
-def load(path: str | Path) -> dict[tuple[str, str], str]:
-    """(impl, case glob) -> reason, from the file at ``path``."""
+def load(path: str | Path, impls: list[str] | None = None) -> dict[tuple[str, str, str], str]:
+    """(impl, case glob, status) -> reason, from the file at ``path``; with ``impls``, an implementation
+    a line names must be one of them."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8")
     except OSError as exc:
         raise AcceptedError(f"--accept {path}: cannot read it ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise AcceptedError(f"--accept {path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+                            f"{exc.start})") from None
     out = {}
     for number, line in enumerate(text.splitlines(), 1):
-        body, _, reason = line.partition("#")
+        body, _, why = line.partition("#")
         if not body.strip():
             continue
         words = body.split()
-        if len(words) != 2 or not reason.strip():
-            raise AcceptedError(f"--accept {path}, line {number}: {line.strip()!r}: write IMPL CASE  # reason "
+        where = f"--accept {path}, line {number}: {line.strip()!r}"
+        if len(words) not in (2, 3) or not why.strip():
+            raise AcceptedError(f"{where}: write IMPL CASE [fail|error]  # reason "
                                 "(e.g. transformers rope/partial-0.3  # rotates int(f·h) dims)")
-        out[(words[0], words[1])] = reason.strip()
+        impl, pattern, status = words[0], words[1], words[2] if len(words) == 3 else "fail"
+        if status not in STATUSES:
+            raise AcceptedError(f"{where}: {status!r} is not a verdict to accept; valid: {', '.join(STATUSES)}")
+        if impls is not None and impl not in impls:
+            raise AcceptedError(f"{where}: {impl} is not an implementation; valid: {', '.join(impls)}")
+        if not any(fnmatch.fnmatchcase(c.name, pattern) for c in CASES):
+            raise AcceptedError(f"{where}: {pattern} matches no case of the suite (`lexkit conformance --list`)")
+        out[(impl, pattern, status)] = why.strip()
     return out
 
 
-def reason(accepted: dict[tuple[str, str], str], result: Result) -> str | None:
-    """Why ``result``'s difference is accepted, or None (a pass or an n/a is never 'accepted')."""
-    if result.status not in ("fail", "error"):
+def _entries(accepted: dict) -> list[tuple[str, str, str, str]]:
+    """(impl, pattern, status, reason) of each line; a key of two, (impl, pattern), accepts a fail."""
+    return [(*key, "fail", why) if len(key) == 2 else (*key, why) for key, why in accepted.items()]
+
+
+def reason(accepted: dict, result: Result) -> str | None:
+    """Why ``result``'s difference is accepted, or None (a pass or an n/a is never 'accepted'; a line
+    accepts only the verdict it names)."""
+    if result.status not in STATUSES:
         return None
-    return next((why for (impl, pattern), why in accepted.items()
-                 if impl == result.impl and fnmatch.fnmatchcase(result.case, pattern)), None)
+    return next((why for impl, pattern, status, why in _entries(accepted)
+                 if impl == result.impl and status == result.status and fnmatch.fnmatchcase(result.case, pattern)),
+                None)
 
 
-def stale(accepted: dict[tuple[str, str], str], results: list[Result]) -> list[str]:
+def stale(accepted: dict, results: list[Result]) -> list[str]:
     """The accepted differences no result shows any more (the runtime fixed them: remove the line)."""
-    ran = {(r.impl, r.case): r for r in results}
     out = []
-    for (impl, pattern), _ in accepted.items():
-        hits = [r for (i, name), r in ran.items() if i == impl and fnmatch.fnmatchcase(name, pattern)]
-        if hits and not any(r.status in ("fail", "error") for r in hits):
-            out.append(f"{impl} {pattern}")
+    for impl, pattern, status, _ in _entries(accepted):
+        hits = [r for r in results if r.impl == impl and fnmatch.fnmatchcase(r.case, pattern)]
+        if hits and not any(r.status == status for r in hits):
+            out.append(f"{impl} {pattern}" + (f" {status}" if status != "fail" else ""))
     return out
+
+
+def judge(results: list[Result], accepted: dict, source: str = "") -> tuple[list[str], bool]:
+    """The ``check:`` lines of ``--check`` over ``results`` and whether a difference is new (a FAIL or
+    error no line of ``accepted``, read from ``source``, names)."""
+    lines = []
+    new = [r for r in results if r.status in STATUSES and reason(accepted, r) is None]
+    if accepted:
+        kept = sum(1 for r in results if reason(accepted, r) is not None)
+        lines.append(f"{kept} difference{'s' if kept != 1 else ''} accepted by {source}, {len(new)} not")
+        lines += [f"{line} is accepted in {source} but no longer differs so: correct or remove the line"
+                  for line in stale(accepted, results)]
+    lines += [f"new difference: {r.impl} x {r.case}: {r.status}: {r.detail}" for r in new]
+    return lines, bool(new)
 
 
 def expect(adapter, case: Case, accepted: str | Path | dict | None = None) -> Result:

@@ -21,7 +21,11 @@ after a longer call, LongRoPE's switch) is exercised.
 
 A config the implementation cannot express is declined by :meth:`Adapter.supports` (a reason, shown as
 ``n/a``); one it should refuse (a factor below 1) it refuses by raising from ``build`` or the first
-call. The smallest adapter is two functions (:func:`from_functions`)::
+call. A call the runtime's engine would not serve (a position past the context it allocates for the
+config) raises :class:`NotApplicable`: the case is ``n/a`` with that reason, not an ``error`` of the
+runtime. An adapter that could not ask the runtime at all (its process died, hung or broke the
+protocol) raises :class:`Unanswered`: an ``error`` cell, never taken for a refusal. The smallest
+adapter is two functions (:func:`from_functions`)::
 
     def my_tables(config, pos):
         inv = 1.0 / config.base ** (torch.arange(0, config.rotary_dims, 2) / config.rotary_dims)
@@ -48,6 +52,16 @@ from .config import RopeConfig
 
 #: the checks an embedding may offer, in the order the harness runs them
 CHECKS = ("frequencies", "tables", "rotate", "scores", "rotate_batch")
+
+
+class NotApplicable(Exception):
+    """A call the implementation declines by its own rule, not by a bug: its message is the reason
+    (``position 8191 is past the 4096 positions vLLM's engine serves this config``)."""
+
+
+class Unanswered(RuntimeError):
+    """The adapter could not get an answer from the implementation (the other interpreter died, gave no
+    answer in time, or broke the protocol): says nothing of the runtime, so no refusal case passes on it."""
 
 
 @runtime_checkable

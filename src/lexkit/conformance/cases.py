@@ -6,7 +6,9 @@ equal count at once, the call's positions row after row, each row's current leng
 checks asked. Against the reference unless it is
 a *property* (``twin``): then the implementation is compared with itself under the twin config (at
 positions shifted by ``shift``; only pairs with |m - n| < ``within`` for ReRoPE's window), and needs no
-second implementation. A case with ``refuse`` passes when the implementation refuses the config.
+second implementation. A case with ``refuse`` passes when the implementation refuses the config. A
+``causal`` case compares the scores of pairs m >= n only: a scheme defined for causal attention (ReRoPE,
+whose reference code clamps |m - n| where lexkit's keeps m - n) has no score where the mask hides one.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class Case:
     twin: RopeConfig | None = None
     shift: int = 0
     within: int | None = None
+    causal: bool = False  # scores compared for m >= n only (the pairs causal attention sees)
     batch: int = 1  # sequences per call (their positions one after the other, equally many each)
 
     def rows(self, call: int):
@@ -254,18 +257,19 @@ def _battery() -> list[Case]:
         why="xPos without its decay is RoPE")
     rerope = replace(ROPE, scheme="rerope", window=64)
     near = tuple(range(0, 160, 7))
-    add("property/rerope-is-rope-in-window", rerope, [near], checks=(S,), twin=ROPE, within=64,
-        why="ReRoPE equals RoPE for |m - n| < w")
+    # ReRoPE is defined for causal attention: its cases compare the pairs m >= n (causal=True)
+    add("property/rerope-is-rope-in-window", rerope, [near], checks=(S,), twin=ROPE, within=64, causal=True,
+        why="ReRoPE equals RoPE for 0 <= m - n < w (causal pairs)")
     add("property/leaky-rerope-is-rope-in-window", replace(rerope, leak=16.0), [near], checks=(S,), twin=ROPE,
-        within=64, why="leaky ReRoPE too")
+        within=64, causal=True, why="leaky ReRoPE too")
     far = tuple(range(0, 200, 4))  # pairs inside w = 64, at m - n = w and past it
-    add("rerope/past-window", rerope, [far], checks=(S,),
-        why="ReRoPE against the reference past w: the relative position held at w for |m - n| >= w")
-    add("rerope/leaky-past-window", replace(rerope, leak=16.0), [far], checks=(S,),
-        why="leaky ReRoPE past w: w + (|m - n| - w)/k; a clamp at another w or another k fails")
+    add("rerope/past-window", rerope, [far], checks=(S,), causal=True,
+        why="ReRoPE against the reference past w: the relative position held at w for m - n >= w (causal pairs)")
+    add("rerope/leaky-past-window", replace(rerope, leak=16.0), [far], checks=(S,), causal=True,
+        why="leaky ReRoPE past w: w + (m - n - w)/k; a clamp at another w or another k fails (causal pairs)")
     for name, cfg in (("rope", ROPE), ("yarn", yarn), ("llama3", l3), ("xpos", xpos), ("rerope", rerope)):
         add(f"property/translation-{name}", cfg, [near], checks=(S,), twin=cfg, shift=1000,
-            why="scores depend on m - n only: shifting every position by 1000 changes nothing")
+            causal=name == "rerope", why="scores depend on m - n only: shifting every position by 1000 changes nothing")
     return c
 
 

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from . import tolerance
-from .adapter import CHECKS, Adapter, from_interleaved, to_interleaved
+from .adapter import CHECKS, Adapter, NotApplicable, Unanswered, from_interleaved, to_interleaved
 from .cases import Case
 from .reference import Reference
 
@@ -90,6 +90,10 @@ def check(adapter: Adapter, case: Case) -> Result:
     try:
         emb = adapter.build(case.config)
         twin = adapter.build(case.twin) if case.twin is not None else None
+    except NotApplicable as exc:
+        return Result(name, case.name, "n/a", str(exc))
+    except Unanswered as exc:
+        return Result(name, case.name, "error", f"no answer: {exc}")
     except Exception as exc:  # an adapter's runtime raises anything
         return Result(name, case.name, "error", f"refused a valid config: {_first(exc)}")
     offered = [c for c in case.checks if hasattr(emb, c) and (twin is None or hasattr(twin, c))]
@@ -102,14 +106,25 @@ def check(adapter: Adapter, case: Case) -> Result:
         for check in offered:
             try:
                 findings += _compare(check, emb, twin, ref, case, pos, i, gen)
+            except NotApplicable as exc:  # a call the runtime does not serve, by its own rule
+                if any(f.ratio > 1 for f in findings):  # what it did serve differs: that stands
+                    return _verdict(name, case, findings)
+                return Result(name, case.name, "n/a", f"{check} at call {i + 1}: {exc}", findings)
+            except Unanswered as exc:
+                return Result(name, case.name, "error", f"{check} at call {i + 1}: no answer: {exc}", findings)
             except Exception as exc:
                 return Result(name, case.name, "error", f"{check} at call {i + 1} raised {_first(exc)}", findings)
+    return _verdict(name, case, findings)
+
+
+def _verdict(name: str, case: Case, findings: list[Finding]) -> Result:
+    """Pass or fail by the finding nearest its bound (or past it)."""
     worst = max(findings, key=lambda f: f.ratio)
-    status = "pass" if worst.ratio <= 1 else "fail"
-    return Result(name, case.name, status, _describe(worst, case), findings)
+    return Result(name, case.name, "pass" if worst.ratio <= 1 else "fail", _describe(worst, case), findings)
 
 
 def _refusal(adapter: Adapter, case: Case) -> Result:
+    """Passes when the runtime refuses the config; a side that could not be asked says nothing of it."""
     try:
         emb = adapter.build(case.config)
         pos = torch.tensor(case.calls[0], dtype=torch.long)
@@ -117,6 +132,10 @@ def _refusal(adapter: Adapter, case: Case) -> Result:
             if hasattr(emb, check):
                 _call(check, emb, pos, case, torch.Generator().manual_seed(0))
                 break
+    except NotApplicable as exc:
+        return Result(adapter.name, case.name, "n/a", str(exc))
+    except Unanswered as exc:
+        return Result(adapter.name, case.name, "error", f"no answer: {exc}")
     except Exception as exc:
         return Result(adapter.name, case.name, "pass", f"refused: {_first(exc)}")
     return Result(adapter.name, case.name, "fail", f"accepted {case.config.describe()} (lexkit refuses it)")
@@ -188,6 +207,8 @@ def _compare(check: str, emb, twin, ref: Reference, case: Case, pos: Tensor, cal
     if case.within is not None:
         outside = (pos[:, None] - pos[None, :]).abs() >= case.within
         bound = bound.masked_fill(outside, math.inf)
+    if case.causal:  # pairs a causal mask hides (m < n): the scheme defines no score there
+        bound = bound.masked_fill(pos[:, None] < pos[None, :], math.inf)
     return [_worst("scores", call, got, want, bound,
                    lambda i: f"(m, n) = ({int(pos[i[1]])}, {int(pos[i[2]])})")]
 

@@ -7,28 +7,32 @@ NAME=PATH`` names the interpreter of an adapter; without it, this one's.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import math
 import os
+import queue
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
-from .adapter import Adapter
+from .adapter import Adapter, NotApplicable, Unanswered
 from .config import RopeConfig
 
 #: the folder of the side modules and their protocol loop (put on the other interpreter's path)
 SIDES = Path(__file__).parent / "sides"
-#: seconds a side may take to answer one request (a first import of a runtime included)
+#: seconds a side may take to answer one request (a first import of a runtime included); a side that
+#: takes longer is stopped and its case is an error (``lexkit conformance --timeout``)
 TIMEOUT = 300.0
 
 
 class RemoteError(RuntimeError):
-    """The other interpreter refused, failed or died: its one line."""
+    """The runtime in the other interpreter raised: its one line (a refusal of a config or a call)."""
 
 
 def config_json(config: RopeConfig) -> dict:
@@ -48,37 +52,99 @@ def config_json(config: RopeConfig) -> dict:
     return out
 
 
-class Side:
-    """One interpreter running one side module: requests in, answers out, in order."""
+#: the last lines of a side's stderr kept for the message of its death (the rest is read and dropped)
+TAIL = 20
 
-    def __init__(self, python: str, module: str, folders: tuple[Path, ...] = (), env: dict | None = None) -> None:
-        self.python, self.module = python, module
+
+class Side:
+    """One interpreter running one side module: requests in, answers out, in order, each within
+    ``timeout`` seconds. Both of the side's output pipes are read as they fill (by a thread each), so a
+    side that logs a lot never blocks on a full pipe; its stderr's last :data:`TAIL` lines are kept for
+    the message of its death. A side that gives no answer in time, dies, or answers out of turn raises
+    :class:`~lexkit.conformance.adapter.Unanswered` and is stopped: the adapter starts another."""
+
+    def __init__(self, python: str, module: str, folders: tuple[Path, ...] = (), env: dict | None = None,
+                 timeout: float = TIMEOUT) -> None:
+        self.python, self.module, self.timeout = python, module, timeout
+        self.seq, self.broken = 0, ""
         path = [str(SIDES), *(str(f) for f in folders)]
         code = f"import sys; sys.path[:0] = {path!r}; import protocol; protocol.main({module!r})"
         try:
             self.process = subprocess.Popen([python, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                            stderr=subprocess.PIPE, text=True, bufsize=1,
+                                            stderr=subprocess.PIPE, text=True, encoding="utf-8",
+                                            errors="replace", bufsize=1,
                                             env=None if env is None else {**os.environ, **env})
         except OSError as exc:
-            raise RemoteError(f"cannot start {python}: {exc.strerror or exc}") from None
+            raise Unanswered(f"cannot start {python}: {exc.strerror or exc}") from None
+        self.answers: queue.Queue = queue.Queue()
+        self.stderr: collections.deque = collections.deque(maxlen=TAIL)
+        self.readers = [threading.Thread(target=t, daemon=True) for t in (self._read_answers, self._read_stderr)]
+        for reader in self.readers:
+            reader.start()
+
+    def _read_answers(self) -> None:
+        try:
+            for line in self.process.stdout:
+                self.answers.put(line)
+        except (OSError, ValueError):  # the pipe closed under the reader
+            pass
+        self.answers.put(None)  # end of stream: the side exited
+
+    def _read_stderr(self) -> None:
+        try:
+            for line in self.process.stderr:
+                if line.strip():
+                    self.stderr.append(line.rstrip())
+        except (OSError, ValueError):
+            pass
+
+    @property
+    def alive(self) -> bool:
+        return not self.broken and self.process.poll() is None
+
+    def _fail(self, why: str) -> Unanswered:
+        """Stop the side and the error that says why (its exit and stderr's last line where it died)."""
+        self.broken = why
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        return Unanswered(f"{self.python} ({self.module}) {why}")
 
     def ask(self, request: dict) -> dict:
-        """The side's answer to ``request``; RemoteError for its error answer or its death."""
-        process = self.process
+        """The side's answer to ``request``: RemoteError for the runtime's error answer,
+        NotApplicable for a call it declines, Unanswered when no answer came (and the side is stopped)."""
+        if self.broken:
+            raise Unanswered(f"{self.python} ({self.module}) {self.broken}")
+        self.seq += 1
+        op = request.get("op")
         try:
-            process.stdin.write(json.dumps(request) + "\n")
-            process.stdin.flush()
-            line = process.stdout.readline()
+            self.process.stdin.write(json.dumps({"seq": self.seq, **request}) + "\n")
+            self.process.stdin.flush()
         except (BrokenPipeError, OSError):
-            line = ""
-        if not line:
-            process.wait(timeout=TIMEOUT)
-            err = (process.stderr.read() or "").strip().splitlines()
-            raise RemoteError(f"{self.python} ({self.module}) exited {process.returncode}"
-                              + (f": {err[-1]}" if err else ""))
-        reply = json.loads(line)
+            pass  # it died: the end of its answers says how
+        try:
+            line = self.answers.get(timeout=self.timeout)
+        except queue.Empty:
+            raise self._fail(f"gave no answer in {self.timeout:g} s to {op!r} (stopped it)") from None
+        if line is None:
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            self.readers[1].join(timeout=2)  # the stderr reader's last lines
+            last = f": {self.stderr[-1]}" if self.stderr else " with nothing on stderr"
+            raise self._fail(f"exited {self.process.poll()} at {op!r}{last}")
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            raise self._fail(f"broke the protocol at {op!r}: a line that is not JSON: {line.strip()[:80]!r}") from None
+        if not isinstance(reply, dict) or reply.get("seq") != self.seq:
+            got = reply.get("seq") if isinstance(reply, dict) else None
+            raise self._fail(f"broke the protocol at {op!r}: an answer to request {got}, not to {self.seq}")
         if "error" in reply:
             raise RemoteError(reply["error"])
+        if "na" in reply:
+            raise NotApplicable(reply["na"])
         return reply
 
     def close(self) -> None:
@@ -90,6 +156,8 @@ class Side:
             except (OSError, subprocess.TimeoutExpired):
                 self.process.kill()
                 self.process.wait()
+        for reader in self.readers:  # at the end of the side's streams once it exited
+            reader.join(timeout=2)
         for pipe in (self.process.stdin, self.process.stdout, self.process.stderr):
             try:
                 pipe.close()
@@ -145,6 +213,8 @@ class RemoteAdapter(Adapter):
     install: str = ""
     #: environment variables of the side's process (the in-process adapter a lexkit side runs)
     env: dict | None = None
+    #: seconds the side may take to answer one request (``lexkit conformance --timeout``)
+    timeout: float = TIMEOUT
 
     def __init__(self, python: str | None = None) -> None:
         if python is not None:
@@ -153,22 +223,32 @@ class RemoteAdapter(Adapter):
         self._info: dict | None = None
 
     def _connect(self) -> Side:
+        """The side, started anew where the last one died or was stopped (each case builds afresh)."""
+        if self._side is not None and not self._side.alive:
+            self._side.close()
+            self._side = None
         if self._side is None:
-            self._side = Side(self.python, self.side, self.folders, self.env)
+            self._side = Side(self.python, self.side, self.folders, self.env, self.timeout)
         return self._side
 
     def unavailable(self) -> str | None:
         where = "" if self.python == sys.executable else f" in {self.python}"
+        probe = self.probe or "json"
         try:
-            done = subprocess.run([self.python, "-c", f"import {self.probe or 'json'}"], capture_output=True,
-                                  text=True, timeout=TIMEOUT)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"cannot run {self.python}: {getattr(exc, 'strerror', None) or exc}"
+            done = subprocess.run([self.python, "-c", f"import {probe}"], capture_output=True,
+                                  text=True, errors="replace", timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            return f"{self.python} did not import {probe} in {self.timeout:g} s"
+        except OSError as exc:
+            return f"cannot run {self.python}: {exc.strerror or exc}"
         if done.returncode:
             last = (done.stderr.strip().splitlines() or [""])[-1]
+            if done.returncode != 1 or "Error" not in last:  # no traceback: not a Python, or one that exits
+                said = f": {last}" if last else " with nothing on stderr"
+                return f"{self.python} exited {done.returncode} when asked to import {probe}{said}"
             hint = f" (install it there: {self.install}; then --python {self.name}=ENV/bin/python)" \
                 if self.install else ""
-            return f"{self.probe} does not import{where}: {last}{hint}"
+            return f"{probe} does not import{where}: {last}{hint}"
         return None
 
     def info(self) -> dict:

