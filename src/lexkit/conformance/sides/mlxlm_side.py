@@ -1,10 +1,14 @@
 """mlx-lm's side (:mod:`protocol`): the rotary module a model gets from
 ``mlx_lm.models.rope_utils.initialize_rope`` (``nn.RoPE`` for default and linear, ``DynamicNTKScalingRoPE``,
-``Llama3RoPE``, ``YarnRoPE``, ``SuScaledRoPE`` for LongRoPE), called as a model calls it: on
-[1, H, L, h] with an ``offset``, rotate-half pairs (``traditional=False``) over the first r dims. A call
-at positions P runs the contiguous block min(P) .. max(P) (so the current length is max(P) + 1, as the
-harness counts it) and returns the rows of P; ``tables`` are read off the rotation of x = (1, .., 1,
-0, .., 0) (pair i becomes (a·cos, a·sin)). Runs on Linux with ``pip install mlx mlx-cpu mlx-lm``.
+``Llama3RoPE``, ``YarnRoPE``, ``SuScaledRoPE`` for LongRoPE), built as mlx-lm's models build it: r =
+``int(head_dim * partial_rotary_factor)`` rotary dims, as bailing_moe.py and qwen3_next.py pass them to
+``initialize_rope`` (glm4.py, phi3.py and the others that read the factor compute it so too), not rounded
+down to even: an odd r (h 64 at f 0.3 gives 19) is mlx's own error "[rope] dims must be even"; and
+called as a model calls it: on [1, H, L, h] with an ``offset``, over the first r dims, rotate-half pairs
+(``traditional=False``) unless the config's are interleaved (``traditional=True``). A call at positions P
+runs the contiguous block min(P) .. max(P) (so the current length is max(P) + 1, as the harness counts
+it) and returns the rows of P; ``tables`` are read off the rotation of x = (1, .., 1, 0, .., 0) (pair i
+becomes (a·cos, a·sin)). Runs on Linux with ``pip install mlx mlx-cpu mlx-lm``.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ class Embedding:
     def __init__(self, config: dict) -> None:
         from mlx_lm.models.rope_utils import initialize_rope
 
-        self.c, self.r = config, 2 * int(config["fraction"] * config["head_dim"] / 2)
+        self.c, self.r = config, int(config["head_dim"] * config["fraction"])  # as mlx-lm's models: no rounding
         if config["factor"] is not None and config["factor"] < 1 and config["scaling"] == "none":
             raise ValueError("factor without a scaling")
         traditional = config.get("pairs") == "interleaved"  # mlx's own name for (2i, 2i + 1) pairs
