@@ -1004,16 +1004,21 @@ def test_a_matrix_environment_made_from_a_virtualenv_has_that_virtualenvs_packag
     user_python = str(user / "bin" / "python")
     (Path(matrix._sites(user_python)[0]) / "only_in_the_users_venv.py").write_text("HERE = True\n")
 
-    def fake_pip(python, package, version, what):  # the release "installed": its metadata in the new env
-        info = Path(matrix._sites(python)[0]) / f"{package}-{version}.dist-info"
+    def dist(where, name, version, *requires):  # a distribution's metadata, as pip leaves it
+        info = Path(where) / f"{name}-{version}.dist-info"
         info.mkdir()
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: {version}\n")
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+                                       + "".join(f"Requires-Dist: {r}\n" for r in requires))
 
-    monkeypatch.setattr(matrix, "_install", fake_pip)
+    dist(matrix._sites(user_python)[0], "fakekernels", "0.19.1")  # newer than the old release allows
+    monkeypatch.setattr(matrix, "_install", lambda python, package, version, what: dist(
+        matrix._sites(python)[0], package, version, 'fakekernels<0.11,>=0.10.2; extra == "hub"', "fakeother>=1"))
     root = tmp_path / "envs"
     python = matrix.environment("fakerelease", "1.0", root, echo=lambda *_: None, python=user_python)
     assert subprocess.run([python, "-c", "import only_in_the_users_venv"]).returncode == 0
     assert (root / "fakerelease-1.0" / ".lexkit-ready").is_file()
+    # an optional dependency the environment holds outside the release's range: installed at one inside it
+    assert matrix._outside(python, "fakerelease") == ["fakekernels<0.11,>=0.10.2"]
 
     monkeypatch.setattr(matrix, "_install", lambda *args: None)  # pip "succeeds" but the release is not there
     with pytest.raises(matrix.LexkitError, match="fakerelease there is missing, not 2.0"):

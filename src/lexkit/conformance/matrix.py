@@ -71,9 +71,40 @@ def _sites(python: str) -> list[str]:
 
 
 def _install(python: str, package: str, version: str, what: str) -> None:
-    """``pip install PACKAGE==VERSION`` into the environment of ``python`` (pip from the inherited sites)."""
-    _run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", f"{package}=={version}"],
-         f"{what}: pip install {package}=={version}")
+    """``pip install PACKAGE==VERSION`` into the environment of ``python`` (pip from the inherited sites),
+    then, for each optional dependency the release names that the inherited sites hold at a version
+    outside the release's range (transformers 5.0.0 imports ``kernels`` when it is there and breaks on
+    0.19, which 5.25 requires), a version inside it, installed ahead of the inherited one."""
+    pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    _run([*pip, f"{package}=={version}"], f"{what}: pip install {package}=={version}")
+    outside = _outside(python, package, what)
+    if outside:
+        _run([*pip, *outside], f"{what}: pip install {' '.join(outside)}")
+
+
+def _outside(python: str, package: str, what: str = "--matrix") -> list[str]:
+    """``name<specifier>`` of each requirement of ``package`` (any extra) that the environment of
+    ``python`` holds at a version outside its range."""
+    return _run([python, "-c", _OUTSIDE, package], f"{what}: reading {package}'s optional dependencies").split()
+
+
+#: prints ``name<specifier>`` for each requirement of a distribution (any extra) that is installed at a
+#: version outside its range
+_OUTSIDE = """import sys, importlib.metadata as m
+from packaging.requirements import Requirement
+seen = set()
+for line in m.distribution(sys.argv[1]).requires or []:
+    r = Requirement(line)
+    if r.name in seen or not r.specifier:
+        continue
+    try:
+        have = m.version(r.name)
+    except m.PackageNotFoundError:
+        continue
+    if not r.specifier.contains(have, prereleases=True):
+        seen.add(r.name)
+        print(f"{r.name}{r.specifier}")
+"""
 
 
 def _check(python: str, package: str, version: str, what: str) -> None:
