@@ -144,6 +144,19 @@ def check_model(cfg: ModelConfig) -> None:
         checks.number(key, getattr(cfg, key), maximum=1 << 16)
 
 
+def inert_modifier(cfg: ModelConfig, longest: int) -> str | None:
+    """The one check of ``lexkit train`` (a warning) and of a sweep's arms (a refusal): a modifier
+    whose settings make it do nothing both at the training length and at ``longest``, the longest
+    length the run is evaluated at (:meth:`lexkit.layouts.LayerPlan.inert`: ``+topk:1000000000``,
+    ``+chunks:1000`` on a model trained at 32): a sentence naming it, None when every modifier acts."""
+    found = cfg.plan.inert(sorted({cfg.train_len, int(longest)}))
+    if found is None:
+        return None
+    what, why = found
+    return (f"{what} does nothing at the training length {cfg.train_len} nor at {longest}, the longest evaluated "
+            f"({why}): the layer trains and scores as without it; give a setting that acts at these lengths")
+
+
 def differences(old: dict, new: dict) -> list[str]:
     """Keys whose values differ between two configs (model.*, train.*), runtime keys ignored. A
     key an older config lacks reads as its default (``model.logn``: False)."""

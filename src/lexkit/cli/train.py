@@ -13,12 +13,14 @@ over N processes; ``--batch`` stays the global batch and must divide by N (docs/
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from pathlib import Path
 
 from .. import options, presets, threads
 from ..distributed import setup
 from ..runs import configs_from_run, read_config
-from ..settings import configs, same_layers, split_settings
+from ..settings import configs, inert_modifier, same_layers, split_settings
+from ..subject import default_lengths
 from ..train import train
 
 
@@ -97,7 +99,8 @@ def add_parser(sub):
     options.add_flags(p, RunSettings)
     p.add_argument("--threads", type=int, metavar="N", help=threads.HELP)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps (default: auto)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", "--no-progress", dest="quiet", action="store_true",
+                   help="no progress bar (--no-progress: the same, as the other commands write it)")
     p.add_argument("--fsdp", action="store_true",
                    help="under torchrun: shard parameters and optimizer state over the processes (FSDP2)")
     p.add_argument("--tensorboard", nargs="?", const="", default=None, metavar="DIR",
@@ -150,6 +153,10 @@ def run(args) -> int:
         if args.scheme is None and args.layout is None:
             raise ValueError("--scheme or --layout is required (see `lexkit schemes`, `lexkit layouts`)")
         model_cfg, train_cfg = configs(args.preset or "small", args.scheme or "rope", **overrides)
+    if not args.resume:  # a resumed run was warned when it started
+        inert = inert_modifier(model_cfg, max(default_lengths(model_cfg.train_len)))
+        if inert is not None:
+            warnings.warn(inert, stacklevel=1)
     tensorboard = None if args.tensorboard is None else args.tensorboard or str(Path(args.out) / "tb")
     summary = train(args.out, model_cfg, train_cfg, resume=args.resume, device=args.device,
                     threads=args.threads, progress=not args.quiet, fsdp=args.fsdp, init=args.init,

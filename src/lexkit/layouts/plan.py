@@ -247,6 +247,19 @@ class LayerPlan:
                     where = "" if self.uniform else f"layer {i} ({layer.spec}): "
                     raise LayoutError(f"{where}{exc}") from None
 
+    def inert(self, lengths: Sequence[int]) -> tuple[str, str] | None:
+        """The first modifier whose settings make it do nothing at every one of ``lengths``
+        (:meth:`Modifier.inert_at`: ``topk:K`` with K at least the longest): what it is (``+topk:64``,
+        with its layer where the layers differ) and why at the last length; None: every modifier
+        acts at one of them, or may."""
+        for i, layer in enumerate(self.layers):
+            for modifier in layer.modifiers:
+                whys = [modifier.inert_at(int(n)) for n in lengths]
+                if whys and all(whys):
+                    where = "" if self.uniform else f"layer {i} ({layer.spec}): "
+                    return f"{where}+{modifier.spec}", whys[-1]
+        return None
+
     # -- what an evaluation means on it ----------------------------------------------------------
     def resolve(self, spec: str | Pattern = "causal") -> Pattern:
         """An evaluation pattern on this plan (:func:`lexkit.layouts.select.resolve_pattern`): a plain

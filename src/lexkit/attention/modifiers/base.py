@@ -23,8 +23,9 @@ and says what it needs: learned **state** (:meth:`Modifier.state`: a module or p
 registers under :attr:`Modifier.slot`, so its state-dict key is ``blocks.i.<slot>...``), a **carry**
 across the pieces of a streamed sequence (:meth:`Modifier.inputs` / :meth:`Modifier.qkv` read and
 write ``carry``, the layer's dict in the KV cache; None in a one-pass forward), and what a kernel or
-the cache cannot run (:attr:`Modifier.flex_refusal`, :attr:`Modifier.stream_refusal`), and what it
-cannot share a layer with (:attr:`Modifier.excludes`).
+the cache cannot run (:attr:`Modifier.flex_refusal`, :attr:`Modifier.stream_refusal`), what it
+cannot share a layer with (:attr:`Modifier.excludes`), and at which lengths its settings make it do
+nothing (:meth:`Modifier.inert_at`: ``topk:K`` with K at least the length).
 
 A modifier is immutable and compared by its spec (``logn:L=64``, ``shift:0.25``, ``softcap:50``), so
 two layers with the same scheme, pattern and modifiers are the same layer. The model's ``Block``,
@@ -124,6 +125,14 @@ class Modifier:
 
     def state(self, shape: Shape) -> nn.Module | nn.Parameter | None:
         """The learned state a layer of ``shape`` registers under :attr:`slot` (None: none)."""
+        return None
+
+    def inert_at(self, n: int) -> str | None:
+        """Why, on a sequence of ``n`` positions, this modifier with its settings leaves its layer
+        exactly as the layer is without it (each query's weights the plain softmax's, each factor 1),
+        as a clause (``K = 64 keeps every one of the at most 32 keys a query sees``); None: it acts
+        there, or lexkit cannot say it does not (the default). Each modifier whose effect can vanish
+        with its settings says when; :meth:`lexkit.layouts.LayerPlan.inert` asks every layer's."""
         return None
 
     # -- what it does, by place (each modifier defines those of its place) -----------------------

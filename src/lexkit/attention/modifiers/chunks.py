@@ -79,3 +79,13 @@ class Chunks(Modifier):
 
     def weights(self, state):
         return partial(chunk_weights, size=self.values["C"], chunks=self.values["n"])
+
+    def inert_at(self, n: int) -> str | None:
+        """n positions make ⌈n / C⌉ chunks; a query attends inside its own and up to n − 1 past ones,
+        so with ⌈n / C⌉ <= n every query attends inside every chunk it sees (the plain softmax)."""
+        size, chunks = self.values["C"], self.values["n"]
+        made = -(-int(n) // size)
+        if made > chunks:
+            return None
+        return (f"{n} positions make {made} chunk{'s' if made != 1 else ''} of C = {size} and each query attends "
+                f"inside n = {chunks}: every chunk it sees")

@@ -45,3 +45,8 @@ class Fitted(Temperature):
 
     def query_scale(self, state, pos: Tensor) -> Tensor:
         return fitted_scale(pos, float(self.values["c"]), self.values["L"])  # [n]
+
+    def inert_at(self, n: int) -> str | None:
+        """β_m = 1 for m + 1 <= L: every query of n <= L positions."""
+        length = self.values["L"]
+        return f"its factor is 1 at every position up to L = {length}" if length is not None and n <= length else None

@@ -64,6 +64,11 @@ class LogN(Temperature):
     def query_scale(self, state, pos: Tensor) -> Tensor:
         return logn_scale(pos, self.values["L"])  # [n]
 
+    def inert_at(self, n: int) -> str | None:
+        """λ_m = 1 for m + 1 <= L: every query of n <= L positions."""
+        length = self.values["L"]
+        return f"its factor is 1 at every position up to L = {length}" if length is not None and n <= length else None
+
 
 class Llama4(Temperature):
     """τ_m = 1 + β·ln(floor((m + 1)/F) + 1) (Llama 4's NoPE layers, ``attn_temperature_tuning``)."""
@@ -82,6 +87,11 @@ class Llama4(Temperature):
         m = pos.to(torch.float64)
         tau = 1.0 + self.values["beta"] * torch.log1p(torch.floor((m + 1.0) / self.values["floor"]))
         return tau.to(torch.float32)  # [n]
+
+    def inert_at(self, n: int) -> str | None:
+        """τ_m = 1 while m + 1 < F: every query of n < F positions."""
+        floor = self.values["floor"]
+        return f"its factor is 1 at every position below F = {floor}" if floor is not None and n < floor else None
 
 
 class SSMaxScale(nn.Module):

@@ -73,3 +73,8 @@ class TopK(Modifier):
 
     def weights(self, state):
         return partial(top_k_weights, k=self.values["K"], straight=self.values["straight"])
+
+    def inert_at(self, n: int) -> str | None:
+        """A query sees at most n keys: K >= n keeps all of them (the plain softmax, forward and gradient)."""
+        k = self.values["K"]
+        return f"K = {k} keeps every one of the at most {n} keys a query sees" if k >= n else None

@@ -13,6 +13,7 @@ from typing import Any
 from ... import distributed, lock, runs, tasks
 from ...instruments.retrieval.measure import context_rows, minimum_length
 from ...mix import parse_mix
+from ...settings import inert_modifier
 from ...stopping import probe_keys
 from ...subject import RunSubject, load
 from ..cache import Cache
@@ -46,6 +47,18 @@ class SweepTable(RetrievalTable):
         return [RowSpec(arm.label, arm.scheme, arm.layout,
                         dict(arm.train) | ({"mix": arm.mix} if arm.mix is not None else {}), arm.steps, arm.patterns)
                 for arm in self.sweep.arms]
+
+    def seed_runs(self) -> list[SeedRun]:
+        """Table G's runs of the arms; an arm with a modifier that does nothing at the training length
+        and at the longest multiple scored (:func:`lexkit.settings.inert_modifier`: ``+topk:1000000000``)
+        is refused before any work, naming the arm: it would train the arm without it."""
+        out = super().seed_runs()
+        for run in out:
+            cfg = run.cell.model_cfg
+            inert = inert_modifier(cfg, max(MULTIPLES) * cfg.train_len)
+            if inert is not None:
+                raise ValueError(f"{self.row_name} {run.row.label!r}: {inert}")
+        return out
 
 
 def study_config(sweep: SweepConfig, device: str = "auto", threads: int | None = None,
