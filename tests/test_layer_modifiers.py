@@ -410,7 +410,8 @@ def test_a_modifier_at_its_neutral_value_is_the_model_without_it_bit_for_bit():
     ("rope;none+sit:tau=0", ["layer 1", "tau=0"]),
     ("rope@window:8+adaptive;none", ["layer 0", "adaptive", "global layer"]),
     ("rope;none+sit+fitted", ["layer 1", "two temperatures"]),
-    ("rope;none+stickbreak+adaptive", ["layer 1", "+adaptive and +stickbreak cannot share a layer", "softmax"]),
+    # the two named in the order the layer is written (it named the one that excludes first)
+    ("rope;none+stickbreak+adaptive", ["layer 1", "+stickbreak and +adaptive cannot share a layer", "softmax"]),
 ])
 def test_bad_modifiers_on_the_command_line_write_nothing(tmp_path, capsys, layout, words):
     out = tmp_path / "run"

@@ -103,7 +103,7 @@ def build_layer(scheme: str, pattern: str | Pattern = "causal", modifiers: Seque
     except (ValueError, KeyError) as exc:
         raise LayoutError(f"{prefix}{exc}") from None
     seen: dict[str, mods.Modifier] = {}
-    for modifier in built:
+    for i, modifier in enumerate(built):
         for key in (modifier.name, modifier.group):
             if key is None:
                 continue
@@ -112,14 +112,19 @@ def build_layer(scheme: str, pattern: str | Pattern = "causal", modifiers: Seque
                         f"two {key}s ({seen[key].spec} and {modifier.spec}); a layer takes one")
                 raise LayoutError(f"{prefix}{what}")
             seen[key] = modifier
-        for other in built:
-            why = next((modifier.excludes[key] for key in (other.name, other.group) if key in modifier.excludes), None)
+        for other in built[i + 1:]:  # each pair named in the order the layer writes them (an --add: the run's)
+            why = _excluded(modifier, other) or _excluded(other, modifier)
             if why is not None:
                 raise LayoutError(f"{prefix}+{modifier.name} and +{other.name} cannot share a layer: {why}")
         if modifier.global_only and pat.reach is not None:
             raise LayoutError(f"{prefix}{modifier.spec} grows with the position, but {pat.spec} shows at most "
                               f"{pat.reach} keys: it belongs to a global layer (causal)")
     return Layer(scheme_spec, pat, tuple(built), type)
+
+
+def _excluded(modifier: mods.Modifier, other: mods.Modifier) -> str | None:
+    """Why ``modifier`` cannot share a layer with ``other`` (:attr:`Modifier.excludes`; None: it can)."""
+    return next((modifier.excludes[key] for key in (other.name, other.group) if key in modifier.excludes), None)
 
 
 def parse_layer(text: str, *, scheme: str, train_len: int, max_len: int | None = None, where: str = "") -> Layer:
@@ -141,10 +146,11 @@ def parse_written(text: str, *, n_layers: int, train_len: int, scheme: str = "ro
     """A written-out layout (``rope@window:16 ; none@causal+logn``) -> the plan of an ``n_layers``
     model; k layers repeat to fill n when k divides n."""
     pieces, sources = expand_looped(text, text)
-    if n_layers % len(pieces):
-        raise LayoutError(f"layout {text!r} has {len(pieces)} layers and the model {n_layers}: give {n_layers} "
-                          f"layers (or a number that divides it, repeated to fit; '(...)xN' repeats)")
     k = len(pieces)
+    if n_layers % k:
+        raise LayoutError(f"layout {text!r} has {k} layers and the model {n_layers}: give the model {k} layers "
+                          f"(--layers {k}; a multiple of {k} repeats the layout to fit), or a layout of {n_layers} "
+                          f"layers or of a number that divides {n_layers} ('(...)xN' repeats)")
     sources = [r * k + w for r in range(n_layers // k) for w in sources]  # each repetition its own weights
     pieces = pieces * (n_layers // k)
     where = (lambda i: f"layout layer {i} ({pieces[i]!r})") if len(pieces) > 1 else (lambda i: f"layout {text!r}")
