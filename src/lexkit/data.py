@@ -54,7 +54,7 @@ class Corpus:
     def describe(self) -> str:
         f = self.fingerprint
         return (
-            f"{self.spec}: {f['files']} documents, {f['bytes']:,} bytes "
+            f"{self.spec}: {f['files']} document{'' if f['files'] == 1 else 's'}, {f['bytes']:,} bytes "
             f"({len(self.train)} train / {len(self.valid)} validation)"
         )
 

@@ -59,7 +59,9 @@ def printable(text: str) -> str:
 
 
 def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
-    print(f"warning: {printable(str(message))}", file=sys.stderr if file is None else file)
+    """One ``warning:`` line: a message of several lines (torch's) joined by spaces, not shown as ``\\n``."""
+    text = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
+    print(f"warning: {printable(text)}", file=sys.stderr if file is None else file)
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:

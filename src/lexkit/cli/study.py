@@ -179,7 +179,7 @@ def print_plan(plan: dict, cfg: StudyConfig) -> None:
     units, jobs = plan["units"], plan["jobs"]
     cells = [u for u in units if u["table"] == GRID]
     docs = plan.get("eval_docs")
-    scored = "" if docs is None else f"; bpb on {docs} documents per length" + (
+    scored = "" if docs is None else f"; bpb on {docs} document{'' if docs == 1 else 's'} per length" + (
         f" (--eval-docs {cfg.eval_docs}: only {docs} are long enough for {max(plan['lengths'])} bytes)"
         if docs < cfg.eval_docs else "")
     print(f"{len(cells)} training runs; lengths {plan['lengths']}; patterns {plan['patterns']}{scored}")

@@ -22,7 +22,8 @@ def text(report: dict) -> str:
         f"{report['target']}  {named(report)}"
         + f"  train_len {train_len}",
         f"task {report['task']}" + (f", format {report['format']}" if report.get("format") else "")
-        + f" ({report['style']} style), {report['samples']} documents per cell, lengths in "
+        + f" ({report['style']} style), {report['samples']} document{'' if report['samples'] == 1 else 's'} per "
+        "cell, lengths in "
         f"{report.get('unit', 'bytes')}; {chance_line(report)}",
     ]
     lines[1:1] = layout_lines(report)

@@ -266,7 +266,8 @@ class RetrievalTable(Bound):
             try:
                 training = self.training(row)  # once a row: a layout is parsed to see whether it shifts tokens
                 check_mix(training.get("mix"), self.train_len())
-                row_runs = [SeedRun(row, self.plan.cell(preset, row.scheme, seed, prefix="mix-", layout=row.layout,
+                prefix = "mix-" if training.get("mix") else "nomix-"  # a sweep arm's "mix": "" trains none
+                row_runs = [SeedRun(row, self.plan.cell(preset, row.scheme, seed, prefix=prefix, layout=row.layout,
                                                         **training))
                             for seed in self.settings.seed_list()]
             except ValueError as exc:
@@ -412,7 +413,8 @@ class RetrievalTable(Bound):
             work = (lambda cs=together: self.cache.trained_together([self.cache.run_dir(c) for c in cs], cs)) \
                 if together and together[0] is cell else \
                 (lambda c=cell: self.cache.trained(self.cache.run_dir(c), c.model_cfg, c.train_cfg))
-            out.append(Unit(train, "train", f"{run.row.label} + mix, seed {cell.seed}", KEY, work,
+            mixed = f"{run.row.label} + mix" if cell.train_cfg.mix else f"{run.row.label}, no mix"
+            out.append(Unit(train, "train", f"{mixed}, seed {cell.seed}", KEY, work,
                             lambda timer, c=cell: self.training_cost(timer, c), needs,
                             done=lambda c=cell: runs.finished(runs.trainer_state(self.cache.run_dir(c)),
                                                               c.train_cfg.steps),
