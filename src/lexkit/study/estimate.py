@@ -2,7 +2,8 @@
 work (:mod:`lexkit.study.units`) timed by running what it runs, briefly, on this machine, and the units
 scheduled over the study's workers (:mod:`lexkit.study.schedule`).
 
-"Time what runs": a training unit is timed by the trainer's own step on its model at its batch
+"Time what runs": a training unit is timed by the trainer's own step on its model at its batch, the
+batch drawn as the trainer draws it (with a retrieval mix: its task documents written)
 (:func:`timed_steps`), counted for the steps its checkpoint has left; an evaluation by
 :func:`lexkit.evaluate.evaluate` itself on one document, under the configuration's own scheme,
 log-n and patterns (a ReRoPE evaluation times ReRoPE's scores path, not the plain forward), scaled by
@@ -24,8 +25,10 @@ from typing import Any
 
 import torch
 
+from ..data import Stream
 from ..device import resolve_device
 from ..instruments.evaluate.measure import evaluate
+from ..mix import MixedStream
 from ..model import GPT
 from ..runs import atomic_write
 from ..train import device_autocast, make_optimizer, train_step
@@ -88,7 +91,7 @@ class Timer:
 
     def step(self, model_cfg, train_cfg) -> float:
         """Seconds of one training step of ``model_cfg`` at ``train_cfg``'s batch (:func:`timed_steps`)."""
-        name = digest([("step", model_cfg.identity(), train_cfg.batch, str(self.device)), self.threads])
+        name = digest([("step", model_cfg.identity(), train_cfg.batch, train_cfg.mix, str(self.device)), self.threads])
         if name not in self.seen:
             with torch.random.fork_rng(devices=[]), self._threads():
                 self._keep(name, timed_steps(model_cfg, train_cfg, self.device))
@@ -105,19 +108,33 @@ class Timer:
 
 
 def timed_steps(model_cfg, train_cfg, device) -> float:
-    """Seconds of one training step with the trainer's own :func:`~lexkit.train.train_step` on a
-    fresh model of ``model_cfg`` (seed 0) at ``train_cfg``'s batch: 6 steps, the first a warm-up,
-    the median of the other five (one step of a busy machine's noise does not move it)."""
+    """Seconds of one training step as the trainer takes it: its batch drawn from a stream as the
+    trainer's is (:func:`timing_stream`: with a retrieval mix, its task documents written, which at
+    table G's recipe is about a tenth of the step on a CPU), then its own
+    :func:`~lexkit.train.train_step` on a fresh model of ``model_cfg`` (seed 0) at ``train_cfg``'s
+    batch: 6 steps, the first a warm-up, the median of the other five (one step of a busy machine's
+    noise does not move it)."""
     torch.manual_seed(0)
     model = GPT(model_cfg).to(device)
-    x = torch.randint(0, 256, (train_cfg.batch, model_cfg.train_len), device=device)
+    stream = timing_stream(train_cfg.mix, model_cfg.train_len)
     optimizer = make_optimizer(model, train_cfg)
     times = []
-    for _ in range(6):
+    for step in range(6):
         start = time.perf_counter()
-        train_step(model, optimizer, x, x, grad_clip=train_cfg.grad_clip, autocast=device_autocast(device))
+        x, y = stream.batch(step, train_cfg.batch, model_cfg.train_len, train_cfg.seed)
+        train_step(model, optimizer, x.to(device), y.to(device), grad_clip=train_cfg.grad_clip,
+                   autocast=device_autocast(device))
         times.append(time.perf_counter() - start)
     return sorted(times[1:])[2]
+
+
+def timing_stream(mix: str, length: int) -> Stream:
+    """A training stream of random bytes (seed 0) that draws batches as a run's does: windows, and
+    with ``mix`` its task documents in their share of the rows (:class:`lexkit.mix.MixedStream`),
+    their haystack from the stream itself."""
+    gen = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, 256, (max(1 << 16, 8 * (length + 1)),), generator=gen).to(torch.int16)
+    return MixedStream(tokens, mix) if mix else Stream(tokens=tokens)
 
 
 @dataclasses.dataclass(frozen=True)
