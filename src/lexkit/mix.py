@@ -40,8 +40,9 @@ PROBE_SIZE = 12
 
 def parse_mix(spec: str | None) -> dict[str, float]:
     """``"passkey:0.05,copy:0.1"`` -> ``{"passkey": 0.05, "copy": 0.1}`` (``""``/None: no mix).
-    Each fraction in (0, 1), a task at most once, the fractions summing to at most 1 (an exact
-    sum, :func:`math.fsum`); spaces around a task or a fraction are ignored. A mix draws a task's
+    Each fraction in (0, 1] (1: every window a task document, as a labelling task such as ``khop``
+    trains alone), a task at most once, the fractions summing to at most 1 (an exact sum,
+    :func:`math.fsum`); spaces around a task or a fraction are ignored. A mix draws a task's
     :attr:`~lexkit.tasks.Task.mix_choices` per document (:func:`lexkit.tasks.draw_spec`); its other
     parameters may be fixed in the task's spec, ``kvthread:supervise=every:0.2`` (kept in canonical
     form: the probe's metrics are named by it)."""
@@ -61,8 +62,8 @@ def parse_mix(spec: str | None) -> dict[str, float]:
             fraction = float(value)
         except ValueError:
             raise ValueError(f"--mix {item!r}: {value!r} is not a number") from None
-        if not 0 < fraction < 1:
-            raise ValueError(f"--mix {item!r}: the fraction must be in (0, 1), got {value}")
+        if not 0 < fraction <= 1:
+            raise ValueError(f"--mix {item!r}: the fraction must be in (0, 1], got {value}")
         if task in out:
             raise ValueError(f"--mix names {task} twice")
         out[task] = fraction
@@ -161,13 +162,23 @@ def _probe_rows(docs, length: int) -> tuple[Tensor, Tensor, Tensor]:
     """Documents of ``length`` bytes as (inputs, targets, answer mask), each [len(docs), length]."""
     xs, ys, masks = [], [], []
     for doc in docs:
-        row = encode(doc.text)  # [length + 1], BOS first: target j is text byte j
+        x, y = document_row(doc)
         mask = torch.zeros(length, dtype=torch.bool)
         mask[doc.answer[0]:doc.answer[1]] = True
-        xs.append(row[:-1])
-        ys.append(row[1:])
+        xs.append(x)
+        ys.append(y)
         masks.append(mask)
     return torch.stack(xs), torch.stack(ys), torch.stack(masks)
+
+
+def document_row(doc: tasks.Document) -> tuple[Tensor, Tensor]:
+    """A document as one training row (inputs, targets), each [len(doc.text)]: BOS and the text but
+    its last byte, and the next bytes (target j is text byte j), or a labelling task's own targets
+    (:attr:`lexkit.tasks.Document.targets`, ``khop``)."""
+    row = encode(doc.text)  # [length + 1], BOS first
+    if not doc.targets:
+        return row[:-1], row[1:]
+    return row[:-1], torch.frombuffer(bytearray(doc.targets), dtype=torch.uint8).to(torch.int64)
 
 
 class MixedStream(Stream):
@@ -203,10 +214,10 @@ class MixedStream(Stream):
 
     def batch(self, step: int, batch: int, length: int, seed: int, rows: slice = slice(None)) -> tuple[Tensor, Tensor]:
         x, y = super().batch(step, batch, length, seed, rows)
+        x, y = x.clone(), y.clone()  # views of one window tensor: a labelling task's targets are not its next bytes
         for local, (i, task) in self.task_rows(step, batch, seed, rows).items():
             doc = mix_document(task, length, np.random.default_rng([0x314, seed, step, i]),
                                np.random.default_rng([0x316, seed, step, i]), early=step < self.curriculum,
                                haystack=self.haystack, seed=seed, index=step * batch + i, split="train")
-            row = encode(doc.text)  # [length + 1]
-            x[local], y[local] = row[:-1], row[1:]
+            x[local], y[local] = document_row(doc)
         return x, y

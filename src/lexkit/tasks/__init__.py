@@ -34,6 +34,9 @@ tasks, each in two styles but ``induction``:
   for the value of its ``which``-th occurrence. Byte style ``~cue=value`` asked as ``~cue#2=``;
   standard style RULER's needle, one word throughout, "What is the second special magic number
   for {word} ...".
+* ``khop`` (k-hop induction heads, Sanford, Hsu and Telgarsky 2024): a *labelling* task, no
+  needle and no haystack: a sequence over a small alphabet, every position labelled with the
+  symbol ``hops`` induction hops back (:attr:`Document.targets`); trained and probed in a mix only.
 
 Neither of the last two can be answered by copying what follows the question's cue: a copier
 gives the 1-hop value (kvthread forward), nothing (backward: the asked hash is never a key) or
@@ -81,6 +84,7 @@ from . import multikey  # noqa: F401
 from . import induction  # noqa: F401
 from . import kvthread  # noqa: F401
 from . import ordinal  # noqa: F401
+from . import khop  # noqa: F401
 # isort: on
 from .base import (  # noqa: F401 (the package's interface)
     DIGITS,
@@ -99,6 +103,7 @@ from .base import (  # noqa: F401 (the package's interface)
     chance_bits,
     check_depth,
     check_format,
+    check_scored,
     check_task,
     describe,
     documents,
@@ -123,6 +128,7 @@ from .base import (  # noqa: F401 (the package's interface)
 )
 from .copy import Copy  # noqa: F401
 from .induction import Induction  # noqa: F401
+from .khop import KHOP_NONE, KHop, hop_targets  # noqa: F401
 from .kvthread import ARROWS, DIRECTIONS, HASH, KVTHREAD_QUESTION, SUPERVISION, KVThread  # noqa: F401
 from .multikey import MULTIKEY_NEEDLES, Multikey  # noqa: F401
 from .ordinal import Ordinal  # noqa: F401

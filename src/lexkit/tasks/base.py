@@ -49,6 +49,9 @@ class Document:
     #: other keys, kvthread's other links' values (forward) or keys (backward), ordinal's other occurrences
     distractors: tuple[tuple[int, int], ...] = ()
     format: str = ""  # the needle format of a copy or induction document (lexkit.needles)
+    #: a labelling task's (``khop``): the byte each position must produce, position p reading BOS (p 0) or
+    #: ``text[p-1]``, in place of the next byte ``text[p]``; the answer span indexes it. b"": the next bytes
+    targets: bytes = b""
 
     @property
     def prompt(self) -> bytes:
@@ -56,7 +59,7 @@ class Document:
 
     @property
     def expected(self) -> bytes:
-        return self.text[self.answer[0] : self.answer[1]]
+        return (self.targets or self.text)[self.answer[0] : self.answer[1]]
 
     @property
     def distance(self) -> int:
@@ -139,6 +142,9 @@ class Task:
     #: what a mix draws instead during a curriculum's first part (``lexkit train --curriculum F``):
     #: the easier values of some of :attr:`mix_choices` (kvthread: one hop); {}: no curriculum
     curriculum: ClassVar[dict[str, tuple]] = {}
+    #: a labelling task (``khop``): its documents carry :attr:`Document.targets`, every position
+    #: supervised; trained and probed in a mix, never scored as a needle (``lexkit retrieval``)
+    labels: ClassVar[bool] = False
 
     @classmethod
     def check_params(cls, values: dict[str, Any]) -> None:
@@ -206,6 +212,13 @@ def get(task: str) -> type[Task]:
 
 def check_task(task: str) -> None:
     parse(task)
+
+
+def check_scored(task: str) -> None:
+    """ValueError for a labelling task (:attr:`Task.labels`), which has no needle to score at length."""
+    if get(task).labels:
+        raise ValueError(f"task {get(task).name} labels every position (its documents carry targets, not a "
+                         f"needle asked after a haystack): train and probe it in a mix, --mix {get(task).name}:F")
 
 
 def canonical(task: str) -> str:

@@ -155,6 +155,7 @@ def check_grid(task: str, lengths: Sequence[int], depths: Sequence[float], sampl
     before any model loads. Lengths of the ``standard`` style (tokenizer models) count tokens,
     checked against the needle once the tokenizer is loaded (:func:`cell_documents`)."""
     tasks.check_task(task)
+    tasks.check_scored(task)
     tasks.check_format(task, format)
     checks.number("--samples", samples)
     checks.number("--size", size)
