@@ -1,0 +1,125 @@
+"""The model battery: tiny random checkpoints of the families whose long-context bugs users filed in
+2025-26, each a :class:`ModelCase` (a transformers config, one line of why, the issue it comes from).
+
+Every case is small enough for a runtime's CI: hidden 64, 4 heads of 16 (2 KV heads), 2-4 layers, a
+vocabulary of 256, an original length L of 64 and windows of 16, so 32x the trained length is 2,048
+tokens. Checked (:mod:`.harness`): prefill logits at every position at L and at 32·L; decode through
+the runtime's own cache, one token a step and three, across the window, across L and at 32·L.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+from dataclasses import dataclass, field
+
+#: what every case's model has unless it says otherwise (transformers config fields)
+BASE = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+        "num_hidden_layers": 2, "intermediate_size": 128, "vocab_size": 256, "rms_norm_eps": 1e-6,
+        "initializer_range": 0.1, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0,
+        "tie_word_embeddings": False}
+L = 64  # the original (trained) length of every case of the battery
+W = 16  # the window of every windowed layer of the battery
+
+
+@dataclass(frozen=True)
+class ModelCase:
+    name: str
+    model_type: str
+    config: dict = field(default_factory=dict)  # beside BASE
+    why: str = ""
+    source: str = ""  # the issue or PR the case comes from
+    original: int = L
+
+    @property
+    def hf_config(self) -> dict:
+        """The transformers config fields of the checkpoint (``model_type`` included)."""
+        return {"model_type": self.model_type, **BASE, "max_position_embeddings": 32 * self.original, **self.config}
+
+    @property
+    def window(self) -> int | None:
+        return self.hf_config.get("sliding_window")
+
+    @property
+    def lengths(self) -> tuple[int, ...]:
+        """The prefill lengths checked: L and 32·L."""
+        return (self.original, 32 * self.original)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def battery(L: int = L, W: int = W) -> list[ModelCase]:
+    """The cases at original length L with windows of W (the battery's: 64 and 16; the tests' smaller)."""
+
+    def _yarn(factor: float, **more) -> dict:
+        return {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": L, **more}
+
+    short = [1.0, 1.1, 1.3, 1.6, 2.0, 2.5]  # LongRoPE's factors over 12 rotated dims (6 pairs)
+    long = [1.0, 1.5, 2.5, 4.0, 8.0, 16.0]
+    cases = [
+        ModelCase("models/llama-llama3", "llama", {
+            "rope_parameters": {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0,
+                                "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                "original_max_position_embeddings": L}},
+            why="Llama 3's scaling (all three bands populated at h 16): a runtime that reads only part of the "
+                "config, or never passes rope_parameters to its model, runs plain RoPE",
+            source="unsloth PR #6197 (Llama 3.1 unscaled: a 48k needle fails); vLLM PR #21174"),
+        ModelCase("models/qwen2-yarn", "qwen2", {
+            "rope_parameters": {"rope_theta": 1000000.0, **_yarn(8.0)}, "layer_types": ["full_attention"] * 2},
+            why="Qwen's YaRN at base 1e6 with q/k/v biases: the attention factor 0.1 ln 8 + 1 on every logit",
+            source="llama.cpp PR #13331/#13312 (a converter that never writes YaRN's metadata)"),
+        ModelCase("models/llama-yarn-attention-factor", "llama", {
+            "rope_parameters": {"rope_theta": 10000.0, **_yarn(8.0, attention_factor=1.0)}},
+            why="YaRN with an explicit attention_factor of 1 (no logit scaling): a runtime that drops it "
+                "scales every logit by 1.21",
+            source="vLLM PR #46280/#48351, mlx-lm PR #1507"),
+        ModelCase("models/qwen3-yarn-mscale", "qwen3", {
+            "rope_parameters": {"rope_theta": 10000.0, **_yarn(4.0, mscale=1.0, mscale_all_dim=0.5)},
+            "layer_types": ["full_attention"] * 2},
+            why="YaRN with DeepSeek's mscale/mscale_all_dim ratio and Qwen3's per-head q/k norms",
+            source="transformers PR #47435"),
+        ModelCase("models/phi3-longrope", "phi3", {
+            "rope_parameters": {"rope_type": "longrope", "rope_theta": 10000.0, "short_factor": short,
+                                "long_factor": long, "partial_rotary_factor": 0.75},
+            "original_max_position_embeddings": L, "partial_rotary_factor": 0.75},
+            why="Phi-4-mini's LongRoPE over 3/4 of each head: short factors up to L, long ones past it, "
+                "chosen by the sequence, not by the context a runtime allocates",
+            source="llama.cpp #24823 (chosen by the allocated context); cascadia PR #69 (partial rotary pairs)"),
+        ModelCase("models/mistral-window", "mistral", {"sliding_window": W, "rope_theta": 10000.0},
+            why="a sliding window of 16 on every layer (no layer_types: Mistral's rule); a window one wider, "
+                "or a ring cache that keeps what it should evict on multi-token steps, shows past 16",
+            source="TensorRT-LLM PR #5564 (a window off by one); mlx-lm #1914 (a ring cache that never evicts)"),
+        ModelCase("models/olmo3-hybrid", "olmo3", {
+            "num_hidden_layers": 4, "sliding_window": W,
+            "layer_types": ["sliding_attention"] * 3 + ["full_attention"],
+            "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                "full_attention": {"rope_theta": 500000.0, **_yarn(8.0)}}},
+            why="OLMo 3: three sliding layers unscaled at base 1e4 beside a YaRN full layer at 5e5; the full "
+                "layer's base or scaling on the sliding ones, or their window on the full one, shows",
+            source="exllamav3 #131 (OLMo 3 incoherent at 2k from its sliding layers' RoPE); vLLM PR #21927"),
+        ModelCase("models/olmo3-window-unused", "olmo3", {
+            "sliding_window": W, "layer_types": ["full_attention"] * 2,
+            "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}},
+            why="sliding_window set but every layer full: the window must apply to no layer",
+            source="vLLM #49795 (a sliding_window applied to every layer when layer_types are all full)"),
+    ]
+    return [dataclasses.replace(c, original=L) for c in cases]
+
+
+CASES: tuple[ModelCase, ...] = tuple(battery())
+
+
+def cases(patterns: list[str] | None = None) -> list[ModelCase]:
+    """The model cases whose names match any of the globs (all without); ValueError for one that
+    matches none."""
+    if not patterns:
+        return list(CASES)
+    out = []
+    for pattern in patterns:
+        hit = [c for c in CASES if fnmatch.fnmatchcase(c.name, pattern) or pattern == "models"]
+        if not hit:
+            raise ValueError(f"--case {pattern!r} matches no model case; they are: "
+                             f"{', '.join(c.name for c in CASES)}")
+        out += [c for c in hit if c not in out]
+    return out

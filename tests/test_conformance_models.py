@@ -1,0 +1,196 @@
+"""lexkit.conformance.models: the float64 forward is transformers' in float64 (where transformers computes in
+float64), lexkit's own runtime and transformers pass every model case, each planted class of whole-model bug
+fails the cases that must catch it, the protocol carries whole models out of process, and the command
+refuses bad input. Small cases (L 8, windows of 4: 256 tokens at 32x) keep it fast; the battery's own
+(L 64, windows of 16) run the same code."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from lexkit.cli import main
+from lexkit.conformance import models
+from lexkit.conformance.models import forward, harness
+from lexkit.conformance.models.cases import CASES, battery
+
+pytestmark = pytest.mark.xdist_group("hf")  # beside test_hf.py: one worker imports transformers and writes models
+SMALL = battery(8, 4)
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    """The small cases' checkpoints and references, made once for the module."""
+    pytest.importorskip("transformers")
+    where = tmp_path_factory.mktemp("models")
+    for case in SMALL:
+        models.checkpoint(case, where)
+    return where
+
+
+def test_the_battery_is_what_the_issue_asks(root):
+    assert [c.original for c in CASES] == [64] * len(CASES) and all(max(c.lengths) == 32 * 64 for c in CASES)
+    families = {c.model_type for c in CASES}
+    assert {"llama", "qwen2", "qwen3", "phi3", "mistral", "olmo3"} <= families
+    assert all(c.why and c.source for c in CASES)
+    assert {c.name for c in SMALL} == {c.name for c in CASES}
+
+
+def test_the_float64_forward_is_transformers_in_float64(root):
+    """The reference's structure (norms, projections, biases, q/k norms, post-norms, fused weights, masks by
+    layer type, RoPE by layer type) against transformers' own modelling code on the same weights; transformers
+    rounds its RMSNorm and its inverse frequencies through float32 even in float64, so the two agree to that."""
+    from transformers import AutoModelForCausalLM
+
+    for case in SMALL:
+        directory = models.checkpoint(case, root)
+        config, weights = forward.read(directory)
+        ids = harness.ids_of(case)
+        ours = forward.Decoder(config, weights).prefill(ids)
+        hf = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float64, attn_implementation="eager")
+        with torch.no_grad():
+            theirs = hf(ids[None]).logits[0]
+        assert (ours - theirs).abs().max() < 1e-4 * ours.abs().max(), case.name
+        assert float((ours - theirs).abs().max()) > 0  # two implementations, not one
+
+
+def test_lexkit_and_transformers_pass_every_model_case(root):
+    results = models.run([models.toy(), models.MODEL_RUNTIMES.get("transformers")()], SMALL, root)
+    assert {(r.runtime, r.case): r.status for r in results} == {(r.runtime, r.case): "pass" for r in results}
+    assert all(len(r.checks) == 4 and all(c.agree == 1.0 for c in r.checks) for r in results)
+
+
+@pytest.mark.parametrize("bug", sorted(models.BUGS))
+def test_each_planted_bug_fails_the_cases_that_must_catch_it(bug, root):
+    must = set(models.BUGS[bug][1])
+    results = {r.case: r for r in models.run([models.toy(bug)], [c for c in SMALL if c.name in must], root)}
+    failed = {name for name, r in results.items() if r.status == "fail"}
+    assert must <= failed, {name: results[name].detail for name in must - failed}
+    assert all(r.status == "fail" for r in results.values())  # a bug is a difference, not a crash
+    worst = min(c.first_error / c.band for name in must for c in results[name].checks if not c.ok)
+    assert worst > 10, worst  # far past the band, not at its edge
+
+
+def test_decode_is_checked_where_only_decode_differs(root):
+    """The decode bugs leave every prefill alone: only the cache's checks catch them."""
+    for bug in ("decode-one-late", "ring-no-evict"):
+        for name in models.BUGS[bug][1]:
+            (r,) = models.run([models.toy(bug)], [c for c in SMALL if c.name == name], root)
+            assert {c.check for c in r.checks if not c.ok} <= {"decode/1", "decode/3"}
+            assert all(c.ok for c in r.checks if c.check.startswith("prefill")), r.detail
+    (ring,) = models.run([models.toy("ring-no-evict")], [c for c in SMALL if c.name == "models/mistral-window"], root)
+    assert [c.check for c in ring.checks if not c.ok] == ["decode/3"]  # one token a step: a ring is the window
+
+
+class ToySide:
+    """The fake side's runtime (tests/fixtures/sides/toy_model_side.py: lexkit's decoder behind the protocol)."""
+
+    @staticmethod
+    def runtime():
+        from lexkit.conformance.models.remote import RemoteModelRuntime
+
+        class Side(RemoteModelRuntime):
+            name, side, probe = "toy-side", "toy_model_side", "numpy"
+            folders = (Path(__file__).parent / "fixtures" / "sides",)
+
+        return Side()
+
+
+def test_whole_models_travel_through_the_protocol(root, monkeypatch):
+    """The model operations as the pipe carries them (every request and answer through JSON, the side's
+    module answered by protocol.answer in this process): cases as JSON, logits as base64 float32 (float32
+    exactly), a model type the side lacks n/a with its reason, a planted bug caught there as here."""
+    import importlib
+
+    from lexkit.conformance import remote
+
+    monkeypatch.syspath_prepend(str(remote.SIDES))
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "fixtures" / "sides"))
+    for name in ("protocol", "toy_model_side"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    protocol, side = importlib.import_module("protocol"), importlib.import_module("toy_model_side")
+
+    class Here:  # remote.Side's interface, answered by protocol.answer here as protocol.main answers
+        alive = True
+
+        def __init__(self, *args, **kwargs):
+            self.built = {}
+
+        def ask(self, request):
+            try:
+                return json.loads(json.dumps(protocol.answer(side, json.loads(json.dumps(request)), self.built)))
+            except Exception as exc:
+                raise remote.RemoteError(protocol._first(exc)) from None
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(remote, "Side", Here)
+    from lexkit.conformance.models import remote as model_remote
+
+    monkeypatch.setattr(model_remote, "Side", Here)
+    cases = [c for c in SMALL if c.name in ("models/llama-llama3", "models/mistral-window")]
+    far = {r.case: r for r in models.run([ToySide.runtime()], cases, root)}
+    near = {r.case: r for r in models.run([models.toy()], cases, root)}
+    assert far["models/llama-llama3"].status == "pass"
+    assert [c.error for c in far["models/llama-llama3"].checks] == [c.error for c in near["models/llama-llama3"].checks]
+    assert far["models/mistral-window"].status == "n/a" and far["models/mistral-window"].detail == "no mistral here"
+    monkeypatch.setattr(side, "BUG", "scaling-dropped")
+    (bad,) = models.run([ToySide.runtime()], cases[:1], root)
+    assert bad.status == "fail" and bad.worst.first == 1
+    for name in ("protocol", "toy_model_side"):
+        sys.modules.pop(name, None)
+
+
+@pytest.mark.slow  # ~10 s, two interpreters importing torch; fast sibling: the test above
+def test_whole_models_through_a_second_interpreter(root, monkeypatch):
+    cases = [c for c in SMALL if c.name in ("models/llama-llama3", "models/mistral-window")]
+    monkeypatch.setenv("LEXKIT_SIDE_BUG", "")
+    far = {r.case: r for r in models.run([ToySide.runtime()], cases, root)}
+    near = {r.case: r for r in models.run([models.toy()], cases, root)}
+    assert [c.error for c in far["models/llama-llama3"].checks] == [c.error for c in near["models/llama-llama3"].checks]
+    assert far["models/mistral-window"].status == "n/a"
+    monkeypatch.setenv("LEXKIT_SIDE_BUG", "scaling-dropped")
+    (bad,) = models.run([ToySide.runtime()], cases[:1], root)
+    assert bad.status == "fail" and bad.worst.first == 1
+
+
+def test_the_command_runs_the_model_battery_and_writes_its_report(root, monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(models, "cases", lambda patterns=None: [c for c in SMALL if c.name in (
+        "models/llama-llama3", "models/mistral-window")])
+    out = tmp_path / "o"
+    argv = ["conformance", "--models", "--impl", "lexkit", "--models-dir", str(root), "--out", str(out), "--check"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("conformance: 2 model cases against lexkit's float64 forward")
+    assert "models/mistral-window  pass " in text and "lexkit: 2 pass, 0 fail, 0 error, 0 n/a" in text
+    doc = json.loads((out / "conformance-models.json").read_text())
+    assert doc["report"] == "lexkit.conformance.models" and len(doc["results"]) == 2
+    assert [c["check"] for c in doc["results"][0]["checks"]] == ["prefill@8", "prefill@256", "decode/1", "decode/3"]
+    assert "| models/llama-llama3 | pass " in (out / "conformance-models.md").read_text()
+
+
+def test_the_list_names_the_model_cases(capsys):
+    assert main(["conformance", "--list", "--impl", "lexkit"]) == 0
+    text = capsys.readouterr().out
+    assert all(c.name in text for c in CASES)
+    assert main(["conformance", "--models", "--list"]) == 0
+    text = capsys.readouterr().out
+    assert "vLLM #49795" in text and "transformers" in text
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--case", "models/nosuch"], "matches no model case"),
+    (["--case", "models/llama-llama3", "--case", "rope/default"], "runs apart from the table cases"),
+    (["--models", "--matrix", "transformers==5.0"], "leave out --models"),
+    (["--models", "--impl", "nosuch"], "nosuch"),
+    (["--models", "--python", f"transformers={sys.executable}"], "runs whole models in this process"),
+])
+def test_bad_model_runs_are_one_error_line(argv, words, capsys):
+    assert main(["conformance", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and words in err and err.count("\n") == 1, err
