@@ -98,6 +98,15 @@ def battery(L: int = L, W: int = W) -> list[ModelCase]:
             why="OLMo 3: three sliding layers unscaled at base 1e4 beside a YaRN full layer at 5e5; the full "
                 "layer's base or scaling on the sliding ones, or their window on the full one, shows",
             source="exllamav3 #131 (OLMo 3 incoherent at 2k from its sliding layers' RoPE); vLLM PR #21927"),
+        ModelCase("models/gpt-oss", "gpt_oss", {
+            "layer_types": ["sliding_attention", "full_attention"], "sliding_window": W, "intermediate_size": 32,
+            "num_local_experts": 4, "num_experts_per_tok": 2,
+            "rope_parameters": {"rope_theta": 150000.0, **_yarn(32.0, beta_fast=32.0, beta_slow=1.0,
+                                                                truncate=False)}},
+            why="GPT-OSS: a learned sink logit per head, a banded window on every other layer, YaRN x32 with "
+                "truncate false, experts: sinks dropped or the window lost shows",
+            source="SGLang PR #30050 and #11634 (sinks dropped in batched decode; SWA with sinks wrong); a GPT-OSS "
+                   "builder reading only rope_parameters (YaRN off, no window)"),
         ModelCase("models/olmo3-window-unused", "olmo3", {
             "sliding_window": W, "layer_types": ["full_attention"] * 2,
             "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}},

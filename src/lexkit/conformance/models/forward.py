@@ -37,9 +37,12 @@ class Family:
     """What a model type does around attention (transformers 5's modelling code)."""
 
     fused: bool = False  # qkv_proj and gate_up_proj in one matrix each (Phi-3)
-    bias: bool = False  # q, k and v projections with biases (Qwen2)
+    bias: bool = False  # q, k and v projections with biases (Qwen2, GPT-OSS)
     qk_norm: str | None = None  # RMSNorm of q and k: per head ("head": Qwen3) or over all heads ("all": OLMo 2/3)
     post_norm: bool = False  # norms after attention and MLP outputs, none before (OLMo 2/3)
+    out_bias: bool = False  # o_proj with a bias (GPT-OSS)
+    sinks: bool = False  # a learned sink logit per head in every softmax, its weight dropped (GPT-OSS)
+    moe: bool = False  # a top-k router over experts with GPT-OSS's clamped SwiGLU (gate_up interleaved)
 
 
 FAMILIES = {
@@ -49,6 +52,7 @@ FAMILIES = {
     "qwen3": Family(qk_norm="head"),
     "phi3": Family(fused=True),
     "olmo3": Family(qk_norm="all", post_norm=True),
+    "gpt_oss": Family(bias=True, out_bias=True, sinks=True, moe=True),
 }
 
 
@@ -119,6 +123,7 @@ class Decoder:
         self.head_dim = config.get("head_dim") or config["hidden_size"] // self.heads
         self.eps = config["rms_norm_eps"]
         self.refs = [Reference(layer.rope) if layer.rope is not None else None for layer in self.layers]
+        self.sinks = self.family.sinks  # (a planted bug turns them off)
 
     # -- the pieces around attention -------------------------------------------------------------
     def _qkv(self, i: int, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -140,11 +145,33 @@ class Decoder:
 
     def _mlp(self, i: int, x: Tensor) -> Tensor:
         p = f"model.layers.{i}.mlp."
+        if self.family.moe:
+            return self._experts(p, x)
         if self.family.fused:
             gate, up = (x @ self.w[p + "gate_up_proj.weight"].T).chunk(2, dim=-1)
         else:
             gate, up = x @ self.w[p + "gate_proj.weight"].T, x @ self.w[p + "up_proj.weight"].T
         return (torch.nn.functional.silu(gate) * up) @ self.w[p + "down_proj.weight"].T
+
+    def _experts(self, p: str, x: Tensor) -> Tensor:
+        """GPT-OSS's MLP: each token's top-k experts by the router's logits, weighted by the softmax of
+        those k logits; an expert is (up + 1)·gate·σ(α·gate) with gate clamped above at the limit and up
+        within ±limit (gate and up interleaved in gate_up), then down; biases throughout."""
+        w, c = self.w, self.config
+        alpha, limit = c.get("swiglu_alpha", 1.702), c.get("swiglu_limit", 7.0)
+        top, idx = (x @ w[p + "router.weight"].T + w[p + "router.bias"]).topk(c["num_experts_per_tok"], dim=-1)
+        weights = torch.softmax(top, dim=-1)  # [n, k]
+        out = torch.zeros_like(x)
+        for e in range(c["num_local_experts"]):
+            chosen = idx == e  # [n, k]
+            rows = chosen.any(-1)
+            if not bool(rows.any()):
+                continue
+            gate_up = x[rows] @ w[p + "experts.gate_up_proj"][e] + w[p + "experts.gate_up_proj_bias"][e]
+            gate, up = gate_up[..., ::2].clamp(max=limit), gate_up[..., 1::2].clamp(-limit, limit)
+            y = ((up + 1) * gate * torch.sigmoid(gate * alpha)) @ w[p + "experts.down_proj"][e]
+            out[rows] += (y + w[p + "experts.down_proj_bias"][e]) * (weights * chosen)[rows].sum(-1, keepdim=True)
+        return out
 
     def rotate(self, i: int, x: Tensor, pos: Tensor) -> Tensor:
         """Layer ``i``'s RoPE of x [H, n, hd] at positions [n] (the current length max(pos) + 1): the
@@ -170,13 +197,20 @@ class Decoder:
         if visible is None:
             visible = self.layers[i].pattern.visible(q_idx[:, None], k_idx[None, :])
         scores = scores.masked_fill(~visible, -math.inf)
-        return (torch.softmax(scores, dim=-1) @ v).transpose(0, 1).flatten(1)
+        if self.sinks:  # a column of each head's sink logit in the softmax, its weight then dropped
+            sink = self.w[f"model.layers.{i}.self_attn.sinks"].view(-1, 1, 1).expand(-1, scores.shape[1], 1)
+            weights = torch.softmax(torch.cat((scores, sink), dim=-1), dim=-1)[..., :-1]
+        else:
+            weights = torch.softmax(scores, dim=-1)
+        return (weights @ v).transpose(0, 1).flatten(1)
 
     def _block(self, i: int, h: Tensor, attention) -> Tensor:
         """One layer on the hidden state h [n, d]; ``attention(i, x)`` -> its output before o_proj."""
         p, f = f"model.layers.{i}.", self.family
         x = h if f.post_norm else _rms(h, self.w[p + "input_layernorm.weight"], self.eps)
         out = attention(i, x) @ self.w[p + "self_attn.o_proj.weight"].T
+        if f.out_bias:
+            out = out + self.w[p + "self_attn.o_proj.bias"]
         if f.post_norm:
             h = h + _rms(out, self.w[p + "post_attention_layernorm.weight"], self.eps)
             return h + _rms(self._mlp(i, h), self.w[p + "post_feedforward_layernorm.weight"], self.eps)

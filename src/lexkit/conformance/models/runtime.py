@@ -105,6 +105,7 @@ BUGS = {
                       "stay visible", ("models/mistral-window", "models/olmo3-hybrid")),
     "longrope-by-context": ("LongRoPE's long factors chosen by the allocated context (32·L), at every length",
                             ("models/phi3-longrope",)),
+    "sinks-dropped": ("GPT-OSS's sink logits left out of the softmax", ("models/gpt-oss",)),
 }
 
 
@@ -137,6 +138,8 @@ class _Toy:
         config, weights = forward.read(directory)
         layers = planted(config, bug) if bug else None
         self.decoder, self.bug = forward.Decoder(config, weights, torch.float32, layers), bug
+        if bug == "sinks-dropped":
+            self.decoder.sinks = False
 
     def prefill(self, ids):
         return self.decoder.prefill(ids)
