@@ -20,6 +20,7 @@ MODULE`` may register another (``lexkit.conformance.register``).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 from pathlib import Path
 
@@ -54,25 +55,90 @@ def add_parser(sub):
     p.add_argument("--python", action="append", metavar="NAME=PATH", default=[],
                    help="run implementation NAME in the interpreter PATH, its own environment (mlx-lm's side, or "
                         "an in-process adapter through lexkit there; repeatable; default: this interpreter)")
+    p.add_argument("--models", action="store_true",
+                   help="the model battery: tiny random checkpoints of whole models, each runtime's logits at every "
+                        "position (prefill at L and 32·L, decode through its own cache) against lexkit's float64 "
+                        "forward of the same weights (also --case 'models/...')")
+    p.add_argument("--models-dir", metavar="DIR", help="where the model cases' checkpoints (and their reference "
+                   "logits) are kept (default: ~/.cache/lexkit/conformance-models)")
     p.add_argument("--timeout", type=float, metavar="SECONDS", default=None,
                    help="seconds an implementation in another interpreter may take to answer one request (its "
                         "first import included) before it is stopped and its case is an error (default: 300)")
     return p
 
 
-def _adapter(name: str, python: str | None):
+def _adapter(name: str, python: str | None, battery: Battery):
     """The adapter ``name``; with a ``python``, run there: an out-of-process adapter's side, or an
-    in-process adapter through the lexkit side (lexkit.conformance.remote.elsewhere)."""
-    from .. import conformance
+    in-process adapter through the lexkit side (lexkit.conformance.remote.elsewhere; table cases only)."""
     from ..conformance.remote import RemoteAdapter, elsewhere
 
-    adapter = conformance.adapter(name)
+    adapter = battery.registry.get(name)()
     if python is None:
         return adapter
     if isinstance(adapter, RemoteAdapter):
         adapter.python = python
         return adapter
+    if battery.models:
+        raise LexkitError(f"--python {name}={python}: {name} runs whole models in this process; --python names "
+                          "the interpreter of a runtime's side (mlx-lm, vllm, llama.cpp)")
     return elsewhere(name, python)
+
+
+@dataclasses.dataclass
+class Battery:
+    """What a run checks: the table cases (RoPE embeddings) or the model cases (whole models)."""
+
+    models: bool
+    registry: object  # the adapters' or the model runtimes' Registry
+    cases: list
+    stem: str  # the files --out writes: STEM.json, STEM.md
+    what: str  # what the cases are checked against, in the first line
+
+    @classmethod
+    def of(cls, args) -> Battery:
+        from .. import conformance
+
+        patterns = args.case or []
+        model = [p for p in patterns if p == "models" or p.startswith("models/")]
+        if not (args.models or model):
+            return cls(False, conformance.ADAPTERS, conformance.cases(patterns), "conformance",
+                       "against lexkit's float64 reference (tolerances: docs/conformance.md)")
+        if len(model) != len(patterns):
+            raise LexkitError(f"--case {' '.join(p for p in patterns if p not in model)}: the model battery (--models, "
+                              "--case 'models/...') runs apart from the table cases; give one kind")
+        if args.matrix:
+            raise LexkitError("--matrix runs the table cases over releases; leave out --models")
+        from ..conformance import models
+
+        return cls(True, models.MODEL_RUNTIMES, models.cases(model or None), "conformance-models",
+                   "against lexkit's float64 forward of the same weights (docs/conformance.md, whole models)")
+
+    def run(self, adapters, root):
+        from .. import conformance
+
+        if self.models:
+            from ..conformance import models
+
+            return models.run(adapters, self.cases, root)
+        return conformance.run(adapters, self.cases)
+
+    def cell(self):
+        from ..conformance import report
+
+        if self.models:
+            from ..conformance.models import report as model_report
+
+            return model_report.cell
+        return report.cell
+
+    def to_json(self, results, impls, skipped) -> dict:
+        from ..conformance import report
+
+        if self.models:
+            from ..conformance.models import report as model_report
+
+            return model_report.to_json(results, impls, self.cases, skipped)
+        return report.to_json(results, impls, self.cases, skipped)
 
 
 def _timeout(value: float | None) -> float | None:
@@ -84,19 +150,17 @@ def _timeout(value: float | None) -> float | None:
     return value
 
 
-def _pythons(given: list[str], names: list[str]) -> dict[str, str]:
+def _pythons(given: list[str], names: list[str], registry) -> dict[str, str]:
     """``--python NAME=PATH`` by name, each checked: a known implementation among those run, a file
     that runs."""
     import os
-
-    from .. import conformance
 
     out = {}
     for item in given:
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
             raise LexkitError(f"--python {item!r}: give NAME=PATH, e.g. --python mlx-lm=/opt/mlx/bin/python")
-        conformance.ADAPTERS.get(name)  # an unknown name: ValueError listing the valid ones
+        registry.get(name)  # an unknown name: ValueError listing the valid ones
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
             raise LexkitError(f"--python {item}: {path} is not an executable file (a virtualenv's bin/python)")
         if name not in names:
@@ -105,43 +169,45 @@ def _pythons(given: list[str], names: list[str]) -> dict[str, str]:
     return out
 
 
-def _out_dir(path: str) -> Path:
+def _out_dir(path: str, stem: str = "conformance") -> Path:
     target = Path(path)
     if target.exists() and not target.is_dir():
         raise LexkitError(f"--out {path}: exists and is not a directory")
     if not target.exists() and not target.parent.is_dir():
         raise LexkitError(f"--out {path}: directory {target.parent} does not exist")
-    for name in ("conformance.json", "conformance.md"):
+    for name in (f"{stem}.json", f"{stem}.md"):
         if (target / name).exists():
             checks.writable("--out", target / name)
     return target
 
 
 def run(args) -> int:
-    from .. import conformance
-
-    names = list(dict.fromkeys(args.impl or conformance.names()))
+    battery = Battery.of(args)
+    cases = battery.cases
+    names = list(dict.fromkeys(args.impl or battery.registry.names()))
     for name in names:
-        conformance.ADAPTERS.get(name)  # an unknown name: ValueError listing the valid ones
-    cases = conformance.cases(args.case)
+        battery.registry.get(name)  # an unknown name: ValueError listing the valid ones
     from ..conformance import accepted as known
 
-    allowed = known.load(args.accept, conformance.names()) if args.accept else {}
+    allowed = known.load(args.accept, battery.registry.names()) if args.accept else {}
     timeout = _timeout(args.timeout)
     if args.json:
         checks.writable("--json", args.json)
-    out_dir = _out_dir(args.out) if args.out else None
+    out_dir = _out_dir(args.out, battery.stem) if args.out else None
+    root = Path(args.models_dir) if args.models_dir else None
+    if root is not None and root.exists() and not root.is_dir():
+        raise LexkitError(f"--models-dir {args.models_dir}: exists and is not a directory")
     if args.matrix:
         return _matrix(args, cases, out_dir, allowed, timeout)
-    pythons = _pythons(args.python, names)
-    adapters = [_adapter(n, pythons.get(n)) for n in names]
+    pythons = _pythons(args.python, names, battery.registry)
+    adapters = [_adapter(n, pythons.get(n), battery) for n in names]
     from ..conformance.remote import RemoteAdapter
 
     for adapter in adapters:
         if timeout is not None and isinstance(adapter, RemoteAdapter):
             adapter.timeout = timeout
     if args.list:
-        return _list(adapters, cases)
+        return _list(adapters, cases, battery)
 
     ready, skipped = [], []
     for adapter in adapters:
@@ -151,24 +217,23 @@ def run(args) -> int:
         else:
             ready.append(adapter)
     impls = [{"impl": a.name, "version": version(a), "exercises": a.summary} for a in ready]
-    results = conformance.run(ready, cases)
+    results = battery.run(ready, root)
 
     from ..conformance import report
 
-    doc = report.to_json(results, impls, cases, skipped)
+    doc = battery.to_json(results, impls, skipped)
     doc["date"] = datetime.date.today().isoformat()
-    table = report.table(results, [a.name for a in ready], cases)
+    table = report.table(results, [a.name for a in ready], cases, battery.cell())
     notes = report.notes(results)
     if args.json:
         write_json(Path(args.json), doc)
     if out_dir is not None:
         out_dir.mkdir(exist_ok=True)
-        write_json(out_dir / "conformance.json", doc)
-        atomic_write(out_dir / "conformance.md", _markdown(table, notes, impls, skipped, doc["date"]))
+        write_json(out_dir / f"{battery.stem}.json", doc)
+        atomic_write(out_dir / f"{battery.stem}.md", _markdown(table, notes, impls, skipped, doc["date"]))
 
     plural = "s" if len(cases) != 1 else ""
-    print(f"conformance: {len(cases)} case{plural} against lexkit's float64 reference "
-          "(tolerances: docs/conformance.md)")
+    print(f"conformance: {len(cases)} {'model ' if battery.models else ''}case{plural} {battery.what}")
     print("implementations: " + (", ".join(f"{i['impl']} {i['version']}".strip() for i in impls) or "none ran"))
     for s in skipped:
         print(f"skipped: {s['impl']}: {s['reason']}")
@@ -216,12 +281,23 @@ def version(adapter) -> str:
         return f"(version() raised {type(exc).__name__})"
 
 
-def _list(adapters, cases) -> int:
-    rows = [["case", "config", "checks", "why"]]
-    for c in cases:
-        kind = "refuse" if c.refuse else ("vs itself: " + c.twin.describe() if c.twin is not None else "")
-        rows.append([c.name, c.config.describe() + (f" ({kind})" if kind else ""), ",".join(c.checks), c.why])
-    print_table(rows, "llll")
+def _list(adapters, cases, battery: Battery) -> int:
+    if battery.models:
+        rows = [["model case", "model type", "why", "from"]]
+        rows += [[c.name, c.model_type, c.why, c.source] for c in cases]
+        print_table(rows, "llll")
+    else:
+        rows = [["case", "config", "checks", "why"]]
+        for c in cases:
+            kind = "refuse" if c.refuse else ("vs itself: " + c.twin.describe() if c.twin is not None else "")
+            rows.append([c.name, c.config.describe() + (f" ({kind})" if kind else ""), ",".join(c.checks), c.why])
+        print_table(rows, "llll")
+        if not (battery.cases and len(battery.cases) < len(_all_table_cases())):  # the whole suite: the models too
+            from ..conformance import models
+
+            print()
+            print_table([["model case (--models)", "model type", "why"]]
+                        + [[c.name, c.model_type, c.why] for c in models.cases()], "lll")
     print()
     rows = [["implementation", "status", "exercises"]]
     for a in adapters:
@@ -229,6 +305,12 @@ def _list(adapters, cases) -> int:
         rows.append([a.name, f"missing: {reason}" if reason else f"installed {version(a)}".strip(), a.summary])
     print_table(rows, "lll")
     return 0
+
+
+def _all_table_cases():
+    from .. import conformance
+
+    return conformance.CASES
 
 
 def _markdown(table, notes, impls, skipped, date) -> str:

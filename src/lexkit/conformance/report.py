@@ -11,8 +11,9 @@ from ..version import header
 from .cases import Case
 from .harness import Result
 
-#: the reports of ``lexkit conformance --json`` (a run; a ``--matrix``'s): lexkit.version.header
+#: the reports of ``lexkit conformance --json`` (a run; a ``--matrix``'s; ``--models``'): lexkit.version.header
 REPORT, MATRIX_REPORT, REPORT_VERSION = "lexkit.conformance", "lexkit.conformance.matrix", 2
+MODELS_REPORT = "lexkit.conformance.models"
 MARK = {"pass": "pass", "fail": "FAIL", "n/a": "n/a", "error": "error"}
 
 
@@ -32,10 +33,11 @@ def cell(result: Result) -> str:
     return mark
 
 
-def table(results: Sequence[Result], impls: Sequence[str], cases: Sequence[Case]) -> Table:
-    """Cases down, implementations across."""
+def table(results: Sequence[Result], impls: Sequence[str], cases: Sequence[Case], write=cell) -> Table:
+    """Cases down, implementations across (each cell by ``write``: a model case's is
+    :func:`lexkit.conformance.models.report.cell`)."""
     by = {(r.impl, r.case): r for r in results}
-    rows = [[c.name] + [cell(by[(i, c.name)]) if (i, c.name) in by else "" for i in impls] for c in cases]
+    rows = [[c.name] + [write(by[(i, c.name)]) if (i, c.name) in by else "" for i in impls] for c in cases]
     return Table.of(["case", *impls], rows)
 
 

@@ -69,3 +69,48 @@ class Embedding:
 
 def build(config: dict) -> Embedding:
     return Embedding(config)
+
+
+# -- whole models (lexkit conformance --models) ----------------------------------------------------
+class Model:
+    """A checkpoint as mlx-lm loads it (``mlx_lm.utils.load_model(Path(dir))``, float32 weights kept as
+    saved) and runs it: ``model(mx.array([ids]))`` for every position's logits; decoding through
+    ``mlx_lm.models.cache.make_prompt_cache(model)`` (its KV caches, a RotatingKVCache on a windowed
+    layer), the prefill one call, then ``step`` tokens a call."""
+
+    def __init__(self, directory: str) -> None:
+        from pathlib import Path
+
+        from mlx_lm.utils import load_model
+
+        self.model, self.config = load_model(Path(directory))
+
+    def _logits(self, ids, cache=None) -> np.ndarray:
+        import mlx.core as mx
+
+        out = self.model(mx.array(np.asarray(ids)[None]), cache=cache)
+        return np.array(out[0].astype(mx.float32))
+
+    def prefill(self, ids: np.ndarray) -> np.ndarray:
+        return self._logits(ids)
+
+    def decode(self, ids: np.ndarray, start: int, step: int) -> np.ndarray:
+        from mlx_lm.models.cache import make_prompt_cache
+
+        cache = make_prompt_cache(self.model)
+        self._logits(ids[:start], cache)
+        return np.concatenate([self._logits(ids[at:at + step], cache) for at in range(start, len(ids), step)])
+
+
+def model_supports(case: dict) -> str | None:
+    from mlx_lm.utils import _get_classes
+
+    try:
+        _get_classes(case["config"])
+    except Exception as exc:  # mlx-lm has no such model type
+        return f"mlx-lm has no model type {case['model_type']!r} ({type(exc).__name__}: {str(exc)[:80]})"
+    return None
+
+
+def load_model(directory: str, case: dict) -> Model:
+    return Model(directory)

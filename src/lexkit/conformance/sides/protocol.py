@@ -15,6 +15,11 @@ answer carrying the same ``seq`` (an answer to another request is a broken proto
         K = rotate      -> {"y": [H][n][h]}   (X: [H][n][h], pairs (i, i + r/2))
         K = scores      -> {"s": [H][n][n]}   (with "q" and "k" in place of "x": q·k/√h after the transform)
         K = rotate_batch -> {"y": [B][H][n][h]}   (X: [B][H][n][h], pos: [B][n], each row at its own positions)
+    {"seq": S, "op": "model_supports", "case": M}     -> {"seq": S, "reason": null | "why it cannot run M"}
+    {"seq": S, "op": "load", "directory": D, "case": M}  -> {"seq": S, "id": N}
+    {"seq": S, "op": "prefill", "id": N, "ids": [n]}  -> {"seq": S, "logits": A}   (A: [n][V])
+    {"seq": S, "op": "decode", "id": N, "ids": [n], "start": s, "step": k}  -> {"seq": S, "logits": A}
+        (a prefill of ids[:s] into the runtime's cache, then ids[s:] k at a time: [n - s][V])
     {"op": "bye"}
 
 Any answer may be {"seq": S, "error": "Type: first line"} instead (the runtime refused a config or a
@@ -25,7 +30,12 @@ engine would not serve: the case is n/a, not an error). C is a
 numbers (shortest repr: float64 values exactly). The side module defines ``info() -> dict``,
 ``supports(config) -> str | None`` and ``build(config) -> object`` with any of the methods
 ``frequencies(pos)``, ``tables(pos)``, ``rotate(x, pos)``, ``scores(q, k, pos)``, ``rotate_batch(x, pos)``
-on numpy arrays.
+on numpy arrays. A side of whole models (``lexkit conformance --models``) defines ``model_supports(case)``
+and ``load_model(directory, case)``, an object with ``prefill(ids)`` and ``decode(ids, start, step)``
+(numpy in, logits out); M is a model case as JSON (``name``, ``model_type``, ``config``: its transformers
+config, ``original``: L, ``window``), D the checkpoint's directory. Logits travel as an array A,
+``{"b64": base64 of little-endian float32, "shape": [n, V]}`` (a 2,048 x 256 row block is 2 MB, not
+the 10 MB of JSON numbers).
 
 The protocol owns file descriptor 1: :func:`main` moves it to a descriptor of its own (:data:`OUT`) and
 points fd 1 at stderr, so whatever a runtime prints, from Python or from C, goes to stderr (which the
@@ -63,11 +73,43 @@ def _plain(value):
     return value
 
 
+def pack(array) -> dict:
+    """An array as the protocol sends logits: base64 of little-endian float32 and its shape."""
+    import base64
+
+    import numpy as np
+
+    a = np.ascontiguousarray(np.asarray(array, dtype="<f4"))
+    return {"b64": base64.b64encode(a.tobytes()).decode("ascii"), "shape": list(a.shape)}
+
+
+def unpack(data: dict):
+    """The inverse of :func:`pack` (a float32 numpy array)."""
+    import base64
+
+    import numpy as np
+
+    return np.frombuffer(base64.b64decode(data["b64"]), dtype="<f4").reshape(data["shape"])
+
+
 def answer(side, request: dict, built: dict) -> dict:
-    """One request answered by the ``side`` module (``built``: the embeddings by id)."""
+    """One request answered by the ``side`` module (``built``: the embeddings and models by id)."""
     import numpy as np
 
     op = request.get("op")
+    if op == "model_supports":
+        supports = getattr(side, "model_supports", None)
+        if supports is None and not hasattr(side, "load_model"):
+            return {"reason": "this side runs no whole models"}
+        return {"reason": supports(request["case"]) if supports else None}
+    if op == "load":
+        built[len(built)] = side.load_model(request["directory"], request["case"])
+        return {"id": len(built) - 1}
+    if op == "prefill":
+        return {"logits": pack(built[request["id"]].prefill(np.asarray(request["ids"], dtype=np.int64)))}
+    if op == "decode":
+        ids = np.asarray(request["ids"], dtype=np.int64)
+        return {"logits": pack(built[request["id"]].decode(ids, int(request["start"]), int(request["step"])))}
     if op == "hello":
         return side.info()
     if op == "supports":
