@@ -59,10 +59,17 @@ def test_the_float64_forward_is_transformers_in_float64(root):
         assert float((ours - theirs).abs().max()) > 0  # two implementations, not one
 
 
-def test_lexkit_and_transformers_pass_every_model_case(root):
+def test_lexkit_and_transformers_pass_every_model_case_but_the_batch_difference(root):
+    """transformers passes everything but one difference the table case batch/longrope shows too: a batch
+    reads one length for all its sequences (dynamic_rope_update's max(position_ids) + 1), so Phi-3's short
+    sequence beside a long one gets the long factors."""
     results = models.run([models.toy(), models.MODEL_RUNTIMES.get("transformers")()], SMALL, root)
-    assert {(r.runtime, r.case): r.status for r in results} == {(r.runtime, r.case): "pass" for r in results}
-    assert all(len(r.checks) == 4 and all(c.agree == 1.0 for c in r.checks) for r in results)
+    failed = {(r.runtime, r.case): [c.check for c in r.checks if not c.ok] for r in results if r.status != "pass"}
+    assert failed == {("transformers", "models/phi3-longrope"): ["batch@4"]}, failed
+    assert all(len(r.checks) == 4 for r in results if r.runtime == "lexkit")  # it batches nothing
+    assert all(len(r.checks) == 6 for r in results if r.runtime == "transformers")
+    bad = next(r for r in results if r.status != "pass").worst
+    assert bad.first == 1 and bad.first_error > 10 * bad.band
 
 
 @pytest.mark.parametrize("bug", sorted(models.BUGS))

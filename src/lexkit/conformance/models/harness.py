@@ -4,6 +4,8 @@ runtime leaves the band, its worst error there and everywhere, and greedy agreem
 The checks of a case (ids: seeded by the case's name, uniform over the vocabulary):
 
 * ``prefill@N``: logits at every position of one forward pass of N tokens, N = L and 32·L;
+* ``batch@32L`` and ``batch@L/2``: where the runtime batches (``batch(seqs)``), a sequence of 32·L beside
+  one of L/2 in one forward pass, each against its own prefill;
 * ``decode/1`` and ``decode/3``: the runtime's own KV cache, after a prefill of ``start`` tokens, fed one
   token a step and three, over segments across the window (where the model has one), across L and at
   32·L. The reference of position t is the prefill's logits at t (decode is prefill), except where a
@@ -38,7 +40,7 @@ MARGIN = 32.0  # times the float32 decoder's largest error
 FLOOR = 1e-6  # times the largest |logit|
 SEGMENT = 9  # positions of a decode segment (three 3-token steps)
 STEPS = (1, 3)  # tokens a decode step
-VERSION = 1  # of the reference's cached logits (reference-vN.safetensors): raised when what they hold changes
+VERSION = 2  # of the reference's cached logits (reference-vN.safetensors): raised when what they hold changes
 
 
 @dataclasses.dataclass
@@ -87,10 +89,16 @@ class ModelResult:
                 "checks": [dataclasses.asdict(c) for c in self.checks]}
 
 
-def ids_of(case: ModelCase) -> torch.Tensor:
-    """The case's token ids, 32·L of them, seeded by its name."""
-    gen = torch.Generator().manual_seed(zlib.crc32(case.name.encode()))
+def ids_of(case: ModelCase, salt: str = "") -> torch.Tensor:
+    """The case's token ids, 32·L of them, seeded by its name (and ``salt``: the batch's second sequence)."""
+    gen = torch.Generator().manual_seed(zlib.crc32((case.name + salt).encode()))
     return torch.randint(0, case.hf_config["vocab_size"], (max(case.lengths),), generator=gen)
+
+
+def batch_ids(case: ModelCase) -> list[torch.Tensor]:
+    """The batch check's sequences: the case's 32·L ids and L/2 other ones (below L: a runtime that reads one
+    length for the batch scales the short one by the long one's)."""
+    return [ids_of(case), ids_of(case, "/batch")[: case.original // 2]]
 
 
 def segments(case: ModelCase) -> list[int]:
@@ -139,6 +147,8 @@ class Reference:
         out = {}
         for n in self.case.lengths:
             out[f"prefill@{n}"] = f64.prefill(self.ids[:n])
+        short = batch_ids(self.case)[1]
+        out[f"batch@{len(short)}"] = f64.prefill(short)
         longest = max(self.case.lengths)
         drift = float((f32.prefill(self.ids[:longest]).double() - out[f"prefill@{longest}"]).abs().max())
         scale = float(out[f"prefill@{longest}"].abs().max())
@@ -205,6 +215,15 @@ def check(runtime, case: ModelCase, root: Path | None = None) -> ModelResult:
             return ModelResult(name, case.name, "error", f"{label}: no answer: {exc}", checks)
         except Exception as exc:
             return ModelResult(name, case.name, "error", f"{label} raised {type(exc).__name__}: {_first(exc)}", checks)
+    if hasattr(model, "batch"):  # the runtime batches: each sequence against its own prefill
+        seqs = batch_ids(case)
+        try:
+            rows = model.batch(seqs)
+        except Exception as exc:
+            return ModelResult(name, case.name, "error", f"batch raised {type(exc).__name__}: {_first(exc)}", checks)
+        for seq, got in zip(seqs, rows):
+            key = f"prefill@{len(seq)}" if len(seq) == max(case.lengths) else f"batch@{len(seq)}"
+            checks.append(_compare(f"batch@{len(seq)}", got, ref.logits[key], ref.band))
     merged = _merge(checks)
     bad = [c for c in merged if not c.ok]
     status = "fail" if bad else "pass"

@@ -6,7 +6,8 @@ A :class:`ModelRuntime` loads a checkpoint directory as its users do and returns
 * ``decode(ids, start, step) -> logits [len(ids) - start, V]``: a prefill of ``ids[:start]`` into the
   runtime's own KV cache, then the rest fed ``step`` tokens at a time through that cache, the logits of
   each fed position;
-* optionally ``read() -> dict``: what the runtime read from the config (per layer: its RoPE, window).
+* optionally ``batch(seqs) -> [logits [n_i, V]]``: the sequences of different lengths in one forward pass
+  (padded as the runtime pads), each one's logits.
 
 Arrays may be numpy or torch, any float dtype (compared in float64). A case the runtime cannot run is
 declined by :meth:`ModelRuntime.supports` (n/a with why); a call it declines raises
@@ -63,6 +64,17 @@ class _HF:
     @torch.no_grad()
     def prefill(self, ids):
         return self.model(torch.as_tensor(ids)[None]).logits[0]
+
+    @torch.no_grad()
+    def batch(self, seqs):
+        """The sequences right-padded into one batch with an attention mask, as a user batches them."""
+        n = max(len(s) for s in seqs)
+        ids = torch.zeros(len(seqs), n, dtype=torch.long)
+        mask = torch.zeros(len(seqs), n, dtype=torch.long)
+        for b, s in enumerate(seqs):
+            ids[b, : len(s)], mask[b, : len(s)] = torch.as_tensor(s), 1
+        logits = self.model(ids, attention_mask=mask).logits
+        return [logits[b, : len(s)] for b, s in enumerate(seqs)]
 
     @torch.no_grad()
     def decode(self, ids, start: int, step: int):
