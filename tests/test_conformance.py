@@ -636,10 +636,11 @@ def test_cli_python_runs_an_implementation_in_its_own_interpreter(monkeypatch, c
     argv = ["conformance", "--impl", "numpy-side", "--case", "rope/default", "--check"]
     assert main([*argv, "--python", f"numpy-side={sys.executable}"]) == 0
     assert "numpy-side: 1 pass" in capsys.readouterr().out
-    from lexkit.cli.conformance import _adapter  # an in-process adapter, run through lexkit over there
+    from lexkit.cli.conformance import Battery, _adapter  # an in-process adapter, run through lexkit over there
     from lexkit.conformance.remote import RemoteAdapter
 
-    far = _adapter("lexkit", sys.executable)  # (its run: the number-for-number test below)
+    table = Battery(False, ADAPTERS, conformance.cases(["rope/default"]), "conformance", "")
+    far = _adapter("lexkit", sys.executable, table)  # (its run: the number-for-number test below)
     assert isinstance(far, RemoteAdapter) and far.side == "lexkit_side"
     assert far.env == {"LEXKIT_SIDE_ADAPTER": "lexkit"}
     for python, words in (("numpy-side", "give NAME=PATH"),
