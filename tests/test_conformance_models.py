@@ -68,8 +68,9 @@ def test_lexkit_and_transformers_pass_every_model_case_but_the_batch_difference(
     assert failed == {("transformers", "models/phi3-longrope"): ["batch@4"]}, failed
     assert all(len(r.checks) == 4 for r in results if r.runtime == "lexkit")  # it batches nothing
     assert all(len(r.checks) == 6 for r in results if r.runtime == "transformers")
-    bad = next(r for r in results if r.status != "pass").worst
-    assert bad.first == 1 and bad.first_error > 10 * bad.band
+    wrong = next(r for r in results if r.status != "pass")
+    assert wrong.worst.first == 1 and wrong.worst.first_error > 10 * wrong.worst.band
+    assert wrong.read["model.rotary_emb.rope_type"] == "longrope" and '"rope_type": "longrope"' in wrong.detail
 
 
 @pytest.mark.parametrize("bug", sorted(models.BUGS))

@@ -25,6 +25,7 @@ at position 1: over 20 bands).
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import zlib
 from pathlib import Path
@@ -73,6 +74,7 @@ class ModelResult:
     status: str  # pass, fail, n/a, error
     detail: str = ""
     checks: list[Check] = dataclasses.field(default_factory=list)
+    read: dict | None = None  # what the runtime read from the config, where it shows it
 
     @property
     def impl(self) -> str:  # the name the accepted-differences file and the report read
@@ -86,7 +88,7 @@ class ModelResult:
 
     def to_json(self) -> dict:
         return {"runtime": self.runtime, "case": self.case, "status": self.status, "detail": self.detail,
-                "checks": [dataclasses.asdict(c) for c in self.checks]}
+                "checks": [dataclasses.asdict(c) for c in self.checks], "read": self.read}
 
 
 def ids_of(case: ModelCase, salt: str = "") -> torch.Tensor:
@@ -200,6 +202,10 @@ def check(runtime, case: ModelCase, root: Path | None = None) -> ModelResult:
     except Exception as exc:
         return ModelResult(name, case.name, "error", f"load failed: {type(exc).__name__}: {_first(exc)}")
     checks: list[Check] = []
+    try:
+        read = model.read() if hasattr(model, "read") else None
+    except Exception as exc:  # what a runtime shows of itself is a note, not a verdict
+        read = {"error": f"{type(exc).__name__}: {_first(exc)}"}
     steps = [(f"prefill@{n}", n, None) for n in case.lengths]
     steps += [(f"decode/{k}", start, k) for k in STEPS for start in segments(case)]
     for label, at, step in steps:
@@ -228,7 +234,9 @@ def check(runtime, case: ModelCase, root: Path | None = None) -> ModelResult:
     bad = [c for c in merged if not c.ok]
     status = "fail" if bad else "pass"
     detail = "; ".join(c.text() for c in (bad or [max(merged, key=lambda c: c.error / c.band)]))
-    return ModelResult(name, case.name, status, detail, merged)
+    if bad and read:  # what the runtime read beside what it got wrong
+        detail += f"; it read {json.dumps(read, sort_keys=True, default=str)}"
+    return ModelResult(name, case.name, status, detail, merged, read)
 
 
 def _merge(checks: list[Check]) -> list[Check]:

@@ -32,6 +32,9 @@ class _Model:
         reply = self.side.ask({"op": "prefill", "id": self.id, "ids": torch.as_tensor(ids).tolist()})
         return torch.from_numpy(unpack(reply["logits"]).copy())
 
+    def read(self) -> dict | None:
+        return self.side.ask({"op": "read", "id": self.id})["read"]
+
     def decode(self, ids, start: int, step: int):
         reply = self.side.ask({"op": "decode", "id": self.id, "ids": torch.as_tensor(ids).tolist(), "start": start,
                                "step": step})

@@ -7,7 +7,9 @@ A :class:`ModelRuntime` loads a checkpoint directory as its users do and returns
   runtime's own KV cache, then the rest fed ``step`` tokens at a time through that cache, the logits of
   each fed position;
 * optionally ``batch(seqs) -> [logits [n_i, V]]``: the sequences of different lengths in one forward pass
-  (padded as the runtime pads), each one's logits.
+  (padded as the runtime pads), each one's logits;
+* optionally ``read() -> dict``: what the runtime read from the config (its RoPE and windows, as its own
+  objects hold them), written to the report beside the checks.
 
 Arrays may be numpy or torch, any float dtype (compared in float64). A case the runtime cannot run is
 declined by :meth:`ModelRuntime.supports` (n/a with why); a call it declines raises
@@ -64,6 +66,18 @@ class _HF:
     @torch.no_grad()
     def prefill(self, ids):
         return self.model(torch.as_tensor(ids)[None]).logits[0]
+
+    def read(self) -> dict:
+        """What the loaded model's config holds of positions and windows, and each rotary module's type and
+        attention scaling (by layer type where the model keeps one per type)."""
+        config = self.model.config
+        out = {k: v for k, v in config.to_dict().items()
+               if any(w in k for w in ("rope", "window", "layer_types")) and v is not None}
+        for name, module in self.model.named_modules():
+            if name.endswith("rotary_emb") or "rotary_emb." in name:
+                out[f"{name}.attention_scaling"] = float(getattr(module, "attention_scaling", 1.0))
+                out[f"{name}.rope_type"] = str(getattr(module, "rope_type", ""))
+        return out
 
     @torch.no_grad()
     def batch(self, seqs):

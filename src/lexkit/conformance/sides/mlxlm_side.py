@@ -94,6 +94,12 @@ class Model:
     def prefill(self, ids: np.ndarray) -> np.ndarray:
         return self._logits(ids)
 
+    def read(self) -> dict:
+        """What mlx-lm's ModelArgs hold of positions and windows (the fields it read from config.json)."""
+        args = getattr(self.model, "args", None)
+        fields = vars(args) if args is not None else {}
+        return {k: v for k, v in fields.items() if any(w in k for w in ("rope", "window", "layer_types", "sink"))}
+
     def decode(self, ids: np.ndarray, start: int, step: int) -> np.ndarray:
         from mlx_lm.models.cache import make_prompt_cache
 

@@ -20,6 +20,8 @@ answer carrying the same ``seq`` (an answer to another request is a broken proto
     {"seq": S, "op": "prefill", "id": N, "ids": [n]}  -> {"seq": S, "logits": A}   (A: [n][V])
     {"seq": S, "op": "decode", "id": N, "ids": [n], "start": s, "step": k}  -> {"seq": S, "logits": A}
         (a prefill of ids[:s] into the runtime's cache, then ids[s:] k at a time: [n - s][V])
+    {"seq": S, "op": "read", "id": N}                -> {"seq": S, "read": {...} | null}
+        (what the runtime read from the config: its RoPE and windows, as its own objects hold them)
     {"op": "bye"}
 
 Any answer may be {"seq": S, "error": "Type: first line"} instead (the runtime refused a config or a
@@ -107,6 +109,9 @@ def answer(side, request: dict, built: dict) -> dict:
         return {"id": len(built) - 1}
     if op == "prefill":
         return {"logits": pack(built[request["id"]].prefill(np.asarray(request["ids"], dtype=np.int64)))}
+    if op == "read":
+        model = built[request["id"]]
+        return {"read": model.read() if hasattr(model, "read") else None}
     if op == "decode":
         ids = np.asarray(request["ids"], dtype=np.int64)
         return {"logits": pack(built[request["id"]].decode(ids, int(request["start"]), int(request["step"])))}
