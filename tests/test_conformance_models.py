@@ -203,3 +203,18 @@ def test_bad_model_runs_are_one_error_line(argv, words, capsys):
     assert main(["conformance", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and words in err and err.count("\n") == 1, err
+
+
+def test_a_runtime_s_own_tests_pin_its_model_differences(root, tmp_path):
+    """conformance.expect on a model case, as a runtime's CI parametrizes it; an accepted difference passes,
+    a new one fails with the case's why."""
+    from lexkit import conformance
+
+    case = next(c for c in SMALL if c.name == "models/mistral-window")
+    runtime = models.toy("window-one-wider")
+    with pytest.raises(AssertionError, match=r"models/mistral-window: fail: .*\(the case: a sliding window"):
+        conformance.expect(runtime, case, root=root)
+    accept = tmp_path / "known.txt"
+    accept.write_text("toy-window-one-wider models/mistral-*  # on purpose\n")
+    assert conformance.expect(runtime, case, accept, root=root).status == "fail"
+    assert conformance.expect(models.toy(), case, root=root).status == "pass"

@@ -19,6 +19,8 @@ from pathlib import Path
 
 from .cases import CASES, Case
 from .harness import Result, check
+from .models.cases import CASES as MODEL_CASES
+from .models.cases import ModelCase
 
 #: the verdicts a line may accept
 STATUSES = ("fail", "error")
@@ -54,7 +56,7 @@ def load(path: str | Path, impls: list[str] | None = None) -> dict[tuple[str, st
             raise AcceptedError(f"{where}: {status!r} is not a verdict to accept; valid: {', '.join(STATUSES)}")
         if impls is not None and impl not in impls:
             raise AcceptedError(f"{where}: {impl} is not an implementation; valid: {', '.join(impls)}")
-        if not any(fnmatch.fnmatchcase(c.name, pattern) for c in CASES):
+        if not any(fnmatch.fnmatchcase(c.name, pattern) for c in (*CASES, *MODEL_CASES)):
             raise AcceptedError(f"{where}: {pattern} matches no case of the suite (`lexkit conformance --list`)")
         out[(impl, pattern, status)] = why.strip()
     return out
@@ -99,11 +101,17 @@ def judge(results: list[Result], accepted: dict, source: str = "") -> tuple[list
     return lines, bool(new)
 
 
-def expect(adapter, case: Case, accepted: str | Path | dict | None = None) -> Result:
+def expect(adapter, case: Case | ModelCase, accepted: str | Path | dict | None = None, root: Path | None = None):
     """``adapter`` on ``case`` in a runtime's own tests: the result when it passes, is n/a or differs
-    as ``accepted`` says; else AssertionError with the case, what differs and the case's why."""
+    as ``accepted`` says; else AssertionError with the case, what differs and the case's why. A model case
+    (``lexkit.conformance.models.CASES``) runs a model runtime on its checkpoint (made under ``root``)."""
     table = load(accepted) if isinstance(accepted, (str, Path)) else (accepted or {})
-    result = check(adapter, case)
+    if isinstance(case, ModelCase):
+        from .models.harness import check as check_model
+
+        result = check_model(adapter, case, root)
+    else:
+        result = check(adapter, case)
     if result.status in ("fail", "error") and reason(table, result) is None:
         raise AssertionError(f"{case.name}: {result.status}: {result.detail} (the case: {case.why})")
     return result
