@@ -9,6 +9,7 @@ from . import remote  # noqa: F401  (registers the out-of-process runtimes)
 from .cases import CASES, ModelCase, cases
 from .checkpoint import checkpoint
 from .harness import Check, ModelResult, check, run
+from .llamacpp import LlamaCppModels  # noqa: F401  (registers llama.cpp's runtime)
 from .runtime import BUGS, MODEL_RUNTIMES, ModelRuntime, register, toy
 
 __all__ = ["BUGS", "CASES", "MODEL_RUNTIMES", "Check", "ModelCase", "ModelResult", "ModelRuntime", "cases",
