@@ -61,6 +61,8 @@ class Pattern:
     summary: ClassVar[str] = ""
     #: what a combinator's spec joins its parts with (``|``, ``&``); None for a named pattern
     operator: ClassVar[str | None] = None
+    #: why a compiled training step (:mod:`lexkit.compiled`) cannot trace it as one graph (None: it can)
+    compile_refusal: ClassVar[str | None] = None
 
     def __init__(self, **values: Any) -> None:
         self.values = values
@@ -108,6 +110,13 @@ class Pattern:
         if self.sinks and k_start > 0:
             return torch.cat((torch.arange(min(self.sinks, k_start), device=device), near))
         return near
+
+    def first_key(self, start: int) -> int:
+        """The first index :meth:`keys` returns for queries from ``start`` on (0 when sinks lead), as a
+        Python int: the chunked kernel slices with it without reading a tensor back (a host sync,
+        which a compiled training step cannot trace)."""
+        k_start = 0 if self.reach is None else max(0, start - self.reach + 1)
+        return 0 if self.sinks and k_start > 0 else k_start
 
     @property
     def spec(self) -> str:
@@ -309,6 +318,7 @@ class Sinks(Either):
     query is W = R + 1.)"""
 
     name = "sinks"
+    compile_refusal = "is a combinator whose parts the tracer cannot hash (a graph break)"
     params = {
         "W": Param(int, None, "window size, keys including self (default: the training length)", _width, "> 0"),
         "K": Param(int, 4, "number of always-visible first keys (the paper's 4)", _width, "> 0"),

@@ -34,7 +34,8 @@ def attend(att, q: Tensor, k: Tensor, v: Tensor, layer: int, block: int | None =
         stop = min(start + block, att.n)
         q_idx = torch.arange(start, stop, device=q.device)
         k_idx = att.pattern.keys(start, stop, device=q.device)  # [n_k]: sinks, then the reach
-        k_sel = slice(int(k_idx[0]), stop) if len(k_idx) == stop - int(k_idx[0]) else k_idx
+        first = att.pattern.first_key(start)  # k_idx[0], known on the host (no sync: a compiled step)
+        k_sel = slice(first, stop) if len(k_idx) == stop - first else k_idx
         rescore = None
         if att.pattern.cache_positions:
             def rescore(scores, s=start, e=stop, qi=q_idx, ki=k_idx):
