@@ -47,6 +47,9 @@ class TrainConfig:
     stop: str = ""  # a rule that ends the run once the mix's probe converged (lexkit.stopping; "": none)
     #: for the first ceil(F * steps) steps the mix draws each task's curriculum values (kvthread: one hop)
     curriculum: float = 0.0
+    #: the training step compiled (torch.compile, :mod:`lexkit.compiled`): True, False, or None for the
+    #: device's default (:data:`lexkit.compiled.DEFAULT`); how a run trains, not what: a runtime key
+    compile: bool | None = None
 
     def __post_init__(self) -> None:
         self.mix = mix_text(parse_mix(self.mix))
@@ -61,6 +64,8 @@ class TrainConfig:
         checks.number("seed", self.seed, maximum=2**63 - 1, strict=False)
         checks.number("embedding_decay", self.embedding_decay, maximum=checks.MAX_LR, strict=False, integer=False)
         checks.number("reset_unseen", self.reset_unseen, strict=False)
+        if self.compile is not None and not isinstance(self.compile, bool):
+            raise ValueError(f"compile must be true, false or null (the device's default), got {self.compile!r}")
         if not isinstance(self.freeze_embedding, bool):
             raise ValueError(f"freeze_embedding must be true or false, got {self.freeze_embedding!r}")
         if self.freeze_embedding and self.reset_unseen:
@@ -91,11 +96,14 @@ class TrainConfig:
 
     def recorded(self) -> dict:
         """The config as config.json, results.json and cache keys keep it: every field, but
-        ``stop`` and ``curriculum`` only when set (a run without them keeps the keys it had before)."""
+        ``stop`` and ``curriculum`` only when set and ``compile`` only when given (a run without them
+        keeps the keys it had before)."""
         out = dataclasses.asdict(self)
         for key in ("stop", "curriculum"):  # unset: the keys a run had before the setting existed
             if not out[key]:
                 del out[key]
+        if out["compile"] is None:
+            del out["compile"]
         return out
 
     @property
@@ -113,8 +121,9 @@ class TrainConfig:
         return self
 
 
-#: settings that may change on --resume without changing the run
-RUNTIME_KEYS = {"save_every", "log_every", "eval_every"}
+#: settings that may change on --resume without changing the run (``compile``: the same step, compiled or
+#: not, equal within float32 noise: tests/test_compile.py)
+RUNTIME_KEYS = {"save_every", "log_every", "eval_every", "compile"}
 
 
 def configs(preset: str = "small", scheme: str = "rope", **overrides) -> tuple[ModelConfig, TrainConfig]:

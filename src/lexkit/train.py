@@ -34,6 +34,7 @@ import math
 import signal
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -42,7 +43,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from . import distributed, dropping, provenance, runs, stopping
+from . import compiled, distributed, dropping, provenance, runs, stopping
 from . import tensorboard as tb
 from .api import callable_module
 from .attention import kernel_label, record_kernels
@@ -128,13 +129,19 @@ def train_step_stats(
     grad_clip: float,
     autocast: AbstractContextManager | None = None,
     average: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    loss_of: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
 ) -> tuple[float, torch.Tensor | float]:
     """:func:`train_step`, also returning the total gradient norm before clipping (the 2-norm
     over every parameter's gradient, as ``clip_grad_norm_`` computes it; a 0-d tensor, read it
-    only when logged; NaN when the loss was not finite and no step was taken)."""
-    with autocast if autocast is not None else nullcontext():
-        logits = model(x)  # [batch, length, vocab]
-    loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
+    only when logged; NaN when the loss was not finite and no step was taken). ``loss_of``: the
+    forward and loss of ``x``, ``y`` in place of the eager ones (:class:`lexkit.compiled.CompiledLoss`,
+    whose backward is compiled with it); clipping, AdamW and the constraints stay eager."""
+    if loss_of is not None:
+        loss = loss_of(x, y)
+    else:
+        with autocast if autocast is not None else nullcontext():
+            logits = model(x)  # [batch, length, vocab]
+        loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
     value = (average(loss.detach()) if average is not None else loss).item()
     if not math.isfinite(value):
         return value, math.nan
@@ -278,6 +285,9 @@ def train(
     model = GPT(model_cfg).to(dev)
     optimizer = make_optimizer(model, train_cfg)
     config = w.on_main(lambda: lifecycle.settle(start, model, corpus, w, dev))
+    compiling = compile_choice(model, train_cfg, w, dev)
+    if compiling is not None:
+        config["compile"] = compiling
     if tensorboard is not None:
         config["tensorboard"] = str(Path(tensorboard).absolute())
     drop = dropping.schedule(model_cfg, train_cfg)
@@ -300,13 +310,30 @@ def train(
         curves = tensorboard is not None and run is not None
         with contextlib.closing(tb.open_writer(tensorboard, run.path)) if curves else nullcontext() as writer:
             summary = _loop(run, model, optimizer, state, streams,
-                            _Job(model_cfg, train_cfg, w, dev, progress, writer, fsdp=fsdp, drop=drop))
+                            _Job(model_cfg, train_cfg, w, dev, progress, writer, fsdp=fsdp, drop=drop,
+                                 compile=bool(compiling and compiling["compiled"])))
         if run is not None:
             run.finish()
         return summary
     finally:
         if run is not None:
             run.close()
+
+
+def compile_choice(model: GPT, train_cfg: TrainConfig, w: distributed.World, dev: torch.device) -> dict | None:
+    """Whether this run's step compiles (:mod:`lexkit.compiled`), as config.json records it: None when
+    it was not wanted (``--no-compile``, or the device's default off: the config as before the setting),
+    else ``{"compiled": bool}`` with, when not, ``"why"``: the part that breaks the graph, named once in a
+    warning where ``--compile`` was given. Under torchrun the default stays eager (``--compile`` is refused
+    there, :func:`check_job`)."""
+    if not compiled.wanted(train_cfg.compile, dev) or w.parallel:
+        return None
+    why = compiled.refusal(model)
+    if why is None:
+        return {"compiled": True}
+    if train_cfg.compile and w.is_main:
+        warnings.warn(f"--compile: {why}; this run trains eagerly", stacklevel=2)
+    return {"compiled": False, "why": why}
 
 
 def check_job(model_cfg: ModelConfig, train_cfg: TrainConfig, w: distributed.World, *, fsdp: bool = False,
@@ -321,6 +348,9 @@ def check_job(model_cfg: ModelConfig, train_cfg: TrainConfig, w: distributed.Wor
         raise ValueError(f"--stop {train_cfg.stop} watches the probe of a retrieval mix and this run has none: "
                          "give --mix too (e.g. --mix induction:0.75), or leave out --stop")
     w.check_batch(train_cfg.batch)
+    if train_cfg.compile and w.parallel:
+        raise ValueError("--compile trains one process's step (measured there, docs/benchmarks-compile.md) and this "
+                         f"job has {w.size} under torchrun: leave out --compile (or give --no-compile)")
     dropping.schedule(model_cfg, train_cfg)
     if fsdp and train_cfg.reset_unseen:
         raise ValueError(f"--reset-unseen {train_cfg.reset_unseen} writes rows of the embedding, which --fsdp shards "
@@ -344,6 +374,7 @@ class _Job:
     writer: Any = None
     fsdp: bool = False
     drop: dropping.Drop | None = None  # the position drop of the schedule (lexkit.dropping)
+    compile: bool = False  # the step compiled (lexkit.compiled; compile_choice decided)
 
 
 def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict,
@@ -362,6 +393,7 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
     unseen = Unseen(cfg.reset_unseen, job.model_cfg.vocab_size, state.get("seen"))  # lexkit.embedding's rule
     loss_value, last, stopped = float("nan"), time.perf_counter(), False
     began, elapsed_before = last, float(state.get("elapsed", 0.0))
+    step_fn = _StepLoss(job)
     with stop_signals() as stop, bar(cfg.steps, f"train {job.model_cfg.label}",
                                      enabled=job.progress and w.is_main) as pbar:
         pbar.advance(state["step"])
@@ -378,7 +410,8 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
                 group["lr"] = lr
             with record_kernels() as ran:  # the attention kernel this step actually ran (metrics "kernel")
                 loss_value, grad_norm = train_step_stats(model, optimizer, x, y, grad_clip=cfg.grad_clip,
-                                                         autocast=autocast, average=w.mean)
+                                                         autocast=autocast, average=w.mean,
+                                                         loss_of=step_fn.loss_of(model, step, x, y))
             check_loss(loss_value, step, state, run, cfg)
             done = step + 1
             if unseen.due(done):
@@ -388,7 +421,8 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
             step_seconds, rate, last = now - t0, x.numel() * w.size / max(now - last, 1e-9), now
             evaluate_now = done % cfg.eval_every == 0 or done == cfg.steps
             if evaluate_now or done % cfg.log_every == 0:
-                row = metrics_row(done, loss_value, lr, rate, grad_norm, step_seconds, rate_of, ran)
+                row = metrics_row(done, loss_value, lr, rate, grad_norm, step_seconds, rate_of, ran,
+                                  **step_fn.recorded())
                 if evaluate_now:  # every rank (an FSDP2 forward is collective; the same probes: the same stop)
                     stopped = validate_into(row, distributed.unwrap(model), valid_stream, cfg, length, dev, probe,
                                             rule, history, watched)
@@ -415,6 +449,41 @@ def _loop(run: runs.RunDir | None, model: torch.nn.Module, optimizer: torch.opti
                 break
     w.barrier()  # every rank leaves together (rank 0 wrote the last checkpoint)
     return run_summary(state, loss_value, stopped, run)
+
+
+class _StepLoss:
+    """The loop's compiled loss (:class:`lexkit.compiled.CompiledLoss`) when the job compiles: built for
+    the model of the step (again after DroPE's drop replaces it); tracing that fails on the first step
+    leaves the rest of the run eager (one warning), and a recompile after it is warned once."""
+
+    def __init__(self, job: _Job) -> None:
+        self.job, self.current, self.ran, self.warned = job, None, False, False
+        dtype = training_dtype(job.device)
+        self.dtype = None if dtype == "float32" else getattr(torch, dtype)
+
+    def loss_of(self, model: torch.nn.Module, step: int, x: torch.Tensor, y: torch.Tensor):
+        """The compiled loss for ``model`` at ``step`` (None: step eagerly)."""
+        self.ran = False
+        if not self.job.compile:
+            return None
+        if self.current is None or self.current.model is not model:
+            self.current = compiled.CompiledLoss(model, self.job.device, self.dtype)
+            first = compiled.first_call(self.current, x, y, self.job.model_cfg.label)
+            if first is None:
+                self.job.compile = False
+                return None
+            self.ran = True
+            return lambda *_: first  # this step's loss, computed by the first (tracing) call
+        if self.current.graphs > 1 and not self.warned:
+            self.warned = True
+            warnings.warn(f"--compile: the training step of {self.job.model_cfg.label} was compiled again at step "
+                          f"{step} ({self.current.graphs} graphs): a value it reads changed", stacklevel=2)
+        self.ran = True
+        return self.current
+
+    def recorded(self) -> dict:
+        """The metrics row's ``compiled`` (only when the step ran compiled: eager rows as before)."""
+        return {"compiled": True} if self.ran else {}
 
 
 def _without_positions(drop: dropping.Drop, dev: torch.device) -> GPT:

@@ -79,6 +79,10 @@ class RunSettings:
                                         "documents (kvthread: one hop; `lexkit tasks`), then its usual ones, e.g. "
                                         "0.25 (default: 0, none)", "F")
     seed: int | None = _setting(int, "random seed (default: 0)")
+    compile: bool | None = _setting(bool, "compile the training step (torch.compile: forward, loss and backward; "
+                                    "lexkit.compiled), or --no-compile; a scheme, pattern or modifier that breaks "
+                                    "the graph is named and trains eagerly; recorded in config.json (default: the "
+                                    "device's, off on the CPU and on CUDA: docs/benchmarks-compile.md)")
 
 
 def add_parser(sub):

@@ -55,6 +55,7 @@ class Learned(Scheme):
     ``max_len``: asking for a later position raises ``ValueError`` (no silent clamping)."""
 
     name = "learned"
+    compile_refusal = "checks its positions against its table on the host (a graph break)"
     family = "absolute"
     relative = False
     train_len_params = ("max_len",)

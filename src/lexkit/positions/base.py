@@ -66,6 +66,8 @@ class Scheme(nn.Module):
     #: state-dict keys); False: one instance shared by every layer with the same spec (KERPLE and
     #: T5 share theirs across layers, as their reference code does).
     per_layer: ClassVar[bool] = False
+    #: why a compiled training step (:mod:`lexkit.compiled`) cannot trace it as one graph (None: it can)
+    compile_refusal: ClassVar[str | None] = None
 
     @classmethod
     def fills(cls, given: set[str], values: dict[str, Any]) -> tuple[str, ...]:

@@ -164,6 +164,7 @@ class Sandwich(BiasScheme):
     curve oscillates while decreasing on average; it is not strictly monotone."""
 
     name = "sandwich"
+    compile_refusal = "builds its bias with branches on tensor values (a graph break)"
     params = {
         "dim": Param(int, 128, "h', dimension of the sinusoids (even)", lambda x: x > 0 and x % 2 == 0,
                      "a positive even integer"),
@@ -212,6 +213,7 @@ class T5(BiasScheme):
     log-bucket of the distance, shared by all layers."""
 
     name = "t5"
+    compile_refusal = "narrows its bucket table by the values it holds (data-dependent; torch 2.13's tracer fails)"
     params = {
         "buckets": Param(int, 32, "number of buckets (>= 2)", lambda x: x >= 2, ">= 2"),
         "max_distance": Param(int, 128, "distance of the last bucket", positive, "> 0"),

@@ -63,6 +63,7 @@ class Chunks(Modifier):
     """Each query inside its own chunk and the n − 1 past chunks it scores highest (MoBA)."""
 
     name = "chunks"
+    compile_refusal = "reads its chunks' range back from a tensor (data-dependent: a graph break)"
     params = {
         "C": Param(int, 16, "keys per chunk", positive, "> 0"),
         "n": Param(int, 4, "chunks each query attends inside, its own included (MoBA's top-k)", positive, "> 0"),
