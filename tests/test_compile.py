@@ -189,3 +189,32 @@ def test_declarations_agree_with_the_tracer():
             continue
         layout = f"rope@causal+{examples.get(name, name)};none@window:8"
         assert traces("rope", layout) != bool(mods.MODIFIERS.get(name).compile_refusal), name
+
+
+def test_sweep_and_study_take_the_setting(tmp_path, monkeypatch):
+    """The sweep's JSON key and the study's setting (lexkit sweep/study --compile): checked, kept only when
+    given (configs written before the setting stay as they were), and handed to every run the study trains."""
+    from types import SimpleNamespace
+
+    from lexkit import distributed
+    from lexkit.study import StudyConfig
+    from lexkit.study import cache as study_cache
+    from lexkit.study.sweep.config import SweepConfigError, parse
+    from lexkit.study.sweep.work import study_config
+
+    arms = [{"label": "a", "layout": "hwfa"}]
+    assert parse({"arms": arms, "compile": True}).compile is True
+    assert parse({"arms": arms, "compile": None}).compile is None
+    assert "compile" not in parse({"arms": arms}).to_json() and parse({"arms": arms, "compile": False}).to_json()[
+        "compile"] is False
+    with pytest.raises(SweepConfigError, match=r"sweep config: compile: true or false is expected, got 'yes'"):
+        parse({"arms": arms, "compile": "yes"})
+    assert study_config(parse({"arms": arms}), compile=True).compile is True
+    assert "compile" not in StudyConfig(preset="tiny", schemes=["rope"]).to_json()
+    assert StudyConfig(preset="tiny", schemes=["rope"], compile=True).to_json()["compile"] is True
+    seen = []
+    monkeypatch.setattr(study_cache, "train", lambda run_dir, model_cfg, train_cfg, **kw: seen.append(train_cfg))
+    plan = SimpleNamespace(cfg=SimpleNamespace(device="cpu", compile=True), corpus=None)
+    model_cfg, train_cfg = configs("tiny", "rope")
+    study_cache.Cache(tmp_path, plan, distributed.SINGLE, progress=False).trained(tmp_path / "run", model_cfg, train_cfg)
+    assert seen[0].compile is True and train_cfg.compile is None  # the cell's own config untouched

@@ -27,6 +27,10 @@ from .attention.kernels.record import note_ran, record_kernels
 #: compile by default on this device type (docs/benchmarks-compile.md: measured on a 2-core CPU at one
 #: thread, the compile time counted; CUDA not measured yet, so off)
 DEFAULT: dict[str, bool] = {"cpu": False, "cuda": False}
+#: the help of ``--compile`` wherever a command trains (lexkit train, study, sweep)
+HELP = ("compile the training step (torch.compile: forward, loss and backward; lexkit.compiled), or --no-compile; "
+        "a scheme, pattern or modifier that breaks the graph is named and trains eagerly; recorded in config.json "
+        "(default: the device's, off on the CPU and on CUDA: docs/benchmarks-compile.md)")
 #: the backend a run compiles with; the fast tests set ``"aot_eager"`` (the same tracing and autograd
 #: wrapping, no inductor build: seconds less a test)
 BACKEND = "inductor"

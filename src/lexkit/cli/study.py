@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .. import checks, options, positions, presets, threads
+from .. import checks, compiled, options, positions, presets, threads
 from ..device import resolve_device
 from ..distributed import world as study_world
 from ..errors import LexkitError
@@ -54,6 +54,7 @@ def add_parser(sub):
     p.add_argument("--eval-docs", type=int, default=24, help="validation documents scored per length")
     p.add_argument("--out", default="study", help="study directory (default: ./study)")
     p.add_argument("--device", default="auto")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None, help=compiled.HELP)
     p.add_argument("--threads", type=int, metavar="N", help=threads.HELP + "; with --jobs, each worker's "
                    "(default 1); without --jobs, one process at N threads")
     p.add_argument("--jobs", type=int, metavar="N",
@@ -130,7 +131,7 @@ def run(args) -> int:
         patterns=args.pattern or list(DEFAULT_PATTERNS),
         lengths=parse_lengths(args.lengths) if args.lengths else None,
         seeds=args.seeds, steps=args.steps, data=args.data, eval_docs=args.eval_docs,
-        device=args.device, threads=args.threads, tables=tables,
+        device=args.device, threads=args.threads, compile=args.compile, tables=tables,
     )
     study = Study(cfg, args.out, progress=not args.quiet, jobs=1 if study_world().parallel else jobs(args))
     if not study.world.is_main and args.dry_run:

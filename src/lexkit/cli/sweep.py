@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from .. import checks, threads
+from .. import checks, compiled, threads
 from ..device import resolve_device
 from ..study.estimate import load_line
 from ..study.execution import MAX_JOBS
@@ -33,6 +33,8 @@ def add_parser(sub):
                    "policy gives this command; 1 with --threads)")
     p.add_argument("--threads", type=int, metavar="N", help=threads.HELP + "; with --jobs, each worker's")
     p.add_argument("--device", default="auto")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                   help=compiled.HELP + "; given, it overrides the config's \"compile\"")
     p.add_argument("--report-only", action="store_true",
                    help="re-render sweep.md, sweep.json and sweep.png from the cache; train nothing")
     p.add_argument("--dry-run", action="store_true", help="list the units of work and estimate the time; train nothing")
@@ -51,7 +53,7 @@ def run(args) -> int:
     from .study import jobs
 
     sweep = Sweep(cfg, args.out, progress=not args.quiet, jobs=jobs(args), device=args.device, threads=args.threads,
-                  batch_seeds=args.batch_seeds)
+                  batch_seeds=args.batch_seeds, compile=cfg.compile if args.compile is None else args.compile)
     if args.dry_run:
         print_sweep_plan(sweep.estimate(), cfg)
         return 0

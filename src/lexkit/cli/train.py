@@ -16,7 +16,7 @@ import dataclasses
 import warnings
 from pathlib import Path
 
-from .. import options, presets, threads
+from .. import compiled, options, presets, threads
 from ..distributed import setup
 from ..runs import configs_from_run, read_config
 from ..settings import configs, inert_modifier, same_layers, split_settings
@@ -79,10 +79,7 @@ class RunSettings:
                                         "documents (kvthread: one hop; `lexkit tasks`), then its usual ones, e.g. "
                                         "0.25 (default: 0, none)", "F")
     seed: int | None = _setting(int, "random seed (default: 0)")
-    compile: bool | None = _setting(bool, "compile the training step (torch.compile: forward, loss and backward; "
-                                    "lexkit.compiled), or --no-compile; a scheme, pattern or modifier that breaks "
-                                    "the graph is named and trains eagerly; recorded in config.json (default: the "
-                                    "device's, off on the CPU and on CUDA: docs/benchmarks-compile.md)")
+    compile: bool | None = _setting(bool, compiled.HELP)
 
 
 def add_parser(sub):

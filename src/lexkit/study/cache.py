@@ -4,6 +4,7 @@ its seconds. Training runs are resumed from their last checkpoint when interrupt
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -62,6 +63,8 @@ class Cache:
             self.log("train", run_dir.name, "cached", 0.0)
             return
         resume = _clear_unwritten(run_dir)
+        if self.plan.cfg.compile is not None:  # how it trains (the cell's key leaves it out)
+            train_cfg = dataclasses.replace(train_cfg, compile=self.plan.cfg.compile)
         train(run_dir, model_cfg, train_cfg, resume=resume, device=self.device, progress=self.progress,
               corpus=self.plan.corpus, world=distributed.SINGLE, init=None if resume else init)
         self.log("train", run_dir.name, "ran", time.perf_counter() - start)

@@ -100,6 +100,9 @@ class StudyConfig:
     resolution_texts: int = 4
     device: str = "auto"
     threads: int | None = None
+    #: every training run's step compiled (TrainConfig.compile; None: the device's default). How the
+    #: runs train, not what: not in a cell's key, and results.json keeps it only when given
+    compile: bool | None = None
     tables: dict[str, TableSettings] = dataclasses.field(default_factory=dict)
 
     def __init__(self, **settings: Any) -> None:
@@ -137,6 +140,8 @@ class StudyConfig:
         them (:meth:`TableSettings.recorded`)."""
         out = dataclasses.asdict(self)
         del out["tables"]
+        if out["compile"] is None:  # a study that does not say: results.json as before the setting
+            del out["compile"]
         for key, table in self.tables.items():
             out.update({setting_name(key, name): value for name, value in table.recorded(self).items()})
         return out

@@ -86,6 +86,9 @@ class SweepConfig:
     tasks: tuple[str, ...] = ("kvthread", "ordinal")
     data: str = "stdlib"
     eval_docs: int = paired.DOCUMENTS
+    #: every run's training step compiled (true/false; null or absent: the device's default, lexkit.compiled);
+    #: how the arms train, not what: ``lexkit sweep --compile/--no-compile`` overrides it
+    compile: bool | None = None
 
     def recipe(self) -> Recipe:
         return Recipe(self.preset, self.batch, self.lr, self.mix, self.steps, self.token_shift, stop=self.stop)
@@ -94,6 +97,8 @@ class SweepConfig:
         out = dataclasses.asdict(self)
         if not out["first_seed"]:  # a sweep from seed 0 writes the config it wrote before the key
             del out["first_seed"]
+        if out["compile"] is None:  # likewise a sweep that does not say
+            del out["compile"]
         out["arms"] = [{k: v for k, v in arm.items() if v not in (None, {}) or k == "label"} for arm in out["arms"]]
         return out
 
@@ -130,7 +135,9 @@ def parse(data: Any, where: str = "sweep config") -> SweepConfig:
     for name, field in fields.items():
         if name == "arms" or name not in data:
             continue
-        value, kind = data[name], type(field.default)
+        value, kind = data[name], bool if name == "compile" else type(field.default)
+        if name == "compile" and value is None:  # null: the device's default, as when absent
+            continue
         if kind is tuple:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise bad(name, f"a list of strings is expected, got {value!r}")

@@ -62,12 +62,13 @@ class SweepTable(RetrievalTable):
 
 
 def study_config(sweep: SweepConfig, device: str = "auto", threads: int | None = None,
-                 batch_seeds: bool = False) -> StudyConfig:
+                 batch_seeds: bool = False, compile: bool | None = None) -> StudyConfig:
     """The study a sweep is: table G alone (no table E, so no methods), its seeds, needles, patterns,
     corpus and the documents of its paired bpb (the grid's one scheme is never trained: a sweep has no
-    grid); ``batch_seeds``: each arm's seeds trained as one batched model (:mod:`lexkit.batched`)."""
+    grid); ``batch_seeds``: each arm's seeds trained as one batched model (:mod:`lexkit.batched`);
+    ``compile``: every run's step compiled (None: the device's default, :mod:`lexkit.compiled`)."""
     return StudyConfig(preset=sweep.preset, schemes=["none"], layouts=[], patterns=list(sweep.patterns),
-                       data=sweep.data, device=device, threads=threads, extension=False,
+                       data=sweep.data, device=device, threads=threads, compile=compile, extension=False,
                        retrieval_seeds=sweep.seeds, retrieval_first_seed=sweep.first_seed,
                        retrieval_samples=sweep.samples, retrieval_docs=sweep.eval_docs,
                        retrieval_methods=False, retrieval_batch_seeds=batch_seeds)
@@ -81,11 +82,12 @@ class Sweep(Study):
     name = "sweep"
 
     def __init__(self, sweep: SweepConfig, out: str | Path, *, progress: bool = True, echo=print, jobs: int = 1,
-                 device: str = "auto", threads: int | None = None, batch_seeds: bool = False) -> None:
+                 device: str = "auto", threads: int | None = None, batch_seeds: bool = False,
+                 compile: bool | None = None) -> None:
         if distributed.world().parallel:
             raise ValueError("lexkit sweep shares its runs out over --jobs worker processes on one machine, not over "
                              "torchrun's ranks: run it without torchrun")
-        super().__init__(study_config(sweep, device, threads, batch_seeds), out, progress=progress, echo=echo,
+        super().__init__(study_config(sweep, device, threads, batch_seeds, compile), out, progress=progress, echo=echo,
                          world=distributed.SINGLE, jobs=jobs)
         self.sweep = sweep
         self.tables = [SweepTable(self.plan, self.cache, sweep)]
@@ -99,7 +101,8 @@ class Sweep(Study):
 
         return Build(Sweep, (self.sweep, self.out), {"progress": False, "echo": None, "device": self.cfg.device,
                                                       "threads": self.cfg.threads,
-                                                      "batch_seeds": self.g.settings.batch_seeds})
+                                                      "batch_seeds": self.g.settings.batch_seeds,
+                                                      "compile": self.cfg.compile})
 
     def seed_runs(self) -> list[SeedRun]:
         """Every arm on every seed (an arm that cannot train names itself)."""
