@@ -6,9 +6,11 @@ side when it is installed, and long evaluation (one sequence: speed, peak memory
 streamed under window:512). It starts no measurement past its time budget (8 minutes in all by
 default), prints progress, and writes docs/benchmarks-gpu.md (+ .json). Without CUDA it says so and
 exits 0; ``--dry-run`` runs the whole lane on the CPU at the ``tiny`` preset and short lengths (the
-code path, not a measurement).
+code path, not a measurement). ``--compile`` adds the compiled step (lexkit.compiled: forward, loss and
+backward through torch.compile, bf16 autocast inside it) beside the eager one for the baseline and the
+first three schemes, its warm-up (the compile) timed apart.
 
-    python benchmarks/gpu.py [--out docs/benchmarks-gpu.md] [--budget 420] [--dry-run]
+    python benchmarks/gpu.py [--out docs/benchmarks-gpu.md] [--budget 420] [--dry-run] [--compile]
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ import torch
 from common import ROOT, cpu_facts, gpu_facts, installed, md_table, random_document, write_report
 from lexkit import provenance
 from lexkit.attention import kernel_label, record_kernels
+from lexkit.compiled import CompiledLoss
 from lexkit.device import training_dtype
 from lexkit.model import GPT, VOCAB
 from lexkit.settings import configs
-from lexkit.train import device_autocast, make_optimizer, train_step
+from lexkit.train import device_autocast, make_optimizer, train_step, train_step_stats
 
 SCHEMES = ("alibi", "rope", "xpos", "kerple-log", "t5", "sandwich", "kerple-power")  # the first three first
 BASELINE = ("none", "dense")  # scheme, kernel: SDPA causal without bias
@@ -123,16 +126,27 @@ def batch(cfg, train_cfg, device: torch.device) -> tuple[torch.Tensor, torch.Ten
     return window[:, :-1], window[:, 1:]
 
 
-def bench_train(scheme: str, kernel: str, lane: Lane, device: torch.device) -> dict:
+def bench_train(scheme: str, kernel: str, lane: Lane, device: torch.device, compiled: bool = False) -> dict:
     """The step ``lexkit train`` runs (:func:`lexkit.train.train_step`, bf16 autocast on CUDA,
-    the optimizer of :func:`lexkit.train.make_optimizer`) with the given attention kernel."""
+    the optimizer of :func:`lexkit.train.make_optimizer`) with the given attention kernel; ``compiled``:
+    its forward, loss and backward through :class:`lexkit.compiled.CompiledLoss`, as ``lexkit train
+    --compile`` runs it (the warm-up steps hold the compile)."""
     model, train_cfg = build(scheme, lane, device)
     model = with_kernel(model.train(), kernel)
     optimizer, autocast = make_optimizer(model, train_cfg), device_autocast(device)
     x, y = batch(model.cfg, train_cfg, device)
-    warmup_s, rate, ran = time_steps(
-        lambda: train_step(model, optimizer, x, y, grad_clip=train_cfg.grad_clip, autocast=autocast), x, device, lane)
-    return {"warmup_s": warmup_s, "tokens_per_s": rate, "ran": ran,
+    if compiled:
+        dtype = training_dtype(device)  # bf16 on CUDA, autocast inside the compiled graph
+        loss_of = CompiledLoss(model, device, None if dtype == "float32" else getattr(torch, dtype))
+        warmup_s, rate, ran = time_steps(lambda: train_step_stats(model, optimizer, x, y, grad_clip=train_cfg.grad_clip,
+                                                                  loss_of=loss_of), x, device, lane)
+        extra = {"graphs": loss_of.graphs}
+    else:
+        warmup_s, rate, ran = time_steps(
+            lambda: train_step(model, optimizer, x, y, grad_clip=train_cfg.grad_clip, autocast=autocast), x, device,
+            lane)
+        extra = {}
+    return {**extra, "warmup_s": warmup_s, "tokens_per_s": rate, "ran": ran,
             "mfu": mfu(rate, model.num_params(), model.cfg, device), "params": model.num_params()}
 
 
@@ -197,17 +211,20 @@ def attempt(fn, *args, **kwargs) -> dict:
 
 
 # -- plan, run, report -------------------------------------------------------------------------
-def plan(lane: Lane, window: int, xt: bool, cuda: bool = True) -> list[tuple]:
+def plan(lane: Lane, window: int, xt: bool, cuda: bool = True, compiled: bool = False) -> list[tuple]:
     """(kind, cost estimate in s, labels) in priority order: the baseline and the paper's three
-    schemes first (and rope through flex: on CUDA only, compiled flex has no backward on the CPU),
-    x-transformers beside them, the long length before the shorter one, the stream, then the other
-    bias schemes."""
+    schemes first (and rope through flex: on CUDA only, compiled flex has no backward on the CPU), with
+    ``compiled`` each of those four again through the compiled step, x-transformers beside them, the long
+    length before the shorter one, the stream, then the other bias schemes."""
     core, extra = SCHEMES[:3], SCHEMES[3:]
     local, block = f"window:{window}", f"bca:{window}"
     long, short = max(lane.eval_lengths), min(lane.eval_lengths)
     jobs = [("train", 40, {"scheme": BASELINE[0], "kernel": BASELINE[1]})]
     jobs += [("train", 60, {"scheme": s, "kernel": "auto"}) for s in core]
     jobs += [("train", 60, {"scheme": "rope", "kernel": "flex"})] if cuda else []
+    if compiled:  # the same steps compiled (lexkit train --compile), beside the eager ones
+        jobs += [("train", 120, {"scheme": BASELINE[0], "kernel": BASELINE[1], "compiled": True})]
+        jobs += [("train", 120, {"scheme": s, "kernel": "auto", "compiled": True}) for s in core]
     if xt:
         jobs += [("xt", 45, {"scheme": s, "kernel": "x-transformers"}) for s in XT_SCHEMES]
     for n in (long, short):
@@ -222,16 +239,17 @@ def plan(lane: Lane, window: int, xt: bool, cuda: bool = True) -> list[tuple]:
 
 def run_job(kind: str, labels: dict, lane: Lane, device: torch.device) -> dict:
     if kind == "train":
-        return attempt(bench_train, labels["scheme"], labels["kernel"], lane, device)
+        return attempt(bench_train, labels["scheme"], labels["kernel"], lane, device, labels.get("compiled", False))
     if kind == "xt":
         return attempt(bench_train_xt, labels["scheme"], lane, device)
     return attempt(bench_eval, labels["scheme"], labels["kernel"], labels["pattern"], labels["n"], lane, device,
                    stream=kind == "stream")
 
 
-def run_all(budget: Budget, device: torch.device, lane: Lane, window: int, xt: bool) -> tuple[list, list, list]:
+def run_all(budget: Budget, device: torch.device, lane: Lane, window: int, xt: bool,
+            compiled: bool = False) -> tuple[list, list, list]:
     train, evals, skipped = [], [], []
-    jobs = plan(lane, window, xt, cuda=device.type == "cuda")
+    jobs = plan(lane, window, xt, cuda=device.type == "cuda", compiled=compiled)
     for i, (kind, cost, labels) in enumerate(jobs, 1):
         text = " ".join(f"{k}={v}" for k, v in {"job": kind, **labels}.items())
         if not budget.allows(cost):
@@ -253,7 +271,7 @@ def render(facts: dict, lane: Lane, train: list, evals: list, skipped: list, dry
     base = next((r.get("tokens_per_s") for r in train if r["scheme"] == BASELINE[0]), None)
     train_rows = []
     for r in train:
-        head = [r["scheme"], r["kernel"]]
+        head = [r["scheme"], r["kernel"] + (" (compiled)" if r.get("compiled") else "")]
         if "error" in r:
             train_rows.append(head + [r["error"]] + ["—"] * 5)
             continue
@@ -303,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks-gpu.md"))
     parser.add_argument("--budget", type=float, default=420.0, help="seconds within which measurements start")
     parser.add_argument("--dry-run", action="store_true", help="the whole lane on the CPU at the tiny preset")
+    parser.add_argument("--compile", action="store_true", help="also the compiled step (lexkit train --compile) "
+                        "for the baseline and the first three schemes")
     args = parser.parse_args(argv)
     if not args.dry_run and not torch.cuda.is_available():
         print("benchmarks/gpu.py: no CUDA device here; nothing to measure (the CPU benchmark is benchmarks/run.py; "
@@ -314,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     xt = installed("x-transformers") is not None
     if not xt:
         print("x-transformers is not installed: its rows are left out (pip install 'lexkit[bench]')", flush=True)
-    train, evals, skipped = run_all(Budget(args.budget), device, lane, window=get(lane.preset)["train_len"], xt=xt)
+    train, evals, skipped = run_all(Budget(args.budget), device, lane, window=get(lane.preset)["train_len"], xt=xt,
+                                    compiled=args.compile)
     info = cpu_facts(torch.get_num_threads()) if args.dry_run else gpu_facts(device)
     write_report(args.out, render(info, lane, train, evals, skipped, args.dry_run),
                  {"machine": info, "lane": dataclasses.asdict(lane), "dry_run": args.dry_run, "train": train,

@@ -133,6 +133,40 @@ def test_ladder_steps_down_on_a_real_cuda_kernel_failure(monkeypatch):
 
 
 @gpu
+@pytest.mark.parametrize("layout", [None, "hwfa:W=16,shift=0.5"])
+def test_compiled_training_step_equals_eager_on_cuda(layout):
+    """``lexkit train --compile``'s step on CUDA (lexkit.compiled: forward, loss and backward through
+    inductor and Triton, bf16 autocast inside the graph, the kernels auto picks: SDPA causal for rope,
+    flex under HWFA's window) against the eager step: 6 steps from the same weights on the same batches,
+    one graph throughout. Bounds, derived and not yet measured on a GPU (none was lent when this was
+    written): bf16 rounds to 2^-8 relative, and fused kernels round at other points than eager's, so the
+    loss (~5.5) may differ by a few bf16 steps of the logits: 3e-2; AdamW moves a weight by at most
+    ~lr a step whatever its gradient's size, so a gradient whose sign rounding flips moves it by 2 lr a
+    step: 12 lr over 6 steps, 1.2e-2 at lr 1e-3. Either is far below a wrong graph's gap (a missed mask
+    or gradient moves the first loss by more than 0.1)."""
+    from lexkit.compiled import CompiledLoss
+
+    torch.manual_seed(0)
+    cfg = ModelConfig(scheme="rope", n_layers=2, d_model=128, n_heads=4, train_len=W,
+                      layout=layout)
+    eager = GPT(cfg).cuda().train()
+    comp = copy.deepcopy(eager)
+    train_cfg = TrainConfig(lr=1e-3)
+    opt_e, opt_c = make_optimizer(eager, train_cfg), make_optimizer(comp, train_cfg)
+    loss_of = CompiledLoss(comp, torch.device("cuda"), torch.bfloat16)
+    gen = torch.Generator().manual_seed(0)
+    for step in range(6):
+        window = torch.randint(0, 256, (8, W + 1), generator=gen).cuda()
+        x, y = window[:, :-1], window[:, 1:]
+        a = train_step_stats(eager, opt_e, x, y, grad_clip=1.0, autocast=device_autocast(torch.device("cuda")))[0]
+        b = train_step_stats(comp, opt_c, x, y, grad_clip=1.0, loss_of=loss_of)[0]
+        assert abs(a - b) < 3e-2, (step, a, b)
+        assert loss_of.graphs == 1, f"recompiled at step {step}"
+    gap = max(float((p - q).abs().max()) for p, q in zip(eager.state_dict().values(), comp.state_dict().values()))
+    assert gap < 1.2e-2
+
+
+@gpu
 def test_flex_compiles_once_per_shape():
     """After one warm-up step and evaluation per shape, further steps and evaluations (new Attention
     objects, new KERPLE parameter values, the cached block masks) never recompile."""
@@ -208,6 +242,22 @@ def test_gpu_benchmark_dry_run_on_the_cpu(gpu_script, tmp_path, capsys, monkeypa
     assert evals["eval"]["ran"] == "chunked" and not evals["eval"]["streamed"]  # window past 512 on the CPU
     assert evals["stream"]["streamed"] and evals["stream"]["n"] == gpu_script.DRY.stream_length
     assert data["skipped"] == ["job=train scheme=t5 kernel=auto"] and data["dry_run"] is True
+
+
+def test_gpu_benchmark_compile_arm_dry_run_on_the_cpu(gpu_script, monkeypatch):
+    """--compile adds the compiled step for the baseline and the first three schemes; on the CPU one of
+    them runs through the same code (the eager backend: the wrapping and its graph count, no inductor
+    build), one graph after the warm-up."""
+    from lexkit import compiled
+
+    jobs = gpu_script.plan(gpu_script.DRY, 32, xt=False, cuda=False, compiled=True)
+    arms = [labels for kind, _, labels in jobs if labels.get("compiled")]
+    assert [a["scheme"] for a in arms] == ["none", "alibi", "rope", "xpos"]
+    assert not any(labels.get("compiled") for _, _, labels in gpu_script.plan(gpu_script.DRY, 32, xt=False,
+                                                                                 cuda=False))
+    monkeypatch.setattr(compiled, "BACKEND", "eager")
+    row = gpu_script.run_job("train", arms[2], gpu_script.DRY, torch.device("cpu"))
+    assert row["graphs"] == 1 and row["ran"] == "dense" and row["tokens_per_s"] > 0
 
 
 @gpu
