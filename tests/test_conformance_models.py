@@ -35,7 +35,7 @@ def root(tmp_path_factory):
 def test_the_battery_is_what_the_issue_asks(root):
     assert [c.original for c in CASES] == [64] * len(CASES) and all(max(c.lengths) == 32 * 64 for c in CASES)
     families = {c.model_type for c in CASES}
-    assert {"llama", "qwen2", "qwen3", "phi3", "mistral", "olmo3", "gpt_oss"} <= families
+    assert {"llama", "qwen2", "qwen3", "phi3", "mistral", "olmo3", "gpt_oss", "gemma3_text"} <= families
     assert all(c.why and c.source for c in CASES)
     assert {c.name for c in SMALL} == {c.name for c in CASES}
 

@@ -107,6 +107,16 @@ def battery(L: int = L, W: int = W) -> list[ModelCase]:
                 "truncate false, experts: sinks dropped or the window lost shows",
             source="SGLang PR #30050 and #11634 (sinks dropped in batched decode; SWA with sinks wrong); a GPT-OSS "
                    "builder reading only rope_parameters (YaRN off, no window)"),
+        ModelCase("models/gemma3", "gemma3_text", {
+            "num_hidden_layers": 3, "sliding_window": W, "query_pre_attn_scalar": 16,
+            "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+            "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0}}},
+            why="Gemma 3: local layers at base 1e4 under a window, a global layer at 1e6 with linear x8, (1 + w) "
+                "norms around attention and the MLP, embeddings times √d: linear 8 on the local layers, or "
+                "not on the global one, shows",
+            source="mlx-vlm PR #1709 (linear 8 on global layers never applied: greedy argmax changed at 2,916 "
+                   "tokens); vLLM PR #21927 (Gemma 3's interleaving missed with layer_types)"),
         ModelCase("models/olmo3-window-unused", "olmo3", {
             "sliding_window": W, "layer_types": ["full_attention"] * 2,
             "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}},

@@ -43,6 +43,9 @@ class Family:
     out_bias: bool = False  # o_proj with a bias (GPT-OSS)
     sinks: bool = False  # a learned sink logit per head in every softmax, its weight dropped (GPT-OSS)
     moe: bool = False  # a top-k router over experts with GPT-OSS's clamped SwiGLU (gate_up interleaved)
+    #: Gemma's recipe: embeddings times √d, RMSNorm weights as (1 + w), a norm before and after attention and
+    #: the MLP each, GELU (tanh) MLP, scores scaled by query_pre_attn_scalar^-1/2, soft-capping where set
+    gemma: bool = False
 
 
 FAMILIES = {
@@ -53,6 +56,7 @@ FAMILIES = {
     "phi3": Family(fused=True),
     "olmo3": Family(qk_norm="all", post_norm=True),
     "gpt_oss": Family(bias=True, out_bias=True, sinks=True, moe=True),
+    "gemma3_text": Family(qk_norm="head", gemma=True),
 }
 
 
@@ -103,8 +107,13 @@ def read(directory: str | Path) -> tuple[dict, dict[str, Tensor]]:
     return config, weights
 
 
-def _rms(x: Tensor, weight: Tensor, eps: float) -> Tensor:
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+def _rms(x: Tensor, weight: Tensor, eps: float, offset: float = 0.0) -> Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (offset + weight)
+
+
+def _cap(x: Tensor, cap: float | None) -> Tensor:
+    """Soft-capping, cap·tanh(x/cap) (Gemma's), or x where none is set."""
+    return x if not cap else torch.tanh(x / cap) * cap
 
 
 class Decoder:
@@ -124,6 +133,9 @@ class Decoder:
         self.eps = config["rms_norm_eps"]
         self.refs = [Reference(layer.rope) if layer.rope is not None else None for layer in self.layers]
         self.sinks = self.family.sinks  # (a planted bug turns them off)
+        gemma = self.family.gemma
+        self.scale = (config.get("query_pre_attn_scalar") or self.head_dim) ** -0.5 if gemma else self.head_dim ** -0.5
+        self.offset = 1.0 if gemma else 0.0  # RMSNorm's weight is (offset + w)
 
     # -- the pieces around attention -------------------------------------------------------------
     def _qkv(self, i: int, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -137,11 +149,14 @@ class Decoder:
             if f.bias:
                 q, k, v = q + self.w[p + "q_proj.bias"], k + self.w[p + "k_proj.bias"], v + self.w[p + "v_proj.bias"]
         if f.qk_norm == "all":
-            q, k = _rms(q, self.w[p + "q_norm.weight"], self.eps), _rms(k, self.w[p + "k_norm.weight"], self.eps)
+            q, k = self._norm(q, p + "q_norm.weight"), self._norm(k, p + "k_norm.weight")
         q, k, v = (t.unflatten(-1, (-1, hd)).transpose(0, 1) for t in (q, k, v))
         if f.qk_norm == "head":
-            q, k = _rms(q, self.w[p + "q_norm.weight"], self.eps), _rms(k, self.w[p + "k_norm.weight"], self.eps)
+            q, k = self._norm(q, p + "q_norm.weight"), self._norm(k, p + "k_norm.weight")
         return q, k, v
+
+    def _norm(self, x: Tensor, name: str) -> Tensor:
+        return _rms(x, self.w[name], self.eps, self.offset)
 
     def _mlp(self, i: int, x: Tensor) -> Tensor:
         p = f"model.layers.{i}.mlp."
@@ -151,7 +166,9 @@ class Decoder:
             gate, up = (x @ self.w[p + "gate_up_proj.weight"].T).chunk(2, dim=-1)
         else:
             gate, up = x @ self.w[p + "gate_proj.weight"].T, x @ self.w[p + "up_proj.weight"].T
-        return (torch.nn.functional.silu(gate) * up) @ self.w[p + "down_proj.weight"].T
+        act = (lambda g: torch.nn.functional.gelu(g, approximate="tanh")) if self.family.gemma \
+            else torch.nn.functional.silu
+        return (act(gate) * up) @ self.w[p + "down_proj.weight"].T
 
     def _experts(self, p: str, x: Tensor) -> Tensor:
         """GPT-OSS's MLP: each token's top-k experts by the router's logits, weighted by the softmax of
@@ -193,7 +210,7 @@ class Decoder:
         """softmax(q·k/√hd) v over the keys layer ``i``'s pattern shows: [Hq, n, hd] -> [n, Hq·hd]."""
         group = self.heads // self.kv_heads
         k, v = k.repeat_interleave(group, dim=0), v.repeat_interleave(group, dim=0)
-        scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
+        scores = _cap(q @ k.transpose(-1, -2) * self.scale, self.config.get("attn_logit_softcapping"))
         if visible is None:
             visible = self.layers[i].pattern.visible(q_idx[:, None], k_idx[None, :])
         scores = scores.masked_fill(~visible, -math.inf)
@@ -207,19 +224,27 @@ class Decoder:
     def _block(self, i: int, h: Tensor, attention) -> Tensor:
         """One layer on the hidden state h [n, d]; ``attention(i, x)`` -> its output before o_proj."""
         p, f = f"model.layers.{i}.", self.family
-        x = h if f.post_norm else _rms(h, self.w[p + "input_layernorm.weight"], self.eps)
+        x = h if f.post_norm else self._norm(h, p + "input_layernorm.weight")
         out = attention(i, x) @ self.w[p + "self_attn.o_proj.weight"].T
         if f.out_bias:
             out = out + self.w[p + "self_attn.o_proj.bias"]
+        if f.gemma:  # a norm before and after each of attention and the MLP
+            h = h + self._norm(out, p + "post_attention_layernorm.weight")
+            y = self._mlp(i, self._norm(h, p + "pre_feedforward_layernorm.weight"))
+            return h + self._norm(y, p + "post_feedforward_layernorm.weight")
         if f.post_norm:
-            h = h + _rms(out, self.w[p + "post_attention_layernorm.weight"], self.eps)
-            return h + _rms(self._mlp(i, h), self.w[p + "post_feedforward_layernorm.weight"], self.eps)
+            h = h + self._norm(out, p + "post_attention_layernorm.weight")
+            return h + self._norm(self._mlp(i, h), p + "post_feedforward_layernorm.weight")
         h = h + out
-        return h + self._mlp(i, _rms(h, self.w[p + "post_attention_layernorm.weight"], self.eps))
+        return h + self._mlp(i, self._norm(h, p + "post_attention_layernorm.weight"))
+
+    def _embed(self, ids: Tensor) -> Tensor:
+        h = self.w["model.embed_tokens.weight"][ids]
+        return h * math.sqrt(self.config["hidden_size"]) if self.family.gemma else h
 
     def _logits(self, h: Tensor) -> Tensor:
         head = self.w.get("lm_head.weight", self.w["model.embed_tokens.weight"])  # tied when absent
-        return _rms(h, self.w["model.norm.weight"], self.eps) @ head.T
+        return _cap(self._norm(h, "model.norm.weight") @ head.T, self.config.get("final_logit_softcapping"))
 
     # -- prefill and decode ------------------------------------------------------------------------
     def prefill(self, ids: list[int] | Tensor) -> Tensor:
@@ -231,7 +256,7 @@ class Decoder:
             q, k, v = self._qkv(i, x)
             return self.attend(i, self.rotate(i, q, pos), self.rotate(i, k, pos), v, pos, pos)
 
-        h = self.w["model.embed_tokens.weight"][ids]
+        h = self._embed(ids)
         for i in range(len(self.layers)):
             h = self._block(i, h, attention)
         return self._logits(h)
@@ -280,7 +305,7 @@ class Session:
                 visible = visible & pattern.visible(idx[:, None], k_idx[None, :])
             return d.attend(i, q, keys, values, idx, k_idx, visible)
 
-        h = d.w["model.embed_tokens.weight"][ids]
+        h = d._embed(ids)
         for i in range(len(d.layers)):
             h = d._block(i, h, attention)
         self.length += len(ids)

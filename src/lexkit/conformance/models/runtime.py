@@ -117,9 +117,9 @@ class Transformers(ModelRuntime):
 #: bug -> (what it does, the cases that must catch it)
 BUGS = {
     "scaling-dropped": ("the config's RoPE scaling never applied (plain RoPE at its base)",
-                        ("models/llama-llama3", "models/qwen2-yarn", "models/phi3-longrope")),
+                        ("models/llama-llama3", "models/qwen2-yarn", "models/phi3-longrope", "models/gemma3")),
     "global-base-on-local": ("the full layers' RoPE (base and scaling) on the sliding layers",
-                             ("models/olmo3-hybrid",)),
+                             ("models/olmo3-hybrid", "models/gemma3")),
     "window-every-layer": ("the sliding window on every layer, full ones too",
                            ("models/olmo3-hybrid", "models/olmo3-window-unused")),
     "window-one-wider": ("a window of W + 1 keys", ("models/mistral-window", "models/olmo3-hybrid")),
