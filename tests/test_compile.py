@@ -12,7 +12,6 @@ import json
 
 import pytest
 import torch
-import torch._dynamo as dynamo
 
 from lexkit import compiled, positions, runs
 from lexkit.attention import modifiers as mods
@@ -34,9 +33,6 @@ def corpus():
 @pytest.fixture
 def eager_backend(monkeypatch):
     monkeypatch.setattr(compiled, "BACKEND", "eager")
-    dynamo.reset()
-    yield
-    dynamo.reset()
 
 
 def batches(count, batch=4, length=32, seed=0):
@@ -92,6 +88,23 @@ def test_inductor_step_equals_eager_within_float32_noise(layout):
     assert loss_fn.graphs == 1
     assert max(abs(a - b) for a, b in zip(losses["eager"], losses["compiled"])) < 1e-4
     assert gap < 1e-4
+
+
+def test_run_after_run_in_one_process_each_compiles_once(monkeypatch):
+    """A study worker trains run after run: each CompiledLoss traces its own code object, so every
+    model compiles as the first did (one code object for all failed at the ninth model: dynamo's
+    recompile limit of 8, a hard error under fullgraph; the limit set to 1 here, three models show it)."""
+    import torch._dynamo.config
+
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1)
+    model_cfg = configs("tiny", "rope", n_layers=1, d_model=16, n_heads=1)[0]
+    x = torch.randint(0, 256, (2, 32))
+    counts = []
+    for _ in range(3):
+        loss_fn = compiled.CompiledLoss(GPT(model_cfg).train(), torch.device("cpu"), None, backend="eager")
+        loss_fn(x, x), loss_fn(x, x)
+        counts.append(loss_fn.graphs)
+    assert counts == [1] * 3
 
 
 def test_train_compiled_records_it_and_resumes_across_it(eager_backend, tmp_path, corpus):
@@ -163,7 +176,6 @@ def traces(scheme="rope", layout=None) -> bool:
     net = GPT(configs("tiny", scheme, layout=layout)[0]).train()
     x = torch.randint(0, 256, (2, 32), generator=torch.Generator().manual_seed(1))
     want = float(compiled.step_loss(net, x, x, "cpu", None).detach())
-    dynamo.reset()
     try:
         got = float(compiled.CompiledLoss(net, torch.device("cpu"), None, backend="eager")(x, x).detach())
     except (dynamo_exc.Unsupported, dynamo_exc.UserError):
@@ -217,5 +229,6 @@ def test_sweep_and_study_take_the_setting(tmp_path, monkeypatch):
     monkeypatch.setattr(study_cache, "train", lambda run_dir, model_cfg, train_cfg, **kw: seen.append(train_cfg))
     plan = SimpleNamespace(cfg=SimpleNamespace(device="cpu", compile=True), corpus=None)
     model_cfg, train_cfg = configs("tiny", "rope")
-    study_cache.Cache(tmp_path, plan, distributed.SINGLE, progress=False).trained(tmp_path / "run", model_cfg, train_cfg)
+    cache = study_cache.Cache(tmp_path, plan, distributed.SINGLE, progress=False)
+    cache.trained(tmp_path / "run", model_cfg, train_cfg)
     assert seen[0].compile is True and train_cfg.compile is None  # the cell's own config untouched

@@ -16,6 +16,7 @@ reorders reductions (tests/test_compile.py measures the gap and states its bound
 
 from __future__ import annotations
 
+import types
 import warnings
 from collections.abc import Callable
 
@@ -96,6 +97,11 @@ class CompiledLoss:
         def loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
             return step_loss(model, x, y, device_type, dtype)
 
+        # a code object of its own: dynamo caches graphs per code object, guarded on the model it closes
+        # over, so a process training run after run (a study worker) would reach the recompile limit (8)
+        # at its ninth model and fail; its own code object's cache goes with it
+        loss = types.FunctionType(loss.__code__.replace(), loss.__globals__, loss.__name__, loss.__defaults__,
+                                  loss.__closure__)
         self.model, self._eager = model, loss
         self.kernels: list[str] | None = None  # the attention kernels the step runs (after its first call)
         self._fn = torch.compile(loss, backend=counted, fullgraph=True, dynamic=False)
