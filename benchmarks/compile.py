@@ -1,0 +1,203 @@
+"""The compiled training step (lexkit.compiled: torch.compile of the forward, loss and backward; clipping
+and fused AdamW eager) against the eager one, side by side in one run, on ``--threads`` threads (1: as a
+study or sweep worker runs): at the presets tiny, quick and small and at table G's recipe, for a uniform
+scheme (rope), a layout (HWFA) and one of the hunt's modifiers (A3: FoX's key/value shift on the global
+layer). Per case: the first step of each way (the compiled one's includes tracing and inductor's C++
+build, from an empty compile cache, and again with the cache warm, in a fresh process), then alternating
+repetitions of steady steps on the same batches from the same weights; the ratio of bytes/s is the median
+of the per-repetition ratios. Wall time of a run at the case's steps counts the first step:
+``first + (steps - 1) x steady step``; break-even is the step count from which compiled is faster.
+
+    python benchmarks/compile.py --threads 1 --out docs/benchmarks-compile.md
+
+Each case runs in a child process of its own (``--one I``) with a fresh TORCHINDUCTOR_CACHE_DIR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+from common import cpu_facts, md_table, write_report
+from lexkit.compiled import CompiledLoss
+from lexkit.model import GPT
+from lexkit.settings import configs
+from lexkit.study.recipe import RECIPE
+from lexkit.train import make_optimizer, train_step_stats
+
+KSHIFT = "none@causal+logn+shift+kshift"  # A3's global layer (benchmarks/sweeps/hunt-confirm.json)
+
+
+def cases() -> list[tuple[str, str, str, str | None]]:
+    """(label, size, kind, layout): every size with rope, HWFA and A3's layout."""
+    out = []
+    for size in ("tiny", "quick", "table G", "small"):
+        layers = configs("small" if size == "small" else "tiny")[0].n_layers
+        out += [(f"{size}: rope", size, "rope", None),
+                (f"{size}: hwfa:W=16,shift=0.5", size, "hwfa", "hwfa:W=16,shift=0.5"),
+                (f"{size}: A3 +kshift global", size, "A3",
+                 f"(rope@window:16+shift)x{layers - 1};{KSHIFT}" if layers > 2 else f"rope@window:16+shift;{KSHIFT}")]
+    return out
+
+
+def settings(size: str, layout: str | None):
+    """The case's configs: table G's recipe (its batch, lr and token shift on a uniform model; its
+    steps), else the preset's own values (its steps)."""
+    if size == "table G":
+        shift = RECIPE.token_shift if layout is None else 0.0
+        return configs(RECIPE.preset, "rope", batch=RECIPE.batch, lr=RECIPE.lr, steps=RECIPE.steps, layout=layout,
+                       token_shift=shift)
+    return configs(size, "rope", layout=layout)
+
+
+def batches(count: int, batch: int, length: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    gen = torch.Generator().manual_seed(0)
+    out = []
+    for _ in range(count):
+        window = torch.randint(0, 256, (batch, length + 1), generator=gen)
+        out.append((window[:, :-1], window[:, 1:]))
+    return out
+
+
+def one(index: int, reps: int, steps: int, first_only: bool) -> dict:
+    """Case ``index`` in this process: see the module docstring."""
+    label, size, kind, layout = cases()[index]
+    model_cfg, train_cfg = settings(size, layout)
+    n, b = model_cfg.train_len, train_cfg.batch
+    data = batches(steps + 1, b, n)
+    torch.manual_seed(0)
+    eager = GPT(model_cfg).train()
+    compiled = copy.deepcopy(eager)
+    opts = {"eager": make_optimizer(eager, train_cfg), "compiled": make_optimizer(compiled, train_cfg)}
+    loss_fn = CompiledLoss(compiled, torch.device("cpu"), None)
+    models = {"eager": eager, "compiled": compiled}
+    loss_of = {"eager": None, "compiled": loss_fn}
+
+    def step(way: str, i: int) -> float:
+        x, y = data[i]
+        return train_step_stats(models[way], opts[way], x, y, grad_clip=train_cfg.grad_clip, loss_of=loss_of[way])[0]
+
+    first = {}
+    losses: dict[str, list[float]] = {"eager": [], "compiled": []}
+    for way in ("compiled",) if first_only else ("eager", "compiled"):
+        t0 = time.perf_counter()
+        losses[way].append(step(way, 0))
+        first[way] = time.perf_counter() - t0
+    row = {"label": label, "size": size, "kind": kind, "layout": layout, "n_layers": model_cfg.n_layers,
+           "d_model": model_cfg.d_model, "batch": b, "train_len": n, "run_steps": train_cfg.steps,
+           "first_step_s": first, "graphs_after_first": loss_fn.graphs, "kernels": loss_fn.kernels}
+    if first_only:
+        return row
+    rates: dict[str, list[float]] = {"eager": [], "compiled": []}
+    for rep in range(reps):
+        for way in ("eager", "compiled") if rep % 2 == 0 else ("compiled", "eager"):
+            t0 = time.perf_counter()
+            for i in range(1, steps + 1):
+                value = step(way, i)
+                if rep == 0:
+                    losses[way].append(value)
+            rates[way].append(b * n * steps / (time.perf_counter() - t0))
+    step_s = {way: b * n / statistics.median(r) for way, r in rates.items()}
+    wall = {way: first[way] + (train_cfg.steps - 1) * step_s[way] for way in rates}
+    gain = step_s["eager"] - step_s["compiled"]
+    row.update({
+        "graphs_after_all": loss_fn.graphs, "steps": steps, "reps": reps,
+        "bytes_per_s": {way: statistics.median(r) for way, r in rates.items()},
+        "ratio": statistics.median(c / e for c, e in zip(rates["compiled"], rates["eager"])),
+        "ratios": [round(c / e, 3) for c, e in zip(rates["compiled"], rates["eager"])],
+        "step_s": step_s, "wall_s": wall, "wall_ratio": wall["compiled"] / wall["eager"],
+        "break_even_steps": (first["compiled"] - first["eager"]) / gain if gain > 0 else None,
+        # the same batches from the same weights: the loss of each of the first steps + 1 both ways
+        "max_loss_diff": max(abs(a - c) for a, c in zip(losses["eager"], losses["compiled"])),
+    })
+    return row
+
+
+def child(index: int, args, cache: str, first_only: bool) -> dict:
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
+    cmd = [sys.executable, __file__, "--one", str(index), "--threads", str(args.threads), "--reps", str(args.reps),
+           "--steps", str(args.steps)] + (["--first-only"] if first_only else [])
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"error: case {index} failed: {done.stderr.strip().splitlines()[-1:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def seconds(value: float) -> str:
+    return f"{value:.1f}" if value < 10 else f"{value:,.0f}"
+
+
+def render(rows: list[dict], facts: dict) -> str:
+    header = ["case", "size (layers x width, batch x length)", "eager bytes/s", "compiled bytes/s",
+              "compiled / eager, steady [per repetition]", "first step eager (s)",
+              "first step compiled: cold cache / warm (s)", "run steps", "wall eager (s)", "wall compiled (s)",
+              "wall compiled / eager", "break-even (steps)", "max loss gap"]
+    body = []
+    for r in rows:
+        first = r["first_step_s"]
+        even = "never" if r["break_even_steps"] is None else f"{r['break_even_steps']:,.0f}"
+        body.append([r["label"], f"{r['n_layers']} x {r['d_model']}, {r['batch']} x {r['train_len']}",
+                     f"{r['bytes_per_s']['eager']:,.0f}", f"{r['bytes_per_s']['compiled']:,.0f}",
+                     f"{r['ratio']:.2f} [{min(r['ratios']):.2f}-{max(r['ratios']):.2f}]", f"{first['eager']:.2f}",
+                     f"{first['compiled']:.1f} / {r['warm_first_step_s']:.1f}", f"{r['run_steps']:,}",
+                     seconds(r['wall_s']['eager']), seconds(r['wall_s']['compiled']), f"{r['wall_ratio']:.2f}", even,
+                     f"{r['max_loss_diff']:.1e}"])
+    return "\n".join([
+        "# The compiled training step against the eager one", "",
+        f"`python benchmarks/compile.py --threads {facts['threads']}` on {facts['cpu']} ({facts['cores']} cores), "
+        f"torch {facts['torch']}, {facts['threads']} thread(s), {facts['date']}, load average at the start "
+        f"{facts['load_average_start']}, at the end {facts['load_average_end']}: per case {rows[0]['reps']} "
+        f"alternating repetitions of {rows[0]['steps']} steps each way on the same random batches from the same "
+        "weights (lexkit.train.train_step_stats, eager or with lexkit.compiled.CompiledLoss: forward, loss and "
+        "backward compiled by inductor, clipping and fused AdamW eager). The first step of each way is timed "
+        "apart: the compiled one from an empty compile cache in a fresh process (cold), and in a second fresh "
+        "process with that cache (warm, as a second run or study worker finds it). Wall time of a run of the "
+        "case's steps (the preset's; table G's recipe: its 4,000) = first step + (steps - 1) x the median steady "
+        "step; break-even: the steps from which the compiled run is the shorter. Max loss gap: the largest "
+        f"|eager - compiled| loss over the first {rows[0]['steps'] + 1} steps.", "",
+        md_table(header, body), ""])
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of each case's process (default 1)")
+    parser.add_argument("--reps", type=int, default=6)
+    parser.add_argument("--steps", type=int, default=12, help="steady steps per repetition")
+    parser.add_argument("--cases", default=None, help="comma-separated case numbers (default: all)")
+    parser.add_argument("--out", default=None, help="markdown report (JSON beside it)")
+    parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--first-only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.one is not None:
+        print(json.dumps(one(args.one, args.reps, args.steps, args.first_only)))
+        return 0
+    chosen = range(len(cases())) if args.cases is None else [int(i) for i in args.cases.split(",")]
+    facts = cpu_facts(args.threads)
+    rows = []
+    for index in chosen:
+        with tempfile.TemporaryDirectory(prefix="lexkit-compile-") as cache:
+            row = child(index, args, cache, first_only=False)
+            row["warm_first_step_s"] = child(index, args, cache, first_only=True)["first_step_s"]["compiled"]
+        rows.append(row)
+        print(f"{row['label']}: eager {row['bytes_per_s']['eager']:,.0f} B/s, compiled "
+              f"{row['bytes_per_s']['compiled']:,.0f} B/s, ratio {row['ratio']:.2f}, first step "
+              f"{row['first_step_s']['compiled']:.1f} s (warm {row['warm_first_step_s']:.1f} s), wall ratio "
+              f"{row['wall_ratio']:.2f}", flush=True)
+    facts["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    if args.out:
+        write_report(args.out, render(rows, facts), {"machine": facts, "rows": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
