@@ -244,17 +244,26 @@ def test_gpu_benchmark_dry_run_on_the_cpu(gpu_script, tmp_path, capsys, monkeypa
     assert data["skipped"] == ["job=train scheme=t5 kernel=auto"] and data["dry_run"] is True
 
 
-def test_gpu_benchmark_compile_arm_dry_run_on_the_cpu(gpu_script, monkeypatch):
-    """--compile adds the compiled step for the baseline and the first three schemes; on the CPU one of
-    them runs through the same code (the eager backend: the wrapping and its graph count, no inductor
-    build), one graph after the warm-up."""
-    from lexkit import compiled
-
+def compile_arms(gpu_script) -> list[dict]:
     jobs = gpu_script.plan(gpu_script.DRY, 32, xt=False, cuda=False, compiled=True)
-    arms = [labels for kind, _, labels in jobs if labels.get("compiled")]
-    assert [a["scheme"] for a in arms] == ["none", "alibi", "rope", "xpos"]
+    return [labels for kind, _, labels in jobs if labels.get("compiled")]
+
+
+def test_gpu_benchmark_plans_the_compile_arm(gpu_script):
+    """--compile adds the compiled step for the baseline and the first three schemes (the fast sibling
+    of the dry run below); without it, the plan is as it was."""
+    assert [a["scheme"] for a in compile_arms(gpu_script)] == ["none", "alibi", "rope", "xpos"]
     assert not any(labels.get("compiled") for _, _, labels in gpu_script.plan(gpu_script.DRY, 32, xt=False,
                                                                                  cuda=False))
+
+
+@pytest.mark.slow
+def test_gpu_benchmark_compile_arm_dry_run_on_the_cpu(gpu_script, monkeypatch):
+    """One compiled arm of benchmarks/gpu.py --compile run on the CPU through the same code (the eager
+    backend: the wrapping and its graph count, no inductor build), one graph after the warm-up."""
+    from lexkit import compiled
+
+    arms = compile_arms(gpu_script)
     monkeypatch.setattr(compiled, "BACKEND", "eager")
     row = gpu_script.run_job("train", arms[2], gpu_script.DRY, torch.device("cpu"))
     assert row["graphs"] == 1 and row["ran"] == "dense" and row["tokens_per_s"] > 0

@@ -100,8 +100,8 @@ class CompiledLoss:
         # a code object of its own: dynamo caches graphs per code object, guarded on the model it closes
         # over, so a process training run after run (a study worker) would reach the recompile limit (8)
         # at its ninth model and fail; its own code object's cache goes with it
-        loss = types.FunctionType(loss.__code__.replace(), loss.__globals__, loss.__name__, loss.__defaults__,
-                                  loss.__closure__)
+        self.code = loss.__code__.replace()
+        loss = types.FunctionType(self.code, loss.__globals__, loss.__name__, loss.__defaults__, loss.__closure__)
         self.model, self._eager = model, loss
         self.kernels: list[str] | None = None  # the attention kernels the step runs (after its first call)
         self._fn = torch.compile(loss, backend=counted, fullgraph=True, dynamic=False)
