@@ -61,3 +61,14 @@ def length_label(n: int, train_len: int | None) -> str:
 def ratio_with_interval(ratio: float, low: float | None, high: float | None, digits: int = 3) -> str:
     """``0.891 [0.871-0.910]``: a ratio and its interval (the ratio alone where it has none)."""
     return f"{ratio:.{digits}f}" + ("" if low is None else f" [{low:.{digits}f}-{high:.{digits}f}]")
+
+
+def count(n: int, noun: str) -> str:
+    """``1 document``, ``2,048 documents``: a count and its noun, plural unless one (``noun`` + s)."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def count_range(values: list[int], noun: str) -> str:
+    """:func:`count` of one value, or ``12-24 documents`` over several (lowest to highest)."""
+    low, high = min(values), max(values)
+    return count(low, noun) if low == high else f"{low:,}-{high:,} {noun}s"

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from ...blocks import Block, Bullets, Figure, Heading, Text
 from ...htmlreport import html
+from ...notation import count
 from ...render import csv_text, markdown
 from ...runs import atomic_write
 from .. import results as query
@@ -62,7 +63,7 @@ def grid_sections(doc: StudyResults) -> list[Block]:
              f"{doc.params:,} parameters) trained at **{t} bytes** for {train['steps']} steps "
              f"(batch {train['batch']}), evaluated at {', '.join(map(str, doc.lengths))} bytes under "
              f"{', '.join(doc.patterns)}. Every length scores the same bytes: the first "
-             f"{per_doc:,} bytes of {docs} validation documents (the paper's protocol). Numbers are bits "
+             f"{per_doc:,} bytes of {count(docs, 'validation document')} (the paper's protocol). Numbers are bits "
              f"per byte (lower is better){note}."),
         Figure("bpb_by_length.png", "bpb by length"),
         Heading("A. Perplexity by length, causal attention (the paper's Table 2 layout)"),

@@ -15,7 +15,7 @@ from typing import Any
 from ... import plots, runs
 from ...blocks import Heading, Number, Table, Text
 from ...checks import finite_or_none
-from ...notation import ratio_with_interval
+from ...notation import count_range, ratio_with_interval
 from ...render import markdown
 from ...rows import jsonable
 from ..tables.retrieval import queries
@@ -197,9 +197,9 @@ def _bpb_protocol(g: RetrievalSection) -> str:
     if not documents:
         return ("bpb by the paper's protocol as lexkit ran it before the paired measure (every 16x window opens "
                 "on BOS, one 1x window in 16 does: docs/evaluation.md)")
-    docs = f"{documents[0]}" if len(documents) == 1 else f"{documents[0]}-{documents[-1]}"
     return (f"bpb paired (lexkit.paired): the same bytes at 1x and 16x, every window opening on a byte of its "
-            f"document, on {docs} validation documents, the ratio's 95 % interval over them (and over seeds)")
+            f"document, on {count_range(documents, 'validation document')}, the ratio's 95 % interval over them "
+            "(and over seeds)")
 
 
 def to_json(doc: SweepResults) -> dict:

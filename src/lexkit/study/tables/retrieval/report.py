@@ -4,7 +4,7 @@ format, answer bits, the findings and the goal), from results.json through :mod:
 from __future__ import annotations
 
 from ....blocks import Block, Figure, Heading, Number, Table, Text
-from ....notation import ratio_with_interval
+from ....notation import count, count_range, ratio_with_interval
 from ...report.sections import listed
 from ...report.tables import cell, percent
 from ...schema import StudyResults
@@ -38,7 +38,7 @@ def blocks(doc: StudyResults) -> list[Block]:
              f"Each row is a run trained with one recipe ({g.preset} preset, trained at {g.train_len} bytes for "
              f"{g.steps} steps{stopped}, batch {g.batch}, lr {g.lr:g}, `--mix {g.mix}`) on {g.seeds} "
              f"seed{'s' if g.seeds != 1 else ''}{one}, scored on copy needles {formats}, held-out values, validation "
-             f"filler, {g.samples} documents at each depth {', '.join(f'{d:g}' for d in g.depths)} % per "
+             f"filler, {count(g.samples, 'document')} at each depth {', '.join(f'{d:g}' for d in g.depths)} % per "
              "format and seed: exact match (teacher-forced argmax, equal to greedy decoding on a byte model) at "
              "each multiple of the training length, the mean over seeds (lowest and highest seed in parentheses), "
              "beside the configuration's bpb. " + bpb_protocol(doc)
@@ -133,9 +133,9 @@ def bpb_protocol(doc: StudyResults) -> str:
         return ("Its bpb is the paper's protocol as lexkit ran it before the paired measure: every 16x window "
                 "opens on a document's BOS, one 1x window in 16 does, so the ratio also measures how a model "
                 "takes a BOS at key 0 (docs/evaluation.md).")
-    docs = f"{documents[0]}" if len(documents) == 1 else f"{documents[0]}-{documents[-1]}"
+    over = count_range(documents, "validation document")
     return ("Its bpb is paired (lexkit.paired): the same bytes at 1x and 16x, every window opening on a byte of "
-            f"its document as a training window does (never on BOS), over {docs} validation documents; the ratio's "
+            f"its document as a training window does (never on BOS), over {over}; the ratio's "
             "95 % interval is over those documents (over seeds too, where a row has several), and flat means its "
             "upper end is within the goal's 3 %.")
 
