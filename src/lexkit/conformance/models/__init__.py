@@ -11,6 +11,7 @@ from .checkpoint import checkpoint
 from .harness import Check, ModelResult, check, run
 from .llamacpp import LlamaCppModels  # noqa: F401  (registers llama.cpp's runtime)
 from .runtime import BUGS, MODEL_RUNTIMES, ModelRuntime, register, toy
+from .vllm import VllmModels  # noqa: F401  (registers vLLM's runtime)
 
 __all__ = ["BUGS", "CASES", "MODEL_RUNTIMES", "Check", "ModelCase", "ModelResult", "ModelRuntime", "cases",
            "check", "checkpoint", "register", "run", "toy"]

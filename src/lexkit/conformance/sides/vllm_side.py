@@ -141,3 +141,230 @@ class Embedding:
 
 def build(config: dict) -> Embedding:
     return Embedding(config)
+
+
+# -- whole models (lexkit conformance --models) ----------------------------------------------------
+#: files of the checkpoint's folder that are not the checkpoint: the harness's cached reference logits
+#: (``reference-vN.safetensors``), which vLLM's ``DefaultModelLoader`` (its ``*.safetensors`` glob) would load
+#: as weights and refuse ("There is no module or parameter named 'prefill@64'")
+NOT_WEIGHTS = "reference*"
+#: KV cache block size: CPU_ATTN's kernel takes multiples of 32 (128 unless told); 32 is its smallest, so
+#: that a decode request finds as much of its prefix cached as vLLM can hold across requests (full blocks)
+BLOCK = 32
+FORCE = "lexkit_force"  # SamplingParams.extra_args key: the tokens a decode request is made to generate
+
+_LIVE: list = []  # the one LLM alive (freed before the next is made)
+
+
+def head_size(config: dict) -> int:
+    """The head size vLLM's model reads (``head_dim``, else hidden size / heads)."""
+    return int(config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"])
+
+
+def positions(config: dict) -> int:
+    """The positions the engine serves the checkpoint: its ``max_position_embeddings`` (vLLM's derived
+    ``max_model_len`` for every scaling of the battery but LongRoPE, which defaults to the original length
+    and is given this one, as a user serving long contexts does)."""
+    return int(config["max_position_embeddings"])
+
+
+def refuse_past(n: int, config: dict) -> None:
+    """NotApplicable for a sequence longer than the positions the engine serves."""
+    if n > positions(config):
+        raise NotApplicable(f"{n} tokens are past the {positions(config)} positions vLLM's engine serves this "
+                            f"config (max_position_embeddings, its derived max_model_len)")
+
+
+def dense(entry, vocab: int) -> np.ndarray:
+    """One position's logprob dict (token -> ``Logprob`` or float) as a dense row of the vocabulary; a
+    token vLLM did not give is NaN (it fails the comparison rather than passing as 0)."""
+    row = np.full(vocab, np.nan, dtype=np.float64)
+    for token, value in entry.items():
+        row[int(token)] = float(getattr(value, "logprob", value))
+    return row
+
+
+def rows(prompt_logprobs, sampled, vocab: int, first: int = 0) -> np.ndarray:
+    """The logits AT positions first .. n-1 of a request over n prompt tokens: vLLM's ``prompt_logprobs[i]``
+    (None at 0) is the distribution that predicted token i, the logits at position i - 1, so position t is
+    entry t + 1; the last position's is the generated token's (``outputs[0].logprobs[0]``)."""
+    n = len(prompt_logprobs)
+    if prompt_logprobs[0] is not None:
+        raise ValueError("prompt_logprobs[0] should be None (no token before the first)")
+    out = [dense(prompt_logprobs[t + 1], vocab) for t in range(first, n - 1)]
+    return np.stack(out + [dense(sampled, vocab)])
+
+
+def forced(ids: list[int]):
+    """The per-request logits processor of a decode request: its k-th generated token is ids[k]."""
+
+    def force(output_ids: list[int], logits):
+        k = len(output_ids)
+        if k < len(ids):
+            keep = logits[ids[k]].clone()
+            logits.fill_(float("-inf"))
+            logits[ids[k]] = keep
+        return logits
+
+    return force
+
+
+def _force_class():
+    from vllm.v1.sample.logits_processor import AdapterLogitsProcessor
+
+    class Force(AdapterLogitsProcessor):
+        """Makes a decode request generate the given ids (``SamplingParams.extra_args``); vLLM's logprobs
+        in ``raw_logits`` mode are taken before any logits processor, so they are the model's."""
+
+        def is_argmax_invariant(self) -> bool:
+            return False
+
+        def new_req_logits_processor(self, params):
+            ids = (params.extra_args or {}).get(FORCE)
+            return None if ids is None else forced([int(i) for i in ids])
+
+    Force.__module__, Force.__qualname__ = __name__, "Force"
+    return Force
+
+
+def __getattr__(name: str):  # Force, made on first use (vLLM imported only then)
+    if name == "Force":
+        cls = _force_class()
+        globals()["Force"] = cls
+        return cls
+    raise AttributeError(name)
+
+
+def _view(directory: str) -> str:
+    """The checkpoint's files as a user's checkpoint has them (symlinks in a folder of its own), without
+    the harness's cached reference (:data:`NOT_WEIGHTS`)."""
+    import fnmatch
+    import os
+    import tempfile
+
+    view = tempfile.mkdtemp(prefix="lexkit-vllm-")
+    for name in os.listdir(directory):
+        if not fnmatch.fnmatch(name, NOT_WEIGHTS) and not name.startswith("."):
+            os.symlink(os.path.join(os.path.abspath(directory), name), os.path.join(view, name))
+    return view
+
+
+def _free() -> None:
+    import gc
+
+    while _LIVE:
+        llm = _LIVE.pop()
+        try:
+            llm.llm_engine.engine_core.shutdown()
+        except Exception:  # an engine already gone
+            pass
+        del llm
+    gc.collect()
+
+
+class Model:
+    """A checkpoint as vLLM serves it: ``LLM(model=dir, skip_tokenizer_init=True, dtype="float32",
+    max_model_len=P + 1, max_logprobs=-1, logprobs_mode="raw_logits", enable_prefix_caching=True)``.
+
+    * prefill: one request, ``SamplingParams(max_tokens=1, prompt_logprobs=-1, logprobs=-1)``; -1 is the
+      whole vocabulary (dense rows); position t's logits are ``prompt_logprobs[t + 1]``, the last
+      position's the generated token's (:func:`rows`).
+    * decode, one token a step: one request whose prompt is ids[:start], generating ids[start:] (a logits
+      processor forces each, :class:`Force`), through vLLM's own decode loop and the running request's KV
+      cache: the generated token k's logprobs are the logits at position start - 1 + k.
+    * decode, several tokens a step: vLLM feeds a running request one token a step (no several without
+      speculative decoding), so a step of k is a new request extending the last by k tokens, the prefix
+      cache read (``skip_reading_prefix_cache=False``: vLLM skips it for prompt-logprob requests unless
+      told) and only its uncached tokens computed: vLLM caches full blocks of :data:`BLOCK` tokens, so a
+      request recomputes from its prefix's last full block; each request's ``num_cached_tokens`` is kept
+      in :attr:`cached` (and logged to stderr).
+
+    ``max_model_len`` is P + 1, P the config's ``max_position_embeddings``, with
+    ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``: vLLM gives a prompt's last logits only with a token to generate
+    after it and refuses a prompt of max_model_len tokens (``input_processor.py``: "plus the number of
+    requested output tokens (at least 1)"), so P + 1 is what reads position P - 1; no position P or past
+    is computed (one token generated, never fed). A sequence past P is n/a (:func:`refuse_past`)."""
+
+    def __init__(self, directory: str, case: dict) -> None:
+        import os
+
+        os.environ["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = "1"
+        _quiet()
+        from vllm import LLM
+
+        _free()
+        self.config, self.vocab = case["config"], int(case["config"]["vocab_size"])
+        self.cached: list[tuple[int, int, int]] = []  # (prompt tokens, cached, step) per decode request
+        self.llm = LLM(model=_view(directory), skip_tokenizer_init=True, dtype="float32",
+                       max_model_len=positions(self.config) + 1, max_logprobs=-1, logprobs_mode="raw_logits",
+                       enable_prefix_caching=True, block_size=BLOCK, kv_cache_memory_bytes=1 << 28,
+                       logits_processors=[__getattr__("Force")], seed=0)
+        _LIVE.append(self.llm)
+
+    def _ask(self, ids, **params):
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        sampling = SamplingParams(temperature=0.0, detokenize=False, **params)
+        (out,) = self.llm.generate([TokensPrompt(prompt_token_ids=[int(i) for i in ids])], sampling, use_tqdm=False)
+        return out
+
+    def prefill(self, ids: np.ndarray) -> np.ndarray:
+        refuse_past(len(ids), self.config)
+        out = self._ask(ids, max_tokens=1, prompt_logprobs=-1, logprobs=-1)
+        return rows(out.prompt_logprobs, out.outputs[0].logprobs[0], self.vocab)
+
+    def decode(self, ids: np.ndarray, start: int, step: int) -> np.ndarray:
+        import sys
+
+        refuse_past(len(ids), self.config)
+        self.llm.reset_prefix_cache()  # this decode's prefill is its own, not an earlier call's
+        ids = [int(i) for i in ids]
+        if step == 1:
+            rest = ids[start:]
+            out = self._ask(ids[:start], max_tokens=len(rest) + 1, logprobs=-1, extra_args={FORCE: rest},
+                            ignore_eos=True)
+            got = out.outputs[0]
+            if list(got.token_ids[:len(rest)]) != rest:
+                raise RuntimeError("vLLM did not generate the forced ids")
+            self.cached.append((start, out.num_cached_tokens or 0, 1))
+            return np.stack([dense(entry, self.vocab) for entry in got.logprobs[1:len(rest) + 1]])
+        self._ask(ids[:start], max_tokens=1)
+        out_rows, hits = [], []
+        for at in range(start, len(ids), step):
+            stop = min(at + step, len(ids))
+            out = self._ask(ids[:stop], max_tokens=1, prompt_logprobs=-1, logprobs=-1,
+                            skip_reading_prefix_cache=False)
+            cached = out.num_cached_tokens or 0
+            if cached > at:  # rows before the cached length are not computed
+                raise RuntimeError(f"{cached} tokens cached of a request extending {at}")
+            hits.append(cached)
+            self.cached.append((stop, cached, step))
+            out_rows.append(rows(out.prompt_logprobs, out.outputs[0].logprobs[0], self.vocab, first=at))
+        print(f"vllm decode from {start}, {step} a step: cached tokens per request {hits}", file=sys.stderr)
+        return np.concatenate(out_rows)
+
+
+def model_supports(case: dict) -> str | None:
+    _quiet()
+    from vllm.model_executor.models import ModelRegistry
+    from vllm.platforms import current_platform
+
+    config = case["config"]
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    arch = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(case["model_type"])  # what save_pretrained writes
+    if arch is None or arch not in ModelRegistry.get_supported_archs():
+        return f"vLLM has no model for {case['model_type']!r}"
+    if current_platform.is_cpu():
+        from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+        sizes = CPUAttentionBackend.get_supported_head_sizes()
+        if head_size(config) not in sizes:
+            return (f"head size {head_size(config)}: vLLM's CPU attention (CPU_ATTN, its one backend for such "
+                    f"models on CPU) runs head sizes {sizes} only")
+    return None
+
+
+def load_model(directory: str, case: dict) -> Model:
+    return Model(directory, case)
