@@ -1,9 +1,11 @@
 """The model battery: tiny random checkpoints of the families whose long-context bugs users filed in
 2025-26, each a :class:`ModelCase` (a transformers config, one line of why, the issue it comes from).
 
-Every case is small enough for a runtime's CI: hidden 64, 4 heads of 16 (2 KV heads), 2-4 layers, a
-vocabulary of 256, an original length L of 64 and windows of 16, so 32x the trained length is 2,048
-tokens. Checked (:mod:`.harness`): prefill logits at every position at L and at 32·L; decode through
+Every case is small enough for a runtime's CI: hidden 128, 4 heads of 32 (2 KV heads: vLLM's CPU attention
+runs no head size below 32), 2-4 layers, a vocabulary of 256, an original length L of 64 and windows of 16,
+so 32x the trained length is 2,048 tokens. A YaRN's factor is 32, so that ``max_position_embeddings`` is
+its factor times L, as transformers' configs hold it (vLLM sizes YaRN's table by the factor). Checked
+(:mod:`.harness`): prefill logits at every position at L and at 32·L; decode through
 the runtime's own cache, one token a step and three, across the window, across L and at 32·L.
 """
 
@@ -14,7 +16,7 @@ import fnmatch
 from dataclasses import dataclass, field
 
 #: what every case's model has unless it says otherwise (transformers config fields)
-BASE = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+BASE = {"hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
         "num_hidden_layers": 2, "intermediate_size": 128, "vocab_size": 256, "rms_norm_eps": 1e-6,
         "initializer_range": 0.1, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0,
         "tie_word_embeddings": False}
@@ -55,8 +57,9 @@ def battery(L: int = L, W: int = W) -> list[ModelCase]:
     def _yarn(factor: float, **more) -> dict:
         return {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": L, **more}
 
-    short = [1.0, 1.1, 1.3, 1.6, 2.0, 2.5]  # LongRoPE's factors over 12 rotated dims (6 pairs)
-    long = [1.0, 1.5, 2.5, 4.0, 8.0, 16.0]
+    # LongRoPE's factors over 24 rotated dims (12 pairs: 3/4 of a head of 32)
+    short = [1.0, 1.05, 1.1, 1.2, 1.3, 1.45, 1.6, 1.8, 2.0, 2.2, 2.35, 2.5]
+    long = [1.0, 1.2, 1.5, 2.0, 2.5, 3.2, 4.0, 5.5, 8.0, 11.0, 14.0, 16.0]
     cases = [
         ModelCase("models/llama-llama3", "llama", {
             "rope_parameters": {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0,
@@ -66,16 +69,16 @@ def battery(L: int = L, W: int = W) -> list[ModelCase]:
                 "config, or never passes rope_parameters to its model, runs plain RoPE",
             source="unsloth PR #6197 (Llama 3.1 unscaled: a 48k needle fails); vLLM PR #21174"),
         ModelCase("models/qwen2-yarn", "qwen2", {
-            "rope_parameters": {"rope_theta": 1000000.0, **_yarn(8.0)}, "layer_types": ["full_attention"] * 2},
-            why="Qwen's YaRN at base 1e6 with q/k/v biases: the attention factor 0.1 ln 8 + 1 on every logit",
+            "rope_parameters": {"rope_theta": 1000000.0, **_yarn(32.0)}, "layer_types": ["full_attention"] * 2},
+            why="Qwen's YaRN x32 at base 1e6 with q/k/v biases: the attention factor 0.1 ln 32 + 1 on cos and sin",
             source="llama.cpp PR #13331/#13312 (a converter that never writes YaRN's metadata)"),
         ModelCase("models/llama-yarn-attention-factor", "llama", {
-            "rope_parameters": {"rope_theta": 10000.0, **_yarn(8.0, attention_factor=1.0)}},
-            why="YaRN with an explicit attention_factor of 1 (no logit scaling): a runtime that drops it "
-                "scales every logit by 1.21",
+            "rope_parameters": {"rope_theta": 10000.0, **_yarn(32.0, attention_factor=1.0)}},
+            why="YaRN x32 with an explicit attention_factor of 1 (no logit scaling): a runtime that drops it "
+                "scales q·k by (0.1 ln 32 + 1)² = 1.81",
             source="vLLM PR #46280/#48351, mlx-lm PR #1507"),
         ModelCase("models/qwen3-yarn-mscale", "qwen3", {
-            "rope_parameters": {"rope_theta": 10000.0, **_yarn(4.0, mscale=1.0, mscale_all_dim=0.5)},
+            "rope_parameters": {"rope_theta": 10000.0, **_yarn(32.0, mscale=1.0, mscale_all_dim=0.5)},
             "layer_types": ["full_attention"] * 2},
             why="YaRN with DeepSeek's mscale/mscale_all_dim ratio and Qwen3's per-head q/k norms",
             source="transformers PR #47435"),
@@ -94,7 +97,7 @@ def battery(L: int = L, W: int = W) -> list[ModelCase]:
             "num_hidden_layers": 4, "sliding_window": W,
             "layer_types": ["sliding_attention"] * 3 + ["full_attention"],
             "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
-                                "full_attention": {"rope_theta": 500000.0, **_yarn(8.0)}}},
+                                "full_attention": {"rope_theta": 500000.0, **_yarn(32.0)}}},
             why="OLMo 3: three sliding layers unscaled at base 1e4 beside a YaRN full layer at 5e5; the full "
                 "layer's base or scaling on the sliding ones, or their window on the full one, shows",
             source="exllamav3 #131 (OLMo 3 incoherent at 2k from its sliding layers' RoPE); vLLM PR #21927"),
@@ -108,7 +111,7 @@ def battery(L: int = L, W: int = W) -> list[ModelCase]:
             source="SGLang PR #30050 and #11634 (sinks dropped in batched decode; SWA with sinks wrong); a GPT-OSS "
                    "builder reading only rope_parameters (YaRN off, no window)"),
         ModelCase("models/gemma3", "gemma3_text", {
-            "num_hidden_layers": 3, "sliding_window": W, "query_pre_attn_scalar": 16,
+            "num_hidden_layers": 3, "sliding_window": W, "query_pre_attn_scalar": 32,
             "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
             "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
                                 "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0}}},

@@ -41,7 +41,7 @@ MARGIN = 32.0  # times the float32 decoder's largest error
 FLOOR = 1e-6  # times the largest |logit|
 SEGMENT = 9  # positions of a decode segment (three 3-token steps)
 STEPS = (1, 3)  # tokens a decode step
-VERSION = 2  # of the reference's cached logits (reference-vN.safetensors): raised when what they hold changes
+VERSION = 3  # of the reference's cached logits (DIR.reference-vN.safetensors): raised when what they hold changes
 
 
 @dataclasses.dataclass
@@ -117,7 +117,7 @@ def length_dependent(config: dict) -> bool:
 
 
 class Reference:
-    """A case's float64 logits (cached in its checkpoint directory, with the float32 decoder's drift and
+    """A case's float64 logits (cached beside its checkpoint directory, with the float32 decoder's drift and
     the logits' scale, from which the band is computed) and its band."""
 
     def __init__(self, case: ModelCase, directory: Path) -> None:
@@ -125,7 +125,8 @@ class Reference:
         config, weights = forward.read(directory)
         self.config, self.weights = config, weights
         self.ids = ids_of(case)
-        cached = directory / f"reference-v{VERSION}.safetensors"
+        # beside the checkpoint, not in it: a runtime's loader reads every *.safetensors of its directory
+        cached = directory.with_name(f"{directory.name}.reference-v{VERSION}.safetensors")
         crc = str(zlib.crc32(self.ids.numpy().tobytes()))
         meta = None
         if cached.is_file():

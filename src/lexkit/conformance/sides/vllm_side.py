@@ -144,10 +144,6 @@ def build(config: dict) -> Embedding:
 
 
 # -- whole models (lexkit conformance --models) ----------------------------------------------------
-#: files of the checkpoint's folder that are not the checkpoint: the harness's cached reference logits
-#: (``reference-vN.safetensors``), which vLLM's ``DefaultModelLoader`` (its ``*.safetensors`` glob) would load
-#: as weights and refuse ("There is no module or parameter named 'prefill@64'")
-NOT_WEIGHTS = "reference*"
 #: KV cache block size: CPU_ATTN's kernel takes multiples of 32 (128 unless told); 32 is its smallest, so
 #: that a decode request finds as much of its prefix cached as vLLM can hold across requests (full blocks)
 BLOCK = 32
@@ -235,20 +231,6 @@ def __getattr__(name: str):  # Force, made on first use (vLLM imported only then
     raise AttributeError(name)
 
 
-def _view(directory: str) -> str:
-    """The checkpoint's files as a user's checkpoint has them (symlinks in a folder of its own), without
-    the harness's cached reference (:data:`NOT_WEIGHTS`)."""
-    import fnmatch
-    import os
-    import tempfile
-
-    view = tempfile.mkdtemp(prefix="lexkit-vllm-")
-    for name in os.listdir(directory):
-        if not fnmatch.fnmatch(name, NOT_WEIGHTS) and not name.startswith("."):
-            os.symlink(os.path.join(os.path.abspath(directory), name), os.path.join(view, name))
-    return view
-
-
 def _free() -> None:
     import gc
 
@@ -295,7 +277,7 @@ class Model:
         _free()
         self.config, self.vocab = case["config"], int(case["config"]["vocab_size"])
         self.cached: list[tuple[int, int, int]] = []  # (prompt tokens, cached, step) per decode request
-        self.llm = LLM(model=_view(directory), skip_tokenizer_init=True, dtype="float32",
+        self.llm = LLM(model=directory, skip_tokenizer_init=True, dtype="float32",
                        max_model_len=positions(self.config) + 1, max_logprobs=-1, logprobs_mode="raw_logits",
                        enable_prefix_caching=True, block_size=BLOCK, kv_cache_memory_bytes=1 << 28,
                        logits_processors=[__getattr__("Force")], seed=0)
