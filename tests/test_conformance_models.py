@@ -40,6 +40,17 @@ def test_the_battery_is_what_the_issue_asks(root):
     assert {c.name for c in SMALL} == {c.name for c in CASES}
 
 
+def test_a_case_s_content_hash_survives_its_checkpoint(tmp_path):
+    """transformers standardizes rope_parameters in place: the case's own dict must not change with it."""
+    from lexkit.conformance.models.checkpoint import key
+
+    pytest.importorskip("transformers")
+    case = next(c for c in SMALL if c.name == "models/phi3-longrope")
+    before = key(case)
+    first = models.checkpoint(case, tmp_path)
+    assert key(case) == before and models.checkpoint(case, tmp_path) == first
+
+
 def test_the_float64_forward_is_transformers_in_float64(root):
     """The reference's structure (norms, projections, biases, q/k norms, post-norms, fused weights, masks by
     layer type, RoPE by layer type) against transformers' own modelling code on the same weights; transformers

@@ -11,6 +11,7 @@ the runtime's own cache, one token a step and three, across the window, across L
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import fnmatch
 from dataclasses import dataclass, field
@@ -35,8 +36,11 @@ class ModelCase:
 
     @property
     def hf_config(self) -> dict:
-        """The transformers config fields of the checkpoint (``model_type`` included)."""
-        return {"model_type": self.model_type, **BASE, "max_position_embeddings": 32 * self.original, **self.config}
+        """The transformers config fields of the checkpoint (``model_type`` included): a copy of its own, nested
+        dicts too (transformers' config classes standardize ``rope_parameters`` in place, which changed the
+        case's content hash after its first checkpoint)."""
+        return copy.deepcopy({"model_type": self.model_type, **BASE, "max_position_embeddings": 32 * self.original,
+                              **self.config})
 
     @property
     def window(self) -> int | None:
