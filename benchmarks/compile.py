@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import torch
 
@@ -140,16 +141,20 @@ def render(rows: list[dict], facts: dict) -> str:
     header = ["case", "size (layers x width, batch x length)", "eager bytes/s", "compiled bytes/s",
               "compiled / eager, steady [per repetition]", "first step eager (s)",
               "first step compiled: cold cache / warm (s)", "run steps", "wall eager (s)", "wall compiled (s)",
-              "wall compiled / eager", "break-even (steps)", "max loss gap"]
+              "wall compiled / eager", "the same, cache warm", "break-even (steps): cold / warm", "max loss gap"]
     body = []
     for r in rows:
-        first = r["first_step_s"]
-        even = "never" if r["break_even_steps"] is None else f"{r['break_even_steps']:,.0f}"
+        first, step = r["first_step_s"], r["step_s"]
+        warm_wall = r["warm_first_step_s"] + (r["run_steps"] - 1) * step["compiled"]
+        gain = step["eager"] - step["compiled"]
+        even = "never" if gain <= 0 else (f"{(first['compiled'] - first['eager']) / gain:,.0f} / "
+                                          f"{(r['warm_first_step_s'] - first['eager']) / gain:,.0f}")
         body.append([r["label"], f"{r['n_layers']} x {r['d_model']}, {r['batch']} x {r['train_len']}",
                      f"{r['bytes_per_s']['eager']:,.0f}", f"{r['bytes_per_s']['compiled']:,.0f}",
                      f"{r['ratio']:.2f} [{min(r['ratios']):.2f}-{max(r['ratios']):.2f}]", f"{first['eager']:.2f}",
                      f"{first['compiled']:.1f} / {r['warm_first_step_s']:.1f}", f"{r['run_steps']:,}",
-                     seconds(r['wall_s']['eager']), seconds(r['wall_s']['compiled']), f"{r['wall_ratio']:.2f}", even,
+                     seconds(r['wall_s']['eager']), seconds(r['wall_s']['compiled']), f"{r['wall_ratio']:.2f}",
+                     f"{warm_wall / r['wall_s']['eager']:.2f}", even,
                      f"{r['max_loss_diff']:.1e}"])
     return "\n".join([
         "# The compiled training step against the eager one", "",
@@ -162,7 +167,8 @@ def render(rows: list[dict], facts: dict) -> str:
         "apart: the compiled one from an empty compile cache in a fresh process (cold), and in a second fresh "
         "process with that cache (warm, as a second run or study worker finds it). Wall time of a run of the "
         "case's steps (the preset's; table G's recipe: its 4,000) = first step + (steps - 1) x the median steady "
-        "step; break-even: the steps from which the compiled run is the shorter. Max loss gap: the largest "
+        "step (with the warm first step: the same, cache warm); break-even: the steps from which the compiled "
+        "run is the shorter (cold cache / warm). Max loss gap: the largest "
         f"|eager - compiled| loss over the first {rows[0]['steps'] + 1} steps.", "",
         md_table(header, body), ""])
 
@@ -174,12 +180,18 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=12, help="steady steps per repetition")
     parser.add_argument("--cases", default=None, help="comma-separated case numbers (default: all)")
     parser.add_argument("--out", default=None, help="markdown report (JSON beside it)")
+    parser.add_argument("--render", metavar="JSON", default=None,
+                        help="write --out from the JSON of an earlier run (no measurement)")
     parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--first-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.one is not None:
         print(json.dumps(one(args.one, args.reps, args.steps, args.first_only)))
+        return 0
+    if args.render is not None:
+        data = json.loads(Path(args.render).read_text())
+        write_report(args.out, render(data["rows"], data["machine"]), data)
         return 0
     chosen = range(len(cases())) if args.cases is None else [int(i) for i in args.cases.split(",")]
     facts = cpu_facts(args.threads)
