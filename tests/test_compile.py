@@ -242,3 +242,13 @@ def test_sweep_and_study_take_the_setting(tmp_path, monkeypatch):
     cache = study_cache.Cache(tmp_path, plan, distributed.SINGLE, progress=False)
     cache.trained(tmp_path / "run", model_cfg, train_cfg)
     assert seen[0].compile is True and train_cfg.compile is None  # the cell's own config untouched
+
+
+def test_compile_under_torchrun_is_refused_in_one_line():
+    from lexkit.distributed import World
+    from lexkit.train import check_job
+
+    model_cfg, train_cfg = configs("tiny", "rope", compile=True)
+    with pytest.raises(ValueError, match=r"^--compile trains one process's step .* this job has 2 under torchrun"):
+        check_job(model_cfg, train_cfg, World(rank=0, size=2))
+    check_job(model_cfg, configs("tiny", "rope")[1], World(rank=0, size=2))  # the default: eager there, no refusal
