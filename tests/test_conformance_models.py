@@ -22,14 +22,17 @@ pytestmark = pytest.mark.xdist_group("hf")  # beside test_hf.py: one worker impo
 SMALL = battery(8, 4)
 
 
+#: the fast sibling's cases of the whole-battery runs (slow: every case): a scaling, LongRoPE's batch
+#: difference, a window, per-layer-type RoPE, sinks and experts
+FAST = [c for c in SMALL if c.name in ("models/llama-llama3", "models/phi3-longrope", "models/mistral-window",
+                                       "models/olmo3-hybrid", "models/gpt-oss")]
+
+
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
-    """The small cases' checkpoints and references, made once for the module."""
+    """Where the small cases' checkpoints and references are made (once each, when first asked for)."""
     pytest.importorskip("transformers")
-    where = tmp_path_factory.mktemp("models")
-    for case in SMALL:
-        models.checkpoint(case, where)
-    return where
+    return tmp_path_factory.mktemp("models")
 
 
 def test_the_battery_is_what_the_issue_asks(root):
@@ -53,8 +56,9 @@ def test_a_case_s_content_hash_survives_its_checkpoint(tmp_path):
 
 def test_the_float64_forward_is_transformers_in_float64(root):
     """The reference's structure (norms, projections, biases, q/k norms, post-norms, fused weights, masks by
-    layer type, RoPE by layer type) against transformers' own modelling code on the same weights; transformers
-    rounds its RMSNorm and its inverse frequencies through float32 even in float64, so the two agree to that."""
+    layer type, RoPE by layer type, sinks and experts, Gemma's recipe) against transformers' own modelling
+    code on the same weights, every family; transformers rounds its RMSNorm and its inverse frequencies through
+    float32 even in float64, so the two agree to that."""
     from transformers import AutoModelForCausalLM
 
     for case in SMALL:
@@ -70,11 +74,13 @@ def test_the_float64_forward_is_transformers_in_float64(root):
         assert float((ours - theirs).abs().max()) > 0  # two implementations, not one
 
 
-def test_lexkit_and_transformers_pass_every_model_case_but_the_batch_difference(root):
+@pytest.mark.parametrize("cases", [pytest.param(SMALL, marks=pytest.mark.slow, id="all"),
+                                   pytest.param(FAST, id="fast")])
+def test_lexkit_and_transformers_pass_every_model_case_but_the_batch_difference(root, cases):
     """transformers passes everything but one difference the table case batch/longrope shows too: a batch
     reads one length for all its sequences (dynamic_rope_update's max(position_ids) + 1), so Phi-3's short
     sequence beside a long one gets the long factors."""
-    results = models.run([models.toy(), models.MODEL_RUNTIMES.get("transformers")()], SMALL, root)
+    results = models.run([models.toy(), models.MODEL_RUNTIMES.get("transformers")()], cases, root)
     failed = {(r.runtime, r.case): [c.check for c in r.checks if not c.ok] for r in results if r.status != "pass"}
     assert failed == {("transformers", "models/phi3-longrope"): ["batch@4"]}, failed
     assert all(len(r.checks) == 4 for r in results if r.runtime == "lexkit")  # it batches nothing
