@@ -43,15 +43,17 @@ def test_the_battery_is_what_the_issue_asks(root):
     assert {c.name for c in SMALL} == {c.name for c in CASES}
 
 
-def test_a_case_s_content_hash_survives_its_checkpoint(tmp_path):
-    """transformers standardizes rope_parameters in place: the case's own dict must not change with it."""
+def test_a_case_s_content_hash_survives_what_is_done_to_its_config():
+    """transformers standardizes rope_parameters in place (a checkpoint's config class did so to the case's
+    own dict, and the next runtime wrote a second checkpoint): a case hands out copies, nested dicts too."""
     from lexkit.conformance.models.checkpoint import key
 
-    pytest.importorskip("transformers")
     case = next(c for c in SMALL if c.name == "models/phi3-longrope")
     before = key(case)
-    first = models.checkpoint(case, tmp_path)
-    assert key(case) == before and models.checkpoint(case, tmp_path) == first
+    config = case.hf_config
+    config["rope_parameters"]["rope_type"] = "standardized"
+    config["rope_parameters"]["short_factor"].append(9.0)
+    assert key(case) == before and case.hf_config["rope_parameters"]["rope_type"] == "longrope"
 
 
 def test_the_float64_forward_is_transformers_in_float64(root):
@@ -90,9 +92,11 @@ def test_lexkit_and_transformers_pass_every_model_case_but_the_batch_difference(
     assert wrong.read["model.rotary_emb.rope_type"] == "longrope" and '"rope_type": "longrope"' in wrong.detail
 
 
+@pytest.mark.parametrize("every", [pytest.param(True, marks=pytest.mark.slow, id="every-case"),
+                                   pytest.param(False, id="first-case")])
 @pytest.mark.parametrize("bug", sorted(models.BUGS))
-def test_each_planted_bug_fails_the_cases_that_must_catch_it(bug, root):
-    must = set(models.BUGS[bug][1])
+def test_each_planted_bug_fails_the_cases_that_must_catch_it(bug, every, root):
+    must = set(models.BUGS[bug][1] if every else models.BUGS[bug][1][:1])
     results = {r.case: r for r in models.run([models.toy(bug)], [c for c in SMALL if c.name in must], root)}
     failed = {name for name, r in results.items() if r.status == "fail"}
     assert must <= failed, {name: results[name].detail for name in must - failed}
