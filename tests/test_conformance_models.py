@@ -56,14 +56,22 @@ def test_a_case_s_content_hash_survives_what_is_done_to_its_config():
     assert key(case) == before and case.hf_config["rope_parameters"]["rope_type"] == "longrope"
 
 
-def test_the_float64_forward_is_transformers_in_float64(root):
+#: the fast sibling's families of the float64 check (slow: every case): fused projections and partial
+#: rotation, post-norms and per-layer-type RoPE, sinks and experts, Gemma's recipe
+RECIPES = [c for c in SMALL if c.name in ("models/phi3-longrope", "models/olmo3-hybrid", "models/gpt-oss",
+                                          "models/gemma3")]
+
+
+@pytest.mark.parametrize("cases", [pytest.param(SMALL, marks=pytest.mark.slow, id="all"),
+                                   pytest.param(RECIPES, id="fast")])
+def test_the_float64_forward_is_transformers_in_float64(root, cases):
     """The reference's structure (norms, projections, biases, q/k norms, post-norms, fused weights, masks by
     layer type, RoPE by layer type, sinks and experts, Gemma's recipe) against transformers' own modelling
     code on the same weights, every family; transformers rounds its RMSNorm and its inverse frequencies through
     float32 even in float64, so the two agree to that."""
     from transformers import AutoModelForCausalLM
 
-    for case in SMALL:
+    for case in cases:
         directory = models.checkpoint(case, root)
         config, weights = forward.read(directory)
         ids = harness.ids_of(case)
