@@ -2,8 +2,9 @@
 llama-cpp-python, converted and loaded as a user converts and loads a Hugging Face checkpoint:
 
 * the checkpoint directory is copied to ``DIRECTORY/llamacpp/VERSION-KEY/hf`` (KEY: a hash of the
-  converter's files; the original files are never touched), with lexkit's own files left out (the
-  harness's ``reference*.safetensors`` would read as a weight shard);
+  converter's files; the original files are never touched), with lexkit's own files left out (a
+  ``reference*.safetensors`` that an older lexkit kept inside the directory would read as a weight shard;
+  the harness keeps its reference beside the directory now);
 * a tokenizer is written beside the copy when the checkpoint has none (the battery's have none, and the
   converter refuses a model without one): ``tokenizer.model``, a sentencepiece unigram model of exactly
   ``vocab_size`` pieces (``<unk> <s> </s>`` at 0, 1, 2 as the battery's config says, then plain pieces),
@@ -195,8 +196,8 @@ def _last_line(text: str) -> str:
 
 def checkpoint_file(path: Path) -> bool:
     """Whether ``path`` is one of a checkpoint's own files (copied for the converter): not a folder
-    (this side's cache), not a dot file (lexkit's ``.lexkit-ready``), not the harness's reference logits
-    (``reference*.safetensors``, which the converter would read as a weight shard)."""
+    (this side's cache), not a dot file (lexkit's ``.lexkit-ready``), not reference logits an older lexkit kept
+    in the directory (``reference*.safetensors``, which the converter would read as a weight shard)."""
     name = path.name
     return path.is_file() and not name.startswith(".") and not (name.startswith("reference")
                                                                and name.endswith(".safetensors"))
