@@ -247,3 +247,52 @@ def test_a_runtime_s_own_tests_pin_its_model_differences(root, tmp_path):
     accept.write_text("toy-window-one-wider models/mistral-*  # on purpose\n")
     assert conformance.expect(runtime, case, accept, root=root).status == "fail"
     assert conformance.expect(models.toy(), case, root=root).status == "pass"
+
+
+def test_the_model_battery_over_releases(root, monkeypatch, tmp_path, capsys):
+    """--models --matrix: the package's model runtime in each release's environment, one column a release
+    (here lexkit's own runtime in this process for both; the lexkit side's model operations: the next test)."""
+    from lexkit.conformance import matrix
+    from lexkit.conformance.models import remote
+
+    monkeypatch.setattr(matrix, "PACKAGES", {**matrix.PACKAGES, "lexkit": "lexkit"})
+    monkeypatch.setattr(matrix, "environment", lambda package, version, where, echo=print: sys.executable)
+    monkeypatch.setattr(remote, "elsewhere", lambda name, python: models.toy())
+    monkeypatch.setattr(models, "cases", lambda patterns=None: FAST[:2])
+    out = tmp_path / "o"
+    argv = ["conformance", "--models", "--matrix", "lexkit==0.1,0.2", "--envs", str(tmp_path / "envs"),
+            "--models-dir", str(root), "--out", str(out)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("conformance: 2 model cases on lexkit 0.1, 0.2 against lexkit's float64 forward")
+    assert "lexkit 0.2: 2 pass, 0 fail, 0 error, 0 n/a" in text
+    assert "| models/llama-llama3 | pass " in (out / "conformance-models-matrix.md").read_text()
+    assert main(["conformance", "--models", "--matrix", "x-transformers==2.0"]) == 2
+    assert "x-transformers runs no whole models here" in capsys.readouterr().err
+
+
+def test_the_lexkit_side_runs_a_model_runtime_for_another_environment(root, monkeypatch):
+    """The lexkit side answers the model operations with an in-process model runtime (what --matrix runs in
+    a release's environment), its logits through the protocol equal to the runtime's own."""
+    import importlib
+
+    from lexkit.conformance import remote
+    from lexkit.conformance.models.remote import case_json
+
+    monkeypatch.syspath_prepend(str(remote.SIDES))
+    for name in ("protocol", "lexkit_side"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    protocol, side = importlib.import_module("protocol"), importlib.import_module("lexkit_side")
+    monkeypatch.setattr(side, "NAME", "lexkit")
+    case = FAST[0]
+    directory = models.checkpoint(case, root)
+    built: dict = {}
+    ask = lambda request: json.loads(json.dumps(protocol.answer(side, request, built)))  # noqa: E731
+    assert ask({"op": "model_supports", "case": case_json(case)}) == {"reason": None}
+    model = ask({"op": "load", "directory": str(directory), "case": case_json(case)})["id"]
+    ids = harness.ids_of(case)[:16].tolist()
+    far = protocol.unpack(ask({"op": "prefill", "id": model, "ids": ids})["logits"])
+    near = models.toy().load(directory, case).prefill(ids)
+    assert torch.equal(torch.from_numpy(far.copy()), near)  # float32 both ways: exact
+    for name in ("protocol", "lexkit_side"):
+        sys.modules.pop(name, None)

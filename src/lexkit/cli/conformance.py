@@ -106,8 +106,6 @@ class Battery:
         if len(model) != len(patterns):
             raise LexkitError(f"--case {' '.join(p for p in patterns if p not in model)}: the model battery (--models, "
                               "--case 'models/...') runs apart from the table cases; give one kind")
-        if args.matrix:
-            raise LexkitError("--matrix runs the table cases over releases; leave out --models")
         from ..conformance import models
 
         return cls(True, models.MODEL_RUNTIMES, models.cases(model or None), "conformance-models",
@@ -198,7 +196,7 @@ def run(args) -> int:
     if root is not None and root.exists() and not root.is_dir():
         raise LexkitError(f"--models-dir {args.models_dir}: exists and is not a directory")
     if args.matrix:
-        return _matrix(args, cases, out_dir, allowed, timeout)
+        return _matrix(args, battery, out_dir, allowed, timeout, root)
     pythons = _pythons(args.python, names, battery.registry)
     adapters = [_adapter(n, pythons.get(n), battery) for n in names]
     from ..conformance.remote import RemoteAdapter
@@ -322,18 +320,24 @@ def _markdown(table, notes, impls, skipped, date) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _matrix(args, cases, out_dir, allowed, timeout) -> int:
-    """``--matrix PACKAGE==V1,V2``: the table of case x release, printed and written; with ``--check``,
-    exit 1 on a difference in any release that ``--accept``'s file does not name."""
+def _matrix(args, battery: Battery, out_dir, allowed, timeout, models_dir) -> int:
+    """``--matrix PACKAGE==V1,V2``: the table of case x release, printed and written (the model battery's
+    with ``--models``); with ``--check``, exit 1 on a difference in any release that ``--accept``'s file does
+    not name."""
     from ..conformance import accepted as known
     from ..conformance import matrix, report
 
     if args.impl or args.python or args.list:
         raise LexkitError("--matrix runs its package's adapter on each release: leave out --impl, --python and --list")
     package, versions = matrix.parse(args.matrix)
+    if battery.models and matrix.PACKAGES[package] not in battery.registry.names():
+        valid = ", ".join(p for p, n in matrix.PACKAGES.items() if n in battery.registry.names())
+        raise LexkitError(f"--matrix {args.matrix} --models: {package} runs no whole models here; the model "
+                          f"runtimes over releases: {valid}")
+    cases = battery.cases
     root = Path(args.envs) if args.envs else matrix.ENVS
-    by_version = matrix.matrix(package, versions, cases, root, timeout=timeout)
-    table = report.matrix_table(by_version, cases, package)
+    by_version = matrix.matrix(package, versions, cases, root, timeout=timeout, models_dir=models_dir)
+    table = report.matrix_table(by_version, cases, package, battery.cell())
     doc = {**report.header(report.MATRIX_REPORT, report.REPORT_VERSION), "package": package,
            "date": datetime.date.today().isoformat(),
            "releases": {v: [r.to_json() for r in results] for v, results in by_version.items()}}
@@ -341,11 +345,11 @@ def _matrix(args, cases, out_dir, allowed, timeout) -> int:
         write_json(Path(args.json), doc)
     if out_dir is not None:
         out_dir.mkdir(exist_ok=True)
-        write_json(out_dir / "conformance-matrix.json", doc)
-        atomic_write(out_dir / "conformance-matrix.md", f"Measured {doc['date']}: {package} "
+        write_json(out_dir / f"{battery.stem}-matrix.json", doc)
+        atomic_write(out_dir / f"{battery.stem}-matrix.md", f"Measured {doc['date']}: {package} "
                      f"{', '.join(versions)}, one virtualenv each.\n\n{markdown_table(table)}\n")
-    print(f"conformance: {len(cases)} case{'s' if len(cases) != 1 else ''} on {package} "
-          f"{', '.join(versions)} against lexkit's float64 reference")
+    print(f"conformance: {len(cases)} {'model ' if battery.models else ''}case{'s' if len(cases) != 1 else ''} on "
+          f"{package} {', '.join(versions)} {battery.what}")
     print_table(table)
     for v, results in by_version.items():
         c = report.counts(results, package)

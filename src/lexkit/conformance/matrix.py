@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..errors import LexkitError
 from .cases import Case
-from .harness import Result, run
+from .harness import run
 from .remote import elsewhere
 
 #: where the releases' environments are kept unless --envs says
@@ -148,18 +148,31 @@ def environment(package: str, version: str, root: Path, echo=print, python: str 
     return str(interpreter)
 
 
-def matrix(package: str, versions: list[str], cases: list[Case], root: Path = ENVS,
-           echo=print, timeout: float | None = None) -> dict[str, list[Result]]:
-    """Each release's results on ``cases``, by release (its environment made first where missing)."""
+def matrix(package: str, versions: list[str], cases: list, root: Path = ENVS,
+           echo=print, timeout: float | None = None, models_dir: Path | None = None) -> dict[str, list]:
+    """Each release's results on ``cases``, by release (its environment made first where missing): table
+    cases, or model cases (``lexkit.conformance.models``: the package's model runtime there, the checkpoints
+    under ``models_dir``)."""
     name = PACKAGES[package]
+    whole = bool(cases) and not isinstance(cases[0], Case)
     out = {}
     for version in versions:
         python = environment(package, version, root, echo)
-        adapter = elsewhere(name, python)
+        if whole:
+            from .models import remote as model_remote
+
+            adapter = model_remote.elsewhere(name, python)
+        else:
+            adapter = elsewhere(name, python)
         if timeout is not None:
             adapter.timeout = timeout
         reason = adapter.unavailable()
         if reason:
             raise LexkitError(f"--matrix {package}=={version}: {reason}")
-        out[version] = run([adapter], cases)
+        if whole:
+            from .models import run as run_models
+
+            out[version] = run_models([adapter], cases, models_dir)
+        else:
+            out[version] = run([adapter], cases)
     return out

@@ -41,14 +41,15 @@ def table(results: Sequence[Result], impls: Sequence[str], cases: Sequence[Case]
     return Table.of(["case", *impls], rows)
 
 
-def matrix_table(by_version: dict[str, Sequence[Result]], cases: Sequence[Case], package: str) -> Table:
+def matrix_table(by_version: dict[str, Sequence[Result]], cases: Sequence[Case], package: str,
+                 write=cell) -> Table:
     """Cases down, releases of ``package`` across: when each difference came and went."""
     rows = []
     for c in cases:
         row = [c.name]
         for results in by_version.values():
             found = [r for r in results if r.case == c.name]
-            row.append(cell(found[0]) if found else "")
+            row.append(write(found[0]) if found else "")
         rows.append(row)
     return Table.of(["case", *(f"{package} {v}" for v in by_version)], rows)
 

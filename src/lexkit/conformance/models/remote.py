@@ -59,3 +59,15 @@ class MlxLmModels(RemoteModelRuntime):
     install = MlxLm.install
     summary = ("mlx_lm.utils.load_model(dir) as saved (float32), model(mx.array([ids])) for every position, "
                "make_prompt_cache's caches for decode; out of process")
+
+
+def elsewhere(name: str, python: str) -> RemoteModelRuntime:
+    """lexkit's in-process model runtime ``name`` (transformers) run in the interpreter ``python``, an
+    environment with lexkit and another release of the runtime, through the lexkit side."""
+    from .runtime import MODEL_RUNTIMES
+
+    inner = MODEL_RUNTIMES.get(name)
+    cls = type(f"ElsewhereModels_{inner.__name__}", (RemoteModelRuntime,), {
+        "name": name, "side": "lexkit_side", "probe": "lexkit.conformance", "summary": inner.summary,
+        "env": {"LEXKIT_SIDE_ADAPTER": name}, "__module__": __name__})
+    return cls(python)

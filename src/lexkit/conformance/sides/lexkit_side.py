@@ -95,3 +95,29 @@ class _Numpy:
 def build(config: dict):
     cfg = config_of(config)
     return _Numpy(_adapter().build(cfg), cfg.dtype)
+
+
+# -- whole models: an in-process model runtime (transformers) run here (lexkit conformance --models --matrix) --
+def _model_runtime():
+    from lexkit.conformance import models
+
+    return models.MODEL_RUNTIMES.get(NAME)()
+
+
+def _model_case(case: dict):
+    """The battery's case of that name (its checkpoint's config is what the runtime reads anyway)."""
+    from lexkit.conformance import models
+    from lexkit.conformance.models.cases import ModelCase
+
+    known = {c.name: c for c in models.CASES}
+    return known.get(case["name"]) or ModelCase(case["name"], case["model_type"], original=case["original"])
+
+
+def model_supports(case: dict) -> str | None:
+    return _model_runtime().supports(_model_case(case))
+
+
+def load_model(directory: str, case: dict):
+    from pathlib import Path
+
+    return _model_runtime().load(Path(directory), _model_case(case))
