@@ -224,7 +224,7 @@ def test_the_list_names_the_model_cases(capsys):
 @pytest.mark.parametrize("argv, words", [
     (["--case", "models/nosuch"], "matches no model case"),
     (["--case", "models/llama-llama3", "--case", "rope/default"], "runs apart from the table cases"),
-    (["--models", "--matrix", "transformers==5.0"], "leave out --models"),
+    (["--models", "--matrix", "transformers==5.0", "--impl", "transformers"], "leave out --impl"),
     (["--models", "--impl", "nosuch"], "nosuch"),
     (["--models", "--python", f"transformers={sys.executable}"], "runs whole models in this process"),
 ])
