@@ -294,5 +294,10 @@ def test_the_lexkit_side_runs_a_model_runtime_for_another_environment(root, monk
     far = protocol.unpack(ask({"op": "prefill", "id": model, "ids": ids})["logits"])
     near = models.toy().load(directory, case).prefill(ids)
     assert torch.equal(torch.from_numpy(far.copy()), near)  # float32 both ways: exact
+    monkeypatch.setattr(side, "NAME", "transformers")  # a runtime that batches: the batch travels too
+    loaded = ask({"op": "load", "directory": str(directory), "case": case_json(case)})
+    assert loaded["offers"] == ["batch", "read"]
+    rows = ask({"op": "batch", "id": loaded["id"], "seqs": [ids, ids[:5]]})["logits"]
+    assert [protocol.unpack(r).shape for r in rows] == [(16, 256), (5, 256)]
     for name in ("protocol", "lexkit_side"):
         sys.modules.pop(name, None)

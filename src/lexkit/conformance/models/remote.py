@@ -24,16 +24,25 @@ def case_json(case: ModelCase) -> dict:
 
 
 class _Model:
+    """A model loaded in the other interpreter; ``batch`` and ``read`` where the side's model offers them."""
+
     def __init__(self, side: Side, directory: Path, case: ModelCase) -> None:
         self.side = side
-        self.id = side.ask({"op": "load", "directory": str(directory), "case": case_json(case)})["id"]
+        reply = side.ask({"op": "load", "directory": str(directory), "case": case_json(case)})
+        self.id = reply["id"]
+        for method in reply.get("offers", ()):
+            setattr(self, method, getattr(self, f"_{method}"))
 
     def prefill(self, ids):
         reply = self.side.ask({"op": "prefill", "id": self.id, "ids": torch.as_tensor(ids).tolist()})
         return torch.from_numpy(unpack(reply["logits"]).copy())
 
-    def read(self) -> dict | None:
+    def _read(self) -> dict | None:
         return self.side.ask({"op": "read", "id": self.id})["read"]
+
+    def _batch(self, seqs):
+        reply = self.side.ask({"op": "batch", "id": self.id, "seqs": [torch.as_tensor(s).tolist() for s in seqs]})
+        return [torch.from_numpy(unpack(rows).copy()) for rows in reply["logits"]]
 
     def decode(self, ids, start: int, step: int):
         reply = self.side.ask({"op": "decode", "id": self.id, "ids": torch.as_tensor(ids).tolist(), "start": start,

@@ -16,7 +16,9 @@ answer carrying the same ``seq`` (an answer to another request is a broken proto
         K = scores      -> {"s": [H][n][n]}   (with "q" and "k" in place of "x": q·k/√h after the transform)
         K = rotate_batch -> {"y": [B][H][n][h]}   (X: [B][H][n][h], pos: [B][n], each row at its own positions)
     {"seq": S, "op": "model_supports", "case": M}     -> {"seq": S, "reason": null | "why it cannot run M"}
-    {"seq": S, "op": "load", "directory": D, "case": M}  -> {"seq": S, "id": N}
+    {"seq": S, "op": "load", "directory": D, "case": M}  -> {"seq": S, "id": N, "offers": ["batch", "read"]}
+    {"seq": S, "op": "batch", "id": N, "seqs": [[n1], [n2]]}  -> {"seq": S, "logits": [A1, A2]}
+        (the sequences in one forward pass as the runtime batches them, where it offers "batch")
     {"seq": S, "op": "prefill", "id": N, "ids": [n]}  -> {"seq": S, "logits": A}   (A: [n][V])
     {"seq": S, "op": "decode", "id": N, "ids": [n], "start": s, "step": k}  -> {"seq": S, "logits": A}
         (a prefill of ids[:s] into the runtime's cache, then ids[s:] k at a time: [n - s][V])
@@ -105,8 +107,12 @@ def answer(side, request: dict, built: dict) -> dict:
             return {"reason": "this side runs no whole models"}
         return {"reason": supports(request["case"]) if supports else None}
     if op == "load":
-        built[len(built)] = side.load_model(request["directory"], request["case"])
-        return {"id": len(built) - 1}
+        model = side.load_model(request["directory"], request["case"])
+        built[len(built)] = model
+        return {"id": len(built) - 1, "offers": [k for k in ("batch", "read") if hasattr(model, k)]}
+    if op == "batch":
+        seqs = [np.asarray(ids, dtype=np.int64) for ids in request["seqs"]]
+        return {"logits": [pack(rows) for rows in built[request["id"]].batch(seqs)]}
     if op == "prefill":
         return {"logits": pack(built[request["id"]].prefill(np.asarray(request["ids"], dtype=np.int64)))}
     if op == "read":
