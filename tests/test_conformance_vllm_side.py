@@ -54,6 +54,9 @@ class FakeLLM:
         self.asked.append("reset")
 
     def generate(self, prompts, sampling, use_tqdm=False):
+        if len(prompts) > 1:  # a batch: one call, each prompt answered as alone (the toy is causal per row)
+            self.asked.append(("batch", len(prompts)))
+            return [self.generate([prompt], sampling)[0] for prompt in prompts]
         (prompt,), p = prompts, sampling.kw
         ids = list(prompt["prompt_token_ids"])
         force = (p.get("extra_args") or {}).get("lexkit_force", [])
@@ -185,3 +188,10 @@ def test_the_model_battery_in_vllms_own_environment(tmp_path):
     others = {name: r.status for name, r in results.items() if name not in ("models/phi3-longrope", "models/gpt-oss")}
     assert set(others.values()) == {"pass"}, {name: results[name].detail for name in others}
     assert results["models/gpt-oss"].status != "error", results["models/gpt-oss"].detail
+
+
+def test_a_batch_is_one_generate_call_with_each_sequence_s_rows(fake):
+    short = IDS[:7]
+    got = fake.batch([IDS, short])
+    assert ("batch", 2) in fake.llm.asked  # the sequences in one call: vLLM's scheduler batches them
+    assert np.allclose(got[0], want(IDS)) and np.allclose(got[1], want(short))

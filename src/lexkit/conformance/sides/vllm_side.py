@@ -296,6 +296,20 @@ class Model:
         out = self._ask(ids, max_tokens=1, prompt_logprobs=-1, logprobs=-1)
         return rows(out.prompt_logprobs, out.outputs[0].logprobs[0], self.vocab)
 
+    def batch(self, seqs: list) -> list:
+        """The sequences as one ``generate`` call, which vLLM's scheduler runs as one batch of requests (its
+        continuous batching: each forward pass holds tokens of both); each one's rows as :meth:`prefill`'s."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        for ids in seqs:
+            refuse_past(len(ids), self.config)
+        self.llm.reset_prefix_cache()
+        sampling = SamplingParams(temperature=0.0, detokenize=False, max_tokens=1, prompt_logprobs=-1, logprobs=-1)
+        outs = self.llm.generate([TokensPrompt(prompt_token_ids=[int(i) for i in ids]) for ids in seqs], sampling,
+                                 use_tqdm=False)
+        return [rows(out.prompt_logprobs, out.outputs[0].logprobs[0], self.vocab) for out in outs]
+
     def decode(self, ids: np.ndarray, start: int, step: int) -> np.ndarray:
         import sys
 
