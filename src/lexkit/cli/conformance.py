@@ -205,7 +205,7 @@ def run(args) -> int:
         if timeout is not None and isinstance(adapter, RemoteAdapter):
             adapter.timeout = timeout
     if args.list:
-        return _list(adapters, cases, battery)
+        return _list(adapters, cases, battery, whole_suite=not args.case)
 
     ready, skipped = [], []
     for adapter in adapters:
@@ -279,7 +279,7 @@ def version(adapter) -> str:
         return f"(version() raised {type(exc).__name__})"
 
 
-def _list(adapters, cases, battery: Battery) -> int:
+def _list(adapters, cases, battery: Battery, whole_suite: bool) -> int:
     if battery.models:
         rows = [["model case", "model type", "why", "from"]]
         rows += [[c.name, c.model_type, c.why, c.source] for c in cases]
@@ -290,7 +290,7 @@ def _list(adapters, cases, battery: Battery) -> int:
             kind = "refuse" if c.refuse else ("vs itself: " + c.twin.describe() if c.twin is not None else "")
             rows.append([c.name, c.config.describe() + (f" ({kind})" if kind else ""), ",".join(c.checks), c.why])
         print_table(rows, "llll")
-        if not (battery.cases and len(battery.cases) < len(_all_table_cases())):  # the whole suite: the models too
+        if whole_suite:  # every case asked for: the model battery's too
             from ..conformance import models
 
             print()
@@ -303,12 +303,6 @@ def _list(adapters, cases, battery: Battery) -> int:
         rows.append([a.name, f"missing: {reason}" if reason else f"installed {version(a)}".strip(), a.summary])
     print_table(rows, "lll")
     return 0
-
-
-def _all_table_cases():
-    from .. import conformance
-
-    return conformance.CASES
 
 
 def _markdown(table, notes, impls, skipped, date) -> str:
