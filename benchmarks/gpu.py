@@ -333,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     lane, device = (DRY, torch.device("cpu")) if args.dry_run else (GPU, torch.device("cuda"))
     xt = installed("x-transformers") is not None
     if not xt:
-        print("x-transformers is not installed: its rows are left out (pip install 'lexkit[bench]')", flush=True)
+        print("x-transformers is not installed: its rows are left out (pip install -e '.[bench]')", flush=True)
     train, evals, skipped = run_all(Budget(args.budget), device, lane, window=get(lane.preset)["train_len"], xt=xt,
                                     compiled=args.compile)
     info = cpu_facts(torch.get_num_threads()) if args.dry_run else gpu_facts(device)

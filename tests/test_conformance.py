@@ -384,7 +384,7 @@ def test_cli_skips_a_missing_implementation_by_name(monkeypatch, capsys, tmp_pat
     assert main(args) == 0
     text = capsys.readouterr().out
     assert "skipped: missing-runtime: no_such_module_for_lexkit does not import" in text
-    assert "lexkit[conformance-missing]" in text
+    assert "pip install -e '.[conformance-missing]'" in text
     assert (tmp_path / "o" / "conformance.md").read_text().count("| rope/default |") == 1
 
 
@@ -911,7 +911,7 @@ def test_the_install_hint_is_for_a_missing_module_only(tmp_path, monkeypatch):
 
     broken, missing = Broken().unavailable(), Missing().unavailable()
     assert "no_such_dependency_for_lexkit" in broken and "pip install" not in broken
-    assert missing.endswith("(pip install 'lexkit[conformance-missing]')")
+    assert missing.endswith("(pip install -e '.[conformance-missing]')")
 
 
 def test_the_reference_is_built_from_the_configs_fields_as_the_spec_text_would_build_it():

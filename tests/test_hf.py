@@ -240,11 +240,11 @@ def test_missing_transformers_names_the_extra(monkeypatch, capsys):
     from lexkit.cli import main
 
     monkeypatch.setitem(sys.modules, "transformers", None)
-    with pytest.raises(LexkitError, match=r"lexkit\[hf\]"):
+    with pytest.raises(LexkitError, match=r"pip install -e '\.\[hf\]'"):
         hf.load("anything")
     assert main(["eval", "hf:anything", "--lengths", "8"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error:") and "lexkit[hf]" in err[0]
+    assert len(err) == 1 and err[0].startswith("error:") and "pip install -e '.[hf]'" in err[0]
 
 
 # -- tokens, bytes and the protocol ---------------------------------------------------------------

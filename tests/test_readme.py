@@ -50,3 +50,17 @@ def test_the_readme_study_block_is_the_renderers_and_no_goal_claim_lives_outside
     outside = head + rest.split(END)[1]
     assert not re.search(r"\d+(\.\d+)? % below", outside), "a goal margin outside the written block"
     assert "lexkit study --out study --readme README.md" in head
+
+
+def test_no_install_line_names_lexkit_on_an_index():
+    """lexkit installs from its checkout (`pip install -e '.[EXTRA]'`): `pip install 'lexkit[EXTRA]'` answers "No
+    matching distribution" (issue 66 item 6), so no doc, help or error message may tell a user to run it."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    files = [root / "README.md", *(root / "docs").glob("*.md"), *(root / "src" / "lexkit").rglob("*.py"),
+             *(root / "benchmarks").glob("*.py")]
+    said = [f"{f.relative_to(root)}: {line.strip()}" for f in files for line in f.read_text().splitlines()
+            if re.search(r"pip install ['\"]?lexkit\[", line)]
+    assert not said, said

@@ -18,7 +18,7 @@ from lexkit.tensorboard import open_writer
 from study_results import LENGTHS, bpb, study_results
 
 needs_tbx = pytest.mark.skipif(importlib.util.find_spec("tensorboardX") is None,
-                               reason="needs tensorboardX (pip install 'lexkit[tb]')")
+                               reason="needs tensorboardX (pip install -e '.[tb]')")
 
 
 def read_events(folder: Path) -> list[tuple[str, int, float]]:
@@ -114,13 +114,13 @@ def test_study_evaluations_are_the_report_means(tmp_path):
 
 def test_without_the_extra_one_line_names_it(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "tensorboardX", None)  # import fails as if not installed
-    with pytest.raises(LexkitError, match=r"pip install 'lexkit\[tb\]'"):
+    with pytest.raises(LexkitError, match=r"pip install -e '\.\[tb\]'"):
         open_writer(tmp_path / "tb")
     write_run(tmp_path / "runs" / "a", ROWS)
     assert main(["runs", str(tmp_path / "runs"), "--tensorboard", str(tmp_path / "tb")]) == 2
     assert main(["study", "--preset", "tiny", "--out", str(tmp_path / "s"), "--tensorboard"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 2 and all(line.startswith("error: ") and "lexkit[tb]" in line for line in err)
+    assert len(err) == 2 and all(line.startswith("error: ") and "pip install -e '.[tb]'" in line for line in err)
     assert not (tmp_path / "tb").exists() and not (tmp_path / "s").exists()
 
 

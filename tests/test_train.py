@@ -473,7 +473,7 @@ def test_tensorboard_without_its_extra_is_one_line_and_writes_nothing(tmp_path, 
             str(tmp_path / "tb")]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["error: --tensorboard needs the TensorBoard extra: pip install 'lexkit[tb]'"]
+    assert err == ["error: --tensorboard needs the TensorBoard extra: pip install -e '.[tb]'"]
     assert not out.exists() and not (tmp_path / "tb").exists()
 
 

@@ -41,7 +41,7 @@ TAGS = {
 EXPORT_SUFFIX = ".lexkit-export"
 #: ... and of a training run's own (followed by a digest of the run's path: runs may share a logdir)
 TRAIN_SUFFIX = ".lexkit-train"
-INSTALL = "pip install 'lexkit[tb]'"
+INSTALL = "pip install -e '.[tb]'"
 
 
 def require():

@@ -80,7 +80,7 @@ def add_parser(sub):
     )
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     p.add_argument("--plot", metavar="FILE.png", help="bpb by length per pattern, and by position")
-    group = p.add_argument_group("Hugging Face models (hf:PATH; needs pip install 'lexkit[hf]')")
+    group = p.add_argument_group("Hugging Face models (hf:PATH; needs pip install -e '.[hf]')")
     add_hf_arguments(group)
     group.add_argument("--max-tokens", type=int, metavar="N", help="score at most about N tokens per length")
     return p

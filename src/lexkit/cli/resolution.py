@@ -62,7 +62,7 @@ def add_parser(sub):
     p.add_argument("--plot", metavar="FILE.png", help="write a figure (s[n] by distance, R by length)")
     p.add_argument("--data", metavar="SPEC",
                    help="text for the empirical R (default: a run's validation split; an hf: model: stdlib's)")
-    add_hf_arguments(p.add_argument_group("Hugging Face models (hf:PATH; needs pip install 'lexkit[hf]')"))
+    add_hf_arguments(p.add_argument_group("Hugging Face models (hf:PATH; needs pip install -e '.[hf]')"))
     return p
 
 

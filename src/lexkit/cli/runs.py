@@ -4,7 +4,7 @@ process holds its lock), the validation bits per byte of the checkpoint's weight
 device it trained on, the parent run a fine-tune (``--init``) started from, size on disk and path.
 
 With --tensorboard OUT, their metrics.jsonl rows are written as TensorBoard event files instead,
-one subdirectory of OUT per run named by its path below DIR (needs ``pip install 'lexkit[tb]'``):
+one subdirectory of OUT per run named by its path below DIR (needs ``pip install -e '.[tb]'``):
 ``tensorboard --logdir OUT`` then shows them side by side."""
 
 from __future__ import annotations

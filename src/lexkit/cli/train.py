@@ -106,7 +106,7 @@ def add_parser(sub):
                    help="under torchrun: shard parameters and optimizer state over the processes (FSDP2)")
     p.add_argument("--tensorboard", nargs="?", const="", default=None, metavar="DIR",
                    help="also write the metrics as TensorBoard event files in DIR (default DIR: RUN/tb; "
-                   "needs pip install 'lexkit[tb]')")
+                   "needs pip install -e '.[tb]')")
     return p
 
 

@@ -78,7 +78,7 @@ class Embedding(Protocol):
 class Adapter:
     """Base class of an implementation under test. Subclasses set ``name``, the ``modules`` it
     imports (a missing one makes the adapter unavailable, skipped by name) and the ``extra`` that
-    installs them (``pip install 'lexkit[EXTRA]'``), and define :meth:`build` (and
+    installs them (``pip install -e '.[EXTRA]'``), and define :meth:`build` (and
     :meth:`supports`, :meth:`version` where it helps)."""
 
     name: str = ""
@@ -95,7 +95,7 @@ class Adapter:
             except Exception as exc:  # a broken install raises anything while it imports
                 top = (getattr(exc, "name", None) or "").split(".")[0]
                 missing = isinstance(exc, ModuleNotFoundError) and top == module.split(".")[0]
-                hint = f" (pip install 'lexkit[{self.extra}]')" if self.extra and missing else ""  # not when broken
+                hint = f" (pip install -e '.[{self.extra}]')" if self.extra and missing else ""  # not when broken
                 first = (str(exc).splitlines() or [""])[0]
                 return f"{module} does not import: {type(exc).__name__}: {first}{hint}"
         return None

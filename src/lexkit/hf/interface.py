@@ -42,7 +42,7 @@ from ..errors import LexkitError
 from .model_types import MODEL_TYPES
 
 ATTN = "lexkit"  # the name registered with transformers' attention and mask interfaces
-EXTRA = "pip install 'lexkit[hf]'"
+EXTRA = "pip install -e '.[hf]'"
 #: arguments models pass to attention that do not change what it computes
 HARMLESS = frozenset({"position_ids", "cache_position", "use_cache", "output_attentions", "output_hidden_states",
                       "output_router_logits", "return_dict", "is_causal"})
