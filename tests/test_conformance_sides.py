@@ -60,3 +60,34 @@ def test_the_mlx_lm_side_passes_the_rotary_dims_mlx_lms_models_do(fake_mlx_lm, c
     side = mlxlm_side.build(config_json(config))
     assert fake_mlx_lm == [(dims, 10000.0, False, None, 4096)]
     assert side.r == dims
+
+
+def test_the_mlx_lm_side_batches_sequences_of_different_lengths_as_one_call(fake_mlx_lm, monkeypatch):
+    """Right-padded into one model call (no mask: causal rows do not see the padding after them), each
+    sequence's rows at its own real positions."""
+    import types
+
+    import numpy as np
+
+    mx = types.ModuleType("mlx.core")
+    mx.array, mx.float32 = np.asarray, np.float32
+    mlx = types.ModuleType("mlx")
+    mlx.core = mx
+    monkeypatch.setitem(sys.modules, "mlx", mlx)
+    monkeypatch.setitem(sys.modules, "mlx.core", mx)
+    import mlxlm_side
+
+    calls = []
+
+    def causal_toy(block):  # [B, n] -> [B, n, 3]: the logits at t from the ids up to t only
+        calls.append(block.shape)
+        total = np.cumsum(block, axis=1)
+        return np.stack([total, total ** 2, np.arange(block.shape[1]) + 0 * total], axis=-1).astype(np.float32)
+
+    model = object.__new__(mlxlm_side.Model)
+    model.model = causal_toy
+    seqs = [np.array([3, 1, 4, 1, 5]), np.array([2, 7])]
+    rows = model.batch(seqs)
+    assert calls == [(2, 5)]  # one call of both
+    assert [r.shape for r in rows] == [(5, 3), (2, 3)]
+    assert np.array_equal(rows[1], causal_toy(seqs[1][None])[0])  # as if alone

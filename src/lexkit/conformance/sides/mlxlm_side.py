@@ -94,6 +94,19 @@ class Model:
     def prefill(self, ids: np.ndarray) -> np.ndarray:
         return self._logits(ids)
 
+    def batch(self, seqs: list) -> list:
+        """The sequences right-padded (with 0) into one ``model(mx.array([...]))`` call, as a user batches
+        prompts of different lengths: under causal attention a row's logits at its real positions do not see
+        the padding after them, so no mask is needed; each row's real positions are returned."""
+        import mlx.core as mx
+
+        n = max(len(ids) for ids in seqs)
+        block = np.zeros((len(seqs), n), dtype=np.int64)
+        for b, ids in enumerate(seqs):
+            block[b, : len(ids)] = ids
+        out = np.array(self.model(mx.array(block)).astype(mx.float32))
+        return [out[b, : len(ids)] for b, ids in enumerate(seqs)]
+
     def read(self) -> dict:
         """What mlx-lm's ModelArgs hold of positions and windows (the fields it read from config.json)."""
         args = getattr(self.model, "args", None)
