@@ -38,7 +38,7 @@ def root(tmp_path_factory):
 def test_the_battery_is_what_the_issue_asks(root):
     assert [c.original for c in CASES] == [64] * len(CASES) and all(max(c.lengths) == 32 * 64 for c in CASES)
     families = {c.model_type for c in CASES}
-    assert {"llama", "qwen2", "qwen3", "phi3", "mistral", "olmo3", "gpt_oss", "gemma3_text"} <= families
+    assert {"llama", "qwen2", "qwen3", "phi3", "mistral", "olmo3", "gpt_oss", "gemma3_text", "cohere2"} <= families
     assert all(c.why and c.source for c in CASES)
     assert {c.name for c in SMALL} == {c.name for c in CASES}
 
@@ -59,7 +59,7 @@ def test_a_case_s_content_hash_survives_what_is_done_to_its_config():
 #: the fast sibling's families of the float64 check (slow: every case): fused projections and partial
 #: rotation, post-norms and per-layer-type RoPE, sinks and experts, Gemma's recipe
 RECIPES = [c for c in SMALL if c.name in ("models/phi3-longrope", "models/olmo3-hybrid", "models/gpt-oss",
-                                          "models/gemma3")]
+                                          "models/gemma3", "models/cohere2")]
 
 
 @pytest.mark.parametrize("cases", [pytest.param(SMALL, marks=pytest.mark.slow, id="all"),

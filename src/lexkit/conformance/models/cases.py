@@ -124,6 +124,15 @@ def battery(L: int = L, W: int = W) -> list[ModelCase]:
                 "not on the global one, shows",
             source="mlx-vlm PR #1709 (linear 8 on global layers never applied: greedy argmax changed at 2,916 "
                    "tokens); vLLM PR #21927 (Gemma 3's interleaving missed with layer_types)"),
+        ModelCase("models/cohere2", "cohere2", {
+            "num_hidden_layers": 4, "sliding_window": W, "logit_scale": 0.25, "layer_norm_eps": 1e-5,
+            "layer_types": ["sliding_attention"] * 3 + ["full_attention"],
+            "rope_parameters": {"rope_type": "default", "rope_theta": 50000.0}},
+            why="Cohere 2: RoPE (interleaved pairs) on the three window layers only, the full layer NoPE, attention "
+                "and the MLP in parallel from one LayerNorm: RoPE on the global layer, the window on it, or the "
+                "pairs split in halves, shows",
+            source="issue 67's list (Llama 4's chunked attention or Cohere 2); vLLM PR #21927 (interleaving missed "
+                   "when configs moved to layer_types)"),
         ModelCase("models/olmo3-window-unused", "olmo3", {
             "sliding_window": W, "layer_types": ["full_attention"] * 2,
             "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}},

@@ -26,8 +26,9 @@ from torch import Tensor
 
 from ...attention import Pattern
 from ...attention import create as create_pattern
-from ...hf.model_types import layer_types, own_pattern, rope_parameters
+from ...hf.model_types import MODEL_TYPES, layer_types, own_pattern, rope_parameters, uses_rope
 from ...positions.scaling import HF_KEYS, lexkit_method
+from ..adapter import from_interleaved, to_interleaved
 from ..config import RopeConfig
 from ..reference import Reference
 
@@ -46,6 +47,9 @@ class Family:
     #: Gemma's recipe: embeddings times √d, RMSNorm weights as (1 + w), a norm before and after attention and
     #: the MLP each, GELU (tanh) MLP, scores scaled by query_pre_attn_scalar^-1/2, soft-capping where set
     gemma: bool = False
+    #: Cohere's: LayerNorm (mean removed, a weight, no bias) in place of RMSNorm, attention and the MLP in
+    #: parallel from one norm, the logits times ``logit_scale``, RoPE pairs interleaved (2i, 2i + 1)
+    cohere: bool = False
 
 
 FAMILIES = {
@@ -57,10 +61,11 @@ FAMILIES = {
     "olmo3": Family(qk_norm="all", post_norm=True),
     "gpt_oss": Family(bias=True, out_bias=True, sinks=True, moe=True),
     "gemma3_text": Family(qk_norm="head", gemma=True),
+    "cohere2": Family(cohere=True),
 }
 
 
-def rope_config(params: dict, head_dim: int, config: dict) -> RopeConfig:
+def rope_config(params: dict, head_dim: int, config: dict, pairs: str = "half") -> RopeConfig:
     """One layer type's HF ``rope_parameters`` as a :class:`RopeConfig` (the inverse of the HF adapter's
     map; HF's conventions: dynamic NTK reads ``max_position_embeddings`` as L, LongRoPE's factor is
     ``max_position_embeddings / original_max_position_embeddings`` unless given)."""
@@ -75,7 +80,8 @@ def rope_config(params: dict, head_dim: int, config: dict) -> RopeConfig:
     if scaling == "longrope":
         ours.setdefault("factor", config["max_position_embeddings"] / ours["original_len"])
         ours["short_factor"], ours["long_factor"] = tuple(ours["short_factor"]), tuple(ours["long_factor"])
-    return RopeConfig(head_dim=head_dim, scaling=scaling, fraction=float(fraction), dtype=torch.float64, **ours)
+    return RopeConfig(head_dim=head_dim, scaling=scaling, fraction=float(fraction), dtype=torch.float64, pairs=pairs,
+                      **ours)
 
 
 @dataclasses.dataclass
@@ -88,11 +94,16 @@ class Layer:
 
 
 def plan(config: dict) -> list[Layer]:
-    """Every layer's type, mask and RoPE, as lexkit reads the config."""
+    """Every layer's type, mask and RoPE (None on a layer its model does not rotate), as lexkit reads the
+    config (:mod:`lexkit.hf.model_types`)."""
     view = SimpleNamespace(**config)
     head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
-    return [Layer(t, create_pattern(own_pattern(view, t)), rope_config(rope_parameters(view, t), head_dim, config))
-            for t in layer_types(view)]
+    types = layer_types(view)
+    rotated = uses_rope(view, MODEL_TYPES[config["model_type"]], types)
+    pairs = "interleaved" if FAMILIES[config["model_type"]].cohere else "half"
+    return [Layer(t, create_pattern(own_pattern(view, t)),
+                  rope_config(rope_parameters(view, t), head_dim, config, pairs) if rotate else None)
+            for t, rotate in zip(types, rotated)]
 
 
 def read(directory: str | Path) -> tuple[dict, dict[str, Tensor]]:
@@ -130,12 +141,13 @@ class Decoder:
         self.layers = layers if layers is not None else plan(config)
         self.heads, self.kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
         self.head_dim = config.get("head_dim") or config["hidden_size"] // self.heads
-        self.eps = config["rms_norm_eps"]
+        self.eps = config.get("rms_norm_eps", 1e-6)
         self.refs = [Reference(layer.rope) if layer.rope is not None else None for layer in self.layers]
         self.sinks = self.family.sinks  # (a planted bug turns them off)
         gemma = self.family.gemma
         self.scale = (config.get("query_pre_attn_scalar") or self.head_dim) ** -0.5 if gemma else self.head_dim ** -0.5
         self.offset = 1.0 if gemma else 0.0  # RMSNorm's weight is (offset + w)
+        self.eps = config.get("layer_norm_eps", self.eps) if self.family.cohere else self.eps
 
     # -- the pieces around attention -------------------------------------------------------------
     def _qkv(self, i: int, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -156,6 +168,8 @@ class Decoder:
         return q, k, v
 
     def _norm(self, x: Tensor, name: str) -> Tensor:
+        if self.family.cohere:  # LayerNorm without a bias
+            x = x - x.mean(-1, keepdim=True)
         return _rms(x, self.w[name], self.eps, self.offset)
 
     def _mlp(self, i: int, x: Tensor) -> Tensor:
@@ -201,9 +215,12 @@ class Decoder:
             return ref.rotate(x, pos)
         theta, a = ref.frequencies(pos)
         angle = pos.to(self.dtype)[:, None] * theta.to(self.dtype)  # [n, r/2]
-        cos, sin, half = angle.cos() * a, angle.sin() * a, ref.rot_dims // 2
-        x1, x2 = x[..., :half], x[..., half:ref.rot_dims]
-        return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos, x[..., ref.rot_dims:]), dim=-1)
+        cos, sin, r = angle.cos() * a, angle.sin() * a, ref.rot_dims
+        inter = ref.config.pairs == "interleaved"
+        x = from_interleaved(x, r) if inter else x
+        x1, x2 = x[..., : r // 2], x[..., r // 2 : r]
+        y = torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos, x[..., r:]), dim=-1)
+        return to_interleaved(y, r) if inter else y
 
     def attend(self, i: int, q: Tensor, k: Tensor, v: Tensor, q_idx: Tensor, k_idx: Tensor,
                visible: Tensor | None = None) -> Tensor:
@@ -228,6 +245,8 @@ class Decoder:
         out = attention(i, x) @ self.w[p + "self_attn.o_proj.weight"].T
         if f.out_bias:
             out = out + self.w[p + "self_attn.o_proj.bias"]
+        if f.cohere:  # attention and the MLP side by side from one norm
+            return h + out + self._mlp(i, x)
         if f.gemma:  # a norm before and after each of attention and the MLP
             h = h + self._norm(out, p + "post_attention_layernorm.weight")
             y = self._mlp(i, self._norm(h, p + "pre_feedforward_layernorm.weight"))
@@ -244,7 +263,10 @@ class Decoder:
 
     def _logits(self, h: Tensor) -> Tensor:
         head = self.w.get("lm_head.weight", self.w["model.embed_tokens.weight"])  # tied when absent
-        return _cap(self._norm(h, "model.norm.weight") @ head.T, self.config.get("final_logit_softcapping"))
+        logits = self._norm(h, "model.norm.weight") @ head.T
+        if self.family.cohere:
+            logits = logits * self.config.get("logit_scale", 1.0)
+        return _cap(logits, self.config.get("final_logit_softcapping"))
 
     # -- prefill and decode ------------------------------------------------------------------------
     def prefill(self, ids: list[int] | Tensor) -> Tensor:

@@ -121,7 +121,7 @@ BUGS = {
     "global-base-on-local": ("the full layers' RoPE (base and scaling) on the sliding layers",
                              ("models/olmo3-hybrid", "models/gemma3")),
     "window-every-layer": ("the sliding window on every layer, full ones too",
-                           ("models/olmo3-hybrid", "models/olmo3-window-unused")),
+                           ("models/olmo3-hybrid", "models/olmo3-window-unused", "models/cohere2")),
     "window-one-wider": ("a window of W + 1 keys", ("models/mistral-window", "models/olmo3-hybrid")),
     "attention-factor-ignored": ("YaRN's explicit attention_factor (and mscale ratio) ignored: a = 0.1 ln s + 1",
                                  ("models/llama-yarn-attention-factor", "models/qwen3-yarn-mscale")),
