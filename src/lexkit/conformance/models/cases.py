@@ -126,6 +126,7 @@ def battery(L: int = L, W: int = W) -> list[ModelCase]:
                    "tokens); vLLM PR #21927 (Gemma 3's interleaving missed with layer_types)"),
         ModelCase("models/cohere2", "cohere2", {
             "num_hidden_layers": 4, "sliding_window": W, "logit_scale": 0.25, "layer_norm_eps": 1e-5,
+            "tie_word_embeddings": True,  # as Cohere's configs have it (mlx-lm, llama.cpp and vLLM assume it)
             "layer_types": ["sliding_attention"] * 3 + ["full_attention"],
             "rope_parameters": {"rope_type": "default", "rope_theta": 50000.0}},
             why="Cohere 2: RoPE (interleaved pairs) on the three window layers only, the full layer NoPE, attention "
