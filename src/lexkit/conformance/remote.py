@@ -271,13 +271,14 @@ class RemoteAdapter(Adapter):
             self._side = None
 
 
-def elsewhere(name: str, python: str) -> RemoteAdapter:
+def elsewhere(name: str, python: str, registry=None, base: type[RemoteAdapter] = RemoteAdapter) -> RemoteAdapter:
     """lexkit's in-process adapter ``name`` run in the interpreter ``python`` (an environment with
-    lexkit and another release of the runtime): :mod:`lexkit.conformance.sides.lexkit_side`."""
+    lexkit and another release of the runtime): :mod:`lexkit.conformance.sides.lexkit_side`. ``registry``
+    and ``base``: another kind of in-process runtime (the model runtimes' registry, RemoteModelRuntime)."""
     from .adapter import ADAPTERS
 
-    inner = ADAPTERS.get(name)
-    cls = type(f"Elsewhere_{inner.__name__}", (RemoteAdapter,), {
+    inner = (registry or ADAPTERS).get(name)
+    cls = type(f"Elsewhere_{inner.__name__}", (base,), {
         "name": name, "side": "lexkit_side", "probe": "lexkit.conformance", "summary": inner.summary,
         "env": {"LEXKIT_SIDE_ADAPTER": name}, "__module__": __name__})
     return cls(python)

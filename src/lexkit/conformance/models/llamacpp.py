@@ -17,8 +17,8 @@ class LlamaCppModels(RemoteModelRuntime):
     install = ('python -m venv ENV && CMAKE_ARGS="-DGGML_NATIVE=OFF" ENV/bin/pip install --no-binary '
                "llama-cpp-python llama-cpp-python && ENV/bin/pip download --no-deps --no-binary :all: "
                "llama-cpp-python==VERSION -d ENV/sdist && mkdir -p ENV/src && tar xzf "
-               "ENV/sdist/llama_cpp_python-VERSION.tar.gz -C ENV/src && ENV/bin/pip install --index-url "
-               "https://download.pytorch.org/whl/cpu torch && ENV/bin/pip install transformers sentencepiece "
+               "ENV/sdist/llama_cpp_python-VERSION.tar.gz -C ENV/src && ENV/bin/pip install torch (a CPU build: "
+               "PyTorch's CPU wheel index) && ENV/bin/pip install transformers sentencepiece "
                "-e ENV/src/llama_cpp_python-VERSION/vendor/llama.cpp/gguf-py (the converter is then found under "
                "ENV/src; else set LEXKIT_LLAMACPP_CONVERTER to its convert_hf_to_gguf.py)")
     summary = ("convert_hf_to_gguf.py --outtype f32 (a sentencepiece tokenizer.model of the vocabulary written "

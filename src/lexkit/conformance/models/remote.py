@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 
+from .. import remote
 from ..adapters.mlxlm import MlxLm
 from ..remote import RemoteAdapter, Side
 from ..sides.protocol import unpack
@@ -23,6 +24,11 @@ def case_json(case: ModelCase) -> dict:
             "window": case.window}
 
 
+def _tensor(data: dict) -> torch.Tensor:
+    """Logits as the protocol packs them (:func:`~lexkit.conformance.sides.protocol.pack`), as a tensor."""
+    return torch.from_numpy(unpack(data).copy())
+
+
 class _Model:
     """A model loaded in the other interpreter; ``batch`` and ``read`` where the side's model offers them."""
 
@@ -34,20 +40,19 @@ class _Model:
             setattr(self, method, getattr(self, f"_{method}"))
 
     def prefill(self, ids):
-        reply = self.side.ask({"op": "prefill", "id": self.id, "ids": torch.as_tensor(ids).tolist()})
-        return torch.from_numpy(unpack(reply["logits"]).copy())
+        return _tensor(self.side.ask({"op": "prefill", "id": self.id, "ids": torch.as_tensor(ids).tolist()})["logits"])
 
     def _read(self) -> dict | None:
         return self.side.ask({"op": "read", "id": self.id})["read"]
 
     def _batch(self, seqs):
         reply = self.side.ask({"op": "batch", "id": self.id, "seqs": [torch.as_tensor(s).tolist() for s in seqs]})
-        return [torch.from_numpy(unpack(rows).copy()) for rows in reply["logits"]]
+        return [_tensor(rows) for rows in reply["logits"]]
 
     def decode(self, ids, start: int, step: int):
         reply = self.side.ask({"op": "decode", "id": self.id, "ids": torch.as_tensor(ids).tolist(), "start": start,
                                "step": step})
-        return torch.from_numpy(unpack(reply["logits"]).copy())
+        return _tensor(reply["logits"])
 
 
 class RemoteModelRuntime(RemoteAdapter):
@@ -75,8 +80,4 @@ def elsewhere(name: str, python: str) -> RemoteModelRuntime:
     environment with lexkit and another release of the runtime, through the lexkit side."""
     from .runtime import MODEL_RUNTIMES
 
-    inner = MODEL_RUNTIMES.get(name)
-    cls = type(f"ElsewhereModels_{inner.__name__}", (RemoteModelRuntime,), {
-        "name": name, "side": "lexkit_side", "probe": "lexkit.conformance", "summary": inner.summary,
-        "env": {"LEXKIT_SIDE_ADAPTER": name}, "__module__": __name__})
-    return cls(python)
+    return remote.elsewhere(name, python, MODEL_RUNTIMES, RemoteModelRuntime)

@@ -72,17 +72,14 @@ class _Numpy:
         cos, sin = self.embedding.tables(self._pos(pos))
         return cos.double().numpy(), sin.double().numpy()
 
-    def _rotate(self, x, pos):
+    def _rotate(self, x, pos, check: str = "rotate"):
         import torch
 
-        y = self.embedding.rotate(torch.as_tensor(x).to(self.dtype), self._pos(pos))
+        y = getattr(self.embedding, check)(torch.as_tensor(x).to(self.dtype), self._pos(pos))
         return y.double().numpy()
 
     def _rotate_batch(self, x, pos):
-        import torch
-
-        y = self.embedding.rotate_batch(torch.as_tensor(x).to(self.dtype), self._pos(pos))
-        return y.double().numpy()
+        return self._rotate(x, pos, "rotate_batch")
 
     def _scores(self, q, k, pos):
         import torch
