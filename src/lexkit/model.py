@@ -69,6 +69,9 @@ class ModelConfig:
     #: the output head its own matrix; False (a config without the key): tied to the embedding, as
     #: GPT-2 (one tensor, saved once as ``embed.weight``)
     untied_head: bool = False
+    #: False: every block is attention only, no feed-forward part (Sanford, Hsu and Telgarsky 2024's
+    #: MLP-free transformers, arXiv 2402.09268 Section 5; a config without the key has one)
+    mlp: bool = True
 
     def __post_init__(self) -> None:
         for key in ("n_layers", "d_model", "n_heads", "train_len"):
@@ -77,8 +80,9 @@ class ModelConfig:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if not isinstance(self.untied_head, bool):
-            raise ValueError(f"untied_head must be true or false, got {self.untied_head!r}")
+        for key in ("untied_head", "mlp"):
+            if not isinstance(getattr(self, key), bool):
+                raise ValueError(f"{key} must be true or false, got {getattr(self, key)!r}")
         check_token_shift(self.token_shift)
         self.scheme = positions.canonical(self.scheme)
         checks.number("random_positions", self.random_positions, maximum=checks.MAX_EVAL_LENGTH)  # what eval reaches
@@ -96,6 +100,12 @@ class ModelConfig:
             while len(_PLANS) > _PLANS_KEPT:
                 _PLANS.popitem(last=False)
         self._plan = _PLANS[key]
+        if not self.mlp:
+            for i, layer in enumerate(self._plan.layers):
+                for modifier in layer.modifiers:
+                    if getattr(modifier, "values", {}).get("at") == "ff":
+                        raise ValueError(f"layer {i}'s +{modifier.name}:at=ff acts on the feed-forward block, which "
+                                         "mlp=false (--no-mlp) removes; give at=attn or at=qkv, or keep the MLP")
 
     def matches(self, recorded: str) -> bool:
         """Whether the layers a run recorded (config.json's ``resolved``) are what this config builds
@@ -206,12 +216,13 @@ class Block(nn.Module):
         self.ln1 = nn.LayerNorm(cfg.d_model)
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
-        self.ln2 = nn.LayerNorm(cfg.d_model)
+        # the feed-forward part, absent in an attention-only model (cfg.mlp False: no ln2, no weights)
+        self.ln2 = nn.LayerNorm(cfg.d_model) if cfg.mlp else None
         self.mlp = nn.Sequential(
             nn.Linear(cfg.d_model, 4 * cfg.d_model, bias=False),
             nn.GELU(),
             nn.Linear(4 * cfg.d_model, cfg.d_model, bias=False),
-        )
+        ) if cfg.mlp else None
         self.drop = nn.Dropout(cfg.dropout)
         shape = mods.Shape(cfg.d_model, cfg.n_heads, cfg.train_len, layer=index)
         for modifier in layer.modifiers:
@@ -251,6 +262,8 @@ class Block(nn.Module):
         for modifier in self.layer.at("output"):
             y = modifier.output(y, a, self.state(modifier))
         x = x + self.drop(self.proj(y.transpose(1, 2).reshape(b, n, d)))
+        if self.mlp is None:
+            return x
         return x + self.drop(self.mlp(self._inputs(self.ln2(x), "ff", carry)))
 
 
@@ -291,7 +304,8 @@ class GPT(nn.Module):
         self.apply(self._init)
         for block in self.blocks:  # GPT-2: residual projections scaled by 1/sqrt(2L)
             nn.init.normal_(block.proj.weight, std=INIT_STD / math.sqrt(2 * cfg.n_layers))
-            nn.init.normal_(block.mlp[2].weight, std=INIT_STD / math.sqrt(2 * cfg.n_layers))
+            if block.mlp is not None:
+                nn.init.normal_(block.mlp[2].weight, std=INIT_STD / math.sqrt(2 * cfg.n_layers))
         self.kinds = self.plan.kinds  # what selectors call each layer: (local,) or (global,)
 
     def _schemes(self) -> list[positions.Scheme]:

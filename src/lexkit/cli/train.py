@@ -53,6 +53,8 @@ class RunSettings:
     # the token tables (lexkit.embedding; docs/runs.md#embedding-options)
     untied_head: bool | None = _setting(bool, "give the output head a matrix of its own instead of the embedding's "
                                         "(default: tied, as GPT-2); recorded with the run")
+    mlp: bool | None = _setting(bool, "--no-mlp: blocks of attention only, no feed-forward part (Sanford et al. "
+                                "2024's MLP-free transformers; default: with); recorded with the run")
     embedding_decay: float | None = _setting(float, "AdamW weight decay on the embedding, 0 for none (default: the "
                                              "other matrices', 0.1)", "D")
     freeze_embedding: bool | None = _setting(bool, "keep the embedding at its random init (tied: the head too; "
