@@ -8,6 +8,7 @@ model is loaded and fed. The slow test runs the battery through the real one whe
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import struct
@@ -247,7 +248,13 @@ class FakeLlama:
             raise ValueError(f"Failed to load model from file: {model_path}")
         self.kwargs, self.evals, self.n_tokens = kwargs, [], 0
         self.scores = np.zeros((kwargs["n_ctx"], 4), dtype=np.float32)
+        self.model = "the model"
+        self.context_params = Params(n_ctx=kwargs["n_ctx"], n_batch=512, n_ubatch=512, n_seq_max=1, n_threads=1,
+                                     type_k=kwargs["type_k"], kv_unified=False)
         FakeLlama.made.append(self)
+
+    def n_vocab(self):
+        return 4
 
     def reset(self):
         self.n_tokens = 0
@@ -259,9 +266,67 @@ class FakeLlama:
             self.n_tokens += 1
 
 
+class Params(ctypes.Structure):
+    """The fields of ``llama_context_params`` the side sets or keeps (a ctypes struct, as the binding's)."""
+
+    _fields_ = [("n_ctx", ctypes.c_uint32), ("n_batch", ctypes.c_uint32), ("n_ubatch", ctypes.c_uint32),
+                ("n_seq_max", ctypes.c_uint32), ("n_threads", ctypes.c_int32), ("type_k", ctypes.c_int32),
+                ("kv_unified", ctypes.c_bool)]
+
+
+class FakeBatchAPI:
+    """llama.cpp's batch API as llama_cpp's bindings expose it, recording what the side asks: contexts
+    made from a model's params, a ``llama_batch`` of ``n_tokens`` slots (``seq_id`` a row of pointers per
+    token), one ``llama_decode`` that writes the row [seq_id, pos, token, 0] of every token asking for
+    logits (``refuse``: the return code instead), ``llama_get_logits_ith`` a float pointer to a row."""
+
+    def __init__(self):
+        self.contexts, self.decoded, self.freed, self.refuse, self.blank = [], [], [], 0, ()
+
+    def llama_init_from_model(self, model, params):
+        assert model == "the model"
+        self.contexts.append({name: getattr(params, name) for name, _ in Params._fields_})
+        return len(self.contexts)  # a context's handle
+
+    def llama_batch_init(self, n_tokens, embd, n_seq_max):
+        assert embd == 0
+        batch = types.SimpleNamespace(n_tokens=0, token=[None] * n_tokens, pos=[None] * n_tokens,
+                                      n_seq_id=[None] * n_tokens, logits=[None] * n_tokens,
+                                      seq_id=[[None] * n_seq_max for _ in range(n_tokens)])
+        self.batches = getattr(self, "batches", []) + [batch]
+        return batch
+
+    def llama_decode(self, ctx, batch):
+        n = batch.n_tokens
+        self.decoded.append((ctx, [(batch.seq_id[i][0], batch.pos[i], batch.token[i], batch.n_seq_id[i],
+                                    batch.logits[i]) for i in range(n)]))
+        if self.refuse:
+            FakeLlama.log(4, b"decode: failed to find a memory slot for batch of size 40\n")
+            return self.refuse
+        self.rows = np.zeros((n, 4), dtype=np.float32)
+        for i in range(n):
+            if batch.logits[i] and i not in self.blank:
+                self.rows[i] = [batch.seq_id[i][0], batch.pos[i], batch.token[i], 0]
+            else:
+                self.rows[i] = np.nan
+        return 0
+
+    def llama_get_logits_ith(self, ctx, i):
+        return self.rows[i].ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+
+    def llama_batch_free(self, batch):
+        self.freed.append("batch")
+
+    def llama_free(self, ctx):
+        self.freed.append(ctx)
+
+
 @pytest.fixture
 def fake_llama(side, monkeypatch):
-    fake = types.SimpleNamespace(GGML_TYPE_F32=0, Llama=FakeLlama, llama_log_callback=lambda f: f, logs=[])
+    api = FakeBatchAPI()
+    fake = types.SimpleNamespace(GGML_TYPE_F32=0, Llama=FakeLlama, llama_log_callback=lambda f: f, logs=[],
+                                 api=api, **{name: getattr(api, name) for name in dir(api)
+                                             if name.startswith("llama_")})
     fake.llama_log_set = lambda callback, data: fake.logs.append(callback)
     FakeLlama.log = staticmethod(lambda level, text: fake.logs[-1](level, text, None))
     FakeLlama.made, FakeLlama.refuse = [], False
@@ -293,6 +358,53 @@ def test_a_row_llama_cpp_did_not_write_is_not_taken_for_one(side, fake_llama, tm
 
     with pytest.raises(NotApplicable, match="17 tokens past the n_ctx of 16"):
         model.prefill(np.arange(17))
+
+
+def test_a_batch_is_one_llama_decode_of_every_sequence_in_a_unified_cache(side, fake_llama, tmp_path):
+    model = side.Model(tmp_path / "model.gguf", 32)
+    llm, api = FakeLlama.made[0], fake_llama.api
+    long, short = np.arange(10, 40), np.array([7, 8, 9, 6])
+    rows = model.batch([long, short])
+    # a context of its own from the model's params: two sequences sharing one cache of 2 x n_ctx, the
+    # batch one ubatch; the model's own params (float32 cache, one thread) otherwise, and left as they were
+    assert api.contexts == [{"n_ctx": 64, "n_batch": 34, "n_ubatch": 34, "n_seq_max": 2, "n_threads": 1,
+                             "type_k": 0, "kv_unified": True}]
+    assert (llm.context_params.n_ctx, llm.context_params.n_seq_max, llm.context_params.kv_unified) == (32, 1, False)
+    ((ctx, fed),) = api.decoded  # one llama_decode: each token at its own sequence's position, logits for all
+    assert fed == [(0, p, t, 1, 1) for p, t in enumerate(long)] + [(1, p, t, 1, 1) for p, t in enumerate(short)]
+    assert [r.tolist() for r in rows] == [[[0, p, t, 0] for p, t in enumerate(long)],
+                                          [[1, p, t, 0] for p, t in enumerate(short)]]
+    assert api.freed == ["batch", ctx] and llm.evals == []  # freed; Llama's own context untouched
+
+
+def test_a_batch_llama_cpp_refuses_or_leaves_unwritten_is_an_error_not_rows(side, fake_llama, tmp_path):
+    model = side.Model(tmp_path / "model.gguf", 32)
+    api = fake_llama.api
+    api.refuse = 1
+    with pytest.raises(RuntimeError, match=r"llama_decode of \[30, 10\] tokens returned 1: decode: failed to "
+                                           "find a memory slot"):
+        model.batch([np.arange(30), np.arange(10)])
+    assert api.freed == ["batch", 1]  # freed all the same
+    api.refuse, api.blank = 0, (33,)
+    with pytest.raises(RuntimeError, match="no finite logits at position 3 of sequence 1"):
+        model.batch([np.arange(30), np.arange(10)])
+    from protocol import NotApplicable
+
+    with pytest.raises(NotApplicable, match="33 tokens past the n_ctx of 32"):
+        model.batch([np.arange(33), np.arange(4)])
+
+
+def test_the_protocol_offers_the_batch_and_answers_it(side, fake_llama, tmp_path):
+    import protocol
+
+    built = {}
+    side.convert = lambda directory, case: tmp_path / "model.gguf"
+    side.read_gguf = lambda path: {"keys": {}}
+    loaded = protocol.answer(side, {"op": "load", "directory": str(tmp_path), "case": {"original": 2}}, built)
+    assert loaded["offers"] == ["batch", "read"]
+    got = protocol.answer(side, {"op": "batch", "id": loaded["id"], "seqs": [[5, 6, 7], [9]]}, built)
+    assert [protocol.unpack(a).tolist() for a in got["logits"]] == [[[0, 0, 5, 0], [0, 1, 6, 0], [0, 2, 7, 0]],
+                                                                    [[1, 0, 9, 0]]]
 
 
 def test_a_refused_load_says_llama_cpps_own_error(side, fake_llama, tmp_path):

@@ -23,7 +23,11 @@ llama-cpp-python, converted and loaded as a user converts and loads a Hugging Fa
 ``prefill(ids)``: ``reset(); eval(ids)``, the ``scores`` row of every position; ``decode(ids, start,
 step)``: ``reset(); eval(ids[:start])``, then ``eval`` of ``step`` tokens at a time through llama.cpp's
 own KV cache, the rows of each step. ``scores`` keeps the rows of an earlier eval after ``reset()``,
-so it is filled with NaN first: a row llama.cpp did not write cannot pass for one it did.
+so it is filled with NaN first: a row llama.cpp did not write cannot pass for one it did. ``batch(seqs)``:
+llama.cpp's batch API, which ``Llama`` does not use (it evaluates one sequence): every token of every
+sequence in one ``llama_batch`` (its ``seq_id`` and its position in its own sequence, logits for all),
+one ``llama_decode`` in a context made for it from the same model (``Model.batch_params``: a unified KV
+cache of sequences x 32·L, ``n_seq_max`` the number of sequences, one ubatch), each sequence's rows.
 
 A converter that refuses the checkpoint, or a llama.cpp that refuses the GGUF, is an error cell with
 their own last line. :func:`read_gguf` (``Model.read()``): what the GGUF holds of each case's RoPE and
@@ -358,6 +362,69 @@ class Model:
 
     def prefill(self, ids: np.ndarray) -> np.ndarray:
         return self._run(ids, 0, None)
+
+    def batch(self, seqs: list) -> list:
+        """The sequences in one ``llama_decode`` through llama.cpp's own batch API (llama-cpp-python's
+        low-level bindings: ``Llama`` evaluates one sequence): a ``llama_batch_init`` of every token, each
+        with its sequence's ``seq_id`` and its position in that sequence, logits for every token, in a
+        context of :meth:`batch_params` made beside the model's own (same weights); each sequence's rows,
+        read by ``llama_get_logits_ith``."""
+        import llama_cpp
+
+        lengths = [len(ids) for ids in seqs]
+        for n in lengths:
+            if n > self.n_ctx:
+                raise NotApplicable(f"{n} tokens past the n_ctx of {self.n_ctx} a sequence is allocated")
+        total = sum(lengths)
+        LOG.clear()
+        ctx = llama_cpp.llama_init_from_model(self.llm.model, self.batch_params(len(seqs), total))
+        if not ctx:
+            raise RuntimeError(f"llama.cpp made no context of {len(seqs)} sequences: {_said()}")
+        batch = llama_cpp.llama_batch_init(total, 0, 1)
+        try:
+            at = 0
+            for seq, ids in enumerate(seqs):
+                for pos, token in enumerate(ids):
+                    batch.token[at], batch.pos[at] = int(token), pos
+                    batch.n_seq_id[at], batch.seq_id[at][0], batch.logits[at] = 1, seq, 1
+                    at += 1
+            batch.n_tokens = total
+            code = llama_cpp.llama_decode(ctx, batch)
+            if code != 0:
+                raise RuntimeError(f"llama_decode of {lengths} tokens returned {code}: {_said()}")
+            vocab = self.llm.n_vocab()
+            rows = np.full((total, vocab), np.nan, dtype=np.float32)
+            for i in range(total):
+                row = llama_cpp.llama_get_logits_ith(ctx, i)
+                if row:
+                    rows[i] = np.ctypeslib.as_array(row, shape=(vocab,))
+        finally:
+            llama_cpp.llama_batch_free(batch)
+            llama_cpp.llama_free(ctx)
+        out, at = [], 0
+        for seq, n in enumerate(lengths):
+            block = rows[at:at + n]
+            if not np.isfinite(block).all():
+                bad = int(np.nonzero(~np.isfinite(block).all(-1))[0][0])
+                raise RuntimeError(f"llama.cpp wrote no finite logits at position {bad} of sequence {seq}")
+            out.append(block)
+            at += n
+        return out
+
+    def batch_params(self, n_seqs: int, total: int):
+        """The batch's ``llama_context_params``: the model's own (``Llama.context_params``: f32 cache,
+        flash attention off, one thread, the config's RoPE), with ``n_seq_max`` = the number of sequences,
+        ``kv_unified`` (one cache whose cells the sequences share, kept apart by their ``seq_id`` in the
+        mask, as llama-cpp-python's own ``embed`` batches; with a stream per sequence llama.cpp splits a
+        batch into equal ubatches, L/2 tokens of each and then the long one alone, not one forward pass),
+        ``n_ctx`` = sequences x the n_ctx of one (each may grow to the 32·L it is allocated alone; unified,
+        llama.cpp's ``n_ctx_seq`` is all of it: past L, as alone, so LongRoPE chooses as alone), and
+        ``n_batch`` = ``n_ubatch`` = the batch's tokens, so that one ``llama_decode`` is one ubatch."""
+        params = type(self.llm.context_params).from_buffer_copy(self.llm.context_params)
+        params.n_seq_max, params.kv_unified = n_seqs, True
+        params.n_ctx = n_seqs * self.n_ctx
+        params.n_batch = params.n_ubatch = total
+        return params
 
     def decode(self, ids: np.ndarray, start: int, step: int) -> np.ndarray:
         return self._run(ids, start, step)
