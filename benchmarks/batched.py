@@ -1,4 +1,4 @@
-"""Three seeds trained as one batched model (lexkit.batched) against the same three seeds stepped one
+"""Three seeds trained as one batched model (lexkit.training.batched) against the same three seeds stepped one
 after another, on ONE thread (as a study or sweep worker runs), side by side: bytes/s of training
 (every seed's bytes), at table G's size for the hunt's layouts and at the small and tiny presets.
 Both ways start from the same weights and step on the same batches (prebuilt: batch building is the
@@ -18,11 +18,13 @@ import time
 import torch
 
 from common import cpu_facts, md_table, write_report
-from lexkit import batched, data, mix
-from lexkit.model import GPT
-from lexkit.settings import configs
+from lexkit.data import corpus as data
+from lexkit.data import mix
+from lexkit.model.gpt import GPT
 from lexkit.study.recipe import RECIPE
-from lexkit.train import make_optimizer, train_step
+from lexkit.training import batched
+from lexkit.training.loop import make_optimizer, train_step
+from lexkit.training.settings import configs
 
 SEEDS = (0, 1, 2)
 #: (label, preset, batch, layout): table G's recipe for the hunt's layouts (A0, A3, A7 of
@@ -100,7 +102,8 @@ def render(rows: list[dict], facts: dict) -> str:
         "# Three seeds batched against one by one (one thread)", "",
         f"`python benchmarks/batched.py` on {facts['cpu']}, torch {facts['torch']}, one thread, {facts['date']}: "
         f"seeds {', '.join(map(str, SEEDS))} of each case, {rows[0]['reps']} alternating repetitions of "
-        f"{rows[0]['steps']} steps (lexkit.batched.batched_step against lexkit.train.train_step per seed), the "
+        f"{rows[0]['steps']} steps (lexkit.training.batched.batched_step against lexkit.training.loop.train_step per "
+        "seed), the "
         "same weights and batches both ways.", "", table, ""])
 
 

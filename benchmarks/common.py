@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from lexkit.runs import atomic_write
+from lexkit.training.runs import atomic_write
 
 ROOT = Path(__file__).resolve().parent.parent
 

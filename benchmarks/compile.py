@@ -1,4 +1,4 @@
-"""The compiled training step (lexkit.compiled: torch.compile of the forward, loss and backward; clipping
+"""The compiled training step (lexkit.training.compiled: torch.compile of the forward, loss and backward; clipping
 and fused AdamW eager) against the eager one, side by side in one run, on ``--threads`` threads (1: as a
 study or sweep worker runs): at the presets tiny, quick and small and at table G's recipe, for a uniform
 scheme (rope), a layout (HWFA) and one of the hunt's modifiers (A3: FoX's key/value shift on the global
@@ -29,11 +29,11 @@ from pathlib import Path
 import torch
 
 from common import cpu_facts, md_table, write_report
-from lexkit.compiled import CompiledLoss
-from lexkit.model import GPT
-from lexkit.settings import configs
+from lexkit.model.gpt import GPT
 from lexkit.study.recipe import RECIPE
-from lexkit.train import make_optimizer, train_step_stats
+from lexkit.training.compiled import CompiledLoss
+from lexkit.training.loop import make_optimizer, train_step_stats
+from lexkit.training.settings import configs
 
 KSHIFT = "none@causal+logn+shift+kshift"  # A3's global layer (benchmarks/sweeps/hunt-confirm.json)
 
@@ -162,7 +162,8 @@ def render(rows: list[dict], facts: dict) -> str:
         f"torch {facts['torch']}, {facts['threads']} thread(s), {facts['date']}, load average at the start "
         f"{facts['load_average_start']}, at the end {facts['load_average_end']}: per case {rows[0]['reps']} "
         f"alternating repetitions of {rows[0]['steps']} steps each way on the same random batches from the same "
-        "weights (lexkit.train.train_step_stats, eager or with lexkit.compiled.CompiledLoss: forward, loss and "
+        "weights (lexkit.training.loop.train_step_stats, eager or with lexkit.training.compiled.CompiledLoss: forward, "
+        "loss and "
         "backward compiled by inductor, clipping and fused AdamW eager). The first step of each way is timed "
         "apart: the compiled one from an empty compile cache in a fresh process (cold), and in a second fresh "
         "process with that cache (warm, as a second run or study worker finds it). Wall time of a run of the "

@@ -7,10 +7,10 @@ import dataclasses
 
 import torch
 
-from lexkit.model import GPT, VOCAB
-from lexkit.presets import get as preset
-from lexkit.settings import TrainConfig, configs
-from lexkit.train import make_optimizer, train_step
+from lexkit.model.gpt import GPT, VOCAB
+from lexkit.training.loop import make_optimizer, train_step
+from lexkit.training.presets import get as preset
+from lexkit.training.settings import TrainConfig, configs
 
 SCHEMES = ("alibi", "rope", "xpos")
 SMALL = preset("small")  # the size both libraries are measured at
@@ -90,8 +90,8 @@ def count_params(model: torch.nn.Module) -> int:
 
 
 class Contender:
-    """One contender: a model and its optimizer, stepped by :func:`lexkit.train.train_step` (the
-    step ``lexkit train`` runs) with the optimizer of :func:`lexkit.train.make_optimizer`."""
+    """One contender: a model and its optimizer, stepped by :func:`lexkit.training.loop.train_step` (the
+    step ``lexkit train`` runs) with the optimizer of :func:`lexkit.training.loop.make_optimizer`."""
 
     def __init__(self, name: str, model: torch.nn.Module, train_cfg: TrainConfig) -> None:
         self.name, self.model = name, model.train()

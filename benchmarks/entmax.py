@@ -16,9 +16,9 @@ import torch
 
 from common import cpu_facts, md_table, write_report
 from lexkit.attention.modifiers import entmax
-from lexkit.model import GPT
-from lexkit.settings import configs
+from lexkit.model.gpt import GPT
 from lexkit.study.recipe import RECIPE
+from lexkit.training.settings import configs
 
 B4 = "rope@window:16+shift;none@causal+asscale+shift+kshift+entmax"
 LENGTHS = (64, 256, 1024)

@@ -6,7 +6,7 @@ side when it is installed, and long evaluation (one sequence: speed, peak memory
 streamed under window:512). It starts no measurement past its time budget (8 minutes in all by
 default), prints progress, and writes docs/benchmarks-gpu.md (+ .json). Without CUDA it says so and
 exits 0; ``--dry-run`` runs the whole lane on the CPU at the ``tiny`` preset and short lengths (the
-code path, not a measurement). ``--compile`` adds the compiled step (lexkit.compiled: forward, loss and
+code path, not a measurement). ``--compile`` adds the compiled step (lexkit.training.compiled: forward, loss and
 backward through torch.compile, bf16 autocast inside it) beside the eager one for the baseline and the
 first three schemes, its warm-up (the compile) timed apart.
 
@@ -26,13 +26,13 @@ import time
 import torch
 
 from common import ROOT, cpu_facts, gpu_facts, installed, md_table, random_document, write_report
-from lexkit import provenance
 from lexkit.attention import kernel_label, record_kernels
-from lexkit.compiled import CompiledLoss
-from lexkit.device import training_dtype
-from lexkit.model import GPT, VOCAB
-from lexkit.settings import configs
-from lexkit.train import device_autocast, make_optimizer, train_step, train_step_stats
+from lexkit.core import provenance
+from lexkit.core.device import training_dtype
+from lexkit.model.gpt import GPT, VOCAB
+from lexkit.training.compiled import CompiledLoss
+from lexkit.training.loop import device_autocast, make_optimizer, train_step, train_step_stats
+from lexkit.training.settings import configs
 
 SCHEMES = ("alibi", "rope", "xpos", "kerple-log", "t5", "sandwich", "kerple-power")  # the first three first
 BASELINE = ("none", "dense")  # scheme, kernel: SDPA causal without bias
@@ -97,7 +97,7 @@ def with_kernel(model: GPT, kernel: str) -> GPT:
 
 
 def mfu(tokens_per_s: float, params: int, cfg, device: torch.device) -> float | None:
-    """Model FLOPs utilisation of a training rate (:mod:`lexkit.provenance`: 6N + 12·L·d·T per
+    """Model FLOPs utilisation of a training rate (:mod:`lexkit.core.provenance`: 6N + 12·L·d·T per
     token, bf16 peak of the device); None where the peak is unknown (the CPU)."""
     flops = provenance.flops_per_token(params, cfg.n_layers, cfg.d_model, cfg.train_len) * tokens_per_s
     return provenance.mfu(flops, provenance.device_name(device), training_dtype(device))
@@ -127,9 +127,9 @@ def batch(cfg, train_cfg, device: torch.device) -> tuple[torch.Tensor, torch.Ten
 
 
 def bench_train(scheme: str, kernel: str, lane: Lane, device: torch.device, compiled: bool = False) -> dict:
-    """The step ``lexkit train`` runs (:func:`lexkit.train.train_step`, bf16 autocast on CUDA,
-    the optimizer of :func:`lexkit.train.make_optimizer`) with the given attention kernel; ``compiled``:
-    its forward, loss and backward through :class:`lexkit.compiled.CompiledLoss`, as ``lexkit train
+    """The step ``lexkit train`` runs (:func:`lexkit.training.loop.train_step`, bf16 autocast on CUDA,
+    the optimizer of :func:`lexkit.training.loop.make_optimizer`) with the given attention kernel; ``compiled``:
+    its forward, loss and backward through :class:`lexkit.training.compiled.CompiledLoss`, as ``lexkit train
     --compile`` runs it (the warm-up steps hold the compile)."""
     model, train_cfg = build(scheme, lane, device)
     model = with_kernel(model.train(), kernel)
@@ -309,7 +309,7 @@ def render(facts: dict, lane: Lane, train: list, evals: list, skipped: list, dry
 
 
 def preset_text(lane: Lane) -> str:
-    from lexkit.presets import get
+    from lexkit.training.presets import get
 
     p = get(lane.preset)
     return (f"the `{lane.preset}` preset ({p['n_layers']} layers, d_model {p['d_model']}, {p['n_heads']} heads, "
@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         print("benchmarks/gpu.py: no CUDA device here; nothing to measure (the CPU benchmark is benchmarks/run.py; "
               "--dry-run runs this script's code on the CPU)")
         return 0
-    from lexkit.presets import get
+    from lexkit.training.presets import get
 
     lane, device = (DRY, torch.device("cpu")) if args.dry_run else (GPU, torch.device("cuda"))
     xt = installed("x-transformers") is not None

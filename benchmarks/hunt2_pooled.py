@@ -10,7 +10,7 @@ import json
 import sys
 from collections import defaultdict
 
-from lexkit.stats import wilson
+from lexkit.core.stats import wilson
 
 
 def pooled(doc: dict, multiple: int = 16) -> dict[tuple[str, str], list[tuple[int, float]]]:

@@ -21,7 +21,7 @@ import json
 import re
 from collections import defaultdict
 
-from lexkit.stats import mean_interval, wilson
+from lexkit.core.stats import mean_interval, wilson
 
 FAR = 16
 BASE = "B0 A3 again"

@@ -81,8 +81,8 @@ def score(out: Path, name: str, threads: int) -> dict:
     import torch
 
     import lexkit
-    from lexkit import runs
     from lexkit.retrieval import context_rows
+    from lexkit.training import runs
 
     torch.set_num_threads(threads)
     run = out / "runs" / name

@@ -157,7 +157,7 @@ def lexkit_evaluator(job: dict, doc: bytes):
 
 def xt_evaluator(job: dict, doc: bytes):
     """The same work as lexkit's evaluate at one window: forward, float64 NLL."""
-    from lexkit.data import encode
+    from lexkit.data.corpus import encode
 
     model = xt_model(job["scheme"], max_attend_past=int(job["pattern"].split(":")[1]) - 1).eval()
     tokens = encode(doc).to(torch.int64)

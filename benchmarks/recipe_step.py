@@ -18,11 +18,12 @@ from pathlib import Path
 
 import torch
 
-from lexkit import data, mix
-from lexkit.model import GPT, VOCAB
-from lexkit.settings import configs
+from lexkit.data import corpus as data
+from lexkit.data import mix
+from lexkit.model.gpt import GPT, VOCAB
 from lexkit.study.recipe import RECIPE
-from lexkit.train import make_optimizer, train_step
+from lexkit.training.loop import make_optimizer, train_step
+from lexkit.training.settings import configs
 from training import matmul_gflops  # the one matmul-rate measurement of the benchmarks
 
 LAYOUTS = {"rope (uniform)": None, "hwfa:W=16": "hwfa:W=16"}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from common import md_table
 from contenders import BATCH, D_MODEL, N_HEADS, N_LAYERS, PATTERNS, TRAIN, TRAIN_LEN, WINDOW, Settings
-from lexkit.model import VOCAB
+from lexkit.model.gpt import VOCAB
 
 ANALYSIS = Path(__file__).with_name("analysis.md")  # the profile behind the numbers, kept by hand
 
@@ -39,9 +39,9 @@ def targets(training: dict, evals: list[dict], settings: Settings) -> list[dict]
 CONFIG_NOTES = """\
 - Both sides: {layers} layers, d_model {d}, {heads} heads of {hd}, MLP 4x with GELU, pre-LN, final LN,
   tied input/output embedding over {vocab} tokens, no absolute position table; training length
-  {n}, batch {batch}; one training step for both, `lexkit.train.train_step` (the step `lexkit
+  {n}, batch {batch}; one training step for both, `lexkit.training.loop.train_step` (the step `lexkit
   train` runs: float32 cross-entropy, `loss.item()`, backward, gradient clipping {clip}, AdamW),
-  with the optimizer of `lexkit.train.make_optimizer` (fused AdamW, lr {lr}, betas 0.9/0.95,
+  with the optimizer of `lexkit.training.loop.make_optimizer` (fused AdamW, lr {lr}, betas 0.9/0.95,
   weight decay {wd} on matrices); random bytes, the same batches for both.
   `torch.set_num_threads({threads})` for both.
 - x-transformers: `TransformerWrapper(num_tokens={vocab}, max_seq_len={n}, use_abs_pos_emb=False,

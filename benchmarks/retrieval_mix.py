@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch threads of every command (default: 1)")
     parser.add_argument("--out", help="directory of the runs and their JSON (default: a temporary one)")
     args = parser.parse_args(argv)
-    from lexkit.notation import percent as percent_text
+    from lexkit.core.notation import percent as percent_text
 
     out = Path(args.out or tempfile.mkdtemp(prefix="retrieval-mix-"))
     out.mkdir(parents=True, exist_ok=True)

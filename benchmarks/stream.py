@@ -43,8 +43,8 @@ def child(case: dict) -> dict:
     sys.path.insert(0, str(ROOT / "src"))
     import lexkit
     from lexkit.evaluate import evaluate
-    from lexkit.presets import get
-    from lexkit.sample import iter_generate
+    from lexkit.model.sample import iter_generate
+    from lexkit.training.presets import get
 
     preset = get("small")
     torch.manual_seed(0)
@@ -191,7 +191,7 @@ def render(rows: list[dict], checks, meta: dict) -> str:
             f"{r['peak_rss_mb']:,.0f} | {r['peak_rss_mb'] - meta['base_mb']:,.0f} | {r['bpb']:.4f} |"
         )
     lines += [
-        "", "## Generation (greedy, `lexkit.sample.iter_generate`)", "",
+        "", "## Generation (greedy, `lexkit.model.sample.iter_generate`)", "",
         "bytes/s counts the bytes after the first; *first byte s* includes the length check and, with the "
         "cache, the prefill of the context (in segments of 4,096).", "",
         "| pattern | context bytes | cache | bytes generated | first byte s | bytes/s | peak RSS MB |",

@@ -1,5 +1,5 @@
 """Two lexkit trainings at once on one CPU: torch's default threads against lexkit's policy
-(:mod:`lexkit.threads`, docs/threads.md).
+(:mod:`lexkit.core.threads`, docs/threads.md).
 
     python benchmarks/threads.py                      # quick preset, 60 steps, 3 rounds -> a markdown table
     python benchmarks/threads.py --steps 300 --stagger 3 --out docs/threads-bench.md
@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 import lexkit
-from lexkit.threads import cores
+from lexkit.core.threads import cores
 
 SRC = str(Path(lexkit.__file__).resolve().parent.parent)
 

@@ -20,7 +20,7 @@ from contenders import (
     count_params,
     xt_model,
 )
-from lexkit.model import VOCAB
+from lexkit.model.gpt import VOCAB
 
 
 def batches(count: int) -> list[tuple[torch.Tensor, torch.Tensor]]:

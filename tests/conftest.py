@@ -3,7 +3,7 @@ import sys
 
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # tests never reach a hub
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("LEXKIT_THREADS", "1")  # commands run by tests take THREADS (lexkit.threads' policy)
+os.environ.setdefault("LEXKIT_THREADS", "1")  # commands run by tests take THREADS (lexkit.core.threads' policy)
 
 import pytest
 

@@ -29,7 +29,7 @@ from lexkit import GPT, attention, layouts, positions
 from lexkit.attention import Attention, kernels
 from lexkit.attention.modifiers import Differential, Scoring, StickBreaking, stick_breaking
 from lexkit.cli import main
-from lexkit.sample import generate
+from lexkit.model.sample import generate
 from toy_corpus import TINY, write_corpus
 
 

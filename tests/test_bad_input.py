@@ -21,8 +21,9 @@ import pytest
 import torch
 
 from cli_checks import one_error_line, snapshot
-from lexkit import positions, runs
+from lexkit import positions
 from lexkit.cli import main
+from lexkit.training import runs
 from toy_corpus import DOCS, TINY, write_corpus
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -32,7 +33,7 @@ def _train(out: Path, data: Path, scheme: str = "alibi", *extra: str) -> None:
     assert main(["train", "--scheme", scheme, "--out", str(out), "--data", str(data), *TINY, *extra]) == 0
 
 
-# -- checks before the directory (lexkit.lock: test_lock.py; lexkit.runs: test_runs.py) -----------
+# -- checks before the directory (lexkit.core.lock: test_lock.py; lexkit.training.runs: test_runs.py) -----------
 @pytest.mark.parametrize("argv, message", [
     (["--lr", "inf"], "lr must be a finite number > 0 (at most 10), got inf"),
     (["--lr", "nan"], "lr must be a finite number > 0 (at most 10), got nan"),
@@ -51,7 +52,7 @@ def test_bad_settings_fail_before_the_directory_exists(trained, tmp_path, capsys
 
 
 def test_nan_at_the_first_step_claims_no_checkpoint(trained, tmp_path, capsys, monkeypatch):
-    import lexkit.train as T
+    import lexkit.training.loop as T
 
     monkeypatch.setattr(T, "lr_at", lambda step, cfg: float("nan"))
     out = tmp_path / "nan"
@@ -77,7 +78,7 @@ def test_os_errors_nobody_foresaw_are_one_line(run, capsys, monkeypatch):
     def denied(*a, **k):
         raise PermissionError(13, "Permission denied", str(run / "metrics.jsonl"))
 
-    monkeypatch.setattr("lexkit.runs.RunDir.truncate_metrics", denied)
+    monkeypatch.setattr("lexkit.training.runs.RunDir.truncate_metrics", denied)
     assert main(["train", "--resume", "--out", str(run), "--steps", "18", "--quiet"]) == 2
     assert one_error_line(capsys) == f"error: {run / 'metrics.jsonl'}: Permission denied"
 
@@ -234,7 +235,7 @@ def test_study_checks_the_device_first(tmp_path, capsys):
 @pytest.mark.xdist_group("hf")  # beside test_hf.py under `pytest -n`: one worker imports the HF stack
 def test_hf_data_without_network_fails_fast_and_quietly(monkeypatch, capsys):
     pytest.importorskip("datasets")
-    import lexkit.data as D
+    import lexkit.data.corpus as D
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)

@@ -1,4 +1,4 @@
-"""Seeds trained as one batched model (lexkit.batched): the batched forward is each seed's own forward;
+"""Seeds trained as one batched model (lexkit.training.batched): the batched forward is each seed's own forward;
 trained batched, each seed's losses and final weights equal its separate run's within float32
 reduction-order noise, in an ordinary run directory every command reads; what cannot be batched is
 refused by name before anything is written; table G's and the sweep's rows train batched when asked
@@ -12,11 +12,12 @@ import json
 import pytest
 import torch
 
-from lexkit import GPT, ModelConfig, batched, runs
-from lexkit.runs.weights import read_weights
-from lexkit.settings import configs
-from lexkit.subject import load
-from lexkit.train import train
+from lexkit import GPT, ModelConfig
+from lexkit.instruments.subject import load
+from lexkit.training import batched, runs
+from lexkit.training.loop import train
+from lexkit.training.runs.weights import read_weights
+from lexkit.training.settings import configs
 from toy_corpus import STUDY_DOCS, write_corpus
 
 #: after 8 steps at the tiny preset, each seed's weights and losses within this of its separate run's:
@@ -126,9 +127,9 @@ def test_seeds_trained_batched_equal_their_separate_runs_and_read_as_any_run(tmp
 
 
 def test_seeds_at_different_steps_are_trained_one_by_one_by_the_cache(tmp_path, data_dir):
-    from lexkit import distributed
     from lexkit.study.cache import Cache
     from lexkit.study.plan import Plan, StudyConfig
+    from lexkit.training import distributed
 
     model_cfg, train_cfg = configs("tiny", "rope", steps=4, data=str(data_dir))
     cfgs = [dataclasses.replace(train_cfg, seed=s) for s in (0, 1)]

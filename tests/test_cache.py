@@ -93,7 +93,7 @@ def test_what_the_cache_cannot_do_exactly_is_refused_and_auto_runs_one_pass(sche
     doc = bytes(range(256)) * 2
     out = evaluate(model, [doc], [300], spec, stream="auto", segment=64)
     assert out["results"][0]["streamed"] is False and out["results"][0]["bpb"] is not None
-    from lexkit.sample import generate, use_cache
+    from lexkit.model.sample import generate, use_cache
 
     assert use_cache(model, "auto", None, model.pattern(spec)) is False  # generation: no cache either
     assert len(generate(model, b"ab", 5, pattern=spec, temperature=0)) == 5

@@ -5,7 +5,7 @@ import pytest
 
 from kit import tiny_gpt
 from lexkit import retrieval, tasks
-from lexkit.subject import RunSubject
+from lexkit.instruments.subject import RunSubject
 
 HAY = tasks.Haystack(b"the quick brown fox jumps over the lazy dog. " * 40)
 

@@ -1,12 +1,13 @@
-"""lexkit.checks: number ranges, strict JSON and output paths, the checks every command shares."""
+"""lexkit.core.checks: number ranges, strict JSON and output paths, the checks every command shares."""
 
 import json
 import math
 
 import pytest
 
-from lexkit import checks, runs
 from lexkit.cli import main
+from lexkit.core import checks
+from lexkit.training import runs
 
 
 def test_checks_number_ranges():

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from cli_checks import one_error_line
-from lexkit import presets
 from lexkit.cli import build_parser, main
 from lexkit.layouts import LayoutError
-from lexkit.settings import configs
+from lexkit.training import presets
+from lexkit.training.settings import configs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -74,7 +74,7 @@ def test_a_warning_of_several_lines_is_one_line_without_an_escaped_newline(capsy
 
 # -- (c) one is singular ---------------------------------------------------------------------------------------
 def test_a_corpus_of_one_document_says_document(tmp_path):
-    from lexkit.data import load_corpus
+    from lexkit.data.corpus import load_corpus
 
     (tmp_path / "a.txt").write_text("hello world " * 100)
     assert load_corpus(str(tmp_path)).describe().startswith(f"{tmp_path}: 1 document, 1,200 bytes")
@@ -91,8 +91,8 @@ def test_lexkit_train_takes_no_progress_as_the_other_commands_do():
 # -- (e) --add's error names the modifiers in the layer's order -------------------------------------------------
 def test_an_added_modifier_that_a_layer_refuses_is_named_in_the_layers_order(capsys, monkeypatch):
     """gpt-oss's layers hold +sink; --add topk:4 said "'...+sink+topk:4': +topk and +sink cannot share a layer"."""
-    from lexkit.model import ModelConfig
-    from lexkit.runs.config import evaluation_overrides
+    from lexkit.model.gpt import ModelConfig
+    from lexkit.training.runs.config import evaluation_overrides
 
     cfg, _ = configs("tiny", layout="gpt-oss")
     added = evaluation_overrides(dataclasses.asdict(cfg), None, None, "topk:4")
@@ -132,8 +132,8 @@ def test_the_timed_step_includes_drawing_its_batch(monkeypatch, mix):
     thread); the estimate timed the step on one fixed random batch, and make study's first ETA read 18 % low."""
     import torch
 
-    from lexkit.data import Stream
-    from lexkit.mix import MixedStream
+    from lexkit.data.corpus import Stream
+    from lexkit.data.mix import MixedStream
     from lexkit.study.estimate import timed_steps
 
     drawn, pause = [], 0.02

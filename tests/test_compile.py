@@ -1,9 +1,9 @@
-"""The compiled training step (lexkit.compiled, issue 69): one graph and no recompile after the first
+"""The compiled training step (lexkit.training.compiled, issue 69): one graph and no recompile after the first
 step, compiled equal to eager within a stated tolerance, the parts that break the graph named and
 trained eagerly, what ran recorded, resume across it, and the bad input of the setting.
 
 The fast tests compile with the ``eager`` backend (dynamo's tracing, guards and graph, run by eager
-ops: the wrapping, the guards and the recompile counter of lexkit.compiled, without AOTAutograd's and
+ops: the wrapping, the guards and the recompile counter of lexkit.training.compiled, without AOTAutograd's and
 inductor's build, seconds a test); the tests marked slow run inductor itself, each beside the fast test
 of the same code path."""
 
@@ -13,12 +13,13 @@ import json
 import pytest
 import torch
 
-from lexkit import compiled, positions, runs
+from lexkit import positions
 from lexkit.attention import modifiers as mods
-from lexkit.data import Corpus
-from lexkit.model import GPT
-from lexkit.settings import TrainConfig, configs, differences
-from lexkit.train import lr_at, make_optimizer, train, train_step_stats
+from lexkit.data.corpus import Corpus
+from lexkit.model.gpt import GPT
+from lexkit.training import compiled, runs
+from lexkit.training.loop import lr_at, make_optimizer, train, train_step_stats
+from lexkit.training.settings import TrainConfig, configs, differences
 
 DOCS = [(f"def f{i}(x):\n    return x * {i} + {i * i}\n" * 40).encode() for i in range(30)]
 HWFA = "hwfa:W=16,shift=0.5"
@@ -219,11 +220,11 @@ def test_sweep_and_study_take_the_setting(tmp_path, monkeypatch):
     given (configs written before the setting stay as they were), and handed to every run the study trains."""
     from types import SimpleNamespace
 
-    from lexkit import distributed
     from lexkit.study import StudyConfig
     from lexkit.study import cache as study_cache
     from lexkit.study.sweep.config import SweepConfigError, parse
     from lexkit.study.sweep.work import study_config
+    from lexkit.training import distributed
 
     arms = [{"label": "a", "layout": "hwfa"}]
     assert parse({"arms": arms, "compile": True}).compile is True
@@ -245,8 +246,8 @@ def test_sweep_and_study_take_the_setting(tmp_path, monkeypatch):
 
 
 def test_compile_under_torchrun_is_refused_in_one_line():
-    from lexkit.distributed import World
-    from lexkit.train import check_job
+    from lexkit.training.distributed import World
+    from lexkit.training.loop import check_job
 
     model_cfg, train_cfg = configs("tiny", "rope", compile=True)
     with pytest.raises(ValueError, match=r"^--compile trains one process's step .* this job has 2 under torchrun"):

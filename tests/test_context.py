@@ -328,9 +328,9 @@ def test_eval_under_scaling_logn_and_sinks_without_retraining(rope_run, tmp_path
 
 
 def test_train_init_continues_a_run_longer_with_a_scaling(rope_run, tmp_path, capsys):
-    from lexkit import runs
-    from lexkit.runs import configs_from_run
-    from lexkit.train import train
+    from lexkit.training import runs
+    from lexkit.training.loop import train
+    from lexkit.training.runs import configs_from_run
 
     model_cfg, train_cfg = configs_from_run(rope_run, "rope:scaling=yarn,factor=2", train_len=64, steps=1, lr=1e-12,
                                             warmup=0)
@@ -368,7 +368,7 @@ def test_instruments_on_a_run_under_extension(rope_run):
     first layer's entropy past the training length (softmax entropy falls as logits are scaled up:
     d H(βz)/dβ = -β Var(z) <= 0), and changes nothing inside it."""
     from lexkit.instruments.principles import measure_principles
-    from lexkit.runs import load
+    from lexkit.training.runs import load
 
     plain = resolution.empirical_run(rope_run, [32, 128], "causal", texts_per_length=2)
     logn = resolution.empirical_run(rope_run, [32, 128], "causal", texts_per_length=2, logn=True)

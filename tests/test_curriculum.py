@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from lexkit import mix, tasks
-from lexkit.settings import TrainConfig
+from lexkit import tasks
+from lexkit.data import mix
+from lexkit.training.settings import TrainConfig
 
 
 def test_early_kvthread_documents_take_one_hop_and_later_ones_draw_as_before():

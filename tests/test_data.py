@@ -7,9 +7,9 @@ import sysconfig
 import pytest
 import torch
 
-from lexkit import data
-from lexkit.errors import DataError
-from lexkit.model import BOS
+from lexkit.core.errors import DataError
+from lexkit.data import corpus as data
+from lexkit.model.gpt import BOS
 from toy_corpus import DOCS
 
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from lexkit.device import device_of, eval_mode, resolve_device, training_dtype
+from lexkit.core.device import device_of, eval_mode, resolve_device, training_dtype
 
 
 def test_auto_follows_lexkit_device(monkeypatch):
@@ -35,10 +35,10 @@ def test_eval_mode_restores_the_mode_also_on_error(training):
 
 
 def test_the_trainer_computes_in_bfloat16_on_cuda_and_float32_elsewhere():
-    """One rule (lexkit.device.training_dtype) for the autocast, the MFU and the provenance."""
+    """One rule (lexkit.core.device.training_dtype) for the autocast, the MFU and the provenance."""
     from contextlib import nullcontext
 
-    from lexkit.train import device_autocast
+    from lexkit.training.loop import device_autocast
 
     assert [training_dtype(d) for d in ("cpu", "cuda", "cuda:1", torch.device("mps"))] == [
         "float32", "bfloat16", "bfloat16", "float32"]

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from lexkit import mix, needles, tasks
+from lexkit import tasks
+from lexkit.data import mix
+from lexkit.tasks import needles
 
 HAY = tasks.Haystack(b"def f(x):\n    y = x + 1  # a comment, ok\n    return [y, x]\n" * 30)
 

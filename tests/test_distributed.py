@@ -27,13 +27,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from lexkit import distributed, runs
-from lexkit.data import Stream
-from lexkit.distributed import World
-from lexkit.errors import DataError
-from lexkit.settings import configs
+from lexkit.core.errors import DataError
+from lexkit.data.corpus import Stream
 from lexkit.study import Study, StudyConfig
-from lexkit.train import train
+from lexkit.training import distributed, runs
+from lexkit.training.distributed import World
+from lexkit.training.loop import train
+from lexkit.training.settings import configs
 from toy_corpus import DOCS, write_corpus
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")

@@ -1,4 +1,4 @@
-"""Position dropping (DroPE, lexkit.dropping): the step at which positions go, per layer as the
+"""Position dropping (DroPE, lexkit.training.dropping): the step at which positions go, per layer as the
 selector says, recorded in config.json, resumed to the same weights, and the run after training is
 the model without positions on the dropped layers."""
 
@@ -10,13 +10,14 @@ import torch
 from safetensors.torch import load_file
 
 from cli_checks import train_refused
-from lexkit import GPT, ModelConfig, runs
-from lexkit.data import Corpus
-from lexkit.dropping import carry, drop_step, schedule, sources
-from lexkit.errors import RunError
-from lexkit.runs import configs_from_run
-from lexkit.settings import configs
-from lexkit.train import make_optimizer, train
+from lexkit import GPT, ModelConfig
+from lexkit.core.errors import RunError
+from lexkit.data.corpus import Corpus
+from lexkit.training import runs
+from lexkit.training.dropping import carry, drop_step, schedule, sources
+from lexkit.training.loop import make_optimizer, train
+from lexkit.training.runs import configs_from_run
+from lexkit.training.settings import configs
 from stop import stop_at
 from toy_corpus import DOCS
 

@@ -1,4 +1,4 @@
-"""The embedding options of ``lexkit train`` (lexkit.embedding, ModelConfig.untied_head): each changes
+"""The embedding options of ``lexkit train`` (lexkit.training.embedding, ModelConfig.untied_head): each changes
 what it says, from closed forms of AdamW's decoupled decay and from runs that differ in one option
 only; recorded in config.json; a run written before them loads and resumes as before."""
 
@@ -11,12 +11,13 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from cli_checks import snapshot, train_refused
-from lexkit import GPT, runs
-from lexkit.data import Corpus, Stream, tokens_of
-from lexkit.embedding import Unseen, reset_seed
-from lexkit.errors import RunError
-from lexkit.settings import TrainConfig, configs
-from lexkit.train import lr_at, make_optimizer, train
+from lexkit import GPT
+from lexkit.core.errors import RunError
+from lexkit.data.corpus import Corpus, Stream, tokens_of
+from lexkit.training import runs
+from lexkit.training.embedding import Unseen, reset_seed
+from lexkit.training.loop import lr_at, make_optimizer, train
+from lexkit.training.settings import TrainConfig, configs
 from toy_corpus import DOCS
 
 #: byte values no document of the toy corpus holds: no batch ever shows them
@@ -118,7 +119,7 @@ def test_a_frozen_embedding_is_its_init_after_training(tmp_path, corpus, untied)
     assert all(p is not model.embed.weight for g in optimizer.param_groups for p in g["params"])
 
 
-# -- resetting the rows of unseen bytes: the rule of lexkit.embedding -------------------------------------
+# -- resetting the rows of unseen bytes: the rule of lexkit.training.embedding -------------------------------------
 def seen_by(corpus, cfg_model, cfg_train, steps: int) -> set[int]:
     """The token ids the trainer's first ``steps`` batches hold (inputs and targets)."""
     stream = Stream(tokens=tokens_of(corpus.train))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from lexkit.model import GPT
+from lexkit.model.gpt import GPT
 from lexkit.study import Study, StudyConfig
 from lexkit.study.estimate import Load, Timer, estimate, load_line
 from lexkit.study.schedule import Task, schedule

@@ -22,7 +22,7 @@ from kit import tiny_gpt
 from lexkit import attention
 from lexkit.attention import kernels
 from lexkit.cli import main
-from lexkit.errors import DataError
+from lexkit.core.errors import DataError
 from lexkit.evaluate import (
     csv_rows,
     default_lengths,
@@ -274,8 +274,8 @@ def test_long_local_evaluation_never_builds_an_n_by_n_mask(monkeypatch):
 # -- lexkit eval ----------------------------------------------------------------------------------
 def make_run(tmp: Path, scheme="alibi", train_len=16, sizes=(400,) * 12) -> Path:
     """A real run directory (untrained weights) on a corpus of made-up documents."""
-    from lexkit import runs
-    from lexkit.data import load_corpus
+    from lexkit.data.corpus import load_corpus
+    from lexkit.training import runs
 
     docs = tmp / "docs"
     docs.mkdir(exist_ok=True)
@@ -427,7 +427,7 @@ def test_the_top_level_api_and_the_subject_of_a_run(tmp_path):
 def test_rows_are_typed_and_their_json_is_the_reports():
     """Every result and bucket of a report is a typed row's to_json(): from_json(row).to_json()
     gives the same dict back, key order included (the JSON on disk is unchanged)."""
-    from lexkit.rows import EvalRow, PositionRow, eval_rows, position_rows
+    from lexkit.instruments.evaluate.rows import EvalRow, PositionRow, eval_rows, position_rows
 
     report = evaluate(tiny_gpt("learned", train_len=16), random_docs([70, 90]), [8, 16, 32], ["causal", "window:4"])
     rows = eval_rows(report)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from lexkit import attention, positions
 from lexkit.cli import main
-from lexkit.specs import parse_lengths
+from lexkit.core.specs import parse_lengths
 
 #: LEXKIT_FUZZ=N: N random (not derandomized) examples per test, for a longer hunt by hand
 HUNT = int(os.environ.get("LEXKIT_FUZZ", "0"))

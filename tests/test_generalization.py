@@ -12,9 +12,9 @@ import pytest
 
 import lexkit
 from lexkit import retrieval, tasks
-from lexkit.data import load_corpus
-from lexkit.settings import configs
-from lexkit.train import train
+from lexkit.data.corpus import load_corpus
+from lexkit.training.loop import train
+from lexkit.training.settings import configs
 from toy_corpus import write_corpus
 
 

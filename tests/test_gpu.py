@@ -20,8 +20,8 @@ import torch
 from lexkit import GPT, ModelConfig, attention
 from lexkit.attention import Attention, choose_kernel, kernels
 from lexkit.evaluate import evaluate
-from lexkit.settings import TrainConfig
-from lexkit.train import device_autocast, make_optimizer, train_step_stats
+from lexkit.training.loop import device_autocast, make_optimizer, train_step_stats
+from lexkit.training.settings import TrainConfig
 from oracle import reference_attention
 from schemes_under_test import TEN
 
@@ -135,7 +135,7 @@ def test_ladder_steps_down_on_a_real_cuda_kernel_failure(monkeypatch):
 @gpu
 @pytest.mark.parametrize("layout", [None, "hwfa:W=16,shift=0.5"])
 def test_compiled_training_step_equals_eager_on_cuda(layout):
-    """``lexkit train --compile``'s step on CUDA (lexkit.compiled: forward, loss and backward through
+    """``lexkit train --compile``'s step on CUDA (lexkit.training.compiled: forward, loss and backward through
     inductor and Triton, bf16 autocast inside the graph, the kernels auto picks: SDPA causal for rope,
     flex under HWFA's window) against the eager step: 6 steps from the same weights on the same batches,
     one graph throughout. Bounds, derived and not yet measured on a GPU (none was lent when this was
@@ -144,7 +144,7 @@ def test_compiled_training_step_equals_eager_on_cuda(layout):
     ~lr a step whatever its gradient's size, so a gradient whose sign rounding flips moves it by 2 lr a
     step: 12 lr over 6 steps, 1.2e-2 at lr 1e-3. Either is far below a wrong graph's gap (a missed mask
     or gradient moves the first loss by more than 0.1)."""
-    from lexkit.compiled import CompiledLoss
+    from lexkit.training.compiled import CompiledLoss
 
     torch.manual_seed(0)
     cfg = ModelConfig(scheme="rope", n_layers=2, d_model=128, n_heads=4, train_len=W,
@@ -261,7 +261,7 @@ def test_gpu_benchmark_plans_the_compile_arm(gpu_script):
 def test_gpu_benchmark_compile_arm_dry_run_on_the_cpu(gpu_script, monkeypatch):
     """One compiled arm of benchmarks/gpu.py --compile run on the CPU through the same code (the eager
     backend: the wrapping and its graph count, no inductor build), one graph after the warm-up."""
-    from lexkit import compiled
+    from lexkit.training import compiled
 
     arms = compile_arms(gpu_script)
     monkeypatch.setattr(compiled, "BACKEND", "eager")
@@ -271,9 +271,9 @@ def test_gpu_benchmark_compile_arm_dry_run_on_the_cpu(gpu_script, monkeypatch):
 
 @gpu
 def test_seeds_batched_on_one_cuda_device_are_each_seeds_own_model():
-    """The GPU lane of lexkit.batched: three seeds of a hunt layout share one device as one batched
+    """The GPU lane of lexkit.training.batched: three seeds of a hunt layout share one device as one batched
     model; its float32 forward is each seed's own, and bf16 steps train each seed apart."""
-    from lexkit import batched
+    from lexkit.training import batched
 
     cfg = ModelConfig(scheme="rope", n_layers=2, d_model=64, n_heads=4, train_len=64, layout="hwfa:W=16,shift=0.5")
     models = []

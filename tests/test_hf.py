@@ -1,4 +1,4 @@
-"""lexkit.hf: Hugging Face causal LMs through lexkit's attention, offline.
+"""lexkit.model.hf: Hugging Face causal LMs through lexkit's attention, offline.
 
 Tiny random models of each family are built from configs and saved to temporary directories
 (no download; HF_HUB_OFFLINE=1 in conftest). References are transformers' own eager attention
@@ -15,7 +15,7 @@ import torch
 
 from kit import tiny_gpt
 from lexkit import resolution
-from lexkit.errors import LexkitError
+from lexkit.core.errors import LexkitError
 from lexkit.evaluate import evaluate
 from tiny_hf import CORPUS, SMALL, VOCAB, VOCAB_TEXT, save
 from tiny_hf import eager as _eager
@@ -60,7 +60,7 @@ MODEL_TYPES = ["llama", "mistral", "qwen2", "gpt_neox", "gpt2", "bloom"]
 
 @pytest.mark.parametrize("family", MODEL_TYPES)
 def test_causal_reproduces_transformers_eager(tf, saved, family):
-    from lexkit import hf
+    from lexkit.model import hf
 
     x = _ids(40)
     with torch.no_grad():
@@ -75,8 +75,8 @@ def test_causal_reproduces_transformers_eager(tf, saved, family):
 @pytest.mark.parametrize("family", ["llama", "gpt_neox", "gpt2"])
 def test_chunked_kernel_matches_eager_across_blocks(tf, saved, family, monkeypatch):
     """The chunked kernel (the score hook's path) in query blocks of 16 over 40 tokens."""
-    from lexkit import hf
     from lexkit.attention import kernels
+    from lexkit.model import hf
 
     monkeypatch.setattr(kernels.step, "CHUNK", 16)
     x = _ids(40)
@@ -90,7 +90,7 @@ def test_window_reproduces_transformers_sliding_window(tf, saved, tmp_path):
     """lexkit window:W on a Mistral without a window = transformers' own sliding_window=W; and
     the model's own window is kept under lexkit's causal pattern; a config changed after loading
     is an error naming the layer, never a silent run under the old reading."""
-    from lexkit import hf
+    from lexkit.model import hf
 
     w, x = 8, _ids(30)
     windowed = tmp_path / "windowed"
@@ -130,7 +130,7 @@ def _bca_mask(n: int, w: int) -> torch.Tensor:
 
 @pytest.mark.parametrize("family", ["llama", "gpt2"])
 def test_bca_matches_eager_with_the_mask_written_out(tf, saved, family):
-    from lexkit import hf
+    from lexkit.model import hf
 
     x = _ids(24, batch=1)
     with torch.no_grad():
@@ -142,7 +142,7 @@ def test_bca_matches_eager_with_the_mask_written_out(tf, saved, family):
 def test_bloom_keeps_alibi_under_a_window(tf, saved):
     """Bloom's attention is its own (ALiBi inside BloomAttention): lexkit's pattern reaches it as
     a mask. window:W equals causal at positions < W (same keys visible) and differs after."""
-    from lexkit import hf
+    from lexkit.model import hf
 
     model = hf.load(saved["bloom"])
     x = _ids(20)
@@ -160,7 +160,7 @@ def test_bloom_keeps_alibi_under_a_window(tf, saved):
 
 def test_offset_shifts_positions(tf, saved):
     """``offset`` is the first token's position, as for lexkit's GPT."""
-    from lexkit import hf
+    from lexkit.model import hf
 
     x = _ids(12, batch=1)
     with torch.no_grad():
@@ -177,7 +177,7 @@ def test_offset_shifts_positions(tf, saved):
     {"rope_type": "dynamic", "factor": 2.0},
 ])
 def test_rope_scaling_equals_transformers_rope_scaling(tf, saved, scaling):
-    from lexkit import hf
+    from lexkit.model import hf
 
     x = _ids(48)  # past max_position_embeddings (32): dynamic NTK changes its base
     config = tf.AutoConfig.from_pretrained(saved["llama"])
@@ -195,7 +195,7 @@ def test_rope_scaling_equals_transformers_rope_scaling(tf, saved, scaling):
 
 def test_rope_scaling_linear_divides_the_frequencies(tf, saved):
     """Position interpolation: inv_freq_i = base^(-2i/d) / s (formula written out)."""
-    from lexkit import hf
+    from lexkit.model import hf
 
     model = hf.load(saved["llama"], rope_scaling="linear:2")
     d = model.cfg.head_dim
@@ -204,7 +204,7 @@ def test_rope_scaling_linear_divides_the_frequencies(tf, saved):
 
 
 def test_parse_rope_scaling():
-    from lexkit.hf import parse_rope_scaling
+    from lexkit.model.hf import parse_rope_scaling
 
     assert parse_rope_scaling("yarn:4") == {"rope_type": "yarn", "factor": 4}
     assert parse_rope_scaling("yarn:factor=4,original_max_position_embeddings=2048") == {
@@ -215,7 +215,7 @@ def test_parse_rope_scaling():
 
 
 def test_bad_requests_are_clear_errors(tf, saved, tmp_path):
-    from lexkit import hf
+    from lexkit.model import hf
 
     with pytest.raises(ValueError, match="learned positions, not RoPE"):
         hf.load(saved["gpt2"], rope_scaling="linear:2")
@@ -236,8 +236,8 @@ def test_bad_requests_are_clear_errors(tf, saved, tmp_path):
 
 def test_missing_transformers_names_the_extra(monkeypatch, capsys):
     """Without transformers: one error line naming the extra (simulated by hiding the module)."""
-    from lexkit import hf
     from lexkit.cli import main
+    from lexkit.model import hf
 
     monkeypatch.setitem(sys.modules, "transformers", None)
     with pytest.raises(LexkitError, match=r"pip install -e '\.\[hf\]'"):
@@ -252,7 +252,7 @@ def test_missing_transformers_names_the_extra(monkeypatch, capsys):
 def test_encode_counts_the_bytes_each_token_covers(tf, saved, bos, tmp_path):
     """Bytes per scored token sum to the UTF-8 bytes of the text the tokens decode to; without a
     BOS the first token is context only."""
-    from lexkit import hf
+    from lexkit.model import hf
 
     if not bos:
         _tokenizer(tf, bos=False).save_pretrained(tmp_path)
@@ -278,7 +278,7 @@ def test_evaluate_is_the_protocol_in_tokens(tf, saved):
     """bpb = summed NLL / (ln 2 x bytes) and ppl = e^(mean token NLL), recomputed independently
     with transformers' eager model over the windows written out; every length scores the same
     tokens and bytes."""
-    from lexkit import hf
+    from lexkit.model import hf
 
     model = hf.load(saved["llama"])
     report = evaluate(model, [CORPUS, CORPUS[100:]], [16, 32, 48], ["causal", "window:8"])
@@ -310,8 +310,8 @@ def test_evaluate_is_the_protocol_in_tokens(tf, saved):
 
 
 def test_evaluate_reports_lengths_a_family_cannot_run(tf, saved):
-    from lexkit import hf
-    from lexkit.errors import DataError
+    from lexkit.core.errors import DataError
+    from lexkit.model import hf
 
     model = hf.load(saved["gpt2"])  # 48 learned positions
     report = evaluate(model, [CORPUS], [32, 64])
@@ -328,7 +328,7 @@ def test_evaluate_reports_lengths_a_family_cannot_run(tf, saved):
 def test_analytic_curve_of_rope_families(tf, saved):
     """Llama: lexkit's own analytic rope curve, (2/sqrt(h)) sum_i cos(n theta_i). GPT-NeoX
     (a quarter of the dims rotated): (sum over r/2 pairs of 2 cos(n theta_i) + h - r)/sqrt(h)."""
-    from lexkit import hf
+    from lexkit.model import hf
 
     llama = hf.load(saved["llama"])
     ours = resolution.model_curve(llama, 64)
@@ -346,7 +346,7 @@ def test_analytic_curve_of_rope_families(tf, saved):
 
 def test_analytic_curve_yarn_scales_by_the_attention_factor(tf, saved):
     """YaRN multiplies cos and sin by a = 0.1 ln s + 1: s[0] = a^2 h / sqrt(h)."""
-    from lexkit import hf
+    from lexkit.model import hf
 
     yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16}
     model = hf.load(saved["llama"], rope_scaling=yarn)
@@ -358,7 +358,7 @@ def test_analytic_curve_of_bloom_is_its_alibi(tf, saved):
     """s[n] = -slope_h n (+ a constant, which R ignores) with Bloom's own slopes."""
     from transformers.models.bloom.modeling_bloom import _get_alibi_slopes
 
-    from lexkit import hf
+    from lexkit.model import hf
 
     curve = resolution.model_curve(hf.load(saved["bloom"]), 20)
     slopes = _get_alibi_slopes(4, torch.device("cpu")).double()
@@ -368,7 +368,7 @@ def test_analytic_curve_of_bloom_is_its_alibi(tf, saved):
 
 def test_analytic_curve_of_gpt2_uses_its_position_table(tf, saved):
     """s[n] = mean over m of p_m . p_(m-n) / sqrt(d_model), p = the model's wpe rows."""
-    from lexkit import hf
+    from lexkit.model import hf
 
     model = hf.load(saved["gpt2"])
     p = model.hf.transformer.wpe.weight.detach().double()[:12]
@@ -382,7 +382,7 @@ def test_analytic_curve_of_gpt2_uses_its_position_table(tf, saved):
 def test_empirical_entropy_matches_transformers_attention_weights(tf, saved, tmp_path):
     """lexkit.resolution.empirical takes an HFModel as it is; its entropy per layer and head
     equals the entropy of transformers' own eager attention weights (output_attentions)."""
-    from lexkit import hf
+    from lexkit.model import hf
 
     model = hf.load(saved["qwen2"])
     toks = resolution.texts([CORPUS, CORPUS[50:]], 24, 2, model=model)
@@ -405,8 +405,8 @@ def test_empirical_entropy_matches_transformers_attention_weights(tf, saved, tmp
 def test_cli_eval_and_resolution(tf, saved, tmp_path, capsys):
     import json
 
-    from lexkit import hf
     from lexkit.cli import main
+    from lexkit.model import hf
 
     data = tmp_path / "doc.txt"
     data.write_bytes(CORPUS)
@@ -451,7 +451,7 @@ def test_cli_errors_are_one_line(tf, saved, tmp_path, capsys, argv, message):
 
 
 def test_a_model_that_bypasses_lexkit_is_an_error_not_a_silent_causal_run(tf, saved):
-    from lexkit import hf
+    from lexkit.model import hf
 
     model = hf.load(saved["llama"])
     model.hf.set_attn_implementation("eager")
@@ -460,7 +460,7 @@ def test_a_model_that_bypasses_lexkit_is_an_error_not_a_silent_causal_run(tf, sa
 
 
 def check_flex_against_dense(path) -> None:
-    from lexkit import hf
+    from lexkit.model import hf
 
     model = hf.load(path)
     x = _ids(64)
@@ -494,7 +494,7 @@ def test_dynamic_ntk_runs_at_the_length_asked_whatever_ran_before(tf, sharp):
     """transformers' dynamic RoPE keeps the frequencies of the longest call so far; a call at 64
     after one at 128 must equal a call at 64 on a fresh model (and transformers' own eager model
     called at 64 first)."""
-    from lexkit import hf
+    from lexkit.model import hf
 
     x64, x128 = _ids(64, batch=1), _ids(128, batch=1, seed=2)
     with torch.no_grad():
@@ -524,7 +524,7 @@ def test_dynamic_ntk_eval_and_resolution_give_the_same_numbers_in_any_order(tf, 
         doc = json.loads(out.read_text())
         r[lengths] = (doc["analytic"]["results"][0]["resolution"], doc["empirical"]["results"][0]["resolution"])
     assert r["64"] == pytest.approx(r["64,128"], rel=1e-9)
-    from lexkit import hf
+    from lexkit.model import hf
 
     model = hf.load(sharp, rope_scaling="dynamic:4")
     with torch.no_grad():
@@ -562,7 +562,7 @@ def test_what_an_hf_model_cannot_honour_is_refused_by_name(tf, saved, tmp_path, 
     line = one_error_line(capsys)
     assert message in line, line
     if message == "the longest has ":  # how long the longest tokenized document was
-        from lexkit import hf
+        from lexkit.model import hf
 
         longest = hf.load(saved["llama"]).encode(CORPUS)[0].numel() - 1
         assert f"the longest has {longest:,}" in line
@@ -588,7 +588,7 @@ def test_eval_of_a_run_and_of_an_hf_model_go_through_one_function(tf, saved, tmp
     patched once, it sees both targets (and both still produce their reports through it)."""
     import lexkit.instruments.evaluate as ev
     from lexkit.cli import main
-    from lexkit.runs import save_weights, write_json
+    from lexkit.training.runs import save_weights, write_json
 
     run = tmp_path / "run"
     run.mkdir()

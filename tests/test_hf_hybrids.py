@@ -1,4 +1,4 @@
-"""lexkit.hf on the hybrids: Hugging Face families whose layers differ (Gemma 2/3, GPT-OSS, Llama 4,
+"""lexkit.model.hf on the hybrids: Hugging Face families whose layers differ (Gemma 2/3, GPT-OSS, Llama 4,
 Cohere 2, SmolLM3, Qwen3), offline.
 
 Tiny random models of each family (tests/fixtures/tiny_hf.py: windows and chunks of 8, a training
@@ -78,9 +78,9 @@ def test_every_layer_is_read_from_the_config(configs, name):
     type; GPT-OSS: alternating, a sink per head; Llama 4: chunked RoPE layers, every 4th NoPE with
     the temperature; Cohere 2: window RoPE layers, every 4th full NoPE; SmolLM3: no_rope_layers;
     Qwen3: window layers from max_window_layers on."""
-    from lexkit.hf import MODEL_TYPES, layers_of
-    from lexkit.hf.model import describe_config
-    from lexkit.hf.model_types import layout_text
+    from lexkit.model.hf import MODEL_TYPES, layers_of
+    from lexkit.model.hf.model import describe_config
+    from lexkit.model.hf.model_types import layout_text
 
     config = configs[name]
     layers = layers_of(config, MODEL_TYPES[name])
@@ -100,7 +100,7 @@ def test_own_mask_reads_transformers_mask_functions(tf):
         sliding_window_causal_mask_function,
     )
 
-    from lexkit.hf import own_mask
+    from lexkit.model.hf import own_mask
 
     assert own_mask(causal_mask_function, None).spec == "causal"
     assert own_mask(sliding_window_causal_mask_function(8), 8).spec == "window:8"
@@ -115,8 +115,8 @@ def test_the_attention_function_is_transformers_eager_with_sinks_and_soft_cappin
     from transformers.models.gemma2.modeling_gemma2 import eager_attention_forward as gemma2
     from transformers.models.gpt_oss.modeling_gpt_oss import eager_attention_forward as gpt_oss
 
-    from lexkit import hf
     from lexkit.attention.patterns import Window
+    from lexkit.model import hf
 
     torch.manual_seed(3)
     n, heads, d = 20, 4, 8
@@ -151,9 +151,9 @@ def test_a_model_whose_pad_token_is_id_0_loads(tf, configs, name):
     """The layout check at load probes with a token that is no special token and whose embedding
     row is not zero: with pad_token_id = 0 the row of id 0 is zero, its query zero at every
     position, so a probe with id 0 read every RoPE layer as unrotated and refused the model."""
-    from lexkit.hf import MODEL_TYPES
-    from lexkit.hf.interface import ATTN, register
-    from lexkit.hf.model import HFModel
+    from lexkit.model.hf import MODEL_TYPES
+    from lexkit.model.hf.interface import ATTN, register
+    from lexkit.model.hf.model import HFModel
 
     register()
     config = (tf.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -176,9 +176,9 @@ def test_a_model_whose_pad_token_is_id_0_loads(tf, configs, name):
 def test_a_rule_read_wrong_is_an_error_when_the_model_loads(tf, built, monkeypatch, family, message):
     """The two probe passes at load check lexkit's reading of every layer against the model: here a
     Gemma 2 read as RoPE on its sliding layers only, or without its soft cap."""
-    from lexkit import hf
-    from lexkit.errors import LexkitError
-    from lexkit.hf import model_types
+    from lexkit.core.errors import LexkitError
+    from lexkit.model import hf
+    from lexkit.model.hf import model_types
 
     monkeypatch.setitem(model_types.MODEL_TYPES, "gemma2", model_types.ModelType("rope", True, **family))
     with pytest.raises(LexkitError, match=message):
@@ -190,8 +190,8 @@ def check_parity(tf, path, monkeypatch, dropped=None) -> None:
     """lexkit's logits on the dense and chunked kernels (query blocks of 16) = transformers' eager
     model at 6 and 40 tokens (below and above the windows and chunks of 8 and the training length of
     32); ``dropped(path)``: transformers without the family's rule, which must differ."""
-    from lexkit import hf
     from lexkit.attention import kernels
+    from lexkit.model import hf
 
     monkeypatch.setattr(kernels.step, "CHUNK", 16)
     model, reference = hf.load(path), eager(tf, path)
@@ -222,7 +222,7 @@ FULL, SLIDING = "full_attention", "sliding_attention"
 def test_overrides_are_transformers_with_the_layer_types_changed(tf, built, spec, changes):
     """An override (the grammar of byte runs' layouts) = transformers' eager Gemma 2 whose config
     gives those layers that mask; unqualified, a pattern applies inside every layer's own."""
-    from lexkit import hf
+    from lexkit.model import hf
 
     path = built("gemma2")
     x = ids(40)
@@ -235,7 +235,8 @@ def test_overrides_are_transformers_with_the_layer_types_changed(tf, built, spec
 def test_an_override_changes_exactly_the_layers_it_names(tf, built):
     """Under L1=window:4 the score hook sees layer 1 under window:4 and every other layer under its
     own mask; the output of layer 0 is unchanged, that of layer 1 changes."""
-    from lexkit import attention, hf
+    from lexkit import attention
+    from lexkit.model import hf
 
     model = hf.load(built("gemma2"))
     x, n = ids(40, batch=1), 40
@@ -267,7 +268,7 @@ def test_an_override_changes_exactly_the_layers_it_names(tf, built):
 def test_bpb_is_transformers_own_loss(tf, built):
     """bpb and token perplexity of one window of 40 tokens = transformers' own loss (labels=ids), as
     configured and with the global layers under the window."""
-    from lexkit import hf
+    from lexkit.model import hf
 
     path = built("gemma2")
     model = hf.load(path)
@@ -285,7 +286,8 @@ def test_bpb_is_transformers_own_loss(tf, built):
 def test_empirical_resolution_reads_each_layer_under_its_own_mask(tf, built):
     """s_hat per layer: a window layer's is -inf from distance W on, a full layer's (after it, on
     the same blocks of queries and keys) finite at every distance, whatever ran first."""
-    from lexkit import hf, resolution
+    from lexkit import resolution
+    from lexkit.model import hf
 
     doc = resolution.empirical(hf.load(built("gemma2")), ids(40, batch=1), "causal")
     curve = doc["curve"]  # [layers, heads, 40]
@@ -359,8 +361,8 @@ def test_rope_scaling_reaches_the_layers_that_rotate(tf):
     """Unqualified: every RoPE layer (NoPE layers have none to scale); a selector: the layers it names,
     per layer type where the model keeps one RoPE per type (Gemma 3), all or none where one rotary
     embedding serves every RoPE layer (Llama 4, Cohere 2)."""
-    from lexkit.hf import MODEL_TYPES, parse_rope_scalings
-    from lexkit.hf.loading import apply_rope_scaling
+    from lexkit.model.hf import MODEL_TYPES, parse_rope_scalings
+    from lexkit.model.hf.loading import apply_rope_scaling
 
     assert parse_rope_scalings("full_attention=linear:8;local=yarn:2") == [
         ("full_attention", {"rope_type": "linear", "factor": 8}), ("local", {"rope_type": "yarn", "factor": 2})]
@@ -410,7 +412,7 @@ def test_other_model_types_reproduce_transformers_eager(tf, built, monkeypatch, 
 
 @pytest.mark.slow  # fast sibling: test_rope_scaling_reaches_the_layers_that_rotate
 def test_gemma3_scales_the_rope_of_one_layer_type(tf, built):
-    from lexkit import hf
+    from lexkit.model import hf
 
     path = built("gemma3_text")
     params = {FULL: {"rope_type": "linear", "rope_theta": 1e6, "factor": 8.0},
@@ -425,7 +427,7 @@ def test_gemma3_scales_the_rope_of_one_layer_type(tf, built):
 
 @pytest.mark.slow  # fast sibling: test_what_a_hybrid_cannot_honour_is_one_error_line
 def test_sinks_refuse_flex_and_the_temperature_refuses_an_offset(tf, built):
-    from lexkit import hf
+    from lexkit.model import hf
 
     with pytest.raises(ValueError, match="has sink on its layers: kernel 'flex' cannot run a learned sink logit"):
         hf.load(built("gpt_oss"))(ids(8), kernel="flex")

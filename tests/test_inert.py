@@ -2,7 +2,7 @@
 and ``+chunks:8,n=1000`` on a model trained at 32 bytes trained the plain softmax without a word, and a sweep
 arm written so trained no sparsity. Each modifier says at which lengths it does nothing
 (:meth:`Modifier.inert_at`), checked here against the weights it computes; ``lexkit train`` warns and a
-sweep refuses the arm (one check, :func:`lexkit.settings.inert_modifier`) where it does nothing at the
+sweep refuses the arm (one check, :func:`lexkit.training.settings.inert_modifier`) where it does nothing at the
 training length and at the longest length evaluated."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch
 
 from lexkit.attention import modifiers as mods
 from lexkit.cli import main
-from lexkit.settings import configs, inert_modifier
+from lexkit.training.settings import configs, inert_modifier
 from toy_corpus import STUDY_DOCS, write_corpus
 
 

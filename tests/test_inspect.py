@@ -14,12 +14,13 @@ import pytest
 import torch
 
 from cli_checks import one_error_line
-from lexkit import mix, tasks
-from lexkit.data import Corpus, Stream, load_corpus, tokens_of
+from lexkit import tasks
+from lexkit.data import mix
+from lexkit.data.corpus import Corpus, Stream, load_corpus, tokens_of
 from lexkit.instruments.inspect.bytes import measure as bt
 from lexkit.instruments.inspect.needle_mass import measure as nm
-from lexkit.model import BOS, GPT, VOCAB, ModelConfig
-from lexkit.subject import RunSubject
+from lexkit.instruments.subject import RunSubject
+from lexkit.model.gpt import BOS, GPT, VOCAB, ModelConfig
 
 D = 4
 

@@ -462,8 +462,8 @@ def tiny_model(spec: str) -> GPT:
 
 def train_losses(model: GPT, kernel: str, steps: int = 2) -> list[float]:
     """A few steps of lexkit's own train_step with the model attending through ``kernel``."""
-    from lexkit.settings import TrainConfig
-    from lexkit.train import make_optimizer, train_step
+    from lexkit.training.loop import make_optimizer, train_step
+    from lexkit.training.settings import TrainConfig
 
     model.forward = functools.partial(type(model).forward, model, kernel=kernel)
     optimizer = make_optimizer(model, TrainConfig())

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from lexkit import mix, tasks
+from lexkit import tasks
+from lexkit.data import mix
 
 HAY = tasks.Haystack(b"def f(x):\n    return x + 1  # ok\n" * 20)
 

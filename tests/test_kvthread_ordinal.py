@@ -15,11 +15,12 @@ import torch
 from torch import nn
 
 from kit import tiny_gpt
-from lexkit import mix, retrieval, tasks
+from lexkit import retrieval, tasks
 from lexkit.attention import create as create_pattern
-from lexkit.data import tokens_of
-from lexkit.model import VOCAB, ModelConfig
-from lexkit.subject import RunSubject
+from lexkit.data import mix
+from lexkit.data.corpus import tokens_of
+from lexkit.instruments.subject import RunSubject
+from lexkit.model.gpt import VOCAB, ModelConfig
 
 HAY = tasks.Haystack(b"def f(x):\n    return x + 1  # ok ~ tilde\n" * 20)
 SPECS = ["kvthread", "kvthread:direction=backward", "kvthread:hops=1,chains=1", "kvthread:hops=3,chains=3",

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from lexkit import mix, tasks
-from lexkit.data import tokens_of
+from lexkit import tasks
+from lexkit.data import mix
+from lexkit.data.corpus import tokens_of
 from test_kvthread_ordinal import HAY, follow
 
 QUESTION = {"bytes": rb"~[A-Za-z]{%d}(?:>+|<+)", "standard": rb"The hash \d+ hops? (?:after|before) [A-Za-z]{%d} is"}

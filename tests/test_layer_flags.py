@@ -12,9 +12,9 @@ from cli_checks import one_error_line
 from lexkit import layouts
 from lexkit.attention.modifiers import logn_scale
 from lexkit.cli import main
-from lexkit.model import ModelConfig
-from lexkit.runs import configs_from_run
-from lexkit.runs.config import scheme_overrides
+from lexkit.model.gpt import ModelConfig
+from lexkit.training.runs import configs_from_run
+from lexkit.training.runs.config import scheme_overrides
 from toy_corpus import write_corpus
 
 FAST = ["--preset", "tiny", "--steps", "2", "--quiet", "--threads", "1"]

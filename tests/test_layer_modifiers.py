@@ -39,8 +39,8 @@ from lexkit.attention.modifiers import (
 )
 from lexkit.cli import main
 from lexkit.evaluate import stream_nll
-from lexkit.model import GPT, ModelConfig
-from lexkit.sample import generate
+from lexkit.model.gpt import GPT, ModelConfig
+from lexkit.model.sample import generate
 from toy_corpus import TINY, write_corpus
 
 H, HD = 2, 8
@@ -476,8 +476,8 @@ def test_on_cuda_auto_trains_and_evaluates_the_new_modifiers_as_dense_does():
     import functools
 
     from lexkit.evaluate import evaluate
-    from lexkit.settings import TrainConfig
-    from lexkit.train import device_autocast, make_optimizer, train_step_stats
+    from lexkit.training.loop import device_autocast, make_optimizer, train_step_stats
+    from lexkit.training.settings import TrainConfig
 
     torch.manual_seed(0)
     cfg = ModelConfig(scheme="rope", n_layers=2, d_model=64, n_heads=4, train_len=128,

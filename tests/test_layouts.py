@@ -19,7 +19,7 @@ from kit import nudge, tiny_gpt
 from lexkit import GPT, ModelConfig, layouts
 from lexkit.attention import Layered
 from lexkit.cli import main
-from lexkit.data import encode
+from lexkit.data.corpus import encode
 from lexkit.evaluate import stream_nll
 from toy_corpus import TINY, write_corpus
 
@@ -425,7 +425,7 @@ def test_a_run_rebuilt_from_its_recorded_layers_keeps_one_token_shift(tmp_path, 
     """A run whose recorded layers today's defaults no longer give runs as recorded: its model-wide token
     shift dropped where the recorded layers shift tokens themselves (the plan's answer, not the text's:
     ``+kshift`` shifts keys)."""
-    from lexkit.runs.config import as_recorded
+    from lexkit.training.runs.config import as_recorded
 
     model = {"scheme": "rope", "n_layers": 2, "d_model": 32, "n_heads": 2, "train_len": 32, "token_shift": 0.5}
     with pytest.warns(Warning, match="runs as it trained"):

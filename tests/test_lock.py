@@ -1,4 +1,4 @@
-"""lexkit.lock: one writer per directory. A second writer is refused naming the holder and changes
+"""lexkit.core.lock: one writer per directory. A second writer is refused naming the holder and changes
 nothing; a lock left by a killed process is stale and taken over; an interrupted writer releases it."""
 
 import os
@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from cli_checks import one_error_line, snapshot
-from lexkit import lock, runs
 from lexkit.cli import main
+from lexkit.core import lock
+from lexkit.training import runs
 from lock_holder import Holder
 from stop import stop_at
 from toy_corpus import TINY, write_corpus

@@ -8,10 +8,11 @@ import pytest
 import torch
 
 from cli_checks import train_refused
-from lexkit import GPT, runs
-from lexkit.model import ModelConfig
-from lexkit.settings import configs
-from lexkit.train import train
+from lexkit import GPT
+from lexkit.model.gpt import ModelConfig
+from lexkit.training import runs
+from lexkit.training.loop import train
+from lexkit.training.settings import configs
 
 
 def test_parameter_count_is_embedding_attention_and_norms_only():
@@ -45,8 +46,8 @@ def test_forward_is_residual_plus_attention():
 
 
 def test_recorded_and_read_back(tmp_path):
+    from lexkit.data.corpus import Corpus
     from toy_corpus import DOCS
-    from lexkit.data import Corpus
 
     corpus = Corpus("toy", DOCS[:-3], DOCS[-3:], {"source": "toy", "files": len(DOCS), "bytes": 1})
     model_cfg, train_cfg = configs("tiny", "learned", mlp=False, steps=2, save_every=2, eval_every=2, warmup=1)

@@ -1,4 +1,4 @@
-"""lexkit.needles: copy needles in many formats, a trained family and a held-out one. Every format's
+"""lexkit.tasks.needles: copy needles in many formats, a trained family and a held-out one. Every format's
 documents are what they say, deterministic by seed; the training mix never emits a held-out format
 (checked on thousands of documents against rules written here, not the module's); each held-out
 format reads as itself and as no other; bad format names are one error line."""
@@ -10,7 +10,10 @@ import re
 import pytest
 import torch
 
-from lexkit import data, mix, needles, tasks
+from lexkit import tasks
+from lexkit.data import corpus as data
+from lexkit.data import mix
+from lexkit.tasks import needles
 
 HAY = tasks.Haystack(b"def f(x):\n    return x + 1  # ok ~ tilde ^ caret\n    y = 'a' + \"b\"\n" * 20)
 TRAINED = ["tilde", "marker", "bare", "ngram", "recall"]
@@ -68,7 +71,7 @@ def _cue(doc) -> bytes:
 
 
 def _held_out_signature(doc) -> str | None:
-    """The held-out rule, written independently of lexkit.needles."""
+    """The held-out rule, written independently of lexkit.tasks.needles."""
     cue, value = _cue(doc), doc.expected
     if re.search(rb"=\s*[\"']$", cue):
         return "python"

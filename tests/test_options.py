@@ -1,4 +1,4 @@
-"""lexkit.options: settings declared once as dataclass fields make their flags, read back what the command
+"""lexkit.core.options: settings declared once as dataclass fields make their flags, read back what the command
 line gave and check their bounds and choices under the name a user typed; lexkit train's run settings and
 the study's table settings are declared so (no command lists a setting twice)."""
 
@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from lexkit import options
 from lexkit.cli import main
+from lexkit.core import options
 
 
 @dataclasses.dataclass
@@ -63,11 +63,11 @@ def test_lexkit_train_takes_its_run_settings_from_one_declaration():
     assert overrides["mix"] == "copy:0.1,passkey:0.05" and overrides["logn"] is True
     assert overrides["curriculum"] == 0.25 and overrides["seed"] is None and overrides["steps"] is None
     assert set(overrides) == {f.name for f in dataclasses.fields(train.RunSettings)} | set(
-        __import__("lexkit").presets.FLAGS)
+        __import__("lexkit.training.presets").training.presets.FLAGS)
 
 
 def test_help_shows_the_preset_defaults_and_presets_lists_them(capsys):
-    from lexkit import presets
+    from lexkit.training import presets
 
     with pytest.raises(SystemExit):
         main(["train", "--help"])

@@ -1,4 +1,5 @@
-"""Use of context, paired (lexkit.paired): the same bytes at L and K x L with every window opening on a
+"""Use of context, paired (lexkit.instruments.evaluate.paired): the same bytes at L and K x L with every window
+opening on a
 byte of its document, the ratio's interval over documents; and evaluate's ``start``."""
 
 import math
@@ -9,10 +10,10 @@ import torch
 import torch.nn.functional as F
 
 from kit import tiny_gpt
+from lexkit.core.stats import ratio_interval, t_quantile
 from lexkit.evaluate import evaluate, paired_rows
-from lexkit.model import BOS
-from lexkit.paired import paired_context
-from lexkit.stats import ratio_interval, t_quantile
+from lexkit.instruments.evaluate.paired import paired_context
+from lexkit.model.gpt import BOS
 
 
 def _documents(n=6, size=200, seed=0):
@@ -160,7 +161,7 @@ def test_lexkit_eval_paired_prints_and_writes_the_interval(tmp_path, capsys):
 
 def test_lexkit_eval_paired_on_one_document_says_why_there_is_no_interval(tmp_path, capsys):
     """`--paired --max-docs 1` printed a bare `0.990`, no interval and no reason: an interval over
-    documents needs at least 2 (lexkit.stats.ratio_interval), and without one flatness is undetermined."""
+    documents needs at least 2 (lexkit.core.stats.ratio_interval), and without one flatness is undetermined."""
     from cli_checks import save_run
     from lexkit.cli import main
 

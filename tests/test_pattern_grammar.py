@@ -187,8 +187,8 @@ def test_a_bad_composition_in_a_layout_is_one_layout_error_naming_the_layer(text
 
 
 def test_a_composed_pattern_stays_one_cell_of_a_markdown_table():
-    from lexkit.blocks import Table
-    from lexkit.render import markdown_table
+    from lexkit.documents.blocks import Table
+    from lexkit.documents.render import markdown_table
 
     text = markdown_table(Table.of(["pattern", "bpb"], [["window:64|first:4", "1.000"]]))
     assert text.splitlines()[2] == "| window:64\\|first:4 | 1.000 |"  # GitHub reads \| as a | in the cell

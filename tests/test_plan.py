@@ -11,12 +11,12 @@ import torch
 
 from kit import tiny_gpt
 from lexkit import attention, layouts
-from lexkit import model as model_module
 from lexkit.attention import Either, First, Pattern, kernels
 from lexkit.attention import modifiers as mods
 from lexkit.attention.patterns import Chunk, Window
-from lexkit.model import GPT, ModelConfig
-from lexkit.specs import Param
+from lexkit.core.specs import Param
+from lexkit.model import gpt as model_module
+from lexkit.model.gpt import GPT, ModelConfig
 from oracle import reference_attention
 
 
@@ -60,8 +60,8 @@ def test_a_forward_parses_no_layout_and_resolves_a_pattern_once(parses):
 
 
 def test_a_run_loads_with_one_layout_parse(parses, tmp_path):
-    from lexkit.runs.config import load as load_run
-    from lexkit.runs.weights import save_weights
+    from lexkit.training.runs.config import load as load_run
+    from lexkit.training.runs.weights import save_weights
 
     model = tiny("hwfa:W=4")
     cfg = model.cfg

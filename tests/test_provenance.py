@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from lexkit import __version__, distributed, provenance
+from lexkit import __version__
+from lexkit.core import provenance
+from lexkit.training import distributed
 
 KEYS = {"lexkit_version", "git_commit", "torch_version", "python", "platform", "device", "dtype", "autocast",
         "world_size", "backend", "started"}
@@ -24,7 +26,7 @@ def test_collect_one_process_on_the_cpu():
 
 
 def test_git_commit_is_the_checkout_head_or_none(monkeypatch):
-    root = Path(provenance.__file__).resolve().parents[2]
+    root = Path(provenance.__file__).resolve().parents[3]
     try:
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
                               timeout=5).stdout.strip() or None
@@ -66,7 +68,7 @@ def test_flops_per_token_is_nanogpts_estimate():
 def test_mfu_peaks_by_device_name():
     """The dense BF16 peaks of the table (datasheet figures with sparsity halved); an NVL board
     is not read as its SXM namesake, and a device or dtype not in the table has no MFU."""
-    from lexkit.provenance import mfu, peak_flops
+    from lexkit.core.provenance import mfu, peak_flops
 
     assert peak_flops("NVIDIA H200", "bfloat16") == 989.4e12 and peak_flops("NVIDIA H100 PCIe", "float16") == 756e12
     assert peak_flops("NVIDIA A100-SXM4-80GB", "bfloat16") == 312e12

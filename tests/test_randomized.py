@@ -51,13 +51,13 @@ def test_sampled_positions_are_a_uniform_subset():
 
 def test_a_training_forward_draws_positions_and_evaluation_counts_from_zero(monkeypatch):
     seen = []
-    real = lexkit.model.Attention
+    real = lexkit.model.gpt.Attention
 
     def spy(scheme, pattern, pos, **kw):
         seen.append((pos.clone(), kw["extent"]))
         return real(scheme, pattern, pos, **kw)
 
-    monkeypatch.setattr(lexkit.model, "Attention", spy)
+    monkeypatch.setattr(lexkit.model.gpt, "Attention", spy)
     cfg = lexkit.ModelConfig(scheme="alibi", n_layers=1, d_model=32, n_heads=2, train_len=16, random_positions=1000)
     model = lexkit.GPT(cfg)
     tokens = torch.randint(0, 256, (3, 16))

@@ -25,8 +25,8 @@ def test_the_retrieval_recipe_is_the_measured_one():
     """The README's "teach it to retrieve" line is the recipe docs/retrieval.md measured and the
     study's table G trains (lexkit.study.recipe.RECIPE), flag for flag (the learning rate may be
     left to the preset when it is the preset's)."""
-    from lexkit import presets
     from lexkit.study.recipe import RECIPE
+    from lexkit.training import presets
 
     shell = "".join(re.findall(r"```bash\n(.*?)```", README.read_text(), flags=re.S))
     (line,) = [x for x in shell.splitlines() if x.startswith("lexkit train") and "--mix" in x]

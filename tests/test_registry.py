@@ -1,4 +1,4 @@
-"""The registries of position schemes and attention patterns (lexkit.registry): what ``lexkit schemes``
+"""The registries of position schemes and attention patterns (lexkit.core.registry): what ``lexkit schemes``
 and ``lexkit patterns`` list, a user's own classes registered by ``--import``, and names already taken."""
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ def test_a_run_of_an_imported_scheme_names_it_and_import(tmp_path, capsys, fresh
     """Loaded without its module, a run of a user's scheme said "not a valid lexkit run config"."""
     import json
 
-    from lexkit import runs
+    from lexkit.training import runs
 
     main(["schemes", "--import", "my_scheme"])
     run = tmp_path / "run"

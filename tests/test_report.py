@@ -13,9 +13,9 @@ from html.parser import HTMLParser
 
 import pytest
 
-from lexkit.blocks import Table
-from lexkit.notation import length_label, multiple, number, signed
-from lexkit.render import markdown as render_markdown
+from lexkit.core.notation import length_label, multiple, number, signed
+from lexkit.documents.blocks import Table
+from lexkit.documents.render import markdown as render_markdown
 from lexkit.study import document, read, write_report
 from lexkit.study.report import length_table, pattern_table, provenance_table
 from lexkit.study.results import principles, seed_mean
@@ -87,7 +87,7 @@ def test_length_labels_share_one_format():
 ])
 def test_percentages_never_round_to_0_or_100(x, text):
     """'99 [95-100]' hid 99.8: a proportion is whole unless rounding would make it read 0 or 100."""
-    from lexkit.notation import percent as percent_text
+    from lexkit.core.notation import percent as percent_text
     from lexkit.study.report.tables import percent
 
     assert percent_text(x) == text
@@ -368,7 +368,7 @@ def test_scatter_labels_never_cover_each_other(monkeypatch):
 
     from matplotlib.text import Text
 
-    from lexkit import plots
+    from lexkit.documents import plots
 
     results = study_results()
     g = results["retrieval"]
@@ -419,7 +419,7 @@ def test_no_figure_hides_a_curve_behind_another_or_its_legend(monkeypatch):
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from lexkit import plots
+    from lexkit.documents import plots
 
     doc = json.loads((Path(__file__).parent / "fixtures" / "safety_net" / "results.json").read_text())
     names = [f"scheme{i}" for i in range(12)]

@@ -17,7 +17,7 @@ from lexkit import resolution as res
 from lexkit.attention import create as create_pattern
 from lexkit.attention.kernels.step import CHUNK
 from lexkit.cli import main
-from lexkit.specs import parse_lengths
+from lexkit.core.specs import parse_lengths
 
 RELATIVE = [name for name in positions.names() if positions.get(name).relative]
 
@@ -351,7 +351,8 @@ def test_cli_bad_input_is_one_error_line(argv, words, capsys):
 
 
 def test_cli_empirical_run_dir(tmp_path, capsys):
-    from lexkit import data, runs
+    from lexkit.data import corpus as data
+    from lexkit.training import runs
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -427,7 +428,7 @@ def test_spec_keys_that_change_nothing_are_refused(spec, words, capsys):
 
 
 def test_length_labels_have_one_format():
-    from lexkit.notation import length_label
+    from lexkit.core.notation import length_label
 
     assert [length_label(n, 64) for n in (14, 32, 64, 66, 1024, 64000)] == [
         "14 (0.219x)", "32 (0.5x)", "64 (1x)", "66 (1.03x)", "1024 (16x)", "64000 (1000x)"]

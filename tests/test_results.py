@@ -11,8 +11,9 @@ from typing import ClassVar
 import pytest
 
 import safety_net
-from lexkit.render import csv_text, markdown
-from lexkit.rows import EmpiricalRow, Row
+from lexkit.documents.render import csv_text, markdown
+from lexkit.documents.rows import Row
+from lexkit.instruments.resolution.rows import EmpiricalRow
 from lexkit.study import document, read, write_report
 from lexkit.study.report import length_table
 from lexkit.study.schema import StudyResults, StudyRun

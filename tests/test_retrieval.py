@@ -14,9 +14,9 @@ from kit import tiny_gpt
 from lexkit import retrieval, tasks
 from lexkit.attention import create as create_pattern
 from lexkit.instruments.retrieval import measure as retrieval_measure
-from lexkit.model import BOS, VOCAB, ModelConfig
-from lexkit.rows import RetrievalCell
-from lexkit.subject import RunSubject
+from lexkit.instruments.retrieval.rows import RetrievalCell
+from lexkit.instruments.subject import RunSubject
+from lexkit.model.gpt import BOS, VOCAB, ModelConfig
 
 HAY = tasks.Haystack(b"def f(x):\n    return x + 1  # ok\n" * 20)
 
@@ -228,9 +228,9 @@ def test_bad_grids(kwargs, message):
 # -- the command ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    from lexkit.data import load_corpus
-    from lexkit.settings import configs
-    from lexkit.train import train
+    from lexkit.data.corpus import load_corpus
+    from lexkit.training.loop import train
+    from lexkit.training.settings import configs
     from toy_corpus import write_corpus
 
     root = tmp_path_factory.mktemp("retrieval")

@@ -1,4 +1,4 @@
-"""lexkit.runs: run directories. Weights checked against their content hash and config.json,
+"""lexkit.training.runs: run directories. Weights checked against their content hash and config.json,
 refusals that name the file, metrics read past a cut-short line, config sections, file modes, and
 ``lexkit runs`` listing each run and its state."""
 
@@ -12,13 +12,13 @@ import pytest
 import torch
 
 from cli_checks import one_error_line, snapshot
-from lexkit import runs
 from lexkit.cli import main
-from lexkit.data import Corpus
-from lexkit.errors import RunError
+from lexkit.core.errors import RunError
+from lexkit.data.corpus import Corpus
 from lexkit.evaluate import evaluate_run
-from lexkit.settings import configs
-from lexkit.train import train
+from lexkit.training import runs
+from lexkit.training.loop import train
+from lexkit.training.settings import configs
 from lock_holder import Holder
 from stop import stop_at
 from toy_corpus import STUDY_DOCS
@@ -186,8 +186,8 @@ def test_a_run_records_every_parameter_and_a_changed_default_does_not_change_it(
     changes, the run still scores as it trained (one warning naming both), and the study keys its
     cache on the resolved spec, so it trains again instead of serving the old run's numbers."""
     from lexkit import ModelConfig
+    from lexkit.core.specs import Param
     from lexkit.positions.rotary import RoPE
-    from lexkit.specs import Param
 
     run = trained / "rope"
     config = json.loads((run / "config.json").read_text())
@@ -212,7 +212,7 @@ def test_an_output_that_is_no_regular_file_is_written_into_not_replaced(tmp_path
     import stat
     import threading
 
-    from lexkit.runs import files
+    from lexkit.training.runs import files
 
     pipe, got = tmp_path / "pipe", []
     os.mkfifo(pipe)

@@ -13,7 +13,7 @@ from cli_checks import one_error_line, save_run
 from kit import tiny_gpt
 from lexkit import attention
 from lexkit.cli import main
-from lexkit.sample import generate, iter_generate
+from lexkit.model.sample import generate, iter_generate
 from schemes_under_test import fast_one_of_each_kind
 
 
@@ -87,7 +87,7 @@ def test_cli_sample_is_deterministic_with_a_seed(tmp_path, capsys):
     assert main(argv) == 0
     second = capsys.readouterr()
     assert first.out == second.out and first.out.startswith("import os\n") and first.err == ""
-    model, _ = lexkit.runs.load(run)
+    model, _ = lexkit.training.runs.load(run)
     expected = generate(model, "import os\n", 24, seed=3).decode("utf-8", errors="replace")
     assert first.out == "import os\n" + expected + "\n"
     assert main(argv + ["--continuation-only"]) == 0
@@ -97,7 +97,7 @@ def test_cli_sample_is_deterministic_with_a_seed(tmp_path, capsys):
 def test_cli_sample_prints_the_seed_it_drew_and_none_when_greedy(tmp_path, capsys, monkeypatch):
     """Sampling without --seed prints the seed on stderr, and that seed repeats the text; greedy
     (--temperature 0) draws nothing and prints no seed line. --threads past the cores: one warning."""
-    from lexkit import threads
+    from lexkit.core import threads
 
     monkeypatch.setenv("LEXKIT_THREADS", "1")  # (the policy's own line aside)
     run = make_run(tmp_path)
@@ -108,7 +108,8 @@ def test_cli_sample_prints_the_seed_it_drew_and_none_when_greedy(tmp_path, capsy
     assert main(argv + ["--seed", drawn.err.split()[1]]) == 0 and capsys.readouterr().out == drawn.out
     assert main(argv + ["--temperature", "0"]) == 0
     greedy = capsys.readouterr()
-    assert greedy.err == "" and greedy.out == generate(lexkit.runs.load(run)[0], "ab", 12, temperature=0).decode(
+    loaded = lexkit.training.runs.load(run)[0]
+    assert greedy.err == "" and greedy.out == generate(loaded, "ab", 12, temperature=0).decode(
         "utf-8", errors="replace") + "\n"
     monkeypatch.setattr(threads, "cores", lambda: 2)
     monkeypatch.setattr(threads, "use", lambda n, what: used.append(n))  # (no 64 threads started here)
@@ -197,7 +198,7 @@ def test_cli_sample_refusals_name_samples_own_flags(tmp_path, capsys):
 def test_a_subjects_greedy_continuation_runs_the_same_decoding_loop_with_and_without_the_cache(monkeypatch):
     """lexkit.attention.cache.decode serves sample.generate and a subject's greedy alike: a run
     subject's tokens through the cache (prefill in segments of 7) are its tokens without it."""
-    from lexkit.subject import RunSubject
+    from lexkit.instruments.subject import RunSubject
 
     monkeypatch.setattr(lexkit.attention.cache, "SEGMENT", 7)
     model = tiny_gpt("alibi", max_len=128)

@@ -1,4 +1,4 @@
-"""lexkit.stats' interval over seeds: Student's t quantile against the printed tables (and scipy's,
+"""lexkit.core.stats' interval over seeds: Student's t quantile against the printed tables (and scipy's,
 an independent implementation, where installed), its CDF against the closed forms of one and two
 degrees of freedom, and the interval of a mean against its formula."""
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from lexkit.stats import mean_interval, t_cdf, t_quantile
+from lexkit.core.stats import mean_interval, t_cdf, t_quantile
 
 #: t_{0.975, df} as printed in every statistics table
 TABLE = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 10: 2.228, 30: 2.042, 120: 1.980}

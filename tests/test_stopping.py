@@ -1,4 +1,4 @@
-"""The stop rule of a run trained with a retrieval mix (lexkit.stopping): written and read back, the
+"""The stop rule of a run trained with a retrieval mix (lexkit.training.stopping): written and read back, the
 step it stops at from a run's probes, the trainer stopping there (recorded in its checkpoint and
 metrics, resumed to the same step and weights), and in the cache key of a run that has one only."""
 
@@ -8,11 +8,11 @@ import dataclasses
 
 import pytest
 
-from lexkit import runs, stopping
 from lexkit.cli import main
-from lexkit.data import Corpus
-from lexkit.settings import TrainConfig, configs
-from lexkit.train import train
+from lexkit.data.corpus import Corpus
+from lexkit.training import runs, stopping
+from lexkit.training.loop import train
+from lexkit.training.settings import TrainConfig, configs
 from stop import stop_at
 from toy_corpus import DOCS
 
@@ -53,7 +53,7 @@ def test_the_step_it_stops_at():
 def probed(monkeypatch):
     """The trainer's probe reading a fixed sequence by step (every step validated): exact match 0.95
     at steps 2-3, 0.2 at 4, 0.95 from 5 on; the steps it was read at recorded."""
-    import lexkit.train as T
+    import lexkit.training.loop as T
 
     values, real, step, read = {1: 0.0, 2: 0.95, 3: 0.95, 4: 0.2}, T.lr_at, {"now": 0}, []
 

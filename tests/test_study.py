@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from lexkit import lock, needles, runs, tasks
+from lexkit import tasks
 from lexkit.cli import main
+from lexkit.core import lock
 from lexkit.study import Study, StudyConfig, read
 from lexkit.study.recipe import RECIPE
 from lexkit.study.report import length_table, pattern_table
@@ -18,7 +19,9 @@ from lexkit.study.tables.extension.rows import section
 from lexkit.study.tables.retrieval import table as table_g
 from lexkit.study.tables.retrieval.report import retrieval_table
 from lexkit.study.tables.retrieval.table import Configuration, RowSpec
-from lexkit.train import train
+from lexkit.tasks import needles
+from lexkit.training import runs
+from lexkit.training.loop import train
 from stub_timer import StubTimer
 from toy_corpus import STUDY_DOCS as DOCS
 from toy_corpus import write_corpus
@@ -175,7 +178,8 @@ def test_dry_run_lists_cells_and_trains_nothing(tmp_path, data_dir, capsys, monk
     assert "G train     alibi + mix, seed 0" in text and "to train" in text and "left" not in text
     assert not (out / "runs").exists()
     # a run killed at step 12 of 40 (its checkpoint at 10) counts the 30 steps it has left, and says so
-    from lexkit import runs, train
+    from lexkit.training import runs
+    from lexkit.training.loop import train
     from stop import stop_at
 
     study = Study(StudyConfig(preset="tiny", schemes=["alibi", "xpos:gamma=0.5"], lengths=[16, 32],
@@ -316,7 +320,7 @@ def test_the_recipe_is_one_definition_for_the_study_and_the_command_line():
     """RECIPE.flags() given to ``lexkit train`` make the configs the study makes from RECIPE.settings()."""
     from lexkit.cli import build_parser
     from lexkit.cli.train import _overrides
-    from lexkit.settings import configs
+    from lexkit.training.settings import configs
 
     args = build_parser().parse_args(["train", "--scheme", "alibi", "--out", "x", *RECIPE.flags()])
     assert configs(args.preset, "alibi", **_overrides(args)) == configs(RECIPE.preset, "alibi", **RECIPE.settings())
@@ -396,7 +400,7 @@ def test_the_readme_summary_is_the_reports_own_numbers_and_sentence(tmp_path, ca
     left as it was, a second run changes nothing, and a file without the block or a study without
     results.json is one error."""
     import safety_net
-    from lexkit.render import markdown
+    from lexkit.documents.render import markdown
     from lexkit.study.summary import BEGIN, END, summary
     from lexkit.study.tables.extension.queries import extension_lines
     from lexkit.study.tables.extension.report import goal_finding
@@ -441,7 +445,7 @@ def kill_at(monkeypatch, steps: int, at: int, nth: int = 1):
     """Raise KeyboardInterrupt (as a SIGKILL would stop it: no checkpoint written) the ``nth`` time
     a run of ``steps`` steps reaches step index ``at``: the study's fine-tunes have their own
     number of steps (not the base run's), so the kill lands inside one of them."""
-    import lexkit.train as T
+    import lexkit.training.loop as T
 
     real, seen = T.lr_at, {"n": 0}
 

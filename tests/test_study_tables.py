@@ -10,7 +10,7 @@ import json
 import pytest
 
 from lexkit.cli import main
-from lexkit.render import markdown
+from lexkit.documents.render import markdown
 from lexkit.study import TABLES, Study, StudyConfig, document, read, register, results, schema
 from lexkit.study.cache import Cache
 from lexkit.study.tensorboard import study_scalars
@@ -128,7 +128,7 @@ def test_the_cache_hands_back_the_row_type_it_is_given(tmp_path, data_dir):
     """Rows computed are handed back as they are; a document computed (an instrument's JSON) is
     stored whole and handed back as the row type; read back, the same rows."""
     cache = Cache(tmp_path, Study(config(data_dir), tmp_path, progress=False, echo=None).plan,
-                  __import__("lexkit.distributed").distributed.SINGLE, progress=False)
+                  __import__("lexkit.training.distributed").training.distributed.SINGLE, progress=False)
     row = ToyRow("rope", 0, 1.5)
     assert cache.cached("toy", "a", tmp_path / "a.json", lambda: row, ToyRow) is row
     assert cache.cached("toy", "a", tmp_path / "a.json", lambda: pytest.fail("computed again"), ToyRow) == row

@@ -14,7 +14,7 @@ import pytest
 
 from lexkit import tasks
 from lexkit.cli import main
-from lexkit.mix import parse_mix
+from lexkit.data.mix import parse_mix
 from lexkit.study.sweep import Sweep, SweepConfigError, load, parse
 from lexkit.study.sweep import report as sweep_report
 from lexkit.study.sweep.work import phase_change
@@ -44,7 +44,7 @@ def test_a_tiny_sweep_is_scored_as_table_g_scores_and_renders_again_from_its_cac
     printed = capsys.readouterr().out
     assert "sweep tiny" in printed and f"report: {out}/sweep.md" in printed
     log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
-    # each arm's two seeds trained once, together (lexkit.batched), by its first seed's unit; the second
+    # each arm's two seeds trained once, together (lexkit.training.batched), by its first seed's unit; the second
     # seed's unit then finds its run trained
     trained = [e["name"] for e in log if e["task"] == "train" and e["action"] == "ran"]
     assert len(trained) == len(set(trained)) == 4
@@ -284,7 +284,7 @@ def test_eval_docs_is_the_most_documents_the_paired_bpb_reads(data_dir):
     """The sweep's eval_docs was read by nothing (table G's bpb read up to 96 documents whatever it said)."""
     from pathlib import Path
 
-    from lexkit.data import Corpus
+    from lexkit.data.corpus import Corpus
 
     def documents(**more):
         sweep = Sweep(parse(tiny(data_dir, **more)), Path("unused"), progress=False, echo=None)

@@ -8,7 +8,8 @@ import re
 import pytest
 import torch
 
-from lexkit import mix, tasks
+from lexkit import tasks
+from lexkit.data import mix
 
 HAY = tasks.Haystack(b"def f(x):\n    return x + 1  # ok ~ tilde\n" * 20)
 
@@ -134,7 +135,7 @@ def test_bad_requests(call, message):
 
 # -- the training mix ----------------------------------------------------------------------------------
 def test_parse_mix():
-    from lexkit.mix import mix_text, parse_mix
+    from lexkit.data.mix import mix_text, parse_mix
 
     assert parse_mix("passkey:0.05, copy:0.1") == {"passkey": 0.05, "copy": 0.1}
     assert parse_mix("") == {} and mix_text(parse_mix("copy:0.50")) == "copy:0.5"
@@ -149,8 +150,8 @@ def test_parse_mix():
 def test_a_mix_is_recorded_as_given_and_reads_back(spec, want):
     """The canonical text config.json records reads back as the same fractions (it was rounded to 6
     significant figures, and the rounded mix refused: 'sum to 1, more than 1', 'got 1')."""
-    from lexkit.mix import mix_text, parse_mix
-    from lexkit.settings import TrainConfig
+    from lexkit.data.mix import mix_text, parse_mix
+    from lexkit.training.settings import TrainConfig
 
     assert parse_mix(spec) == want
     recorded = TrainConfig(mix=spec).mix
@@ -167,15 +168,15 @@ def test_a_mix_is_recorded_as_given_and_reads_back(spec, want):
     ("copy:0.1,copy:0.2", "names copy twice"),
 ])
 def test_bad_mixes(spec, message):
-    from lexkit.mix import parse_mix
+    from lexkit.data.mix import parse_mix
 
     with pytest.raises(ValueError, match=message):
         parse_mix(spec)
 
 
 def _stream():
-    from lexkit.data import tokens_of
-    from lexkit.mix import MixedStream
+    from lexkit.data.corpus import tokens_of
+    from lexkit.data.mix import MixedStream
 
     docs = [(f"def f{i}(x):\n    return x * {i}\n" * 30).encode() for i in range(8)]
     return MixedStream(tokens_of(docs), "copy:0.3,passkey:0.2")

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from lexkit.cli import main
-from lexkit.errors import LexkitError
+from lexkit.core.errors import LexkitError
 from lexkit.study.tensorboard import write_study
-from lexkit.tensorboard import open_writer
+from lexkit.training.tensorboard import open_writer
 from study_results import LENGTHS, bpb, study_results
 
 needs_tbx = pytest.mark.skipif(importlib.util.find_spec("tensorboardX") is None,
@@ -162,7 +162,7 @@ def test_a_resumed_run_has_every_step_once_with_or_without_the_flag(tmp_path, mo
     scalars), and a resume without --tensorboard silently stopped them: the resumed writer rewrites
     the curves from metrics.jsonl (cut back to the checkpoint), and the run's recorded logdir goes
     on without the flag."""
-    from lexkit import runs
+    from lexkit.training import runs
     from stop import stop_at
     from toy_corpus import write_corpus
 
@@ -193,7 +193,7 @@ def test_a_resumed_run_has_every_step_once_with_or_without_the_flag(tmp_path, mo
 def test_tags_are_what_tensorboard_stores(tmp_path):
     """`=` and `+` in a pattern became `_` in TensorBoard although the docs said they were kept."""
     from lexkit.study.tensorboard import study_scalars
-    from lexkit.tensorboard import tag_slug
+    from lexkit.training.tensorboard import tag_slug
 
     results = study_results()
     results["patterns"] = results["patterns"] + ["sinks:16,K=4"]

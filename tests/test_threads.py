@@ -1,4 +1,4 @@
-"""lexkit.threads: the CPU threads policy as a pure function, the probe of other processes'
+"""lexkit.core.threads: the CPU threads policy as a pure function, the probe of other processes'
 CPU time, and the commands that follow it (docs/threads.md)."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import time
 import pytest
 import torch
 
-from lexkit import threads
 from lexkit.cli import main
-from lexkit.threads import choose
+from lexkit.core import threads
+from lexkit.core.threads import choose
 
 NOTHING: dict[str, str] = {}
 

@@ -90,7 +90,7 @@ def test_a_run_evaluated_with_top_k_added_is_the_model_with_top_k_on_the_trained
     """``lexkit.load(run, add="global=topk:2")`` builds the run's layers with the modifier on the
     selected ones and loads the same tensors (no retraining); the numbers are that model's."""
     import lexkit
-    from lexkit.runs import read_config
+    from lexkit.training.runs import read_config
 
     base = lexkit.load(str(trained / "alibi"))
     added = lexkit.load(str(trained / "alibi"), add="topk:2")
@@ -120,7 +120,7 @@ def test_what_cannot_be_added_at_evaluation_is_one_line(trained, capsys, tmp_pat
 
 
 def test_an_hf_model_refuses_an_added_modifier_by_name():
-    from lexkit.subject import HFSubject
+    from lexkit.instruments.subject import HFSubject
 
     with pytest.raises(ValueError, match="--add is for lexkit runs"):
         HFSubject.refuse(add="global=topk:2")

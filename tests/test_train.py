@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from lexkit import runs
 from lexkit.cli import main
-from lexkit.data import Corpus
-from lexkit.errors import RunError
-from lexkit.runs import configs_from_run
-from lexkit.settings import TrainConfig, configs
-from lexkit.train import TrainError, lr_at, train
+from lexkit.core.errors import RunError
+from lexkit.data.corpus import Corpus
+from lexkit.training import runs
+from lexkit.training.loop import TrainError, lr_at, train
+from lexkit.training.runs import configs_from_run
+from lexkit.training.settings import TrainConfig, configs
 from stop import stop_at
 
 DOCS = [(f"def f{i}(x):\n    return x * {i} + {i * i}\n" * 40).encode() for i in range(30)]
@@ -102,7 +102,7 @@ def test_existing_run_dir_is_refused_untouched(tmp_path, corpus):
 
 
 def test_nan_loss_stops_and_keeps_last_checkpoint(tmp_path, corpus, monkeypatch):
-    import lexkit.train as T
+    import lexkit.training.loop as T
 
     real, calls = T.F.cross_entropy, {"n": 0}
 
@@ -114,7 +114,7 @@ def test_nan_loss_stops_and_keeps_last_checkpoint(tmp_path, corpus, monkeypatch)
     monkeypatch.setattr(T.F, "cross_entropy", poisoned)
     with pytest.raises(TrainError, match=r"loss is nan at step \d+.*checkpoint \(step 6\)"):
         train(tmp_path / "run", *tiny(), progress=False, corpus=corpus)
-    from lexkit.train import make_optimizer
+    from lexkit.training.loop import make_optimizer
 
     model = runs.build_model(runs.read_config(tmp_path / "run"))
     state = runs.load_checkpoint(tmp_path / "run", model, make_optimizer(model, TrainConfig()))
@@ -393,8 +393,8 @@ def test_logn_help_says_what_it_changes(capsys):
 def test_metrics_rows_carry_the_grad_norm_before_clipping_and_the_step_time(tmp_path, corpus):
     """The step-1 row's grad_norm is the 2-norm of the first step's gradients, recomputed here
     in float64 from the same seed and batch (the norm before clipping: above grad_clip)."""
-    from lexkit.data import Stream, tokens_of
-    from lexkit.model import GPT
+    from lexkit.data.corpus import Stream, tokens_of
+    from lexkit.model.gpt import GPT
 
     model_cfg, train_cfg = tiny("alibi", log_every=1, grad_clip=0.5)
     train(tmp_path / "run", model_cfg, train_cfg, progress=False, corpus=corpus)
@@ -412,7 +412,7 @@ def test_metrics_rows_carry_the_grad_norm_before_clipping_and_the_step_time(tmp_
 
 
 def test_mfu_is_logged_when_the_device_peak_is_known(tmp_path, corpus, monkeypatch):
-    from lexkit import provenance
+    from lexkit.core import provenance
 
     monkeypatch.setattr(provenance, "device_name", lambda device: "Test Accelerator")
     monkeypatch.setattr(provenance, "PEAK_FLOPS", (("Test Accelerator", {"float32": 1e12}),))
@@ -444,7 +444,7 @@ def test_config_records_provenance_and_keeps_earlier_sessions(tmp_path, corpus, 
 
 # -- --tensorboard ------------------------------------------------------------------------------------
 def test_tensorboard_gets_every_metrics_row(tmp_path, monkeypatch):
-    from lexkit import tensorboard
+    from lexkit.training import tensorboard
 
     opened, received, closed, checked = [], [], [], []
 
@@ -478,14 +478,14 @@ def test_tensorboard_without_its_extra_is_one_line_and_writes_nothing(tmp_path, 
 
 
 def test_lexkit_train_is_the_module_and_its_main_function(tmp_path, corpus):
-    """`lexkit.train(...)` trains, `lexkit.train.lr_at` is the module's, and help() or
-    inspect show train()'s parameters (the module is callable, not shadowed by a function)."""
+    """`lexkit.train(...)` trains, `lexkit.train.lr_at` is the loop's, and help() or inspect show
+    train()'s parameters (the module is callable, not shadowed by a function)."""
     import inspect
 
     import lexkit
     import lexkit.train as module
 
-    assert lexkit.train is module and lexkit.train.lr_at is lr_at
+    assert lexkit.train is module and lexkit.train.lr_at is lr_at and module.__main_function__ is train
     assert inspect.signature(lexkit.train) == inspect.signature(train)
     for name in ("evaluate", "resolution"):
         target = getattr(lexkit, name)

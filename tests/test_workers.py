@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import safety_net
-from lexkit import lock
+from lexkit.core import lock
 from lexkit.study import Study, StudyConfig, workers
 from lexkit.study.schedule import Task, levels, schedule
 from toy_corpus import STUDY_DOCS, write_corpus
@@ -81,7 +81,7 @@ def render_watch(terminal: bool, width: int = 80, seconds: float = 0.0) -> str:
 
     from rich.console import Console
 
-    from lexkit import progress
+    from lexkit.core import progress
 
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, force_terminal=terminal, color_system=None)
@@ -237,7 +237,7 @@ def test_a_study_whose_worker_is_killed_mid_run_resumes_to_the_same_results(tmp_
 
     thread = threading.Thread(target=run)
     thread.start()
-    from lexkit import runs
+    from lexkit.training import runs
 
     deadline, victim = time.time() + 300, None
     while victim is None and time.time() < deadline and thread.is_alive():

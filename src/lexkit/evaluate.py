@@ -2,7 +2,7 @@
 under the name users import. The module is callable: ``lexkit.evaluate(model, documents, lengths, ...)``
 is :func:`evaluate`."""
 
-from .api import callable_module
+from .core.api import callable_module
 from .instruments.evaluate.measure import (  # noqa: F401 (the instrument's public names)
     BATCH_TOKENS,
     REPORT,

@@ -2,7 +2,7 @@
 under the name users import. The module is callable: ``lexkit.resolution(target, lengths)`` is
 :func:`measure` (a scheme spec: analytic; a run directory, ``hf:PATH`` or a subject: empirical)."""
 
-from .api import callable_module
+from .core.api import callable_module
 from .instruments.resolution.measure import (  # noqa: F401 (the instrument's public names)
     BLOCK,
     REPORT,

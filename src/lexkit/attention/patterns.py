@@ -48,8 +48,8 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from ..registry import Registry
-from ..specs import Param, describe_params, parse_params, spec_text, split_spec
+from ..core.registry import Registry
+from ..core.specs import Param, describe_params, parse_params, spec_text, split_spec
 
 
 class Pattern:
@@ -61,7 +61,7 @@ class Pattern:
     summary: ClassVar[str] = ""
     #: what a combinator's spec joins its parts with (``|``, ``&``); None for a named pattern
     operator: ClassVar[str | None] = None
-    #: why a compiled training step (:mod:`lexkit.compiled`) cannot trace it as one graph (None: it can)
+    #: why a compiled training step (:mod:`lexkit.training.compiled`) cannot trace it as one graph (None: it can)
     compile_refusal: ClassVar[str | None] = None
 
     def __init__(self, **values: Any) -> None:

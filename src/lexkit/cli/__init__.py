@@ -12,11 +12,11 @@ import os
 import sys
 import warnings
 
-from ..errors import LexkitError
+from ..core.errors import LexkitError
 
 COMMANDS = ("schemes", "patterns", "layouts", "tasks", "presets", "train", "runs", "eval", "sample", "resolution",
             "retrieval", "inspect", "study", "sweep", "conformance")
-#: the commands that compute with torch: their CPU threads follow lexkit.threads' policy
+#: the commands that compute with torch: their CPU threads follow lexkit.core.threads' policy
 COMPUTING = ("train", "eval", "sample", "resolution", "retrieval", "inspect", "study", "sweep", "conformance")
 
 
@@ -75,7 +75,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command line's parser: every command's, or with ``only`` (a name in :data:`COMMANDS`) that
     command's alone (what :func:`main` parses a command line naming it with: the same arguments and
     errors, without building the other commands' parsers)."""
-    from .. import __version__
+    from ..core.version import __version__
 
     parser = _Parser(prog="lexkit", description="Length extrapolation of Transformers, measured.")
     parser.add_argument("--version", action="version", version=f"lexkit {__version__}")
@@ -139,9 +139,9 @@ def _early_threads(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .. import threads
+    from ..core import threads
 
-    # other processes' CPU time while the commands import (lexkit.threads), where the environment
+    # other processes' CPU time while the commands import (lexkit.core.threads), where the environment
     # does not fix the thread count (reading every process's /proc/PID/stat costs a few ms)
     probe = threads.Probe() if threads.probe_needed(os.environ) else None
     words = sys.argv[1:] if argv is None else list(argv)
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                 threads.apply(getattr(args, "threads", None), probe)
             return int(args.run(args) or 0)
         except (LexkitError, ValueError, FileNotFoundError, NotADirectoryError) as exc:
-            from ..distributed import reports
+            from ..training.distributed import reports
 
             if reports(exc):  # under torchrun, rank 0 alone prints (a rank's own failure: that rank)
                 print(f"error: {_first_line(exc)}", file=sys.stderr)

@@ -24,10 +24,10 @@ import dataclasses
 import datetime
 from pathlib import Path
 
-from .. import checks, threads
-from ..errors import LexkitError
-from ..render import markdown_table
-from ..runs import atomic_write, write_json
+from ..core import checks, threads
+from ..core.errors import LexkitError
+from ..documents.render import markdown_table
+from ..training.runs import atomic_write, write_json
 from .table import print_table
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 
-from .. import checks, threads
 from ..attention import KERNELS
+from ..core import checks, threads
 from ..instruments.base import get
 from ..instruments.evaluate import EvalOptions
 from ..instruments.evaluate.measure import STARTS
@@ -96,7 +96,7 @@ def add_hf_arguments(group) -> None:
 
 
 def run(args) -> int:
-    from ..specs import parse_lengths
+    from ..core.specs import parse_lengths
 
     # what only the command line knows is checked here; everything else by the library, before it loads
     lengths = parse_lengths(args.lengths) if args.lengths is not None else None

@@ -24,8 +24,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from .. import options as declared
-from .. import threads
+from ..core import options as declared
+from ..core import threads
 from ..instruments.base import get
 from ..instruments.inspect.bytes import BytesOptions
 from ..instruments.inspect.needle_mass import NeedleMassOptions

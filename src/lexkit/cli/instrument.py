@@ -1,6 +1,6 @@
 """An instrument's command (:mod:`lexkit.instruments.base`): ``lexkit NAME TARGET [its flags] [--json F]
 [--csv F] [--plot F.png]`` for every registered instrument without a hand-written command, its flags made
-from its ``Options`` (:mod:`lexkit.options`); and what every instrument's command does once it has the
+from its ``Options`` (:mod:`lexkit.core.options`); and what every instrument's command does once it has the
 options: measure, write the files, print the text (:func:`measure_and_write`). lexkit's own instruments
 run through the same loop from their commands (``lexkit inspect``)."""
 
@@ -10,10 +10,10 @@ import argparse
 import sys
 import warnings
 
-from .. import options as declared
-from .. import threads
+from ..core import options as declared
+from ..core import threads
 from ..instruments.base import INSTRUMENTS, Context, Instrument
-from ..runs import atomic_write, write_json
+from ..training.runs import atomic_write, write_json
 from . import options
 
 

@@ -6,8 +6,9 @@ its place in the layer and its source. With ``--show SPEC``, what a layout is on
 
 from __future__ import annotations
 
-from .. import checks, layouts
+from .. import layouts
 from ..attention import modifiers
+from ..core import checks
 from .table import print_table
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from .. import checks, needles
+from ..core import checks
+from ..tasks import needles
 
 #: flag -> the attribute it is stored in
 FLAGS = {"--task": "task", "--format": "format", "--lengths": "lengths", "--depths": "depths",
@@ -61,7 +62,7 @@ def given(args, flags: dict[str, str] = FLAGS) -> list[str]:
 def needle_values(args, defaults: NeedleDefaults) -> dict:
     """The needle flags as keywords of the scoring functions (task, lengths, depths, samples, size, seed,
     patterns, format), each checked (a ValueError naming the flag) and the left-out ones at ``defaults``."""
-    from ..specs import parse_lengths
+    from ..core.specs import parse_lengths
 
     depths = parse_depths(args.depths) if args.depths is not None else list(defaults.depths)
     lengths = parse_lengths(args.lengths) if args.lengths is not None else None

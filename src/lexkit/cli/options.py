@@ -4,8 +4,8 @@ the device resolved (and a kernel it cannot run refused)."""
 
 from __future__ import annotations
 
-from .. import checks
-from ..device import resolve_device
+from ..core import checks
+from ..core.device import resolve_device
 
 
 def check_outputs(args) -> None:
@@ -20,7 +20,7 @@ def check_outputs(args) -> None:
 def device(args) -> str:
     """The device the command runs on (``--device``); ``--kernel flex`` refused off CUDA before
     anything loads (:func:`lexkit.attention.kernels.refuse_cpu_flex`). (``--threads`` is applied
-    for every command by :mod:`lexkit.threads`' policy before the command runs.)"""
+    for every command by :mod:`lexkit.core.threads`' policy before the command runs.)"""
     from ..attention import kernels
 
     resolved = str(resolve_device(args.device))

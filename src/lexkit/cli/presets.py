@@ -3,7 +3,7 @@ train`` or ``lexkit study`` defaults to when it is not given)."""
 
 from __future__ import annotations
 
-from .. import presets
+from ..training import presets
 from .table import print_table
 
 

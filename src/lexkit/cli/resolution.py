@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import argparse
 
-from .. import checks
+from ..core import checks
+from ..core.specs import parse_lengths
 from ..instruments.base import get
 from ..instruments.resolution import ResolutionOptions
 from ..instruments.resolution.forms import ANALYTIC_LENGTHS
-from ..specs import parse_lengths
 from .eval import add_hf_arguments
 from .instrument import measure_and_write
 
@@ -88,7 +88,7 @@ def run(args) -> int:
                 raise ValueError(f"--{flag.replace('_', '-')} needs a model (RUN_DIR or hf:PATH)")
         check_analytic(values)
     else:
-        from ..subject import subject_class
+        from ..instruments.subject import subject_class
 
         subject_class(args.target).refuse(
             heads=args.heads, head_dim=args.head_dim, seed=args.seed, train_len=args.train_len,

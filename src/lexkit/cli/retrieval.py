@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import argparse
 
-from .. import threads
 from ..attention import KERNELS
+from ..core import threads
 from ..instruments.base import get
 from ..instruments.retrieval import RetrievalOptions
 from ..instruments.retrieval.measure import DEFAULT_DEPTHS

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import runs
-from ..errors import RunError
+from ..core.errors import RunError
+from ..training import runs
 from .table import print_table
 
 
@@ -54,7 +54,7 @@ def run(args) -> int:
 
 
 def export(root: Path, out: Path, depth: int) -> int:
-    from ..tensorboard import export_runs
+    from ..training.tensorboard import export_runs
 
     if out.exists() and not out.is_dir():
         raise RunError(f"--tensorboard {out}: not a directory (give a directory for the event files)")

@@ -13,8 +13,8 @@ import codecs
 import random
 import sys
 
-from .. import checks, threads
 from ..attention import KERNELS
+from ..core import checks, threads
 from ..layouts import check_pattern
 from . import options
 
@@ -44,8 +44,8 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from ..runs import load
-    from ..sample import check_options, iter_generate
+    from ..model.sample import check_options, iter_generate
+    from ..training.runs import load
 
     check_options(args.n_bytes, args.temperature, args.top_k)
     checks.number("--seed", args.seed, maximum=2**63 - 1, strict=False)

@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .. import checks, compiled, options, positions, presets, threads
-from ..device import resolve_device
-from ..distributed import world as study_world
-from ..errors import LexkitError
-from ..specs import parse_lengths
+from .. import positions
+from ..core import checks, options, threads
+from ..core.device import resolve_device
+from ..core.errors import LexkitError
+from ..core.specs import parse_lengths
 from ..study import DEFAULT_LAYOUTS, DEFAULT_PATTERNS, DEFAULT_SCHEMES, TABLES, Study, StudyConfig, read
 from ..study.estimate import load_line
 from ..study.execution import MAX_JOBS
@@ -28,6 +28,8 @@ from ..study.tables.retrieval.findings import context_goal_finding
 from ..study.tables.retrieval.report import retrieval_table
 from ..study.units import GRID
 from ..study.workers import clock
+from ..training import compiled, presets
+from ..training.distributed import world as study_world
 from .table import print_table
 
 
@@ -59,7 +61,7 @@ def add_parser(sub):
                    "(default 1); without --jobs, one process at N threads")
     p.add_argument("--jobs", type=int, metavar="N",
                    help="worker processes that train and score the study's units of work side by side, each at "
-                   "one thread on the CPU, one per device on GPUs (default: the cores lexkit.threads' policy "
+                   "one thread on the CPU, one per device on GPUs (default: the cores lexkit.core.threads' policy "
                    "gives this command, i.e. the free ones; the GPUs; 1 with --threads: one process); "
                    "results equal one process's at one thread")
     for table in TABLES:  # each table's settings, from its own dataclass: --no-KEY, --KEY-FIELD
@@ -76,7 +78,7 @@ def add_parser(sub):
 
 
 def add_table_flags(p, key: str, settings: type) -> None:
-    """``--no-KEY`` and ``--KEY-FIELD`` for each field of a table's settings (:func:`lexkit.options.add_flags`),
+    """``--no-KEY`` and ``--KEY-FIELD`` for each field of a table's settings (:func:`lexkit.core.options.add_flags`),
     each stored as StudyConfig's keyword of that setting."""
     options.add_flags(p, settings, flag=lambda field: setting_name(key, field, flag=True),
                       dest=lambda field: setting_name(key, field))
@@ -95,7 +97,7 @@ def table_settings(args) -> dict:
 
 def jobs(args) -> int:
     """``--jobs``, else 1 with ``--threads`` (one process at those threads), else the GPUs on a CUDA
-    device, else the threads lexkit.threads' policy gave this command (the free cores, or
+    device, else the threads lexkit.core.threads' policy gave this command (the free cores, or
     ``LEXKIT_THREADS``), a worker at one thread each."""
     if args.jobs is not None:
         return args.jobs
@@ -120,7 +122,7 @@ def run(args) -> int:
     if args.lengths:
         checks.lengths("--lengths", parse_lengths(args.lengths), checks.MAX_EVAL_LENGTH)
     if args.tensorboard is not None:
-        from ..tensorboard import require
+        from ..training.tensorboard import require
 
         require()  # before hours of work: a missing extra fails at once
     cfg = StudyConfig(
@@ -146,7 +148,7 @@ def run(args) -> int:
     print_tables(results)
     if args.tensorboard is not None:
         from ..study.tensorboard import write_study
-        from ..tensorboard import export_runs
+        from ..training.tensorboard import export_runs
 
         logdir = Path(args.tensorboard or Path(args.out) / "tensorboard")
         evals = write_study(results, logdir)

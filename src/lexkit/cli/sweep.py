@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import argparse
 
-from .. import checks, compiled, threads
-from ..device import resolve_device
+from ..core import checks, threads
+from ..core.device import resolve_device
 from ..study.estimate import load_line
 from ..study.execution import MAX_JOBS
 from ..study.sweep import Sweep, load
 from ..study.sweep.report import table
 from ..study.workers import clock
+from ..training import compiled
 from .study import left, state
 from .table import print_table
 
@@ -29,7 +30,8 @@ def add_parser(sub):
     p.add_argument("config", metavar="CONFIG", help="the sweep's JSON file (docs/hunt.md)")
     p.add_argument("--out", required=True, help="the sweep's directory (its runs, cache and report)")
     p.add_argument("--jobs", type=int, metavar="N",
-                   help="worker processes, one thread each on the CPU, one per GPU (default: the cores lexkit.threads' "
+                   help="worker processes, one thread each on the CPU, one per GPU (default: the cores "
+                   "lexkit.core.threads' "
                    "policy gives this command; 1 with --threads)")
     p.add_argument("--threads", type=int, metavar="N", help=threads.HELP + "; with --jobs, each worker's")
     p.add_argument("--device", default="auto")
@@ -39,7 +41,8 @@ def add_parser(sub):
                    help="re-render sweep.md, sweep.json and sweep.png from the cache; train nothing")
     p.add_argument("--dry-run", action="store_true", help="list the units of work and estimate the time; train nothing")
     p.add_argument("--batch-seeds", action="store_true",
-                   help="train each arm's seeds as one batched model (lexkit.batched; equal to seed by seed within "
+                   help="train each arm's seeds as one batched model (lexkit.training.batched; equal to seed by seed "
+                   "within "
                    "float32 noise, slower on one CPU thread at table G's size: docs/benchmarks.md)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p

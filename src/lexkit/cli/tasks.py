@@ -1,11 +1,12 @@
 """``lexkit tasks``: the registry of retrieval tasks, one line each with its parameters
 (``--import MODULE`` adds a module's own; ``lexkit retrieval --task`` takes a task's spec,
 ``kvthread:hops=3``; ``lexkit train --mix`` and the study take their names), then the needle
-formats of ``copy`` (:mod:`lexkit.needles`), trained and held out."""
+formats of ``copy`` (:mod:`lexkit.tasks.needles`), trained and held out."""
 
 from __future__ import annotations
 
-from .. import needles, tasks
+from .. import tasks
+from ..tasks import needles
 from .table import print_table
 
 

@@ -16,12 +16,13 @@ import dataclasses
 import warnings
 from pathlib import Path
 
-from .. import compiled, options, presets, threads
-from ..distributed import setup
-from ..runs import configs_from_run, read_config
-from ..settings import configs, inert_modifier, same_layers, split_settings
-from ..subject import default_lengths
-from ..train import train
+from ..core import options, threads
+from ..instruments.subject import default_lengths
+from ..training import compiled, presets
+from ..training.distributed import setup
+from ..training.loop import train
+from ..training.runs import configs_from_run, read_config
+from ..training.settings import configs, inert_modifier, same_layers, split_settings
 
 
 def _setting(kind: type, help: str, metavar: str | None = None):
@@ -31,9 +32,9 @@ def _setting(kind: type, help: str, metavar: str | None = None):
 
 @dataclasses.dataclass
 class RunSettings:
-    """The run's settings ``lexkit train`` takes besides the preset's sizes (:data:`lexkit.presets.FLAGS`),
-    declared once: each a flag (:func:`lexkit.options.add_flags`; None: the preset's, the parent's under
-    ``--init``, the run's own under ``--resume``) and a keyword of :func:`lexkit.settings.configs`, checked
+    """The run's settings ``lexkit train`` takes besides the preset's sizes (:data:`lexkit.training.presets.FLAGS`),
+    declared once: each a flag (:func:`lexkit.core.options.add_flags`; None: the preset's, the parent's under
+    ``--init``, the run's own under ``--resume``) and a keyword of :func:`lexkit.training.settings.configs`, checked
     there."""
 
     layout: str | None = _setting(str, "a scheme, pattern and temperature per layer: a named design (hwfa, hwfa2, "
@@ -50,7 +51,7 @@ class RunSettings:
     random_positions: int | None = _setting(int, "train at a sorted random subset of the positions 0..L_MAX-1 (Ruoss "
                                             "et al. 2023; L_MAX at least --train-len), evaluate at 0..n-1; recorded "
                                             "with the run (default: off)", "L_MAX")
-    # the token tables (lexkit.embedding; docs/runs.md#embedding-options)
+    # the token tables (lexkit.training.embedding; docs/runs.md#embedding-options)
     untied_head: bool | None = _setting(bool, "give the output head a matrix of its own instead of the embedding's "
                                         "(default: tied, as GPT-2); recorded with the run")
     mlp: bool | None = _setting(bool, "--no-mlp: blocks of attention only, no feed-forward part (Sanford et al. "
@@ -62,7 +63,7 @@ class RunSettings:
     reset_unseen: int | None = _setting(int, "every N steps, draw again the embedding (and untied head) rows of the "
                                         "bytes no training batch has held yet, their AdamW moments zeroed (default: "
                                         "0, never)", "N")
-    # position dropping (lexkit.dropping; docs/layouts.md#position-dropping)
+    # position dropping (lexkit.training.dropping; docs/layouts.md#position-dropping)
     drop_positions_at: float | None = _setting(float, "DroPE: from step ceil(F*steps) on, train the --drop-layers "
                                                "without their position scheme (none), and evaluate the run so, e.g. "
                                                "0.875 (default: off)", "F")
@@ -75,7 +76,8 @@ class RunSettings:
         "this fraction of the training windows, e.g. passkey:0.05; repeatable (default: none)"})
     stop: str | None = _setting(str, "end the run once the mix's probe has converged: probe:exact=E,probes=K,after=S "
                                 "stops at the first validation at step S or later ending K in a row with every "
-                                "task's probe at E or more (lexkit.stopping; recorded in config.json; default: none)",
+                                "task's probe at E or more (lexkit.training.stopping; recorded in config.json; "
+                                "default: none)",
                                 "RULE")
     curriculum: float | None = _setting(float, "for the first F of the steps the mix draws each task's easier "
                                         "documents (kvthread: one hop; `lexkit tasks`), then its usual ones, e.g. "
@@ -112,7 +114,7 @@ def add_parser(sub):
     return p
 
 
-#: what each flag of :data:`lexkit.presets.FLAGS` sets (its default is the preset's value)
+#: what each flag of :data:`lexkit.training.presets.FLAGS` sets (its default is the preset's value)
 _HELP = {"train_len": "training length in bytes", "steps": "training steps", "batch": "sequences per step",
          "n_layers": "layers", "d_model": "model width d_model", "n_heads": "attention heads",
          "lr": "peak learning rate", "save_every": "checkpoint every N steps",

@@ -47,7 +47,7 @@ from typing import Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
-from ..registry import Registry
+from ..core.registry import Registry
 from .config import RopeConfig
 
 #: the checks an embedding may offer, in the order the harness runs them

@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..errors import LexkitError
+from ..core.errors import LexkitError
 from .cases import Case
 from .harness import run
 from .remote import elsewhere

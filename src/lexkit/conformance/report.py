@@ -6,12 +6,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ..blocks import Table
-from ..version import header
+from ..core.version import header
+from ..documents.blocks import Table
 from .cases import Case
 from .harness import Result
 
-#: the reports of ``lexkit conformance --json`` (a run; a ``--matrix``'s; ``--models``'): lexkit.version.header
+#: the reports of ``lexkit conformance --json`` (a run; a ``--matrix``'s; ``--models``'): lexkit.core.version.header
 REPORT, MATRIX_REPORT, REPORT_VERSION = "lexkit.conformance", "lexkit.conformance.matrix", 2
 MODELS_REPORT = "lexkit.conformance.models"
 MARK = {"pass": "pass", "fail": "FAIL", "n/a": "n/a", "error": "error"}

@@ -6,15 +6,15 @@ and the JSON documents, every number written there and nowhere in the command) a
 (``figures.py``). A command (``lexkit/cli/``) parses, calls them and writes what they return. The public
 names stay where users import them: ``lexkit.resolution`` is the resolution instrument's measure, callable.
 
-Every report opens with the same header (:func:`lexkit.version.header`). Migrated so far: ``evaluate``,
+Every report opens with the same header (:func:`lexkit.core.version.header`). Migrated so far: ``evaluate``,
 ``retrieval``, ``resolution``, ``inspect/bytes`` and ``inspect/needle_mass`` (``lexkit inspect``'s two),
 ``principles`` (table A's)."""
 
 from __future__ import annotations
 
-from ..render import csv_text
+from ..documents.render import csv_text
 
-#: the keys of a subject's header (:meth:`lexkit.subject.RunSubject.describe`) that say what ran, which a
+#: the keys of a subject's header (:meth:`lexkit.instruments.subject.RunSubject.describe`) that say what ran, which a
 #: report copies as they are: ``label`` always; ``scheme`` (and ``trained_scheme``) where one scheme ran on
 #: every layer; ``layout`` (and ``trained_layout``, an hf: model's ``selectors``) where the layers differ
 IDENTITY = ("label", "scheme", "trained_scheme", "layout", "trained_layout", "selectors")

@@ -1,9 +1,9 @@
 """The instrument seam: what an instrument is to the command line and to a user's code.
 
 An instrument is a class with a ``name``, its settings as a dataclass (``Options``: each field a flag,
-its metadata the flag's help and bounds, :mod:`lexkit.options`) and four functions of its report::
+its metadata the flag's help and bounds, :mod:`lexkit.core.options`) and four functions of its report::
 
-    measure(target, options, context) -> dict   the JSON-ready report (lexkit.version.header first)
+    measure(target, options, context) -> dict   the JSON-ready report (lexkit.core.version.header first)
     text(report, options) -> str                 what the terminal shows
     document(report) -> dict                     what --json writes (default: the report)
     csv(report) -> str                           one row per measured thing (or None: no --csv)
@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from ..registry import Registry
+from ..core.registry import Registry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +59,7 @@ class Instrument:
     description: ClassVar[str] = ""
     #: what TARGET may be, for the command's help
     targets: ClassVar[str] = "a run directory written by `lexkit train`, or hf:PATH"
-    #: the settings, a dataclass whose fields are the command's flags (lexkit.options)
+    #: the settings, a dataclass whose fields are the command's flags (lexkit.core.options)
     Options: ClassVar[type] = NoOptions
     #: the hand-written command that runs this instrument; None: ``lexkit NAME``, made from Options
     command: ClassVar[str | None] = None

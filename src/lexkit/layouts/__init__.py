@@ -45,7 +45,7 @@ from __future__ import annotations
 import re
 
 from .. import positions
-from ..specs import split_spec
+from ..core.specs import split_spec
 from .layer import build_layer, expand, expand_looped, parse_layer, parse_written, uniform
 from .named import NAMED, NamedLayout, describe, hwfa_window, register
 from .plan import Layer, LayerPlan, LayoutError, canonical, check, kind_of

@@ -9,8 +9,8 @@ from typing import Any, ClassVar
 
 from ..attention.modifiers import Llama4, LogN, Modifier, Shift, Sink
 from ..attention.patterns import BCA, Causal, Chunk, Window
-from ..registry import Registry
-from ..specs import Param, describe_params, parse_params, split_spec
+from ..core.registry import Registry
+from ..core.specs import Param, describe_params, parse_params, split_spec
 from .layer import build_layer
 from .plan import LayerPlan, LayoutError
 

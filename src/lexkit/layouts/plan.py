@@ -17,7 +17,7 @@ from ..attention import Pattern
 from ..attention import create as create_pattern
 from ..attention.modifiers import Modifier, Shape, canonical_order
 from ..attention.modifiers import parse as parse_modifier
-from ..specs import split_spec
+from ..core.specs import split_spec
 from .select import chosen_schemes, resolve_pattern, select, split_overrides
 
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from .. import positions
 from ..attention import Layered, Pattern, intersect
 from ..attention import create as create_pattern
-from ..specs import split_spec
+from ..core.specs import split_spec
 
 KINDS = ("local", "global")
 _INDEX = re.compile(r"^L(\d+)(?:-(\d+))?$")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..specs import Param, positive
+from ..core.specs import Param, positive
 from .base import Scheme, register
 
 

@@ -27,9 +27,9 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from ..device import device_of
-from ..registry import Registry
-from ..specs import Param, describe_params, parse_params, spec_text, split_spec
+from ..core.device import device_of
+from ..core.registry import Registry
+from ..core.specs import Param, describe_params, parse_params, spec_text, split_spec
 
 FAMILIES = ("none", "absolute", "rotary", "bias", "contextual")
 
@@ -66,7 +66,7 @@ class Scheme(nn.Module):
     #: state-dict keys); False: one instance shared by every layer with the same spec (KERPLE and
     #: T5 share theirs across layers, as their reference code does).
     per_layer: ClassVar[bool] = False
-    #: why a compiled training step (:mod:`lexkit.compiled`) cannot trace it as one graph (None: it can)
+    #: why a compiled training step (:mod:`lexkit.training.compiled`) cannot trace it as one graph (None: it can)
     compile_refusal: ClassVar[str | None] = None
 
     @classmethod

@@ -21,7 +21,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..specs import Param, positive
+from ..core.specs import Param, positive
 from .base import Scheme, register
 
 #: largest absolute change a table's dtype may make to the float32 bias (scores differ by at most this)

@@ -35,7 +35,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..specs import Param
+from ..core.specs import Param
 from .base import Scheme, register
 
 

@@ -36,7 +36,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..specs import Param, positive
+from ..core.specs import Param, positive
 from .base import Scheme, register
 
 EPS = 1e-6  # added to ψ(max(L, i)), as the reference code does

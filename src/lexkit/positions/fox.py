@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..specs import Param
+from ..core.specs import Param
 from .base import Scheme, register
 
 

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..specs import Param, positive
+from ..core.specs import Param, positive
 from .base import Scheme, register
 
 PHASES = ("zero", "uniform")

@@ -12,7 +12,7 @@ import math
 import torch
 from torch import Tensor
 
-from ..specs import Param, positive
+from ..core.specs import Param, positive
 from .base import Scheme, register
 from .rotary import PARTIAL_PARAMS, rotary_angles, rotate_partial, rotated_dims
 

@@ -34,7 +34,7 @@ import math
 import torch
 from torch import Tensor
 
-from ..specs import Param, positive
+from ..core.specs import Param, positive
 from . import scaling
 from .base import Scheme, register
 

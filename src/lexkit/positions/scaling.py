@@ -47,7 +47,7 @@ METHOD_PARAMS: dict[str, tuple[str, ...]] = {
 #: transformers' ``rope_type`` of a method where its name differs from lexkit's (modeling_rope_utils)
 HF_ROPE_TYPE = {"none": "default"}
 #: lexkit's names of RoPE's settings -> transformers' ``rope_parameters`` keys: the one table the
-#: Hugging Face path (lexkit.hf) and the conformance adapter (lexkit.conformance.adapters.hf) read
+#: Hugging Face path (lexkit.model.hf) and the conformance adapter (lexkit.conformance.adapters.hf) read
 HF_KEYS = {"base": "rope_theta", "factor": "factor", "original_len": "original_max_position_embeddings",
            "low_freq": "low_freq_factor", "high_freq": "high_freq_factor", "fraction": "partial_rotary_factor",
            "beta_fast": "beta_fast", "beta_slow": "beta_slow", "attention_factor": "attention_factor",

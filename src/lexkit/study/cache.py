@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .. import batched, distributed, runs
-from ..rows import Row, jsonable, typed
-from ..train import train
+from ..documents.rows import Row, jsonable, typed
+from ..training import batched, distributed, runs
+from ..training.loop import train
 from .plan import Cell, Plan
 
 R = TypeVar("R", bound=Row)
@@ -71,7 +71,7 @@ class Cache:
 
     def trained_together(self, run_dirs: list[Path], cells: list[Cell]) -> None:
         """Train the seeds ``cells`` (one row's, the same settings but the seed) in ``run_dirs`` as one
-        batched model (:func:`lexkit.batched.train_seeds`): the ones not finished, resumed together
+        batched model (:func:`lexkit.training.batched.train_seeds`): the ones not finished, resumed together
         when they stopped at the same step; each logged as ran, with ``batched`` the seeds trained
         together. Where they cannot be batched (the reason printed once), each is trained alone."""
         left = [(d, c) for d, c in zip(run_dirs, cells)

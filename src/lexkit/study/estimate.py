@@ -25,13 +25,13 @@ from typing import Any
 
 import torch
 
-from ..data import Stream
-from ..device import resolve_device
+from ..core.device import resolve_device
+from ..data.corpus import Stream
+from ..data.mix import MixedStream
 from ..instruments.evaluate.measure import evaluate
-from ..mix import MixedStream
-from ..model import GPT
-from ..runs import atomic_write
-from ..train import device_autocast, make_optimizer, train_step
+from ..model.gpt import GPT
+from ..training.loop import device_autocast, make_optimizer, train_step
+from ..training.runs import atomic_write
 from .plan import digest
 from .schedule import Task, levels, schedule
 from .units import Unit
@@ -111,7 +111,7 @@ def timed_steps(model_cfg, train_cfg, device) -> float:
     """Seconds of one training step as the trainer takes it: its batch drawn from a stream as the
     trainer's is (:func:`timing_stream`: with a retrieval mix, its task documents written, which at
     table G's recipe is about a tenth of the step on a CPU), then its own
-    :func:`~lexkit.train.train_step` on a fresh model of ``model_cfg`` (seed 0) at ``train_cfg``'s
+    :func:`~lexkit.training.loop.train_step` on a fresh model of ``model_cfg`` (seed 0) at ``train_cfg``'s
     batch: 6 steps, the first a warm-up, the median of the other five (one step of a busy machine's
     noise does not move it)."""
     torch.manual_seed(0)
@@ -130,7 +130,7 @@ def timed_steps(model_cfg, train_cfg, device) -> float:
 
 def timing_stream(mix: str, length: int) -> Stream:
     """A training stream of random bytes (seed 0) that draws batches as a run's does: windows, and
-    with ``mix`` its task documents in their share of the rows (:class:`lexkit.mix.MixedStream`),
+    with ``mix`` its task documents in their share of the rows (:class:`lexkit.data.mix.MixedStream`),
     their haystack from the stream itself."""
     gen = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, 256, (max(1 << 16, 8 * (length + 1)),), generator=gen).to(torch.int16)
@@ -140,7 +140,7 @@ def timing_stream(mix: str, length: int) -> Stream:
 @dataclasses.dataclass(frozen=True)
 class Load:
     """What the machine was doing while the dry run timed its units, one at a time: other processes
-    kept ``busy`` of its ``cores`` busy (:class:`lexkit.threads.Probe`; None: unknown). A snapshot: a
+    kept ``busy`` of its ``cores`` busy (:class:`lexkit.core.threads.Probe`; None: unknown). A snapshot: a
     job that starts or ends later changes what the run takes."""
 
     busy: float | None

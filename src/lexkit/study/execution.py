@@ -14,13 +14,16 @@ from pathlib import Path
 
 import torch
 
-from .. import checks, distributed, lock, provenance, runs, threads
-from ..device import training_dtype
+from ..core import checks, lock, provenance, threads
+from ..core.device import training_dtype
+from ..core.version import __version__
 from ..instruments.evaluate.measure import evaluate
+from ..instruments.evaluate.rows import Evaluation
 from ..instruments.principles import measure_principles
-from ..resolution import analytic, analytic_curve, empirical, model_curve, resolution, texts
-from ..rows import AnalyticCurves, AnalyticRow, EmpiricalRow, Evaluation, PrinciplesRow
-from ..version import __version__
+from ..instruments.principles.rows import PrinciplesRow
+from ..instruments.resolution.measure import analytic, analytic_curve, empirical, model_curve, resolution, texts
+from ..instruments.resolution.rows import AnalyticCurves, AnalyticRow, EmpiricalRow
+from ..training import distributed, runs
 from . import workers
 from .cache import Cache
 from .estimate import Load, Timer, estimate
@@ -340,7 +343,7 @@ def kind_of(model) -> tuple[str, bool]:
 
 def initialised(model_cfg):
     """A model of ``model_cfg`` initialised under seed 0, the random state of the process untouched."""
-    from ..model import GPT
+    from ..model.gpt import GPT
 
     with torch.random.fork_rng():
         torch.manual_seed(0)

@@ -12,15 +12,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from .. import checks, options, positions, tasks
+from .. import positions, tasks
 from ..attention import create as create_pattern
-from ..blocks import Block
-from ..data import Corpus, load_corpus
+from ..core import checks, options
+from ..data.corpus import Corpus, load_corpus
+from ..data.mix import parse_mix
+from ..documents.blocks import Block
+from ..documents.rows import Row
 from ..instruments.evaluate.measure import default_lengths, select_documents
 from ..layouts import check_pattern
-from ..mix import parse_mix
-from ..rows import Row
-from ..settings import configs
+from ..training.settings import configs
 from .schema import SCHEMA, TABLES, StudyResults
 
 DEFAULT_SCHEMES = [
@@ -45,7 +46,7 @@ class TableSettings:
     the table's own subclass. Each is also a keyword of :class:`StudyConfig` and a flag of ``lexkit
     study`` (:func:`setting_name`): for the table ``retrieval``, ``retrieval=False`` /
     ``--no-retrieval`` sets ``on`` and ``retrieval_seeds=1`` / ``--retrieval-seeds 1`` the field
-    ``seeds``. A field's metadata is :mod:`lexkit.options`' (its flag's ``help``, ``maximum``,
+    ``seeds``. A field's metadata is :mod:`lexkit.core.options`' (its flag's ``help``, ``maximum``,
     ``minimum``, ``choices``, which :meth:`check` enforces, and ``type`` for a field whose default is
     None, meaning: the table chooses, :meth:`resolved`). A field marked ``new`` (added since results.json's
     schema 2) is written to results.json only when its value is not its ``unset`` one, so a study
@@ -56,7 +57,7 @@ class TableSettings:
     def check(self, key: str, *, flags: bool = False) -> None:
         """A ValueError naming the setting (as a keyword, or as a flag) of the first value out of range:
         an integer that is not positive or above its ``maximum``, a value not among its ``choices``
-        (:func:`lexkit.options.check`; a None default is the table's own choice)."""
+        (:func:`lexkit.core.options.check`; a None default is the table's own choice)."""
         options.check(self, lambda field: setting_name(key, field, flag=flags))
 
     def resolved(self, cfg: StudyConfig) -> TableSettings:
@@ -236,8 +237,8 @@ class Plan:
     def cell(self, preset: str, label: str, seed: int, prefix: str = "", **settings) -> Cell:
         """One training run of ``label`` (a scheme spec, or one of the study's layouts) at ``preset``
         with ``settings``, keyed by what it trains: its model's identity (the layout's canonical plan,
-        not its spelling: :meth:`lexkit.model.ModelConfig.identity`), its training settings resolved
-        (:meth:`lexkit.settings.TrainConfig.canonical`: a default given explicitly trains the same
+        not its spelling: :meth:`lexkit.model.gpt.ModelConfig.identity`), its training settings resolved
+        (:meth:`lexkit.training.settings.TrainConfig.canonical`: a default given explicitly trains the same
         run), the corpus and, for a run with a retrieval mix, what defines its tasks' documents
         (:func:`lexkit.tasks.identity`: a new derivation trains it anew). A layout's cell is labelled
         with the layout as given. In the study's ``runs`` it is the run another spelling of it trained

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from .. import presets
+from ..training import presets
 
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
     """A training recipe for retrieval: the ``preset`` (model size and training length), ``batch``,
     peak ``lr``, the ``mix`` of task documents among the training windows (``lexkit train
-    --mix``), the ``steps``, the ``stop`` rule (:mod:`lexkit.stopping`; ``""``: every step), and
+    --mix``), the ``steps``, the ``stop`` rule (:mod:`lexkit.training.stopping`; ``""``: every step), and
     model settings beyond the preset: ``token_shift`` (the fraction of each position's features
     shifted from the position before) and ``layers`` (None: the preset's)."""
 
@@ -28,7 +28,7 @@ class Recipe:
     stop: str = ""
 
     def settings(self, steps: int | None = None) -> dict:
-        """The settings beyond the preset (:func:`lexkit.settings.configs` keywords)."""
+        """The settings beyond the preset (:func:`lexkit.training.settings.configs` keywords)."""
         out = {"batch": self.batch, "lr": self.lr, "mix": self.mix, "steps": steps or self.steps,
                "token_shift": self.token_shift}
         out |= {"stop": self.stop} if self.stop else {}
@@ -43,14 +43,14 @@ class Recipe:
         return out + (["--layers", str(self.layers)] if self.layers is not None else [])
 
 
-#: table G's recipe as measured: the general induction mix (lexkit.needles' trained formats, drawn per
+#: table G's recipe as measured: the general induction mix (lexkit.tasks.needles' trained formats, drawn per
 #: document) and a token shift (the previous position's features at every block's input;
 #: x-transformers' shift_tokens), 4,000 steps, the search in docs/retrieval.md
 RECIPE = Recipe(preset="quick", batch=64, lr=3e-3, mix="induction:0.75", steps=4000, token_shift=0.5)
 
 #: the recipe of a study at each preset (:func:`for_preset`): the default study's (``small``) is
 #: :data:`RECIPE` ended once the trained-format probe has held 90 % for five validations (500 steps)
-#: from step 2,000 on (lexkit.stopping; ``make study-full``: every step); a first look's (``quick``)
+#: from step 2,000 on (lexkit.training.stopping; ``make study-full``: every step); a first look's (``quick``)
 #: 1,000 steps and no stop rule (the ALiBi and HWFA rows change phase at 500-700 steps; at batch 32,
 #: half the step's cost, ALiBi had not changed phase by 1,500: docs/study.md); the test size's
 #: (``tiny``) its preset's 40 steps, in seconds (nothing is learnt)

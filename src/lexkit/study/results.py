@@ -17,8 +17,8 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from ..rows import PositionRow
-from ..stats import mean_std
+from ..core.stats import mean_std
+from ..instruments.evaluate.rows import PositionRow
 from .schema import StudyResults, StudyRun
 
 Mean = tuple[float | None, float | None]  # (mean, sample std) over seeds

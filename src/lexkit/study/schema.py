@@ -1,14 +1,17 @@
 """The schema of a study's results.json: the typed document (:class:`StudyResults`, every version a study
 has written; :data:`SCHEMA` is the one it writes), its grid's cells (:class:`StudyRun`) and the registry
 of the tables beside the grid (:data:`TABLES`), whose sections the document reads typed. The row types
-of the instruments' measures come from :mod:`lexkit.rows`."""
+of the instruments' measures come from :mod:`lexkit.documents.rows`."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, ClassVar
 
-from ..rows import AnalyticCurves, AnalyticRow, EmpiricalRow, Evaluation, PrinciplesRow, Row, typed
+from ..documents.rows import Row, typed
+from ..instruments.evaluate.rows import Evaluation
+from ..instruments.principles.rows import PrinciplesRow
+from ..instruments.resolution.rows import AnalyticCurves, AnalyticRow, EmpiricalRow
 
 
 @dataclasses.dataclass(frozen=True)

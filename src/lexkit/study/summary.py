@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..blocks import Block, Table, Text
-from ..errors import LexkitError
-from ..notation import multiple
-from ..render import markdown
+from ..core.errors import LexkitError
+from ..core.notation import multiple
+from ..documents.blocks import Block, Table, Text
+from ..documents.render import markdown
 from . import results as query
 from .report.tables import cell
 from .schema import StudyResults

@@ -1,13 +1,13 @@
 """A study's evaluations as TensorBoard shows them (``lexkit study --tensorboard DIR``): each row of the
 grid and each configuration of a table beside it a subdirectory of scalars over the evaluation length,
-written with :mod:`lexkit.tensorboard`'s writer."""
+written with :mod:`lexkit.training.tensorboard`'s writer."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
-from ..tensorboard import export_writer, require, slug, tag_slug
+from ..training.tensorboard import export_writer, require, slug, tag_slug
 from . import results as query
 from .schema import TABLES, StudyResults
 

@@ -17,7 +17,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from .. import runs
+from ..training import runs
 
 #: the ``table`` of the grid's units (tables A-D)
 GRID = "grid"

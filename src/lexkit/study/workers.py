@@ -6,7 +6,7 @@ parent's), each on one device at a fixed number of torch threads (one on the CPU
 jobs on two cores run at about twice the rate of one two-thread job, docs/threads.md). Each builds
 the study's units itself from the study's configuration (:class:`Build`) and runs those the parent
 sends by name, through the study's cache: what a unit writes is its cache files and run directories,
-atomically, and a training run is locked by the process training it (:class:`lexkit.runs.RunDir`),
+atomically, and a training run is locked by the process training it (:class:`lexkit.training.runs.RunDir`),
 so no two processes train it at once. The parent holds the study directory's lock, so a second
 study in the same directory is refused while this one runs. A worker dies with its parent (Linux:
 ``PR_SET_PDEATHSIG``); a worker that dies (killed, out of memory) stops the study with one line
@@ -14,7 +14,7 @@ naming the unit, and a re-run resumes: what is cached is kept, a training run co
 last checkpoint. On the CPU at one thread per worker the results are those of one process at one
 thread, number for number: every unit depends only on its configuration and the files it reads.
 
-The parent shows one progress bar for the whole study (:func:`lexkit.progress.watch`): the share
+The parent shows one progress bar for the whole study (:func:`lexkit.core.progress.watch`): the share
 of the estimated seconds done and the ETA, a schedule of what is left over the workers
 (:mod:`lexkit.study.schedule`) with the estimates scaled by how long the finished units took
 against theirs.
@@ -34,9 +34,9 @@ from collections.abc import Callable
 from multiprocessing.connection import wait
 from typing import Any
 
-from .. import distributed
-from ..errors import LexkitError
-from ..progress import watch
+from ..core.errors import LexkitError
+from ..core.progress import watch
+from ..training import distributed
 from .schedule import Task, levels, schedule
 from .units import Unit, check
 
@@ -279,7 +279,7 @@ def _main(conn, build: Build, device: str, threads: int, parent: int) -> None:
     _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; SIGTERM checkpoints a training run
     try:
-        from .. import threads as policy
+        from ..core import threads as policy
 
         if device == "cpu":
             policy.use(threads, "--threads")

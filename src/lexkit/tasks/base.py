@@ -15,10 +15,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .. import checks, needles, registry
-from ..needles import held_out, needle_value  # noqa: F401 (the needle values of every task; re-exported)
-from ..registry import Registry
-from ..specs import Param, describe_params, parse_params, spec_text, split_spec
+from ..core import checks, registry
+from ..core.registry import Registry
+from ..core.specs import Param, describe_params, parse_params, spec_text, split_spec
+from . import needles
+from .needles import held_out, needle_value  # noqa: F401 (the needle values of every task; re-exported)
 
 #: the marker byte of the byte-style needles (never in a haystack)
 MARK = needles.TILDE
@@ -48,7 +49,7 @@ class Document:
     #: spans of the other candidates, values of the needle's kind that are not the answer: multikey's
     #: other keys, kvthread's other links' values (forward) or keys (backward), ordinal's other occurrences
     distractors: tuple[tuple[int, int], ...] = ()
-    format: str = ""  # the needle format of a copy or induction document (lexkit.needles)
+    format: str = ""  # the needle format of a copy or induction document (lexkit.tasks.needles)
     #: a labelling task's (``khop``): the byte each position must produce, position p reading BOS (p 0) or
     #: ``text[p-1]``, in place of the next byte ``text[p]``; the answer span indexes it. b"": the next bytes
     targets: bytes = b""
@@ -130,7 +131,7 @@ class Task:
     mix_sizes: ClassVar[tuple[int, int] | None] = None  # None: (size, size)
     styles: ClassVar[tuple[str, ...]] = STYLES
     version: ClassVar[int] = 1
-    #: the needle format (:mod:`lexkit.needles`) of a task that takes ``format=``; None: it takes none
+    #: the needle format (:mod:`lexkit.tasks.needles`) of a task that takes ``format=``; None: it takes none
     default_format: ClassVar[str | None] = None
     #: whether its documents draw among the trained formats (their versions are part of its identity)
     draws_formats: ClassVar[bool] = False
@@ -377,7 +378,7 @@ def make(task: str, length: int, depth: float, *, haystack: Haystack | None, see
     length, depth, index). ``task``: a task spec, its parameters after a colon
     (``kvthread:hops=3``, :func:`parse`); ``size``: letters of a copy segment / digits of a key /
     symbols of a hash (default: the task's); ``format``: the needle format of a task that takes
-    one (``copy``: :mod:`lexkit.needles`, default ``tilde``). ValueError for an unknown task,
+    one (``copy``: :mod:`lexkit.tasks.needles`, default ``tilde``). ValueError for an unknown task,
     parameter, format or style, a depth outside [0, 100] or a length too short for the needle."""
     cls, values = parse(task)
     check_format(task, format)

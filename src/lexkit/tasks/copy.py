@@ -1,8 +1,8 @@
-"""``copy``: induction / a repeated sequence, in any needle format (:mod:`lexkit.needles`)."""
+"""``copy``: induction / a repeated sequence, in any needle format (:mod:`lexkit.tasks.needles`)."""
 
 from __future__ import annotations
 
-from .. import needles
+from . import needles
 from .base import Document, Task, register
 from .text import formatted
 
@@ -10,7 +10,7 @@ from .text import formatted
 @register
 class Copy(Task):
     """Induction / repeated sequence: a value asked for after its cue again, in any needle format
-    (:mod:`lexkit.needles`; default ``tilde``: letters after the marker ~, asked after ~)."""
+    (:mod:`lexkit.tasks.needles`; default ``tilde``: letters after the marker ~, asked after ~)."""
 
     name = "copy"
     summary = "a segment of letters after the marker ~, asked for after ~ again (induction); --format: another"

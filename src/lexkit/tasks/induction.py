@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .. import needles
-from ..specs import Param
+from ..core.specs import Param
+from . import needles
 from .base import MAX_LINKS, Document, Task, register
 from .text import formatted, keyed, keyed_minimum
 
@@ -20,7 +20,7 @@ class Induction(Task):
     ``= "`` recurs through source code, taught here in the trained formats alone."""
 
     name = "induction"
-    summary = "a copy needle in a trained format drawn per document (lexkit.needles; held-out formats never)"
+    summary = "a copy needle in a trained format drawn per document (lexkit.tasks.needles; held-out formats never)"
     size = 12
     mix_sizes = (6, 28)
     styles = ("bytes",)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .. import needles
-from ..specs import Param
+from ..core.specs import Param
+from . import needles
 from .base import LETTERS, MAX_LINKS, Document, Task, register
 
 #: the target where the k-hop chain runs out (their code's "does not exist" symbol; ``~`` is lexkit's marker)

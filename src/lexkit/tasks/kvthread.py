@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .. import needles
-from ..specs import Param
+from ..core.specs import Param
+from . import needles
 from .base import LETTERS, MARK, MAX_LINKS, Document, Task, register
 from .text import distinct, filler, weave
 

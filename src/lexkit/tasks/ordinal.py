@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..specs import Param
+from ..core.specs import Param
 from .base import DIGITS, LETTERS, MARK, MAX_LINKS, Document, Task, register
 from .text import RULER_DIGITS, RULER_NEEDLE, distinct, filler, random_word, weave
 

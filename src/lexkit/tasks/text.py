@@ -1,5 +1,5 @@
 """The pieces several tasks build documents from: words, distinct needle values, pieces woven into
-filler, Landmark's grass, RULER's sentences, and a copy needle in a format (:mod:`lexkit.needles`)."""
+filler, Landmark's grass, RULER's sentences, and a copy needle in a format (:mod:`lexkit.tasks.needles`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import functools
 
 import numpy as np
 
-from .. import needles
+from . import needles
 from .base import LETTERS, Document, Haystack, needle_value
 
 #: symbols of the key a keyed needle's question starts with (``induction:distract=K``)
@@ -77,7 +77,7 @@ def formatted(task: str, form: type[needles.Format], rng, haystack: Haystack, to
                split: str) -> Document:
     """A document of ``total`` bytes: a needle of ``form`` (its extras within what its minimum
     leaves), the haystack around it, the needle's question and value. A trained format's document
-    that reads as a held-out one (:func:`lexkit.needles.reads_held_out`) is drawn again."""
+    that reads as a held-out one (:func:`lexkit.tasks.needles.reads_held_out`) is drawn again."""
     draw = needles.Draw(rng, split, haystack, total - form.minimum(size))
     room = draw.room
     while True:

@@ -26,7 +26,7 @@ def record_kernels() -> Iterator[list[str]]:
 def note_ran(label: str) -> None:
     """Tell every open :func:`record_kernels` that ``label`` ran. Not while torch.compile traces (the
     lists would be guarded, and each step's new one would recompile): the compiled training step
-    (:class:`lexkit.compiled.CompiledLoss`) tells them what its eager first forward ran."""
+    (:class:`lexkit.training.compiled.CompiledLoss`) tells them what its eager first forward ran."""
     import torch
 
     if torch.compiler.is_compiling():

@@ -16,8 +16,8 @@ speedrun's ``keyoffset`` (the last dims of each key from the position before; it
 
 from __future__ import annotations
 
-from ...registry import Registry
-from ...specs import describe_params, parse_params, split_spec
+from ...core.registry import Registry
+from ...core.specs import describe_params, parse_params, split_spec
 from .adaptive import Adaptive, adaptive_beta, adaptive_rows
 from .asscale import ASScale, as_scale
 from .base import PLACES, Modifier, Scoring, Shape, rows

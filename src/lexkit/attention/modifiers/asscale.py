@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ...specs import Param, positive
+from ...core.specs import Param, positive
 from .base import Modifier, Shape
 
 

@@ -40,7 +40,7 @@ from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
-from ...specs import Param, spec_text
+from ...core.specs import Param, spec_text
 
 PLACES = ("inputs", "qkv", "scores", "attention", "output")
 
@@ -82,7 +82,7 @@ class Modifier:
     flex_refusal: ClassVar[str | None] = None
     #: why the KV cache cannot reproduce it exactly (None: it can)
     stream_refusal: ClassVar[str | None] = None
-    #: why a compiled training step (:mod:`lexkit.compiled`) cannot trace it as one graph (None: it can)
+    #: why a compiled training step (:mod:`lexkit.training.compiled`) cannot trace it as one graph (None: it can)
     compile_refusal: ClassVar[str | None] = None
     #: the modifiers (by name or group) it cannot share a layer with, each with why
     excludes: ClassVar[dict[str, str]] = {}

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ...specs import Param
+from ...core.specs import Param
 from .base import Modifier, Shape
 
 #: where the convolution acts: the attention input (Canon-A), q/k/v (Canon-B), the feed-forward input (Canon-C)

@@ -32,7 +32,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ...specs import Param
+from ...core.specs import Param
 from .base import Modifier, Shape
 
 #: the reference's RMSNorm epsilon (``subln``)

@@ -34,7 +34,7 @@ from functools import partial
 import torch
 from torch import Tensor
 
-from ...specs import Param
+from ...core.specs import Param
 from .base import Modifier
 
 #: bisection halvings of τ's bracket (width at most 1): 2^-50 is past float32's and float64's need

@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ...specs import Param
+from ...core.specs import Param
 from .base import Modifier, Shape
 
 #: what one gate covers: every feature of every head, or a whole head

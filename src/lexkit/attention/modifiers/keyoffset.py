@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ...specs import Param
+from ...core.specs import Param
 from .base import Modifier
 
 

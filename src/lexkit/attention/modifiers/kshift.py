@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ...specs import Param
+from ...core.specs import Param
 from .base import Modifier, Shape
 
 #: the standard deviation of the mixing weights at initialization (the reference's initializer_range)

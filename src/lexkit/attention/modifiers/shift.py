@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ...specs import Param
+from ...core.specs import Param
 from .base import Modifier, Shape
 
 #: the fraction ``+shift`` alone shifts (x-transformers' ``shift_tokens=1``: half the features)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ...specs import Param, positive
+from ...core.specs import Param, positive
 from .temperature import Temperature
 
 

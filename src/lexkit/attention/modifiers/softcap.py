@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ...specs import Param, positive, spec_number
+from ...core.specs import Param, positive, spec_number
 from .base import Modifier
 
 

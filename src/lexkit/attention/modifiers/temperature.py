@@ -31,7 +31,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ...specs import Param, positive
+from ...core.specs import Param, positive
 from .base import Modifier, Shape
 
 

@@ -32,7 +32,7 @@ from functools import partial
 import torch
 from torch import Tensor
 
-from ...specs import Param, positive
+from ...core.specs import Param, positive
 from .base import Modifier
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from ... import positions
-from ...version import __version__
+from ...core.version import __version__
 from ..adapter import Adapter, register
 from ..config import RopeConfig
 from ..reference import spec

@@ -7,7 +7,7 @@ What is under test comes from lexkit's own definitions, never from the runtime's
 the conformance reference's (:class:`lexkit.conformance.Reference`, float64, from the layer type's
 ``rope_parameters`` read as a :class:`~lexkit.conformance.RopeConfig`), and each layer's mask is the
 lexkit pattern of its layer type (``window:W``: W keys including the query, HF's ``sliding_window``;
-``chunk:C``) read by :mod:`lexkit.hf.model_types`. What is around attention (norms, MLPs, the
+``chunk:C``) read by :mod:`lexkit.model.hf.model_types`. What is around attention (norms, MLPs, the
 projections) follows each family's modelling code in transformers 5, stated in :data:`FAMILIES`.
 
 Shapes: ids [n]; hidden [n, d]; q [Hq, n, hd], k and v [Hkv, n, hd]; logits [n, V].
@@ -26,7 +26,7 @@ from torch import Tensor
 
 from ...attention import Pattern
 from ...attention import create as create_pattern
-from ...hf.model_types import MODEL_TYPES, layer_types, own_pattern, rope_parameters, uses_rope
+from ...model.hf.model_types import MODEL_TYPES, layer_types, own_pattern, rope_parameters, uses_rope
 from ...positions.scaling import HF_KEYS, lexkit_method
 from ..adapter import from_interleaved, to_interleaved
 from ..config import RopeConfig
@@ -95,7 +95,7 @@ class Layer:
 
 def plan(config: dict) -> list[Layer]:
     """Every layer's type, mask and RoPE (None on a layer its model does not rotate), as lexkit reads the
-    config (:mod:`lexkit.hf.model_types`)."""
+    config (:mod:`lexkit.model.hf.model_types`)."""
     view = SimpleNamespace(**config)
     head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
     types = layer_types(view)

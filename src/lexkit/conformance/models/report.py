@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...version import header
+from ...core.version import header
 from ..report import MARK, MODELS_REPORT, REPORT_VERSION
 from .cases import ModelCase
 from .harness import MARGIN, ModelResult

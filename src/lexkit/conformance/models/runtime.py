@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from ...attention import create as create_pattern
-from ...registry import Registry
+from ...core.registry import Registry
 from ..adapter import Adapter
 from . import forward
 from .cases import ModelCase
@@ -187,7 +187,7 @@ class Lexkit(ModelRuntime):
     bug = ""
 
     def version(self) -> str:
-        from ... import __version__
+        from ...core.version import __version__
 
         return __version__
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...plots import figure, line, mark_length, save
-from ...rows import eval_rows, position_rows
+from ...documents.plots import figure, line, mark_length, save
+from .rows import eval_rows, position_rows
 
 
 def eval_report(report: dict, path: str | Path) -> None:

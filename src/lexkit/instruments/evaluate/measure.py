@@ -24,13 +24,13 @@ than a length is clamped to that length (non-overlapping) and reported per resul
 **The window's first token** (``start``). Under ``start="bos"`` (the protocol above) a
 document's first window opens on its BOS and every later window on a byte of the document: at the
 longest length every window is a document's first, at the shortest one in M / L is. A model
-trained on windows drawn at random offsets of the token stream (:class:`lexkit.data.Stream`) almost
+trained on windows drawn at random offsets of the token stream (:class:`lexkit.data.corpus.Stream`) almost
 never saw BOS at key 0, and one trained with a retrieval mix saw it there before every task
-document (:class:`lexkit.mix.MixedStream`), so a comparison across lengths under ``"bos"`` also
+document (:class:`lexkit.data.mix.MixedStream`), so a comparison across lengths under ``"bos"`` also
 compares how often key 0 holds BOS. ``start="text"`` holds that fixed: the scored bytes are bytes
 1..M (documents of at least M + 1 bytes take part) and every window at every length opens on a byte
 of the document, as a plain training window does; only the context differs. What
-:func:`lexkit.paired.paired_context` measures (use of context, with an interval over documents).
+:func:`lexkit.instruments.evaluate.paired.paired_context` measures (use of context, with an interval over documents).
 
 **Bits per byte** = mean NLL (nats) / ln 2 over the scored bytes; **perplexity** = e^(mean NLL).
 
@@ -64,18 +64,18 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ... import checks
 from ...attention import KERNELS, Pattern, kernel_label, record_kernels
 from ...attention import create as create_pattern
 from ...attention.cache import SEGMENT, refusal_of
-from ...data import LN2, encode, require_long
-from ...device import device_of, eval_mode
-from ...errors import DataError
+from ...core import checks
+from ...core.device import device_of, eval_mode
+from ...core.errors import DataError
+from ...core.specs import parse_lengths
+from ...core.stats import ratio_interval
+from ...data.corpus import LN2, encode, require_long
 from ...layouts import check_pattern, check_scheme
-from ...rows import EvalRow, PairedRow, PositionRow
-from ...specs import parse_lengths
-from ...stats import ratio_interval
-from ...subject import DEFAULT_MULTIPLIERS, default_lengths, eval_documents, load
+from ..subject import DEFAULT_MULTIPLIERS, default_lengths, eval_documents, load
+from .rows import EvalRow, PairedRow, PositionRow
 
 __all__ = ["DEFAULT_MULTIPLIERS", "default_lengths", "eval_documents", "evaluate", "evaluate_run"]
 BATCH_TOKENS = {"cpu": 8192}  # inputs per forward pass by device type; 32768 elsewhere
@@ -83,7 +83,7 @@ BATCH_TOKENS = {"cpu": 8192}  # inputs per forward pass by device type; 32768 el
 #: document's first window opens on its BOS); "text", every window opens on a byte of the document
 STARTS = ("bos", "text")
 
-#: the report ``lexkit eval --json`` writes and its layout's version (:func:`lexkit.version.header`)
+#: the report ``lexkit eval --json`` writes and its layout's version (:func:`lexkit.core.version.header`)
 REPORT, REPORT_VERSION = "lexkit.eval", 3
 
 
@@ -214,7 +214,7 @@ def evaluate(
 
     See the module docstring for the exact protocol (``stride=None``) and the sliding-window
     mode (``stride=S``). ``model(tokens [b, n], pattern=..., kernel=...)`` must return logits
-    ``[b, n, vocab]`` (a :class:`lexkit.GPT`, or a tokenizer model such as :class:`lexkit.hf.HFModel`
+    ``[b, n, vocab]`` (a :class:`lexkit.GPT`, or a tokenizer model such as :class:`lexkit.model.hf.HFModel`
     whose ``unit`` is ``"tokens"``: then lengths count tokens, the protocol reads tokens for
     bytes, bpb = summed token NLL / (ln 2 x bytes those tokens cover), ``ppl`` is the token
     perplexity and ``max_tokens`` caps the tokens scored). Batches hold ``batch_size`` windows,
@@ -321,7 +321,7 @@ def score_windows(
     by_position: list[dict] = []
     tok = (lambda n: None) if nbytes is None else int  # rows count tokens only for a tokenizer model
     work = tokens.shape[0] * total * len(lengths) * len(patterns)
-    from ...progress import bar
+    from ...core.progress import bar
 
     unit = "B" if nbytes is None else "tok"
     with eval_mode(model), torch.inference_mode(), bar(work, "eval", enabled=progress, unit=unit) as meter:
@@ -484,7 +484,7 @@ def _rows(rows: list[Tensor]) -> Tensor:
 
 
 def paired_rows(report: dict) -> list[PairedRow]:
-    """The :class:`~lexkit.rows.PairedRow` of every longer length against the shortest, per pattern,
+    """The :class:`.rows.PairedRow` of every longer length against the shortest, per pattern,
     of a report of :func:`evaluate` run with ``start="text"`` and ``per_document``
     (ValueError for one under another start: its lengths differ in more than the context)."""
     if report.get("start") != "text":
@@ -532,7 +532,7 @@ def evaluate_run(
     add: str | None = None,
 ) -> dict:
     """``lexkit eval TARGET``: load a run directory or an ``hf:PATH`` model
-    (:func:`lexkit.subject.load`) and evaluate it on its default documents (a run: its own
+    (:func:`lexkit.instruments.subject.load`) and evaluate it on its default documents (a run: its own
     corpus's validation split; an hf: model: ``stdlib``'s) or ``data``, at its default lengths
     (a run: the training length x 1/2 .. 16; an hf: model: x 1/2 .. 4) or ``lengths``.
 
@@ -543,9 +543,9 @@ def evaluate_run(
     weights under another scheme or log-n setting; ``rope_scaling`` / ``dtype`` apply to hf:
     models; an option the target cannot honour is a ValueError naming it. ``start``: what a
     window's first token is (:data:`STARTS`); ``paired``: also ``paired``, every longer length's bpb
-    against the shortest's on the same bytes with the start held fixed (:mod:`lexkit.paired`; needs
+    against the shortest's on the same bytes with the start held fixed (:mod:`lexkit.instruments.evaluate.paired`; needs
     ``start="text"``, non-overlapping windows and two lengths or more)."""
-    from ...version import header
+    from ...core.version import header
 
     # every option that can be checked without the model, before it loads
     check_options(kernel=kernel, stride=stride, batch_size=batch_size)

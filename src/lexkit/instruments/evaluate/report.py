@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from ... import render
-from ...notation import length_label, ratio_with_interval
-from ...render import text_table
+from ...core.notation import length_label, ratio_with_interval
+from ...documents import render
+from ...documents.render import text_table
 from .. import layout_lines, named
 
 
@@ -26,7 +26,7 @@ def paired_lines(report: dict, train_len: int | None) -> list[str]:
         out.append([r["pattern"], span, f"{r['bpb']:.4f}", f"{r['bpb_longer']:.4f}",
                     ratio_with_interval(r["ratio"], r["low"], r["high"])])
     docs = first["documents"]
-    bare = any(r["ratio"] is not None and r["low"] is None for r in rows)  # lexkit.stats.ratio_interval: n < 2
+    bare = any(r["ratio"] is not None and r["low"] is None for r in rows)  # lexkit.core.stats.ratio_interval: n < 2
     why = [f"no interval: an interval over documents needs at least 2 documents, and {docs} "
            f"{'was' if docs == 1 else 'were'} scored (--max-docs, or too few documents long enough); without one "
            "flatness is undetermined (docs/evaluation.md)"] if bare else []
@@ -115,5 +115,5 @@ def csv_rows(report: dict) -> list[dict]:
 
 
 def csv_text(report: dict) -> str:
-    """The CSV of a report (:func:`csv_rows`, a header line first; :func:`lexkit.render.csv_text`)."""
+    """The CSV of a report (:func:`csv_rows`, a header line first; :func:`lexkit.documents.render.csv_text`)."""
     return render.csv_text(csv_rows(report), csv_fields(report))

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import torch
 
-from ...data import encode
-from ...device import device_of, eval_mode
+from ...core.device import device_of, eval_mode
+from ...data.corpus import encode
 
 
 def measure_principles(model, docs: list[bytes]) -> dict:

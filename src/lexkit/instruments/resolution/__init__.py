@@ -41,7 +41,7 @@ class Resolution(Instrument):
     def measure(self, target, options: ResolutionOptions, context: Context = ON_CPU) -> dict:
         if target is None:
             return forms.analytic(options, context.figures)
-        from ...subject import load
+        from ..subject import load
 
         scheme = options.schemes[0] if options.schemes else None
         subject = target if hasattr(target, "model") else load(

@@ -1,5 +1,5 @@
 """The resolution command's two figures: the analytic s[n] and R by length (:func:`plot_analytic`), and the
-empirical s_hat[n] per layer and R per layer by length (:func:`plot_empirical`), with :mod:`lexkit.plots`'
+empirical s_hat[n] per layer and R per layer by length (:func:`plot_empirical`), with :mod:`lexkit.documents.plots`'
 helpers."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from ... import plots
+from ...documents import plots
 
 
 def plot_analytic(curves: dict[str, Tensor], table: dict[str, dict[int, float | None]], path: str | Path,

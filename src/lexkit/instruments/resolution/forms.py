@@ -5,7 +5,7 @@ run on its validation text; both of a model with positions of its own (an hf: mo
 
 from __future__ import annotations
 
-from ...specs import parse_lengths
+from ...core.specs import parse_lengths
 from . import measure as res
 from . import report
 

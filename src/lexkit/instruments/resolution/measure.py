@@ -33,21 +33,22 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ... import checks, positions
+from ... import positions
 from ...attention import Pattern, layer_patterns
 from ...attention import create as create_pattern
 from ...attention.kernels import choose_kernel
 from ...attention.modifiers import Scoring, logn_scale
 from ...attention.patterns import Causal
-from ...device import device_of, eval_mode
+from ...core import checks
+from ...core.device import device_of, eval_mode
+from ...core.specs import parse_lengths
+from ...core.version import header as report_header
 from ...positions import Scheme
-from ...rows import ResolutionRow
-from ...specs import parse_lengths
-from ...version import header as report_header
 from .. import identity
+from .rows import ResolutionRow
 
 #: Version of the JSON document written by :func:`analytic`, :func:`empirical_run` and the CLI.
-REPORT, REPORT_VERSION = "lexkit.resolution", 3  # the report's header (lexkit.version.header)
+REPORT, REPORT_VERSION = "lexkit.resolution", 3  # the report's header (lexkit.core.version.header)
 #: Query block of the analytic accumulation for absolute schemes (the empirical pass uses the
 #: chunked kernel's own blocks).
 BLOCK = 256
@@ -367,7 +368,7 @@ def analytic(
 
 
 def analytic_rows(label: str, lengths: list[int], pattern: Pattern, curve, *, raises: bool = False) -> list[dict]:
-    """One :class:`~lexkit.rows.ResolutionRow` per length: R of ``curve(n)`` [H], or a ``note``
+    """One :class:`~lexkit.instruments.resolution.rows.ResolutionRow` per length: R of ``curve(n)`` [H], or a ``note``
     where the curve raises ValueError (learned positions past their table) unless ``raises``."""
     out = []
     for n in lengths:
@@ -468,7 +469,7 @@ def empirical(
 
     Runs the model (eval mode, no grad) through the chunked kernel with an :class:`Accumulator`
     as score hook, ``batch_size`` texts at a time. ``pattern`` W defaults to the model's
-    training length. ``progress``: an object with ``advance(n)`` (see :mod:`lexkit.progress`),
+    training length. ``progress``: an object with ``advance(n)`` (see :mod:`lexkit.core.progress`),
     advanced once per batch. Returns::
 
         {"length": n, "pattern": spec, "texts": b, "resolution": mean over layers,
@@ -516,7 +517,7 @@ def texts(docs: Sequence[bytes], length: int, count: int, *, model: nn.Module | 
     and tokens, :func:`lexkit.evaluate.token_documents`) of each of the first ``count``
     documents at least that long (the paper's protocol reads long documents from their start).
     ValueError when none is long enough."""
-    from ...data import encode, require_long
+    from ...data.corpus import encode, require_long
 
     checks.number("--texts", count)
     if getattr(model, "unit", "bytes") == "tokens":
@@ -554,10 +555,10 @@ def empirical_run(
     training length and twice it). Each result is :func:`empirical`'s dict (with tensors;
     :func:`to_json` drops them). A length a model cannot run (``learned`` past its table)
     gets ``"resolution": null`` and a ``"note"``. ``scheme`` / ``logn`` measure a run's
-    weights under another scheme or log-n setting (:func:`lexkit.runs.load`);
+    weights under another scheme or log-n setting (:func:`lexkit.training.runs.load`);
     ``rope_scaling`` applies to hf: models."""
-    from ...progress import bar
-    from ...subject import load
+    from ...core.progress import bar
+    from ..subject import load
 
     subject = target if hasattr(target, "documents") else load(target, scheme=scheme, logn=logn,
                                                                 rope_scaling=rope_scaling)

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import math
 
-from ...notation import number
-from ...render import text_table
+from ...core.notation import number
+from ...documents.render import text_table
 from .. import layout_lines
 from .measure import header, to_json
 
 
 def measured(x: float | None) -> str:
     """A measured value (R, entropy) in a cell: 4 decimals, 3 significant digits below 1e-3, ``n/a``
-    for None (:func:`lexkit.notation.number`)."""
+    for None (:func:`lexkit.core.notation.number`)."""
     return number(x, digits=4, small=True)
 
 

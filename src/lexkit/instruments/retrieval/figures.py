@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ...plots import figure, mark_length, save
-from ...rows import RetrievalCell, RetrievalSummary
+from ...documents.plots import figure, mark_length, save
+from .rows import RetrievalCell, RetrievalSummary
 
 
 def retrieval(report: dict, path: str | Path) -> None:

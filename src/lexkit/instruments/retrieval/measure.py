@@ -13,8 +13,8 @@ Two measures per document, both under an attention pattern:
 A cell (task, pattern, length, depth) holds ``samples`` documents; its accuracy carries a 95 %
 Wilson score interval (:func:`wilson`). Every pattern scores the same documents (paired).
 
-Models come through the model seam (:mod:`lexkit.subject`): ``lexkit.load(TARGET)`` for a run
-or ``hf:PATH``, :meth:`lexkit.subject.RunSubject.of` for a byte model in memory. Scoring uses the
+Models come through the model seam (:mod:`lexkit.instruments.subject`): ``lexkit.load(TARGET)`` for a run
+or ``hf:PATH``, :meth:`lexkit.instruments.subject.RunSubject.of` for a byte model in memory. Scoring uses the
 subject's model (logits under a pattern), ``encode`` (text -> tokens and the bytes each covers)
 and ``continue_text`` (greedy decoding, through the KV cache where the pattern allows it).
 
@@ -33,20 +33,21 @@ from collections.abc import Iterable, Sequence
 import torch
 from torch import Tensor
 
-from ... import checks, tasks
+from ... import tasks
 from ...attention import Pattern
-from ...device import eval_mode
-from ...rows import ContextRow, RetrievalCell, RetrievalSummary
-from ...stats import Z95, wilson  # noqa: F401 (the interval of every retrieval accuracy; re-exported)
-from ...subject import Subject
+from ...core import checks
+from ...core.device import eval_mode
+from ...core.stats import Z95, wilson  # noqa: F401 (the interval of every retrieval accuracy; re-exported)
 from .. import identity
+from ..subject import Subject
+from .rows import ContextRow, RetrievalCell, RetrievalSummary
 
 #: the needle-in-a-haystack depth grid: 0, 10, ..., 100 percent
 DEFAULT_DEPTHS = tuple(float(d) for d in range(0, 101, 10))
 #: the lengths retrieval is scored at by default, as multiples of the training length
 DEFAULT_MULTIPLES = (1, 2, 4, 8, 16)
 
-#: the report ``lexkit retrieval --json`` writes and its layout's version (:func:`lexkit.version.header`)
+#: the report ``lexkit retrieval --json`` writes and its layout's version (:func:`lexkit.core.version.header`)
 REPORT, REPORT_VERSION = "lexkit.retrieval", 3
 
 
@@ -216,7 +217,7 @@ def cell_documents(subject: Subject, task: str, length: int, depth: float, count
     for a tokenizer model the longest document (in bytes) whose tokens the model reads are at
     most ``length``, so that lengths mean tokens as in ``lexkit eval hf:`` (found by bisection
     over the byte length: the count lands on ``length`` or just below). ``format``: the needles'
-    format (:mod:`lexkit.needles`) for a task that takes one."""
+    format (:mod:`lexkit.tasks.needles`) for a task that takes one."""
     kind = style(subject)
     if kind == "bytes":
         return tasks.documents(task, length, depth, count, haystack=haystack, seed=seed, style=kind, size=size,
@@ -267,7 +268,7 @@ def score(
 ) -> list[RetrievalCell]:
     """The grid length x depth x pattern for ``task`` (a task spec, its parameters after a colon:
     ``kvthread:hops=3``; evaluation split of the needles), its needles in ``format``
-    (:mod:`lexkit.needles`) for a task that takes one (``copy``); lengths in the subject's unit
+    (:mod:`lexkit.tasks.needles`) for a task that takes one (``copy``); lengths in the subject's unit
     (bytes; tokens for a tokenizer model, :func:`cell_documents`). A
     length, depth or pattern given twice (patterns compared once resolved: ``window`` is
     ``window:64`` on a run trained at 64) is scored once, with a warning.
@@ -276,7 +277,7 @@ def score(
     the answer bits: with one token per byte, greedy decoding reproduces the answer exactly when
     the argmax is right at every answer token given the right bytes before it (the first wrong
     argmax is where greedy decoding leaves the answer), so no decoding loop is needed."""
-    from ...progress import bar
+    from ...core.progress import bar
 
     kind = style(subject)
     if not decode and kind != "bytes":
@@ -390,13 +391,14 @@ def context_rows(
     """One configuration (a byte model's subject, shown as ``label``): exact match and answer
     bits at every multiple of its training length under every pattern, and beside each its bpb
     at that length where the multiple is in ``bpb_multiples`` (default: every multiple), measured
-    paired (:mod:`lexkit.paired`: the same bytes at every multiple, each window opening on a byte of
+    paired (:mod:`lexkit.instruments.evaluate.paired`: the same bytes at every multiple, each window opening on a byte
+    of
     its document, on ``documents``, default the subject's own validation documents, at most
     ``max_docs`` of them), with each multiple's ratio to the first and its interval over documents.
     Lengths are multiples of ``train_len`` (default: the subject's training length; a fine-tune's
     parent's, to line it up with its parent). Also the cells (depth by depth). ``format``: the
     needles' format (:func:`score`)."""
-    from ...instruments.evaluate.measure import evaluate, paired_rows
+    from ..evaluate.measure import evaluate, paired_rows
 
     t = train_len or subject.train_len
     lengths = [t * m for m in multiples]
@@ -424,7 +426,7 @@ def context_rows(
 def use_of_context(targets: dict[str, str], **options) -> list[ContextRow]:
     """:func:`context_rows` for each labelled run (``{"rope+mix": "runs/rope-mix", ...}``; a run
     may be scored under another scheme with ``"runs/rope-mix@rope:scaling=yarn,factor=16"``)."""
-    from ...subject import load
+    from ..subject import load
 
     rows: list[ContextRow] = []
     for label, target in targets.items():
@@ -456,15 +458,15 @@ def retrieval_run(
     add: str | None = None,
 ) -> dict:
     """``lexkit retrieval TARGET``: load a run directory or an ``hf:PATH`` model
-    (:func:`lexkit.subject.load`), score ``task`` on the grid lengths x depths x patterns
+    (:func:`lexkit.instruments.subject.load`), score ``task`` on the grid lengths x depths x patterns
     (:func:`score`; default lengths: the training length x 1-16, those that hold the needle) with
     haystacks from its documents (a run's own validation split, or ``data``) and return the
     report (:func:`report`). Every option that can be checked without the model is checked before
     it loads; an option the target cannot honour is a ValueError naming it. ``format``: the
-    needles' format for a task that takes one (``copy``; :mod:`lexkit.needles`, trained or held
+    needles' format for a task that takes one (``copy``; :mod:`lexkit.tasks.needles`, trained or held
     out), so a run can be checked for the skill rather than its training format."""
     from ...layouts import check_pattern, check_scheme
-    from ...subject import load, subject_class
+    from ..subject import load, subject_class
 
     hf = str(target).startswith("hf:")
     kind_of = "standard" if hf else "bytes"
@@ -509,11 +511,12 @@ def needle_lengths(subject: Subject, task: str, size: int | None, target: str,
 def report(target: str, info: dict, rows: Sequence[RetrievalCell], *, task: str, style: str, size: int | None,
            seed: int, haystack: str | None, samples: int, lengths: Sequence[int], depths: Sequence[float],
            format: str | None = None) -> dict:
-    """The JSON document of ``lexkit retrieval``: the report's header (:func:`lexkit.version.header`),
+    """The JSON document of ``lexkit retrieval``: the report's header (:func:`lexkit.core.version.header`),
     the subject's (``info``: what ran, :func:`lexkit.instruments.identity`; log-n, training length), the
     grid's settings (lengths, depths and patterns as scored, each once; lengths in ``unit``), every cell
-    (:class:`~lexkit.rows.RetrievalCell`) and the summary over depths (:class:`~lexkit.rows.RetrievalSummary`)."""
-    from ...version import header
+    (:class:`~lexkit.instruments.retrieval.rows.RetrievalCell`) and the summary over depths
+    (:class:`~lexkit.instruments.retrieval.rows.RetrievalSummary`)."""
+    from ...core.version import header
 
     return {
         **header(REPORT, REPORT_VERSION),

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import dataclasses
 
-from ... import render
-from ...notation import length_label, percent
-from ...render import text_table
-from ...rows import RetrievalCell
+from ...core.notation import length_label, percent
+from ...documents import render
+from ...documents.render import text_table
 from .. import layout_lines, named
+from .rows import RetrievalCell
 
 
 def text(report: dict) -> str:
     """Header; per pattern, exact match (%) by depth (rows) and length (columns); then the
     summary over depths: accuracy with its 95 % interval and the answer's bits per byte.
-    Percentages are whole unless that would round them to 0 or 100 (:func:`lexkit.notation.percent`)."""
+    Percentages are whole unless that would round them to 0 or 100 (:func:`lexkit.core.notation.percent`)."""
     lengths, train_len = report["lengths"], report["train_len"]
     rows = report["rows"]
     lines = [
@@ -90,5 +90,5 @@ def chance_line(report: dict) -> str:
 
 
 def csv_text(report: dict) -> str:
-    """The CSV of a report: one line per cell, the fields of :class:`~lexkit.rows.RetrievalCell`."""
+    """The CSV of a report: one line per cell, the fields of :class:`.rows.RetrievalCell`."""
     return render.csv_text(report["rows"], [f.name for f in dataclasses.fields(RetrievalCell)])

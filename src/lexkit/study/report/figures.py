@@ -1,14 +1,14 @@
 """The study report's grid figures (bpb by length, the analytic s[n], R per layer, entropy, loss by
 position), drawn from the typed results.json through :mod:`lexkit.study.results` with the helpers of
-:mod:`lexkit.plots`; :func:`draw` draws any table's figures the same way."""
+:mod:`lexkit.documents.plots`; :func:`draw` draws any table's figures the same way."""
 
 from __future__ import annotations
 
 import io
 from pathlib import Path
 
-from ... import plots
-from ...runs import atomic_write
+from ...documents import plots
+from ...training.runs import atomic_write
 from .. import results as query
 from ..schema import StudyResults
 

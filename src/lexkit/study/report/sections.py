@@ -1,10 +1,10 @@
 """The study report as one document: its sections in order, each a heading, a few sentences of what
-was measured, the tables (:mod:`.tables`) and the figures (:mod:`lexkit.plots`), all from
+was measured, the tables (:mod:`.tables`) and the figures (:mod:`lexkit.documents.plots`), all from
 results.json alone (no model, no scheme is built here), so a report can be rebuilt without the
 runs. The grid's sections (A-D) are here; each table beside the grid brings its own (:class:`Part`:
 its blocks and figures), as registered (:data:`lexkit.study.schema.TABLES`; ``import lexkit.study``
 registers tables E and G). :func:`write_report` renders the document as ``report.md`` and as one
-self-contained ``report.html`` (:mod:`lexkit.htmlreport`), beside the figures and ``results.csv``.
+self-contained ``report.html`` (:mod:`lexkit.documents.html`), beside the figures and ``results.csv``.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from ...blocks import Block, Bullets, Figure, Heading, Text
-from ...htmlreport import html
-from ...notation import count
-from ...render import csv_text, markdown
-from ...runs import atomic_write
+from ...core.notation import count
+from ...documents.blocks import Block, Bullets, Figure, Heading, Text
+from ...documents.html import html
+from ...documents.render import csv_text, markdown
+from ...training.runs import atomic_write
 from .. import results as query
 from ..schema import TABLES, StudyResults
 from . import figures as grid_figures

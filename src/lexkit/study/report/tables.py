@@ -1,14 +1,14 @@
 """The study report's tables of the grid, built from results.json through :mod:`lexkit.study.results`
 alone: the paper's Tables 2, 5 and 3 layouts (A, B, C), the design principles (D), the paper's own
 numbers and the provenance; and the cells every table of the report is made of (:func:`cell`,
-:func:`percent`, the tables beside the grid's too). Each table is a :class:`lexkit.blocks.Table` of
-:class:`~lexkit.blocks.Number` cells that every renderer draws."""
+:func:`percent`, the tables beside the grid's too). Each table is a :class:`lexkit.documents.blocks.Table` of
+:class:`~lexkit.documents.blocks.Number` cells that every renderer draws."""
 
 from __future__ import annotations
 
-from ... import notation
-from ...blocks import Number, Table
-from ...notation import length_label, number
+from ...core import notation
+from ...core.notation import length_label, number
+from ...documents.blocks import Number, Table
 from .. import results as query
 from ..schema import StudyResults
 
@@ -36,7 +36,7 @@ def cell(mean: float | None, std: float | None = None, digits: int = 3, *, small
 
 
 def percent(x: float | None) -> Number:
-    """An exact-match cell in percent (:func:`lexkit.notation.percent`; its value the fraction as shown)."""
+    """An exact-match cell in percent (:func:`lexkit.core.notation.percent`; its value the fraction as shown)."""
     if x is None:
         return Number("n/a", None)
     text = notation.percent(x)

@@ -22,12 +22,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ... import checks, paired, presets, stopping, tasks
-from ...errors import LexkitError
+from ... import tasks
+from ...core import checks
+from ...core.errors import LexkitError
+from ...data.mix import mix_text, parse_mix
+from ...instruments.evaluate import paired
 from ...instruments.retrieval.measure import DEFAULT_MULTIPLES
 from ...layouts import check_pattern
-from ...mix import mix_text, parse_mix
-from ...model import check_token_shift
+from ...model.gpt import check_token_shift
+from ...training import presets, stopping
 from ..recipe import RECIPE, Recipe
 
 #: the most arms and seeds a sweep takes
@@ -49,7 +52,7 @@ class SweepConfigError(LexkitError, ValueError):
 class Arm:
     """One arm: its ``label`` (a row of the sweep's table), the ``scheme`` (with a ``layout``, the
     scheme of the layers that name none; modifiers go in the layout string), extra ``lexkit train``
-    settings (``train``: :func:`lexkit.settings.configs` keywords, e.g. ``token_shift``,
+    settings (``train``: :func:`lexkit.training.settings.configs` keywords, e.g. ``token_shift``,
     ``n_layers``, ``d_model``, ``lr``, ``random_positions``, ``untied_head``), its own ``steps``,
     ``patterns`` and training ``mix`` (None: the sweep's)."""
 
@@ -86,7 +89,7 @@ class SweepConfig:
     tasks: tuple[str, ...] = ("kvthread", "ordinal")
     data: str = "stdlib"
     eval_docs: int = paired.DOCUMENTS
-    #: every run's training step compiled (true/false; null or absent: the device's default, lexkit.compiled);
+    #: every run's training step compiled (true/false; null or absent: the device's default, lexkit.training.compiled);
     #: how the arms train, not what: ``lexkit sweep --compile/--no-compile`` overrides it
     compile: bool | None = None
 

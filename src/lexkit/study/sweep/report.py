@@ -12,12 +12,13 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from ... import plots, runs
-from ...blocks import Heading, Number, Table, Text
-from ...checks import finite_or_none
-from ...notation import count_range, ratio_with_interval
-from ...render import markdown
-from ...rows import jsonable
+from ...core.checks import finite_or_none
+from ...core.notation import count_range, ratio_with_interval
+from ...documents import plots
+from ...documents.blocks import Heading, Number, Table, Text
+from ...documents.render import markdown
+from ...documents.rows import jsonable
+from ...training import runs
 from ..tables.retrieval import queries
 from ..tables.retrieval.rows import KEY, RetrievalEntry, RetrievalSection
 
@@ -197,7 +198,8 @@ def _bpb_protocol(g: RetrievalSection) -> str:
     if not documents:
         return ("bpb by the paper's protocol as lexkit ran it before the paired measure (every 16x window opens "
                 "on BOS, one 1x window in 16 does: docs/evaluation.md)")
-    return (f"bpb paired (lexkit.paired): the same bytes at 1x and 16x, every window opening on a byte of its "
+    return ("bpb paired (lexkit.instruments.evaluate.paired): the same bytes at 1x and 16x, every window opening on "
+            "a byte of its "
             f"document, on {count_range(documents, 'validation document')}, the ratio's 95 % interval over them "
             "(and over seeds)")
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ... import distributed, lock, runs, tasks
+from ... import tasks
+from ...core import lock
+from ...data.mix import parse_mix
 from ...instruments.retrieval.measure import context_rows, minimum_length
-from ...mix import parse_mix
-from ...settings import inert_modifier
-from ...stopping import probe_keys
-from ...subject import RunSubject, load
+from ...instruments.subject import RunSubject, load
+from ...training import distributed, runs
+from ...training.settings import inert_modifier
+from ...training.stopping import probe_keys
 from ..cache import Cache
 from ..execution import Study
 from ..plan import Plan, StudyConfig, digest
@@ -50,7 +52,7 @@ class SweepTable(RetrievalTable):
 
     def seed_runs(self) -> list[SeedRun]:
         """Table G's runs of the arms; an arm with a modifier that does nothing at the training length
-        and at the longest multiple scored (:func:`lexkit.settings.inert_modifier`: ``+topk:1000000000``)
+        and at the longest multiple scored (:func:`lexkit.training.settings.inert_modifier`: ``+topk:1000000000``)
         is refused before any work, naming the arm: it would train the arm without it."""
         out = super().seed_runs()
         for run in out:
@@ -65,8 +67,8 @@ def study_config(sweep: SweepConfig, device: str = "auto", threads: int | None =
                  batch_seeds: bool = False, compile: bool | None = None) -> StudyConfig:
     """The study a sweep is: table G alone (no table E, so no methods), its seeds, needles, patterns,
     corpus and the documents of its paired bpb (the grid's one scheme is never trained: a sweep has no
-    grid); ``batch_seeds``: each arm's seeds trained as one batched model (:mod:`lexkit.batched`);
-    ``compile``: every run's step compiled (None: the device's default, :mod:`lexkit.compiled`)."""
+    grid); ``batch_seeds``: each arm's seeds trained as one batched model (:mod:`lexkit.training.batched`);
+    ``compile``: every run's step compiled (None: the device's default, :mod:`lexkit.training.compiled`)."""
     return StudyConfig(preset=sweep.preset, schemes=["none"], layouts=[], patterns=list(sweep.patterns),
                        data=sweep.data, device=device, threads=threads, compile=compile, extension=False,
                        retrieval_seeds=sweep.seeds, retrieval_first_seed=sweep.first_seed,

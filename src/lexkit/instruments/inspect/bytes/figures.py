@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ....plots import figure, place_labels, save
+from ....documents.plots import figure, place_labels, save
 
 
 def embedding(report: dict, path: str | Path) -> None:

@@ -7,10 +7,10 @@ row went (one of the two instruments that tell retrieval failures apart; the oth
 BOS, 256):
 
 * ``corpus``: its occurrences in the run's training split as the trainer streams it (every training
-  document, BOS before each: :func:`lexkit.data.tokens_of`), the corpus's text alone;
+  document, BOS before each: :func:`lexkit.data.corpus.tokens_of`), the corpus's text alone;
 * ``trained``: the times it stood in a training window (as input or target: the ``length + 1``
   tokens of each row) over the steps the run trained, replayed batch by batch from the run's seed
-  (:meth:`lexkit.data.Stream.batch`; under a ``--mix``, :class:`lexkit.mix.MixedStream`, whose
+  (:meth:`lexkit.data.corpus.Stream.batch`; under a ``--mix``, :class:`lexkit.data.mix.MixedStream`, whose
   task documents replace some windows); ``mix``: how many of those stood in the mix's task
   documents (their haystack included). A fine-tune's (``--init``) parent is not replayed.
 * ``norm`` = ||E_t|| and ``cosine`` = cos(E_t, mu_U) = E_t . mu_U / (||E_t|| ||mu_U||), where
@@ -41,13 +41,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ....data import Corpus, Stream, absolute_spec, same_corpus, tokens_of
-from ....model import BOS
-from ....rows import Row
-from ....version import header
+from ....core.version import header
+from ....data.corpus import Corpus, Stream, absolute_spec, same_corpus, tokens_of
+from ....documents.rows import Row
+from ....model.gpt import BOS
 from ... import identity
 
-#: the report of ``lexkit inspect RUN --json`` and its layout's version (lexkit.version.header)
+#: the report of ``lexkit inspect RUN --json`` and its layout's version (lexkit.core.version.header)
 BYTES_REPORT, REPORT_VERSION = "lexkit.inspect.bytes", 3
 #: the seen tokens of highest cosine the summary lists
 COLLAPSED = 10
@@ -103,7 +103,7 @@ class ByteRow(Row):
 
 def stream_counts(tokens: Tensor) -> Tensor:
     """int64 [257]: each token's count in a token stream (int16 [total]: the training split as the
-    trainer reads it, :func:`lexkit.data.tokens_of`), tallied in pieces."""
+    trainer reads it, :func:`lexkit.data.corpus.tokens_of`), tallied in pieces."""
     out = np.zeros(BOS + 1, dtype=np.int64)
     flat = tokens.numpy()
     for start in range(0, flat.size, _TALLY):
@@ -214,7 +214,7 @@ def run_corpus(subject, data: str | None = None) -> tuple[Corpus, dict]:
     """A run's training corpus (where its config.json recorded it, or ``data``: the corpus at a new
     place) and a description; a corpus whose fingerprint differs from the recorded one is a warning
     (its counts are not those of the text the run trained on)."""
-    from ....runs.lifecycle import run_corpus as load_run_corpus
+    from ....training.runs.lifecycle import run_corpus as load_run_corpus
 
     config = subject.config
     corpus = load_run_corpus(config, Path(subject.source), None if data is None else absolute_spec(data))
@@ -237,7 +237,7 @@ def describe_corpus(corpus: Corpus) -> dict:
 def replayable(subject) -> tuple[dict | None, int]:
     """(the run's training settings, the steps its weights trained) when its batches can be replayed,
     else (None, 0): a run without a ``train`` section or a checkpoint (weights saved by hand)."""
-    from ....runs import trainer_state
+    from ....training.runs import trainer_state
 
     train = subject.config.get("train")
     state = trainer_state(subject.source) if train else None
@@ -253,10 +253,10 @@ def embedding_run(target, *, data: str | None = None, corpus: Corpus | None = No
     corpus itself (a run trained on one built in memory); ``steps``: replay only the first ``steps``
     training steps (default: every step its weights trained); ``unseen_by``: what makes a token
     unseen (:data:`UNSEEN_BY`; a run that cannot be replayed: the corpus)."""
-    from .... import checks
-    from ....mix import MixedStream
-    from ....progress import bar
-    from ....subject import RunSubject, load
+    from ....core import checks
+    from ....core.progress import bar
+    from ....data.mix import MixedStream
+    from ...subject import RunSubject, load
 
     subject = target if hasattr(target, "documents") else load(target)
     if not isinstance(subject, RunSubject):

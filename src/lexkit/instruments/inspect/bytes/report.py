@@ -3,8 +3,8 @@ report :func:`.measure.embedding_run` returns."""
 
 from __future__ import annotations
 
-from ....notation import number
-from ....render import text_table
+from ....core.notation import number
+from ....documents.render import text_table
 from ... import named
 from ... import report_csv as csv  # noqa: F401 (the byte table's CSV: a row per token)
 

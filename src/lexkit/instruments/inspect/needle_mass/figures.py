@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ....plots import COLORS, mark_length, save
+from ....documents.plots import COLORS, mark_length, save
 
 
 def needle_mass(report: dict, path: str | Path) -> None:

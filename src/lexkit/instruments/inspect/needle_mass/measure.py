@@ -36,15 +36,15 @@ from torch import Tensor
 
 from .... import tasks
 from ....attention import Pattern, layer_patterns
-from ....device import eval_mode
+from ....core.device import eval_mode
+from ....core.version import header
+from ....documents.rows import Row
 from ....layouts import kind_of
-from ....rows import Row
-from ....version import header
 from ... import identity
 from ...resolution.measure import entropy
 from ...retrieval import measure as retrieval
 
-#: the report of ``lexkit inspect TARGET --needle-mass --json`` and its layout's version (lexkit.version.header)
+#: the report of ``lexkit inspect TARGET --needle-mass --json`` and its layout's version (lexkit.core.version.header)
 MASS_REPORT, REPORT_VERSION = "lexkit.inspect.needle_mass", 3
 #: the defaults: depths (percent) and documents per (length, depth)
 DEPTHS = (0.0, 25.0, 50.0, 75.0, 100.0)
@@ -259,7 +259,7 @@ def needle_mass(subject, task: str, lengths: Sequence[int], *, depths: Sequence[
     ``task`` on ``samples`` documents per (length, depth), every depth of a length pooled, under each
     pattern: one row per (pattern, length, layer). The documents are ``lexkit retrieval``'s
     (:func:`lexkit.retrieval.cell_documents`, evaluation split; lengths in the subject's unit)."""
-    from ....progress import bar
+    from ....core.progress import bar
 
     kind = retrieval.style(subject)
     retrieval.check_grid(task, lengths, depths, samples, kind, size, format)
@@ -292,10 +292,10 @@ def needle_mass_run(target, task: str = "copy", *, lengths: Sequence[int] | None
     """``lexkit inspect TARGET --needle-mass``: load a run or ``hf:PATH`` (or take a loaded subject),
     measure :func:`needle_mass` (default lengths: the training length x 1-16 that hold the needle)
     with haystacks from its documents (a run's validation split, or ``data``) and return the JSON
-    document. ``add``: stateless layer modifiers added to a run's layers (:func:`lexkit.subject.load`).
+    document. ``add``: stateless layer modifiers added to a run's layers (:func:`lexkit.instruments.subject.load`).
     Everything checkable without the model is checked before it loads."""
     from ....layouts import check_pattern
-    from ....subject import load
+    from ...subject import load
 
     loaded = hasattr(target, "documents")
     style = retrieval.style(target) if loaded else "standard" if str(target).startswith("hf:") else "bytes"

@@ -3,8 +3,8 @@ written here, from the report :func:`.measure.needle_mass_run` returns."""
 
 from __future__ import annotations
 
-from ....notation import length_label, number, percent
-from ....render import text_table
+from ....core.notation import length_label, number, percent
+from ....documents.render import text_table
 from ... import named
 from ... import report_csv as csv  # noqa: F401 (a row per (pattern, length, layer))
 

@@ -61,7 +61,7 @@ def methods(train_len: int, longest: int) -> list[Method]:
 @dataclasses.dataclass(frozen=True)
 class Finetune:
     """A continuation of the ``rope`` run at ``train_len`` under ``scheme`` (``original_len`` is
-    pinned to the parent's length by :func:`lexkit.runs.configs_from_run`), then evaluated under
+    pinned to the parent's length by :func:`lexkit.training.runs.configs_from_run`), then evaluated under
     each of ``patterns`` (trained by :func:`lexkit.study.tables.extension.finetune.finetune`)."""
 
     label: str

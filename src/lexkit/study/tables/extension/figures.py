@@ -1,11 +1,11 @@
 """Table E's figure: bpb against length for every context-extension configuration, beside the
-grid's rope and xpos (the drawing helpers of :mod:`lexkit.plots`)."""
+grid's rope and xpos (the drawing helpers of :mod:`lexkit.documents.plots`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .... import plots
+from ....documents import plots
 from ... import results as query
 from ...schema import StudyResults
 from .queries import extension_lines

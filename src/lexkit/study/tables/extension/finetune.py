@@ -8,8 +8,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from .... import positions, runs
-from ....runs import configs_from_run
+from .... import positions
+from ....training import runs
+from ....training.runs import configs_from_run
 from ...cache import Cache
 from ...plan import Cell, digest, slug
 from .configurations import Finetune

@@ -4,8 +4,8 @@ results.json through :mod:`.queries` alone."""
 
 from __future__ import annotations
 
-from ....blocks import Block, Figure, Heading, Table, Text
-from ....notation import length_label, multiple, signed
+from ....core.notation import length_label, multiple, signed
+from ....documents.blocks import Block, Figure, Heading, Table, Text
 from ... import results as query
 from ...report.sections import listed
 from ...report.tables import LOWEST_BPB, cell

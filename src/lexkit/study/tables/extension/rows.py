@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from ....rows import EvalRow, Row
+from ....documents.rows import Row
+from ....instruments.evaluate.rows import EvalRow
 from ...schema import StudyResults
 
 #: table E's section of results.json

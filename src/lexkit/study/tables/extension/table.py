@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from .... import runs
 from ....instruments.evaluate.measure import evaluate
-from ....runs.config import overridden
+from ....training import runs
+from ....training.runs.config import overridden
 from ...plan import EVAL_VERSION, Bound, Cell, TableSettings, cell_unit, digest
 from ...units import Cost, Unit, whole_or_none
 from . import figures, queries, report

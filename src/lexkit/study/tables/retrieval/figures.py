@@ -1,12 +1,12 @@
 """Table G's figures: bpb at 16x against exact match at 16x (a scatter coloured by the goal), and
-exact match by configuration and length (a heatmap), drawn with the helpers of :mod:`lexkit.plots`."""
+exact match by configuration and length (a heatmap), drawn with the helpers of :mod:`lexkit.documents.plots`."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
-from .... import plots
+from ....documents import plots
 from ...schema import StudyResults
 from . import queries
 from .rows import section
@@ -18,7 +18,7 @@ def retrieval_scatter(results: StudyResults, path: str | Path) -> None:
     green meets it, blue is flat in bpb (within 3 % of its own 1x) but does not retrieve at
     every depth, red is not flat; the 90 % line drawn. Points at 0 % are labelled only when they
     have the lowest bpb (the heatmap names every configuration). No label covers another, also
-    where points coincide (:func:`lexkit.plots.place_labels`). No file without table G."""
+    where points coincide (:func:`lexkit.documents.plots.place_labels`). No file without table G."""
     goal = queries.context_goal(results)
     if goal is None:
         return

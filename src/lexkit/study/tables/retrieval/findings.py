@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from ....notation import ratio_with_interval
+from ....core.notation import ratio_with_interval
 from ...schema import StudyResults
 from . import queries as query
 from .rows import section

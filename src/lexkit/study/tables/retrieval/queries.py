@@ -8,7 +8,7 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Sequence
 
-from ....stats import mean_interval, wilson
+from ....core.stats import mean_interval, wilson
 from ...results import aggregate
 from ...schema import StudyResults
 from .rows import RetrievalSection, section
@@ -33,7 +33,7 @@ class RetrievalLine:
     * ``accuracy``: exact match over every depth, format and seed (every seed scores as many needles,
       so this is the mean of ``per_seed``, each seed's exact match);
     * ``over_seeds``: the 95 % Student t interval of that mean over the seeds
-      (:func:`lexkit.stats.mean_interval`: how far another training seed could land), widened to
+      (:func:`lexkit.core.stats.mean_interval`: how far another training seed could land), widened to
       ``over_needles`` where that is wider (seeds that agree exactly still scored few needles),
       within [0, 1]; None with one seed. What every finding rests on (:func:`interval`);
     * ``over_needles``: the 95 % Wilson interval over the ``needles`` pooled, which counts the
@@ -44,10 +44,11 @@ class RetrievalLine:
       (exact match by format, over seeds);
     * ``guess``, ``candidate``: by multiple, for a task whose documents hold other candidates
       (kvthread, ordinal): the exact match of guessing uniformly among them and the share of answers
-      that are some candidate (:class:`~lexkit.rows.RetrievalCell`), over every depth, format and seed;
+      that are some candidate (:class:`lexkit.instruments.retrieval.rows.RetrievalCell`), over every depth,
+      format and seed;
       empty for other tasks;
     * ``bpb_ratio``: by multiple past 1x, ``(ratio, low, high)`` of the paired bpb there over 1x
-      (:mod:`lexkit.paired`: the same bytes, the start held fixed), the mean over seeds with its
+      (:mod:`lexkit.instruments.evaluate.paired`: the same bytes, the start held fixed), the mean over seeds with its
       interval: over the documents with one seed, the Student t interval over seeds widened to the
       seeds' mean interval over documents with several (over seeds alone where a seed read one
       document; None where not measured paired, or one seed on one document);

@@ -3,8 +3,8 @@ format, answer bits, the findings and the goal), from results.json through :mod:
 
 from __future__ import annotations
 
-from ....blocks import Block, Figure, Heading, Number, Table, Text
-from ....notation import count, count_range, ratio_with_interval
+from ....core.notation import count, count_range, ratio_with_interval
+from ....documents.blocks import Block, Figure, Heading, Number, Table, Text
 from ...report.sections import listed
 from ...report.tables import cell, percent
 from ...schema import StudyResults
@@ -27,8 +27,8 @@ def blocks(doc: StudyResults) -> list[Block]:
     held = queries.held_out_scored(doc)
     formats = (f"in the trained format ({', '.join(g.formats or ['tilde'])}: `~` + {g.size} random letters, the "
                f"marker again) and in the held-out formats ({', '.join(g.held_out or [])}: never in training, "
-               "lexkit.needles)" if held else f"({g.size} random letters after a marker, the marker again)")
-    stop = doc.config.get("retrieval_stop")  # recorded only when the runs had a stop rule (lexkit.stopping)
+               "lexkit.tasks.needles)" if held else f"({g.size} random letters after a marker, the marker again)")
+    stop = doc.config.get("retrieval_stop")  # recorded only when the runs had a stop rule (lexkit.training.stopping)
     stopped = f", ended once the trained-format probe had converged (`{stop}`)" if stop else ""
     one = (" (one seed: its intervals count the needles alone; intervals over seeds need three, "
            "`make study-full`)" if g.seeds == 1 else "")
@@ -105,7 +105,8 @@ def retrieval_table(doc: StudyResults) -> Table:
     """G: exact match (%) of copy needles at every multiple of the training length, in the trained
     format and (a second line) the held-out ones, the mean over seeds (the lowest and highest seed in
     parentheses), whether the configuration learned the skill, then bpb at 1x and 16x and their
-    ratio: paired (the same bytes, every window opening on a byte of its document, :mod:`lexkit.paired`)
+    ratio: paired (the same bytes, every window opening on a byte of its document,
+    :mod:`lexkit.instruments.evaluate.paired`)
     with its 95 % interval, or in results measured before it the ratio of the paper's protocol's
     two bpb. A configuration that did not learn is not ranked past 1x."""
     ms, bms = section(doc).multiples, section(doc).bpb_multiples
@@ -134,7 +135,8 @@ def bpb_protocol(doc: StudyResults) -> str:
                 "opens on a document's BOS, one 1x window in 16 does, so the ratio also measures how a model "
                 "takes a BOS at key 0 (docs/evaluation.md).")
     over = count_range(documents, "validation document")
-    return ("Its bpb is paired (lexkit.paired): the same bytes at 1x and 16x, every window opening on a byte of "
+    return ("Its bpb is paired (lexkit.instruments.evaluate.paired): the same bytes at 1x and 16x, every window "
+            "opening on a byte of "
             f"its document as a training window does (never on BOS), over {over}; the ratio's "
             "95 % interval is over those documents (over seeds too, where a row has several), and flat means its "
             "upper end is within the goal's 3 %.")

@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from ....rows import ContextRow, RetrievalCell, Row
+from ....documents.rows import Row
+from ....instruments.retrieval.rows import ContextRow, RetrievalCell
 from ...schema import StudyResults
 
 #: table G's section of results.json
@@ -56,7 +57,7 @@ class RetrievalEntry(Row):
     rows: list[ContextRow]
     cells: list[RetrievalCell]
     seed: int = 0
-    format: str = "tilde"  # the needle format (lexkit.needles)
+    format: str = "tilde"  # the needle format (lexkit.tasks.needles)
     held_out: bool = False  # whether that format is held out from training
     training: str | None = None  # how its run trained beyond the recipe (a layout, a token shift, steps)
 

@@ -4,12 +4,12 @@ it uses a skill or one format?
 Perplexity cannot tell the two apart (a window of W keeps bpb flat at 16x by never looking further
 back than W). So the study trains the rows of :data:`ROWS` (one per scheme, and whatever a user or
 the lead adds: a layout, a token shift, another step count) with one recipe (that of the study's
-preset, :func:`lexkit.study.recipe.for_preset`: the general induction mix of :mod:`lexkit.needles`'
+preset, :func:`lexkit.study.recipe.for_preset`: the general induction mix of :mod:`lexkit.tasks.needles`'
 trained formats, docs/retrieval.md), each on
 ``--retrieval-seeds`` seeds, and scores copy needles (:mod:`lexkit.retrieval`) at 1, 2, 4, 8 and
 16x its training length under every study pattern, in the classic trained format (``tilde``) and
 in every held-out format (``python``, ``hex``, ``caret``: never in training), each configuration's
-bpb at 1x and 16x beside it, measured paired (:mod:`lexkit.paired`: the same bytes at both, every
+bpb at 1x and 16x beside it, measured paired (:mod:`lexkit.instruments.evaluate.paired`: the same bytes at both, every
 window opening on a byte of its document, the 16x / 1x ratio with its interval over documents).
 On the ``rope`` row's seed-0 run, the context-extension configurations of table E
 (:mod:`lexkit.study.tables.extension`: the scalings at x16, ReRoPE, leaky ReRoPE + log-n, sinks, and
@@ -30,13 +30,15 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from .... import batched, needles, paired, positions, presets, runs, stopping, tasks
+from .... import positions, tasks
+from ....data.mix import check_mix
+from ....instruments.evaluate import paired
 from ....instruments.retrieval.measure import DEFAULT_MULTIPLES, context_rows
-from ....mix import check_mix
-from ....runs.config import overridden
-from ....settings import configs
-from ....subject import RunSubject, load
-from ....tasks import fitting_size
+from ....instruments.subject import RunSubject, load
+from ....tasks import fitting_size, needles
+from ....training import batched, presets, runs, stopping
+from ....training.runs.config import overridden
+from ....training.settings import configs
 from ...plan import DEFAULT_SCHEMES, Bound, Cell, TableSettings, digest, setting_name
 from ...recipe import Recipe, for_preset
 from ...units import Cost, Unit, training, whole_or_none
@@ -54,7 +56,8 @@ TASK, SIZE = "copy", 12  # copy values of 12 symbols (lowered to what every form
 #: the needle formats every configuration is scored in: the classic trained one, then the held-out ones
 FORMATS = ("tilde", *needles.held_out_formats())
 #: bump when the meaning of a cached retrieval score changes (2: every format, seeds; 3: bpb paired, on the same
-#: bytes with every window opening on a byte of its document, lexkit.paired, over up to paired.DOCUMENTS; 4: the
+#: bytes with every window opening on a byte of its document, lexkit.instruments.evaluate.paired, over up to
+#: paired.DOCUMENTS; 4: the
 #: paired ratio and its interval given to every format's rows, as bpb is)
 VERSION = 4
 #: what the bpb measured once (with the first format) gives every format's rows of a configuration
@@ -105,7 +108,7 @@ class RetrievalSettings(TableSettings):
         "seeds trained elsewhere need not be trained again (a seed's run is the same whichever sweep trains it)"})
     stop: str | None = dataclasses.field(default=None, metadata={
         "type": str, "new": True, "unset": "",
-        "help": "stop rule of table G's runs, probe:exact=E,probes=K,after=S (lexkit.stopping), or off "
+        "help": "stop rule of table G's runs, probe:exact=E,probes=K,after=S (lexkit.training.stopping), or off "
         "(default: the recipe's: probe:exact=0.9,probes=5,after=2000 at small, none at quick and tiny)"})
     rows: list[str] = dataclasses.field(default_factory=list, metadata={
         "new": True, "unset": [], "metavar": "LABEL",
@@ -121,7 +124,7 @@ class RetrievalSettings(TableSettings):
         "help": "also score table E's methods and fine-tunes on table G's rope row (make study-full does)"})
     batch_seeds: bool = dataclasses.field(default=False, metadata={
         "new": True, "unset": False,
-        "help": "train each of table G's rows' seeds as one batched model (lexkit.batched: equal to training "
+        "help": "train each of table G's rows' seeds as one batched model (lexkit.training.batched: equal to training "
         "them one by one within float32 noise; slower on one CPU thread at table G's size, docs/benchmarks.md); "
         "a row that cannot be batched trains seed by seed"})
 
@@ -284,9 +287,10 @@ class RetrievalTable(Bound):
         return [run.cell for run in self.seed_runs()]
 
     def batched_groups(self, seed_runs: list[SeedRun]) -> dict[str, list[Cell]]:
-        """{a cell's name: the cells of its row that train with it as one batched model (:mod:`lexkit.batched`),
+        """{a cell's name: the cells of its row that train with it as one batched model
+        (:mod:`lexkit.training.batched`),
         the row's first seed first} for every row whose seeds do, when ``batch_seeds`` is on: a row of
-        one seed, or whose settings cannot be batched (:func:`lexkit.batched.refusal`), trains seed by seed."""
+        one seed, or whose settings cannot be batched (:func:`lexkit.training.batched.refusal`), trains seed by seed."""
         if not self.settings.batch_seeds:
             return {}
         rows: dict[int, list[Cell]] = {}
@@ -458,7 +462,7 @@ class RetrievalTable(Bound):
 
     def bpb_documents(self) -> int:
         """The validation documents the paired bpb reads: those of at least 16x + 1 bytes, at most
-        the table's ``docs`` (:data:`lexkit.paired.DOCUMENTS`)."""
+        the table's ``docs`` (:data:`lexkit.instruments.evaluate.paired.DOCUMENTS`)."""
         need = max(BPB_MULTIPLES) * self.train_len() + 1
         return min(self.settings.docs, sum(len(d) >= need for d in self.plan.corpus.valid))
 

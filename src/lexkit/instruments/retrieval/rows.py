@@ -1,0 +1,79 @@
+"""Retrieval's typed rows: :class:`RetrievalCell` (a grid cell: task, pattern, length, depth),
+:class:`RetrievalSummary` (a pattern and length over every depth) and :class:`ContextRow` (one configuration
+at one multiple of its training length, retrieval beside bpb)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from ...documents.rows import Row
+
+
+@dataclasses.dataclass(frozen=True)
+class RetrievalCell(Row):
+    """One cell of a retrieval grid: ``samples`` documents of a task at one length and depth,
+    under one pattern (:func:`lexkit.retrieval.score`). For a task whose documents hold other
+    candidates of the answer's kind (multikey, kvthread, ordinal: :meth:`lexkit.tasks.Document.candidates`),
+    ``guess`` is the exact match of guessing uniformly among them (:func:`lexkit.tasks.guess_rate`) and
+    ``candidate`` the share of documents whose answer is *some* candidate, right or not; None for
+    other tasks and in cells scored before them."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("guess", "candidate")
+
+    task: str
+    pattern: str
+    length: int
+    depth: float
+    samples: int
+    correct: int
+    accuracy: float
+    low: float  # 95 % Wilson interval of the accuracy
+    high: float
+    answer_bits: float  # mean teacher-forced bits per answer byte
+    chance_bits: float  # log2(alphabet): a uniform guess
+    distance: float  # mean bytes from the needle to the answer
+    tokens: float  # mean tokens the model read per document (its length in tokens)
+    cached: bool  # greedy decoding ran through the KV cache
+    decoded: bool = True  # exact match by greedy decoding (False: by the teacher-forced argmax)
+    guess: float | None = None
+    candidate: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class RetrievalSummary(Row):
+    """Retrieval at one (pattern, length) over every depth: the lines of the accuracy-vs-length plot."""
+
+    pattern: str
+    length: int
+    samples: int
+    correct: int
+    accuracy: float
+    low: float
+    high: float
+    answer_bits: float
+
+
+@dataclasses.dataclass(frozen=True)
+class ContextRow(Row):
+    """One configuration at one multiple of its training length: retrieval beside bpb. Where bpb was
+    measured paired (:mod:`lexkit.instruments.evaluate.paired`: the same bytes at every multiple, each window opening
+    on a
+    byte of its document), ``ratio`` is bpb here over bpb at 1x, with its 95 % interval over the
+    ``documents`` (``ratio_low``, ``ratio_high``); None at 1x and in rows measured before it."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("ratio", "ratio_low", "ratio_high", "documents")
+
+    config: str  # the run's label (scheme, method)
+    pattern: str
+    multiple: int  # length / training length
+    length: int
+    accuracy: float  # exact match over all depths
+    low: float  # 95 % Wilson interval
+    high: float
+    answer_bits: float
+    bpb: float | None  # bits per byte of the run's validation documents at this length and pattern
+    ratio: float | None = None
+    ratio_low: float | None = None
+    ratio_high: float | None = None
+    documents: int | None = None
