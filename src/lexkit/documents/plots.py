@@ -1,7 +1,7 @@
-"""The instruments' figures not yet in their own folders (an evaluation report's, retrieval's; resolution's
-and inspect's are in :mod:`lexkit.instruments`) and the helpers every figure shares, the study report's
-among them (its grid's five: :mod:`lexkit.study.report.figures`; each table beside the grid draws its own
-with them, :mod:`lexkit.study.tables`).
+"""The helpers every figure shares: a figure and its saving, the bpb axes, lines, series, legends and
+labels that do not overlap. Each instrument draws its own figures with them (``figures.py`` in each folder
+of :mod:`lexkit.instruments`), as do the study report's grid (:mod:`lexkit.study.report.figures`) and
+each table beside it (:mod:`lexkit.study.tables`).
 
 matplotlib's object API only (``matplotlib.figure.Figure``, no pyplot): no global backend or
 figure state, so plotting is safe in a library, a test run or a thread, and needs no display.

@@ -6,9 +6,10 @@ and the JSON documents, every number written there and nowhere in the command) a
 (``figures.py``). A command (``lexkit/cli/``) parses, calls them and writes what they return. The public
 names stay where users import them: ``lexkit.resolution`` is the resolution instrument's measure, callable.
 
-Every report opens with the same header (:func:`lexkit.core.version.header`). Migrated so far: ``evaluate``,
-``retrieval``, ``resolution``, ``inspect/bytes`` and ``inspect/needle_mass`` (``lexkit inspect``'s two),
-``principles`` (table A's)."""
+Every report opens with the same header (:func:`lexkit.core.version.header`). The instruments: ``evaluate``
+(with ``paired``), ``retrieval``, ``resolution``, ``inspect/bytes`` and ``inspect/needle_mass`` (``lexkit
+inspect``'s two), ``principles`` (table A's); each keeps its typed rows beside its measure (``rows.py``).
+:mod:`.subject` is the seam below them all: what ``lexkit.load`` returns (a run or an hf: model)."""
 
 from __future__ import annotations
 
