@@ -447,7 +447,7 @@ EXPECTED = {
 }
 
 
-@pytest.mark.slow  # ~2 min: 10 conversions and the battery's 2,048-token prefills; fast siblings above
+@pytest.mark.slow  # ~2 min: 10 conversions and the battery's 2,048-token prefills and batches; fast siblings above
 @pytest.mark.skipif(not os.environ.get("LEXKIT_LLAMACPP_PYTHON"), reason="LEXKIT_LLAMACPP_PYTHON unset")
 def test_the_battery_through_llama_cpp(tmp_path_factory):
     from lexkit.conformance import models
@@ -460,4 +460,8 @@ def test_the_battery_through_llama_cpp(tmp_path_factory):
     assert {name: r.status for name, r in results.items()} == EXPECTED
     assert results["models/mistral-window"].worst.first == 16  # the first position past the window
     assert results["models/llama-llama3"].worst.error < results["models/llama-llama3"].worst.band
+    batched = {c.check: c for c in results["models/llama-llama3"].checks if c.check.startswith("batch@")}
+    assert set(batched) == {"batch@2048", "batch@32"} and all(c.ok for c in batched.values())  # one llama_decode
+    longrope = {c.check: c for c in results["models/phi3-longrope"].checks}
+    assert longrope["batch@32"].first == 1 and longrope["batch@2048"].ok  # long factors, as alone (n_ctx > L)
     assert "GGML_ASSERT(hparams.is_swa_any()) failed" in results["models/olmo3-window-unused"].detail
