@@ -3,6 +3,7 @@
 from .cache import KVCache
 from .kernels import KERNELS, Attention, choose_kernel, kernel_label, record_kernels
 from .patterns import (
+    PATTERNS,
     Both,
     Either,
     First,
@@ -13,11 +14,12 @@ from .patterns import (
     intersect,
     layer_patterns,
     names,
+    pattern_help,
     register,
 )
 
 __all__ = [
-    "KERNELS", "Attention", "Both", "Either", "First", "KVCache", "Layered", "Pattern", "choose_kernel", "create",
-    "describe", "intersect", "kernel_label", "layer_patterns", "names", "record_kernels",
+    "KERNELS", "PATTERNS", "Attention", "Both", "Either", "First", "KVCache", "Layered", "Pattern", "choose_kernel",
+    "create", "describe", "intersect", "kernel_label", "layer_patterns", "names", "pattern_help", "record_kernels",
     "register",
 ]

@@ -13,4 +13,5 @@ def add_parser(sub):
 def run(args) -> int:
     print_table([("name", "parameters (defaults)", "what a query sees")] + attention.describe(), "lll")
     print("W=auto: the model's training length where one is known (required otherwise)")
+    print("composed: A|B either, A&B both (& binds tighter; parentheses group), e.g. first:4|window:64")
     return 0

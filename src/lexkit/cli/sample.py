@@ -13,7 +13,7 @@ import codecs
 import random
 import sys
 
-from ..attention import KERNELS
+from ..attention import KERNELS, pattern_help
 from ..core import checks, threads
 from ..layouts import check_pattern
 from . import options
@@ -25,7 +25,7 @@ def add_parser(sub):
     p.add_argument("--prompt", default="", metavar="TEXT", help="the text to continue (default: none, start from BOS)")
     p.add_argument("--bytes", dest="n_bytes", type=int, default=256, metavar="N",
                    help="bytes to generate (default: 256)")
-    p.add_argument("--pattern", default="causal", metavar="SPEC", help="attention pattern (default: causal)")
+    p.add_argument("--pattern", default="causal", metavar="SPEC", help=pattern_help(default="causal", selectors=True))
     p.add_argument("--temperature", type=float, default=1.0, metavar="T",
                    help="sampling temperature; 0 = greedy (default: 1)")
     p.add_argument("--top-k", type=int, metavar="K", help="sample among the K likeliest bytes only")
