@@ -73,6 +73,33 @@ def test_a_mix_trains_and_probes_the_targets():
     assert bytes(ys[0, 1:].tolist()) == paper_hop(bytes(xs[0, 1:].tolist()), 1)
 
 
+def test_the_probe_reports_exact_bits_and_per_position_accuracy():
+    """val_<task>_acc is the share of labelled positions whose argmax is right (one minus the per-position
+    error Sanford et al. report); exact the share of sequences right at every labelled position; bits the
+    mean cross-entropy in bits: from a model whose logits are built to be right at chosen positions."""
+    import math
+
+    from lexkit.training.loop import validation_tasks
+
+    y = torch.tensor([[5, 6, 7, 8], [5, 6, 7, 8]])
+    mask = torch.tensor([[False, True, True, True], [False, True, True, True]])
+    wrong = {(0, 2), (1, 1), (1, 3)}  # 3 of the 6 labelled positions wrong: sequence 0 has one, sequence 1 two
+
+    class Fixed(torch.nn.Module):
+        def forward(self, x):
+            logits = torch.zeros(2, 4, 257)
+            for b in range(2):
+                for t in range(4):
+                    logits[b, t, (y[b, t] + 1) if (b, t) in wrong else y[b, t]] = 10.0
+            return logits
+
+    out = validation_tasks(Fixed(), {"t": (torch.zeros(2, 4, dtype=torch.long), y, mask)}, torch.device("cpu"))
+    assert out["val_t_acc"] == 0.5 and out["val_t_exact"] == 0.0
+    right_nll = math.log(1 + 256 * math.exp(-10))  # the answer's logit 10, 256 others at 0
+    wrong_nll = 10 + right_nll
+    assert out["val_t_bits"] == round((3 * right_nll + 3 * wrong_nll) / 6 / math.log(2), 6)
+
+
 def test_khop_is_listed_with_its_parameters(capsys):
     from lexkit.cli import main
 

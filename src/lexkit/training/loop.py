@@ -231,8 +231,10 @@ def validation_bpb(model: GPT, stream: Stream, cfg: TrainConfig, length: int, de
 def validation_tasks(model: GPT, probe: dict, device: torch.device) -> dict:
     """Each mix task's probe (:func:`lexkit.data.mix.mix_probe`): teacher-forced bits per answer byte
     (``val_<task>_bits``) and the share of documents whose argmax is right at every answer byte
-    (``val_<task>_exact``, what greedy decoding reproduces on a byte model). Logged beside the
-    validation bpb, so a run's curve shows when it learned the task (its phase change)."""
+    (``val_<task>_exact``, what greedy decoding reproduces on a byte model), and the share of answer
+    bytes whose argmax is right (``val_<task>_acc``: one minus the per-position error the k-hop
+    literature reports). Logged beside the validation bpb, so a run's curve shows when it learned the
+    task (its phase change)."""
     out = {}
     with eval_mode(model):
         for task, (x, y, mask) in probe.items():
@@ -241,6 +243,7 @@ def validation_tasks(model: GPT, probe: dict, device: torch.device) -> dict:
             right = (logits.argmax(-1) == y) | ~mask
             out[f"val_{task}_bits"] = round(float(nll[mask].sum() / mask.sum()) / LN2, 6)
             out[f"val_{task}_exact"] = round(float(right.all(-1).float().mean()), 6)
+            out[f"val_{task}_acc"] = round(float(right[mask].float().mean()), 6)
     return out
 
 
@@ -274,7 +277,7 @@ def train(
     """
     out = Path(out)
     w, dev = distributed.setup(device) if world is None else (world, distributed.rank_device(device, world))
-    check_job(model_cfg, train_cfg, w, fsdp=fsdp, threads=threads)
+    drop = check_job(model_cfg, train_cfg, w, fsdp=fsdp, threads=threads)  # the position drop, once per run
     start = w.on_main(lambda: lifecycle.start(out, train_cfg, resume, corpus, init))
     if w.is_main:  # rank 0 writes the curves (the extra checked before any write)
         tensorboard = tb.training_logdir(tensorboard, start.old)
@@ -290,7 +293,6 @@ def train(
         config["compile"] = compiling
     if tensorboard is not None:
         config["tensorboard"] = str(Path(tensorboard).absolute())
-    drop = dropping.schedule(model_cfg, train_cfg)
     if drop is not None:
         config["drop"] = dropping.record(drop)
         if resume and w.on_main(lambda: runs.trained_section(start.old, out, runs.CHECKPOINT)[0] != start.old["model"]):
@@ -337,9 +339,11 @@ def compile_choice(model: GPT, train_cfg: TrainConfig, w: distributed.World, dev
 
 
 def check_job(model_cfg: ModelConfig, train_cfg: TrainConfig, w: distributed.World, *, fsdp: bool = False,
-              threads: int | None = None) -> None:
+              threads: int | None = None) -> dropping.Drop | None:
     """Refuse settings this job cannot train (the model, the mix, the batch over the ranks, FSDP
-    on one process) before anything is read or written; set the CPU threads."""
+    on one process, a position drop this model cannot take) before anything is read or written; set
+    the CPU threads. Returns the run's position drop (:func:`lexkit.training.dropping.schedule`; None:
+    none), computed here once."""
     if threads is not None:
         use_threads(threads, "threads")
     check_model(model_cfg)
@@ -351,7 +355,7 @@ def check_job(model_cfg: ModelConfig, train_cfg: TrainConfig, w: distributed.Wor
     if train_cfg.compile and w.parallel:
         raise ValueError("--compile trains one process's step (measured there, docs/benchmarks-compile.md) and this "
                          f"job has {w.size} under torchrun: leave out --compile (or give --no-compile)")
-    dropping.schedule(model_cfg, train_cfg)
+    drop = dropping.schedule(model_cfg, train_cfg)
     if fsdp and train_cfg.reset_unseen:
         raise ValueError(f"--reset-unseen {train_cfg.reset_unseen} writes rows of the embedding, which --fsdp shards "
                          "over the processes; give one of them (DDP, without --fsdp, resets them)")
@@ -359,6 +363,7 @@ def check_job(model_cfg: ModelConfig, train_cfg: TrainConfig, w: distributed.Wor
         raise ValueError("--fsdp shards over processes and this job has one (world size 1): it needs torchrun "
                          "with more than one rank (torchrun --nproc_per_node 2 -m lexkit train ...); or leave out "
                          "--fsdp")
+    return drop
 
 
 @dataclasses.dataclass

@@ -38,9 +38,10 @@ class ModelCase:
     def hf_config(self) -> dict:
         """The transformers config fields of the checkpoint (``model_type`` included): a copy of its own, nested
         dicts too (transformers' config classes standardize ``rope_parameters`` in place, which changed the
-        case's content hash after its first checkpoint)."""
-        return copy.deepcopy({"model_type": self.model_type, **BASE, "max_position_embeddings": 32 * self.original,
-                              **self.config})
+        case's content hash after its first checkpoint). A key the case sets to None is left out (a
+        field of BASE its family's configs do not have)."""
+        merged = {"model_type": self.model_type, **BASE, "max_position_embeddings": 32 * self.original, **self.config}
+        return copy.deepcopy({key: value for key, value in merged.items() if value is not None})
 
     @property
     def window(self) -> int | None:
@@ -127,6 +128,7 @@ def battery(L: int = L, W: int = W) -> list[ModelCase]:
         ModelCase("models/cohere2", "cohere2", {
             "num_hidden_layers": 4, "sliding_window": W, "logit_scale": 0.25, "layer_norm_eps": 1e-5,
             "tie_word_embeddings": True,  # as Cohere's configs have it (mlx-lm, llama.cpp and vLLM assume it)
+            "rms_norm_eps": None,  # as Cohere's dense configs: vLLM's commandr.py builds RMSNorm where the key is
             "layer_types": ["sliding_attention"] * 3 + ["full_attention"],
             "rope_parameters": {"rope_type": "default", "rope_theta": 50000.0}},
             why="Cohere 2: RoPE (interleaved pairs) on the three window layers only, the full layer NoPE, attention "
