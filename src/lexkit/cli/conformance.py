@@ -20,15 +20,13 @@ MODULE`` may register another (``lexkit.conformance.register``).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 from pathlib import Path
 
+from ..conformance.battery import Battery
 from ..core import checks, threads
 from ..core.errors import LexkitError
-from ..documents.render import markdown_table
 from ..training.runs import atomic_write, write_json
-from .table import print_table
 
 
 def add_parser(sub):
@@ -84,61 +82,6 @@ def _adapter(name: str, python: str | None, battery: Battery):
     return elsewhere(name, python)
 
 
-@dataclasses.dataclass
-class Battery:
-    """What a run checks: the table cases (RoPE embeddings) or the model cases (whole models)."""
-
-    models: bool
-    registry: object  # the adapters' or the model runtimes' Registry
-    cases: list
-    stem: str  # the files --out writes: STEM.json, STEM.md
-    what: str  # what the cases are checked against, in the first line
-
-    @classmethod
-    def of(cls, args) -> Battery:
-        from .. import conformance
-
-        patterns = args.case or []
-        model = [p for p in patterns if p == "models" or p.startswith("models/")]
-        if not (args.models or model):
-            return cls(False, conformance.ADAPTERS, conformance.cases(patterns), "conformance",
-                       "against lexkit's float64 reference (tolerances: docs/conformance.md)")
-        if len(model) != len(patterns):
-            raise LexkitError(f"--case {' '.join(p for p in patterns if p not in model)}: the model battery (--models, "
-                              "--case 'models/...') runs apart from the table cases; give one kind")
-        from ..conformance import models
-
-        return cls(True, models.MODEL_RUNTIMES, models.cases(model or None), "conformance-models",
-                   "against lexkit's float64 forward of the same weights (docs/conformance.md, whole models)")
-
-    def run(self, adapters, root):
-        from .. import conformance
-
-        if self.models:
-            from ..conformance import models
-
-            return models.run(adapters, self.cases, root)
-        return conformance.run(adapters, self.cases)
-
-    def cell(self):
-        from ..conformance import report
-
-        if self.models:
-            from ..conformance.models import report as model_report
-
-            return model_report.cell
-        return report.cell
-
-    def to_json(self, results, impls, skipped) -> dict:
-        from ..conformance import report
-
-        if self.models:
-            from ..conformance.models import report as model_report
-
-            return model_report.to_json(results, impls, self.cases, skipped)
-        return report.to_json(results, impls, self.cases, skipped)
-
-
 def _timeout(value: float | None) -> float | None:
     """``--timeout``, checked: a positive, finite number of seconds."""
     import math
@@ -179,8 +122,18 @@ def _out_dir(path: str, stem: str = "conformance") -> Path:
     return target
 
 
+def _write(args, out_dir: Path | None, stem: str, doc: dict, markdown: str) -> None:
+    """``--json FILE`` and ``--out DIR`` (DIR/STEM.json, DIR/STEM.md)."""
+    if args.json:
+        write_json(Path(args.json), doc)
+    if out_dir is not None:
+        out_dir.mkdir(exist_ok=True)
+        write_json(out_dir / f"{stem}.json", doc)
+        atomic_write(out_dir / f"{stem}.md", markdown)
+
+
 def run(args) -> int:
-    battery = Battery.of(args)
+    battery = Battery.of(args.case or [], args.models)
     cases = battery.cases
     names = list(dict.fromkeys(args.impl or battery.registry.names()))
     for name in names:
@@ -199,59 +152,37 @@ def run(args) -> int:
         return _matrix(args, battery, out_dir, allowed, timeout, root)
     pythons = _pythons(args.python, names, battery.registry)
     adapters = [_adapter(n, pythons.get(n), battery) for n in names]
+    from ..conformance import report
     from ..conformance.remote import RemoteAdapter
 
     for adapter in adapters:
         if timeout is not None and isinstance(adapter, RemoteAdapter):
             adapter.timeout = timeout
     if args.list:
-        return _list(adapters, cases, battery, whole_suite=not args.case)
+        print(report.listing(adapters, cases, models=battery.models, whole_suite=not args.case))
+        return 0
 
     ready, skipped = [], []
     for adapter in adapters:
-        reason = _guarded(adapter.unavailable, "unavailable")
+        reason = report.unavailable(adapter)
         if reason:
             skipped.append({"impl": adapter.name, "reason": reason})
         else:
             ready.append(adapter)
-    impls = [{"impl": a.name, "version": version(a), "exercises": a.summary} for a in ready]
+    impls = report.implementations(ready)
     results = battery.run(ready, root)
-
-    from ..conformance import report
 
     doc = battery.to_json(results, impls, skipped)
     doc["date"] = datetime.date.today().isoformat()
     table = report.table(results, [a.name for a in ready], cases, battery.cell())
-    notes = report.notes(results)
-    if args.json:
-        write_json(Path(args.json), doc)
-    if out_dir is not None:
-        out_dir.mkdir(exist_ok=True)
-        write_json(out_dir / f"{battery.stem}.json", doc)
-        atomic_write(out_dir / f"{battery.stem}.md", _markdown(table, notes, impls, skipped, doc["date"]))
-
-    plural = "s" if len(cases) != 1 else ""
-    print(f"conformance: {len(cases)} {'model ' if battery.models else ''}case{plural} {battery.what}")
-    print("implementations: " + (", ".join(f"{i['impl']} {i['version']}".strip() for i in impls) or "none ran"))
-    for s in skipped:
-        print(f"skipped: {s['impl']}: {s['reason']}")
-    if ready:
-        print_table(table)
-        if notes:
-            print("\ndifferences:")
-            for line in notes:
-                print(f"  {line}")
-        print()
-        for a in ready:
-            c = report.counts(results, a.name)
-            print(f"{a.name}: {c['pass']} pass, {c['fail']} fail, {c['error']} error, {c['n/a']} n/a")
+    _write(args, out_dir, battery.stem, doc,
+           report.markdown(report.blocks(table, report.notes(results), impls, skipped, doc["date"])))
+    print(report.text(results, impls, skipped, cases, table, what=battery.what, models=battery.models))
     for path in ([args.json] if args.json else []) + ([str(out_dir)] if out_dir is not None else []):
         print(f"wrote {path}")
     if args.check:
         named = set(args.impl or ()) | set(pythons)  # asked for by name: not running it is a failure
-        unchecked = [f"{s['impl']} was skipped ({s['reason']})" for s in skipped if s["impl"] in named]
-        unchecked += [f"{a.name} is n/a on every case" for a in ready if a.name in named
-                      and all(r.status == "n/a" for r in results if r.impl == a.name)]
+        unchecked = known.unchecked(results, [a.name for a in ready], skipped, named)
         for line in unchecked:
             print(f"check: {line}: nothing of it was checked")
         lines, new = known.judge(results, allowed, args.accept or "")
@@ -260,58 +191,6 @@ def run(args) -> int:
         if unchecked or new:
             return 1
     return 0
-
-
-def _guarded(call, what: str) -> str | None:
-    """An adapter's ``unavailable()``: its reason, or the error it raised as one (no traceback)."""
-    try:
-        return call()
-    except Exception as exc:  # an adapter's runtime raises anything
-        first = str(exc).strip().splitlines()
-        return f"its {what}() raised {type(exc).__name__}" + (f": {first[0]}" if first else "")
-
-
-def version(adapter) -> str:
-    """The adapter's ``version()``, or what it raised in its place."""
-    try:
-        return adapter.version()
-    except Exception as exc:  # an adapter's runtime raises anything
-        return f"(version() raised {type(exc).__name__})"
-
-
-def _list(adapters, cases, battery: Battery, whole_suite: bool) -> int:
-    if battery.models:
-        rows = [["model case", "model type", "why", "from"]]
-        rows += [[c.name, c.model_type, c.why, c.source] for c in cases]
-        print_table(rows, "llll")
-    else:
-        rows = [["case", "config", "checks", "why"]]
-        for c in cases:
-            kind = "refuse" if c.refuse else ("vs itself: " + c.twin.describe() if c.twin is not None else "")
-            rows.append([c.name, c.config.describe() + (f" ({kind})" if kind else ""), ",".join(c.checks), c.why])
-        print_table(rows, "llll")
-        if whole_suite:  # every case asked for: the model battery's too
-            from ..conformance import models
-
-            print()
-            print_table([["model case (--models)", "model type", "why"]]
-                        + [[c.name, c.model_type, c.why] for c in models.cases()], "lll")
-    print()
-    rows = [["implementation", "status", "exercises"]]
-    for a in adapters:
-        reason = _guarded(a.unavailable, "unavailable")
-        rows.append([a.name, f"missing: {reason}" if reason else f"installed {version(a)}".strip(), a.summary])
-    print_table(rows, "lll")
-    return 0
-
-
-def _markdown(table, notes, impls, skipped, date) -> str:
-    lines = [f"Measured {date}: " + ", ".join(f"{i['impl']} {i['version']}".strip() for i in impls) + ".", ""]
-    lines += [markdown_table(table), ""]
-    if notes:
-        lines += ["Differences (the case that shows each):", ""] + [f"- {n}" for n in notes] + [""]
-    lines += [f"- skipped: {s['impl']}: {s['reason']}" for s in skipped]
-    return "\n".join(lines).rstrip() + "\n"
 
 
 def _matrix(args, battery: Battery, out_dir, allowed, timeout, models_dir) -> int:
@@ -332,22 +211,9 @@ def _matrix(args, battery: Battery, out_dir, allowed, timeout, models_dir) -> in
     root = Path(args.envs) if args.envs else matrix.ENVS
     by_version = matrix.matrix(package, versions, cases, root, timeout=timeout, models_dir=models_dir)
     table = report.matrix_table(by_version, cases, package, battery.cell())
-    doc = {**report.header(report.MATRIX_REPORT, report.REPORT_VERSION), "package": package,
-           "date": datetime.date.today().isoformat(),
-           "releases": {v: [r.to_json() for r in results] for v, results in by_version.items()}}
-    if args.json:
-        write_json(Path(args.json), doc)
-    if out_dir is not None:
-        out_dir.mkdir(exist_ok=True)
-        write_json(out_dir / f"{battery.stem}-matrix.json", doc)
-        atomic_write(out_dir / f"{battery.stem}-matrix.md", f"Measured {doc['date']}: {package} "
-                     f"{', '.join(versions)}, one virtualenv each.\n\n{markdown_table(table)}\n")
-    print(f"conformance: {len(cases)} {'model ' if battery.models else ''}case{'s' if len(cases) != 1 else ''} on "
-          f"{package} {', '.join(versions)} {battery.what}")
-    print_table(table)
-    for v, results in by_version.items():
-        c = report.counts(results, package)
-        print(f"{package} {v}: {c['pass']} pass, {c['fail']} fail, {c['error']} error, {c['n/a']} n/a")
+    doc = report.matrix_document(package, datetime.date.today().isoformat(), by_version)
+    _write(args, out_dir, f"{battery.stem}-matrix", doc, report.markdown(report.matrix_blocks(doc, table)))
+    print(report.matrix_text(by_version, cases, package, table, what=battery.what, models=battery.models))
     if not args.check:
         return 0
     failed = False

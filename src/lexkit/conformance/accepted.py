@@ -101,6 +101,14 @@ def judge(results: list[Result], accepted: dict, source: str = "") -> tuple[list
     return lines, bool(new)
 
 
+def unchecked(results: list[Result], ran: list[str], skipped: list[dict], named: set[str]) -> list[str]:
+    """What ``--check`` finds unchecked among the implementations asked for by name (``named``): one
+    skipped (with why), or one that ran (``ran``) and was n/a on every case; not running it is a failure."""
+    out = [f"{s['impl']} was skipped ({s['reason']})" for s in skipped if s["impl"] in named]
+    return out + [f"{name} is n/a on every case" for name in ran
+                  if name in named and all(r.status == "n/a" for r in results if r.impl == name)]
+
+
 def expect(adapter, case: Case | ModelCase, accepted: str | Path | dict | None = None, root: Path | None = None):
     """``adapter`` on ``case`` in a runtime's own tests: the result when it passes, is n/a or differs
     as ``accepted`` says; else AssertionError with the case, what differs and the case's why. A model case
