@@ -17,14 +17,15 @@ import time
 
 import torch
 
-from common import cpu_facts, md_table, write_report
+from builders import lexkit_model
+from common import cpu_facts, table, write_report
 from lexkit.data import corpus as data
 from lexkit.data import mix
-from lexkit.model.gpt import GPT
+from lexkit.documents.blocks import Heading, Text
+from lexkit.documents.render import markdown
 from lexkit.study.recipe import RECIPE
 from lexkit.training import batched
 from lexkit.training.loop import make_optimizer, train_step
-from lexkit.training.settings import configs
 
 SEEDS = (0, 1, 2)
 #: (label, preset, batch, layout): table G's recipe for the hunt's layouts (A0, A3, A7 of
@@ -39,20 +40,18 @@ CASES = [
 ]
 
 
-def settings(preset: str, batch: int | None, layout: str | None):
-    """The case's model and training settings: table G's recipe (its token shift on a layout that
-    shifts nothing itself) at ``preset``."""
+def settings(batch: int | None, layout: str | None) -> dict:
+    """The case's model and training settings beyond its preset: table G's recipe (its token shift on a
+    layout that shifts nothing itself)."""
     shift = RECIPE.token_shift if layout is None or "shift" not in layout else 0.0
-    return configs(preset, "rope", batch=batch, layout=layout, token_shift=shift, mix=RECIPE.mix)
+    return dict(batch=batch, layout=layout, token_shift=shift, mix=RECIPE.mix)
 
 
 def measure(label: str, preset: str, batch: int | None, layout: str | None, stream, reps: int, steps: int) -> dict:
-    model_cfg, train_cfg = settings(preset, batch, layout)
+    built = [lexkit_model(preset, "rope", seed=seed, **settings(batch, layout)) for seed in SEEDS]
+    models, train_cfg = [model.train() for model, _ in built], built[0][1]
+    model_cfg = models[0].cfg
     n, b = model_cfg.train_len, train_cfg.batch
-    models = []
-    for seed in SEEDS:
-        torch.manual_seed(seed)
-        models.append(GPT(model_cfg).train())
     kernel = batched.probe(models, model_cfg)
     apart = [copy.deepcopy(m) for m in models]
     apart_opt = [make_optimizer(m, train_cfg) for m in apart]
@@ -93,18 +92,17 @@ def measure(label: str, preset: str, batch: int | None, layout: str | None, stre
 def render(rows: list[dict], facts: dict) -> str:
     header = ["case", "size (layers x width, batch x length)", "kernel", "one by one (bytes/s)", "batched (bytes/s)",
               "batched / one by one [per repetition]", "batch building (ms per seed-step)"]
-    table = md_table(header, [
+    body = table(header, [
         [r["label"], f"{r['n_layers']} x {r['d_model']}, {r['batch']} x {r['train_len']}", r["kernel"],
          f"{r['bytes_per_s']['one by one']:,.0f}", f"{r['bytes_per_s']['batched']:,.0f}",
          f"{r['ratio']:.2f} [{min(r['ratios']):.2f}-{max(r['ratios']):.2f}]", f"{r['batch_build_ms']:.1f}"]
         for r in rows])
-    return "\n".join([
-        "# Three seeds batched against one by one (one thread)", "",
-        f"`python benchmarks/batched.py` on {facts['cpu']}, torch {facts['torch']}, one thread, {facts['date']}: "
-        f"seeds {', '.join(map(str, SEEDS))} of each case, {rows[0]['reps']} alternating repetitions of "
-        f"{rows[0]['steps']} steps (lexkit.training.batched.batched_step against lexkit.training.loop.train_step per "
-        "seed), the "
-        "same weights and batches both ways.", "", table, ""])
+    return markdown([
+        Heading("Three seeds batched against one by one (one thread)", 1),
+        Text(f"`python benchmarks/batched.py` on {facts['cpu']}, torch {facts['torch']}, one thread, {facts['date']}: "
+             f"seeds {', '.join(map(str, SEEDS))} of each case, {rows[0]['reps']} alternating repetitions of "
+             f"{rows[0]['steps']} steps (lexkit.training.batched.batched_step against lexkit.training.loop.train_step "
+             "per seed), the same weights and batches both ways."), body])
 
 
 def main(argv=None) -> int:

@@ -1,5 +1,6 @@
-"""Shared by the CPU (run.py) and GPU (gpu.py) benchmarks: machine facts, the input document,
-markdown tables and writing a report with its JSON next to it."""
+"""Shared by the benchmarks: machine facts, the input document, a report's tables (blocks of
+:mod:`lexkit.documents.blocks`, drawn by :mod:`lexkit.documents.render`), a sweep's document read as its
+typed rows, and writing a report with its JSON next to it. (The models: :mod:`builders`.)"""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import torch
 
+from lexkit.documents.blocks import Table
+from lexkit.documents.render import markdown_table
 from lexkit.training.runs import atomic_write
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,10 +68,30 @@ def random_document(n: int, seed: int = 0) -> bytes:
     return bytes(torch.randint(0, 256, (n,), dtype=torch.uint8, generator=gen).tolist())
 
 
-def md_table(headers: list[str], rows: list[list]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
+def table(header: list[str], rows: list[list]) -> Table:
+    """A report's table from rows of any values, each cell its text (``str``); drawn by
+    :func:`lexkit.documents.render.markdown` among a report's blocks, or alone by :func:`md_table`."""
+    return Table.of(list(header), [[str(c) for c in row] for row in rows])
+
+
+def md_table(header: list[str], rows: list[list]) -> str:
+    """The table of :func:`table` in markdown (:func:`lexkit.documents.render.markdown_table`)."""
+    return markdown_table(table(header, rows))
+
+
+def read_sweep(path: str | Path):
+    """A ``lexkit sweep`` document (``sweep.json``) as its typed rows: table G's section
+    (:class:`~lexkit.study.tables.retrieval.rows.RetrievalSection`) and each task's entries
+    (:class:`~lexkit.study.tables.retrieval.rows.RetrievalEntry`, the task in ``format``), in a
+    :class:`lexkit.study.sweep.SweepResults` (imported here: the study's floor is the slowest to import)."""
+    from lexkit.documents.rows import typed
+    from lexkit.study.sweep import SweepResults
+    from lexkit.study.tables.retrieval.rows import RetrievalEntry, RetrievalSection
+
+    doc = json.loads(Path(path).read_text())
+    return SweepResults(config=doc["config"], section=RetrievalSection.from_json(doc["retrieval"]),
+                        tasks={task: typed(RetrievalEntry, entries) for task, entries in doc["tasks"].items()},
+                        phases=doc.get("phases", {}))
 
 
 def write_report(out: str | Path, markdown: str, data: dict) -> Path:

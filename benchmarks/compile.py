@@ -28,8 +28,10 @@ from pathlib import Path
 
 import torch
 
-from common import cpu_facts, md_table, write_report
-from lexkit.model.gpt import GPT
+from builders import lexkit_model
+from common import cpu_facts, table, write_report
+from lexkit.documents.blocks import Heading, Text
+from lexkit.documents.render import markdown
 from lexkit.study.recipe import RECIPE
 from lexkit.training.compiled import CompiledLoss
 from lexkit.training.loop import make_optimizer, train_step_stats
@@ -50,14 +52,14 @@ def cases() -> list[tuple[str, str, str, str | None]]:
     return out
 
 
-def settings(size: str, layout: str | None):
-    """The case's configs: table G's recipe (its batch, lr and token shift on a uniform model; its
-    steps), else the preset's own values (its steps)."""
+def build(size: str, layout: str | None):
+    """The case's model (from seed 0) and training config: table G's recipe (its batch, lr and token shift
+    on a uniform model; its steps), else the preset's own values (its steps)."""
     if size == "table G":
         shift = RECIPE.token_shift if layout is None else 0.0
-        return configs(RECIPE.preset, "rope", batch=RECIPE.batch, lr=RECIPE.lr, steps=RECIPE.steps, layout=layout,
-                       token_shift=shift)
-    return configs(size, "rope", layout=layout)
+        return lexkit_model(RECIPE.preset, "rope", batch=RECIPE.batch, lr=RECIPE.lr, steps=RECIPE.steps,
+                            layout=layout, token_shift=shift)
+    return lexkit_model(size, "rope", layout=layout)
 
 
 def batches(count: int, batch: int, length: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -72,11 +74,10 @@ def batches(count: int, batch: int, length: int) -> list[tuple[torch.Tensor, tor
 def one(index: int, reps: int, steps: int, first_only: bool) -> dict:
     """Case ``index`` in this process: see the module docstring."""
     label, size, kind, layout = cases()[index]
-    model_cfg, train_cfg = settings(size, layout)
+    eager, train_cfg = build(size, layout)
+    eager, model_cfg = eager.train(), eager.cfg
     n, b = model_cfg.train_len, train_cfg.batch
     data = batches(steps + 1, b, n)
-    torch.manual_seed(0)
-    eager = GPT(model_cfg).train()
     compiled = copy.deepcopy(eager)
     opts = {"eager": make_optimizer(eager, train_cfg), "compiled": make_optimizer(compiled, train_cfg)}
     loss_fn = CompiledLoss(compiled, torch.device("cpu"), None)
@@ -156,22 +157,22 @@ def render(rows: list[dict], facts: dict) -> str:
                      seconds(r['wall_s']['eager']), seconds(r['wall_s']['compiled']), f"{r['wall_ratio']:.2f}",
                      f"{warm_wall / r['wall_s']['eager']:.2f}", even,
                      f"{r['max_loss_diff']:.1e}"])
-    return "\n".join([
-        "# The compiled training step against the eager one", "",
-        f"`python benchmarks/compile.py --threads {facts['threads']}` on {facts['cpu']} ({facts['cores']} cores), "
-        f"torch {facts['torch']}, {facts['threads']} thread(s), {facts['date']}, load average at the start "
-        f"{facts['load_average_start']}, at the end {facts['load_average_end']}: per case {rows[0]['reps']} "
-        f"alternating repetitions of {rows[0]['steps']} steps each way on the same random batches from the same "
-        "weights (lexkit.training.loop.train_step_stats, eager or with lexkit.training.compiled.CompiledLoss: forward, "
-        "loss and "
-        "backward compiled by inductor, clipping and fused AdamW eager). The first step of each way is timed "
-        "apart: the compiled one from an empty compile cache in a fresh process (cold), and in a second fresh "
-        "process with that cache (warm, as a second run or study worker finds it). Wall time of a run of the "
-        "case's steps (the preset's; table G's recipe: its 4,000) = first step + (steps - 1) x the median steady "
-        "step (with the warm first step: the same, cache warm); break-even: the steps from which the compiled "
-        "run is the shorter (cold cache / warm). Max loss gap: the largest "
-        f"|eager - compiled| loss over the first {rows[0]['steps'] + 1} steps.", "",
-        md_table(header, body), ""])
+    return markdown([
+        Heading("The compiled training step against the eager one", 1),
+        Text(f"`python benchmarks/compile.py --threads {facts['threads']}` on {facts['cpu']} ({facts['cores']} "
+             f"cores), torch {facts['torch']}, {facts['threads']} thread(s), {facts['date']}, load average at the "
+             f"start {facts['load_average_start']}, at the end {facts['load_average_end']}: per case {rows[0]['reps']} "
+             f"alternating repetitions of {rows[0]['steps']} steps each way on the same random batches from the same "
+             "weights (lexkit.training.loop.train_step_stats, eager or with lexkit.training.compiled.CompiledLoss: "
+             "forward, loss and backward compiled by inductor, clipping and fused AdamW eager). The first step of "
+             "each way is timed "
+             "apart: the compiled one from an empty compile cache in a fresh process (cold), and in a second fresh "
+             "process with that cache (warm, as a second run or study worker finds it). Wall time of a run of the "
+             "case's steps (the preset's; table G's recipe: its 4,000) = first step + (steps - 1) x the median steady "
+             "step (with the warm first step: the same, cache warm); break-even: the steps from which the compiled "
+             "run is the shorter (cold cache / warm). Max loss gap: the largest "
+             f"|eager - compiled| loss over the first {rows[0]['steps'] + 1} steps."),
+        table(header, body)])
 
 
 def main(argv=None) -> int:

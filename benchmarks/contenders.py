@@ -7,17 +7,19 @@ import dataclasses
 
 import torch
 
-from lexkit.model.gpt import GPT, VOCAB
+from builders import lexkit_model, xt_model
+from lexkit.model.gpt import ModelConfig
 from lexkit.training.loop import make_optimizer, train_step
 from lexkit.training.presets import get as preset
 from lexkit.training.settings import TrainConfig, configs
 
 SCHEMES = ("alibi", "rope", "xpos")
-SMALL = preset("small")  # the size both libraries are measured at
+SIZE = "small"  # the preset both libraries are measured at
+SMALL = preset(SIZE)
 BATCH, TRAIN_LEN, D_MODEL, N_LAYERS, N_HEADS = (
     SMALL[k] for k in ("batch", "train_len", "d_model", "n_layers", "n_heads")
 )
-TRAIN = configs("small")[1]  # the training config both libraries train with
+TRAIN = configs(SIZE)[1]  # the training config both libraries train with
 WINDOW = TRAIN_LEN  # W of window:W and bca:W
 PATTERNS = (f"window:{WINDOW}", f"bca:{WINDOW}")
 
@@ -45,21 +47,11 @@ FULL = Settings(warmup=2, reps=4, steps=3,
                 eval_schemes=SCHEMES, flex=False)  # compiled flex is refused on the CPU (docs/kernels.md)
 
 
-def lexkit_model(scheme: str, size: str = "small") -> tuple[GPT, TrainConfig]:
-    """lexkit's model at a preset, untrained, with the preset's training config."""
-    model_cfg, train_cfg = configs(size, scheme)
-    return GPT(model_cfg), train_cfg
+def model_config(scheme: str) -> ModelConfig:
+    """The network both libraries build for ``scheme``: lexkit's at the :data:`SIZE` preset (x-transformers'
+    built to it by :func:`builders.xt_model`; see render.CONFIG_NOTES)."""
+    return configs(SIZE, scheme)[0]
 
-
-XT_POSITION = {
-    "alibi": dict(alibi_pos_bias=True),
-    "rope": dict(rotary_pos_emb=True, rotary_emb_dim=D_MODEL // N_HEADS),
-    "xpos": dict(rotary_xpos=True, rotary_emb_dim=D_MODEL // N_HEADS),
-}
-XT_README = {"alibi": dict(alibi_pos_bias=True), "rope": dict(rotary_pos_emb=True), "xpos": dict(rotary_xpos=True)}
-
-#: what makes x-transformers' network the size and shape of lexkit's (see render.CONFIG_NOTES)
-XT_MATCH = dict(attn_dim_head=D_MODEL // N_HEADS, ff_no_bias=True)
 
 #: the x-transformers configurations training is timed with: name -> xt_model keywords
 XT_VARIANTS = {
@@ -67,26 +59,6 @@ XT_VARIANTS = {
     "x-transformers flash": {"flash": True},  # lexkit's network, attn_flash=True (SDPA)
     "x-transformers defaults": {"matched": False},  # its README configuration: a bigger network
 }
-
-
-def xt_model(scheme: str, *, matched: bool = True, flash: bool = False, max_attend_past: int | None = None):
-    """x-transformers at the small preset's size; ``matched=False``: as its README configures it."""
-    from x_transformers import Decoder, TransformerWrapper
-
-    layer_args = dict(dim=D_MODEL, depth=N_LAYERS, heads=N_HEADS)
-    layer_args.update(XT_MATCH | XT_POSITION[scheme] if matched else XT_README[scheme])
-    if flash:
-        layer_args["attn_flash"] = True
-    if max_attend_past is not None:
-        layer_args["attn_max_attend_past"] = max_attend_past
-    # matched: no absolute table (alibi would otherwise add one), embedding tied as lexkit's
-    wrapper_args = dict(use_abs_pos_emb=False, tie_embedding=True) if matched else {}
-    decoder = Decoder(**layer_args)
-    return TransformerWrapper(num_tokens=VOCAB, max_seq_len=TRAIN_LEN, attn_layers=decoder, **wrapper_args)
-
-
-def count_params(model: torch.nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
 
 
 class Contender:
@@ -103,9 +75,8 @@ class Contender:
 
 def contenders(scheme: str, settings: Settings) -> list[Contender]:
     """lexkit first, then each x-transformers variant, all from the same seed and training config."""
-    torch.manual_seed(0)
-    out = [Contender("lexkit", lexkit_model(scheme)[0], TRAIN)]
+    out = [Contender("lexkit", lexkit_model(SIZE, scheme)[0], TRAIN)]
     for name in settings.xt_variants:
         torch.manual_seed(0)
-        out.append(Contender(name, xt_model(scheme, **XT_VARIANTS[name]), TRAIN))
+        out.append(Contender(name, xt_model(model_config(scheme), **XT_VARIANTS[name]), TRAIN))
     return out

@@ -25,18 +25,19 @@ import time
 
 import torch
 
-from common import ROOT, cpu_facts, gpu_facts, installed, md_table, random_document, write_report
+from builders import XT_SCHEMES, count_params, lexkit_model, xt_model
+from common import ROOT, cpu_facts, gpu_facts, installed, random_document, table, write_report
 from lexkit.attention import kernel_label, record_kernels
 from lexkit.core import provenance
 from lexkit.core.device import training_dtype
-from lexkit.model.gpt import GPT, VOCAB
+from lexkit.documents.blocks import Bullets, Heading, Text
+from lexkit.documents.render import markdown
+from lexkit.model.gpt import GPT
 from lexkit.training.compiled import CompiledLoss
 from lexkit.training.loop import device_autocast, make_optimizer, train_step, train_step_stats
-from lexkit.training.settings import configs
 
 SCHEMES = ("alibi", "rope", "xpos", "kerple-log", "t5", "sandwich", "kerple-power")  # the first three first
 BASELINE = ("none", "dense")  # scheme, kernel: SDPA causal without bias
-XT_SCHEMES = ("alibi", "rope", "xpos")  # x-transformers has these three
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,9 +85,7 @@ def peak_gb(device: torch.device) -> float | None:
 
 
 def build(scheme: str, lane: Lane, device: torch.device):
-    torch.manual_seed(0)
-    model_cfg, train_cfg = configs(lane.preset, scheme)
-    return GPT(model_cfg).to(device), train_cfg
+    return lexkit_model(lane.preset, scheme, device=device)
 
 
 def with_kernel(model: GPT, kernel: str) -> GPT:
@@ -150,29 +149,19 @@ def bench_train(scheme: str, kernel: str, lane: Lane, device: torch.device, comp
             "mfu": mfu(rate, model.num_params(), model.cfg, device), "params": model.num_params()}
 
 
-def xt_model(scheme: str, cfg):
-    """x-transformers (``attn_flash=True``) at lexkit's size: the same width, depth, heads, head dim,
-    bias-free feed-forward, tied embedding, no absolute positions."""
-    from x_transformers import Decoder, TransformerWrapper
-
-    position = {"alibi": dict(alibi_pos_bias=True), "rope": dict(rotary_pos_emb=True),
-                "xpos": dict(rotary_xpos=True)}[scheme]
-    decoder = Decoder(dim=cfg.d_model, depth=cfg.n_layers, heads=cfg.n_heads, attn_dim_head=cfg.head_dim,
-                      ff_no_bias=True, attn_flash=True, **position)
-    return TransformerWrapper(num_tokens=VOCAB, max_seq_len=cfg.train_len, attn_layers=decoder,
-                              use_abs_pos_emb=False, tie_embedding=True)
-
-
 def bench_train_xt(scheme: str, lane: Lane, device: torch.device) -> dict:
-    """x-transformers through the same step, optimizer and batch as :func:`bench_train`."""
+    """x-transformers at lexkit's size (:func:`builders.xt_model`: the same width, depth, heads, head dim,
+    bias-free feed-forward, tied embedding, no absolute positions) through the same step, optimizer and batch
+    as :func:`bench_train`."""
     lexkit, train_cfg = build(scheme, lane, device)
     torch.manual_seed(0)
-    model = xt_model(scheme, lexkit.cfg).to(device).train()
+    # attn_flash; rotary on half of each head (x-transformers' default), as this lane has always measured it
+    model = xt_model(lexkit.cfg, flash=True, full_rotary=False).to(device).train()
     optimizer, autocast = make_optimizer(model, train_cfg), device_autocast(device)
     x, y = batch(lexkit.cfg, train_cfg, device)
     warmup_s, rate, _ = time_steps(
         lambda: train_step(model, optimizer, x, y, grad_clip=train_cfg.grad_clip, autocast=autocast), x, device, lane)
-    params = sum(p.numel() for p in model.parameters())
+    params = count_params(model)
     return {"warmup_s": warmup_s, "tokens_per_s": rate, "ran": "x-transformers (attn_flash)",
             "mfu": mfu(rate, params, lexkit.cfg, device), "params": params}
 
@@ -288,24 +277,24 @@ def render(facts: dict, lane: Lane, train: list, evals: list, skipped: list, dry
         eval_rows.append(head + [f"{r['ran']}{' (streamed)' if r['streamed'] else ''}", f"{r['tokens_per_s']:,.0f}",
                                  f"{r['tokens_per_s'] / ref:.2f}x" if ref else "—", f"{r['first_s']:.1f}",
                                  f"{r['steady_s']:.3f}", fmt(r["peak_gb"], ".2f")])
-    parts = [
-        "# GPU benchmarks: the GPU lane (training per scheme, x-transformers, long evaluation)",
-        f"Written by `python benchmarks/gpu.py{' --dry-run' if dry_run else ''}`. Model: {preset_text(lane)}."
-        + ("\n\n**Dry run on the CPU** (the `tiny` preset, short lengths): it checks the script, it measures "
-           "nothing a GPU user needs." if dry_run else ""),
-        "## Machine\n\n" + md_table(["fact", "value"], [[k, v] for k, v in facts.items()]),
-        f"## Training (bf16 autocast on CUDA; tokens/s over {lane.steps} steps after {lane.warmup} warm-up steps)\n\n"
-        "MFU: model FLOPs (6N + 12·L·d·T per token) over the device's bf16 peak. `ran`: the attention kernel "
-        "that actually ran (the flex ladder's rung, or `chunked` if flex could not be built).\n\n"
-        + md_table(["scheme", "kernel", "ran", "tokens/s", "MFU", "vs none + SDPA causal", "warm-up s (compile)"],
-                   train_rows),
-        "## Long evaluation (one sequence, `lexkit.evaluate.evaluate`, float32)\n\n"
-        + md_table(["scheme", "pattern", "kernel", "n", "ran", "tokens/s", "vs none + SDPA causal", "first s",
-                    "steady s", "peak GB"], eval_rows),
-    ]
-    if skipped:
-        parts.append("## Skipped (time budget)\n\n" + "\n".join(f"- {s}" for s in skipped))
-    return "\n\n".join(parts) + "\n"
+    return markdown([
+        Heading("GPU benchmarks: the GPU lane (training per scheme, x-transformers, long evaluation)", 1),
+        Text(f"Written by `python benchmarks/gpu.py{' --dry-run' if dry_run else ''}`. Model: {preset_text(lane)}."),
+        *([Text("**Dry run on the CPU** (the `tiny` preset, short lengths): it checks the script, it measures "
+                "nothing a GPU user needs.")] if dry_run else []),
+        Heading("Machine"), table(["fact", "value"], [[k, v] for k, v in facts.items()]),
+        Heading(f"Training (bf16 autocast on CUDA; tokens/s over {lane.steps} steps after {lane.warmup} warm-up "
+                "steps)"),
+        Text("MFU: model FLOPs (6N + 12·L·d·T per token, lexkit.core.provenance.flops_per_token) over the device's "
+             "bf16 peak. `ran`: the attention kernel that actually ran (the flex ladder's rung, or `chunked` if flex "
+             "could not be built)."),
+        table(["scheme", "kernel", "ran", "tokens/s", "MFU", "vs none + SDPA causal", "warm-up s (compile)"],
+              train_rows),
+        Heading("Long evaluation (one sequence, `lexkit.evaluate.evaluate`, float32)"),
+        table(["scheme", "pattern", "kernel", "n", "ran", "tokens/s", "vs none + SDPA causal", "first s", "steady s",
+               "peak GB"], eval_rows),
+        *([Heading("Skipped (time budget)"), Bullets(skipped)] if skipped else []),
+    ])
 
 
 def preset_text(lane: Lane) -> str:

@@ -11,10 +11,14 @@ import json
 import sys
 from pathlib import Path
 
+from common import md_table
+
 NEEDLES = ("python", "caret", "hex", "kvthread", "kvthread-direction-backward", "ordinal")
+HEADER = ["run, needle", "mass %", "entropy", "top key on the needle %"]
 
 
-def rows(folder: Path) -> list[str]:
+def rows(folder: Path) -> list[list[str]]:
+    """The table's rows (:data:`HEADER`): per run, needle and global layer."""
     out = []
     for run in sorted(p for p in folder.iterdir() if p.is_dir()):
         for needle in NEEDLES:
@@ -30,10 +34,9 @@ def rows(folder: Path) -> list[str]:
                     lambda r: f"{100 * r['mass_max']:.0f}", lambda r: f"{r['head_entropy']:.2f}",
                     lambda r: f"{100 * r['top_on_needle']:.0f}")]
                 where = f" L{layer}" if len(layers) > 1 else ""
-                out.append(f"| {run.name} `{needle}`{where} | " + " | ".join(cells) + " |")
+                out.append([f"{run.name} `{needle}`{where}", *cells])
     return out
 
 
 if __name__ == "__main__":
-    print("| run, needle | mass % | entropy | top key on the needle % |\n| --- | --- | --- | --- |")
-    print("\n".join(rows(Path(sys.argv[1]))))
+    print(md_table(HEADER, rows(Path(sys.argv[1]))))

@@ -6,37 +6,42 @@ pooled 95 % Wilson interval (the three-seed reading pre-registered for B11), fro
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import defaultdict
 
+from common import read_sweep
 from lexkit.core.stats import wilson
+from lexkit.documents.render import text_table
 
 
-def pooled(doc: dict, multiple: int = 16) -> dict[tuple[str, str], list[tuple[int, float]]]:
-    """(arm, format or task) -> [(seed, exact match)] at ``multiple`` x the training length."""
+def pooled(doc, multiple: int = 16) -> dict[tuple[str, str], list[tuple[int, float]]]:
+    """(arm, format or task) -> [(seed, exact match)] at ``multiple`` x the training length, from a
+    :class:`lexkit.study.sweep.SweepResults` (:func:`common.read_sweep`)."""
     out: dict[tuple[str, str], list[tuple[int, float]]] = defaultdict(list)
-    for c in doc["retrieval"]["configs"]:
-        for row in c["rows"]:
-            if row["multiple"] == multiple:
-                out[(c["label"], c.get("format") or "tilde")].append((c["seed"], row["accuracy"]))
-    for task, configs in doc["tasks"].items():
-        for c in configs:
-            for row in c["rows"]:
-                if row["multiple"] == multiple:
-                    out[(c["label"], task)].append((c.get("seed"), row["accuracy"]))
+    scored = [(entry, entry.format) for entry in doc.section.configs]
+    scored += [(entry, task) for task, entries in doc.tasks.items() for entry in entries]
+    for entry, part in scored:
+        for row in entry.rows:
+            if row.multiple == multiple:
+                out[(entry.label, part)].append((entry.seed, row.accuracy))
     return out
 
 
-def main() -> None:
-    doc = json.loads(open(sys.argv[1]).read())
-    samples = doc["config"]["samples"] * len(doc["retrieval"]["depths"])  # documents per seed and cell
+def lines(doc) -> list[str]:
+    """One line per format or task and arm: the seeds, exact match per seed and pooled [95 %], in %."""
+    samples = doc.section.samples * len(doc.section.depths)  # documents per seed and cell
+    rows = [["part", "arm", "seeds", "per seed", "pooled [95 %]"]]
     for (arm, part), seeds in sorted(pooled(doc).items(), key=lambda kv: (kv[0][1], kv[0][0])):
         right = round(sum(a for _, a in seeds) * samples)
         n = samples * len(seeds)
         low, high = wilson(right, n)
-        print(f"{part:28s} {arm[:40]:40s} seeds {[s for s, _ in seeds]} per seed "
-              f"{[round(100 * a) for _, a in seeds]} pooled {100 * right / n:.0f} [{100 * low:.0f}-{100 * high:.0f}]")
+        rows.append([part, arm[:40], str([s for s, _ in seeds]), str([round(100 * a) for _, a in seeds]),
+                     f"{100 * right / n:.0f} [{100 * low:.0f}-{100 * high:.0f}]"])
+    return text_table(rows, "lllll")
+
+
+def main() -> None:
+    print("\n".join(lines(read_sweep(sys.argv[1]))))
 
 
 if __name__ == "__main__":

@@ -21,31 +21,27 @@ import json
 import re
 from collections import defaultdict
 
+from common import md_table, read_sweep
 from lexkit.core.stats import mean_interval, wilson
 
 FAR = 16
 BASE = "B0 A3 again"
 
 
-def from_sweep(doc: dict, figures: dict, near: dict) -> int:
-    """Add a sweep document's per-seed exact match at 16x (``figures[arm][seed][part]``, in %) and bpb ratio
-    (``bpb_ratio_16x``), and at 1x (``near``, likewise); returns the documents per seed and cell (needles per
-    depth x depths)."""
-    def add(label: str, seed: int, part: str, row: dict) -> None:
-        if row["multiple"] in (1, FAR):
-            into = (figures if row["multiple"] == FAR else near)[label].setdefault(seed, {})
-            into[part] = 100 * row["accuracy"]
-            if "ratio" in row and part == "tilde":
-                into["bpb_ratio_16x"] = row["ratio"]
-
-    for c in doc["retrieval"]["configs"]:
-        for row in c["rows"]:
-            add(c["label"], c["seed"], c.get("format") or "tilde", row)
-    for task, configs in doc["tasks"].items():
-        for c in configs:
-            for row in c["rows"]:
-                add(c["label"], c["seed"], task, row)
-    return doc["config"]["samples"] * len(doc["retrieval"]["depths"])
+def from_sweep(doc, figures: dict, near: dict) -> int:
+    """Add a sweep document's (a :class:`lexkit.study.sweep.SweepResults`, :func:`common.read_sweep`) per-seed
+    exact match at 16x (``figures[arm][seed][part]``, in %) and bpb ratio (``bpb_ratio_16x``), and at 1x
+    (``near``, likewise); returns the documents per seed and cell (needles per depth x depths)."""
+    scored = [(entry, entry.format) for entry in doc.section.configs]
+    scored += [(entry, task) for task, entries in doc.tasks.items() for entry in entries]
+    for entry, part in scored:
+        for row in entry.rows:
+            if row.multiple in (1, FAR):
+                into = (figures if row.multiple == FAR else near)[entry.label].setdefault(entry.seed, {})
+                into[part] = 100 * row.accuracy
+                if row.ratio is not None and part == "tilde":
+                    into["bpb_ratio_16x"] = row.ratio
+    return doc.section.samples * len(doc.section.depths)
 
 
 def reading(per_seed: list[float], documents: int) -> dict:
@@ -88,29 +84,26 @@ def main() -> None:
             for seed, values in seeds.items():
                 figures[arm].setdefault(int(seed), {}).update(values)
     for path in args.sweeps:
-        doc = json.loads(open(path).read())
+        doc = read_sweep(path)
         documents.add(from_sweep(doc, figures, near))
-        parts += [p for p in (*doc["retrieval"]["formats"], *doc["retrieval"]["held_out"], *doc["tasks"])
+        parts += [p for p in (*(doc.section.formats or ["tilde"]), *(doc.section.held_out or []), *doc.tasks)
                   if p not in parts]
     if len(documents) != 1:
         raise SystemExit(f"error: the documents per seed differ between the sources ({sorted(documents)})")
     (n,) = documents
     if args.near:
-        print("| arm | seeds | " + " | ".join(p.replace(":direction=backward", " backward") for p in parts) + " |")
-        print("| --- " * (len(parts) + 2) + "|")
+        rows = []
         for arm in sorted(near, key=order):
             seeds = sorted(near[arm])
             cells = [" -> ".join(f"{sum(d[arm][s][p] for s in seeds) / len(seeds):.0f}" for d in (near, figures))
                      if all(p in near[arm][s] and p in figures[arm][s] for s in seeds) else "-" for p in parts]
-            print(f"| {arm} | {', '.join(map(str, seeds))} | " + " | ".join(cells) + " |")
+            rows.append([arm, ", ".join(map(str, seeds)), *cells])
+        print(md_table(["arm", "seeds", *(p.replace(":direction=backward", " backward") for p in parts)], rows))
         return
     read = {arm: {p: reading([seeds[s][p] for s in sorted(seeds)], n) for p in parts
                   if all(p in seeds[s] for s in seeds)} for arm, seeds in figures.items()}
     base = read.get(BASE, {})
-    if args.markdown:
-        print("| arm | seeds | bpb 16x / 1x per seed: mean [95 % over seeds] | "
-              + " | ".join(f"{p.replace(':direction=backward', ' backward')} 16x" for p in parts) + " |")
-        print("| --- " * (len(parts) + 3) + "|")
+    rows = []
     for arm in sorted(figures, key=order):
         seeds = figures[arm]
         ratios = [seeds[s]["bpb_ratio_16x"] for s in sorted(seeds) if "bpb_ratio_16x" in seeds[s]]
@@ -132,11 +125,14 @@ def main() -> None:
                 text += "" if verdict == rule == "level" else f" (rule: {rule}; over seeds: {verdict})"
             cells.append(text)
         if args.markdown:
-            print(f"| {arm} | {len(seeds)} | {bpb} | " + " | ".join(cells) + " |")
+            rows.append([arm, len(seeds), bpb, *cells])
         else:
             print(f"{arm}\n  seeds {sorted(seeds)}  bpb 16x / 1x {bpb}")
             for p, text in zip(parts, cells):
                 print(f"  {p:28s} {text}")
+    if args.markdown:
+        print(md_table(["arm", "seeds", "bpb 16x / 1x per seed: mean [95 % over seeds]",
+                        *(f"{p.replace(':direction=backward', ' backward')} 16x" for p in parts)], rows))
 
 
 if __name__ == "__main__":

@@ -129,9 +129,9 @@ def one(out: Path, name: str, threads: int, steps: int | None = None) -> str:
 def table(out: Path) -> str:
     """Markdown: per configuration and pattern, exact match % at each multiple (worst depth at 16x),
     bpb at 1x and 16x and their ratio, and the phase-change step."""
-    lines = ["| configuration | pattern | phase change (step) | exact match % at 1 / 2 / 4 / 8 / 16x | worst depth "
-             "at 16x | bpb 1x -> 16x (ratio) | global layers' entropy 1x -> 16x (nats) |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    from common import md_table
+
+    body = []
     for path in sorted(out.glob("*.json")):
         doc = json.loads(path.read_text())
         for pattern in CONFIGS.get(doc["name"], (None, None, sorted({r["pattern"] for r in doc["rows"]})))[2]:
@@ -144,9 +144,10 @@ def table(out: Path) -> str:
                         if c["pattern"] == doc_pattern(doc, pattern) and c["length"] == rows[longest]["length"])
             b1, b16 = rows[1]["bpb"], rows[longest]["bpb"]
             ratio = f"{b16 / b1:.3f}" if b1 and b16 else "-"
-            lines.append(f"| {doc['name']} | {pattern} | {doc['phase_change'] or 'none'} | {acc} | "
-                         f"{100 * worst:.0f} % | {b1:.3f} -> {b16:.3f} ({ratio}) | {entropy_text(doc)} |")
-    return "\n".join(lines)
+            body.append([doc["name"], pattern, doc["phase_change"] or "none", acc, f"{100 * worst:.0f} %",
+                         f"{b1:.3f} -> {b16:.3f} ({ratio})", entropy_text(doc)])
+    return md_table(["configuration", "pattern", "phase change (step)", "exact match % at 1 / 2 / 4 / 8 / 16x",
+                     "worst depth at 16x", "bpb 1x -> 16x (ratio)", "global layers' entropy 1x -> 16x (nats)"], body)
 
 
 def entropy_text(doc: dict) -> str:

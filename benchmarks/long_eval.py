@@ -15,8 +15,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from builders import lexkit_model, xt_model
 from common import random_document
-from contenders import PATTERNS, Settings, lexkit_model, xt_model
+from contenders import PATTERNS, SIZE, Settings, model_config
 
 MB = 1024 * 1024
 
@@ -150,7 +151,7 @@ def short_error(exc: BaseException) -> str:
 def lexkit_evaluator(job: dict, doc: bytes):
     from lexkit.evaluate import evaluate
 
-    model, _ = lexkit_model(job["scheme"])
+    model, _ = lexkit_model(SIZE, job["scheme"])
     model.eval()
     return lambda: evaluate(model, [doc], [job["n"]], job["pattern"], kernel=job["kernel"])
 
@@ -159,7 +160,7 @@ def xt_evaluator(job: dict, doc: bytes):
     """The same work as lexkit's evaluate at one window: forward, float64 NLL."""
     from lexkit.data.corpus import encode
 
-    model = xt_model(job["scheme"], max_attend_past=int(job["pattern"].split(":")[1]) - 1).eval()
+    model = xt_model(model_config(job["scheme"]), max_attend_past=int(job["pattern"].split(":")[1]) - 1).eval()
     tokens = encode(doc).to(torch.int64)
     x, y = tokens[None, :-1], tokens[1:]
 

@@ -18,42 +18,18 @@ from pathlib import Path
 
 import torch
 
+from builders import lexkit_model, xt_model
+from common import table
 from lexkit.data import corpus as data
 from lexkit.data import mix
-from lexkit.model.gpt import GPT, VOCAB
+from lexkit.documents.blocks import Heading, Text
+from lexkit.documents.render import markdown
+from lexkit.model.gpt import VOCAB
 from lexkit.study.recipe import RECIPE
 from lexkit.training.loop import make_optimizer, train_step
-from lexkit.training.settings import configs
-from training import matmul_gflops  # the one matmul-rate measurement of the benchmarks
+from training import matmul_gflops, train_flops_per_byte  # the benchmarks' one matmul rate and FLOPs count
 
 LAYOUTS = {"rope (uniform)": None, "hwfa:W=16": "hwfa:W=16"}
-
-
-def lexkit_model(layout: str | None):
-    settings = RECIPE.settings()
-    model_cfg, train_cfg = configs(RECIPE.preset, "rope", **settings, layout=layout)
-    torch.manual_seed(0)
-    return GPT(model_cfg), model_cfg, train_cfg
-
-
-def xt_model(model_cfg):
-    """x-transformers at the same size: rotary on every layer, token shift 1 (half the features), tied."""
-    from x_transformers import Decoder, TransformerWrapper
-
-    torch.manual_seed(0)
-    decoder = Decoder(dim=model_cfg.d_model, depth=model_cfg.n_layers, heads=model_cfg.n_heads,
-                      attn_dim_head=model_cfg.head_dim, ff_no_bias=True, rotary_pos_emb=True,
-                      rotary_emb_dim=model_cfg.head_dim, shift_tokens=1)
-    return TransformerWrapper(num_tokens=VOCAB, max_seq_len=model_cfg.train_len, attn_layers=decoder,
-                              use_abs_pos_emb=False, tie_embedding=True)
-
-
-def flops_per_byte(cfg) -> float:
-    """Matmul FLOPs of one training step per byte: 3 x forward (2 per linear weight, the tied head,
-    QK^T and PV over the full length)."""
-    d, n = cfg.d_model, cfg.train_len
-    linear = cfg.n_layers * 12 * d * d + d * VOCAB
-    return 3 * (2 * linear + cfg.n_layers * 4 * n * d)
 
 
 #: the kinds a step's kernels are split into (a kernel's self time, by its aten name); the rest:
@@ -92,14 +68,16 @@ def main(argv=None) -> int:
     stream = mix.MixedStream(data.tokens_of(corpus.train), RECIPE.mix)
     rows = {}
     for label, layout in LAYOUTS.items():
-        model, model_cfg, train_cfg = lexkit_model(layout)
+        model, train_cfg = lexkit_model(RECIPE.preset, "rope", layout=layout, **RECIPE.settings())
+        model_cfg = model.cfg
         n, b = model_cfg.train_len, RECIPE.batch
         start = time.perf_counter()
         batches = [stream.batch(s, b, n, 0) for s in range(args.steps + 2)]
         build = (time.perf_counter() - start) / len(batches)
         contenders = {"lexkit": model}
         if layout is None:
-            contenders["x-transformers"] = xt_model(model_cfg)
+            torch.manual_seed(0)  # rotary on every layer, token shift 1 (half the features), tied
+            contenders["x-transformers"] = xt_model(model_cfg, shift_tokens=1)
         steps = {}
         for name, net in contenders.items():
             opt = make_optimizer(net.train(), train_cfg)
@@ -117,7 +95,7 @@ def main(argv=None) -> int:
                     steps[name](x, y)
                 rates[name].append(b * n * args.steps / (time.perf_counter() - t0))
             matmul.append(matmul_gflops(512, 16))
-        fpb = flops_per_byte(model_cfg)
+        fpb = train_flops_per_byte(model_cfg.n_layers, model_cfg.d_model, VOCAB, model_cfg.train_len)["train"]
         gflops = statistics.median(matmul)
         step_ms = 1000 * b * n / statistics.median(rates["lexkit"])
         row = {"bytes_per_s": {k: statistics.median(v) for k, v in rates.items()},
@@ -139,23 +117,24 @@ def main(argv=None) -> int:
 
 
 def render(rows: dict) -> str:
-    lines = ["# The training step at table G's size (one thread)", "",
-             f"`python benchmarks/recipe_step.py` on {platform.machine()}, torch {torch.__version__}, one thread: "
-             f"the retrieval recipe ({RECIPE.preset} preset, batch {RECIPE.batch}, token shift "
-             f"{RECIPE.token_shift}, mix {RECIPE.mix}).", "",
-             "| model | lexkit bytes/s | x-transformers bytes/s | lexkit / x-transformers | step (ms) | "
-             f"of it, the kernels' own time: {' / '.join([*KINDS, 'elementwise'])} (ms, profiled) | outside the "
-             "kernels: Python, dispatch (ms) | batch building (ms) | % of the core's float32 matmul rate |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    header = ["model", "lexkit bytes/s", "x-transformers bytes/s", "lexkit / x-transformers", "step (ms)",
+              f"of it, the kernels' own time: {' / '.join([*KINDS, 'elementwise'])} (ms, profiled)",
+              "outside the kernels: Python, dispatch (ms)", "batch building (ms)",
+              "% of the core's float32 matmul rate"]
+    body = []
     for label, r in rows.items():
         p = r["profile_ms"]["lexkit"]
         xt = r["bytes_per_s"].get("x-transformers")
-        lines.append(f"| {label} | {r['bytes_per_s']['lexkit']:,.0f} | {'-' if xt is None else f'{xt:,.0f}'} | "
-                     f"{r.get('ratio_lexkit_over_xt', float('nan')):.2f} | {r['step_ms']:.1f} | "
-                     f"{' / '.join(f'{v:.1f}' for v in p.values())} | {r['outside_kernels_ms']:.1f} | "
-                     f"{r['batch_build_ms']:.1f} | "
-                     f"{100 * r['matmul_share']:.0f} % |")
-    return "\n".join(lines) + "\n"
+        body.append([label, f"{r['bytes_per_s']['lexkit']:,.0f}", "-" if xt is None else f"{xt:,.0f}",
+                     f"{r.get('ratio_lexkit_over_xt', float('nan')):.2f}", f"{r['step_ms']:.1f}",
+                     " / ".join(f"{v:.1f}" for v in p.values()), f"{r['outside_kernels_ms']:.1f}",
+                     f"{r['batch_build_ms']:.1f}", f"{100 * r['matmul_share']:.0f} %"])
+    return markdown([
+        Heading("The training step at table G's size (one thread)", 1),
+        Text(f"`python benchmarks/recipe_step.py` on {platform.machine()}, torch {torch.__version__}, one thread: "
+             f"the retrieval recipe ({RECIPE.preset} preset, batch {RECIPE.batch}, token shift "
+             f"{RECIPE.token_shift}, mix {RECIPE.mix})."),
+        table(header, body)])
 
 
 if __name__ == "__main__":

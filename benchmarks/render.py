@@ -1,11 +1,14 @@
-"""What the numbers mean: the targets (PASS/MISS) and the markdown report."""
+"""What the numbers mean: the targets (PASS/MISS) and the markdown report (blocks of
+:mod:`lexkit.documents.blocks`, drawn by :func:`lexkit.documents.render.markdown`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from common import md_table
+from common import table
 from contenders import BATCH, D_MODEL, N_HEADS, N_LAYERS, PATTERNS, TRAIN, TRAIN_LEN, WINDOW, Settings
+from lexkit.documents.blocks import Heading, Table, Text
+from lexkit.documents.render import markdown
 from lexkit.model.gpt import VOCAB
 
 ANALYSIS = Path(__file__).with_name("analysis.md")  # the profile behind the numbers, kept by hand
@@ -77,7 +80,7 @@ def config_notes(result: dict) -> str:
         guard=result["mem_guard_gb"])
 
 
-def training_table(training: dict, flops: dict, gflops: float) -> str:
+def training_table(training: dict, flops: dict, gflops: float) -> Table:
     names = list(next(iter(training.values()))["median_bytes_per_s"])
     headers = ["scheme"] + [f"{n} B/s" for n in names] + [f"lexkit / {n}" for n in names[1:]]
     headers += ["parameters", "ATen ops per step", "lexkit % of matmul rate"]
@@ -90,10 +93,10 @@ def training_table(training: dict, flops: dict, gflops: float) -> str:
                     + [" / ".join(f"{row['params'][n]:,}" for n in names),
                        " / ".join(f"{row['ops_per_step'][n]:,}" for n in names),
                        f"{100 * achieved / gflops:.1f}% ({achieved:.1f} GFLOP/s)"])
-    return md_table(headers, rows)
+    return table(headers, rows)
 
 
-def eval_table(evals: list[dict]) -> str:
+def eval_table(evals: list[dict]) -> Table:
     headers = ["library", "scheme", "pattern", "kernel", "n", "first s", "steady s", "bytes/s", "peak MB",
                "above base MB"]
     rows = []
@@ -104,10 +107,10 @@ def eval_table(evals: list[dict]) -> str:
         else:
             rows.append(head + [f"{e['first_s']:.2f}", f"{e['steady_s']:.2f}", f"{e['bytes_per_s']:,.0f}",
                                 f"{e['peak_mb']:,.0f}", f"{e['peak_mb'] - e['baseline_mb']:,.0f}"])
-    return md_table(headers, rows)
+    return table(headers, rows)
 
 
-def eval_ratio_table(evals: list[dict]) -> str:
+def eval_ratio_table(evals: list[dict]) -> Table | Text:
     """lexkit auto against x-transformers local at the same n (window), where both ran."""
     xt = {e["n"]: e for e in evals if e["lib"] == "x-transformers" and "error" not in e}
     rows = []
@@ -118,18 +121,18 @@ def eval_ratio_table(evals: list[dict]) -> str:
             rows.append([f"{e['n']:,}", f"{other['steady_s'] / e['steady_s']:.1f}x",
                          f"{other['peak_mb'] / e['peak_mb']:.1f}x"])
     if not rows:
-        return "_(no length where both ran)_"
-    return md_table(["n", "x-transformers time / lexkit time", "x-transformers peak / lexkit peak"], rows)
+        return Text("_(no length where both ran)_")
+    return table(["n", "x-transformers time / lexkit time", "x-transformers peak / lexkit peak"], rows)
 
 
 def load_note(machine: dict) -> str:
-    """A warning when other work shared the cores: every multi-threaded operator then waits
-    at its barrier for a descheduled thread, which penalises many small operators most."""
+    """A warning when other work shared the cores ("" when none did): every multi-threaded operator then
+    waits at its barrier for a descheduled thread, which penalises many small operators most."""
     own = machine["threads"]  # this benchmark's own threads count in the load at the end
     load = max(machine["load_average_start"][0], machine.get("load_average_end", [0])[0] - own)
     if load < 0.5 * machine["cores"]:
         return ""
-    return ("\n\n**The machine was shared** (other work: a 1-minute load average up to "
+    return ("**The machine was shared** (other work: a 1-minute load average up to "
             f"{load:.1f} on {machine['cores']} cores): "
             "absolute numbers are low and noisy, and code that dispatches many small operators is "
             "penalised more than its share. The interleaved ratios are the numbers to read.")
@@ -137,29 +140,30 @@ def load_note(machine: dict) -> str:
 
 def render(result: dict) -> str:
     m, flops = result["machine"], result["flops_per_byte"]
-    facts = md_table(["fact", "value"], [[k.replace("_", " "), v] for k, v in m.items()])
+    facts = table(["fact", "value"], [[k.replace("_", " "), v] for k, v in m.items()])
     t = result["targets"]
     target_rows = [[x["target"], x["measured"], "PASS" if x["pass"] else "**MISS**"] for x in t]
     gflops = result["matmul_gflops"]
-    return "\n\n".join([
-        "# Benchmarks: lexkit and x-transformers side by side",
-        f"Written by `python benchmarks/run.py{' --quick' if result['quick'] else ''}` "
-        f"({result['elapsed_s'] / 60:.1f} min). Both libraries ran in the same process (training) or in "
-        "alternating child processes (evaluation), interleaved, so the ratios hold better than the "
-        "absolute numbers on a shared machine.",
-        "## Machine\n\n" + facts + load_note(m),
-        "## Targets\n\n" + md_table(["target", "measured", "result"], target_rows),
-        "## Training (small preset, bytes/s, median of alternating repetitions)\n\n"
-        + training_table(result["training"], flops, gflops)
-        + f"\n\nRatios are medians of per-repetition ratios. FLOPs per byte (one training step, "
-          f"explicit count): {flops['train'] / 1e6:.2f} MFLOP ({flops['linear_weights']:,} linear weights, "
-          f"lexkit's nn.Linear count {result['lexkit_linear_weights']:,}; attention at length {TRAIN_LEN}). "
-          f"Measured float32 matmul rate (1024³, {m['threads']} threads, median over the rotation): "
-          f"{gflops:.1f} GFLOP/s.",
-        "## Long evaluation (one sequence, small model)\n\n" + eval_table(result["eval"])
-        + "\n\n### lexkit (alibi, window, auto kernel) against x-transformers' local mask\n\n"
-        + eval_ratio_table(result["eval"]),
-        ANALYSIS.read_text().strip() if ANALYSIS.is_file() else "",
-        "## How the configurations match\n\n"
-        + config_notes(result),
-    ]) + "\n"
+    note = load_note(m)
+    analysis = ANALYSIS.read_text().strip() if ANALYSIS.is_file() else ""
+    return markdown([
+        Heading("Benchmarks: lexkit and x-transformers side by side", 1),
+        Text(f"Written by `python benchmarks/run.py{' --quick' if result['quick'] else ''}` "
+             f"({result['elapsed_s'] / 60:.1f} min). Both libraries ran in the same process (training) or in "
+             "alternating child processes (evaluation), interleaved, so the ratios hold better than the "
+             "absolute numbers on a shared machine."),
+        Heading("Machine"), facts, *([Text(note)] if note else []),
+        Heading("Targets"), table(["target", "measured", "result"], target_rows),
+        Heading("Training (small preset, bytes/s, median of alternating repetitions)"),
+        training_table(result["training"], flops, gflops),
+        Text(f"Ratios are medians of per-repetition ratios. FLOPs per byte (one training step, "
+             f"explicit count): {flops['train'] / 1e6:.2f} MFLOP ({flops['linear_weights']:,} linear weights, "
+             f"lexkit's nn.Linear count {result['lexkit_linear_weights']:,}; attention at length {TRAIN_LEN}). "
+             f"Measured float32 matmul rate (1024³, {m['threads']} threads, median over the rotation): "
+             f"{gflops:.1f} GFLOP/s."),
+        Heading("Long evaluation (one sequence, small model)"), eval_table(result["eval"]),
+        Heading("lexkit (alibi, window, auto kernel) against x-transformers' local mask", 3),
+        eval_ratio_table(result["eval"]),
+        *([Text(analysis)] if analysis else []),
+        Heading("How the configurations match"), Text(config_notes(result)),
+    ])

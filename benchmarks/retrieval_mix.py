@@ -30,6 +30,9 @@ import time
 from pathlib import Path
 
 import lexkit
+from common import table
+from lexkit.documents.blocks import Text
+from lexkit.documents.render import markdown
 
 SRC = str(Path(lexkit.__file__).resolve().parent.parent)
 RECIPE = ["--scheme", "rope", "--preset", "quick", "--batch", "64", "--lr", "3e-3"]
@@ -80,14 +83,14 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     mixes = (args.mix or ["copy:0.75"]) + ([None] if args.plain else [])
     rows = [measure(out, mix, steps, args.samples, args.threads) for mix in mixes for steps in args.steps or [2000]]
-    print(f"quick preset, rope, batch 64, lr 3e-3, --threads {args.threads}; exact match of copy needles at 64 "
-          f"bytes (1x), {args.samples} per depth at 11 depths; bpb at 1x by `lexkit eval --lengths 64,256,1024 "
-          f"--max-docs 40` (runs in {out})\n")
-    print("| `--mix` | steps | exact match at 1x [95 %] | answer bits | bpb at 1x | training s |")
-    print("|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| `{r['mix']}` | {r['steps']:,} | {percent_text(r['accuracy'])} % [{percent_text(r['low'])}-"
-              f"{percent_text(r['high'])}] | {r['answer_bits']:.3f} | {r['bpb']:.3f} | {r['train_s']:.0f} |")
+    print(markdown([
+        Text(f"quick preset, rope, batch 64, lr 3e-3, --threads {args.threads}; exact match of copy needles at 64 "
+             f"bytes (1x), {args.samples} per depth at 11 depths; bpb at 1x by `lexkit eval --lengths 64,256,1024 "
+             f"--max-docs 40` (runs in {out})"),
+        table(["`--mix`", "steps", "exact match at 1x [95 %]", "answer bits", "bpb at 1x", "training s"],
+              [[f"`{r['mix']}`", f"{r['steps']:,}", f"{percent_text(r['accuracy'])} % [{percent_text(r['low'])}-"
+                f"{percent_text(r['high'])}]", f"{r['answer_bits']:.3f}", f"{r['bpb']:.3f}", f"{r['train_s']:.0f}"]
+               for r in rows])]), end="")
     return 0
 
 

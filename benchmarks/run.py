@@ -15,8 +15,9 @@ import time
 
 import torch
 
+from builders import lexkit_model
 from common import ROOT, cpu_facts, load_average, write_report
-from contenders import FULL, QUICK, lexkit_model
+from contenders import FULL, QUICK, SIZE
 from long_eval import bench_eval, summarize_eval
 from render import render, targets
 from training import bench_training, linear_weights, summarize_training, train_flops_per_byte
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     result["training"] = summarize_training(raw)
     result["matmul_gflops"] = statistics.median(raw["matmul_gflops"])
     result["flops_per_byte"] = train_flops_per_byte()
-    result["lexkit_linear_weights"] = linear_weights(lexkit_model("alibi")[0])
+    result["lexkit_linear_weights"] = linear_weights(lexkit_model(SIZE, "alibi")[0])
     rows = [] if args.skip_eval else bench_eval(settings, args.threads, args.mem_guard_gb, args.timeout, log)
     result["eval_raw"], result["eval"] = rows, summarize_eval(rows)
     result["targets"] = targets(result["training"], result["eval"], settings)

@@ -32,7 +32,10 @@ import time
 from pathlib import Path
 
 import lexkit
+from common import table
 from lexkit.core.threads import cores
+from lexkit.documents.blocks import Text
+from lexkit.documents.render import markdown
 
 SRC = str(Path(lexkit.__file__).resolve().parent.parent)
 
@@ -94,20 +97,20 @@ def main(argv: list[str] | None = None) -> int:
         for name, jobs in configurations(n).items():
             with tempfile.TemporaryDirectory() as tmp:
                 found.setdefault(name, []).append(run_pair(Path(tmp), jobs, args.steps, args.stagger, n))
-    lines = [f"`python benchmarks/threads.py --steps {args.steps} --rounds {args.rounds} --stagger {args.stagger:g}` "
-             f"({n} cores, load average {load:.2f} at the start; medians over {args.rounds} rounds)", "",
-             "| configuration | threads | seconds per step, first / second job | wall seconds of the pair |",
-             "|---|---|---|---|"]
+    rows = []
     for name, rounds in found.items():
         jobs = len(rounds[0]) - 1
         step = [statistics.median(r[j]["step_s"] for r in rounds) for j in range(jobs)]
         threads = " + ".join(rounds[-1][j]["threads"] for j in range(jobs))
         pair = statistics.median(r[-1]["pair_s"] for r in rounds)
-        lines.append(f"| {name} | {threads} | {' / '.join(f'{s:.3f}' for s in step)} | {pair:.1f} |")
-    text = "\n".join(lines)
-    print(text)
+        rows.append([name, threads, " / ".join(f"{s:.3f}" for s in step), f"{pair:.1f}"])
+    text = markdown([
+        Text(f"`python benchmarks/threads.py --steps {args.steps} --rounds {args.rounds} --stagger {args.stagger:g}` "
+             f"({n} cores, load average {load:.2f} at the start; medians over {args.rounds} rounds)"),
+        table(["configuration", "threads", "seconds per step, first / second job", "wall seconds of the pair"], rows)])
+    print(text, end="")
     if args.out:
-        Path(args.out).write_text(text + "\n")
+        Path(args.out).write_text(text)
     return 0
 
 

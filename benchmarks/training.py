@@ -8,18 +8,9 @@ import time
 
 import torch
 
-from contenders import (
-    BATCH,
-    D_MODEL,
-    N_LAYERS,
-    SCHEMES,
-    TRAIN_LEN,
-    Contender,
-    Settings,
-    contenders,
-    count_params,
-    xt_model,
-)
+from builders import count_params, xt_model
+from contenders import BATCH, D_MODEL, N_LAYERS, SCHEMES, TRAIN_LEN, Contender, Settings, contenders, model_config
+from lexkit.core import provenance
 from lexkit.model.gpt import VOCAB
 
 
@@ -80,7 +71,7 @@ def bench_training(settings: Settings, log) -> dict:
             result["matmul_gflops"].append(matmul_gflops())
         params = {c.name: count_params(c.model) for c in entrants}
         result["schemes"][scheme] = {"bytes_per_s": rates, "params": params, "ops_per_step": ops,
-                                     "xt_default_params": count_params(xt_model(scheme, matched=False))}
+                                     "xt_default_params": count_params(xt_model(model_config(scheme), matched=False))}
         log(f"train {scheme}: " + ", ".join(f"{k} {statistics.median(v):,.0f} B/s" for k, v in rates.items()))
     return result
 
@@ -101,15 +92,13 @@ def summarize_training(raw: dict) -> dict:
 
 
 def train_flops_per_byte(n_layers: int = N_LAYERS, d: int = D_MODEL, vocab: int = VOCAB, ctx: int = TRAIN_LEN) -> dict:
-    """Matmul FLOPs per token (= per byte) of one training step, counted explicitly.
-
-    Forward: 2 FLOPs per weight of every linear map (per layer qkv 3d², output d², MLP 8d²;
-    the tied head d·V) plus attention's QKᵀ and PV, 2·2·ctx·d per layer (full ctx, PaLM's
-    convention: no causal halving). Training = 3 x forward (backward = 2 x forward)."""
+    """Matmul FLOPs per token (= per byte) of one training step: :func:`lexkit.core.provenance.flops_per_token`
+    (6N + 12·L·d·T, PaLM's convention: full ctx, no causal halving) with N the weights of the linear maps,
+    counted explicitly: per layer qkv 3d², output d², MLP 8d², and the tied head d·V. ``forward`` is a
+    third of it (the backward costs twice the forward)."""
     linear = n_layers * 12 * d * d + d * vocab
-    attention = n_layers * 2 * 2 * ctx * d
-    forward = 2 * linear + attention
-    return {"linear_weights": linear, "forward": forward, "train": 3 * forward}
+    train = provenance.flops_per_token(linear, n_layers, d, ctx)
+    return {"linear_weights": linear, "forward": train // 3, "train": train}
 
 
 def linear_weights(model: torch.nn.Module) -> int:

@@ -1,0 +1,102 @@
+"""benchmarks/ on the library's own pieces (issue 68 item 5): every benchmark module imports, the FLOPs
+count is :func:`lexkit.core.provenance.flops_per_token`, one builder per library, tables drawn by
+:mod:`lexkit.documents.render` (a stored report re-renders to its table), sweep documents read as typed
+rows. Closed forms only: nothing here measures."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MODULES = ("common", "builders", "contenders", "training", "render", "long_eval", "run", "gpu", "recipe_step",
+           "compile", "batched", "entmax", "stream", "stream_layouts", "threads", "retrieval_mix", "layouts",
+           "hunt2_pooled", "hunt2_seeds", "hunt2_mass_table")
+
+
+@pytest.fixture(scope="module")
+def bench():
+    """The benchmark modules by name, imported as their scripts import each other (benchmarks/ on the
+    path), and forgotten afterwards (their names are generic: common, training, render ...)."""
+    before = set(sys.modules)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        yield {name: importlib.import_module(name) for name in MODULES}
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+        for name in set(sys.modules) - before:
+            if name in MODULES:
+                del sys.modules[name]
+
+
+def test_training_flops_are_provenance_formula(bench):
+    """The explicit count's FLOPs per byte: 6N + 12·L·d·T with N the linear weights (12·L·d² + d·V),
+    the forward a third of it; and N is what lexkit's tiny model holds in nn.Linear."""
+    from lexkit.model.gpt import VOCAB
+
+    n_layers, d, ctx = 2, 32, 32
+    linear = 12 * n_layers * d * d + d * VOCAB
+    flops = bench["training"].train_flops_per_byte(n_layers, d, VOCAB, ctx)
+    assert flops == {"linear_weights": linear, "forward": 2 * linear + 4 * n_layers * d * ctx,
+                     "train": 6 * linear + 12 * n_layers * d * ctx}
+    model, _ = bench["builders"].lexkit_model("tiny", "rope")
+    assert (model.cfg.n_layers, model.cfg.d_model, model.cfg.train_len) == (n_layers, d, ctx)
+    assert bench["training"].linear_weights(model) == linear
+
+
+def test_markdown_table_is_the_library_one(bench):
+    assert bench["common"].md_table(["a", "b"], [[1, "x"], [2.5, "y|z"]]) == (
+        "| a | b |\n| --- | --- |\n| 1 | x |\n| 2.5 | y\\|z |")
+
+
+def separators(text: str) -> str:
+    """Markdown with every table's separator row written one way (``|---|``, ``| --- |``, ``|---:|``)."""
+    return re.sub(r"(?m)^\|(?:\s*:?-+:?\s*\|)+$", lambda m: "|" + "---|" * (m.group(0).count("|") - 1), text)
+
+
+@pytest.mark.parametrize("name", ["batched", "entmax"])
+def test_a_stored_report_renders_to_its_table(bench, name):
+    """docs/benchmarks-NAME.md re-rendered from its JSON: the same text (the separator rows aside, written
+    by the writer the script had before)."""
+    data = json.loads((ROOT / "docs" / f"benchmarks-{name}.json").read_text())
+    facts = data["machine"] if name == "batched" else data["facts"]
+    text = bench[name].render(data["rows"], facts)
+    assert separators(text) == separators((ROOT / "docs" / f"benchmarks-{name}.md").read_text())
+
+
+def test_sweep_document_reads_as_typed_rows(bench):
+    """The safety net's sweep.json through common.read_sweep: table G's section and the tasks' entries
+    as rows; the hunt's scripts count its documents (needles per depth x depths) and pool its seeds."""
+    from lexkit.study.tables.retrieval.rows import RetrievalEntry, RetrievalSection
+
+    doc = bench["common"].read_sweep(ROOT / "tests" / "fixtures" / "safety_net" / "sweep.json")
+    assert isinstance(doc.section, RetrievalSection) and all(isinstance(e, RetrievalEntry) for e in doc.section.configs)
+    figures, near = defaultdict(dict), defaultdict(dict)
+    assert bench["hunt2_seeds"].from_sweep(doc, figures, near) == doc.section.samples * len(doc.section.depths)
+    pooled = bench["hunt2_pooled"].pooled(doc)
+    labels = {e.label for e in doc.section.configs}
+    assert {arm for arm, _ in pooled} == labels and {part for _, part in pooled} >= set(doc.tasks)
+    assert sorted(figures) == sorted(labels)
+    assert bench["hunt2_pooled"].lines(doc)[0].split("  ")[0] == "part"
+
+
+@pytest.mark.slow
+def test_x_transformers_matched_to_lexkit(bench):
+    """x-transformers built to lexkit's network holds lexkit's parameters less the LayerNorm biases it
+    lacks, (2L + 1)·d (render.CONFIG_NOTES), for each scheme it has; rotary over the whole head. Slow:
+    importing x-transformers alone takes 2 s here (the fast sibling: the lexkit builder's closed forms)."""
+    pytest.importorskip("x_transformers")
+    builders = bench["builders"]
+    for scheme in builders.XT_SCHEMES:
+        model, _ = builders.lexkit_model("tiny", scheme)
+        cfg = model.cfg
+        xt = builders.xt_model(cfg)
+        assert builders.count_params(model) - builders.count_params(xt) == (2 * cfg.n_layers + 1) * cfg.d_model
+    rotary = builders.xt_model(builders.lexkit_model("tiny", "rope")[0].cfg).attn_layers.rotary_pos_emb
+    assert rotary.inv_freq.numel() * 2 == cfg.head_dim
