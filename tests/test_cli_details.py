@@ -119,7 +119,7 @@ def test_an_arm_without_a_mix_is_not_called_a_mix(tmp_path):
     cfg = parse({"name": "tiny", "preset": "tiny", "steps": 3, "seeds": 1, "samples": 1, "eval_docs": 2,
                  "data": str(data), "mix": "induction:0.75", "arms": [{"label": "plain", "mix": ""}, {"label": "m"}]})
     sweep = Sweep(cfg, tmp_path / "out", progress=False, echo=None)
-    trains = {u.label: u.info["run"] for u in sweep.units() if u.kind == "train"}
+    trains = {u.label: u.info["run"] for u in sweep.units() if u.job == "train"}
     assert sorted(trains) == ["m + mix, seed 0", "plain, no mix, seed 0"]
     assert trains["plain, no mix, seed 0"].startswith("nomix-rope-s0-")
     assert trains["m + mix, seed 0"].startswith("mix-rope-s0-")

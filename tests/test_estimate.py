@@ -66,14 +66,14 @@ def test_the_wall_time_is_the_schedule_over_the_workers(tmp_path, data_dir):
     s = study(data_dir, tmp_path / "s", retrieval_seeds=2, retrieval_methods=False)
     plan = s.estimate(jobs=3, timer=StubTimer(step=1.0, other=0.0))
     units = {u["name"]: u for u in plan["units"]}
-    cell = next(u for u in plan["units"] if u["kind"] == "cell")
+    cell = next(u for u in plan["units"] if u["job"] == "cell")
     assert cell["seconds"] == 4.0 and plan["jobs"] == 3
     for u in plan["units"]:
         if u["table"] == "extension":
             assert u["needs"] == [cell["name"]]
-        if u["table"] == "retrieval" and u["kind"] != "train":
-            assert [units[n]["kind"] for n in u["needs"]] == ["train"]
-    fine_tunes = [u for u in plan["units"] if u["kind"] == "fine-tune"]
+        if u["table"] == "retrieval" and u["job"] != "train":
+            assert [units[n]["job"] for n in u["needs"]] == ["train"]
+    fine_tunes = [u for u in plan["units"] if u["job"] == "fine-tune"]
     assert [u["seconds"] for u in fine_tunes] == [2.0, 2.0, 2.0] and plan["task_s"] == 4 + 3 * 2 + 2 * 3
     want = schedule([Task(u["name"], u["seconds"], tuple(u["needs"])) for u in plan["units"]], 3).makespan
     assert plan["total_s"] == want == plan["critical_s"] == 6.0 > plan["task_s"] / 3

@@ -88,7 +88,7 @@ def test_every_layer_is_read_from_the_config(configs, name):
     if name in LAYOUTS:
         assert layout_text(layers) == LAYOUTS[name]
         assert [layer.type for layer in layers] == list(config.layer_types)
-        assert [layer.kind for layer in layers] == ["global" if t == "full_attention" else "local"
+        assert [layer.scope for layer in layers] == ["global" if t == "full_attention" else "local"
                                                     for t in config.layer_types]
 
 
@@ -434,4 +434,4 @@ def test_sinks_refuse_flex_and_the_temperature_refuses_an_offset(tf, built):
     llama4 = hf.load(built("llama4_text"))
     with pytest.raises(ValueError, match="query temperature from the index in the input"):
         llama4(ids(8), offset=4)
-    assert llama4.cfg.train_len == TRAIN and llama4.kinds[3] == (FULL, "global")
+    assert llama4.cfg.train_len == TRAIN and llama4.selector_names[3] == (FULL, "global")

@@ -93,7 +93,7 @@ def test_rows_and_methods_of_table_g_are_chosen(data_dir, tmp_path):
     assert [c.label for c in every.configurations(rope)] == ["rope"]  # the methods: only when asked
     methods = g(data_dir, tmp_path, preset="tiny", schemes=["rope"], retrieval_methods=True)
     assert len(methods.configurations(methods.seed_runs()[0])) == 1 + 11 + 3
-    assert [u.kind for u in every.units()][:2] == ["train", "scheme"]
+    assert [u.job for u in every.units()][:2] == ["train", "score"]
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -139,9 +139,9 @@ def test_table_e_fine_tunes_follow_the_studys_preset(data_dir, tmp_path, preset,
     more = {} if given is None else {"extension_steps": given}
     cfg = StudyConfig(data=str(data_dir), preset=preset, schemes=["rope"], layouts=[], retrieval=False, **more)
     table = Study(cfg, tmp_path, progress=False, echo=None).table("extension")
-    kinds = [unit.kind for unit in table.units()]
+    jobs = [unit.job for unit in table.units()]
     assert table.steps() == steps and cfg.to_json()["extension_steps"] == steps
-    assert kinds.count("fine-tune") == (3 if steps else 0) and kinds.count("evaluate") == 12
+    assert jobs.count("fine-tune") == (3 if steps else 0) and jobs.count("evaluate") == 12
 
 
 def test_extension_steps_may_be_zero_but_not_negative(data_dir, tmp_path):

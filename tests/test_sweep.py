@@ -96,7 +96,7 @@ def test_a_tiny_sweep_is_scored_as_table_g_scores_and_renders_again_from_its_cac
     build = pickle.loads(pickle.dumps(sweep.build()))
     rebuilt = build.make(*build.args, **build.kwargs)
     assert [(u.name, u.needs) for u in rebuilt.units()] == [(u.name, u.needs) for u in sweep.units()]
-    for second in (u for u in sweep.units() if u.kind == "train" and "-s1-" in u.name):  # waits for its arm's s0
+    for second in (u for u in sweep.units() if u.job == "train" and "-s1-" in u.name):  # waits for its arm's s0
         (need,) = second.needs
         assert need.startswith(second.name.split("-s1-")[0] + "-s0-")
     assert all(u.done() for u in rebuilt.units())

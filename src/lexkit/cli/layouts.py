@@ -28,7 +28,7 @@ def run(args) -> int:
         plan = layouts.parse(args.show, n_layers=args.layers, train_len=args.train_len)
         print(f"{args.show} on {args.layers} layers trained at {args.train_len}: {plan.canonical()}")
         print_table([("layer", "kind", "scheme", "pattern", "modifiers")] + [
-            (str(i), layer.kind, layer.scheme, layer.pattern.spec, " ".join(m.spec for m in layer.modifiers) or "-")
+            (str(i), layer.scope, layer.scheme, layer.pattern.spec, " ".join(m.spec for m in layer.modifiers) or "-")
             for i, layer in enumerate(plan)], "rllll")
         return 0
     print_table([("name", "parameters (defaults)", "layers", "source")] + [

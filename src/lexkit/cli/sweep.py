@@ -71,14 +71,13 @@ def print_sweep_plan(plan: dict, cfg) -> None:
     """The dry run: every unit (each run's training, its copy scoring, its scoring on each task) with
     its estimated time and what is left of it, then the wall time over the workers."""
     units = plan["units"]
-    trains = [u for u in units if u["kind"] == "train"]
+    trains = [u for u in units if u["job"] == "train"]
     print(f"sweep {cfg.name}: {len(cfg.arms)} arms x {cfg.seeds} seeds = {len(trains)} runs with --mix {cfg.mix} "
           f"({cfg.preset} preset, {cfg.steps} steps{', stopped by ' + cfg.stop if cfg.stop else ''}), "
           f"{len(units) - len(trains)} scorings")
     for u in units:
         label = u["label"] + (f", seed {u['seed']}" if "seed" in u and "seed" not in u["label"] else "")
-        kind = "score" if u["kind"] == "scheme" else u["kind"]
-        print(f"  {kind:9s} {label:48s} {state(u):9s} {left(u)}")
+        print(f"  {u['job']:9s} {label:48s} {state(u):9s} {left(u)}")
     jobs = plan["jobs"]
     print(f"estimated total: {clock(plan['total_s'])} of wall time on this machine with {jobs} "
           f"worker{'s' if jobs != 1 else ''} ({clock(plan['task_s'])} of task time)"

@@ -283,7 +283,8 @@ class HFSubject(_Base):
         cfg = self.model.cfg
         out = {"run": self.source, "label": cfg.label, "model": dataclasses.asdict(cfg), "train_len": cfg.train_len}
         if cfg.layout is not None:
-            out.update(layout=cfg.layout, selectors=list(dict.fromkeys(n for k in self.model.kinds for n in k)))
+            names = self.model.selector_names
+            out.update(layout=cfg.layout, selectors=list(dict.fromkeys(n for layer in names for n in layer)))
         return out
 
     def documents(self, data: str | None = None) -> tuple[list[bytes], dict]:

@@ -48,13 +48,13 @@ from .. import positions
 from ..core.specs import split_spec
 from .layer import build_layer, expand, expand_looped, parse_layer, parse_written, uniform
 from .named import NAMED, NamedLayout, describe, hwfa_window, register
-from .plan import Layer, LayerPlan, LayoutError, canonical, check, kind_of
-from .select import KINDS, check_pattern, check_scheme, chosen_schemes, resolve_pattern, select, split_overrides
+from .plan import Layer, LayerPlan, LayoutError, canonical, check, scope_of
+from .select import SCOPES, check_pattern, check_scheme, chosen_schemes, resolve_pattern, select, split_overrides
 
 __all__ = [
-    "KINDS", "NAMED", "Layer", "LayerPlan", "LayoutError", "NamedLayout", "build_layer", "canonical", "check",
+    "NAMED", "SCOPES", "Layer", "LayerPlan", "LayoutError", "NamedLayout", "build_layer", "canonical", "check",
     "check_pattern", "check_scheme", "chosen_schemes", "describe", "expand", "expand_looped", "hwfa_window",
-    "kind_of", "parse", "parse_layer", "parse_written", "register", "resolve_pattern", "select", "split_overrides",
+    "scope_of", "parse", "parse_layer", "parse_written", "register", "resolve_pattern", "select", "split_overrides",
     "uniform",
 ]
 

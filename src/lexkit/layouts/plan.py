@@ -52,14 +52,14 @@ class Layer:
                 + "".join(f"+{m.full}" for m in self.modifiers))
 
     @property
-    def kind(self) -> str:
-        """``local`` (its pattern has a finite reach) or ``global`` (:func:`kind_of`)."""
-        return kind_of(self.pattern)
+    def scope(self) -> str:
+        """``local`` (its pattern has a finite reach) or ``global`` (:func:`scope_of`)."""
+        return scope_of(self.pattern)
 
     @property
     def names(self) -> tuple[str, ...]:
-        """What a selector may call it (``--pattern NAME=SPEC``): its type (a Hugging Face layer) and kind."""
-        return (self.type, self.kind) if self.type else (self.kind,)
+        """What a selector may call it (``--pattern NAME=SPEC``): its type (a Hugging Face layer) and scope."""
+        return (self.type, self.scope) if self.type else (self.scope,)
 
     @property
     def scheme_class(self) -> type[positions.Scheme]:
@@ -85,7 +85,7 @@ class Layer:
         return self.spec
 
 
-def kind_of(pattern: Pattern) -> str:
+def scope_of(pattern: Pattern) -> str:
     """What a selector calls a layer under ``pattern``: ``local`` (a finite reach: window, bca, chunk,
     sinks) or ``global``."""
     return "global" if pattern.reach is None else "local"
@@ -222,7 +222,7 @@ class LayerPlan:
         return tuple(layer.pattern for layer in self.layers)
 
     @property
-    def kinds(self) -> list[tuple[str, ...]]:
+    def selector_names(self) -> list[tuple[str, ...]]:
         """What selectors call each layer (:attr:`Layer.names`)."""
         return [layer.names for layer in self.layers]
 
@@ -266,7 +266,7 @@ class LayerPlan:
         pattern when every layer gets the same one, else a ``Layered`` one. Resolved once per spec."""
         key = spec if isinstance(spec, str) else (type(spec), spec)
         if key not in self._resolved:
-            self._resolved[key] = resolve_pattern(self.own, self.kinds, spec, default_window=self.train_len)
+            self._resolved[key] = resolve_pattern(self.own, self.selector_names, spec, default_window=self.train_len)
         return self._resolved[key]
 
     def replace_schemes(self, spec: str) -> LayerPlan:
@@ -291,7 +291,7 @@ class LayerPlan:
             if modifier.slot is not None:
                 raise LayoutError(f"--add {text}: {modifier.name} has learned state, which the run did not train; "
                                   f"train it with the modifier (--layout ...+{modifier.name})")
-            chosen = range(len(self.layers)) if selector is None else select(selector, self.kinds)
+            chosen = range(len(self.layers)) if selector is None else select(selector, self.selector_names)
             for i in chosen:
                 if any(m.name == modifier.name for m in (*self.layers[i].modifiers, *added[i])):
                     raise LayoutError(f"--add {text}: layer {i} ({self.layers[i].spec}) has {modifier.name} already")

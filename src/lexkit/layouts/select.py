@@ -12,34 +12,34 @@ from ..attention import Layered, Pattern, intersect
 from ..attention import create as create_pattern
 from ..core.specs import split_spec
 
-KINDS = ("local", "global")
+SCOPES = ("local", "global")  # a layer is local (a finite reach) or global
 _INDEX = re.compile(r"^L(\d+)(?:-(\d+))?$")
 
 
-def select(selector: str, kinds: Sequence[str | Sequence[str]]) -> list[int]:
-    """The layers a selector names, given each layer's kind (``local``/``global``) or, for a Hugging
-    Face model, its names (its own layer type and its kind: ``("sliding_attention", "local")``): a
+def select(selector: str, layers: Sequence[str | Sequence[str]]) -> list[int]:
+    """The layers a selector names, given each layer's scope (``local``/``global``) or, for a Hugging
+    Face model, its names (its own layer type and its scope: ``("sliding_attention", "local")``): a
     name, ``L3`` or ``L0-2`` (0-based, inclusive). ValueError naming what this model has."""
     selector = selector.strip()
-    names = [(kind,) if isinstance(kind, str) else tuple(kind) for kind in kinds]
+    names = [(name,) if isinstance(name, str) else tuple(name) for name in layers]  # [layer] its names
     match = _INDEX.match(selector)
     if match:
         lo = int(match.group(1))
         hi = int(match.group(2)) if match.group(2) is not None else lo
         if lo > hi:
             raise ValueError(f"layer selector {selector!r} is an empty range: write L<i>-<j> with i <= j "
-                             f"(layers L0-{len(kinds) - 1})")
-        if hi >= len(kinds):
-            raise ValueError(f"layer selector {selector!r}: the model has layers L0-{len(kinds) - 1}")
+                             f"(layers L0-{len(names) - 1})")
+        if hi >= len(names):
+            raise ValueError(f"layer selector {selector!r}: the model has layers L0-{len(names) - 1}")
         return list(range(lo, hi + 1))
     chosen = [i for i, own in enumerate(names) if selector in own]
     if not chosen:
         have = sorted({name for own in names for name in own})
-        if selector in KINDS or selector in have:
+        if selector in SCOPES or selector in have:
             raise ValueError(f"layer selector {selector!r}: this model has no {selector} layer "
                              f"(its layers are {', '.join(have)})")
         raise ValueError(f"unknown layer selector {selector!r}; valid: {', '.join(have)}, L<i> or L<i>-<j> "
-                         f"(layers L0-{len(kinds) - 1})")
+                         f"(layers L0-{len(names) - 1})")
     return chosen
 
 
@@ -95,7 +95,7 @@ def _specs(text: str) -> list[str]:
     return ([plain] if plain is not None else []) + [spec for _, spec in pairs]
 
 
-def resolve_pattern(own: Sequence[Pattern], kinds: Sequence[str | Sequence[str]], spec: str | Pattern, *,
+def resolve_pattern(own: Sequence[Pattern], names: Sequence[str | Sequence[str]], spec: str | Pattern, *,
                     default_window: int | None) -> Pattern:
     """What an evaluation pattern means on a model whose layers have patterns ``own`` (module
     docstring): a plain :class:`Pattern` when every layer gets the same one from an unqualified
@@ -113,7 +113,7 @@ def resolve_pattern(own: Sequence[Pattern], kinds: Sequence[str | Sequence[str]]
     chosen_by: dict[int, str] = {}
     for selector, text in pairs:
         pattern = create_pattern(text, default_window=default_window)
-        for i in select(selector, kinds):
+        for i in select(selector, names):
             if i in chosen_by:
                 raise ValueError(f"layer L{i} is selected by both {chosen_by[i]!r} and {selector!r} in {spec!r}; "
                                  "give each layer one pattern")
@@ -125,10 +125,10 @@ def resolve_pattern(own: Sequence[Pattern], kinds: Sequence[str | Sequence[str]]
     return Layered(layers, ";".join(labels) or "causal")
 
 
-def chosen_schemes(schemes: Sequence[str], kinds: Sequence[Sequence[str]], spec: str,
+def chosen_schemes(schemes: Sequence[str], names: Sequence[Sequence[str]], spec: str,
                    length: int) -> list[tuple[int, str]]:
     """(layer, new scheme) for what an evaluation ``--scheme`` gives layers with ``schemes`` and
-    selector names ``kinds`` (``rope:scaling=yarn,factor=4``, ``global=rerope:w=64``,
+    selector names ``names`` (``rope:scaling=yarn,factor=4``, ``global=rerope:w=64``,
     ``L0-2=rope:base=500000``), pinned at the model's training ``length``. Unqualified, it replaces
     the scheme of every layer on a model with one scheme, and otherwise of the layers whose scheme is
     of its family (RoPE scalings reach the layers with RoPE only); an error when none is, or when it
@@ -155,7 +155,7 @@ def chosen_schemes(schemes: Sequence[str], kinds: Sequence[Sequence[str]], spec:
     taken: dict[int, str] = {}
     for selector, text in pairs:  # each replaces what the unqualified part gave its layers
         new = positions.pin(text, length)
-        for i in select(selector, kinds):
+        for i in select(selector, names):
             if i in taken:
                 raise ValueError(f"layer L{i} is selected by both {taken[i]!r} and {selector!r} in {spec!r}; give "
                                  "each layer one scheme")

@@ -175,7 +175,7 @@ def estimate(units: list[Unit], timer: Timer, jobs: int, load: Load | Callable[[
     rows = []
     for unit, cost in costs:
         least = cost.left if cost.least is None else min(cost.left, cost.least)
-        rows.append({"name": unit.name, "kind": unit.kind, "label": unit.label, "table": unit.table,
+        rows.append({"name": unit.name, "job": unit.job, "label": unit.label, "table": unit.table,
                      "needs": list(unit.needs), **unit.info, "seconds": cost.seconds * factor,
                      "left": cost.left * factor, "least": least * factor,
                      **{k: v * factor if k.endswith("_s") else v for k, v in cost.parts.items()},

@@ -180,7 +180,7 @@ class Study:
             mine = self.run_share(units)
             if not self.world.is_main:
                 return {"rank": self.world.rank, "units": [unit.name for unit in mine]}
-            self.wait_for([unit for unit in units if unit.kind != "table"])
+            self.wait_for([unit for unit in units if unit.job != "table"])
         else:
             self.run_units(units)
         cells = self.plan.cells()
@@ -222,7 +222,7 @@ class Study:
         """Under torchrun: this rank's share of the units (every N-th, a table without units of its
         own left to rank 0's report), each once what it needs is done (another rank's work, seen
         through the shared directory); a user error names the rank and the unit's run."""
-        shared = [unit for unit in units if unit.kind != "table"]
+        shared = [unit for unit in units if unit.job != "table"]
         mine = shared[self.world.rank :: self.world.size]
         by_name = {unit.name: unit for unit in units}
         who = f"rank {self.world.rank}: "
@@ -276,7 +276,7 @@ class Study:
                            lambda: self.empirical(model, plan.resolution_lengths(), patterns), EmpiricalRow)
         principles = cache.cached("principles", cell.name, paths["principles"],
                                   lambda: measure_principles(model, plan.corpus.valid), PrinciplesRow)
-        family, relative = kind_of(model)
+        family, relative = scheme_family(model)
         return StudyRun(cell.label, cell.seed, str(run_dir.relative_to(self.out)), family, relative,
                         metrics[-1]["loss"] if metrics else None, val[-1] if val else None,
                         (runs.trainer_state(run_dir) or {}).get("elapsed"), ev, res, principles)
@@ -333,7 +333,7 @@ class Study:
         return AnalyticCurves(n, "causal", curves)
 
 
-def kind_of(model) -> tuple[str, bool]:
+def scheme_family(model) -> tuple[str, bool]:
     """A run's family and whether its scores depend on positions only through m - n: its scheme's,
     or for a model with a layout ``layout`` and whether every layer's scheme is relative."""
     if model.cfg.layout is None:

@@ -54,15 +54,15 @@ def training(per_step: float, steps: int, state: dict | None, stop_after: int | 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Unit:
-    """One unit of work: ``name`` (unique in the study: its kind and the run or cache it fills),
-    ``kind`` (``cell``, ``train``, ``evaluate``, ``fine-tune``, ``score``, ``table``), ``label``
+    """One unit of work: ``name`` (unique in the study: its job and the run or cache it fills),
+    ``job`` (``cell``, ``train``, ``evaluate``, ``fine-tune``, ``score``, ``task``, ``table``), ``label``
     (what the dry run and the progress bar call it), ``table`` (:data:`GRID` or the table's key),
     ``work`` (runs it through the cache), ``cost`` (its whole time in seconds, measured through a
     timer), ``needs`` (the names of the units it reads), ``left`` (the share still to do: 1.0 all,
     0.0 done) and ``info`` (what the dry run prints beside it: ``seed``, ``run``, ``steps``, ...)."""
 
     name: str
-    kind: str
+    job: str
     label: str
     table: str
     work: Callable[[], Any]

@@ -152,7 +152,7 @@ def _in_process(units: list[Unit], seconds: dict[str, float], progress: bool, ec
 
 def _labels(units: list[Unit]) -> dict[str, str]:
     """How the bar names a running unit: its kind and label (``train rope + mix, seed 0``)."""
-    return {u.name: u.label if u.kind == "cell" else f"{u.kind} {u.label}" for u in units}
+    return {u.name: u.label if u.job == "cell" else f"{u.job} {u.label}" for u in units}
 
 
 @dataclasses.dataclass(eq=False)

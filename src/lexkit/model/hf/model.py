@@ -4,7 +4,7 @@
 ``cfg`` (layers, heads, head dim, training length, the label and layout tables print),
 ``pattern(spec)``, ``cache_refusal`` and ``unit = "tokens"``, so :func:`lexkit.evaluate.evaluate`,
 :mod:`lexkit.retrieval` and :mod:`lexkit.resolution` take it as it is. ``plan`` holds every layer in
-lexkit's words (a :class:`~lexkit.layouts.LayerPlan`, as a byte run's), ``kinds`` the names selectors
+lexkit's words (a :class:`~lexkit.layouts.LayerPlan`, as a byte run's), ``selector_names`` the names selectors
 use (its transformers layer type, ``local`` or ``global``). Its text is tokens, not bytes:
 :meth:`HFModel.encode` gives the bytes each token covers.
 """
@@ -109,7 +109,7 @@ class HFModel(nn.Module):
         self.plan = LayerPlan(layers, train_len=self.cfg.train_len)  # W of an evaluation pattern: its length
         self.layers = self.plan.layers
         self._own = self.plan.own  # each layer's own mask
-        self.kinds = self.plan.kinds  # (layer type, local/global) per layer
+        self.selector_names = self.plan.selector_names  # (layer type, local/global) per layer
         self.verify_layout()
 
     unit = "tokens"  # what a length counts (lexkit.GPT: bytes)

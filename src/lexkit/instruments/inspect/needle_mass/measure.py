@@ -39,7 +39,7 @@ from ....attention import Pattern, layer_patterns
 from ....core.device import eval_mode
 from ....core.version import header
 from ....documents.rows import Row
-from ....layouts import kind_of
+from ....layouts import scope_of
 from ... import identity
 from ...resolution.measure import entropy
 from ...retrieval import measure as retrieval
@@ -248,7 +248,7 @@ def mass_rows(per_doc: Sequence[Sequence[dict]], pattern: Pattern, length: int, 
 
 def layer_kinds(model, pattern: Pattern) -> list[str]:
     """``global`` or ``local`` per layer under ``pattern`` (a finite reach is local)."""
-    return [kind_of(p) for p in layer_patterns(pattern, model.cfg.n_layers)]
+    return [scope_of(p) for p in layer_patterns(pattern, model.cfg.n_layers)]
 
 
 def needle_mass(subject, task: str, lengths: Sequence[int], *, depths: Sequence[float] = DEPTHS,

@@ -425,7 +425,7 @@ class RetrievalTable(Bound):
                             info={"seed": cell.seed, "run": cell.name, "steps": cell.train_cfg.steps,
                                   "stop": recipe.stop}))
             for configuration in self.configurations(run):
-                out.append(Unit(f"score {cell.name} {configuration.label}", configuration.kind,
+                out.append(Unit(f"score {cell.name} {configuration.label}", "score",
                                 configuration.label, KEY, lambda r=run, c=configuration: self.entries(r, c),
                                 lambda timer, r=run, c=configuration: self.scoring_cost(timer, r, c), (train,),
                                 lambda r=run, c=configuration: self.scored_done(r, c),
