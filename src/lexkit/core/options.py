@@ -1,15 +1,24 @@
 """Settings declared once, as dataclass fields whose metadata says what a flag needs: the flags of a
 command are made from them (:func:`add_flags`), read back (:func:`given`) and checked (:func:`check`), so no
 command lists a setting twice. The study's tables (:class:`lexkit.study.plan.TableSettings`) and
-``lexkit train``'s run settings are declared so.
+``lexkit train``'s settings (the fields of :class:`lexkit.model.gpt.ModelConfig` and
+:class:`lexkit.training.settings.TrainConfig`) are declared so; :func:`setting` writes such a field.
 
 A field's metadata: ``help``; ``metavar``; ``choices``; ``maximum`` (an integer's; default
 :data:`lexkit.core.checks.MAX_COUNT`) and ``minimum`` (inclusive; without it an integer must be positive), which
-:func:`check` enforces; ``type`` for a field whose default is None (the value's type when given); a list
-field is a repeatable flag, a boolean one an on/off flag: ``--NAME``/``--no-NAME`` where its default is None
-(``negatable``: argparse's BooleanOptionalAction), ``--no-NAME`` where its default is True, ``--NAME`` where
-it is False; ``checked=False`` leaves a field to a later check of its own (a config's); ``flag=False`` gives
-it no flag here (the command declares it once for several settings, as ``lexkit inspect``'s ``--data``)."""
+:func:`check` enforces (a float's too where it declares either: finite, in range, positive without a
+``minimum``); ``type`` for a field whose default is None (the value's type when given); a list
+field is a repeatable flag, and so is a string field with ``join`` (its values joined by that separator:
+``--mix a --mix b`` is ``"a,b"``); a boolean one an on/off flag: ``--NAME``/``--no-NAME`` where its default
+is None (``negatable``: argparse's BooleanOptionalAction), ``--no-NAME`` where its default is True, ``--NAME``
+where it is False; ``checked=False`` leaves a field to a later check of its own (a config's); ``flag=False``
+gives it no flag here (the command declares it once for several settings, as ``lexkit inspect``'s ``--data``,
+or it is not a flag of the command at all), and a string ``flag`` names its flag (``--layers`` for
+``n_layers``; its metavar then ``LAYERS``).
+
+``unset=True`` (:func:`add_flags`, :func:`given`) makes flags for settings whose defaults are someone else's
+(``lexkit train``'s: the preset's, the parent run's under ``--init``, the run's own under ``--resume``):
+every flag defaults to None, not given, and a boolean one is ``--NAME``/``--no-NAME``."""
 
 from __future__ import annotations
 
@@ -19,6 +28,12 @@ from collections.abc import Callable
 from typing import Any
 
 from . import checks
+
+
+def setting(default: Any = None, help: str | None = None, **metadata: Any) -> Any:
+    """A field declaring a setting: its ``default``, its ``help`` and the rest of its metadata (module
+    docstring), e.g. ``steps: int = setting(1000, "training steps")``."""
+    return dataclasses.field(default=default, metadata={"help": help, **metadata})
 
 
 def field_type(field: dataclasses.Field) -> type:
@@ -36,36 +51,57 @@ def flag_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def flag_of(field: dataclasses.Field, flag: Callable[[str], str] = flag_name) -> str:
+    """A field's flag: its own ``flag`` where it names one, else ``flag(field name)``."""
+    own = field.metadata.get("flag")
+    return own if isinstance(own, str) else flag(field.name)
+
+
+def flagged(settings: type) -> list[dataclasses.Field]:
+    """The fields of the dataclass ``settings`` that have a flag here (all but ``flag=False``)."""
+    return [field for field in dataclasses.fields(settings) if field.metadata.get("flag", True) is not False]
+
+
 def add_flags(parser, settings: type, *, flag: Callable[[str], str] = flag_name,
-              dest: Callable[[str], str] = lambda name: name) -> None:
-    """A flag for each field of the dataclass ``settings``, named by ``flag(field name)`` and stored
-    under ``dest(field name)`` (module docstring: the metadata it reads)."""
-    for field in dataclasses.fields(settings):
-        meta, kind, name, where = field.metadata, field_type(field), flag(field.name), dest(field.name)
-        if not meta.get("flag", True):
-            continue
-        if kind is bool and field.default is None:
-            parser.add_argument(name, dest=where, action=argparse.BooleanOptionalAction, default=None,
-                                help=meta.get("help"))
+              dest: Callable[[str], str] = lambda name: name, unset: bool = False,
+              describe: Callable[[dataclasses.Field, str | None], str | None] | None = None) -> None:
+    """A flag for each field of the dataclass ``settings``, named by ``flag(field name)`` (or the field's
+    own ``flag``) and stored under ``dest(field name)`` (module docstring: the metadata it reads, and
+    ``unset``). ``describe(field, help)``: the help shown, where the command adds to it (a default
+    that is not the field's)."""
+    for field in flagged(settings):
+        meta, kind, where = field.metadata, field_type(field), dest(field.name)
+        name, own = flag_of(field, flag), isinstance(meta.get("flag"), str)
+        text = meta.get("help") if describe is None else describe(field, meta.get("help"))
+        metavar = meta.get("metavar") or (name[2:].upper().replace("-", "_") if own else None)
+        if kind is bool and (unset or field.default is None):
+            parser.add_argument(name, dest=where, action=argparse.BooleanOptionalAction, default=None, help=text)
         elif kind is bool and field.default:
             parser.add_argument("--no-" + name[2:] if not name.startswith("--no-") else name, dest=where,
-                                action="store_false", help=meta.get("help"))
+                                action="store_false", help=text)
         elif kind is bool:
-            parser.add_argument(name, dest=where, action="store_true", help=meta.get("help"))
-        elif kind is list:
-            parser.add_argument(name, dest=where, action="append", metavar=meta.get("metavar"), help=meta.get("help"))
+            parser.add_argument(name, dest=where, action="store_true", help=text)
+        elif kind is list or "join" in meta:
+            parser.add_argument(name, dest=where, action="append", default=None, metavar=metavar, help=text)
         else:
-            parser.add_argument(name, dest=where, type=kind, default=field.default, choices=meta.get("choices"),
-                                metavar=meta.get("metavar"), help=meta.get("help"))
+            parser.add_argument(name, dest=where, type=kind, default=None if unset else field.default,
+                                choices=meta.get("choices"), metavar=metavar, help=text)
 
 
-def given(args, settings: type, *, dest: Callable[[str], str] = lambda name: name) -> dict[str, Any]:
-    """Each field's value as the command line gave it (a repeatable flag not given: its default)."""
+def given(args, settings: type, *, dest: Callable[[str], str] = lambda name: name,
+          unset: bool = False) -> dict[str, Any]:
+    """Each field's value as the command line gave it (a repeatable flag not given: its default; a
+    ``join`` one's values joined). ``unset``: the fields with a flag only, each None where not given."""
     out = {}
-    for field in dataclasses.fields(settings):
+    for field in flagged(settings) if unset else dataclasses.fields(settings):
         value = getattr(args, dest(field.name))
-        if value is None and field.default_factory is not dataclasses.MISSING:
-            value = field.default_factory()
+        if value is not None and "join" in field.metadata:
+            value = field.metadata["join"].join(value)
+        elif value is None and not unset:
+            if field.default_factory is not dataclasses.MISSING:
+                value = field.default_factory()
+            elif "join" in field.metadata:
+                value = field.default
         out[field.name] = value
     return out
 
@@ -73,16 +109,16 @@ def given(args, settings: type, *, dest: Callable[[str], str] = lambda name: nam
 def check(values: Any, name: Callable[[str], str]) -> None:
     """A ValueError naming the setting (``name(field name)``: a keyword or a flag) of the first value out
     of range in the dataclass instance ``values``: an integer not positive or above its ``maximum`` (or
-    below its ``minimum``), a value not among its ``choices``. A None where the default is None is the
-    caller's own choice, not checked."""
+    below its ``minimum``), a float outside the bounds it declares, a value not among its ``choices``. A
+    None where the default is None is the caller's own choice, not checked."""
     for field in dataclasses.fields(values):
-        value = getattr(values, field.name)
-        if (value is None and field.default is None) or not field.metadata.get("checked", True):
+        value, meta = getattr(values, field.name), field.metadata
+        if (value is None and field.default is None) or not meta.get("checked", True):
             continue
-        if "choices" in field.metadata and value not in field.metadata["choices"]:
-            raise ValueError(f"{name(field.name)} must be one of {', '.join(field.metadata['choices'])}, "
-                             f"got {value!r}")
-        if field_type(field) is int:
-            minimum = field.metadata.get("minimum")  # inclusive where given; else a positive number
-            checks.number(name(field.name), value, maximum=field.metadata.get("maximum", checks.MAX_COUNT),
-                          minimum=minimum, strict=minimum is None)
+        if "choices" in meta and value not in meta["choices"]:
+            raise ValueError(f"{name(field.name)} must be one of {', '.join(meta['choices'])}, got {value!r}")
+        kind = field_type(field)
+        if kind is int or (kind is float and ("maximum" in meta or "minimum" in meta)):
+            minimum = meta.get("minimum")  # inclusive where given; else a positive number
+            checks.number(name(field.name), value, maximum=meta.get("maximum", checks.MAX_COUNT),
+                          minimum=minimum, strict=minimum is None, integer=kind is int)

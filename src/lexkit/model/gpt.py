@@ -29,6 +29,7 @@ from ..attention import modifiers as mods
 from ..attention.cache import LayerRule, kernel_refusal, refusal_of
 from ..attention.kernels import ScoreHook
 from ..core import checks, registry
+from ..core.options import setting
 from ..positions import randomized
 
 VOCAB = 257
@@ -51,28 +52,44 @@ def check_token_shift(value) -> None:
 class ModelConfig:
     """Everything that defines the network (the run's ``config.json`` keeps it verbatim)."""
 
-    scheme: str = "rope"
-    n_layers: int = 4
-    d_model: int = 128
-    n_heads: int = 4
-    dropout: float = 0.0
-    train_len: int = 128
-    max_len: int | None = None  # table size of `learned` (default: train_len)
-    vocab_size: int = VOCAB
-    logn: bool = False  # log-n scaling on every layer, λ_m = max(1, ln(m+1)/ln train_len) (modifiers/temperature.py)
+    #: the position scheme of every layer (of the layers a ``layout`` names none for); ``lexkit train --scheme``
+    scheme: str = setting("rope", flag=False)
+    n_layers: int = setting(4, "layers", flag="--layers", maximum=1 << 16)
+    d_model: int = setting(128, "model width d_model", flag="--dim", maximum=1 << 16)
+    n_heads: int = setting(4, "attention heads", flag="--heads", maximum=1 << 16)
+    dropout: float = setting(0.0, flag=False)
+    train_len: int = setting(128, "training length in bytes", maximum=checks.MAX_TRAIN_LEN)
+    max_len: int | None = setting(None, type=int, flag=False)  # table size of `learned` (default: train_len)
+    vocab_size: int = setting(VOCAB, flag=False)
+    #: log-n scaling on every layer, λ_m = max(1, ln(m+1)/ln train_len) (modifiers/temperature.py)
+    logn: bool = setting(False, "log-n attention scaling, q_m <- max(1, ln(m+1)/ln train_len) q_m, recorded with the "
+                         "run: it changes nothing in training (the scale is 1 at every position up to the training "
+                         "length, so the weights are the same) and applies when the run is evaluated longer "
+                         "(default: off; under --init: the parent's)")
     #: a scheme, pattern and modifiers per layer (lexkit.layouts), as typed; None: every layer
     #: ``scheme`` under causal attention (log-n on every layer with ``logn``)
-    layout: str | None = None
+    layout: str | None = setting(None, "a scheme, pattern and temperature per layer: a named design (hwfa, hwfa2, "
+                                 "rnope-swa, irope, gemma, gpt-oss; see `lexkit layouts`) or written out, e.g. "
+                                 "\"rope@window:16 ; none@causal+logn\"; (...)xN repeats, (...)^N loops with the same "
+                                 "weights (docs/layouts.md)", type=str)
     #: the fraction of each position's features replaced by the previous position's at the input of
     #: every attention and feed-forward block (x-transformers' ``shift_tokens``; 0.5 is its 1)
-    token_shift: float = 0.0
-    random_positions: int | None = None  # L_max: train at sorted random positions below it (positions/randomized.py)
+    token_shift: float = setting(0.0, "shift this fraction of each position's features from the position before, at "
+                                 "the input of every attention and feed-forward block (x-transformers' "
+                                 "shift_tokens=1 is 0.5; default 0)", metavar="FRACTION")
+    #: L_max: train at sorted random positions below it (positions/randomized.py)
+    random_positions: int | None = setting(None, "train at a sorted random subset of the positions 0..L_MAX-1 (Ruoss "
+                                           "et al. 2023; L_MAX at least --train-len), evaluate at 0..n-1; recorded "
+                                           "with the run (default: off)", type=int, metavar="L_MAX",
+                                           maximum=checks.MAX_EVAL_LENGTH)
     #: the output head its own matrix; False (a config without the key): tied to the embedding, as
     #: GPT-2 (one tensor, saved once as ``embed.weight``)
-    untied_head: bool = False
+    untied_head: bool = setting(False, "give the output head a matrix of its own instead of the embedding's "
+                                "(default: tied, as GPT-2); recorded with the run")
     #: False: every block is attention only, no feed-forward part (Sanford, Hsu and Telgarsky 2024's
     #: MLP-free transformers, arXiv 2402.09268 Section 5; a config without the key has one)
-    mlp: bool = True
+    mlp: bool = setting(True, "--no-mlp: blocks of attention only, no feed-forward part (Sanford et al. 2024's "
+                        "MLP-free transformers; default: with); recorded with the run")
 
     def __post_init__(self) -> None:
         for key in ("n_layers", "d_model", "n_heads", "train_len"):

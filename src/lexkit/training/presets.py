@@ -21,11 +21,15 @@ PRESETS: dict[str, dict] = {
 }
 
 
-#: the command-line flag (of ``lexkit train`` and ``lexkit study``) that overrides each preset key; the
-#: keys without one (warmup, eval_windows) follow the preset
-FLAGS = {"train_len": "--train-len", "steps": "--steps", "batch": "--batch", "n_layers": "--layers",
-         "d_model": "--dim", "n_heads": "--heads", "lr": "--lr", "save_every": "--save-every",
-         "eval_every": "--eval-every"}
+def __getattr__(name: str):
+    """``FLAGS``: the flag (of ``lexkit train``; ``lexkit study`` has ``--steps``) that overrides each preset
+    key, read from the settings' own fields (:func:`lexkit.training.settings.flags`); the keys without one
+    (warmup, eval_windows) follow the preset."""
+    if name == "FLAGS":
+        from .settings import flags
+
+        return {key: flag for key, flag in flags().items() if key in PRESETS["small"]}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def get(name: str) -> dict:

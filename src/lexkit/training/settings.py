@@ -1,9 +1,14 @@
 """A run's settings: the training config, the sizes a user may give, and the named presets filled in.
 
-:class:`TrainConfig` checks its values as it is built; :func:`configs` fills a preset and applies
-explicit overrides; :func:`split_settings` turns one flat dict (a preset's, a run's config.json)
-into the model's and the trainer's configs. The trainer (:mod:`lexkit.train`), the run directory
-(:mod:`lexkit.training.runs`) and the study read them; none of them is needed to build one.
+Every setting is declared once, as a field of :class:`TrainConfig` or of
+:class:`lexkit.model.gpt.ModelConfig` whose metadata (:mod:`lexkit.core.options`) holds its help, its
+bounds and whether it is a ``lexkit train`` flag: the command's flags are made from the fields
+(:mod:`lexkit.cli.train`, :func:`flags`), the bounds are checked here as a config is built (``lexkit.train``
+refuses what the command refuses), and config.json keeps every field. :func:`configs` fills a preset and
+applies explicit overrides; :func:`split_settings` turns one flat dict (a preset's, a run's config.json)
+into the model's and the trainer's configs (on resume: :func:`lexkit.training.runs.configs_to_resume`).
+The trainer (:mod:`lexkit.train`), the run directory (:mod:`lexkit.training.runs`) and the study read
+them; none of them is needed to build one.
 """
 
 from __future__ import annotations
@@ -12,60 +17,73 @@ import dataclasses
 import math
 
 from .. import tasks
-from ..core import checks
+from ..core import checks, options
+from ..core.options import setting
 from ..data.mix import mix_text, parse_mix
 from ..model.gpt import ModelConfig
-from . import presets, stopping
+from . import compiled, presets, stopping
 
 
 @dataclasses.dataclass
 class TrainConfig:
-    steps: int = 1000
-    batch: int = 32
-    lr: float = 2e-3
-    warmup: int = 100
-    min_lr_ratio: float = 0.1
-    weight_decay: float = 0.1
-    grad_clip: float = 1.0
-    seed: int = 0
-    data: str = "stdlib"
-    eval_every: int = 250
-    eval_windows: int = 64
-    save_every: int = 250
-    log_every: int = 10
-    mix: str = ""  # retrieval documents among the windows, "passkey:0.05,copy:0.1" (mix.MixedStream)
+    """How a run trains, each setting declared once (:func:`lexkit.core.options.setting`): its ``lexkit train``
+    flag, where it has one, is made from its field (:mod:`lexkit.cli.train`), its bounds are checked here as the
+    config is built, and config.json's ``train`` keeps it (:meth:`recorded`). A new setting is one field."""
+
+    steps: int = setting(1000, "training steps")
+    batch: int = setting(32, "sequences per step")
+    lr: float = setting(2e-3, "peak learning rate", maximum=checks.MAX_LR)
+    warmup: int = setting(100, "steps of linear learning-rate warmup", flag=False, minimum=0)
+    min_lr_ratio: float = setting(0.1, "the cosine decay's floor, a fraction of lr", flag=False, minimum=0, maximum=1.0)
+    weight_decay: float = setting(0.1, "AdamW weight decay", flag=False, minimum=0, maximum=checks.MAX_LR)
+    grad_clip: float = setting(1.0, "the gradients' 2-norm clipped to at most this", flag=False, maximum=1e9)
+    seed: int = setting(0, "random seed (default: 0)", minimum=0, maximum=2**63 - 1)
+    data: str = setting("stdlib", "stdlib (default), a file, directory or glob, or hf:NAME[:CONFIG[:SPLIT]]; on "
+                        "--resume: the run's corpus at a new place (checked by its fingerprint)")
+    eval_every: int = setting(250, "validation bpb every N steps")
+    eval_windows: int = setting(64, "validation windows scored at each validation", flag=False)
+    save_every: int = setting(250, "checkpoint every N steps")
+    log_every: int = setting(10, "a metrics row every N steps", flag=False)
+    #: retrieval documents among the windows, "passkey:0.05,copy:0.1" (mix.MixedStream)
+    mix: str = setting("", "retrieval documents (a task of `lexkit tasks`; docs/retrieval.md) as this fraction of "
+                       "the training windows, e.g. passkey:0.05; repeatable (default: none)", metavar="TASK:FRACTION",
+                       join=",")
     # -- the token tables (lexkit.training.embedding; a config without these keys trains as before) --
     #: AdamW's weight decay on the embedding; None: ``weight_decay``, as on every other matrix
-    embedding_decay: float | None = None
+    embedding_decay: float | None = setting(None, "AdamW weight decay on the embedding, 0 for none (default: the other "
+                                            "matrices', 0.1)", type=float, metavar="D", minimum=0,
+                                            maximum=checks.MAX_LR)
     #: the embedding kept at its random init (tied: the head too, one tensor)
-    freeze_embedding: bool = False
+    freeze_embedding: bool = setting(False, "keep the embedding at its random init (tied: the head too; default: "
+                                     "trained)")
     #: every N steps, re-draw the rows of the byte values no training batch has held yet (0: never)
-    reset_unseen: int = 0
+    reset_unseen: int = setting(0, "every N steps, draw again the embedding (and untied head) rows of the bytes no "
+                                "training batch has held yet, their AdamW moments zeroed (default: 0, never)",
+                                metavar="N", minimum=0)
     # -- position dropping (DroPE, lexkit.training.dropping) --
     #: from step ceil(F * steps) on, the selected layers train, and the run evaluates, with no positions
-    drop_positions_at: float | None = None
+    drop_positions_at: float | None = setting(None, "DroPE: from step ceil(F*steps) on, train the --drop-layers "
+                                              "without their position scheme (none), and evaluate the run so, e.g. "
+                                              "0.875 (default: off)", type=float, metavar="F")
     #: the layers whose positions go: a selector (local, global, L3, L0-2); None: every layer
-    drop_layers: str | None = None
-    stop: str = ""  # a rule that ends the run once the mix's probe converged (lexkit.training.stopping; "": none)
+    drop_layers: str | None = setting(None, "the layers --drop-positions-at drops: local, global, L3 or L0-2 "
+                                      "(default: every layer)", type=str, metavar="SELECTOR")
+    #: a rule that ends the run once the mix's probe converged (lexkit.training.stopping; "": none)
+    stop: str = setting("", "end the run once the mix's probe has converged: probe:exact=E,probes=K,after=S stops at "
+                        "the first validation at step S or later ending K in a row with every task's probe at E or "
+                        "more (lexkit.training.stopping; recorded in config.json; default: none)", metavar="RULE")
     #: for the first ceil(F * steps) steps the mix draws each task's curriculum values (kvthread: one hop)
-    curriculum: float = 0.0
+    curriculum: float = setting(0.0, "for the first F of the steps the mix draws each task's easier documents "
+                                "(kvthread: one hop; `lexkit tasks`), then its usual ones, e.g. 0.25 (default: 0, "
+                                "none)", metavar="F")
     #: the training step compiled (torch.compile, :mod:`lexkit.training.compiled`): True, False, or None for the
     #: device's default (:data:`lexkit.training.compiled.DEFAULT`); how a run trains, not what: a runtime key
-    compile: bool | None = None
+    compile: bool | None = setting(None, compiled.HELP, type=bool)
 
     def __post_init__(self) -> None:
         self.mix = mix_text(parse_mix(self.mix))
         self.stop = stopping.canonical(self.stop)
-        for key in ("steps", "batch", "eval_every", "save_every", "log_every", "eval_windows"):
-            checks.number(key, getattr(self, key))
-        checks.number("warmup", self.warmup, strict=False)
-        checks.number("lr", self.lr, maximum=checks.MAX_LR, integer=False)
-        checks.number("min_lr_ratio", self.min_lr_ratio, maximum=1.0, strict=False, integer=False)
-        checks.number("weight_decay", self.weight_decay, maximum=checks.MAX_LR, strict=False, integer=False)
-        checks.number("grad_clip", self.grad_clip, maximum=1e9, integer=False)
-        checks.number("seed", self.seed, maximum=2**63 - 1, strict=False)
-        checks.number("embedding_decay", self.embedding_decay, maximum=checks.MAX_LR, strict=False, integer=False)
-        checks.number("reset_unseen", self.reset_unseen, strict=False)
+        options.check(self, str)  # every field's declared bounds and choices, named by its key
         if self.compile is not None and not isinstance(self.compile, bool):
             raise ValueError(f"compile must be true, false or null (the device's default), got {self.compile!r}")
         if not isinstance(self.freeze_embedding, bool):
@@ -149,10 +167,16 @@ def split_settings(scheme: str, values: dict) -> tuple[ModelConfig, TrainConfig]
 
 
 def check_model(cfg: ModelConfig) -> None:
-    """Sizes a user gives, within what fits (ModelConfig checks they are positive)."""
-    checks.number("train_len", cfg.train_len, maximum=checks.MAX_TRAIN_LEN)
-    for key in ("n_layers", "d_model", "n_heads"):
-        checks.number(key, getattr(cfg, key), maximum=1 << 16)
+    """Sizes a user gives, within what fits: the bounds ModelConfig's fields declare (ModelConfig checks
+    they are positive as it is built; a model read from elsewhere may be larger)."""
+    options.check(cfg, str)
+
+
+def flags() -> dict[str, str]:
+    """Each setting's ``lexkit train`` flag by its key, from the fields of :class:`ModelConfig` and
+    :class:`TrainConfig` (``n_layers``: ``--layers``)."""
+    return {field.name: options.flag_of(field) for section in (ModelConfig, TrainConfig)
+            for field in options.flagged(section)}
 
 
 def inert_modifier(cfg: ModelConfig, longest: int) -> str | None:

@@ -13,6 +13,7 @@ from .config import (
     TRAINING_SECTIONS,
     build_model,
     configs_from_run,
+    configs_to_resume,
     load,
     read_config,
     run_config,
@@ -37,8 +38,8 @@ from .writer import RunDir, check_new
 
 __all__ = [
     "CHECKPOINT", "CONFIG", "RUN_DIR_VERSION", "METRICS", "SECTIONS", "TRAINING_SECTIONS", "WEIGHTS", "RunDir",
-    "RunWarning", "atomic_write", "build_model", "check_new", "configs_from_run", "content_hash", "find", "finished",
-    "fit_problem", "load", "load_checkpoint", "load_weights", "mismatch", "model_tensors", "read_config",
-    "read_metrics", "read_weights", "run_config", "save_checkpoint", "save_weights", "scheme_overrides", "summary",
-    "trainer_state", "trained_section", "verify", "write_json",
+    "RunWarning", "atomic_write", "build_model", "check_new", "configs_from_run", "configs_to_resume", "content_hash",
+    "find", "finished", "fit_problem", "load", "load_checkpoint", "load_weights", "mismatch", "model_tensors",
+    "read_config", "read_metrics", "read_weights", "run_config", "save_checkpoint", "save_weights",
+    "scheme_overrides", "summary", "trainer_state", "trained_section", "verify", "write_json",
 ]

@@ -1,5 +1,6 @@
 """A run's config.json: written from its settings, read back checked, the trained model it describes
-loaded, and the settings that continue it (a fine-tune's)."""
+loaded, and the settings that continue it (a fine-tune's, :func:`configs_from_run`; the run's own on
+resume, :func:`configs_to_resume`)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,7 @@ from ...core.errors import RunError
 from ...core.version import __version__
 from ...data.corpus import Corpus
 from ...model.gpt import GPT, ModelConfig
-from .. import presets
-from ..settings import TrainConfig, split_settings
+from ..settings import TrainConfig, flags, same_layers, split_settings
 from .files import CONFIG, RUN_DIR_VERSION, WEIGHTS, RunWarning
 from .integrity import model_differences
 from .weights import load_weights, recorded_model
@@ -218,7 +218,7 @@ def configs_from_run(run_dir: str | Path, scheme: str | None = None, **overrides
     """
     old = read_config(run_dir, training=True)
     old = {**old, "model": trained_section(old, run_dir)[0]}  # a parent past its position drop: as it ended
-    fixed = [f"{presets.FLAGS[key]} {overrides[key]} ({old['model'][key]} in {run_dir})"
+    fixed = [f"{flags()[key]} {overrides[key]} ({old['model'][key]} in {run_dir})"
              for key in ("n_layers", "d_model", "n_heads")
              if overrides.get(key) is not None and overrides[key] != old["model"].get(key)]
     if fixed:
@@ -234,3 +234,21 @@ def configs_from_run(run_dir: str | Path, scheme: str | None = None, **overrides
         return split_settings(values.pop("scheme"), values)
     values.pop("scheme", None)
     return split_settings(positions.pin(scheme if scheme is not None else old["model"]["scheme"], length), values)
+
+
+def configs_to_resume(old: dict, scheme: str | None = None, **overrides) -> tuple[ModelConfig, TrainConfig]:
+    """Configs that continue the run whose config.json is ``old`` (``lexkit train --resume``): its own
+    settings, with the ones given (``scheme``, ``overrides``; None: the run's) in their place. The trainer
+    then compares them with the run's (:func:`lexkit.training.runs.lifecycle.check_resume`): only a larger
+    ``steps`` (extending the run), the corpus at a new place and the runtime keys may differ. A layout
+    given that builds the same layers is the run's own text."""
+    given = {key: value for key, value in overrides.items() if value is not None}
+    if scheme is not None:
+        given["scheme"] = scheme
+    if "layout" in given and same_layers(old["model"], {**old["model"], "layout": given["layout"]}):
+        given["layout"] = old["model"]["layout"]  # the same layers written another way: the run's own text
+    values = {**old["model"], **old["train"], **given}
+    try:
+        return split_settings(values.pop("scheme"), values)
+    except ValueError as exc:
+        raise ValueError(f"run config: {exc}") from exc
