@@ -127,7 +127,7 @@ def test_a_composed_pattern_runs_alike_on_the_dense_and_chunked_kernels(spec):
 def test_a_layout_layer_takes_a_composed_pattern_and_its_modifiers():
     plan = layouts.parse("rope@window:64|first:4+shift;none@causal", n_layers=2, train_len=64)
     assert tree(plan[0].pattern) == ("|", "window:64", "first:4") and [m.name for m in plan[0].modifiers] == ["shift"]
-    assert plan[1].pattern.spec == "causal" and [layer.kind for layer in plan] == ["local", "global"]
+    assert plan[1].pattern.spec == "causal" and [layer.scope for layer in plan] == ["local", "global"]
     assert plan.canonical() == "rope@window:64|first:4+shift;none@causal"
     assert layouts.parse(" rope @ window:64 | first:4 + shift ; none@causal", n_layers=2, train_len=64) == plan
 

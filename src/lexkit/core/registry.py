@@ -25,8 +25,8 @@ def generation() -> int:
 
 
 class Registry(Generic[T]):
-    def __init__(self, kind: str, base: type, check: Callable[[type], None] | None = None) -> None:
-        self.kind, self.base, self.check = kind, base, check
+    def __init__(self, noun: str, base: type, check: Callable[[type], None] | None = None) -> None:
+        self.noun, self.base, self.check = noun, base, check  # noun: what it holds, as messages name it
         self._classes: dict[str, T] = {}
 
     def register(self, cls: T | None = None, *, replace: bool = False):
@@ -44,10 +44,10 @@ class Registry(Generic[T]):
         if old is not None and not _same(old, cls):
             if not replace:
                 raise ValueError(
-                    f"{self.kind} {name!r} is already registered ({_where(old)}); give the new one "
+                    f"{self.noun} {name!r} is already registered ({_where(old)}); give the new one "
                     f"({_where(cls)}) another name, or register it with replace=True"
                 )
-            warnings.warn(f"{self.kind} {name!r} ({_where(old)}) is replaced by {_where(cls)}", stacklevel=2)
+            warnings.warn(f"{self.noun} {name!r} ({_where(old)}) is replaced by {_where(cls)}", stacklevel=2)
         if old is not cls:
             _GENERATION[0] += 1
         self._classes[name] = cls
@@ -55,7 +55,7 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> T:
         if name not in self._classes:
-            raise ValueError(f"unknown {self.kind} {name!r}; valid: {', '.join(self._classes)}")
+            raise ValueError(f"unknown {self.noun} {name!r}; valid: {', '.join(self._classes)}")
         return self._classes[name]
 
     def names(self) -> list[str]:
