@@ -324,7 +324,7 @@ class GPT(nn.Module):
             nn.init.normal_(block.proj.weight, std=INIT_STD / math.sqrt(2 * cfg.n_layers))
             if block.mlp is not None:
                 nn.init.normal_(block.mlp[2].weight, std=INIT_STD / math.sqrt(2 * cfg.n_layers))
-        self.kinds = self.plan.kinds  # what selectors call each layer: (local,) or (global,)
+        self.selector_names = self.plan.selector_names  # what selectors call each layer: (local,) or (global,)
 
     def _schemes(self) -> list[positions.Scheme]:
         """Layer i's scheme module for every i: one module per distinct spec, or one per layer for a

@@ -75,7 +75,7 @@ def schedule(model_cfg: ModelConfig, train_cfg: TrainConfig) -> Drop | None:
     plan = model_cfg.plan
     selector = train_cfg.drop_layers
     try:
-        chosen = list(range(len(plan))) if selector in (None, "all") else layouts.select(selector, plan.kinds)
+        chosen = list(range(len(plan))) if selector in (None, "all") else layouts.select(selector, plan.selector_names)
     except ValueError as exc:
         raise ValueError(f"--drop-layers: {exc}") from None
     layers = tuple(i for i in chosen if plan[i].scheme_class.name != "none")
