@@ -1,7 +1,8 @@
-"""The needle flags of `lexkit retrieval` and `lexkit inspect --needle-mass`: one declaration
-(lexkit.cli.needle_options), each command with its own defaults, checked the same way."""
+"""The needle flags of `lexkit retrieval` (RetrievalOptions' fields) and `lexkit inspect --needle-mass`
+(lexkit.cli.needle_options, sharing their help), each command with its own defaults, checked the same way."""
 
 import argparse
+import dataclasses
 
 import pytest
 
@@ -9,6 +10,8 @@ from lexkit.cli import inspect as inspect_cli
 from lexkit.cli import main
 from lexkit.cli import retrieval as retrieval_cli
 from lexkit.cli.needle_options import FLAGS, NeedleDefaults, add_needle_options, needle_values, parse_depths
+from lexkit.core import options as declared
+from lexkit.instruments.retrieval import RetrievalOptions
 
 
 def parser_of(module) -> argparse.ArgumentParser:
@@ -25,14 +28,21 @@ def test_both_commands_declare_every_needle_flag():
         assert set(FLAGS) <= flags_of(parser_of(module))
 
 
-@pytest.mark.parametrize("module, defaults", [(retrieval_cli, retrieval_cli.DEFAULTS),
-                                              (inspect_cli, inspect_cli.NEEDLE_DEFAULTS)])
-def test_left_out_flags_take_the_commands_own_defaults(module, defaults):
-    args = parser_of(module).parse_args(["run"])
-    values = needle_values(args, defaults)
+def test_left_out_flags_take_the_commands_own_defaults():
+    defaults = inspect_cli.NEEDLE_DEFAULTS
+    values = needle_values(parser_of(inspect_cli).parse_args(["run"]), defaults)
     assert values == {"task": defaults.task, "lengths": None, "depths": list(defaults.depths),
                       "samples": defaults.samples, "size": None, "seed": 0, "patterns": ["causal"], "format": None}
-    assert (retrieval_cli.DEFAULTS.task, inspect_cli.NEEDLE_DEFAULTS.task) == ("passkey", "copy")
+    given = declared.given(parser_of(retrieval_cli).parse_args(["run"]), RetrievalOptions)
+    assert RetrievalOptions(**given) == RetrievalOptions()  # retrieval's defaults are its Options' own
+    assert (RetrievalOptions.task, inspect_cli.NEEDLE_DEFAULTS.task) == ("passkey", "copy")
+
+
+def test_inspect_shares_retrievals_help_where_it_names_no_default():
+    helps = {a.option_strings[0]: a.help for a in parser_of(inspect_cli)._actions if a.option_strings}
+    fields = {f.name: f.metadata["help"] for f in dataclasses.fields(RetrievalOptions)}
+    assert helps["--lengths"] == fields["lengths"] and helps["--size"] == fields["size"]
+    assert helps["--format"] == fields["format"]() and "tilde" in helps["--format"]  # read when the parser is made
 
 
 def test_given_flags_are_parsed_and_help_names_the_defaults():

@@ -56,9 +56,13 @@ def add_outputs(parser, cls: type[Instrument]) -> None:
 
 
 def run(args, cls: type[Instrument]) -> int:
-    """``lexkit NAME``: the options read back and checked under their flags, then :func:`measure_and_write`."""
+    """``lexkit NAME``: the options read back and checked under their flags (the Options' own ``check()``
+    where it has one, as the library calls it; else each field's bounds), then :func:`measure_and_write`."""
     values = cls.Options(**declared.given(args, cls.Options))
-    declared.check(values, declared.flag_name)
+    if callable(getattr(values, "check", None)):
+        values.check()
+    else:
+        declared.check(values)
     return measure_and_write(args, cls(), values)
 
 

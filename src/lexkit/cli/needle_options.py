@@ -1,8 +1,8 @@
-"""The needle options of the commands that score retrieval documents (``lexkit retrieval`` and
-``lexkit inspect --needle-mass``): declared once, each command giving its own defaults, and read
-back checked, with those defaults filled in. Every flag is declared with ``default=None`` so that a
-command can tell a flag given from one left out (``inspect`` refuses needle flags without
-``--needle-mass``); :func:`needle_values` puts the defaults in."""
+"""The needle options of ``lexkit inspect --needle-mass``: the needle flags of ``lexkit retrieval``
+(:class:`lexkit.instruments.retrieval.RetrievalOptions`' fields, whose help they share where it names no
+default) with inspect's own defaults, read back checked, with those defaults filled in. Every flag is
+declared with ``default=None`` so that a command can tell a flag given from one left out (``inspect``
+refuses needle flags without ``--needle-mass``); :func:`needle_values` puts the defaults in."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from ..core import checks
-from ..tasks import needles
+from ..instruments.retrieval import RetrievalOptions, parse_depths  # noqa: F401 (parse_depths: its name here)
 
 #: flag -> the attribute it is stored in
 FLAGS = {"--task": "task", "--format": "format", "--lengths": "lengths", "--depths": "depths",
@@ -35,22 +35,22 @@ def add_needle_options(group, defaults: NeedleDefaults, *, task_help: str = "") 
     group.add_argument("--task", metavar="SPEC",
                        help=f"a retrieval task of `lexkit tasks`, its parameters after a colon{task_help} "
                        f"(default: {defaults.task})")
-    group.add_argument("--format", metavar="NAME",
-                       help=f"the needle format of --task copy: trained ({', '.join(needles.trained())}; default "
-                       f"tilde) or held out ({', '.join(needles.held_out_formats())}); `lexkit tasks` lists them")
-    group.add_argument("--lengths", metavar="L,L,...",
-                       help="document lengths in the model's unit: bytes for a lexkit run, tokens for hf: (default: "
-                       "the training length x 1, 2, 4, 8, 16, those long enough for the needle)")
+    group.add_argument("--format", metavar="NAME", help=shared_help("format"))
+    group.add_argument("--lengths", metavar="L,L,...", help=shared_help("lengths"))
     group.add_argument("--depths", metavar="D,D,...", help=f"needle depths in percent, 0..100 (default: {depths})")
     group.add_argument("--samples", type=int, metavar="N",
                        help=f"documents per length and depth (default: {defaults.samples})")
-    group.add_argument("--size", type=int, metavar="N",
-                       help="letters of a copy segment / digits of a key / symbols of a kvthread hash or an ordinal "
-                       "value (default: the task's, `lexkit tasks`)")
+    group.add_argument("--size", type=int, metavar="N", help=shared_help("size"))
     group.add_argument("--seed", type=int, metavar="S", help=f"which documents (default: {defaults.seed})")
     group.add_argument("--pattern", dest="patterns", action="append", metavar="SPEC",
                        help="attention pattern (causal, window[:W], bca[:W], sinks[:W,K=4]); repeatable "
                        f"(default: {', '.join(defaults.patterns)})")
+
+
+def shared_help(name: str) -> str:
+    """The help of retrieval's needle flag ``name`` (one whose text names no command's default)."""
+    text = next(f for f in dataclasses.fields(RetrievalOptions) if f.name == name).metadata["help"]
+    return text() if callable(text) else text
 
 
 def given(args, flags: dict[str, str] = FLAGS) -> list[str]:
@@ -75,13 +75,3 @@ def needle_values(args, defaults: NeedleDefaults) -> dict:
             "seed": defaults.seed if args.seed is None else args.seed,
             "patterns": args.patterns or list(defaults.patterns), "format": args.format}
 
-
-def parse_depths(text: str) -> list[float]:
-    """``"0,50,100"`` -> ``[0.0, 50.0, 100.0]`` (the range is checked where the documents are made)."""
-    values = []
-    for item in (item.strip() for item in text.split(",")):
-        try:
-            values.append(float(item))
-        except ValueError:
-            raise ValueError(f"--depths: {item!r} is not a number (give percents such as 0,50,100)") from None
-    return values

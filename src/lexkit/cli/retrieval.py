@@ -17,54 +17,28 @@ docs/retrieval.md.
 
 from __future__ import annotations
 
-import argparse
-
-from ..attention import KERNELS
+from ..core import options as declared
 from ..core import threads
 from ..instruments.base import get
 from ..instruments.retrieval import RetrievalOptions
-from ..instruments.retrieval.measure import DEFAULT_DEPTHS
 from .instrument import measure_and_write
-from .needle_options import NeedleDefaults, add_needle_options, needle_values
-
-#: what is scored when a needle flag is left out
-DEFAULTS = NeedleDefaults(task="passkey", depths=DEFAULT_DEPTHS, samples=10)
 
 
 def add_parser(sub):
     p = sub.add_parser("retrieval", help="exact match of needles at distance (copy, passkey, kvthread, ...)",
                        description=__doc__)
     p.add_argument("target", metavar="TARGET", help="a run directory written by `lexkit train`, or hf:PATH")
-    add_needle_options(p, DEFAULTS, task_help=" (copy, passkey, multikey, induction, kvthread, ordinal, or one "
-                       "--import registers): kvthread:hops=3,direction=backward, ordinal:count=6,which=2")
-    p.add_argument("--data", metavar="SPEC",
-                   help="haystack of the byte tasks: a corpus spec whose validation documents are the filler "
-                   "(default: the run's own corpus; stdlib for hf:)")
-    p.add_argument("--scheme", metavar="SPEC",
-                   help="score the trained weights under another scheme with the same tensors (as `lexkit eval`)")
-    p.add_argument("--logn", action=argparse.BooleanOptionalAction, default=None,
-                   help="log-n attention scaling (default: as the run trained)")
-    p.add_argument("--add", metavar="[SELECTOR=]MODIFIER",
-                   help="score the trained weights with layer modifiers that hold no learned state added, no "
-                   "retraining: topk:4 (every layer), global=topk:4, L1=softcap:30;local=adaptive (lexkit layouts "
-                   "lists them)")
-    p.add_argument("--rope-scaling", metavar="SPEC", help="hf: models: RoPE scaling through the config (yarn:4, ...)")
-    p.add_argument("--cache", action=argparse.BooleanOptionalAction, default=None,
-                   help="greedy decoding through the KV cache (default: where the pattern allows it)")
+    declared.add_flags(p, RetrievalOptions)  # every setting, its help and bounds declared once, in RetrievalOptions
     p.add_argument("--json", metavar="FILE", help="write the report (JSON)")
     p.add_argument("--csv", metavar="FILE", help="write one row per cell (CSV)")
     p.add_argument("--plot", metavar="FILE.png", help="needle-in-a-haystack heatmaps and accuracy against length")
     p.add_argument("--device", default="auto", metavar="DEVICE", help="auto, cpu, cuda or mps (default: auto)")
     p.add_argument("--threads", type=int, metavar="N", help=threads.HELP)
-    p.add_argument("--kernel", default="auto", choices=KERNELS, help="attention kernel (default: auto)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     return p
 
 
 def run(args) -> int:
-    # what only the command line knows is checked here; everything else by the library, before it loads
-    values = needle_values(args, DEFAULTS)
-    values = RetrievalOptions(**{**values, "depths": tuple(values["depths"]), "patterns": tuple(values["patterns"])},
-                              data=args.data, scheme=args.scheme, logn=args.logn, add=args.add,
-                              rope_scaling=args.rope_scaling, cache=args.cache, kernel=args.kernel)
+    # the settings read back (--lengths, --depths parsed) and checked as the library checks them, before any work
+    values = RetrievalOptions(**declared.given(args, RetrievalOptions)).check()
     return measure_and_write(args, get("retrieval"), values)

@@ -64,7 +64,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ...attention import KERNELS, Pattern, kernel_label, record_kernels
+from ...attention import Pattern, kernel_label, record_kernels
 from ...attention import create as create_pattern
 from ...attention.cache import SEGMENT, refusal_of
 from ...core import checks
@@ -73,7 +73,6 @@ from ...core.errors import DataError
 from ...core.specs import parse_lengths
 from ...core.stats import ratio_interval
 from ...data.corpus import LN2, encode, require_long
-from ...layouts import check_pattern, check_scheme
 from ..subject import DEFAULT_MULTIPLIERS, default_lengths, eval_documents, load
 from .rows import EvalRow, PairedRow, PositionRow
 
@@ -231,11 +230,11 @@ def evaluate(
     beyond_train, bpb, bytes``).
     """
     lengths = parse_lengths(lengths)
-    check_options(kernel=kernel, stride=stride, batch_size=batch_size)
+    check_options(lengths=lengths, stride=stride, max_docs=max_docs, max_bytes=max_bytes, max_tokens=max_tokens,
+                  batch_size=batch_size, kernel=kernel, stream=stream, start=start)
     checks.number("segment", segment)
     patterns = resolve_patterns(model, pattern)
     check_stream(model, stream, kernel, patterns)
-    check_start(start)
     train_len = train_len if train_len is not None else _train_len(model)
     tokens, nbytes, counts = scored_tokens(model, documents, lengths[-1], max_docs, max_bytes, max_tokens, start)
     results, by_position = score_windows(
@@ -277,12 +276,13 @@ def scored_tokens(model: nn.Module, documents: Sequence[bytes], total: int, max_
     return tokens, None, {"documents": len(docs), "bytes_per_document": total}
 
 
-def check_options(*, kernel: str, stride: int | None, batch_size: int | None) -> None:
-    """ValueError for a kernel, stride or batch size no evaluation can take."""
-    if kernel not in KERNELS:
-        raise ValueError(f"unknown kernel {kernel!r}; valid: {', '.join(KERNELS)}")
-    checks.number("--stride", stride)
-    checks.number("--batch-size", batch_size)
+def check_options(**options) -> None:
+    """ValueError naming the flag of a setting no evaluation can take: ``options`` (:func:`evaluate_run`'s
+    keywords) as :class:`lexkit.instruments.evaluate.EvalOptions`, checked as ``lexkit eval`` checks them
+    (lengths at most :data:`lexkit.core.checks.MAX_EVAL_LENGTH`, counts, kernel, stream, start, patterns)."""
+    from . import EvalOptions
+
+    EvalOptions(**options).check()
 
 
 def score_windows(
@@ -547,21 +547,10 @@ def evaluate_run(
     ``start="text"``, non-overlapping windows and two lengths or more)."""
     from ...core.version import header
 
-    # every option that can be checked without the model, before it loads
-    check_options(kernel=kernel, stride=stride, batch_size=batch_size)
-    check_stream_value(stream)
-    check_start(start)
-    if paired and start != "text":
-        raise ValueError(f"--paired compares lengths with the start held fixed: it runs under --start text, not "
-                         f"--start {start}")
-    if paired and stride is not None:
-        raise ValueError("--paired scores non-overlapping windows: leave out --stride")
-    if paired and lengths is not None and len(set(lengths)) < 2:
-        raise ValueError("--paired compares each longer length with the shortest: give two lengths or more")
-    for spec in [patterns] if isinstance(patterns, str) else patterns:
-        check_pattern(spec)  # syntax and parameter values
-    if scheme is not None:
-        check_scheme(scheme)
+    # every option that can be checked without the model, before it loads (lexkit eval's checks)
+    check_options(lengths=lengths, patterns=patterns, data=data, stride=stride, max_docs=max_docs, max_bytes=max_bytes,
+                  max_tokens=max_tokens, batch_size=batch_size, kernel=kernel, scheme=scheme, logn=logn,
+                  stream=stream, rope_scaling=rope_scaling, dtype=dtype, start=start, paired=paired, add=add)
     subject = load(target, device=device, scheme=scheme, logn=logn, rope_scaling=rope_scaling, dtype=dtype, add=add)
     lengths = parse_lengths(lengths) if lengths is not None else subject.default_lengths()
     documents, described = subject.documents(data)

@@ -6,27 +6,66 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...core import checks
+from ...core import options as declared
+from ...core.options import setting
+from ...core.specs import parse_lengths
 from ..base import ON_CPU, Context, Instrument, register
+from ..evaluate import DTYPE, ROPE_SCALING
 from . import figures, forms, report
+from .forms import ANALYTIC_LENGTHS
+
+#: heads x head dimension of the analytic form, and --texts/--batch: at most this (memory)
+MAX_WIDTH = 4096
 
 
 @dataclasses.dataclass(frozen=True)
 class ResolutionOptions:
-    """``lexkit resolution``'s settings (its help says what each means); ``schemes`` the --scheme specs."""
+    """``lexkit resolution``'s settings; each field is a flag (:mod:`lexkit.core.options`), checked by :meth:`check`
+    there and by ``lexkit.resolution(...)`` (:func:`.measure.measure`); ``schemes`` the --scheme specs."""
 
-    schemes: tuple[str, ...] = ()
-    heads: int | None = None
-    head_dim: int | None = None
-    seed: int | None = None
-    lengths: str | None = None
-    pattern: str = "causal"
-    train_len: int | None = None
-    logn: bool | None = None
-    texts: int | None = None
-    batch: int = 1
-    data: str | None = None
-    rope_scaling: str | None = None
-    dtype: str | None = None
+    schemes: tuple[str, ...] = setting((), "position scheme spec (analytic form); repeatable", flag="--scheme",
+                                       metavar="SPEC")
+    heads: int | None = setting(None, "heads (analytic; default 16)", type=int, maximum=MAX_WIDTH)
+    head_dim: int | None = setting(None, "head dimension (analytic; default 64)", type=int, maximum=MAX_WIDTH)
+    seed: int | None = setting(None, "seed of learnable initial values (analytic; default 0)", type=int, minimum=0,
+                               maximum=2**63 - 1)
+    lengths: list[int] | None = setting(
+        None, f"lengths (default: analytic {ANALYTIC_LENGTHS}; empirical the training length and twice it)",
+        metavar="N,N,...", parse=parse_lengths, check=declared.bounded_lengths(checks.MAX_RESOLUTION_LENGTH))
+    pattern: str = setting("causal", "attention pattern: causal, window:W, bca:W (analytic needs W; a run defaults W "
+                           "to its training length)", metavar="SPEC")
+    train_len: int | None = setting(
+        None, "analytic: the training length the schemes assume (a scaled RoPE's original_len, ReRoPE's w, a "
+        "pattern's W, log-n's L)", type=int, metavar="L", maximum=checks.MAX_TRAIN_LEN)
+    logn: bool | None = setting(None, "log-n attention scaling (analytic: needs --train-len; empirical: overrides "
+                                "the run's)", type=bool)
+    texts: int | None = setting(None, "validation texts per length (empirical; default 8)", type=int,
+                                maximum=MAX_WIDTH)
+    batch: int = setting(1, "texts per forward pass (empirical; default 1)", maximum=MAX_WIDTH)
+    data: str | None = setting(None, "text for the empirical R (default: a run's validation split; an hf: model: "
+                               "stdlib's)", type=str, metavar="SPEC")
+    rope_scaling: str | dict | None = dataclasses.field(default=None, metadata=ROPE_SCALING)
+    dtype: str | None = dataclasses.field(default=None, metadata=DTYPE)
+
+    def check(self) -> ResolutionOptions:
+        """ValueError naming the flag of the first setting out of range (lengths at most
+        :data:`lexkit.core.checks.MAX_RESOLUTION_LENGTH`, heads, head dim, texts and batch at most
+        :data:`MAX_WIDTH`, the seed, the training length)."""
+        declared.check(self)
+        return self
+
+    def check_analytic(self) -> None:
+        """What the analytic form needs (scheme specs; no --texts) and bounds (heads x head dim)."""
+        if not self.schemes:
+            raise ValueError("give a RUN_DIR (empirical) or at least one --scheme SPEC (analytic)")
+        if self.texts is not None:
+            raise ValueError("--texts is for the empirical form (lexkit resolution RUN_DIR)")
+        heads = 16 if self.heads is None else self.heads
+        head_dim = 64 if self.head_dim is None else self.head_dim
+        if heads * head_dim > MAX_WIDTH:
+            raise ValueError(f"--heads {heads} x --head-dim {head_dim} = {heads * head_dim}: at most {MAX_WIDTH} "
+                             "(memory)")
 
 
 @register
@@ -39,6 +78,7 @@ class Resolution(Instrument):
     names_json = True
 
     def measure(self, target, options: ResolutionOptions, context: Context = ON_CPU) -> dict:
+        options.check()
         if target is None:
             return forms.analytic(options, context.figures)
         from ..subject import load

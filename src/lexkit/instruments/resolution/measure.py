@@ -26,6 +26,7 @@ forms per scheme and why ``window:W`` and ``bca:W`` share the analytic R of caus
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -596,6 +597,19 @@ def empirical_run(
     return doc
 
 
+def check_options(lengths: Iterable[int] | str | None = None, **options: Any) -> None:
+    """ValueError naming the flag of a setting out of range: ``lengths`` (each at most
+    :data:`lexkit.core.checks.MAX_RESOLUTION_LENGTH`) and those keywords of :func:`analytic` and
+    :func:`empirical_run` that are settings of :class:`lexkit.instruments.resolution.ResolutionOptions`
+    (``texts_per_length`` its texts, ``batch_size`` its batch), checked by its :meth:`check`."""
+    from . import ResolutionOptions
+
+    names = {"texts_per_length": "texts", "batch_size": "batch"}
+    fields = {field.name for field in dataclasses.fields(ResolutionOptions)}
+    ResolutionOptions(lengths=lengths, **{names.get(key, key): value for key, value in options.items()
+                                          if names.get(key, key) in fields and value is not None}).check()
+
+
 def to_json(doc: dict) -> dict:
     """A copy of a document (or result row) without its tensors (``curve``, ``count``)."""
     if isinstance(doc, dict):
@@ -609,9 +623,11 @@ def measure(target, lengths: Iterable[int] | str | None = None, pattern: str = "
     """Attention resolution of anything lexkit measures (``lexkit.resolution(...)`` calls it): a scheme
     spec or :class:`Scheme` gives the analytic document (:func:`analytic`, default lengths 1024
     and 2048); a run directory, ``hf:PATH`` or a loaded subject (:func:`lexkit.load`) the
-    empirical one (:func:`empirical_run`). ``options`` go to that function."""
+    empirical one (:func:`empirical_run`). ``options`` go to that function, checked first as ``lexkit
+    resolution`` checks them (:func:`check_options`: lengths at most 65,536, ...)."""
     import os
 
+    check_options(lengths, **options)
     if isinstance(target, (str, os.PathLike)) and (str(target).startswith("hf:") or os.path.isdir(target)):
         return empirical_run(target, lengths, pattern, **options)
     if hasattr(target, "documents"):

@@ -6,31 +6,83 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...attention import KERNELS
+from ...core import checks
+from ...core import options as declared
+from ...core.options import setting
+from ...core.specs import parse_lengths
+from ...tasks import needles
 from ..base import ON_CPU, Context, Instrument, register
 from . import figures, report
 from .measure import DEFAULT_DEPTHS, retrieval_run
 
 
+def parse_depths(text: str) -> list[float]:
+    """``"0,50,100"`` -> ``[0.0, 50.0, 100.0]`` (the range is checked where the documents are made)."""
+    values = []
+    for item in (item.strip() for item in text.split(",")):
+        try:
+            values.append(float(item))
+        except ValueError:
+            raise ValueError(f"--depths: {item!r} is not a number (give percents such as 0,50,100)") from None
+    return values
+
+
+def format_help() -> str:
+    """--format's help, naming the formats registered now (with what ``--import`` added)."""
+    return (f"the needle format of --task copy: trained ({', '.join(needles.trained())}; default tilde) or held "
+            f"out ({', '.join(needles.held_out_formats())}); `lexkit tasks` lists them")
+
+
 @dataclasses.dataclass(frozen=True)
 class RetrievalOptions:
-    """Retrieval's settings, :func:`.measure.retrieval_run`'s keywords (``lexkit retrieval``'s flags: the
-    needle options it shares with ``lexkit inspect --needle-mass``, :mod:`lexkit.cli.needle_options`)."""
+    """Retrieval's settings, :func:`.measure.retrieval_run`'s keywords; each field is a flag of ``lexkit retrieval``
+    (:mod:`lexkit.core.options`; the needle flags are those ``lexkit inspect --needle-mass`` declares with its
+    own defaults, :mod:`lexkit.cli.needle_options`), checked by :meth:`check` there and in the library."""
 
-    task: str = "passkey"
-    lengths: list[int] | None = None  # default: the training length x 1-16 that hold the needle
-    depths: tuple[float, ...] = DEFAULT_DEPTHS
-    samples: int = 10
-    size: int | None = None
-    seed: int = 0
-    patterns: tuple[str, ...] = ("causal",)
-    format: str | None = None
-    data: str | None = None
-    scheme: str | None = None
-    logn: bool | None = None
-    add: str | None = None
-    rope_scaling: str | None = None
-    cache: bool | None = None
-    kernel: str = "auto"
+    task: str = setting(
+        "passkey", "a retrieval task of `lexkit tasks`, its parameters after a colon (copy, passkey, multikey, "
+        "induction, kvthread, ordinal, or one --import registers): kvthread:hops=3,direction=backward, "
+        "ordinal:count=6,which=2 (default: passkey)", metavar="SPEC")
+    format: str | None = setting(None, format_help, type=str, metavar="NAME")
+    lengths: list[int] | None = setting(  # default: the training length x 1-16 that hold the needle
+        None, "document lengths in the model's unit: bytes for a lexkit run, tokens for hf: (default: the "
+        "training length x 1, 2, 4, 8, 16, those long enough for the needle)", metavar="L,L,...",
+        parse=parse_lengths, check=declared.bounded_lengths(checks.MAX_EVAL_LENGTH))
+    depths: tuple[float, ...] = setting(
+        DEFAULT_DEPTHS, f"needle depths in percent, 0..100 (default: {','.join(f'{d:g}' for d in DEFAULT_DEPTHS)})",
+        metavar="D,D,...", parse=parse_depths)
+    samples: int = setting(10, "documents per length and depth (default: 10)", metavar="N")
+    size: int | None = setting(
+        None, "letters of a copy segment / digits of a key / symbols of a kvthread hash or an ordinal value "
+        "(default: the task's, `lexkit tasks`)", type=int, metavar="N")
+    seed: int = setting(0, "which documents (default: 0)", metavar="S", minimum=0)
+    patterns: tuple[str, ...] = setting(
+        ("causal",), "attention pattern (causal, window[:W], bca[:W], sinks[:W,K=4]); repeatable (default: causal)",
+        flag="--pattern", metavar="SPEC")
+    data: str | None = setting(
+        None, "haystack of the byte tasks: a corpus spec whose validation documents are the filler "
+        "(default: the run's own corpus; stdlib for hf:)", type=str, metavar="SPEC")
+    scheme: str | None = setting(
+        None, "score the trained weights under another scheme with the same tensors (as `lexkit eval`)",
+        type=str, metavar="SPEC")
+    logn: bool | None = setting(None, "log-n attention scaling (default: as the run trained)", type=bool)
+    add: str | None = setting(
+        None, "score the trained weights with layer modifiers that hold no learned state added, no "
+        "retraining: topk:4 (every layer), global=topk:4, L1=softcap:30;local=adaptive (lexkit layouts "
+        "lists them)", type=str, metavar="[SELECTOR=]MODIFIER")
+    rope_scaling: str | dict | None = setting(
+        None, "hf: models: RoPE scaling through the config (yarn:4, ...)", type=str, metavar="SPEC")
+    cache: bool | None = setting(
+        None, "greedy decoding through the KV cache (default: where the pattern allows it)", type=bool)
+    kernel: str = setting("auto", "attention kernel (default: auto)", choices=KERNELS)
+
+    def check(self) -> RetrievalOptions:
+        """ValueError naming the flag of the first setting out of range (counts, the seed, lengths at most
+        :data:`lexkit.core.checks.MAX_EVAL_LENGTH`, the kernel); the task, depths and patterns are checked
+        with the grid (:func:`.measure.check_grid`), before any model loads."""
+        declared.check(self)
+        return self
 
 
 @register

@@ -171,6 +171,14 @@ def check_grid(task: str, lengths: Sequence[int], depths: Sequence[float], sampl
                              f"use lengths of at least {need}")
 
 
+def check_options(**options) -> None:
+    """ValueError naming the flag of a setting out of range: ``options`` (:func:`retrieval_run`'s keywords) as
+    :class:`lexkit.instruments.retrieval.RetrievalOptions`, checked as ``lexkit retrieval`` checks them."""
+    from . import RetrievalOptions
+
+    RetrievalOptions(**options).check()
+
+
 def _listed(name: str, values, example: str) -> list:
     """``values`` as a list; ValueError for one value (a string is one pattern, not a list of letters)."""
     if isinstance(values, (str, bytes, Pattern)) or not isinstance(values, Iterable):
@@ -470,6 +478,7 @@ def retrieval_run(
 
     hf = str(target).startswith("hf:")
     kind_of = "standard" if hf else "bytes"
+    check_options(lengths=lengths, samples=samples, size=size, seed=seed, kernel=kernel)
     check_grid(task, lengths or [], depths, samples, kind_of, size, format)
     task = tasks.canonical(task)
     for spec in patterns:
