@@ -119,8 +119,8 @@ def run(args) -> int:
                              ("--threads", args.threads, threads.MAX_THREADS), ("--jobs", args.jobs, MAX_JOBS)):
         checks.number(flag, value, maximum=top)
     tables = table_settings(args)
-    if args.lengths:
-        checks.lengths("--lengths", parse_lengths(args.lengths), checks.MAX_EVAL_LENGTH)
+    # one parse of --lengths, each at most what lexkit eval takes (EvalOptions' lengths)
+    lengths = checks.lengths("--lengths", parse_lengths(args.lengths), checks.MAX_EVAL_LENGTH) if args.lengths else None
     if args.tensorboard is not None:
         from ..training.tensorboard import require
 
@@ -131,7 +131,7 @@ def run(args) -> int:
         + (positions.SINCE_SEEDS if args.since_seeds else []),
         layouts=args.layout or ([] if args.scheme else list(DEFAULT_LAYOUTS)),
         patterns=args.pattern or list(DEFAULT_PATTERNS),
-        lengths=parse_lengths(args.lengths) if args.lengths else None,
+        lengths=lengths,
         seeds=args.seeds, steps=args.steps, data=args.data, eval_docs=args.eval_docs,
         device=args.device, threads=args.threads, compile=args.compile, tables=tables,
     )
