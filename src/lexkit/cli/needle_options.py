@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from ..attention import pattern_help
 from ..core import checks
 from ..instruments.retrieval import RetrievalOptions, parse_depths  # noqa: F401 (parse_depths: its name here)
 
@@ -43,8 +44,7 @@ def add_needle_options(group, defaults: NeedleDefaults, *, task_help: str = "") 
     group.add_argument("--size", type=int, metavar="N", help=shared_help("size"))
     group.add_argument("--seed", type=int, metavar="S", help=f"which documents (default: {defaults.seed})")
     group.add_argument("--pattern", dest="patterns", action="append", metavar="SPEC",
-                       help="attention pattern (causal, window[:W], bca[:W], sinks[:W,K=4]); repeatable "
-                       f"(default: {', '.join(defaults.patterns)})")
+                       help=pattern_help(default=", ".join(defaults.patterns), repeatable=True, selectors=True))
 
 
 def shared_help(name: str) -> str:

@@ -13,6 +13,7 @@ import argparse
 from pathlib import Path
 
 from .. import positions
+from ..attention import pattern_help
 from ..core import checks, options, threads
 from ..core.device import resolve_device
 from ..core.errors import LexkitError
@@ -47,7 +48,7 @@ def add_parser(sub):
                    "e.g. hwfa:W=32,shift=0.5; "
                    f"repeatable; default: {' '.join(DEFAULT_LAYOUTS) or 'none'} (with --scheme only: none)")
     p.add_argument("--pattern", action="append", metavar="SPEC",
-                   help=f"repeatable; default: {' '.join(DEFAULT_PATTERNS)}")
+                   help=pattern_help(default=" ".join(DEFAULT_PATTERNS), repeatable=True))
     p.add_argument("--lengths", help="comma list (default: the training length x 1/2, 1, 2, 4, 8, 16)")
     p.add_argument("--seeds", type=int, default=1, help="seeds per scheme (mean ± std in every cell)")
     p.add_argument("--steps", type=int, help=f"training steps (default: the preset's, "
@@ -213,7 +214,7 @@ def state(unit: dict) -> str:
         return "exists"
     if 0 < unit.get("done_steps", 0) < unit.get("steps", 0):
         return f"{unit['done_steps']}/{unit['steps']} steps"
-    return "to train" if unit["kind"] in ("cell", "train") else "to run"
+    return "to train" if unit["job"] in ("cell", "train") else "to run"
 
 
 def left(unit: dict) -> str:
@@ -224,25 +225,25 @@ def left(unit: dict) -> str:
 
 def print_table_plan(units: list[dict], cfg: StudyConfig, key: str) -> None:
     """A table's part of ``--dry-run``: its tasks, each with its time (or that it is skipped)."""
-    tasks = [task for u in units for task in (u.get("tasks", []) if u["kind"] == "table" else [u])]
+    tasks = [task for u in units for task in (u.get("tasks", []) if u["job"] == "table" else [u])]
     if not tasks:
         print(f"table {key}: skipped")
         return
     print(f"table {key}: {len(tasks)} tasks, ~{sum(task['seconds'] for task in tasks):.0f} s")
     for task in tasks:
-        print(f"  {task['kind']:9s} {task['label']:40s} ~{task['seconds']:.0f} s")
+        print(f"  {task['job']:9s} {task['label']:40s} ~{task['seconds']:.0f} s")
 
 
 def print_extension_plan(extension: list[dict], cfg: StudyConfig, key: str = "extension") -> None:
     """Table E's part of ``--dry-run``: its evaluations and fine-tunes."""
     if extension:
-        tunes = [task for task in extension if task["kind"] == "fine-tune"]
+        tunes = [task for task in extension if task["job"] == "fine-tune"]
         tuned = (f"{len(tunes)} fine-tunes of {tunes[0]['steps']} steps at 4x the training length" if tunes else
                  "no fine-tunes (--extension-steps 0)")
         print(f"table E (context extension of rope): {len(extension) - len(tunes)} evaluations without "
               f"fine-tuning, {tuned}, ~{sum(task['seconds'] for task in extension):.0f} s")
         for task in extension:
-            print(f"  E {task['kind']:9s} {task['label']:40s} seed {task['seed']}  {state(task):9s} {left(task)}")
+            print(f"  E {task['job']:9s} {task['label']:40s} seed {task['seed']}  {state(task):9s} {left(task)}")
     else:
         print("table E (context extension): skipped (--no-extension, or rope is not a studied scheme)")
 
@@ -266,7 +267,7 @@ def print_retrieval_plan(tasks: list[dict], cfg: StudyConfig, key: str = "retrie
     if not tasks:
         print("table G (use of context): skipped (--no-retrieval, or none of its schemes is studied)")
         return
-    trains = [task for task in tasks if task["kind"] == "train"]
+    trains = [task for task in tasks if task["job"] == "train"]
     runs = f"{len(trains)} run{'s' if len(trains) != 1 else ''}"
     g = cfg.tables[key]
     recipe = g.recipe(cfg.preset)
@@ -276,7 +277,7 @@ def print_retrieval_plan(tasks: list[dict], cfg: StudyConfig, key: str = "retrie
           f"{recipe.batch}), {len(tasks) - len(trains)} configurations scored at 1-16x in trained and held-out "
           f"formats, ~{sum(task['seconds'] for task in tasks):.0f} s")
     for task in tasks:
-        print(f"  G {task['kind']:9s} {task['label']:40s} {state(task):9s} {left(task)}")
+        print(f"  G {task['job']:9s} {task['label']:40s} {state(task):9s} {left(task)}")
 
 
 #: how ``--dry-run`` prints each table's tasks (any other table: :func:`print_table_plan`)

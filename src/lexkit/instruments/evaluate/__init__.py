@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...attention import KERNELS
+from ...attention import KERNELS, pattern_help
 from ...core import checks
 from ...core import options as declared
 from ...core.options import setting
@@ -42,10 +42,8 @@ class EvalOptions:
         None, "comma-separated lengths in bytes (default: the training length x 1/2, 1, 2, 4, 8, 16)",
         metavar="L,L,...", parse=parse_lengths, check=declared.bounded_lengths(checks.MAX_EVAL_LENGTH))
     patterns: tuple[str, ...] = setting(
-        ("causal",), "attention pattern (causal, window[:W], bca[:W], chunk[:W], sinks[:W,K=4,pos=text|cache]; "
-        "W defaults to the training length); on a model whose layers differ, inside each layer's own, or "
-        "SELECTOR=SPEC for the layers a selector names (global=window:4096, local=causal, L0-2=..., an hf: "
-        "model's layer types); repeatable (default: causal)", flag="--pattern", metavar="SPEC", check=check_patterns)
+        ("causal",), lambda: pattern_help(default="causal", repeatable=True, selectors=True), flag="--pattern",
+        metavar="SPEC", check=check_patterns)
     data: str | None = setting(
         None, "evaluate on these documents: stdlib (its validation split), a file, directory or glob, "
         "or hf:NAME[:CONFIG[:SPLIT]] (all of their documents); default: the run's own validation split",

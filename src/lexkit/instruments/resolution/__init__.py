@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...attention import pattern_help
 from ...core import checks
 from ...core import options as declared
 from ...core.options import setting
@@ -33,8 +34,9 @@ class ResolutionOptions:
     lengths: list[int] | None = setting(
         None, f"lengths (default: analytic {ANALYTIC_LENGTHS}; empirical the training length and twice it)",
         metavar="N,N,...", parse=parse_lengths, check=declared.bounded_lengths(checks.MAX_RESOLUTION_LENGTH))
-    pattern: str = setting("causal", "attention pattern: causal, window:W, bca:W (analytic needs W; a run defaults W "
-                           "to its training length)", metavar="SPEC")
+    pattern: str = setting("causal", lambda: pattern_help(
+        default="causal", selectors=True, extra="analytic needs W; a run defaults W to its training length"),
+        metavar="SPEC")
     train_len: int | None = setting(
         None, "analytic: the training length the schemes assume (a scaled RoPE's original_len, ReRoPE's w, a "
         "pattern's W, log-n's L)", type=int, metavar="L", maximum=checks.MAX_TRAIN_LEN)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...attention import KERNELS
+from ...attention import KERNELS, pattern_help
 from ...core import checks
 from ...core import options as declared
 from ...core.options import setting
@@ -58,8 +58,8 @@ class RetrievalOptions:
         "(default: the task's, `lexkit tasks`)", type=int, metavar="N")
     seed: int = setting(0, "which documents (default: 0)", metavar="S", minimum=0)
     patterns: tuple[str, ...] = setting(
-        ("causal",), "attention pattern (causal, window[:W], bca[:W], sinks[:W,K=4]); repeatable (default: causal)",
-        flag="--pattern", metavar="SPEC")
+        ("causal",), lambda: pattern_help(default="causal", repeatable=True, selectors=True), flag="--pattern",
+        metavar="SPEC")
     data: str | None = setting(
         None, "haystack of the byte tasks: a corpus spec whose validation documents are the filler "
         "(default: the run's own corpus; stdlib for hf:)", type=str, metavar="SPEC")
