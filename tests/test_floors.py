@@ -8,8 +8,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 SRC = Path(__file__).resolve().parents[1] / "src" / "lexkit"
 
 #: the floors from the ground up, as the README's Layout prints them
@@ -66,13 +64,15 @@ def test_only_floors_and_public_verbs_sit_at_the_top():
     assert folders == sorted(FLOORS)
 
 
-@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(SRC)))
-def test_imports_go_to_the_same_floor_or_below(path):
-    own = floor_of(path.relative_to(SRC).with_suffix("").parts)
-    parts = path.relative_to(SRC).with_suffix("").parts
-    up = [(line, ".".join(target)) for line, target in imported(path.read_text(encoding="utf-8"), parts)
-          if floor_of(target) > own]
-    assert not up, f"{path.relative_to(SRC)} (floor {own}) imports from a floor above it: {up}"
+def test_imports_go_to_the_same_floor_or_below():
+    """Every module at once (one test, every arrow back up named with its file and line)."""
+    up = []
+    for path in modules():
+        parts = path.relative_to(SRC).with_suffix("").parts
+        own = floor_of(parts)
+        up += [f"{path.relative_to(SRC)}:{line} (floor {own}) imports {'.'.join(target)} (floor {floor_of(target)})"
+               for line, target in imported(path.read_text(encoding="utf-8"), parts) if floor_of(target) > own]
+    assert not up, "imports from a floor above:\n" + "\n".join(up)
 
 
 def test_the_reader_sees_every_kind_of_import():
