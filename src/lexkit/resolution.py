@@ -3,28 +3,12 @@ under the name users import. The module is callable: ``lexkit.resolution(target,
 :func:`measure` (a scheme spec: analytic; a run directory, ``hf:PATH`` or a subject: empirical)."""
 
 from .core.api import callable_module
-from .instruments.resolution.measure import (  # noqa: F401 (the instrument's public names)
-    BLOCK,
-    REPORT,
-    REPORT_VERSION,
-    Accumulator,
-    analytic,
-    analytic_curve,
-    analytic_rows,
-    diagonal_sums,
-    empirical,
-    empirical_run,
-    entropy,
-    header,
-    layer_groups,
-    make_scheme,
-    measure,
-    model_curve,
-    resolution,
-    resolution_lengths,
-    texts,
-    to_json,
-    visible_counts,
-)
+from .instruments.resolution.accumulator import Accumulator, diagonal_sums  # noqa: F401 (the instrument's public names)
+from .instruments.resolution.analytic import analytic, analytic_rows, layer_groups  # noqa: F401
+from .instruments.resolution.curves import BLOCK, analytic_curve, make_scheme, model_curve, visible_counts  # noqa: F401
+from .instruments.resolution.document import REPORT, REPORT_VERSION, header, to_json  # noqa: F401
+from .instruments.resolution.empirical import empirical, empirical_run, resolution_lengths, texts  # noqa: F401
+from .instruments.resolution.formula import entropy, resolution  # noqa: F401
+from .instruments.resolution.measure import measure
 
 callable_module(__name__, measure)

@@ -21,7 +21,10 @@ from ..instruments.evaluate.measure import evaluate
 from ..instruments.evaluate.rows import Evaluation
 from ..instruments.principles import measure_principles
 from ..instruments.principles.rows import PrinciplesRow
-from ..instruments.resolution.measure import analytic, analytic_curve, empirical, model_curve, resolution, texts
+from ..instruments.resolution.analytic import analytic
+from ..instruments.resolution.curves import analytic_curve, model_curve
+from ..instruments.resolution.empirical import empirical, texts
+from ..instruments.resolution.formula import resolution
 from ..instruments.resolution.rows import AnalyticCurves, AnalyticRow, EmpiricalRow
 from ..training import distributed, runs
 from . import workers

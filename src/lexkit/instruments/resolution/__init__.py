@@ -1,6 +1,10 @@
 """Attention resolution as an instrument (:mod:`lexkit.instruments.base`; ``lexkit resolution``): its three
-forms (:mod:`.forms`) over :mod:`.measure`, its :mod:`.report` and :mod:`.figures`. ``lexkit.resolution`` is
-its measure under the name users import, callable."""
+forms (:mod:`.forms`) over the measure's rooms, one job each (:mod:`.formula`: R and the entropy;
+:mod:`.accumulator`: s_hat by distance, blockwise; :mod:`.curves`: the analytic s[n] of a scheme or of a
+model's own positions; :mod:`.analytic` and :mod:`.empirical`: the analytic and the empirical documents;
+:mod:`.document`: their header and JSON), joined by :mod:`.measure` (``lexkit.resolution(...)``), its
+:mod:`.report` and :mod:`.figures`. ``lexkit.resolution`` is its measure under the name users import,
+callable."""
 
 from __future__ import annotations
 

@@ -6,8 +6,11 @@ run on its validation text; both of a model with positions of its own (an hf: mo
 from __future__ import annotations
 
 from ...core.specs import parse_lengths
-from . import measure as res
 from . import report
+from .analytic import analytic as analytic_of
+from .curves import analytic_curve, model_curve
+from .document import to_json
+from .empirical import empirical_run, resolution_lengths
 
 #: the analytic form's lengths when --lengths is left out
 ANALYTIC_LENGTHS = "1024,2048"
@@ -21,14 +24,14 @@ def analytic(options, figure: bool = False) -> dict:
     seed = 0 if options.seed is None else options.seed
     lengths = parse_lengths(options.lengths if options.lengths is not None else ANALYTIC_LENGTHS)
     extra = {"train_len": options.train_len, "logn": bool(options.logn)}
-    docs = [res.analytic(spec, lengths, options.pattern, heads=heads, head_dim=head_dim, seed=seed, **extra)
+    docs = [analytic_of(spec, lengths, options.pattern, heads=heads, head_dim=head_dim, seed=seed, **extra)
             for spec in options.schemes]
     report.require_finite([r for d in docs for r in d["results"]], "check the scheme's parameters")
     curves = {}
     for doc in docs if figure else []:
         try:
-            curves[doc["scheme"]] = res.analytic_curve(doc["scheme"], max(lengths), options.pattern, heads=heads,
-                                                       head_dim=head_dim, seed=seed, **extra)
+            curves[doc["scheme"]] = analytic_curve(doc["scheme"], max(lengths), options.pattern, heads=heads,
+                                                   head_dim=head_dim, seed=seed, **extra)
         except ValueError:
             pass  # undefined at this length (learned past its table): noted in the table
     return {"form": "analytic", "document": report.analytic_document(docs, heads=heads, head_dim=head_dim, seed=seed),
@@ -39,10 +42,10 @@ def analytic(options, figure: bool = False) -> dict:
 def empirical(subject, options, progress: bool) -> dict:
     """R per layer of a run on its validation text (or ``options.data``)."""
     texts = 8 if options.texts is None else options.texts
-    doc = res.empirical_run(subject, options.lengths, options.pattern, texts_per_length=texts,
-                            batch_size=options.batch, progress=progress, data=options.data)
+    doc = empirical_run(subject, options.lengths, options.pattern, texts_per_length=texts,
+                        batch_size=options.batch, progress=progress, data=options.data)
     report.require_finite(doc["results"], "the run's weights are damaged or its training diverged")
-    return {"form": "empirical", "document": res.to_json(doc), "view": {"doc": doc, "texts": texts}}
+    return {"form": "empirical", "document": to_json(doc), "view": {"doc": doc, "texts": texts}}
 
 
 def model(subject, options, progress: bool, figure: bool = False) -> dict:
@@ -50,16 +53,16 @@ def model(subject, options, progress: bool, figure: bool = False) -> dict:
     empirical R per layer; on a model whose layers differ, per group of equal layers and per layer type.
     With ``figure`` and no empirical R to draw, the analytic curve at the longest length."""
     net = subject.model
-    lengths = parse_lengths(options.lengths if options.lengths is not None else res.resolution_lengths(subject))
-    analytic_doc = res.analytic(net, lengths, options.pattern)
+    lengths = parse_lengths(options.lengths if options.lengths is not None else resolution_lengths(subject))
+    analytic_doc = analytic_of(net, lengths, options.pattern)
     empirical_doc = None
     if net.hook_refusal() is None:
         texts = 8 if options.texts is None else options.texts
-        empirical_doc = res.empirical_run(subject, lengths, options.pattern, texts_per_length=texts,
-                                          batch_size=options.batch, progress=progress, data=options.data)
+        empirical_doc = empirical_run(subject, lengths, options.pattern, texts_per_length=texts,
+                                      batch_size=options.batch, progress=progress, data=options.data)
     curve = None
     if figure and (empirical_doc is None or all(r.get("resolution") is None for r in empirical_doc["results"])):
-        curve = res.model_curve(net, max(lengths), options.pattern)
+        curve = model_curve(net, max(lengths), options.pattern)
     types = report.layer_types(net)
     return {"form": "model", "document": report.model_document(subject.source, analytic_doc, empirical_doc, types),
             "view": {"analytic": analytic_doc, "empirical": empirical_doc, "curve": curve, "lengths": lengths,

@@ -1,6 +1,6 @@
 """The resolution command's report: its terminal tables (:func:`analytic_text`, :func:`empirical_text`,
 :func:`model_text`) and its JSON documents (:func:`analytic_document`, :func:`model_document`), from what
-:mod:`.measure` returns; the numbers are written here, not in the command."""
+:mod:`.analytic` and :mod:`.empirical` return; the numbers are written here, not in the command."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import math
 from ...core.notation import number
 from ...documents.render import text_table
 from .. import layout_lines
-from .measure import header, to_json
+from .document import header, to_json
 
 
 def measured(x: float | None) -> str:
@@ -28,7 +28,7 @@ def require_finite(results: list[dict], what: str) -> None:
 
 # -- analytic: several schemes --------------------------------------------------------------------
 def analytic_document(docs: list[dict], *, heads: int, head_dim: int, seed: int) -> dict:
-    """The JSON of the analytic form: one document of several schemes' :func:`~.measure.analytic`."""
+    """The JSON of the analytic form: one document of several schemes' :func:`~.analytic.analytic`."""
     return {**header("analytic"),
             "scheme": docs[0]["scheme"] if len(docs) == 1 else [d["scheme"] for d in docs],
             "heads": heads, "head_dim": head_dim, "seed": seed, "pattern": docs[0]["pattern"],

@@ -41,7 +41,7 @@ from ....core.version import header
 from ....documents.rows import Row
 from ....layouts import scope_of
 from ... import identity
-from ...resolution.measure import entropy
+from ...resolution.formula import entropy
 from ...retrieval import measure as retrieval
 
 #: the report of ``lexkit inspect TARGET --needle-mass --json`` and its layout's version (lexkit.core.version.header)
