@@ -13,7 +13,7 @@ from torch import nn
 from kit import tiny_gpt
 from lexkit import retrieval, tasks
 from lexkit.attention import create as create_pattern
-from lexkit.instruments.retrieval import measure as retrieval_measure
+from lexkit.instruments.retrieval import scoring
 from lexkit.instruments.retrieval.rows import RetrievalCell
 from lexkit.instruments.subject import RunSubject
 from lexkit.model.gpt import BOS, VOCAB, ModelConfig
@@ -411,7 +411,7 @@ def test_answer_scores_in_bounded_batches_equal_one_batch(gpt, monkeypatch):
     pat = gpt.pattern("causal")
     whole = retrieval.answer_scores(RunSubject.of(model), docs, pat)
     assert model.batches == [7]
-    monkeypatch.setattr(retrieval_measure, "BATCH_BYTES", 3 * 40 * gpt.cfg.vocab_size * retrieval.LOGIT_BYTES)
+    monkeypatch.setattr(scoring, "BATCH_BYTES", 3 * 40 * gpt.cfg.vocab_size * retrieval.LOGIT_BYTES)
     model.batches.clear()
     split = retrieval.answer_scores(RunSubject.of(model), docs, pat)
     assert model.batches == [3, 3, 1]
@@ -419,7 +419,7 @@ def test_answer_scores_in_bounded_batches_equal_one_batch(gpt, monkeypatch):
         assert a == pytest.approx(b, rel=1e-6) and ra == rb
     monkeypatch.undo()  # the same split from the scores' budget: three documents' [heads, n, n] x copies
     n = RunSubject.of(model).encode(docs[0].text)[0].numel() - 1  # the tokens the model reads
-    monkeypatch.setattr(retrieval_measure, "SCORE_BYTES", 3 * retrieval.SCORE_COPIES * gpt.cfg.n_heads * n * n * 4)
+    monkeypatch.setattr(scoring, "SCORE_BYTES", 3 * retrieval.SCORE_COPIES * gpt.cfg.n_heads * n * n * 4)
     model.batches.clear()
     again = retrieval.answer_scores(RunSubject.of(model), docs, pat)
     assert model.batches == [3, 3, 1] and [r for _, r in again] == [r for _, r in split]

@@ -1,37 +1,33 @@
 """``lexkit.retrieval``: retrieval at distance (:mod:`lexkit.instruments.retrieval`, the instrument) under
 the name users import: its measure's names, and the CSV of a report."""
 
-from .instruments.retrieval.measure import (  # noqa: F401 (the instrument's public names)
-    BATCH_BYTES,
+from .core.stats import Z95, wilson  # noqa: F401 (the interval of every retrieval accuracy)
+from .instruments.retrieval.cells import score, summary  # noqa: F401 (the instrument's public names)
+from .instruments.retrieval.context import context_rows, use_of_context  # noqa: F401
+from .instruments.retrieval.grid import (  # noqa: F401
     DEFAULT_DEPTHS,
     DEFAULT_MULTIPLES,
+    cell_documents,
+    check_grid,
+    minimum_length,
+    needle_lengths,
+    read_tokens,
+    style,
+    unique,
+    unit,
+)
+from .instruments.retrieval.measure import REPORT, REPORT_VERSION, report, retrieval_run  # noqa: F401
+from .instruments.retrieval.report import csv_text  # noqa: F401
+from .instruments.retrieval.scoring import (  # noqa: F401
+    BATCH_BYTES,
     LOGIT_BYTES,
-    REPORT,
-    REPORT_VERSION,
     SCORE_BYTES,
     SCORE_COPIES,
     UNKNOWN_VOCAB,
-    Z95,
     answer_bits,
     answer_scores,
     answer_tokens,
-    cell_documents,
-    check_grid,
-    context_rows,
     exact_match,
-    minimum_length,
-    needle_lengths,
     other_candidates,
-    read_tokens,
-    report,
-    retrieval_run,
     rows_per_batch,
-    score,
-    style,
-    summary,
-    unique,
-    unit,
-    use_of_context,
-    wilson,
 )
-from .instruments.retrieval.report import csv_text  # noqa: F401

@@ -1,6 +1,9 @@
 """Retrieval at distance as an instrument (:mod:`lexkit.instruments.base`): exact match and answer bits of
-needles on a grid of lengths x depths x patterns (:mod:`.measure`), its :mod:`.report` and :mod:`.figures`;
-``lexkit retrieval`` runs it. ``lexkit.retrieval`` is its measure under the name users import."""
+needles on a grid of lengths x depths x patterns, its measure in rooms of one job each (:mod:`.grid`: the
+documents; :mod:`.scoring`: a model on them; :mod:`.cells`: the grid's cells and their summary;
+:mod:`.context`: retrieval beside bpb, paired) joined by :mod:`.measure` (``lexkit retrieval`` end to end,
+its report), its :mod:`.report` and :mod:`.figures`. ``lexkit.retrieval`` is its measure under the name users
+import."""
 
 from __future__ import annotations
 
@@ -14,7 +17,8 @@ from ...core.specs import parse_lengths
 from ...tasks import needles
 from ..base import ON_CPU, Context, Instrument, register
 from . import figures, report
-from .measure import DEFAULT_DEPTHS, retrieval_run
+from .grid import DEFAULT_DEPTHS
+from .measure import retrieval_run
 
 
 def parse_depths(text: str) -> list[float]:
@@ -80,7 +84,7 @@ class RetrievalOptions:
     def check(self) -> RetrievalOptions:
         """ValueError naming the flag of the first setting out of range (counts, the seed, lengths at most
         :data:`lexkit.core.checks.MAX_EVAL_LENGTH`, the kernel); the task, depths and patterns are checked
-        with the grid (:func:`.measure.check_grid`), before any model loads."""
+        with the grid (:func:`.grid.check_grid`), before any model loads."""
         declared.check(self)
         return self
 

@@ -27,7 +27,7 @@ from ...core import checks
 from ...core.errors import LexkitError
 from ...data.mix import mix_text, parse_mix
 from ...instruments.evaluate import paired
-from ...instruments.retrieval.measure import DEFAULT_MULTIPLES
+from ...instruments.retrieval.grid import DEFAULT_MULTIPLES
 from ...layouts import check_pattern
 from ...model.gpt import check_token_shift
 from ...training import presets, stopping

@@ -13,7 +13,8 @@ from typing import Any
 from ... import tasks
 from ...core import lock
 from ...data.mix import parse_mix
-from ...instruments.retrieval.measure import context_rows, minimum_length
+from ...instruments.retrieval.context import context_rows
+from ...instruments.retrieval.grid import minimum_length
 from ...instruments.subject import RunSubject, load
 from ...training import distributed, runs
 from ...training.settings import inert_modifier

@@ -42,7 +42,7 @@ from ....documents.rows import Row
 from ....layouts import scope_of
 from ... import identity
 from ...resolution.formula import entropy
-from ...retrieval import measure as retrieval
+from ...retrieval import grid, scoring
 
 #: the report of ``lexkit inspect TARGET --needle-mass --json`` and its layout's version (lexkit.core.version.header)
 MASS_REPORT, REPORT_VERSION = "lexkit.inspect.needle_mass", 3
@@ -116,7 +116,7 @@ def needle_keys(nbytes: Tensor, span: tuple[int, int], n: int) -> Tensor:
 
 def answer_query(nbytes: Tensor, start: int) -> int:
     """The input index whose logits predict the first token covering byte ``start`` of the text."""
-    return int(retrieval.answer_tokens(nbytes, start).nonzero()[0])
+    return int(scoring.answer_tokens(nbytes, start).nonzero()[0])
 
 
 SOFTMAX, DIFFERENTIAL, STICK_BREAKING = "softmax", "differential", "stick-breaking"
@@ -187,7 +187,7 @@ def answer_attention(subject, docs: Sequence[tasks.Document], pattern: Pattern) 
     model = subject.model
     layers = model.cfg.n_layers
     device = next(model.parameters()).device
-    vocab = getattr(model.cfg, "vocab_size", None) or retrieval.UNKNOWN_VOCAB
+    vocab = getattr(model.cfg, "vocab_size", None) or scoring.UNKNOWN_VOCAB
     prepared = []
     for doc in docs:
         ids, nbytes = subject.encode(doc.text)
@@ -201,7 +201,7 @@ def answer_attention(subject, docs: Sequence[tasks.Document], pattern: Pattern) 
         groups.setdefault(query, []).append(i)
     out: list[list[dict]] = [[] for _ in docs]
     for query, members in groups.items():
-        size = retrieval.rows_per_batch(query + 1, vocab)
+        size = scoring.rows_per_batch(query + 1, vocab)
         for start in range(0, len(members), size):
             idx = members[start : start + size]
             ids = torch.stack([prepared[i][0] for i in idx])  # [b, query + 1]
@@ -261,21 +261,21 @@ def needle_mass(subject, task: str, lengths: Sequence[int], *, depths: Sequence[
     (:func:`lexkit.retrieval.cell_documents`, evaluation split; lengths in the subject's unit)."""
     from ....core.progress import bar
 
-    kind = retrieval.style(subject)
-    retrieval.check_grid(task, lengths, depths, samples, kind, size, format)
+    kind = grid.style(subject)
+    grid.check_grid(task, lengths, depths, samples, kind, size, format)
     refusal = getattr(subject.model, "hook_refusal", lambda: None)()
     if refusal is not None:
         raise ValueError(refusal)
-    lengths = retrieval.unique("lengths", lengths, lengths)
-    depths = retrieval.unique("depths", depths, [float(d) for d in depths])
+    lengths = grid.unique("lengths", lengths, lengths)
+    depths = grid.unique("depths", depths, [float(d) for d in depths])
     if isinstance(patterns, (str, Pattern)):
         raise ValueError(f"patterns must be a list, e.g. ['causal'], not {patterns!r}")
     resolved = [subject.model.pattern(p) for p in patterns]
-    pats = retrieval.unique("patterns", resolved, [p.spec for p in resolved])
+    pats = grid.unique("patterns", resolved, [p.spec for p in resolved])
     rows: list[NeedleMassRow] = []
     with bar(len(lengths) * len(pats), f"needle mass {task}", enabled=progress, unit="cell") as b:
         for length in lengths:
-            docs = [d for depth in depths for d in retrieval.cell_documents(
+            docs = [d for depth in depths for d in grid.cell_documents(
                 subject, task, length, depth, samples, haystack=haystack, seed=seed, size=size, format=format)]
             for pat in pats:
                 rows += mass_rows(answer_attention(subject, docs, pat), pat, length, layer_kinds(subject.model, pat),
@@ -298,8 +298,8 @@ def needle_mass_run(target, task: str = "copy", *, lengths: Sequence[int] | None
     from ...subject import load
 
     loaded = hasattr(target, "documents")
-    style = retrieval.style(target) if loaded else "standard" if str(target).startswith("hf:") else "bytes"
-    retrieval.check_grid(task, lengths or [], depths, samples, style, size, format)
+    style = grid.style(target) if loaded else "standard" if str(target).startswith("hf:") else "bytes"
+    grid.check_grid(task, lengths or [], depths, samples, style, size, format)
     task = tasks.canonical(task)
     for spec in patterns:
         if isinstance(spec, str):
@@ -307,9 +307,9 @@ def needle_mass_run(target, task: str = "copy", *, lengths: Sequence[int] | None
     if loaded and add is not None:
         raise ValueError("--add applies when the run is loaded: give its directory, not a loaded subject")
     subject = target if loaded else load(target, device=device, add=add)
-    kind = retrieval.style(subject)
+    kind = grid.style(subject)
     if lengths is None:
-        lengths = retrieval.needle_lengths(subject, task, size, subject.source, format)
+        lengths = grid.needle_lengths(subject, task, size, subject.source, format)
     haystack = corpus = None
     if task == "copy" or kind == "bytes":
         docs, described = subject.documents(data)
@@ -321,7 +321,7 @@ def needle_mass_run(target, task: str = "copy", *, lengths: Sequence[int] | None
         **header(MASS_REPORT, REPORT_VERSION), "target": subject.source,
         **identity(info), "train_len": info["train_len"], "task": task,
         **({"format": format} if format is not None else {}), "style": kind,
-        "unit": retrieval.unit(subject), "size": size, "seed": seed, "haystack": corpus, "samples": samples,
+        "unit": grid.unit(subject), "size": size, "seed": seed, "haystack": corpus, "samples": samples,
         "depths": [float(d) for d in dict.fromkeys(depths)], "lengths": list(dict.fromkeys(r.length for r in rows)),
         "patterns": list(dict.fromkeys(r.pattern for r in rows)), "rows": [r.to_json() for r in rows],
     }

@@ -33,7 +33,8 @@ from typing import Any
 from .... import positions, tasks
 from ....data.mix import check_mix
 from ....instruments.evaluate import paired
-from ....instruments.retrieval.measure import DEFAULT_MULTIPLES, context_rows
+from ....instruments.retrieval.context import context_rows
+from ....instruments.retrieval.grid import DEFAULT_MULTIPLES
 from ....instruments.subject import RunSubject, load
 from ....tasks import fitting_size, needles
 from ....training import batched, presets, runs, stopping
