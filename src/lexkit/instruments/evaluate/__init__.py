@@ -15,7 +15,8 @@ from ...core.options import setting
 from ...core.specs import parse_lengths
 from ...layouts import check_pattern, check_scheme
 from ..base import ON_CPU, Context, Instrument, register
-from . import figures, report
+from . import figures
+from . import report as reports
 from .measure import STARTS, check_start, check_stream_value, evaluate_run
 
 #: the argument group of the flags that only an hf:PATH model reads (eval and resolution)
@@ -117,11 +118,11 @@ class Evaluate(Instrument):
     def measure(self, target, options: EvalOptions, context: Context = ON_CPU) -> dict:
         return evaluate_run(target, **options.keywords(), device=context.device, progress=context.progress)
 
-    def text(self, report_: dict, options: EvalOptions) -> str:
-        return report.text(report_)
+    def text(self, report: dict, options: EvalOptions) -> str:
+        return reports.text(report)
 
-    def csv(self, report_: dict) -> str:
-        return report.csv_text(report_)
+    def csv(self, report: dict) -> str:
+        return reports.csv_text(report)
 
-    def figures(self, report_: dict, path: str) -> None:
-        figures.eval_report(report_, path)
+    def figures(self, report: dict, path: str) -> None:
+        figures.eval_report(report, path)

@@ -17,7 +17,8 @@ from ...core.options import setting
 from ...core.specs import parse_lengths
 from ..base import ON_CPU, Context, Instrument, register
 from ..evaluate import DTYPE, ROPE_SCALING
-from . import figures, forms, report
+from . import figures, forms
+from . import report as reports
 from .forms import ANALYTIC_LENGTHS
 
 #: heads x head dimension of the analytic form, and --texts/--batch: at most this (memory)
@@ -96,27 +97,27 @@ class Resolution(Instrument):
             return forms.model(subject, options, context.progress, context.figures)
         return forms.empirical(subject, options, context.progress)
 
-    def document(self, report_: dict) -> dict:
-        return report_["document"]
+    def document(self, report: dict) -> dict:
+        return report["document"]
 
-    def text(self, report_: dict, options: ResolutionOptions) -> str:
-        view = report_["view"]
-        if report_["form"] == "analytic":
-            return report.analytic_text(view["docs"], view["lengths"], heads=view["heads"], head_dim=view["head_dim"],
+    def text(self, report: dict, options: ResolutionOptions) -> str:
+        view = report["view"]
+        if report["form"] == "analytic":
+            return reports.analytic_text(view["docs"], view["lengths"], heads=view["heads"], head_dim=view["head_dim"],
                                         seed=view["seed"])
-        if report_["form"] == "empirical":
-            return report.empirical_text(view["doc"], view["texts"])
-        return report.model_text(view)
+        if report["form"] == "empirical":
+            return reports.empirical_text(view["doc"], view["texts"])
+        return reports.model_text(view)
 
-    def figures(self, report_: dict, path: str) -> None:
-        view = report_["view"]
-        if report_["form"] == "analytic":
+    def figures(self, report: dict, path: str) -> None:
+        view = report["view"]
+        if report["form"] == "analytic":
             lengths = view["lengths"]
             table = {d["scheme"]: {r["length"]: r["resolution"] for r in d["results"]} for d in view["docs"]}
             figures.plot_analytic(view["curves"], table, path, marks=sorted(set(lengths) - {max(lengths)}),
                                   title=f"analytic, {view['heads']} heads x {view['head_dim']}, pattern "
                                   f"{view['docs'][0]['pattern']}")
-        elif report_["form"] == "empirical":
+        elif report["form"] == "empirical":
             figures.plot_empirical(view["doc"], path)
         elif view["curve"] is None:
             figures.plot_empirical(view["empirical"], path)

@@ -16,7 +16,8 @@ from ...core.options import setting
 from ...core.specs import parse_lengths
 from ...tasks import needles
 from ..base import ON_CPU, Context, Instrument, register
-from . import figures, report
+from . import figures
+from . import report as reports
 from .grid import DEFAULT_DEPTHS
 from .measure import retrieval_run
 
@@ -100,11 +101,11 @@ class Retrieval(Instrument):
         values = dataclasses.asdict(options)
         return retrieval_run(target, values.pop("task"), **values, device=context.device, progress=context.progress)
 
-    def text(self, report_: dict, options: RetrievalOptions) -> str:
-        return report.text(report_)
+    def text(self, report: dict, options: RetrievalOptions) -> str:
+        return reports.text(report)
 
-    def csv(self, report_: dict) -> str:
-        return report.csv_text(report_)
+    def csv(self, report: dict) -> str:
+        return reports.csv_text(report)
 
-    def figures(self, report_: dict, path: str) -> None:
-        figures.retrieval(report_, path)
+    def figures(self, report: dict, path: str) -> None:
+        figures.retrieval(report, path)

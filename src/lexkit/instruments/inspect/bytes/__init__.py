@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 from ...base import ON_CPU, Context, Instrument, register
-from . import figures, report
+from . import figures
+from . import report as reports
 from .measure import COLLAPSED, UNSEEN_BY, embedding_run
 
 
@@ -40,11 +41,11 @@ class Bytes(Instrument):
                              top=COLLAPSED if options.top is None else options.top,
                              unseen_by=options.unseen_by or "training", progress=context.progress)
 
-    def text(self, report_: dict, options: BytesOptions) -> str:
-        return report.text(report_, every=bool(options.all))
+    def text(self, report: dict, options: BytesOptions) -> str:
+        return reports.text(report, every=bool(options.all))
 
-    def csv(self, report_: dict) -> str:
-        return report.csv(report_)
+    def csv(self, report: dict) -> str:
+        return reports.csv(report)
 
-    def figures(self, report_: dict, path: str) -> None:
-        figures.embedding(report_, path)
+    def figures(self, report: dict, path: str) -> None:
+        figures.embedding(report, path)
