@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+import safety_net
 from cli_checks import one_error_line
 from lexkit import tasks
 from lexkit.data import mix
@@ -177,10 +178,10 @@ def test_uniform_attention_puts_the_needle_share_on_the_needle():
     subject = RunSubject.of(model)
     docs = [d for depth in (0.0, 50.0, 100.0) for d in tasks.documents("copy", 64, depth, 2, haystack=HAY, size=size)]
     pattern = model.pattern("causal")
-    (row,) = nm.mass_rows(nm.answer_attention(subject, docs, pattern), pattern, 64, nm.layer_kinds(model, pattern))
+    (row,) = nm.mass_rows(nm.answer_attention(subject, docs, pattern), pattern, 64, nm.layer_scopes(model, pattern))
     n = docs[0].answer[0] + 1  # the answer's query sees itself and every key before it
     assert all(d.answer[0] + 1 == n for d in docs) and n == 64 - size + 1
-    assert row.visible == n and row.needle == size and row.kind == "global" and row.documents == 6
+    assert row.visible == n and row.needle == size and row.scope == "global" and row.documents == 6
     for mass in (row.mass, row.mass_max, row.uniform, *row.mass_per_head):
         assert mass == pytest.approx(size / n, rel=1e-6)
     for value in (row.entropy, row.head_entropy, row.uniform_entropy, *row.entropy_per_head):
@@ -194,7 +195,7 @@ def test_a_window_that_cannot_see_the_needle_puts_nothing_on_it():
     model = uniform_model(2)
     rows = nm.needle_mass(RunSubject.of(model), "copy", [64, 96], depths=[0.0], samples=2, patterns=["window:8"],
                           haystack=HAY, size=8)
-    assert [(r.length, r.layer, r.kind) for r in rows] == [(64, 0, "local"), (64, 1, "local"), (96, 0, "local"),
+    assert [(r.length, r.layer, r.scope) for r in rows] == [(64, 0, "local"), (64, 1, "local"), (96, 0, "local"),
                                                            (96, 1, "local")]
     for r in rows:
         assert r.visible == 8 and r.needle == 0 and r.mass == r.mass_max == r.uniform == 0.0
@@ -211,8 +212,8 @@ def test_the_induction_head_puts_its_mass_on_the_needle():
     doc = tasks.Document("copy", prompt + b"abcd", (len(prompt), len(prompt) + 4), (len(head), len(head) + 4), 50.0, 26)
     pattern = model.pattern("causal")
     local, match = nm.mass_rows(nm.answer_attention(RunSubject.of(model), [doc], pattern), pattern, len(doc.text),
-                                nm.layer_kinds(model, pattern))
-    assert (local.kind, match.kind) == ("local", "global")
+                                nm.layer_scopes(model, pattern))
+    assert (local.scope, match.scope) == ("local", "global")
     assert local.needle == 0 and local.mass == 0.0  # layer 0 sees the previous token alone
     assert match.head == 0 and match.mass_max > 0.9 and match.top_on_needle == 1.0 and match.top_distance == 0.0
     assert match.head_entropy < 0.5 * match.uniform_entropy and match.mass_max > 20 * match.uniform
@@ -257,6 +258,22 @@ def test_cli_needle_mass(run, tmp_path, capsys):
     header = lines[0].split(",")
     assert len(lines) == 1 + len(report["rows"]) and "mass" in header and "mass_per_head" not in header
     assert [line.split(",")[header.index("mass")] for line in lines[1:]] == [repr(r["mass"]) for r in report["rows"]]
+    assert report["report_version"] == 4 and {r["scope"] for r in report["rows"]} == {"local", "global"}
+
+
+def test_a_needle_mass_report_before_version_4_reads_its_kind_as_the_scope(tmp_path):
+    """Version 4 renamed a row's local/global ``kind`` to ``scope``: one reader (NeedleMassRow.from_json,
+    report_rows) reads both, and the text, CSV and figure of an older report are today's."""
+    from lexkit.instruments.inspect.needle_mass import figures, report
+
+    new = json.loads((safety_net.HERE / "needle_mass.json").read_text())
+    old = {**new, "report_version": 3, "rows": [{("kind" if k == "scope" else k): v for k, v in r.items()}
+                                                for r in new["rows"]]}
+    assert "scope" not in old["rows"][0] and old["rows"][0]["kind"] in ("local", "global")
+    assert nm.report_rows(old) == nm.report_rows(new) and nm.report_rows(new)[0].scope == new["rows"][0]["scope"]
+    assert report.text(old) == report.text(new) and report.csv(old) == report.csv(new)
+    figures.needle_mass(old, tmp_path / "old.png")
+    assert (tmp_path / "old.png").stat().st_size
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -323,7 +340,7 @@ def test_a_differential_layer_reports_its_map_per_head_pair():
     lam = float(model.blocks[0].diff.lam().detach())
     by_hand = (seen["p"][0::2] - lam * seen["p"][1::2])[:, member].sum(-1)  # [pairs]
     diff, stick = nm.mass_rows(nm.answer_attention(RunSubject.of(model), [doc], pattern), pattern, 64,
-                               nm.layer_kinds(model, pattern), [w for w, _ in nm.weight_maps(model)])
+                               nm.layer_scopes(model, pattern), [w for w, _ in nm.weight_maps(model)])
     assert len(diff.mass_per_head) == 2 and diff.mass_per_head == pytest.approx(by_hand.tolist(), rel=1e-9)
     assert diff.weights == "differential" and stick.weights == "stick-breaking"
     assert "weights" not in nm.mass_rows(nm.answer_attention(RunSubject.of(uniform_model()), [doc], pattern), pattern,

@@ -388,8 +388,8 @@ def test_a_global_layer_over_many_keys_scores_fewer_queries_at_a_time(monkeypatc
 
 
 def test_a_study_trains_a_layout_beside_its_schemes(tmp_path, no_figures):
-    """`lexkit study --layout`: a row of the grid labelled with the layout as given, family
-    ``layout``, its analytic R before training the mean over its layers of each layer's own."""
+    """`lexkit study --layout`: a row of the grid labelled with the layout as given, ``layered``, its
+    analytic R before training the mean over its layers of each layer's own."""
     from lexkit.study.execution import layer_mean
     from lexkit.study.results import read
 
@@ -399,7 +399,9 @@ def test_a_study_trains_a_layout_beside_its_schemes(tmp_path, no_figures):
             "--out", str(tmp_path / "s"), "--quiet"]
     assert main(argv) == 0
     results = read(json.loads((tmp_path / "s" / "results.json").read_text()))
-    assert [(r.label, r.family) for r in results.runs] == [("rope", "rotary"), ("hwfa:W=8,shift=0.5", "layout")]
+    # a layout is layered, with no family where its layers' schemes differ (hwfa: rope local, none global)
+    assert [(r.label, r.layered, r.family) for r in results.runs] == [("rope", False, "rotary"),
+                                                                      ("hwfa:W=8,shift=0.5", True, None)]
     model = GPT(ModelConfig(layout="hwfa:W=8,shift=0.5", n_layers=2, d_model=32, n_heads=2, train_len=32))
     want = layer_mean(model, [32], "causal")[32]
     got = [r.resolution for r in results.analytic if r.label == "hwfa:W=8,shift=0.5" and r.length == 32]
@@ -432,3 +434,11 @@ def test_a_run_rebuilt_from_its_recorded_layers_keeps_one_token_shift(tmp_path, 
         settings = as_recorded({"model": model, "resolved": recorded}, tmp_path)
     assert settings == {"layout": recorded, "logn": False, "token_shift": token_shift}
     ModelConfig(**{**model, **settings})  # and it builds
+
+
+def test_layouts_show_names_each_layers_scope(capsys):
+    """`lexkit layouts --show`: a layer's local/global under the column of its name, scope (was kind)."""
+    assert main(["layouts", "--show", "hwfa:W=16", "--layers", "2"]) == 0
+    header, *rows = capsys.readouterr().out.splitlines()[1:]
+    assert header.split() == ["layer", "scope", "scheme", "pattern", "modifiers"]
+    assert [row.split()[1] for row in rows] == ["local", "global"]

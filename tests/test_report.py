@@ -458,7 +458,7 @@ def test_table_c_says_a_layouts_resolution_is_a_mean_and_shows_each_layer():
 
     res = study_results()
     for seed in (0, 1):
-        layout = dict(fixture.run("rope", seed), scheme="hwfa:W=8", family="layout")
+        layout = dict(fixture.run("rope", seed), scheme="hwfa:W=8", family=None, layered=True)
         layout["resolution"] = [{"length": n, "pattern": p, "resolution": 0.5, "per_layer": [0.9 - 0.1 * seed, 0.1]}
                                 for p in PATTERNS for n in (TRAIN_LEN, 4 * TRAIN_LEN)]
         res["runs"].append(layout)

@@ -16,6 +16,7 @@ from lexkit.documents.rows import Row
 from lexkit.instruments.resolution.rows import EmpiricalRow
 from lexkit.study import document, read, write_report
 from lexkit.study.report import length_table
+from lexkit.study.report.tables import pattern_table
 from lexkit.study.schema import StudyResults, StudyRun
 from lexkit.study.tables.extension.rows import ExtensionRow
 from lexkit.study.tables.retrieval.rows import RetrievalEntry
@@ -68,6 +69,32 @@ def test_every_version_reads_and_renders(name, tmp_path, request):
     assert set(study_scalars(doc)) >= {f"eval/{run['scheme']}" for run in stored["runs"]}
 
 
+def test_schema_2s_layout_family_and_table_g_kind_read_as_schema_3s_fields(request):
+    """Schema 3 renamed two keys: a layout's cell had ``family`` ``"layout"`` (no family: it is
+    ``layered``, ``family`` the one its layers share or None), and table G's entries had ``kind``,
+    ``"scheme"`` for a run as trained (scheme or layout), where they have ``origin``, ``"trained"``.
+    The one reader (StudyRun.from_json, RetrievalEntry.from_json) reads the old keys as the new
+    fields, writes the new ones back, and the report of the old document is the new one's."""
+    request.getfixturevalue("no_figures")
+    stored = json.loads((VERSIONS / "schema2-retrieval.json").read_text())
+    assert stored["schema"] == 2 and "layered" not in stored["runs"][0]
+    assert "origin" not in stored["retrieval"]["configs"][0]
+    stored["runs"][1]["family"] = "layout"  # as a schema-2 study wrote a layout's cell (its other keys as any cell's)
+    doc = read(stored)
+    assert [(r.layered, r.family) for r in doc.runs] == [(False, "bias"), (True, None)]
+    kinds = [c["kind"] for c in stored["retrieval"]["configs"]]
+    origins = [c.origin for c in doc.table("retrieval").configs]
+    assert set(kinds) == {"scheme", "method", "fine-tune"}
+    assert origins == [{"scheme": "trained"}.get(k, k) for k in kinds]
+    written = doc.to_json()
+    assert [(r["family"], r["layered"]) for r in written["runs"]] == [("bias", False), (None, True)]
+    assert all("kind" not in c and "origin" in c for c in written["retrieval"]["configs"])
+    assert read(written) == doc  # the new keys read back as the same document
+    assert markdown(document(read(written))) == markdown(document(doc))
+    # a layout stays in table B (every layout, whatever its layers' families)
+    assert {row[0] for row in pattern_table(doc).rows} == {r["scheme"] for r in stored["runs"]}
+
+
 @dataclasses.dataclass(frozen=True)
 class Sample(Row):
     OPTIONAL: ClassVar[tuple[str, ...]] = ("note",)
@@ -107,7 +134,7 @@ def test_table_g_names_table_es_methods_only_where_it_scored_them():
 
     stored = json.loads((safety_net.HERE / "results.json").read_text())
     assert "table E's methods (scalings at x16" in markdown(blocks(StudyResults.from_json(stored)))
-    stored["retrieval"]["configs"] = [c for c in stored["retrieval"]["configs"] if c["kind"] == "scheme"]
+    stored["retrieval"]["configs"] = [c for c in stored["retrieval"]["configs"] if c["origin"] == "trained"]
     assert "table E's methods" not in markdown(blocks(StudyResults.from_json(stored)))
 
 

@@ -52,7 +52,7 @@ def test_tiny_study_end_to_end(tmp_path, data_dir, request):
                  "resolution_per_layer.png", "entropy.png", "loss_by_position.png"):
         assert (out / name).is_file(), name
     saved = json.loads((out / "results.json").read_text())
-    assert saved["schema"] == 2 and [r["scheme"] for r in saved["runs"]] == ["alibi", "rope"]
+    assert saved["schema"] == 3 and [r["scheme"] for r in saved["runs"]] == ["alibi", "rope"]
     assert saved["retrieval"] is None and not (out / "retrieval_scatter.png").exists()  # retrieval=False: no table G
     assert saved["patterns"] == ["causal", "window:32"] and saved["lengths"] == [16, 32, 64]
 
@@ -254,10 +254,10 @@ def test_table_g_plan_runs_configurations_and_cache_keys(tmp_path, data_dir, mon
     assert {c.key for c in cells}.isdisjoint({c.key for c in study.plan.cells()})
     t = g.train_len()
     rope = g.configurations(jobs[0])
-    assert rope[0] == Configuration("rope", "scheme", None, None, ("causal", f"window:{t}"))
+    assert rope[0] == Configuration("rope", "trained", None, None, ("causal", f"window:{t}"))
     assert [c.label for c in rope[1:]] == ([m.label for m in methods(t, 16 * t)][1:] + [f.label for f in finetunes(t)])
     assert g.configurations(jobs[1]) == [rope[0]]  # the methods on seed 0 only
-    assert g.configurations(jobs[2]) == [Configuration("alibi", "scheme", None, None, ("causal", f"window:{t}"))]
+    assert g.configurations(jobs[2]) == [Configuration("alibi", "trained", None, None, ("causal", f"window:{t}"))]
     # the needle size: 12 lowered until every format fits the training length (python is the longest)
     assert g.size() == 6 and max(needles.get(f).minimum(6) for f in table_g.FORMATS) <= t
     assert needles.get("python").minimum(7) > t
@@ -282,7 +282,7 @@ def test_table_g_plan_runs_configurations_and_cache_keys(tmp_path, data_dir, mon
     monkeypatch.setattr(table_g, "ROWS", [*table_g.ROWS, row])
     job = g.seed_runs()[-1]
     assert job.row is row and job.cell.model_cfg.layout == "hwfa:W=8" and job.cell.model_cfg.token_shift == 0.5
-    assert job.cell.train_cfg.steps == 3 and g.configurations(job) == [Configuration("hwfa8", "scheme", None, None,
+    assert job.cell.train_cfg.steps == 3 and g.configurations(job) == [Configuration("hwfa8", "trained", None, None,
                                                                                      ("causal",))]
     assert row.describe() == "layout hwfa:W=8, token_shift 0.5, 3 steps" and RowSpec("a", "alibi").describe() is None
     study.cfg.tables["retrieval"].on = False

@@ -65,7 +65,7 @@ def table_g(rate=None, patterns=("causal",)) -> dict:
                     rows = [{"config": label, "pattern": pattern, "multiple": m, "length": m * TRAIN_LEN,
                              "accuracy": acc[m], "low": 0.0, "high": 1.0, "answer_bits": 1.0,
                              "bpb": {1: 2.0 + seed, 16: 2.5}.get(m)} for m in MULTIPLES]
-                    configs.append({"label": label, "kind": "scheme", "scheme": label, "logn": False,
+                    configs.append({"label": label, "origin": "trained", "scheme": label, "logn": False,
                                     "pattern": pattern, "run": f"runs/mix-{label}-s{seed}", "rows": rows,
                                     "cells": cells, "seed": seed, "format": fmt, "held_out": fmt != "tilde"})
     res["retrieval"].update(configs=configs, seeds=3, formats=["tilde"], held_out=HELD, samples=SAMPLES,

@@ -27,7 +27,7 @@ def run(args) -> int:
         checks.number("--train-len", args.train_len, maximum=checks.MAX_TRAIN_LEN)
         plan = layouts.parse(args.show, n_layers=args.layers, train_len=args.train_len)
         print(f"{args.show} on {args.layers} layers trained at {args.train_len}: {plan.canonical()}")
-        print_table([("layer", "kind", "scheme", "pattern", "modifiers")] + [
+        print_table([("layer", "scope", "scheme", "pattern", "modifiers")] + [
             (str(i), layer.scope, layer.scheme, layer.pattern.spec, " ".join(m.spec for m in layer.modifiers) or "-")
             for i, layer in enumerate(plan)], "rllll")
         return 0

@@ -279,8 +279,8 @@ class Study:
                            lambda: self.empirical(model, plan.resolution_lengths(), patterns), EmpiricalRow)
         principles = cache.cached("principles", cell.name, paths["principles"],
                                   lambda: measure_principles(model, plan.corpus.valid), PrinciplesRow)
-        family, relative = scheme_family(model)
-        return StudyRun(cell.label, cell.seed, str(run_dir.relative_to(self.out)), family, relative,
+        family, layered, relative = scheme_family(model)
+        return StudyRun(cell.label, cell.seed, str(run_dir.relative_to(self.out)), family, layered, relative,
                         metrics[-1]["loss"] if metrics else None, val[-1] if val else None,
                         (runs.trainer_state(run_dir) or {}).get("elapsed"), ev, res, principles)
 
@@ -336,12 +336,15 @@ class Study:
         return AnalyticCurves(n, "causal", curves)
 
 
-def scheme_family(model) -> tuple[str, bool]:
-    """A run's family and whether its scores depend on positions only through m - n: its scheme's,
-    or for a model with a layout ``layout`` and whether every layer's scheme is relative."""
+def scheme_family(model) -> tuple[str | None, bool, bool]:
+    """A run's family, whether it is layered (a model with a layout) and whether its scores depend on
+    positions only through m - n: its scheme's family and relativity, or for a layout the family its
+    every layer's scheme shares (None where they differ) and whether every layer's scheme is relative
+    (:class:`~lexkit.study.schema.StudyRun`)."""
     if model.cfg.layout is None:
-        return model.scheme.family, model.scheme.relative
-    return "layout", all(scheme.relative for scheme in model.layer_schemes)
+        return model.scheme.family, False, model.scheme.relative
+    families = {scheme.family for scheme in model.layer_schemes}
+    return (families.pop() if len(families) == 1 else None), True, all(s.relative for s in model.layer_schemes)
 
 
 def initialised(model_cfg):

@@ -111,7 +111,7 @@ def resolution_per_layer(doc: StudyResults, label: str, pattern: str = "causal")
 def layouts(doc: StudyResults) -> list[str]:
     """The labels of the grid's rows that are layouts (a scheme, a pattern, a temperature per layer),
     whose resolution in table C is a mean over layers."""
-    return [label for label in labels(doc) if runs_of(doc, label)[0].family == "layout"]
+    return [label for label in labels(doc) if runs_of(doc, label)[0].layered]
 
 
 def layer_resolution(doc: StudyResults, label: str, pattern: str, length: int

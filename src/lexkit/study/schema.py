@@ -17,7 +17,12 @@ from ..instruments.resolution.rows import AnalyticCurves, AnalyticRow, Empirical
 @dataclasses.dataclass(frozen=True)
 class StudyRun(Row):
     """One trained cell of a study's grid (a row of the grid, by its ``label``: a scheme spec or a
-    layout as given, ``"scheme"`` in the JSON; and a seed) and everything measured on it."""
+    layout as given, ``"scheme"`` in the JSON; and a seed) and everything measured on it. ``layered``:
+    whether it is a layout (a scheme, a pattern and modifiers per layer); ``family``: its scheme's
+    family (``rotary``, ``bias``, ...), for a layout the one its every layer's scheme shares (None
+    where they differ); ``relative``: whether its scores depend on positions only through m - n
+    (a layout's: every layer's). Schema 2 and before wrote no ``layered`` and a layout's family as
+    ``"layout"``: :meth:`from_json` reads that as ``layered`` with no family."""
 
     KEYS: ClassVar[dict[str, str]] = {"label": "scheme"}
     NESTED: ClassVar[dict[str, type[Row]]] = {"eval": Evaluation, "resolution": EmpiricalRow,
@@ -26,7 +31,8 @@ class StudyRun(Row):
     label: str
     seed: int
     run: str  # the run directory, relative to the study's
-    family: str
+    family: str | None
+    layered: bool
     relative: bool
     final_loss: float | None
     val_bpb: float | None
@@ -34,6 +40,14 @@ class StudyRun(Row):
     eval: Evaluation
     resolution: list[EmpiricalRow]
     principles: PrinciplesRow
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StudyRun:
+        """The cell of any schema's JSON (schema 2 and before: ``family`` ``"layout"`` for a layout)."""
+        if "layered" not in data:
+            layered = data.get("family") == "layout"
+            data = {**data, "layered": layered, **({"family": None} if layered else {})}
+        return super().from_json(data)
 
 
 #: the tables beside the grid, in report order (:func:`register_table`; ``import lexkit.study``
@@ -63,7 +77,10 @@ class StudyResults(Row):
     measures, each table beside the grid (``tables``: key -> its section, None when the table did
     not run; in the JSON each is a key of its own where tables E and G always stood), time and
     provenance. Every version is read (schema 1 has no ``analytic_curves``; the tables and
-    ``provenance`` came later); a study writes the current one, :data:`SCHEMA`. A section whose
+    ``provenance`` came later; schema 3 renamed two keys, each read in its old form by its row's
+    ``from_json``: a cell's ``family`` ``"layout"``, :meth:`StudyRun.from_json`, and table G's ``kind``,
+    :meth:`lexkit.study.tables.retrieval.rows.RetrievalEntry.from_json`); a study writes the current one,
+    :data:`SCHEMA`. A section whose
     table is not registered stays its JSON (:meth:`table` reads it once the table is)."""
 
     OPTIONAL: ClassVar[tuple[str, ...]] = ("analytic_curves", "provenance", "invocations")
@@ -125,5 +142,7 @@ class StudyResults(Row):
         return row.from_json(value) if isinstance(value, dict) and row is not None else value
 
 
-#: the version of results.json a study writes (2: ``analytic_curves`` stored)
-SCHEMA = 2
+#: the version of results.json a study writes (2: ``analytic_curves`` stored; 3: a cell's ``layered`` beside
+#: its ``family``, no longer ``"layout"``, and table G's entries' ``origin``, ``"trained"``, ``"method"`` or
+#: ``"fine-tune"``, where they had ``kind``, ``"scheme"`` for a row as trained; every older version reads)
+SCHEMA = 3

@@ -61,9 +61,14 @@ def pattern_table(doc: StudyResults) -> Table:
     beyond = [n for n in doc.lengths if n > t] or doc.lengths
     header = ["scheme", "pattern"] + [length_label(n, t) for n in beyond]
     rows = [[label, pattern] + [cell(*query.evaluation(doc, label, pattern, n)) for n in beyond]
-            for label in query.labels(doc) if query.runs_of(doc, label)[0].family != "absolute"
+            for label in query.labels(doc) if _without_absolute(query.runs_of(doc, label)[0])
             for pattern in doc.patterns]
     return Table.of(header, rows, "min", LOWEST_BPB)
+
+
+def _without_absolute(run) -> bool:
+    """Whether a grid row is one of table B's: a scheme whose family is not absolute, or a layout."""
+    return run.layered or run.family != "absolute"
 
 
 def resolution_table(doc: StudyResults) -> Table:

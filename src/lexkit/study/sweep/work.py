@@ -22,7 +22,7 @@ from ...training.stopping import probe_keys
 from ..cache import Cache
 from ..execution import Study
 from ..plan import Plan, StudyConfig, digest
-from ..tables.retrieval.rows import FormatScores, RetrievalEntry
+from ..tables.retrieval.rows import TRAINED, FormatScores, RetrievalEntry
 from ..tables.retrieval.table import DEPTHS, MULTIPLES, Configuration, RetrievalTable, RowSpec, SeedRun
 from ..units import Unit, check, whole_or_none
 from . import report
@@ -141,7 +141,7 @@ class Sweep(Study):
         scores = self.cache.cached("task", f"{run.cell.name} {task}", self.task_path(run, task),
                                    lambda: self.task_scores(load(run_dir, device=self.cache.device), configuration,
                                                             task), FormatScores)
-        return [RetrievalEntry(run.row.label, "scheme", run.row.scheme, False, pattern,
+        return [RetrievalEntry(run.row.label, TRAINED, run.row.scheme, False, pattern,
                                str(run_dir.relative_to(self.out)), [r for r in scores.rows if r.pattern == pattern],
                                [c for c in scores.cells if c.pattern == pattern], run.cell.seed,
                                tasks.canonical(task), False, run.row.describe())

@@ -44,8 +44,9 @@ from ... import identity
 from ...resolution.formula import entropy
 from ...retrieval import grid, scoring
 
-#: the report of ``lexkit inspect TARGET --needle-mass --json`` and its layout's version (lexkit.core.version.header)
-MASS_REPORT, REPORT_VERSION = "lexkit.inspect.needle_mass", 3
+#: the report of ``lexkit inspect TARGET --needle-mass --json`` and its layout's version (lexkit.core.version.header;
+#: 4: a row's local/global is its ``scope``, ``kind`` in 3 and before, which :meth:`NeedleMassRow.from_json` reads)
+MASS_REPORT, REPORT_VERSION = "lexkit.inspect.needle_mass", 4
 #: the defaults: depths (percent) and documents per (length, depth)
 DEPTHS = (0.0, 25.0, 50.0, 75.0, 100.0)
 SAMPLES = 4
@@ -68,7 +69,8 @@ def span_distance(index: Tensor, low: Tensor, high: Tensor) -> Tensor:
 @dataclasses.dataclass(frozen=True)
 class NeedleMassRow(Row):
     """One (pattern, length, layer) of the needle-mass instrument, averaged over its documents (see
-    the module docstring): ``kind`` local or global (the layer's pattern has a finite reach or not);
+    the module docstring): ``scope`` local or global (the layer's pattern has a finite reach or not:
+    :func:`lexkit.layouts.scope_of`; ``kind`` in a report before version 4);
     ``visible`` keys and ``needle`` keys (on the needle, visible) of the answer's query and
     ``distance`` (tokens from the needle's start to it); ``uniform`` = needle / visible and
     ``uniform_entropy`` = ln(visible), what uniform attention gives; ``mass``/``entropy`` over heads,
@@ -84,7 +86,7 @@ class NeedleMassRow(Row):
     pattern: str
     length: int
     layer: int
-    kind: str
+    scope: str
     documents: int
     visible: float
     needle: float
@@ -101,6 +103,18 @@ class NeedleMassRow(Row):
     mass_per_head: list[float]
     entropy_per_head: list[float]
     weights: str | None = None  # None: softmax (rows written before the field)
+
+    @classmethod
+    def from_json(cls, data: dict) -> NeedleMassRow:
+        """The row of any version's JSON: a report before version 4 names the scope ``kind``."""
+        if "scope" not in data and "kind" in data:
+            data = {**data, "scope": data["kind"]}
+        return super().from_json(data)
+
+
+def report_rows(report: dict) -> list[NeedleMassRow]:
+    """The rows of a needle-mass report of any version (the one reader its text, CSV and figure use)."""
+    return [NeedleMassRow.from_json(r) for r in report["rows"]]
 
 
 def needle_keys(nbytes: Tensor, span: tuple[int, int], n: int) -> Tensor:
@@ -219,13 +233,14 @@ def answer_attention(subject, docs: Sequence[tasks.Document], pattern: Pattern) 
     return out
 
 
-def mass_rows(per_doc: Sequence[Sequence[dict]], pattern: Pattern, length: int, kinds: Sequence[str],
+def mass_rows(per_doc: Sequence[Sequence[dict]], pattern: Pattern, length: int, scopes: Sequence[str],
               weights: Sequence[str] | None = None) -> list[NeedleMassRow]:
-    """One :class:`NeedleMassRow` per layer from the documents' records (:func:`answer_attention`);
-    ``weights``: what each layer's map is (:func:`weight_maps`; None: softmax everywhere)."""
+    """One :class:`NeedleMassRow` per layer from the documents' records (:func:`answer_attention`),
+    ``scopes`` each layer's (:func:`layer_scopes`); ``weights``: what each layer's map is
+    (:func:`weight_maps`; None: softmax everywhere)."""
     rows = []
-    weights = list(weights) if weights is not None else [SOFTMAX] * len(kinds)
-    for layer, kind in enumerate(kinds):
+    weights = list(weights) if weights is not None else [SOFTMAX] * len(scopes)
+    for layer, scope in enumerate(scopes):
         recs = [doc[layer] for doc in per_doc]
         mass = torch.stack([r["mass"] for r in recs])  # [docs, h]
         ent = torch.stack([r["entropy"] for r in recs])  # [docs, h]
@@ -238,7 +253,7 @@ def mass_rows(per_doc: Sequence[Sequence[dict]], pattern: Pattern, length: int, 
         high = torch.tensor([r["high"] for r in recs])
         away = span_distance(top, low, high).to(torch.float64)
         rows.append(NeedleMassRow(
-            pattern.spec, length, layer, kind, len(recs), float(visible.mean()), float(needle.mean()),
+            pattern.spec, length, layer, scope, len(recs), float(visible.mean()), float(needle.mean()),
             sum(r["distance"] for r in recs) / len(recs), float((needle / visible).mean()), float(mass.mean()),
             float(per_head[head]), head, float(visible.log().mean()), float(ent.mean()), float(ent[:, head].mean()),
             float((away == 0).to(torch.float64).mean()), float(away.mean()), per_head.tolist(), ent.mean(0).tolist(),
@@ -246,7 +261,7 @@ def mass_rows(per_doc: Sequence[Sequence[dict]], pattern: Pattern, length: int, 
     return rows
 
 
-def layer_kinds(model, pattern: Pattern) -> list[str]:
+def layer_scopes(model, pattern: Pattern) -> list[str]:
     """``global`` or ``local`` per layer under ``pattern`` (a finite reach is local)."""
     return [scope_of(p) for p in layer_patterns(pattern, model.cfg.n_layers)]
 
@@ -261,8 +276,8 @@ def needle_mass(subject, task: str, lengths: Sequence[int], *, depths: Sequence[
     (:func:`lexkit.retrieval.cell_documents`, evaluation split; lengths in the subject's unit)."""
     from ....core.progress import bar
 
-    kind = grid.style(subject)
-    grid.check_grid(task, lengths, depths, samples, kind, size, format)
+    style = grid.style(subject)
+    grid.check_grid(task, lengths, depths, samples, style, size, format)
     refusal = getattr(subject.model, "hook_refusal", lambda: None)()
     if refusal is not None:
         raise ValueError(refusal)
@@ -278,8 +293,8 @@ def needle_mass(subject, task: str, lengths: Sequence[int], *, depths: Sequence[
             docs = [d for depth in depths for d in grid.cell_documents(
                 subject, task, length, depth, samples, haystack=haystack, seed=seed, size=size, format=format)]
             for pat in pats:
-                rows += mass_rows(answer_attention(subject, docs, pat), pat, length, layer_kinds(subject.model, pat),
-                                  [kind for kind, _ in weight_maps(subject.model)])
+                rows += mass_rows(answer_attention(subject, docs, pat), pat, length, layer_scopes(subject.model, pat),
+                                  [what for what, _ in weight_maps(subject.model)])
                 b.advance(1)
     return rows
 
@@ -307,11 +322,11 @@ def needle_mass_run(target, task: str = "copy", *, lengths: Sequence[int] | None
     if loaded and add is not None:
         raise ValueError("--add applies when the run is loaded: give its directory, not a loaded subject")
     subject = target if loaded else load(target, device=device, add=add)
-    kind = grid.style(subject)
+    style = grid.style(subject)
     if lengths is None:
         lengths = grid.needle_lengths(subject, task, size, subject.source, format)
     haystack = corpus = None
-    if task == "copy" or kind == "bytes":
+    if task == "copy" or style == "bytes":
         docs, described = subject.documents(data)
         haystack, corpus = tasks.Haystack.from_documents(docs), described["spec"]
     rows = needle_mass(subject, task, lengths, depths=depths, samples=samples, patterns=patterns, haystack=haystack,
@@ -320,7 +335,7 @@ def needle_mass_run(target, task: str = "copy", *, lengths: Sequence[int] | None
     return {
         **header(MASS_REPORT, REPORT_VERSION), "target": subject.source,
         **identity(info), "train_len": info["train_len"], "task": task,
-        **({"format": format} if format is not None else {}), "style": kind,
+        **({"format": format} if format is not None else {}), "style": style,
         "unit": grid.unit(subject), "size": size, "seed": seed, "haystack": corpus, "samples": samples,
         "depths": [float(d) for d in dict.fromkeys(depths)], "lengths": list(dict.fromkeys(r.length for r in rows)),
         "patterns": list(dict.fromkeys(r.pattern for r in rows)), "rows": [r.to_json() for r in rows],

@@ -1,12 +1,13 @@
 """The needle mass's terminal text and CSV (``lexkit inspect TARGET --needle-mass``): every number
-written here, from the report :func:`.measure.needle_mass_run` returns."""
+written here, from the report :func:`.measure.needle_mass_run` returns (of any version: its rows read
+by :func:`.measure.report_rows`)."""
 
 from __future__ import annotations
 
 from ....core.notation import length_label, number, percent
 from ....documents.render import text_table
-from ... import named
-from ... import report_csv as csv  # noqa: F401 (a row per (pattern, length, layer))
+from ... import named, report_csv
+from .measure import NeedleMassRow, report_rows
 
 
 def text(report: dict) -> str:
@@ -22,18 +23,25 @@ def text(report: dict) -> str:
              f"token; lengths in {report['unit']}"]
     header = ["layer", "length", "keys", "needle", "uniform %", "mass %", "best %", "head", "ln keys", "entropy",
               "best H", "top on needle %", "top distance"]
+    every = report_rows(report)
     for pattern in report["patterns"]:
         table = [header]
-        rows = sorted((r for r in report["rows"] if r["pattern"] == pattern), key=lambda r: (r["layer"], r["length"]))
+        rows = sorted((r for r in every if r.pattern == pattern), key=lambda r: (r.layer, r.length))
         for r in rows:
-            table.append([f"L{r['layer']} {r['kind']}", length_label(r["length"], train_len), f"{r['visible']:.0f}",
-                          f"{r['needle']:.1f}", percent(r["uniform"]), percent(r["mass"]), percent(r["mass_max"]),
-                          str(r["head"]), number(r["uniform_entropy"], digits=2), number(r["entropy"], digits=2),
-                          number(r["head_entropy"], digits=2), percent(r["top_on_needle"]),
-                          number(r["top_distance"], digits=1)])
+            table.append([f"L{r.layer} {r.scope}", length_label(r.length, train_len), f"{r.visible:.0f}",
+                          f"{r.needle:.1f}", percent(r.uniform), percent(r.mass), percent(r.mass_max),
+                          str(r.head), number(r.uniform_entropy, digits=2), number(r.entropy, digits=2),
+                          number(r.head_entropy, digits=2), percent(r.top_on_needle),
+                          number(r.top_distance, digits=1)])
         lines += ["", f"attention at the answer, {pattern}"] + text_table(table, "ll" + "r" * (len(header) - 2))
-    lines += weight_notes(report["rows"])
+    lines += weight_notes(every)
     return "\n".join(lines)
+
+
+def csv(report: dict) -> str:
+    """A row per (pattern, length, layer), every field but the per-head lists, as the current version
+    writes them (an older report's rows read by :func:`.measure.report_rows`)."""
+    return report_csv({**report, "rows": [r.to_json() for r in report_rows(report)]})
 
 
 #: what a layer's map is, said under the table where it is not a softmax (lexkit.diagnostics.weight_maps)
@@ -45,11 +53,11 @@ WEIGHT_NOTES = {
 }
 
 
-def weight_notes(rows: list[dict]) -> list[str]:
-    """One line per kind of map that is not a softmax, naming its layers."""
+def weight_notes(rows: list[NeedleMassRow]) -> list[str]:
+    """One line per map that is not a softmax, naming its layers."""
     out = []
-    for kind, note in WEIGHT_NOTES.items():
-        layers = sorted({r["layer"] for r in rows if r.get("weights") == kind})
+    for weights, note in WEIGHT_NOTES.items():
+        layers = sorted({r.layer for r in rows if r.weights == weights})
         if layers:
             out.append(f"  L{', L'.join(map(str, layers))} {note}")
     return out

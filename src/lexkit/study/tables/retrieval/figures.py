@@ -9,7 +9,7 @@ from pathlib import Path
 from ....documents import plots
 from ...schema import StudyResults
 from . import queries
-from .rows import section
+from .rows import FINE_TUNE, METHOD, TRAINED, section
 
 
 def retrieval_scatter(results: StudyResults, path: str | Path) -> None:
@@ -24,19 +24,19 @@ def retrieval_scatter(results: StudyResults, path: str | Path) -> None:
         return
     far = goal.multiple
     fig, (ax,) = plots.figure(9, 5.5)
-    markers = {"scheme": "o", "method": "s", "fine-tune": "^"}
+    markers = {TRAINED: "o", METHOD: "s", FINE_TUNE: "^"}
     points = [(r, r.line.bpb.get(far), r.line.accuracy.get(far)) for r in goal.scored]
     points = [(r, x, y) for r, x, y in points if x is not None and y is not None]
     lowest = min((x for _, x, _ in points), default=None)
     for r, x, y in points:
-        ax.scatter([x], [y], marker=markers.get(r.line.kind, "o"), s=36, color="tab:green" if r.met else
+        ax.scatter([x], [y], marker=markers.get(r.line.origin, "o"), s=36, color="tab:green" if r.met else
                    ("tab:blue" if r.flat else "tab:red"), alpha=0.8)
     ax.axhline(queries.RETRIEVES, color="grey", linestyle=":", linewidth=1)
     ax.set_xlabel(f"bits per byte at {far}x the training length")
     ax.set_ylabel(f"exact match at {far}x (all depths)")
     ax.set_ylim(-0.03, 1.03)
     ax.set_title("perplexity against use of context (green: goal met; blue: bpb flat within 3 % of 1x; "
-                 "red: not flat; circle scheme, square method, triangle fine-tune)", fontsize=8)
+                 "red: not flat; circle as trained, square method, triangle fine-tune)", fontsize=8)
     named = [(x, y, f"{r.line.label} [{r.line.pattern}]") for r, x, y in points if y > 0 or x == lowest]
     plots.place_labels(ax, [(x, y) for x, y, _ in named], [label for _, _, label in named])
     plots.save(fig, path)

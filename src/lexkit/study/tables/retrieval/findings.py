@@ -7,7 +7,7 @@ from __future__ import annotations
 from ....core.notation import ratio_with_interval
 from ...schema import StudyResults
 from . import queries as query
-from .rows import section
+from .rows import TRAINED, section
 
 
 def retrieval_findings(doc: StudyResults) -> list[str]:
@@ -118,10 +118,10 @@ def findings_lines(doc: StudyResults) -> list[str]:
 def difference_findings(doc: StudyResults) -> list[str]:
     """Which rows differ beyond doubt (:func:`.queries.separated`: their intervals, over seeds,
     apart) on the held-out formats (the trained one when none was scored), at 1x, 2x and the
-    longest multiple, among the rows (kind ``scheme``) that learned the skill: per pattern, 1x once
-    for every pattern when they all measured the same there."""
+    longest multiple, among the rows as trained (origin ``trained``) that learned the skill: per
+    pattern, 1x once for every pattern when they all measured the same there."""
     group = "held-out" if query.held_out_scored(doc) else "trained"
-    lines = [r for r in query.retrieval_lines(doc, group) if r.kind == "scheme" and r.learned]
+    lines = [r for r in query.retrieval_lines(doc, group) if r.origin == TRAINED and r.learned]
     patterns = list(dict.fromkeys(r.pattern for r in lines))
     by_label: dict[str, set] = {}
     for r in lines:

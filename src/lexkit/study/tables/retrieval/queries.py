@@ -26,9 +26,9 @@ GROUPS = ("trained", "held-out")
 
 @dataclasses.dataclass(frozen=True)
 class RetrievalLine:
-    """One configuration of table G under one pattern, in one ``group`` of needle formats
-    (:data:`GROUPS`), over its ``seeds`` and the group's ``formats``, by multiple of the training
-    length:
+    """One configuration of table G (its ``origin``: :data:`.rows.ORIGINS`) under one pattern, in one
+    ``group`` of needle formats (:data:`GROUPS`), over its ``seeds`` and the group's ``formats``, by
+    multiple of the training length:
 
     * ``accuracy``: exact match over every depth, format and seed (every seed scores as many needles,
       so this is the mean of ``per_seed``, each seed's exact match);
@@ -59,7 +59,7 @@ class RetrievalLine:
 
     label: str
     pattern: str
-    kind: str
+    origin: str
     scheme: str
     run: str
     accuracy: dict[int, float]
@@ -199,7 +199,7 @@ def retrieval_lines(doc: StudyResults, group: str | None = "trained") -> list[Re
             continue
         first, p = entries[0], pooled[(label, pattern, formats)]
         trained = pooled.get((label, pattern, "trained"), p)["accuracy"]
-        out.append(RetrievalLine(label, pattern, first.kind, first.scheme, first.run, p["accuracy"], p["per_seed"],
+        out.append(RetrievalLine(label, pattern, first.origin, first.scheme, first.run, p["accuracy"], p["per_seed"],
                                  p["over_seeds"], p["over_needles"], p["answer_bits"], p["bpb"], p["worst_depth"],
                                  formats, len({e.seed for e in entries}), p["needles"],
                                  tuple(dict.fromkeys(e.format for e in entries)), p["by_format"],

@@ -16,7 +16,7 @@ from .findings import (
     learning_findings,
     retrieval_findings,
 )
-from .rows import section
+from .rows import FINE_TUNE, METHOD, TRAINED, section
 
 
 def blocks(doc: StudyResults) -> list[Block]:
@@ -187,7 +187,7 @@ def by_format_table(doc: StudyResults) -> Table:
     header = ["configuration", "pattern", "format", "held out"] + [f"{m}x" for m in ms]
     acc: dict[tuple, list[int]] = {}
     for e in g.configs:
-        if e.kind != "scheme":
+        if e.origin != TRAINED:
             continue
         for c in e.cells:
             counts = acc.setdefault((e.label, e.pattern, e.format, e.held_out, c.length // g.train_len), [0, 0])
@@ -213,10 +213,10 @@ def answer_bits_table(doc: StudyResults) -> Table:
 def methods_scored(g) -> str:
     """What table G says of table E's methods on its rope row: nothing when none was scored
     (``--retrieval-methods`` off), and the fine-tunes only when they ran."""
-    kinds = {c.kind for c in g.configs}
-    if "method" not in kinds and "fine-tune" not in kinds:
+    origins = {c.origin for c in g.configs}
+    if METHOD not in origins and FINE_TUNE not in origins:
         return ""
-    tuned = f"; the fine-tunes run {g.finetune_steps} steps at 4x with the same mix" if "fine-tune" in kinds else ""
+    tuned = f"; the fine-tunes run {g.finetune_steps} steps at 4x with the same mix" if FINE_TUNE in origins else ""
     return (f" On the rope row's seed-0 run, table E's methods (scalings at x{max(g.multiples)}, ReRoPE, log-n, "
             f"sinks{tuned}).")
 

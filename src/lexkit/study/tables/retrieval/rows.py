@@ -12,6 +12,11 @@ from ...schema import StudyResults
 
 #: table G's section of results.json
 KEY = "retrieval"
+#: what a configuration of table G scores (its ``origin``): a run as trained (a scheme or a layout), one of
+#: table E's methods on its weights, or a fine-tune of it
+TRAINED, METHOD, FINE_TUNE = ORIGINS = ("trained", "method", "fine-tune")
+#: an entry's ``kind`` before schema 3, as its ``origin``
+OLD_KINDS = {"scheme": TRAINED}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,15 +46,17 @@ class Scores(Row):
 
 @dataclasses.dataclass(frozen=True)
 class RetrievalEntry(Row):
-    """One configuration of table G (a scheme, method or fine-tune of a run trained with the
-    retrieval mix) under one pattern, on one seed's run, scored in one needle format: its rows by
-    multiple and its cells by depth. (Before formats and seeds: seed 0, the ``tilde`` format.)"""
+    """One configuration of table G (a run trained with the retrieval mix, as trained or under one of
+    table E's methods or fine-tunes: its ``origin``) under one pattern, on one seed's run, scored in
+    one needle format: its rows by multiple and its cells by depth. (Before formats and seeds: seed 0,
+    the ``tilde`` format; before schema 3 of results.json, ``kind`` where ``origin`` is, ``"scheme"``
+    for a run as trained, scheme or layout: :meth:`from_json` reads it.)"""
 
     OPTIONAL: ClassVar[tuple[str, ...]] = ("training",)
     NESTED: ClassVar[dict[str, type[Row]]] = {"rows": ContextRow, "cells": RetrievalCell}
 
     label: str
-    kind: str  # "scheme", "method" or "fine-tune"
+    origin: str  # ORIGINS: "trained" (the run as trained), "method" or "fine-tune" (table E's)
     scheme: str
     logn: bool
     pattern: str
@@ -60,6 +67,13 @@ class RetrievalEntry(Row):
     format: str = "tilde"  # the needle format (lexkit.tasks.needles)
     held_out: bool = False  # whether that format is held out from training
     training: str | None = None  # how its run trained beyond the recipe (a layout, a token shift, steps)
+
+    @classmethod
+    def from_json(cls, data: dict) -> RetrievalEntry:
+        """The entry of any version's JSON: before schema 3, ``kind`` (``"scheme"`` for ``"trained"``)."""
+        if "origin" not in data and "kind" in data:
+            data = {**data, "origin": OLD_KINDS.get(data["kind"], data["kind"])}
+        return super().from_json(data)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -48,7 +48,7 @@ from ..extension.configurations import Finetune
 from ..extension.finetune import finetune, finetuned, trained_key
 from ..extension.rows import KEY as EXTENSION
 from . import figures, queries, report
-from .rows import KEY, FormatScores, RetrievalEntry, RetrievalSection, Scores
+from .rows import FINE_TUNE, KEY, METHOD, TRAINED, FormatScores, RetrievalEntry, RetrievalSection, Scores
 
 MULTIPLES = DEFAULT_MULTIPLES  # 1x to 16x the training length
 BPB_MULTIPLES = (1, 16)
@@ -193,12 +193,13 @@ SCHEMES = tuple(r.scheme for r in ROWS if r.layout is None)
 
 @dataclasses.dataclass(frozen=True)
 class Configuration:
-    """What table G scores on one of its runs: the run as trained (``kind`` ``"scheme"``), one of
-    table E's methods on its weights (``"method"``: the ``scheme`` and ``logn`` they run under;
-    None: as trained), or a fine-tune of it (``"fine-tune"``), under ``patterns``."""
+    """What table G scores on one of its runs (its ``origin``, :data:`.rows.ORIGINS`): the run as
+    trained (``"trained"``, a scheme's or a layout's), one of table E's methods on its weights
+    (``"method"``: the ``scheme`` and ``logn`` they run under; None: as trained), or a fine-tune of it
+    (``"fine-tune"``), under ``patterns``."""
 
     label: str
-    kind: str  # "scheme", "method" or "fine-tune"
+    origin: str  # "trained", "method" or "fine-tune"
     scheme: str | None  # None: as trained
     logn: bool | None
     patterns: tuple[str, ...]
@@ -320,14 +321,14 @@ class RetrievalTable(Bound):
         runs table E and ``methods`` is on) each no-fine-tune method of table E but plain rope, then
         each fine-tune."""
         t = self.train_len()
-        out = [Configuration(run.row.label, "scheme", None, None, run.row.patterns or tuple(self.plan.patterns(t)))]
+        out = [Configuration(run.row.label, TRAINED, None, None, run.row.patterns or tuple(self.plan.patterns(t)))]
         if (run.row != RowSpec("rope", "rope") or run.cell.seed != self.settings.first_seed
                 or not self.plan.settings(EXTENSION).on or not self.settings.methods):
             return out
         for m in methods(t, max(MULTIPLES) * t):
             if (m.scheme, m.pattern, m.logn) != ("rope", "causal", False):
-                out.append(Configuration(m.label, "method", m.scheme, m.logn, (m.pattern,)))
-        out += [Configuration(ft.label, "fine-tune", None, None, ft.patterns)
+                out.append(Configuration(m.label, METHOD, m.scheme, m.logn, (m.pattern,)))
+        out += [Configuration(ft.label, FINE_TUNE, None, None, ft.patterns)
                 for ft in self.plan.settings(EXTENSION).finetunes(t, self.plan.cfg.preset)]
         return out
 
@@ -363,13 +364,13 @@ class RetrievalTable(Bound):
         """One configuration scored (a fine-tune trained first), one entry per pattern and format."""
         cell = run.cell
         run_dir, key = self.cache.run_dir(cell), cell.key
-        if configuration.kind == "fine-tune":
+        if configuration.origin == FINE_TUNE:
             tuned = finetune(self.cache, cell, self.finetune_of(configuration), self.finetune_steps())
             run_dir, key = tuned.run_dir, tuned.key
         scores = self.cache.cached("retrieval", f"{cell.name} {configuration.label}",
                                    self.cache_path(key, configuration), lambda: self.score(run_dir, configuration),
                                    Scores)
-        return [RetrievalEntry(configuration.label, configuration.kind, scores.scheme, scores.logn, pattern,
+        return [RetrievalEntry(configuration.label, configuration.origin, scores.scheme, scores.logn, pattern,
                                str(run_dir.relative_to(self.cache.out)),
                                [r for r in scores.formats[name].rows if r.pattern == pattern],
                                [c for c in scores.formats[name].cells if c.pattern == pattern],
@@ -446,7 +447,7 @@ class RetrievalTable(Bound):
         one needle per cell in one format, scaled to the table's needles and formats, and its bpb
         documents (:meth:`lexkit.study.estimate.Timer.evaluation`); a fine-tune's steps besides."""
         cell, t, train = run.cell, self.train_len(), 0.0
-        if configuration.kind == "fine-tune":
+        if configuration.origin == FINE_TUNE:
             model_cfg, train_cfg = finetuned(cell.model_cfg, cell.train_cfg, self.finetune_of(configuration),
                                              self.finetune_steps())
             train = timer.step(model_cfg, train_cfg) * train_cfg.steps
@@ -471,7 +472,7 @@ class RetrievalTable(Bound):
         """Whether a configuration's scores are cached (a fine-tune's: once its parent is trained, its
         key reads it)."""
         key = run.cell.key
-        if configuration.kind == "fine-tune":
+        if configuration.origin == FINE_TUNE:
             steps = self.finetune_steps()
             key = trained_key(self.cache, run.cell, self.finetune_of(configuration), steps)
             if key is None:
