@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from common import md_table
+from lexkit.instruments.inspect.needle_mass.measure import report_rows
 
 NEEDLES = ("python", "caret", "hex", "kvthread", "kvthread-direction-backward", "ordinal")
 HEADER = ["run, needle", "mass %", "entropy", "top key on the needle %"]
@@ -25,14 +26,14 @@ def rows(folder: Path) -> list[list[str]]:
             report = run / f"mass-{needle}.json"
             if not report.is_file():
                 continue
-            found = [r for r in json.loads(report.read_text())["rows"] if r["kind"] == "global"
-                     and r["pattern"] == "causal"]
-            layers = sorted({r["layer"] for r in found})
+            found = [r for r in report_rows(json.loads(report.read_text())) if r.scope == "global"
+                     and r.pattern == "causal"]  # every report version (its rows' one reader)
+            layers = sorted({r.layer for r in found})
             for layer in layers:
-                by_length = sorted((r for r in found if r["layer"] == layer), key=lambda r: r["length"])
+                by_length = sorted((r for r in found if r.layer == layer), key=lambda r: r.length)
                 cells = [" / ".join(fmt(r) for r in by_length) for fmt in (
-                    lambda r: f"{100 * r['mass_max']:.0f}", lambda r: f"{r['head_entropy']:.2f}",
-                    lambda r: f"{100 * r['top_on_needle']:.0f}")]
+                    lambda r: f"{100 * r.mass_max:.0f}", lambda r: f"{r.head_entropy:.2f}",
+                    lambda r: f"{100 * r.top_on_needle:.0f}")]
                 where = f" L{layer}" if len(layers) > 1 else ""
                 out.append([f"{run.name} `{needle}`{where}", *cells])
     return out
