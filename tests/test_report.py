@@ -153,6 +153,7 @@ def written(tmp_path_factory):
     return out, page
 
 
+@pytest.mark.xdist_group("report_html")  # the two share the module's one written report on one worker
 def test_html_report_is_self_contained_and_holds_every_table(written):
     tmp_path, page = written
     res = study_results()
@@ -180,6 +181,7 @@ def test_html_report_is_self_contained_and_holds_every_table(written):
     assert len([h for h in page.links if h != "#contents"]) == md.count("\n## ")
 
 
+@pytest.mark.xdist_group("report_html")
 def test_html_marks_the_best_value_of_each_column(written):
     _, page = written
     marked = [[[c[1] for c in row] for row in t[1:]] for t in page.tables]
