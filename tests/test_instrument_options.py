@@ -35,7 +35,7 @@ def test_every_setting_is_its_commands_flag_with_its_help(module, options):
     actions = {a.dest: a for a in parser_of(module)._actions}
     for field in dataclasses.fields(options):
         action = actions.pop(field.name)
-        assert action.option_strings[0] == declared.own_flag(field)
+        assert action.option_strings[0] == declared.flag_of(field)
         text = field.metadata["help"]
         assert action.help == (text() if callable(text) else text)
     # what is left is what is not a setting: the target, the outputs, the device, threads, progress

@@ -81,11 +81,6 @@ def flagged(settings: type) -> list[dataclasses.Field]:
     return [field for field in dataclasses.fields(settings) if field.metadata.get("flag", True) is not False]
 
 
-def own_flag(field: dataclasses.Field, flag: Callable[[str], str] = flag_name) -> str:
-    """The flag of a field: its metadata's string ``flag``, else ``flag(field name)``."""
-    return field.metadata["flag"] if isinstance(field.metadata.get("flag"), str) else flag(field.name)
-
-
 def add_flags(parser, settings: type, *, flag: Callable[[str], str] = flag_name,
               dest: Callable[[str], str] = lambda name: name, unset: bool = False,
               describe: Callable[[dataclasses.Field, str | None], str | None] | None = None) -> None:
@@ -149,7 +144,7 @@ def check(values: Any, name: Callable[[str], str] | None = None) -> None:
     not positive or above its ``maximum`` (or below its ``minimum``), a float outside the bounds it declares,
     a value not among its ``choices``, or one its ``check`` refuses. A None where the default is None is the
     caller's own choice, not checked."""
-    name = name or {field.name: own_flag(field) for field in dataclasses.fields(values)}.__getitem__
+    name = name or {field.name: flag_of(field) for field in dataclasses.fields(values)}.__getitem__
     for field in dataclasses.fields(values):
         value, meta = getattr(values, field.name), field.metadata
         if (value is None and field.default is None) or not meta.get("checked", True):
