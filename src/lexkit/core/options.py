@@ -140,7 +140,7 @@ def given(args, settings: type, *, dest: Callable[[str], str] = lambda name: nam
 
 def check(values: Any, name: Callable[[str], str] | None = None) -> None:
     """A ValueError naming the setting (``name(field name)``: a keyword or a flag; default: the field's own
-    flag, :func:`own_flag`) of the first value out of range in the dataclass instance ``values``: an integer
+    flag, :func:`flag_of`) of the first value out of range in the dataclass instance ``values``: an integer
     not positive or above its ``maximum`` (or below its ``minimum``), a float outside the bounds it declares,
     a value not among its ``choices``, or one its ``check`` refuses. A None where the default is None is the
     caller's own choice, not checked."""
