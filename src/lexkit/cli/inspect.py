@@ -29,15 +29,11 @@ from ..core import threads
 from ..instruments.base import get
 from ..instruments.inspect.bytes import BytesOptions
 from ..instruments.inspect.needle_mass import NeedleMassOptions
-from ..instruments.inspect.needle_mass.measure import DEPTHS, SAMPLES
 from .instrument import measure_and_write
-from .needle_options import NeedleDefaults, add_needle_options, given, needle_values
 
 #: the byte table's flags (its Options' fields that have one): flag -> its argparse dest
 BYTES_ONLY = {declared.flag_name(f.name): f.name for f in dataclasses.fields(BytesOptions)
               if f.metadata.get("flag", True)}
-#: what --needle-mass scores when a needle flag is left out
-NEEDLE_DEFAULTS = NeedleDefaults(task=NeedleMassOptions.task, depths=DEPTHS, samples=SAMPLES)
 
 
 def add_parser(sub):
@@ -48,7 +44,7 @@ def add_parser(sub):
     p.add_argument("--needle-mass", action="store_true",
                    help="measure the attention at the answer on retrieval documents instead of the byte table")
     declared.add_flags(p.add_argument_group("the byte table"), BytesOptions)
-    add_needle_options(p.add_argument_group("--needle-mass"), NEEDLE_DEFAULTS)
+    declared.add_flags(p.add_argument_group("--needle-mass"), NeedleMassOptions, unset=True)  # None: not given
     p.add_argument("--data", metavar="SPEC",
                    help="byte table: the run's corpus at a new place; --needle-mass: the haystack's corpus "
                    "(default: the run's own)")
@@ -67,14 +63,15 @@ def add_parser(sub):
 
 def run(args) -> int:
     bytes_given = [flag for flag, dest in BYTES_ONLY.items() if getattr(args, dest) not in (None, False)]
-    wrong = bytes_given if args.needle_mass else given(args)
+    needle = declared.given(args, NeedleMassOptions, unset=True)  # the needle flags, None where left out
+    needle_given = [declared.flag_of(f) for f in declared.flagged(NeedleMassOptions) if needle[f.name] is not None]
+    wrong = bytes_given if args.needle_mass else needle_given
     if wrong:
         raise ValueError(f"{wrong[0]} is for " + ("the byte table (without --needle-mass)" if args.needle_mass
                                                   else "--needle-mass"))
     if args.needle_mass:
-        values = needle_values(args, NEEDLE_DEFAULTS)
-        values = NeedleMassOptions(**{**values, "depths": tuple(values["depths"]),
-                                      "patterns": tuple(values["patterns"])}, data=args.data, add=args.add)
+        values = NeedleMassOptions(**{k: v for k, v in needle.items() if v is not None}, data=args.data,
+                                   add=args.add).check()
         return measure_and_write(args, get("inspect.needle_mass"), values)
     if args.add is not None:
         raise ValueError("--add applies to --needle-mass (the byte table reads the embedding, which no "

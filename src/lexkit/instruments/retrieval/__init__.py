@@ -42,8 +42,9 @@ def format_help() -> str:
 @dataclasses.dataclass(frozen=True)
 class RetrievalOptions:
     """Retrieval's settings, :func:`.measure.retrieval_run`'s keywords; each field is a flag of ``lexkit retrieval``
-    (:mod:`lexkit.core.options`; the needle flags are those ``lexkit inspect --needle-mass`` declares with its
-    own defaults, :mod:`lexkit.cli.needle_options`), checked by :meth:`check` there and in the library."""
+    (:mod:`lexkit.core.options`; ``lexkit inspect --needle-mass`` shares the needle flags whose help names no
+    default, :class:`lexkit.instruments.inspect.needle_mass.NeedleMassOptions`), checked by :meth:`check` there
+    and in the library."""
 
     task: str = setting(
         "passkey", "a retrieval task of `lexkit tasks`, its parameters after a colon (copy, passkey, multikey, "

@@ -5,26 +5,47 @@ from __future__ import annotations
 
 import dataclasses
 
+from ....core import options as declared
+from ....core.options import setting
 from ...base import ON_CPU, Context, Instrument, register
-from . import figures, report
+from ...retrieval import RetrievalOptions, parse_depths
+from . import figures
+from . import report as reports
 from .measure import DEPTHS, SAMPLES, needle_mass_run
+
+
+def _retrievals(name: str) -> dict:
+    """The metadata of retrieval's needle field ``name`` (its help names no command's default): the flag
+    ``lexkit inspect --needle-mass`` shares with ``lexkit retrieval``, one declaration for both."""
+    return dict(next(f for f in dataclasses.fields(RetrievalOptions) if f.name == name).metadata)
 
 
 @dataclasses.dataclass(frozen=True)
 class NeedleMassOptions:
-    """The needle mass's settings: the needle options ``lexkit retrieval`` shares
-    (:mod:`lexkit.cli.needle_options` declares their flags), the haystack's corpus and modifiers added."""
+    """The needle mass's settings, each a flag of ``lexkit inspect --needle-mass``: the needle flags of
+    ``lexkit retrieval`` (their help shared where it names no default) with the needle mass's own defaults,
+    the haystack's corpus and the modifiers added (``--data`` and ``--add``, which the command declares
+    once for both of its tables). Checked by :meth:`check` in the command and in the library."""
 
-    task: str = "copy"
-    lengths: list[int] | None = None  # default: the training length x 1-16 that hold the needle
-    depths: tuple[float, ...] = DEPTHS
-    samples: int = SAMPLES
-    size: int | None = None
-    seed: int = 0
-    patterns: tuple[str, ...] = ("causal",)
-    format: str | None = None
-    data: str | None = None
-    add: str | None = None
+    task: str = setting("copy", "a retrieval task of `lexkit tasks`, its parameters after a colon; the answer's "
+                        "first token is the query measured (default: copy)", metavar="SPEC")
+    lengths: list[int] | None = dataclasses.field(default=None, metadata=_retrievals("lengths"))
+    depths: tuple[float, ...] = setting(
+        DEPTHS, f"needle depths in percent, 0..100 (default: {','.join(f'{d:g}' for d in DEPTHS)})",
+        metavar="D,D,...", parse=parse_depths)
+    samples: int = setting(SAMPLES, f"documents per length and depth (default: {SAMPLES})", metavar="N")
+    size: int | None = dataclasses.field(default=None, metadata=_retrievals("size"))
+    seed: int = dataclasses.field(default=0, metadata=_retrievals("seed"))
+    patterns: tuple[str, ...] = dataclasses.field(default=("causal",), metadata=_retrievals("patterns"))
+    format: str | None = dataclasses.field(default=None, metadata=_retrievals("format"))
+    data: str | None = setting(None, type=str, flag=False)
+    add: str | None = setting(None, type=str, flag=False)
+
+    def check(self) -> NeedleMassOptions:
+        """ValueError naming the flag of the first setting out of range (counts, the seed, lengths); the
+        task, depths and patterns are checked with the grid, before any model loads."""
+        declared.check(self)
+        return self
 
 
 @register
@@ -36,16 +57,17 @@ class NeedleMass(Instrument):
     summary = "where a layer's attention goes when the answer is due"
 
     def measure(self, target, options: NeedleMassOptions, context: Context = ON_CPU) -> dict:
+        options.check()
         return needle_mass_run(target, options.task, lengths=options.lengths, depths=options.depths,
                                samples=options.samples, size=options.size, seed=options.seed,
                                patterns=options.patterns, data=options.data, format=options.format,
                                device=context.device, progress=context.progress, add=options.add)
 
-    def text(self, report_: dict, options: NeedleMassOptions) -> str:
-        return report.text(report_)
+    def text(self, report: dict, options: NeedleMassOptions) -> str:
+        return reports.text(report)
 
-    def csv(self, report_: dict) -> str:
-        return report.csv(report_)
+    def csv(self, report: dict) -> str:
+        return reports.csv(report)
 
-    def figures(self, report_: dict, path: str) -> None:
-        figures.needle_mass(report_, path)
+    def figures(self, report: dict, path: str) -> None:
+        figures.needle_mass(report, path)
