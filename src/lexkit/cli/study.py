@@ -138,9 +138,9 @@ def run(args) -> int:
     )
     study = Study(cfg, args.out, progress=not args.quiet, jobs=1 if study_world().parallel else jobs(args))
     if not study.world.is_main and args.dry_run:
-        return 0  # rank 0 prints the plan
+        return 0  # rank 0 prints the estimate
     if args.dry_run:
-        print_plan(study.estimate(), cfg)
+        print_estimate(study.estimate(), cfg)
         return 0
     results = study.run()
     if not study.world.is_main:
@@ -177,32 +177,33 @@ def write_readme(out: Path, readme: Path) -> int:
     return 0
 
 
-def print_plan(plan: dict, cfg: StudyConfig) -> None:
+def print_estimate(estimate: dict, cfg: StudyConfig) -> None:
     """The dry run: every training run of the grid, then each table's units, each with its estimated
     time and what is left of it, then the wall time over the workers."""
-    units, jobs = plan["units"], plan["jobs"]
+    units, jobs = estimate["units"], estimate["jobs"]
     cells = [u for u in units if u["table"] == GRID]
-    docs = plan.get("eval_docs")
+    docs = estimate.get("eval_docs")
     scored = "" if docs is None else f"; bpb on {docs} document{'' if docs == 1 else 's'} per length" + (
-        f" (--eval-docs {cfg.eval_docs}: only {docs} are long enough for {max(plan['lengths'])} bytes)"
+        f" (--eval-docs {cfg.eval_docs}: only {docs} are long enough for {max(estimate['lengths'])} bytes)"
         if docs < cfg.eval_docs else "")
-    print(f"{len(cells)} training runs; lengths {plan['lengths']}; patterns {plan['patterns']}{scored}")
+    print(f"{len(cells)} training runs; lengths {estimate['lengths']}; patterns {estimate['patterns']}{scored}")
     for u in cells:
         print(f"  {u['run']:48s} {state(u):17s} train ~{u['train_s']:.0f} s, eval ~{u['eval_s']:.0f} s")
     for key in dict.fromkeys(u["table"] for u in units if u["table"] != GRID):
         mine = [u for u in units if u["table"] == key]
-        PLANS.get(key, print_table_plan)(mine, cfg, key)
+        ESTIMATES.get(key, print_table_estimate)(mine, cfg, key)
     for table in TABLES:  # a table that is off, or has no work in this study
         if table.key not in {u["table"] for u in units}:
-            PLANS.get(table.key, print_table_plan)([], cfg, table.key)
+            ESTIMATES.get(table.key, print_table_estimate)([], cfg, table.key)
     workers = f"{jobs} worker{'s' if jobs != 1 else ''}"
-    print(f"estimated total: {plan['total_s'] / 60:.1f} min of wall time on this machine with {workers} (measured "
-          f"just now; {plan['task_s'] / 60:.1f} min of task time, its longest chain {plan['critical_s'] / 60:.1f} min)"
-          + (f"; at most {plan['left_s'] / 60:.1f} min left: what is already trained and cached here is reused"
-             if plan["left_s"] < plan["total_s"] else "")
-          + (f"; {plan['least_s'] / 60:.1f} min if every run with a stop rule stops at its earliest"
-             if plan["least_s"] < plan["left_s"] else ""))
-    said = load_line(plan)
+    print(f"estimated total: {estimate['total_s'] / 60:.1f} min of wall time on this machine with {workers} (measured "
+          f"just now; {estimate['task_s'] / 60:.1f} min of task time, its longest chain "
+          f"{estimate['critical_s'] / 60:.1f} min)"
+          + (f"; at most {estimate['left_s'] / 60:.1f} min left: what is already trained and cached here is reused"
+             if estimate["left_s"] < estimate["total_s"] else "")
+          + (f"; {estimate['least_s'] / 60:.1f} min if every run with a stop rule stops at its earliest"
+             if estimate["least_s"] < estimate["left_s"] else ""))
+    said = load_line(estimate)
     if said:
         print(said)
 
@@ -223,7 +224,7 @@ def left(unit: dict) -> str:
     return text + (f" ({clock(unit['left'])} left)" if 0 < unit["left"] < unit["seconds"] - 0.5 else "")
 
 
-def print_table_plan(units: list[dict], cfg: StudyConfig, key: str) -> None:
+def print_table_estimate(units: list[dict], cfg: StudyConfig, key: str) -> None:
     """A table's part of ``--dry-run``: its tasks, each with its time (or that it is skipped)."""
     tasks = [task for u in units for task in (u.get("tasks", []) if u["job"] == "table" else [u])]
     if not tasks:
@@ -234,7 +235,7 @@ def print_table_plan(units: list[dict], cfg: StudyConfig, key: str) -> None:
         print(f"  {task['job']:9s} {task['label']:40s} ~{task['seconds']:.0f} s")
 
 
-def print_extension_plan(extension: list[dict], cfg: StudyConfig, key: str = "extension") -> None:
+def print_extension_estimate(extension: list[dict], cfg: StudyConfig, key: str = "extension") -> None:
     """Table E's part of ``--dry-run``: its evaluations and fine-tunes."""
     if extension:
         tunes = [task for task in extension if task["job"] == "fine-tune"]
@@ -261,7 +262,7 @@ def print_tables(results: StudyResults) -> None:
         print(context_goal_finding(results).replace("**", ""))
 
 
-def print_retrieval_plan(tasks: list[dict], cfg: StudyConfig, key: str = "retrieval") -> None:
+def print_retrieval_estimate(tasks: list[dict], cfg: StudyConfig, key: str = "retrieval") -> None:
     """Table G's part of ``--dry-run``: its runs (trained or to train) and configurations, and the
     recipe they train with (the study preset's, unless asked otherwise)."""
     if not tasks:
@@ -280,5 +281,5 @@ def print_retrieval_plan(tasks: list[dict], cfg: StudyConfig, key: str = "retrie
         print(f"  G {task['job']:9s} {task['label']:40s} {state(task):9s} {left(task)}")
 
 
-#: how ``--dry-run`` prints each table's tasks (any other table: :func:`print_table_plan`)
-PLANS = {"extension": print_extension_plan, "retrieval": print_retrieval_plan}
+#: how ``--dry-run`` prints each table's tasks (any other table: :func:`print_table_estimate`)
+ESTIMATES = {"extension": print_extension_estimate, "retrieval": print_retrieval_estimate}

@@ -58,7 +58,7 @@ def run(args) -> int:
     sweep = Sweep(cfg, args.out, progress=not args.quiet, jobs=jobs(args), device=args.device, threads=args.threads,
                   batch_seeds=args.batch_seeds, compile=cfg.compile if args.compile is None else args.compile)
     if args.dry_run:
-        print_sweep_plan(sweep.estimate(), cfg)
+        print_sweep_estimate(sweep.estimate(), cfg)
         return 0
     results = sweep.report_only() if args.report_only else sweep.run()
     shown = table(results)
@@ -67,10 +67,10 @@ def run(args) -> int:
     return 0
 
 
-def print_sweep_plan(plan: dict, cfg) -> None:
+def print_sweep_estimate(estimate: dict, cfg) -> None:
     """The dry run: every unit (each run's training, its copy scoring, its scoring on each task) with
     its estimated time and what is left of it, then the wall time over the workers."""
-    units = plan["units"]
+    units = estimate["units"]
     trains = [u for u in units if u["job"] == "train"]
     print(f"sweep {cfg.name}: {len(cfg.arms)} arms x {cfg.seeds} seeds = {len(trains)} runs with --mix {cfg.mix} "
           f"({cfg.preset} preset, {cfg.steps} steps{', stopped by ' + cfg.stop if cfg.stop else ''}), "
@@ -78,10 +78,10 @@ def print_sweep_plan(plan: dict, cfg) -> None:
     for u in units:
         label = u["label"] + (f", seed {u['seed']}" if "seed" in u and "seed" not in u["label"] else "")
         print(f"  {u['job']:9s} {label:48s} {state(u):9s} {left(u)}")
-    jobs = plan["jobs"]
-    print(f"estimated total: {clock(plan['total_s'])} of wall time on this machine with {jobs} "
-          f"worker{'s' if jobs != 1 else ''} ({clock(plan['task_s'])} of task time)"
-          + (f"; {clock(plan['left_s'])} left" if plan["left_s"] < plan["total_s"] else ""))
-    said = load_line(plan)
+    jobs = estimate["jobs"]
+    print(f"estimated total: {clock(estimate['total_s'])} of wall time on this machine with {jobs} "
+          f"worker{'s' if jobs != 1 else ''} ({clock(estimate['task_s'])} of task time)"
+          + (f"; {clock(estimate['left_s'])} left" if estimate["left_s"] < estimate["total_s"] else ""))
+    said = load_line(estimate)
     if said:
         print(said)

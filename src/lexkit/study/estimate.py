@@ -191,15 +191,15 @@ def estimate(units: list[Unit], timer: Timer, jobs: int, load: Load | Callable[[
             "load": None if load is None else dataclasses.asdict(load)}
 
 
-def load_line(plan: dict) -> str:
+def load_line(estimate: dict) -> str:
     """What the dry run says of the load its estimate was measured under."""
-    load = plan.get("load")
+    load = estimate.get("load")
     if load is None:
         return ""
     busy = "an unknown load" if load["busy"] is None else \
         f"other processes keeping {load['busy']:.1f} of the {load['cores']} cores busy"
-    jobs = plan["jobs"]
-    scaled = (f"; {jobs} workers share the cores with them, so each unit is put at {plan['factor']:.2f}x its time "
-              "alone" if round(plan["factor"], 2) > 1 else "")  # said only where it reads more than 1.00x
+    jobs = estimate["jobs"]
+    scaled = (f"; {jobs} workers share the cores with them, so each unit is put at {estimate['factor']:.2f}x its time "
+              "alone" if round(estimate["factor"], 2) > 1 else "")  # said only where it reads more than 1.00x
     return (f"timed just now, one unit at a time, with {busy}: a snapshot of this machine's load (a job that "
             f"starts or ends changes it){scaled}")
