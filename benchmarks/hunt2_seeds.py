@@ -12,6 +12,7 @@ their mean and t interval over the seeds.
 
     python benchmarks/hunt2_seeds.py --recorded benchmarks/hunt2/recorded.json hunt2-rest/sweep.json [more.json]
     python benchmarks/hunt2_seeds.py ... --markdown      # the table docs/hunt.md holds
+    python benchmarks/hunt2_seeds.py hunt3/sweep.json --base "C0 A3 again"   # round 3: C1 against C0
 """
 
 from __future__ import annotations
@@ -56,9 +57,9 @@ def reading(per_seed: list[float], documents: int) -> dict:
     return out
 
 
-def order(arm: str) -> tuple:
-    """B0 first, then by the number in the arm's first word (B2 before B10)."""
-    return arm != BASE, [int(d) for d in re.findall(r"\d+", arm.split()[0])], arm
+def order(arm: str, base: str = BASE) -> tuple:
+    """The base arm first, then by the number in the arm's first word (B2 before B10)."""
+    return arm != base, [int(d) for d in re.findall(r"\d+", arm.split()[0])], arm
 
 
 def side(arm: tuple[float, float], base: tuple[float, float]) -> str:
@@ -70,6 +71,8 @@ def main() -> None:
     parser.add_argument("sweeps", nargs="*", help="sweep.json documents")
     parser.add_argument("--recorded", help="per-seed figures of runs that did not survive (benchmarks/hunt2/)")
     parser.add_argument("--markdown", action="store_true", help="print docs/hunt.md's table")
+    parser.add_argument("--base", default=BASE, help=f"the arm every other is read against (default: {BASE!r}, "
+                        "round 2's; round 3's is 'C0 A3 again')")
     parser.add_argument("--near", action="store_true", help="the sweeps' seeds at 1x -> 16x, pooled (the recorded "
                         "figures have 16x only)")
     args = parser.parse_args()
@@ -93,7 +96,7 @@ def main() -> None:
     (n,) = documents
     if args.near:
         rows = []
-        for arm in sorted(near, key=order):
+        for arm in sorted(near, key=lambda a: order(a, args.base)):
             seeds = sorted(near[arm])
             cells = [" -> ".join(f"{sum(d[arm][s][p] for s in seeds) / len(seeds):.0f}" for d in (near, figures))
                      if all(p in near[arm][s] and p in figures[arm][s] for s in seeds) else "-" for p in parts]
@@ -102,9 +105,9 @@ def main() -> None:
         return
     read = {arm: {p: reading([seeds[s][p] for s in sorted(seeds)], n) for p in parts
                   if all(p in seeds[s] for s in seeds)} for arm, seeds in figures.items()}
-    base = read.get(BASE, {})
+    base = read.get(args.base, {})
     rows = []
-    for arm in sorted(figures, key=order):
+    for arm in sorted(figures, key=lambda a: order(a, args.base)):
         seeds = figures[arm]
         ratios = [seeds[s]["bpb_ratio_16x"] for s in sorted(seeds) if "bpb_ratio_16x" in seeds[s]]
         t = mean_interval(ratios)
@@ -119,7 +122,7 @@ def main() -> None:
             over = r.get("over_seeds")
             text = ("/".join(f"{v:.0f}" for v in r["per_seed"]) + f": {r['pooled']:.0f}"
                     + (f" [{over[0]:.0f}-{over[1]:.0f}]" if over else ""))
-            if arm != BASE and over and p in base and "over_seeds" in base[p]:
+            if arm != args.base and over and p in base and "over_seeds" in base[p]:
                 verdict = side(over, base[p]["over_seeds"])
                 rule = side((r["pooled"], r["pooled"]), base[p]["pooled_interval"])
                 text += "" if verdict == rule == "level" else f" (rule: {rule}; over seeds: {verdict})"
