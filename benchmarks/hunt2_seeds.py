@@ -13,6 +13,7 @@ their mean and t interval over the seeds.
     python benchmarks/hunt2_seeds.py --recorded benchmarks/hunt2/recorded.json hunt2-rest/sweep.json [more.json]
     python benchmarks/hunt2_seeds.py ... --markdown      # the table docs/hunt.md holds
     python benchmarks/hunt2_seeds.py hunt3/sweep.json --base "C0 A3 again"   # round 3: C1 against C0
+    python benchmarks/hunt2_seeds.py hunt3/sweep.json --base "C0 A3 again" --by-depth   # each depth at 16x
 """
 
 from __future__ import annotations
@@ -45,6 +46,42 @@ def from_sweep(doc, figures: dict, near: dict) -> int:
     return doc.section.samples * len(doc.section.depths)
 
 
+def by_depth(doc) -> dict:
+    """A sweep document's exact match at 16x by depth: ``{arm: {part: {depth: {seed: %}}}}`` (its cells)."""
+    out: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
+    scored = [(entry, entry.format) for entry in doc.section.configs]
+    scored += [(entry, task) for task, entries in doc.tasks.items() for entry in entries]
+    for entry, part in scored:
+        far = FAR * doc.section.train_len
+        for cell in entry.cells:
+            if cell.length == far and cell.pattern == entry.pattern:
+                out[entry.label][part][cell.depth][entry.seed] = 100 * cell.accuracy
+    return out
+
+
+def depth_table(doc, base: str) -> str:
+    """Each arm's exact match at 16x per part and depth, per seed and its mean [95 % over seeds], and where
+    it differs from the base arm's over seeds (above/below; level otherwise)."""
+    depths = by_depth(doc)
+    rows = []
+    for arm in sorted(depths, key=lambda a: order(a, base)):
+        for part, cells in depths[arm].items():
+            row = [arm, part]
+            for depth in sorted(cells):
+                seeds = cells[depth]
+                r = reading([seeds[s] for s in sorted(seeds)], doc.section.samples)
+                over = r.get("over_seeds")
+                text = "/".join(f"{v:.0f}" for v in r["per_seed"]) + (f" [{over[0]:.0f}-{over[1]:.0f}]" if over else "")
+                theirs = depths.get(base, {}).get(part, {}).get(depth)
+                if arm != base and over and theirs:
+                    b = reading([theirs[s] for s in sorted(theirs)], doc.section.samples).get("over_seeds")
+                    text += f" {side(over, b)}" if b and side(over, b) != "level" else ""
+                row.append(text)
+            rows.append(row)
+    heads = [f"{d:g} %" for d in sorted(next(iter(next(iter(depths.values())).values())))]
+    return md_table(["arm", "part", *heads], rows)
+
+
 def reading(per_seed: list[float], documents: int) -> dict:
     """Per-seed exact match (%) read pooled (Wilson over every document) and over seeds (table G's)."""
     right = round(sum(per_seed) / 100 * documents)
@@ -71,11 +108,18 @@ def main() -> None:
     parser.add_argument("sweeps", nargs="*", help="sweep.json documents")
     parser.add_argument("--recorded", help="per-seed figures of runs that did not survive (benchmarks/hunt2/)")
     parser.add_argument("--markdown", action="store_true", help="print docs/hunt.md's table")
+    parser.add_argument("--by-depth", action="store_true", help="each depth at 16x, per seed and over seeds, against "
+                        "the base arm (one sweep document)")
     parser.add_argument("--base", default=BASE, help=f"the arm every other is read against (default: {BASE!r}, "
                         "round 2's; round 3's is 'C0 A3 again')")
     parser.add_argument("--near", action="store_true", help="the sweeps' seeds at 1x -> 16x, pooled (the recorded "
                         "figures have 16x only)")
     args = parser.parse_args()
+    if args.by_depth:
+        if len(args.sweeps) != 1:
+            raise SystemExit("error: --by-depth reads one sweep document")
+        print(depth_table(read_sweep(args.sweeps[0]), args.base))
+        return
     figures: dict[str, dict[int, dict]] = defaultdict(dict)
     near: dict[str, dict[int, dict]] = defaultdict(dict)
     documents, parts = set(), []

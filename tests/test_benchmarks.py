@@ -117,3 +117,17 @@ def test_x_transformers_matched_to_lexkit(bench):
         assert builders.count_params(model) - builders.count_params(xt) == (2 * cfg.n_layers + 1) * cfg.d_model
     rotary = builders.xt_model(builders.lexkit_model("tiny", "rope")[0].cfg).attn_layers.rotary_pos_emb
     assert rotary.inv_freq.numel() * 2 == cfg.head_dim
+
+
+def test_the_seeds_by_depth_are_the_cells_at_16x(bench):
+    """hunt2_seeds --by-depth: each arm's exact match at 16x per part and depth is its entries' cells there,
+    per seed, in the order the sweep scored them (the safety net's sweep: two arms, seeds 1 and 2)."""
+    doc = bench["common"].read_sweep(ROOT / "tests" / "fixtures" / "safety_net" / "sweep.json")
+    depths = bench["hunt2_seeds"].by_depth(doc)
+    far = 16 * doc.section.train_len
+    for entry in doc.section.configs:
+        cells = {c.depth: 100 * c.accuracy for c in entry.cells if c.length == far and c.pattern == entry.pattern}
+        assert {d: v[entry.seed] for d, v in depths[entry.label][entry.format].items()} == cells
+    table = bench["hunt2_seeds"].depth_table(doc, "a3").splitlines()
+    assert table[0] == "| arm | part | " + " | ".join(f"{d:g} %" for d in doc.section.depths) + " |"
+    assert table[2].startswith("| a3 |")  # the base arm first
