@@ -18,9 +18,7 @@ def pooled(doc, multiple: int = 16) -> dict[tuple[str, str], list[tuple[int, flo
     """(arm, format or task) -> [(seed, exact match)] at ``multiple`` x the training length, from a
     :class:`lexkit.study.sweep.SweepResults` (:func:`common.read_sweep`)."""
     out: dict[tuple[str, str], list[tuple[int, float]]] = defaultdict(list)
-    scored = [(entry, entry.format) for entry in doc.section.configs]
-    scored += [(entry, task) for task, entries in doc.tasks.items() for entry in entries]
-    for entry, part in scored:
+    for entry, part in doc.scored():
         for row in entry.rows:
             if row.multiple == multiple:
                 out[(entry.label, part)].append((entry.seed, row.accuracy))

@@ -34,9 +34,7 @@ def from_sweep(doc, figures: dict, near: dict) -> int:
     """Add a sweep document's (a :class:`lexkit.study.sweep.SweepResults`, :func:`common.read_sweep`) per-seed
     exact match at 16x (``figures[arm][seed][part]``, in %) and bpb ratio (``bpb_ratio_16x``), and at 1x
     (``near``, likewise); returns the documents per seed and cell (needles per depth x depths)."""
-    scored = [(entry, entry.format) for entry in doc.section.configs]
-    scored += [(entry, task) for task, entries in doc.tasks.items() for entry in entries]
-    for entry, part in scored:
+    for entry, part in doc.scored():
         for row in entry.rows:
             if row.multiple in (1, FAR):
                 into = (figures if row.multiple == FAR else near)[entry.label].setdefault(entry.seed, {})
@@ -49,10 +47,8 @@ def from_sweep(doc, figures: dict, near: dict) -> int:
 def by_depth(doc) -> dict:
     """A sweep document's exact match at 16x by depth: ``{arm: {part: {depth: {seed: %}}}}`` (its cells)."""
     out: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
-    scored = [(entry, entry.format) for entry in doc.section.configs]
-    scored += [(entry, task) for task, entries in doc.tasks.items() for entry in entries]
-    for entry, part in scored:
-        far = FAR * doc.section.train_len
+    far = FAR * doc.section.train_len
+    for entry, part in doc.scored():
         for cell in entry.cells:
             if cell.length == far and cell.pattern == entry.pattern:
                 out[entry.label][part][cell.depth][entry.seed] = 100 * cell.accuracy

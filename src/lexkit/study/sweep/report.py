@@ -39,6 +39,11 @@ class SweepResults:
     tasks: dict[str, list[RetrievalEntry]]
     phases: dict[str, list[int | None]]
 
+    def scored(self) -> list[tuple[RetrievalEntry, str]]:
+        """Every entry with the part it scores: a copy format's (the entry's ``format``), then each task's."""
+        return ([(entry, entry.format) for entry in self.section.configs]
+                + [(entry, task) for task, entries in self.tasks.items() for entry in entries])
+
 
 @dataclasses.dataclass(frozen=True)
 class ArmLine:
