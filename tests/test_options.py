@@ -88,8 +88,7 @@ def test_lexkit_train_takes_its_settings_from_the_configs_fields():
     sizes among them (default None: the preset's), the rest (vocab_size, warmup, log_every, ...) no flag."""
     from lexkit.cli import train
     from lexkit.model.gpt import ModelConfig
-    from lexkit.training import presets
-    from lexkit.training.settings import TrainConfig
+    from lexkit.training.settings import TrainConfig, preset_flags
 
     p = argparse.ArgumentParser()
     sub = p.add_subparsers()
@@ -101,7 +100,7 @@ def test_lexkit_train_takes_its_settings_from_the_configs_fields():
     assert overrides["curriculum"] == 0.25 and overrides["seed"] is None and overrides["steps"] is None
     assert set(overrides) == {f.name for cls in (ModelConfig, TrainConfig) for f in options.flagged(cls)}
     assert not {"scheme", "vocab_size", "max_len", "dropout", "warmup", "log_every", "eval_windows"} & set(overrides)
-    assert presets.FLAGS == {"n_layers": "--layers", "d_model": "--dim", "n_heads": "--heads",
+    assert preset_flags() == {"n_layers": "--layers", "d_model": "--dim", "n_heads": "--heads",
                              "train_len": "--train-len", "steps": "--steps", "batch": "--batch", "lr": "--lr",
                              "eval_every": "--eval-every", "save_every": "--save-every"}
 

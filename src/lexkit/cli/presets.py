@@ -4,6 +4,7 @@ train`` or ``lexkit study`` defaults to when it is not given)."""
 from __future__ import annotations
 
 from ..training import presets
+from ..training.settings import preset_flags
 from .table import print_table
 
 
@@ -15,7 +16,8 @@ def run(args) -> int:
     names = list(presets.PRESETS)
     keys = list(dict.fromkeys(k for values in presets.PRESETS.values() for k in values))
     rows = [("setting", "flag", *names)]
-    rows += [(key, presets.FLAGS.get(key, "-"), *(_cell(presets.PRESETS[n].get(key, "-")) for n in names))
+    flags = preset_flags()
+    rows += [(key, flags.get(key, "-"), *(_cell(presets.PRESETS[n].get(key, "-")) for n in names))
              for key in keys]
     print_table(rows, "ll" + "r" * len(names))
     print("train and study use `small` unless --preset says otherwise; a flag given overrides its value")

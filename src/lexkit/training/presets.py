@@ -21,17 +21,6 @@ PRESETS: dict[str, dict] = {
 }
 
 
-def __getattr__(name: str):
-    """``FLAGS``: the flag (of ``lexkit train``; ``lexkit study`` has ``--steps``) that overrides each preset
-    key, read from the settings' own fields (:func:`lexkit.training.settings.flags`); the keys without one
-    (warmup, eval_windows) follow the preset."""
-    if name == "FLAGS":
-        from .settings import flags
-
-        return {key: flag for key, flag in flags().items() if key in PRESETS["small"]}
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def get(name: str) -> dict:
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; valid: {', '.join(PRESETS)}")

@@ -179,6 +179,12 @@ def flags() -> dict[str, str]:
             for field in options.flagged(section)}
 
 
+def preset_flags() -> dict[str, str]:
+    """The flag (of ``lexkit train``; ``lexkit study`` has ``--steps``) that overrides each preset key
+    (:data:`lexkit.training.presets.PRESETS`); the keys without one (warmup, eval_windows) follow the preset."""
+    return {key: flag for key, flag in flags().items() if key in presets.PRESETS["small"]}
+
+
 def inert_modifier(cfg: ModelConfig, longest: int) -> str | None:
     """The one check of ``lexkit train`` (a warning) and of a sweep's arms (a refusal): a modifier
     whose settings make it do nothing both at the training length and at ``longest``, the longest
