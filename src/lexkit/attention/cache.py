@@ -300,20 +300,20 @@ class _Piece:
 
     def __init__(self, lane: _Lane, q_idx: Tensor, k_idx: Tensor, keep: Tensor, table: ForwardBias | None) -> None:
         self.lane, self.q_idx, self.k_idx, self.keep, self.table = lane, q_idx, k_idx, keep, table
-        self._plan: list[tuple[slice, slice | Tensor]] | None = None
+        self._spans: list[tuple[slice, slice | Tensor]] | None = None
 
-    def plan(self, block: int) -> list[tuple[slice, slice | Tensor]]:
+    def spans(self, block: int) -> list[tuple[slice, slice | Tensor]]:
         """(queries, keys) per block of queries, shared by the lane's layers: the keys some query of
         the block may see (retained for its first query, not after its last)."""
-        if self._plan is None:
+        if self._spans is None:
             n = self.q_idx.shape[0]
-            self._plan = []
+            self._spans = []
             for start in range(0, n, block):
                 stop = min(start + block, n)
                 first, last = self.q_idx[start], self.q_idx[stop - 1]
                 sel = _span(self.lane.pattern.retained(self.k_idx, int(first)) & (self.k_idx <= last))
-                self._plan.append((slice(start, stop), sel))
-        return self._plan
+                self._spans.append((slice(start, stop), sel))
+        return self._spans
 
 
 class CachedAttention:
@@ -351,7 +351,7 @@ class CachedAttention:
                 q_scale=None if q_scale is None else q_scale[..., qs],
                 context=None if rows is None else (rows[..., qs, :], kept[..., ks, :]),
             )
-            for qs, ks in piece.plan(query_block(scheme, len(piece.k_idx), q.shape[0] * q.shape[1]))
+            for qs, ks in piece.spans(query_block(scheme, len(piece.k_idx), q.shape[0] * q.shape[1]))
         ]
         cache.keys[layer].keep(piece.keep)
         cache.values[layer].keep(piece.keep)
