@@ -93,7 +93,7 @@ class Layer:
     rope: RopeConfig | None
 
 
-def plan(config: dict) -> list[Layer]:
+def decoder_layers(config: dict) -> list[Layer]:
     """Every layer's type, mask and RoPE (None on a layer its model does not rotate), as lexkit reads the
     config (:mod:`lexkit.model.hf.model_types`)."""
     view = SimpleNamespace(**config)
@@ -128,8 +128,8 @@ def _cap(x: Tensor, cap: float | None) -> Tensor:
 
 
 class Decoder:
-    """A checkpoint's decoder at ``dtype`` (float64: the reference); ``layers`` overrides the plan (a
-    planted bug's)."""
+    """A checkpoint's decoder at ``dtype`` (float64: the reference); ``layers`` overrides
+    :func:`decoder_layers` (a planted bug's)."""
 
     def __init__(self, config: dict, weights: dict[str, Tensor], dtype: torch.dtype = torch.float64,
                  layers: list[Layer] | None = None) -> None:
@@ -138,7 +138,7 @@ class Decoder:
             raise ValueError(f"model type {mtype!r}: the reference decoder runs {', '.join(FAMILIES)}")
         self.config, self.family, self.dtype = config, FAMILIES[mtype], dtype
         self.w = {k: v.to(dtype) for k, v in weights.items()}
-        self.layers = layers if layers is not None else plan(config)
+        self.layers = layers if layers is not None else decoder_layers(config)
         self.heads, self.kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
         self.head_dim = config.get("head_dim") or config["hidden_size"] // self.heads
         self.eps = config.get("rms_norm_eps", 1e-6)

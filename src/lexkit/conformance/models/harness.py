@@ -113,7 +113,7 @@ def segments(case: ModelCase) -> list[int]:
 def length_dependent(config: dict) -> bool:
     """Whether a layer's RoPE reads the current length (dynamic NTK, LongRoPE)."""
     return any(layer.rope is not None and layer.rope.scaling in ("dynamic", "longrope")
-               for layer in forward.plan(config))
+               for layer in forward.decoder_layers(config))
 
 
 class Reference:

@@ -136,8 +136,8 @@ BUGS = {
 
 
 def planted(config: dict, bug: str) -> list[forward.Layer]:
-    """The layer plan of ``config`` with ``bug`` planted (see :data:`BUGS`)."""
-    layers = forward.plan(config)
+    """``config``'s decoder layers (:func:`forward.decoder_layers`) with ``bug`` planted (see :data:`BUGS`)."""
+    layers = forward.decoder_layers(config)
     full = next((layer for layer in layers if layer.pattern.reach is None), None)
     out = []
     for layer in layers:
