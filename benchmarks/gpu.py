@@ -199,8 +199,8 @@ def attempt(fn, *args, **kwargs) -> dict:
         return {"error": f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]}"}
 
 
-# -- plan, run, report -------------------------------------------------------------------------
-def plan(lane: Lane, window: int, xt: bool, cuda: bool = True, compiled: bool = False) -> list[tuple]:
+# -- queue, run, report ------------------------------------------------------------------------
+def queue(lane: Lane, window: int, xt: bool, cuda: bool = True, compiled: bool = False) -> list[tuple]:
     """(kind, cost estimate in s, labels) in priority order: the baseline and the paper's three
     schemes first (and rope through flex: on CUDA only, compiled flex has no backward on the CPU), with
     ``compiled`` each of those four again through the compiled step, x-transformers beside them, the long
@@ -238,7 +238,7 @@ def run_job(kind: str, labels: dict, lane: Lane, device: torch.device) -> dict:
 def run_all(budget: Budget, device: torch.device, lane: Lane, window: int, xt: bool,
             compiled: bool = False) -> tuple[list, list, list]:
     train, evals, skipped = [], [], []
-    jobs = plan(lane, window, xt, cuda=device.type == "cuda", compiled=compiled)
+    jobs = queue(lane, window, xt, cuda=device.type == "cuda", compiled=compiled)
     for i, (kind, cost, labels) in enumerate(jobs, 1):
         text = " ".join(f"{k}={v}" for k, v in {"job": kind, **labels}.items())
         if not budget.allows(cost):

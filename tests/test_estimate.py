@@ -64,22 +64,23 @@ def test_the_wall_time_is_the_schedule_over_the_workers(tmp_path, data_dir):
     is the schedule's makespan: over three workers the longest chain (the rope cell, then a
     fine-tune), 6 s where the task time over three is 5.3 s."""
     s = study(data_dir, tmp_path / "s", retrieval_seeds=2, retrieval_methods=False)
-    plan = s.estimate(jobs=3, timer=StubTimer(step=1.0, other=0.0))
-    units = {u["name"]: u for u in plan["units"]}
-    cell = next(u for u in plan["units"] if u["job"] == "cell")
-    assert cell["seconds"] == 4.0 and plan["jobs"] == 3
-    for u in plan["units"]:
+    estimated = s.estimate(jobs=3, timer=StubTimer(step=1.0, other=0.0))
+    units = {u["name"]: u for u in estimated["units"]}
+    cell = next(u for u in estimated["units"] if u["job"] == "cell")
+    assert cell["seconds"] == 4.0 and estimated["jobs"] == 3
+    for u in estimated["units"]:
         if u["table"] == "extension":
             assert u["needs"] == [cell["name"]]
         if u["table"] == "retrieval" and u["job"] != "train":
             assert [units[n]["job"] for n in u["needs"]] == ["train"]
-    fine_tunes = [u for u in plan["units"] if u["job"] == "fine-tune"]
-    assert [u["seconds"] for u in fine_tunes] == [2.0, 2.0, 2.0] and plan["task_s"] == 4 + 3 * 2 + 2 * 3
-    want = schedule([Task(u["name"], u["seconds"], tuple(u["needs"])) for u in plan["units"]], 3).makespan
-    assert plan["total_s"] == want == plan["critical_s"] == 6.0 > plan["task_s"] / 3
+    fine_tunes = [u for u in estimated["units"] if u["job"] == "fine-tune"]
+    assert [u["seconds"] for u in fine_tunes] == [2.0, 2.0, 2.0] and estimated["task_s"] == 4 + 3 * 2 + 2 * 3
+    want = schedule([Task(u["name"], u["seconds"], tuple(u["needs"])) for u in estimated["units"]], 3).makespan
+    assert estimated["total_s"] == want == estimated["critical_s"] == 6.0 > estimated["task_s"] / 3
     assert s.estimate(jobs=2, timer=StubTimer())["total_s"] == 8.0  # two workers: 8 s
-    assert plan["left_s"] == plan["total_s"] and plan["least_s"] == plan["left_s"]  # nothing here; no stop rule
-    assert s.estimate(jobs=1, timer=StubTimer())["total_s"] == plan["task_s"]
+    # nothing here; no stop rule
+    assert estimated["left_s"] == estimated["total_s"] and estimated["least_s"] == estimated["left_s"]
+    assert s.estimate(jobs=1, timer=StubTimer())["total_s"] == estimated["task_s"]
 
 
 @pytest.mark.parametrize("busy, cores, jobs, threads, want", [

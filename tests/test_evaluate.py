@@ -95,11 +95,11 @@ def random_docs(sizes, seed=0) -> list[bytes]:
 @pytest.mark.parametrize("stride", [None, 1, 3, 8])
 def test_windows_score_every_byte_exactly_once_at_every_length(total, stride):
     for length in range(1, total + 1):
-        plan = windows(total, length, stride)
-        scored = [start + p for start, first in plan for p in range(first, length)]
+        placed = windows(total, length, stride)
+        scored = [start + p for start, first in placed for p in range(first, length)]
         assert sorted(scored) == list(range(total)), (length, stride)  # all bytes, once each
-        assert plan[0] == (0, 0)  # the first window starts at BOS and scores all its bytes
-        assert all(0 <= start and start + length <= total for start, _ in plan)
+        assert placed[0] == (0, 0)  # the first window starts at BOS and scores all its bytes
+        assert all(0 <= start and start + length <= total for start, _ in placed)
 
 
 def test_windows_are_the_papers_chunks_when_the_length_divides():

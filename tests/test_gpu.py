@@ -221,15 +221,15 @@ def test_gpu_benchmark_says_no_cuda_and_exits_0(gpu_script, tmp_path, capsys, mo
 def test_gpu_benchmark_dry_run_on_the_cpu(gpu_script, tmp_path, capsys, monkeypatch):
     """--dry-run runs the lane's code on the CPU (tiny preset): a training row with the kernel that
     ran, an evaluation and the streamed evaluation, what the budget skipped, the report and its JSON.
-    The plan is cut to one job of each kind it can run here (the full plan takes a minute)."""
-    full = gpu_script.plan(gpu_script.DRY, 32, xt=True, cuda=False)
+    The queue is cut to one job of each kind it can run here (the full queue takes a minute)."""
+    full = gpu_script.queue(gpu_script.DRY, 32, xt=True, cuda=False)
     kinds = {kind for kind, _, _ in full}
     assert kinds == {"train", "xt", "eval", "stream"}
     assert not any(labels["kernel"] == "flex" for kind, _, labels in full if kind == "train")  # no CPU backward
     assert full[0][2] == {"scheme": "none", "kernel": "dense"}  # the baseline first
     short = [full[0], next(j for j in full if j[0] == "eval" and j[2]["scheme"] == "alibi"),
              next(j for j in full if j[0] == "stream"), ("train", 10**6, {"scheme": "t5", "kernel": "auto"})]
-    monkeypatch.setattr(gpu_script, "plan", lambda *a, **k: short)
+    monkeypatch.setattr(gpu_script, "queue", lambda *a, **k: short)
     out = tmp_path / "gpu.md"
     assert gpu_script.main(["--dry-run", "--out", str(out), "--budget", "600"]) == 0
     printed = capsys.readouterr().out
@@ -245,15 +245,15 @@ def test_gpu_benchmark_dry_run_on_the_cpu(gpu_script, tmp_path, capsys, monkeypa
 
 
 def compile_arms(gpu_script) -> list[dict]:
-    jobs = gpu_script.plan(gpu_script.DRY, 32, xt=False, cuda=False, compiled=True)
+    jobs = gpu_script.queue(gpu_script.DRY, 32, xt=False, cuda=False, compiled=True)
     return [labels for kind, _, labels in jobs if labels.get("compiled")]
 
 
-def test_gpu_benchmark_plans_the_compile_arm(gpu_script):
+def test_gpu_benchmark_queues_the_compile_arm(gpu_script):
     """--compile adds the compiled step for the baseline and the first three schemes (the fast sibling
-    of the dry run below); without it, the plan is as it was."""
+    of the dry run below); without it, the queue is as it was."""
     assert [a["scheme"] for a in compile_arms(gpu_script)] == ["none", "alibi", "rope", "xpos"]
-    assert not any(labels.get("compiled") for _, _, labels in gpu_script.plan(gpu_script.DRY, 32, xt=False,
+    assert not any(labels.get("compiled") for _, _, labels in gpu_script.queue(gpu_script.DRY, 32, xt=False,
                                                                                  cuda=False))
 
 

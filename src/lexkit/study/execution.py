@@ -139,9 +139,10 @@ class Study:
         timer = timer or Timer(self.device(), self.worker_threads(jobs), store=self.timings(), fresh=True)
         # what the rest of the machine did while the units were timed: the workers will share it
         load = None if probe is None else (lambda: Load(probe.busy(), threads.cores()))
-        plan = estimate(self.units(), timer, jobs, load)
-        plan.update(lengths=self.plan.lengths(), patterns=self.plan.patterns(), eval_docs=self.plan.eval_documents())
-        return plan
+        estimated = estimate(self.units(), timer, jobs, load)
+        estimated.update(lengths=self.plan.lengths(), patterns=self.plan.patterns(),
+                         eval_docs=self.plan.eval_documents())
+        return estimated
 
     def timings(self) -> Path:
         """Where the estimate's measurements are kept (the dry run's, reused by the run's bar)."""
