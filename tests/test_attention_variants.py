@@ -223,7 +223,7 @@ def test_lambda_init_follows_the_layer_and_init_fixes_it():
     got = [getattr(block, "diff", None) for block in net.blocks]
     assert [None if s is None else round(s.lambda_init, 12) for s in got] == \
         [0.2, round(0.8 - 0.6 * math.exp(-0.3), 12), None, 0.5]
-    assert [layer.spec for layer in net.plan] == ["none@causal+diff", "none@causal+diff", "none@causal",
+    assert [layer.spec for layer in net.stack] == ["none@causal+diff", "none@causal+diff", "none@causal",
                                                  "none@causal+diff:init=0.5"]
     assert sorted(k.split(".", 3)[3] for k in net.state_dict() if k.startswith("blocks.0.diff.")) == \
         ["gain", "lambda_k1", "lambda_k2", "lambda_q1", "lambda_q2"]

@@ -38,7 +38,7 @@ def test_the_readmes_loop_example_builds_with_its_layers_on_every_preset():
     (layout, layers), = re.findall(r'--layout "(\([^"]*\)\^\d)"\s+--layers (\d+)', (ROOT / "README.md").read_text())
     for preset in presets.PRESETS:
         model_cfg, _ = configs(preset, layout=layout, n_layers=int(layers))
-        assert len(model_cfg.plan) == int(layers) and model_cfg.plan.looped
+        assert len(model_cfg.stack) == int(layers) and model_cfg.stack.looped
 
 
 # -- (b) docs/instruments.md's example runs clean; a warning of several lines is one line --------------------------

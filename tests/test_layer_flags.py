@@ -51,7 +51,7 @@ def test_a_token_shift_narrower_than_one_feature_is_refused_naming_the_width(kwa
     with pytest.raises(ValueError) as info:
         ModelConfig(n_layers=2, d_model=32, n_heads=2, train_len=32, **kwargs)
     assert all(w in str(info.value) for w in words), str(info.value)
-    assert ModelConfig(n_layers=2, d_model=32, n_heads=2, train_len=32, token_shift=1 / 32).plan  # one feature
+    assert ModelConfig(n_layers=2, d_model=32, n_heads=2, train_len=32, token_shift=1 / 32).stack  # one feature
 
 
 def test_a_narrow_token_shift_on_the_command_line_writes_nothing(tmp_path, capsys):
@@ -72,8 +72,8 @@ def test_randomized_positions_are_refused_beside_a_layer_temperature(layout):
 def test_a_finetune_at_a_longer_length_keeps_the_log_n_length_it_trained_with(layered):
     out, _ = layered
     model_cfg, _ = configs_from_run(out, train_len=64)
-    temperature = model_cfg.plan[-1].temperature
-    assert temperature.spec == "logn:L=32" and model_cfg.plan[0].pattern.spec == "window:8"
+    temperature = model_cfg.stack[-1].temperature
+    assert temperature.spec == "logn:L=32" and model_cfg.stack[0].pattern.spec == "window:8"
     # the factor at position 63 of a model trained at 32: ln 64 / ln 32 = 1.2, as the parent had it
     assert float(temperature.query_scale(None, torch.tensor([63]))) == pytest.approx(1.2)
     assert float(logn_scale(torch.tensor([63]), 32)) == pytest.approx(1.2)
@@ -123,9 +123,9 @@ def test_a_validation_split_shorter_than_one_window_is_refused_before_the_run(tm
     ("L1-0=window:4", ["empty range"]),
 ])
 def test_repeated_overlapping_and_empty_selectors_are_refused(spec, words):
-    plan = layouts.parse("hwfa:W=8", n_layers=2, train_len=32)
+    stack = layouts.parse("hwfa:W=8", n_layers=2, train_len=32)
     with pytest.raises(ValueError) as info:
-        plan.resolve(spec)
+        stack.resolve(spec)
     assert all(w in str(info.value) for w in words), str(info.value)
     with pytest.raises(ValueError, match="L0 is selected by both"):
-        plan.replace_schemes("local=alibi;L0=rope")
+        stack.replace_schemes("local=alibi;L0=rope")

@@ -284,12 +284,12 @@ def test_a_layout_shifts_the_layers_it_names():
     ("rope@window:4+shift:0.25;none@causal", 0.0, True), ("hwfa:W=16,shift=0.5", 0.0, True),
     ("hwfa:W=16", 0.0, False), ("rope@window:16;none@causal+kshift", 0.0, False),  # kshift shifts keys, not tokens
     ("hwfa:W=16", 0.5, True), (None, 0.25, True), (None, 0.0, False)])
-def test_the_plan_says_whether_it_shifts_tokens(layout, token_shift, shifts):
+def test_the_stack_says_whether_it_shifts_tokens(layout, token_shift, shifts):
     """One answer, read by the model config (a --token-shift on top of a layout's own is refused), table
     G's recipe (no recipe shift on a layout that shifts) and a run rebuilt from its recorded layers."""
     cfg = ModelConfig(n_layers=2, d_model=32, n_heads=2, train_len=32, layout=layout, token_shift=token_shift)
-    assert cfg.plan.shifts_tokens is shifts
-    if layout is not None and cfg.plan.shifts_tokens and not token_shift:
+    assert cfg.stack.shifts_tokens is shifts
+    if layout is not None and cfg.stack.shifts_tokens and not token_shift:
         with pytest.raises(ValueError, match="the layout shifts some itself"):
             ModelConfig(n_layers=2, d_model=32, n_heads=2, train_len=32, layout=layout, token_shift=0.5)
 
@@ -363,12 +363,12 @@ def test_bad_layouts_on_the_command_line_write_nothing(tmp_path, capsys, argv, w
 
 
 def test_an_unqualified_scheme_reaches_the_layers_of_its_family():
-    plan = layouts.parse("hwfa:W=8", n_layers=2, train_len=64)
-    assert plan.replace_schemes("rope:scaling=yarn,factor=4").canonical() == \
+    stack = layouts.parse("hwfa:W=8", n_layers=2, train_len=64)
+    assert stack.replace_schemes("rope:scaling=yarn,factor=4").canonical() == \
         "rope:scaling=yarn,factor=4.0,original_len=64@window:8;none@causal+logn:L=64"
-    assert plan.replace_schemes("L0-1=alibi").canonical() == "alibi@window:8;alibi@causal+logn:L=64"
+    assert stack.replace_schemes("L0-1=alibi").canonical() == "alibi@window:8;alibi@causal+logn:L=64"
     with pytest.raises(ValueError, match="no layer of this model has a bias scheme"):
-        plan.replace_schemes("alibi")
+        stack.replace_schemes("alibi")
 
 
 def test_a_global_layer_over_many_keys_scores_fewer_queries_at_a_time(monkeypatch):
@@ -425,7 +425,7 @@ def test_an_empty_modifier_name_is_said_as_such(text):
                                                    ("(rope:base=500.0,scaling=none@causal+kshift:v=true)x2", 0.5)])
 def test_a_run_rebuilt_from_its_recorded_layers_keeps_one_token_shift(tmp_path, recorded, token_shift):
     """A run whose recorded layers today's defaults no longer give runs as recorded: its model-wide token
-    shift dropped where the recorded layers shift tokens themselves (the plan's answer, not the text's:
+    shift dropped where the recorded layers shift tokens themselves (the stack's answer, not the text's:
     ``+kshift`` shifts keys)."""
     from lexkit.training.runs.config import as_recorded
 

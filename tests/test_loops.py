@@ -1,5 +1,5 @@
 """Weight-tied depth: a loop ``(LAYERS)^N`` in a layout runs one body N times with the same weights
-(lexkit.layouts.layer.expand_looped, LayerPlan.weights, GPT.layer_blocks). The plan reads back from its
+(lexkit.layouts.layer.expand_looped, LayerStack.weights, GPT.layer_blocks). The stack reads back from its
 canonical text; the model holds each block once; its forward is the unrolled model's with the copies
 set equal, and its gradient the sum of the copies' gradients; kernels and the KV cache agree; bad loops
 are one line."""
@@ -22,17 +22,17 @@ from lexkit.attention import kernels
     ("(none;rope)x2", (0, 1, 2, 3), "none@causal;rope@causal;none@causal;rope@causal"),  # copies: their own
 ])
 def test_a_loop_runs_its_first_passs_weights_and_reads_back_from_its_canonical_text(text, weights, canonical):
-    plan = layouts.parse(text, n_layers=len(weights), train_len=16)
-    assert plan.weights == weights and plan.canonical() == canonical
-    again = layouts.parse(plan.canonical(), n_layers=len(weights), train_len=16)
-    assert again == plan and again.weights == weights
-    assert plan != layouts.parse(text.replace("^", "x"), n_layers=len(weights), train_len=16) or "^" not in text
+    stack = layouts.parse(text, n_layers=len(weights), train_len=16)
+    assert stack.weights == weights and stack.canonical() == canonical
+    again = layouts.parse(stack.canonical(), n_layers=len(weights), train_len=16)
+    assert again == stack and again.weights == weights
+    assert stack != layouts.parse(text.replace("^", "x"), n_layers=len(weights), train_len=16) or "^" not in text
 
 
 def test_a_layout_repeated_to_fill_the_model_gives_each_repetition_its_own_weights():
-    plan = layouts.parse("(none;rope)^2", n_layers=8, train_len=16)
-    assert plan.weights == (0, 1, 0, 1, 4, 5, 4, 5)
-    assert plan.canonical() == "(none@causal;rope@causal)^2;(none@causal;rope@causal)^2"
+    stack = layouts.parse("(none;rope)^2", n_layers=8, train_len=16)
+    assert stack.weights == (0, 1, 0, 1, 4, 5, 4, 5)
+    assert stack.canonical() == "(none@causal;rope@causal)^2;(none@causal;rope@causal)^2"
 
 
 def pair(d: int = 32):
@@ -92,9 +92,9 @@ def test_a_bad_loop_is_one_line(text, words):
 
 
 def test_a_pass_of_a_loop_must_stay_its_first_passs_layer():
-    plan = layouts.parse("(none;rope)^2", n_layers=4, train_len=16)
+    stack = layouts.parse("(none;rope)^2", n_layers=4, train_len=16)
     with pytest.raises(layouts.LayoutError, match="runs the weights of layer 0"):
-        plan.add_modifiers("L2=softcap:30")
-    assert plan.add_modifiers("global=softcap:30").weights == plan.weights  # every pass alike: kept
+        stack.add_modifiers("L2=softcap:30")
+    assert stack.add_modifiers("global=softcap:30").weights == stack.weights  # every pass alike: kept
     with pytest.raises(layouts.LayoutError, match="loop"):
-        layouts.LayerPlan(list(plan), train_len=16, weights=(0, 1, 1, 0))
+        layouts.LayerStack(list(stack), train_len=16, weights=(0, 1, 1, 0))

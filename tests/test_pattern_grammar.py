@@ -125,26 +125,26 @@ def test_a_composed_pattern_runs_alike_on_the_dense_and_chunked_kernels(spec):
 
 # -- in a layout --------------------------------------------------------------------------------
 def test_a_layout_layer_takes_a_composed_pattern_and_its_modifiers():
-    plan = layouts.parse("rope@window:64|first:4+shift;none@causal", n_layers=2, train_len=64)
-    assert tree(plan[0].pattern) == ("|", "window:64", "first:4") and [m.name for m in plan[0].modifiers] == ["shift"]
-    assert plan[1].pattern.spec == "causal" and [layer.scope for layer in plan] == ["local", "global"]
-    assert plan.canonical() == "rope@window:64|first:4+shift;none@causal"
-    assert layouts.parse(" rope @ window:64 | first:4 + shift ; none@causal", n_layers=2, train_len=64) == plan
+    stack = layouts.parse("rope@window:64|first:4+shift;none@causal", n_layers=2, train_len=64)
+    assert tree(stack[0].pattern) == ("|", "window:64", "first:4") and [m.name for m in stack[0].modifiers] == ["shift"]
+    assert stack[1].pattern.spec == "causal" and [layer.scope for layer in stack] == ["local", "global"]
+    assert stack.canonical() == "rope@window:64|first:4+shift;none@causal"
+    assert layouts.parse(" rope @ window:64 | first:4 + shift ; none@causal", n_layers=2, train_len=64) == stack
 
 
 def test_a_parenthesized_composition_in_a_repeated_group_reads_back():
     text = "(rope@(window:16|first:2)&chunk:32+shift)x2;none"
-    plan = layouts.parse(text, n_layers=3, train_len=64)
-    assert plan.canonical() == "(rope@(window:16|first:2)&chunk:32+shift)x2;none@causal"
-    assert layouts.parse(plan.canonical(), n_layers=3, train_len=64) == plan
-    assert tree(plan[1].pattern) == ("&", ("|", "window:16", "first:2"), "chunk:32")
+    stack = layouts.parse(text, n_layers=3, train_len=64)
+    assert stack.canonical() == "(rope@(window:16|first:2)&chunk:32+shift)x2;none@causal"
+    assert layouts.parse(stack.canonical(), n_layers=3, train_len=64) == stack
+    assert tree(stack[1].pattern) == ("&", ("|", "window:16", "first:2"), "chunk:32")
 
 
 def test_an_evaluation_pattern_may_be_a_composition():
-    plan = layouts.parse("rope@window:16;none@causal", n_layers=2, train_len=64)
-    resolved = plan.resolve("global=window:8|first:2")
+    stack = layouts.parse("rope@window:16;none@causal", n_layers=2, train_len=64)
+    resolved = stack.resolve("global=window:8|first:2")
     assert [p.spec for p in resolved.layers] == ["window:16", "window:8|first:2"]
-    inside = plan.resolve("window:8|first:2")  # inside each layer's own
+    inside = stack.resolve("window:8|first:2")  # inside each layer's own
     assert [p.spec for p in inside.layers] == ["window:16&(window:8|first:2)", "window:8|first:2"]
     assert attention.create(inside.layers[0].spec) == inside.layers[0]
 

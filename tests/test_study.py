@@ -195,8 +195,8 @@ def test_dry_run_lists_cells_and_trains_nothing(tmp_path, data_dir, capsys, monk
     again = capsys.readouterr().out
     line = next(x for x in again.splitlines() if x.strip().startswith(cell.name))
     assert "10/40 steps" in line and "min left: what is already trained and cached here is reused" in again
-    plan = study.estimate(timer=StubTimer(step=1.0, other=0.0))  # a step 1 s, nothing else: left = 30 steps
-    unit = next(u for u in plan["units"] if u["name"] == f"cell {cell.name}")
+    estimated = study.estimate(timer=StubTimer(step=1.0, other=0.0))  # a step 1 s, nothing else: left = 30 steps
+    unit = next(u for u in estimated["units"] if u["name"] == f"cell {cell.name}")
     assert (unit["seconds"], unit["left"], unit["done_steps"]) == (40.0, 30.0, 10)
 
 
@@ -307,7 +307,7 @@ def test_the_study_layouts_are_rows_of_table_g_and_the_default_study_has_them(tm
     shifted, plain = g.seed_runs()[1].cell.model_cfg, g.seed_runs()[2].cell.model_cfg
 
     def shifts(cfg):  # what each layer shifts (a layout's own +shift, or the config's token shift on every layer)
-        return {layer.find("shift").values["F"] for layer in cfg.plan}
+        return {layer.find("shift").values["F"] for layer in cfg.stack}
 
     assert shifted.token_shift == 0.0 and shifts(shifted) == {0.25}
     assert plain.token_shift == RECIPE.token_shift == 0.5 and shifts(plain) == {0.5}

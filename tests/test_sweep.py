@@ -193,11 +193,11 @@ def test_the_hunts_follow_up_configs_are_sweeps():
     assert all(cell.name == full[key].name for key, cell in first.items())
     (a11,) = cells("hunt-a11.json").values()
     assert a11.model_cfg.n_layers == 4 and a11.model_cfg.untied_head and a11.model_cfg.token_shift == 0.0
-    assert [layer.find("conv") is not None for layer in a11.model_cfg.plan] == [True, True, True, False]
+    assert [layer.find("conv") is not None for layer in a11.model_cfg.stack] == [True, True, True, False]
     # A11 by its rule on three seeds (A3 and A4 raised A1 on each): A3's and A4's global-layer changes together
     rule = cells("hunt-a11-rule.json")
     assert sorted(seed for _, seed in rule) == [0, 1, 2]
-    global_layer = rule[("A11 kshift + gate global", 0)].model_cfg.plan[1]
+    global_layer = rule[("A11 kshift + gate global", 0)].model_cfg.stack[1]
     assert {"kshift", "gate", "logn", "shift"} <= {m.name for m in global_layer.modifiers}
 
 
@@ -236,7 +236,7 @@ def test_an_arm_that_cannot_train_at_the_preset_or_trains_anothers_run_is_refuse
 
 
 def test_a_run_is_found_under_another_spelling_of_its_layout_and_its_settings(tmp_path, data_dir):
-    """The cache keys on the canonical plan and on resolved settings: A3's layout with its modifiers in
+    """The cache keys on the canonical layer stack and on resolved settings: A3's layout with its modifiers in
     another order and an explicit default embedding decay is A3's run, not 15 minutes of another."""
     from lexkit.study.plan import digest
 
@@ -258,7 +258,7 @@ def test_a_run_is_found_under_another_spelling_of_its_layout_and_its_settings(tm
     old = digest({"model": {**dataclasses.asdict(cell.model_cfg), "resolved": cell.model_cfg.resolved()},
                   "train": cell.train_cfg.recorded(), "data": first.plan.corpus.fingerprint,
                   "tasks": [tasks.identity(t) for t in parse_mix(cell.train_cfg.mix)]})
-    assert old != cell.key  # the layout as typed is not its canonical plan
+    assert old != cell.key  # the layout as typed is not its canonical layer stack
     (out / "runs" / cell.name).rmdir()
     (out / "runs" / dataclasses.replace(cell, key=old).name).mkdir()
     (legacy,) = first.seed_runs()

@@ -94,7 +94,7 @@ def test_a_run_evaluated_with_top_k_added_is_the_model_with_top_k_on_the_trained
 
     base = lexkit.load(str(trained / "alibi"))
     added = lexkit.load(str(trained / "alibi"), add="topk:2")
-    assert [layer.spec for layer in added.model.plan] == [f"{layer.spec}+topk:2" for layer in base.model.plan]
+    assert [layer.spec for layer in added.model.stack] == [f"{layer.spec}+topk:2" for layer in base.model.stack]
     assert added.config["trained"] == read_config(trained / "alibi")["model"]
     rebuilt = GPT(ModelConfig(**added.config["model"])).eval()
     rebuilt.load_state_dict(base.model.state_dict())

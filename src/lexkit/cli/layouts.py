@@ -25,11 +25,11 @@ def run(args) -> int:
     if args.show is not None:
         checks.number("--layers", args.layers, maximum=1 << 16)
         checks.number("--train-len", args.train_len, maximum=checks.MAX_TRAIN_LEN)
-        plan = layouts.parse(args.show, n_layers=args.layers, train_len=args.train_len)
-        print(f"{args.show} on {args.layers} layers trained at {args.train_len}: {plan.canonical()}")
+        stack = layouts.parse(args.show, n_layers=args.layers, train_len=args.train_len)
+        print(f"{args.show} on {args.layers} layers trained at {args.train_len}: {stack.canonical()}")
         print_table([("layer", "scope", "scheme", "pattern", "modifiers")] + [
             (str(i), layer.scope, layer.scheme, layer.pattern.spec, " ".join(m.spec for m in layer.modifiers) or "-")
-            for i, layer in enumerate(plan)], "rllll")
+            for i, layer in enumerate(stack)], "rllll")
         return 0
     print_table([("name", "parameters (defaults)", "layers", "source")] + [
         (name, params, summary, source) for name, params, summary, source in layouts.describe()], "llll")

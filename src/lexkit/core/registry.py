@@ -20,7 +20,7 @@ _GENERATION = [0]
 
 def generation() -> int:
     """A counter every registration of any registry bumps: what a cache of things built from registered
-    names (the model config's layer plans) keys on, so a replaced class is never served stale."""
+    names (the model config's layer stacks) keys on, so a replaced class is never served stale."""
     return _GENERATION[0]
 
 

@@ -1,4 +1,4 @@
-"""Layouts: a position scheme, an attention pattern and modifiers per layer, as a layer plan.
+"""Layouts: a position scheme, an attention pattern and modifiers per layer, as a layer stack.
 
 Since the seeds, the designs that aim to be flat *and* use a long context give layers different jobs
 (docs/layouts.md): local layers (RoPE inside a window or chunk, never out of distribution) under
@@ -15,7 +15,7 @@ layout says what every layer is, as one spec a person can type (``lexkit train -
 
 e.g. ``rope@window:16 ; none@causal+logn`` (HWFA on two layers) or ``(rope@window:64)x3 ; none``;
 ``(rope@window:16 ; none@causal)^2`` runs the pair twice with one pair's weights (weight-tied depth,
-:attr:`LayerPlan.weights`).
+:attr:`LayerStack.weights`).
 A layer's SCHEME defaults to the model's ``--scheme``, its PATTERN to ``causal``; a pattern's W
 defaults to the training length. A layout of k layers on a model of n layers repeats n/k times
 when k divides n; any other length is an error naming both.
@@ -31,9 +31,9 @@ inclusive). The pattern a layer trains under is part of the model. At evaluation
   ``--pattern local=causal`` widens the local layers); several join with ``;``
   (``local=causal;global=window:256``).
 
-A layout is parsed once into a :class:`LayerPlan` (objects: each layer's scheme spec, its
+A layout is parsed once into a :class:`LayerStack` (objects: each layer's scheme spec, its
 :class:`~lexkit.attention.Pattern`, its :class:`~lexkit.attention.modifiers.Modifier` objects), which
-the model config keeps; named layouts build their plans from objects. Rules checked once, here,
+the model config keeps; named layouts build their stacks from objects. Rules checked once, here,
 naming the layer: every scheme, pattern and modifier exists and takes its parameters; an absolute
 scheme (it adds positions to the embeddings) is all layers' or none's; a modifier that grows with the
 position (a temperature) belongs to a global layer (a local layer's count of visible keys stops at
@@ -48,19 +48,19 @@ from .. import positions
 from ..core.specs import split_spec
 from .layer import build_layer, expand, expand_looped, parse_layer, parse_written, uniform
 from .named import NAMED, NamedLayout, describe, hwfa_window, register
-from .plan import Layer, LayerPlan, LayoutError, canonical, check, scope_of
 from .select import SCOPES, check_pattern, check_scheme, chosen_schemes, resolve_pattern, select, split_overrides
+from .stack import Layer, LayerStack, LayoutError, canonical, check, scope_of
 
 __all__ = [
-    "NAMED", "SCOPES", "Layer", "LayerPlan", "LayoutError", "NamedLayout", "build_layer", "canonical", "check",
+    "NAMED", "SCOPES", "Layer", "LayerStack", "LayoutError", "NamedLayout", "build_layer", "canonical", "check",
     "check_pattern", "check_scheme", "chosen_schemes", "describe", "expand", "expand_looped", "hwfa_window",
     "scope_of", "parse", "parse_layer", "parse_written", "register", "resolve_pattern", "select", "split_overrides",
     "uniform",
 ]
 
 
-def parse(text: str, *, n_layers: int, train_len: int, scheme: str = "rope", max_len: int | None = None) -> LayerPlan:
-    """A layout spec (named or written out) -> the :class:`LayerPlan` of an ``n_layers`` model
+def parse(text: str, *, n_layers: int, train_len: int, scheme: str = "rope", max_len: int | None = None) -> LayerStack:
+    """A layout spec (named or written out) -> the :class:`LayerStack` of an ``n_layers`` model
     trained at ``train_len`` (``max_len``: how many positions training reaches, default
     ``train_len``). :class:`LayoutError` (a ValueError) names the layer at fault."""
     if not isinstance(text, str) or not text.strip():

@@ -1,4 +1,4 @@
-"""The written grammar of a layout: one :class:`~lexkit.layouts.plan.Layer` per layer, read from
+"""The written grammar of a layout: one :class:`~lexkit.layouts.stack.Layer` per layer, read from
 ``SCHEME@PATTERN+MODIFIER`` texts (``rope@window:16+logn``), repeated with ``(...)xN``
 (docs/layouts.md). :func:`build_layer` is the one place a layer is made, from text or from objects
 (the named layouts build theirs without writing text): it pins every value that defaults to the
@@ -13,7 +13,7 @@ from .. import positions
 from ..attention import Pattern
 from ..attention import create as create_pattern
 from ..attention import modifiers as mods
-from .plan import Layer, LayerPlan, LayoutError
+from .stack import Layer, LayerStack, LayoutError
 
 
 # -- parsing ------------------------------------------------------------------------------------
@@ -142,8 +142,8 @@ def parse_layer(text: str, *, scheme: str, train_len: int, max_len: int | None =
 
 
 def parse_written(text: str, *, n_layers: int, train_len: int, scheme: str = "rope",
-                  max_len: int | None = None) -> LayerPlan:
-    """A written-out layout (``rope@window:16 ; none@causal+logn``) -> the plan of an ``n_layers``
+                  max_len: int | None = None) -> LayerStack:
+    """A written-out layout (``rope@window:16 ; none@causal+logn``) -> the stack of an ``n_layers``
     model; k layers repeat to fill n when k divides n."""
     pieces, sources = expand_looped(text, text)
     k = len(pieces)
@@ -156,13 +156,13 @@ def parse_written(text: str, *, n_layers: int, train_len: int, scheme: str = "ro
     where = (lambda i: f"layout layer {i} ({pieces[i]!r})") if len(pieces) > 1 else (lambda i: f"layout {text!r}")
     layers = [parse_layer(p, scheme=scheme, train_len=train_len, max_len=max_len, where=where(i))
               for i, p in enumerate(pieces)]
-    return LayerPlan(layers, train_len=train_len, position_len=max_len, weights=sources)
+    return LayerStack(layers, train_len=train_len, position_len=max_len, weights=sources)
 
 
 def uniform(scheme: str, n_layers: int, *, train_len: int, max_len: int | None = None,
-            logn: bool = False) -> LayerPlan:
+            logn: bool = False) -> LayerStack:
     """Today's model: every layer ``scheme`` (canonical, its training-length defaults left to the
     model) under causal attention, log-n on every layer with ``logn``."""
     layer = Layer(positions.canonical(scheme), create_pattern("causal"),
                   (mods.parse("logn", train_len),) if logn else ())
-    return LayerPlan([layer] * n_layers, train_len=train_len, position_len=max_len)
+    return LayerStack([layer] * n_layers, train_len=train_len, position_len=max_len)

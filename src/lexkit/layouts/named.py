@@ -12,7 +12,7 @@ from ..attention.patterns import BCA, Causal, Chunk, Window
 from ..core.registry import Registry
 from ..core.specs import Param, describe_params, parse_params, split_spec
 from .layer import build_layer
-from .plan import LayerPlan, LayoutError
+from .stack import LayerStack, LayoutError
 
 #: one layer of a named design: (scheme spec, pattern, modifiers)
 Piece = tuple[str, Any, tuple[Modifier, ...]]
@@ -38,7 +38,7 @@ class NamedLayout:
         return {**cls.params, **COMMON}
 
     @classmethod
-    def build(cls, text: str, *, n_layers: int, train_len: int, max_len: int | None = None) -> LayerPlan:
+    def build(cls, text: str, *, n_layers: int, train_len: int, max_len: int | None = None) -> LayerStack:
         name, items = split_spec(text)
         try:
             values = parse_params(f"layout {name}", cls.all_params(), items)
@@ -48,7 +48,7 @@ class NamedLayout:
         layers = [build_layer(scheme, pattern, (*modifiers, *shift), train_len=train_len, max_len=max_len,
                               where=f"layout {text!r}, layer {i}")
                   for i, (scheme, pattern, modifiers) in enumerate(cls.pieces(values, n_layers, train_len))]
-        return LayerPlan(layers, train_len=train_len, position_len=max_len)
+        return LayerStack(layers, train_len=train_len, position_len=max_len)
 
 
 #: parameters every named layout takes

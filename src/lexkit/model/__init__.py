@@ -1,4 +1,4 @@
-"""The model floor: the byte-level decoder over a layer plan (:mod:`.gpt`), sampling with the one
+"""The model floor: the byte-level decoder over a layer stack (:mod:`.gpt`), sampling with the one
 decoding loop (:mod:`.sample`) and Hugging Face models behind the same calls (:mod:`.hf`).
 ``from lexkit.model import GPT, ModelConfig`` reads the decoder's two public names."""
 

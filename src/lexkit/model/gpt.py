@@ -2,7 +2,7 @@
 
 Vocabulary: the 256 byte values plus BOS (id 256), which starts every document. Every layer has a
 scheme, a pattern it trains under and its modifiers (a temperature, a learned sink logit, token
-shift, ...: its :class:`lexkit.layouts.Layer` in the config's :class:`~lexkit.layouts.LayerPlan`,
+shift, ...: its :class:`lexkit.layouts.Layer` in the config's :class:`~lexkit.layouts.LayerStack`,
 built once); without a ``layout`` every layer has the model's one scheme under causal attention (one
 scheme module shared by every layer: KERPLE and T5 share their parameters across layers, as their
 reference code does). ``forward(tokens, pattern=..., offset=...)`` runs
@@ -35,11 +35,11 @@ from ..positions import randomized
 VOCAB = 257
 BOS = 256
 INIT_STD = 0.02  # every linear and embedding weight starts N(0, INIT_STD^2) (GPT-2)
-#: layer plans by what builds them (plans are immutable): a run that loads parses its layout once,
+#: layer stacks by what builds them (stacks are immutable): a run that loads parses its layout once,
 #: however many configs of it are made (validation, overrides, the model); keyed on the registries'
 #: generation, so a replaced scheme, pattern or modifier class is never served stale
-_PLANS: OrderedDict[tuple, layouts.LayerPlan] = OrderedDict()
-_PLANS_KEPT = 64
+_STACKS: OrderedDict[tuple, layouts.LayerStack] = OrderedDict()
+_STACKS_KEPT = 64
 
 
 def check_token_shift(value) -> None:
@@ -113,13 +113,13 @@ class ModelConfig:
                              "(e.g. none@causal+logn)")
         key = (registry.generation(), self.scheme, self.layout, self.n_layers, self.d_model, self.n_heads,
                self.train_len, self.position_len, self.logn, self.token_shift, self.random_positions)
-        if key not in _PLANS:
-            _PLANS[key] = self._build_plan()  # parsed and checked once, naming the layer at fault
-            while len(_PLANS) > _PLANS_KEPT:
-                _PLANS.popitem(last=False)
-        self._plan = _PLANS[key]
+        if key not in _STACKS:
+            _STACKS[key] = self._build_stack()  # parsed and checked once, naming the layer at fault
+            while len(_STACKS) > _STACKS_KEPT:
+                _STACKS.popitem(last=False)
+        self._stack = _STACKS[key]
         if not self.mlp:
-            for i, layer in enumerate(self._plan.layers):
+            for i, layer in enumerate(self._stack.layers):
                 for modifier in layer.modifiers:
                     if getattr(modifier, "values", {}).get("at") == "ff":
                         raise ValueError(f"layer {i}'s +{modifier.name}:at=ff acts on the feed-forward block, which "
@@ -127,48 +127,48 @@ class ModelConfig:
 
     def matches(self, recorded: str) -> bool:
         """Whether the layers a run recorded (config.json's ``resolved``) are what this config builds
-        today, compared as resolved plans, not as text (a recording from before token shift was a
+        today, compared as resolved stacks, not as text (a recording from before token shift was a
         layer's modifier is read with this config's ``token_shift``)."""
         if recorded == self.resolved():
             return True
         try:
-            plan = layouts.parse(recorded, n_layers=self.n_layers, train_len=self.train_len, scheme=self.scheme,
+            stack = layouts.parse(recorded, n_layers=self.n_layers, train_len=self.train_len, scheme=self.scheme,
                                  max_len=self.position_len)
         except ValueError:
             return False
-        if self.token_shift and not plan.shifts_tokens:
-            plan = plan.with_modifier(mods.Shift(F=float(self.token_shift)))
-        return plan.resolved() == self.resolved()
+        if self.token_shift and not stack.shifts_tokens:
+            stack = stack.with_modifier(mods.Shift(F=float(self.token_shift)))
+        return stack.resolved() == self.resolved()
 
-    def _build_plan(self) -> layouts.LayerPlan:
+    def _build_stack(self) -> layouts.LayerStack:
         if self.layout is None:
-            plan = layouts.uniform(self.scheme, self.n_layers, train_len=self.train_len, max_len=self.position_len,
+            stack = layouts.uniform(self.scheme, self.n_layers, train_len=self.train_len, max_len=self.position_len,
                                    logn=self.logn)
         else:
-            plan = layouts.parse(self.layout, n_layers=self.n_layers, train_len=self.train_len, scheme=self.scheme,
+            stack = layouts.parse(self.layout, n_layers=self.n_layers, train_len=self.train_len, scheme=self.scheme,
                                  max_len=self.position_len)
         if self.token_shift:
-            if plan.shifts_tokens:
+            if stack.shifts_tokens:
                 raise ValueError("--token-shift applies to every layer and the layout shifts some itself (+shift); "
                                  "give one of them")
             mods.check_width(self.token_shift, self.d_model, "--token-shift")
-            plan = plan.with_modifier(mods.Shift(F=float(self.token_shift)))
-        plan.check(mods.Shape(self.d_model, self.n_heads, self.train_len))
+            stack = stack.with_modifier(mods.Shift(F=float(self.token_shift)))
+        stack.check(mods.Shape(self.d_model, self.n_heads, self.train_len))
         if self.layout is not None:
-            self._check_schemes(plan)
+            self._check_schemes(stack)
         if self.random_positions is not None:
-            for i, layer in enumerate(plan):
+            for i, layer in enumerate(stack):
                 grows = next((m for m in layer.modifiers if m.global_only), None)
                 if grows is not None:
                     raise ValueError(f"random_positions and layer {i}'s {grows.spec}: it grows with the position past "
                                      "the training length, which randomized training reaches; give one of them")
-        return plan
+        return stack
 
-    def _check_schemes(self, plan: layouts.LayerPlan) -> None:
+    def _check_schemes(self, stack: layouts.LayerStack) -> None:
         """Every scheme of a layout built once at this shape (on the meta device, the random state
         untouched), so a value a scheme refuses names its layer, here, not when the model is built."""
         seen: set[str] = set()
-        for i, layer in enumerate(plan):
+        for i, layer in enumerate(stack):
             if layer.scheme in seen:
                 continue
             seen.add(layer.scheme)
@@ -177,28 +177,28 @@ class ModelConfig:
                     positions.create(layer.scheme, n_heads=self.n_heads, head_dim=self.head_dim,
                                      max_len=self.position_len)
             except ValueError as exc:
-                where = f"layout {self.layout!r}" if plan.uniform else f"layout layer {i} ({layer.spec})"
+                where = f"layout {self.layout!r}" if stack.uniform else f"layout layer {i} ({layer.spec})"
                 raise layouts.LayoutError(f"{where}: {exc}") from None
 
     @property
-    def plan(self) -> layouts.LayerPlan:
-        """What every layer is (:class:`lexkit.layouts.LayerPlan`): the layout's layers, or the
+    def stack(self) -> layouts.LayerStack:
+        """What every layer is (:class:`lexkit.layouts.LayerStack`): the layout's layers, or the
         uniform model, with ``token_shift`` on every layer; built once, when the config is made."""
-        return self._plan
+        return self._stack
 
     def resolved(self) -> str:
-        """Every layer with every parameter written out (:meth:`lexkit.layouts.LayerPlan.resolved`):
+        """Every layer with every parameter written out (:meth:`lexkit.layouts.LayerStack.resolved`):
         what a run records as ``resolved`` in config.json and the study keys its cache on."""
-        return self._plan.resolved()
+        return self._stack.resolved()
 
     def identity(self) -> dict:
-        """What identifies this network for a cache: every field, the layout as its canonical plan
-        (:meth:`lexkit.layouts.LayerPlan.canonical`: ``hwfa`` and the layers it names, or modifiers in
+        """What identifies this network for a cache: every field, the layout as its stack writes it
+        (:meth:`lexkit.layouts.LayerStack.canonical`: ``hwfa`` and the layers it names, or modifiers in
         another order, are one network), and every parameter of every layer (:meth:`resolved`), so a
         change of a registered default is a different network."""
         fields = dataclasses.asdict(self)
         if self.layout is not None:
-            fields["layout"] = self._plan.canonical()
+            fields["layout"] = self._stack.canonical()
         return {**fields, "resolved": self.resolved()}
 
     @property
@@ -288,7 +288,7 @@ class Block(nn.Module):
 class GPT(nn.Module):
     """Decoder-only byte LM. ``forward(tokens [b, n]) -> logits [b, n, vocab]``.
 
-    Its layers follow ``cfg.plan`` (:mod:`lexkit.layouts`). Scheme modules: layers with the same
+    Its layers follow ``cfg.stack`` (:mod:`lexkit.layouts`). Scheme modules: layers with the same
     scheme spec share one module (KERPLE and T5 share their parameters across layers, as their
     reference code does), unless the scheme class sets ``per_layer`` (one module per layer). A
     model with one scheme module keeps it as ``scheme`` (today's state-dict keys); several are kept
@@ -299,8 +299,8 @@ class GPT(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        self.plan = cfg.plan  # [n_layers] layouts.Layer, built once with the config
-        self.layers = self.plan.layers
+        self.stack = cfg.stack  # [n_layers] layouts.Layer, built once with the config
+        self.layers = self.stack.layers
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.layer_schemes = self._schemes()
         distinct = list({id(m): m for m in self.layer_schemes}.values())
@@ -311,10 +311,10 @@ class GPT(nn.Module):
             self.scheme = None
         self.drop = nn.Dropout(cfg.dropout)
         # one block per layer that runs its own weights; a pass of a loop (...)^N runs its first pass's
-        own = [i for i, source in enumerate(self.plan.weights) if source == i]
+        own = [i for i, source in enumerate(self.stack.weights) if source == i]
         self.blocks = nn.ModuleList(Block(cfg, self.layers[i], i) for i in own)
         index = {layer: k for k, layer in enumerate(own)}
-        self.block_of = [index[source] for source in self.plan.weights]  # [n_layers]: layer -> its block
+        self.block_of = [index[source] for source in self.stack.weights]  # [n_layers]: layer -> its block
         self.ln_f = nn.LayerNorm(cfg.d_model)
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if not cfg.untied_head:
@@ -324,15 +324,15 @@ class GPT(nn.Module):
             nn.init.normal_(block.proj.weight, std=INIT_STD / math.sqrt(2 * cfg.n_layers))
             if block.mlp is not None:
                 nn.init.normal_(block.mlp[2].weight, std=INIT_STD / math.sqrt(2 * cfg.n_layers))
-        self.selector_names = self.plan.selector_names  # what selectors call each layer: (local,) or (global,)
+        self.selector_names = self.stack.selector_names  # what selectors call each layer: (local,) or (global,)
 
     def _schemes(self) -> list[positions.Scheme]:
         """Layer i's scheme module for every i: one module per distinct spec, or one per layer for a
         scheme class that sets ``per_layer``."""
         cfg, shared, out = self.cfg, {}, []
         for i, layer in enumerate(self.layers):
-            if self.plan.weights[i] != i:  # a pass of a loop: its first pass's module (a learned bias is a weight)
-                out.append(out[self.plan.weights[i]])
+            if self.stack.weights[i] != i:  # a pass of a loop: its first pass's module (a learned bias is a weight)
+                out.append(out[self.stack.weights[i]])
                 continue
             per_layer = getattr(layer.scheme_class, "per_layer", False)
             if per_layer or layer.scheme not in shared:
@@ -362,13 +362,13 @@ class GPT(nn.Module):
     @property
     def uniform(self) -> bool:
         """Every layer the same (today's model: one scheme, causal, one temperature)."""
-        return self.plan.uniform
+        return self.stack.uniform
 
     def pattern(self, spec: str | Pattern = "causal") -> Pattern:
         """An evaluation pattern resolved against this model: W defaults to the training length; on
-        a layered model, per layer inside each layer's own (:meth:`lexkit.layouts.LayerPlan.resolve`,
+        a layered model, per layer inside each layer's own (:meth:`lexkit.layouts.LayerStack.resolve`,
         once per spec)."""
-        return self.plan.resolve(spec)
+        return self.stack.resolve(spec)
 
     def constrain_(self) -> None:
         """Every scheme's learnable parameters clamped into range (after an optimizer step)."""

@@ -236,7 +236,7 @@ class Plan:
 
     def cell(self, preset: str, label: str, seed: int, prefix: str = "", **settings) -> Cell:
         """One training run of ``label`` (a scheme spec, or one of the study's layouts) at ``preset``
-        with ``settings``, keyed by what it trains: its model's identity (the layout's canonical plan,
+        with ``settings``, keyed by what it trains: its model's identity (the layout's canonical layer stack,
         not its spelling: :meth:`lexkit.model.gpt.ModelConfig.identity`), its training settings resolved
         (:meth:`lexkit.training.settings.TrainConfig.canonical`: a default given explicitly trains the same
         run), the corpus and, for a run with a retrieval mix, what defines its tasks' documents

@@ -108,7 +108,7 @@ class CompiledLoss:
         self._fn = torch.compile(loss, backend=counted, fullgraph=True, dynamic=False)
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        if self.kernels is None:  # one eager forward first fills the model's memos (the plan's resolved
+        if self.kernels is None:  # one eager forward first fills the model's memos (the stack's resolved
             with torch.random.fork_rng(devices=[]), record_kernels() as ran:  # patterns, a rotary
                 self._eager(x, y)  # scheme's frequencies: traced empty, they'd be guarded: a recompile)
             self.kernels = list(ran)  # the kernels it ran, which the trace does not record

@@ -72,24 +72,25 @@ def schedule(model_cfg: ModelConfig, train_cfg: TrainConfig) -> Drop | None:
         raise ValueError(f"--drop-positions-at {at:g} of {train_cfg.steps} steps drops at step {step}: "
                          f"{'no step would train without positions' if step else 'no step would train with them'}"
                          f"; give a fraction with 0 < F·steps < steps")
-    plan = model_cfg.plan
+    stack = model_cfg.stack
     selector = train_cfg.drop_layers
     try:
-        chosen = list(range(len(plan))) if selector in (None, "all") else layouts.select(selector, plan.selector_names)
+        chosen = (list(range(len(stack))) if selector in (None, "all")
+                  else layouts.select(selector, stack.selector_names))
     except ValueError as exc:
         raise ValueError(f"--drop-layers: {exc}") from None
-    layers = tuple(i for i in chosen if plan[i].scheme_class.name != "none")
+    layers = tuple(i for i in chosen if stack[i].scheme_class.name != "none")
     if not layers:
         raise ValueError(f"--drop-layers {selector or 'all'}: the selected layers "
                          f"({', '.join(f'L{i}' for i in chosen)}) have no positions to drop (scheme none); "
                          "select layers with a scheme")
-    if model_cfg.layout is None and len(layers) == len(plan):
+    if model_cfg.layout is None and len(layers) == len(stack):
         final = dataclasses.replace(model_cfg, scheme="none")  # every layer: a NoPE model, its flags kept
     else:
-        dropped = [layer.replace(scheme="none") if i in layers else layer for i, layer in enumerate(plan)]
-        new_plan = plan.with_layers(dropped)
+        dropped = [layer.replace(scheme="none") if i in layers else layer for i, layer in enumerate(stack)]
+        new_stack = stack.with_layers(dropped)
         try:
-            final = ModelConfig(**{**dataclasses.asdict(model_cfg), **layout_values(model_cfg, new_plan)})
+            final = ModelConfig(**{**dataclasses.asdict(model_cfg), **layout_values(model_cfg, new_stack)})
         except ValueError as exc:
             raise ValueError(f"--drop-layers {selector}: {exc}") from None
     return Drop(step, layers, final)

@@ -188,9 +188,9 @@ def preset_flags() -> dict[str, str]:
 def inert_modifier(cfg: ModelConfig, longest: int) -> str | None:
     """The one check of ``lexkit train`` (a warning) and of a sweep's arms (a refusal): a modifier
     whose settings make it do nothing both at the training length and at ``longest``, the longest
-    length the run is evaluated at (:meth:`lexkit.layouts.LayerPlan.inert`: ``+topk:1000000000``,
+    length the run is evaluated at (:meth:`lexkit.layouts.LayerStack.inert`: ``+topk:1000000000``,
     ``+chunks:1000`` on a model trained at 32): a sentence naming it, None when every modifier acts."""
-    found = cfg.plan.inert(sorted({cfg.train_len, int(longest)}))
+    found = cfg.stack.inert(sorted({cfg.train_len, int(longest)}))
     if found is None:
         return None
     what, why = found
@@ -215,7 +215,7 @@ def differences(old: dict, new: dict) -> list[str]:
 
 
 def same_layers(old: dict, new: dict) -> bool:
-    """Whether two model sections build the same layers (their resolved layer plans are equal)."""
+    """Whether two model sections build the same layers (their resolved layer stacks are equal)."""
     try:
         return ModelConfig(**old).resolved() == ModelConfig(**new).resolved()
     except (TypeError, ValueError):

@@ -47,7 +47,7 @@ PLACES = ("inputs", "qkv", "scores", "attention", "output")
 
 class Shape:
     """The shape of the layer a modifier is built for: width, heads, head dim, training length, and
-    the layer's 0-based index in its model (None where no one layer is meant: a check of the plan)."""
+    the layer's 0-based index in its model (None where no one layer is meant: a check of the stack)."""
 
     def __init__(self, d_model: int, n_heads: int, train_len: int, layer: int | None = None) -> None:
         self.d_model, self.n_heads, self.train_len = int(d_model), int(n_heads), int(train_len)
@@ -134,7 +134,7 @@ class Modifier:
         exactly as the layer is without it (each query's weights the plain softmax's, each factor 1),
         as a clause (``K = 64 keeps every one of the at most 32 keys a query sees``); None: it acts
         there, or lexkit cannot say it does not (the default). Each modifier whose effect can vanish
-        with its settings says when; :meth:`lexkit.layouts.LayerPlan.inert` asks every layer's."""
+        with its settings says when; :meth:`lexkit.layouts.LayerStack.inert` asks every layer's."""
         return None
 
     # -- what it does, by place (each modifier defines those of its place) -----------------------

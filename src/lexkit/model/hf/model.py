@@ -3,8 +3,8 @@
 ``model(tokens [b, n], pattern=..., kernel=..., hook=...) -> logits [b, n, vocab]``, with a
 ``cfg`` (layers, heads, head dim, training length, the label and layout tables print),
 ``pattern(spec)``, ``cache_refusal`` and ``unit = "tokens"``, so :func:`lexkit.evaluate.evaluate`,
-:mod:`lexkit.retrieval` and :mod:`lexkit.resolution` take it as it is. ``plan`` holds every layer in
-lexkit's words (a :class:`~lexkit.layouts.LayerPlan`, as a byte run's), ``selector_names`` the names selectors
+:mod:`lexkit.retrieval` and :mod:`lexkit.resolution` take it as it is. ``stack`` holds every layer in
+lexkit's words (a :class:`~lexkit.layouts.LayerStack`, as a byte run's), ``selector_names`` the names selectors
 use (its transformers layer type, ``local`` or ``global``). Its text is tokens, not bytes:
 :meth:`HFModel.encode` gives the bytes each token covers.
 """
@@ -25,7 +25,7 @@ from ...attention.modifiers import Scoring
 from ...core.device import device_of
 from ...core.errors import LexkitError
 from ...core.specs import spec_number
-from ...layouts import Layer, LayerPlan
+from ...layouts import Layer, LayerStack
 from .interface import CALL, Call
 from .model_types import ModelType, layers_of, layout_text, per_type_rope, rope_parameters
 
@@ -106,10 +106,10 @@ class HFModel(nn.Module):
         self.source = source
         layers = layers_of(model.config, mtype)  # read once, then pinned at the length the config gives
         self.cfg = describe_config(model.config, mtype, train_len, layers)
-        self.plan = LayerPlan(layers, train_len=self.cfg.train_len)  # W of an evaluation pattern: its length
-        self.layers = self.plan.layers
-        self._own = self.plan.own  # each layer's own mask
-        self.selector_names = self.plan.selector_names  # (layer type, local/global) per layer
+        self.stack = LayerStack(layers, train_len=self.cfg.train_len)  # W of an evaluation pattern: its length
+        self.layers = self.stack.layers
+        self._own = self.stack.own  # each layer's own mask
+        self.selector_names = self.stack.selector_names  # (layer type, local/global) per layer
         self.verify_layout()
 
     unit = "tokens"  # what a length counts (lexkit.GPT: bytes)
@@ -121,7 +121,7 @@ class HFModel(nn.Module):
         selected layers'. W defaults to the training length. ``sinks:...,pos=cache`` is refused:
         transformers rotates q and k before lexkit sees them, so sinks keep their text positions; so
         is a pattern per layer on a model type whose attention is its own (Bloom: one mask for all)."""
-        pattern = self.plan.resolve(spec)
+        pattern = self.stack.resolve(spec)
         if isinstance(pattern, Layered) and not self.mtype.interface:
             raise ValueError(f"{self.cfg.model_type} computes attention in its own module: lexkit's patterns reach it "
                              f"as one mask for every layer, so a pattern per layer ({pattern.spec}) cannot")

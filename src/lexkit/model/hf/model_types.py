@@ -1,7 +1,7 @@
 """Which transformers model types lexkit runs, and what every layer of one is.
 
 A :class:`ModelType` says how a model type holds positions and which per-layer rules it has; from a
-config, :func:`layers_of` reads each layer into a :class:`lexkit.layouts.Layer` of a layer plan, as a
+config, :func:`layers_of` reads each layer into a :class:`lexkit.layouts.Layer` of a layer stack, as a
 byte run's layout holds them (docs/layouts.md): its transformers layer type, its position scheme,
 its own mask as a lexkit pattern, and what the model adds around attention as lexkit's modifiers
 (Llama 4's query temperature ``llama4``, GPT-OSS's ``sink`` logit, Gemma's ``softcap``). The mask
@@ -159,7 +159,7 @@ def rope_scheme(params: dict) -> str:
 
 
 def layers_of(config, mtype: ModelType) -> list[Layer]:
-    """Every layer of a model with this config (see the module docstring), as layer-plan layers."""
+    """Every layer of a model with this config (see the module docstring), as the layers of a layer stack."""
     types = layer_types(config)
     rope = uses_rope(config, mtype, types)
     tuning = mtype.temperature and getattr(config, "attn_temperature_tuning", False)

@@ -93,7 +93,7 @@ def load(
     ``"trained"`` is the run's own model section (the weights are verified against it). A
     scheme's training-length defaults (``original_len``, ReRoPE's ``w``) take the run's length.
     On a run with a layout, ``scheme`` may select layers (``global=rerope:w=64``; unqualified: the
-    layers of its family, :meth:`lexkit.layouts.LayerPlan.replace_schemes`) and becomes the layout's. A run
+    layers of its family, :meth:`lexkit.layouts.LayerStack.replace_schemes`) and becomes the layout's. A run
     whose weights are past its position drop is the model after the drop (:func:`trained_section`)."""
     run_dir = Path(run_dir)
     config = read_config(run_dir)
@@ -140,14 +140,14 @@ def as_recorded(config: dict, run_dir: Path) -> dict:
 
 
 def _shifts(recorded: str, cfg: ModelConfig) -> bool:
-    """Whether the recorded layers shift tokens themselves (:attr:`lexkit.layouts.LayerPlan.shifts_tokens`;
+    """Whether the recorded layers shift tokens themselves (:attr:`lexkit.layouts.LayerStack.shifts_tokens`;
     layers that no longer read are refused when the run is rebuilt from them, naming them)."""
     try:
-        plan = layouts.parse(recorded, n_layers=cfg.n_layers, train_len=cfg.train_len, scheme=cfg.scheme,
+        stack = layouts.parse(recorded, n_layers=cfg.n_layers, train_len=cfg.train_len, scheme=cfg.scheme,
                              max_len=cfg.position_len)
     except ValueError:
         return False
-    return plan.shifts_tokens
+    return stack.shifts_tokens
 
 
 def scheme_overrides(model_section: dict, scheme: str) -> dict:
@@ -157,19 +157,19 @@ def scheme_overrides(model_section: dict, scheme: str) -> dict:
     plain, pairs = layouts.split_overrides(scheme)
     if cfg.layout is None and not pairs:
         return {"scheme": positions.canonical(plain)}
-    return layout_values(cfg, cfg.plan.replace_schemes(scheme))
+    return layout_values(cfg, cfg.stack.replace_schemes(scheme))
 
 
 def evaluation_overrides(model_section: dict, scheme: str | None, logn: bool | None, add: str | None = None) -> dict:
     """The model-config keys an evaluation under ``scheme``, ``logn`` and ``add`` changes (None: as
     trained): ``logn``, :func:`scheme_overrides`, then the modifiers ``add`` puts on the layers
-    (the layout written out: :meth:`lexkit.layouts.LayerPlan.add_modifiers`)."""
+    (the layout written out: :meth:`lexkit.layouts.LayerStack.add_modifiers`)."""
     out = {} if logn is None else {"logn": logn}
     if scheme is not None:
         out.update(scheme_overrides(model_section, scheme))
     if add is not None:
         cfg = ModelConfig(**{**model_section, **out})
-        out.update(layout_values(cfg, cfg.plan.add_modifiers(add)))
+        out.update(layout_values(cfg, cfg.stack.add_modifiers(add)))
     return out
 
 
@@ -179,10 +179,10 @@ def overridden(model_cfg: ModelConfig, scheme: str | None = None, logn: bool | N
     return dataclasses.replace(model_cfg, **evaluation_overrides(dataclasses.asdict(model_cfg), scheme, logn))
 
 
-def layout_values(cfg: ModelConfig, plan: layouts.LayerPlan) -> dict:
-    """The model-config keys that make ``cfg`` run ``plan`` (written out, every length pinned): its
+def layout_values(cfg: ModelConfig, stack: layouts.LayerStack) -> dict:
+    """The model-config keys that make ``cfg`` run ``stack`` (written out, every length pinned): its
     layout, log-n and token shift now each layer's."""
-    return {"layout": plan.canonical(), "logn": False, "token_shift": 0.0}
+    return {"layout": stack.canonical(), "logn": False, "token_shift": 0.0}
 
 
 def run_config(model_cfg: ModelConfig, train_cfg: TrainConfig, corpus: Corpus) -> dict:
@@ -230,7 +230,7 @@ def configs_from_run(run_dir: str | Path, scheme: str | None = None, **overrides
     if old["model"].get("layout") is not None and overrides.get("layout") is None:
         # the parent's layers as they were at its length (every length default written out)
         parent = ModelConfig(**old["model"])
-        values.update(layout_values(parent, parent.plan if scheme is None else parent.plan.replace_schemes(scheme)))
+        values.update(layout_values(parent, parent.stack if scheme is None else parent.stack.replace_schemes(scheme)))
         return split_settings(values.pop("scheme"), values)
     values.pop("scheme", None)
     return split_settings(positions.pin(scheme if scheme is not None else old["model"]["scheme"], length), values)

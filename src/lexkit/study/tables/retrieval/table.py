@@ -260,7 +260,7 @@ class RetrievalTable(Bound):
         if row.layout is not None and "token_shift" not in row.settings:
             given = {k: v for k, v in out.items() if k != "token_shift"}  # the row's own n_layers among them
             model_cfg, _ = configs(recipe.preset, row.scheme, layout=row.layout, **given)
-            if model_cfg.plan.shifts_tokens:
+            if model_cfg.stack.shifts_tokens:
                 out["token_shift"] = 0.0
         return out
 
@@ -280,7 +280,7 @@ class RetrievalTable(Bound):
             twin = trains.setdefault(row_runs[0].cell.key, row)
             if twin is not row:
                 raise ValueError(f"{self.row_name}s {twin.label!r} and {row.label!r} train the same run (one model, "
-                                 "its layout read as its canonical plan, and the same resolved settings): keep "
+                                 "its layout read as its canonical layer stack, and the same resolved settings): keep "
                                  "one of them, or change what one of them trains")
             runs_ += row_runs
         return runs_

@@ -1,10 +1,10 @@
-"""The layer plan: what every layer of a model is, as objects, built once from a layout spec.
+"""The layer stack: what every layer of a model is, as objects, built once from a layout spec.
 
 A :class:`Layer` is a scheme (its canonical, pinned spec), its own :class:`~lexkit.attention.Pattern`
 and its modifiers (:mod:`lexkit.attention.modifiers`), and for a Hugging Face model its layer type. A
-:class:`LayerPlan` is the layers of one model with the lengths they were pinned at; the model, the run
+:class:`LayerStack` is the layers of one model with the lengths they were pinned at; the model, the run
 config, the KV cache, the instruments and the Hugging Face path read it, and an evaluation pattern is
-resolved against it once per spec (:meth:`LayerPlan.resolve`, kept on the plan).
+resolved against it once per spec (:meth:`LayerStack.resolve`, kept on the stack).
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ def check(layers: Sequence[Layer]) -> None:
                               "layer; an absolute scheme must be every layer's")
 
 
-class LayerPlan:
+class LayerStack:
     """Every layer of one model (:class:`Layer`), pinned at ``train_len`` (patterns, temperatures;
     a pattern's default W at evaluation) and ``position_len`` (schemes: a learned table's size,
     ReRoPE's w, a scaling's original length).
@@ -161,13 +161,13 @@ class LayerPlan:
     def __init__(self, layers: Sequence[Layer], *, train_len: int | None, position_len: int | None = None,
                  weights: Sequence[int] | None = None) -> None:
         if not layers:
-            raise LayoutError("a layer plan needs at least one layer")
+            raise LayoutError("a layer stack needs at least one layer")
         self.layers: tuple[Layer, ...] = tuple(layers)
         self.train_len = None if train_len is None else int(train_len)  # None: a pretrained model that says none
         self.position_len = position_len or self.train_len
         self.weights: tuple[int, ...] = tuple(range(len(self.layers))) if weights is None else tuple(map(int, weights))
         if len(self.weights) != len(self.layers):
-            raise LayoutError(f"a plan of {len(self.layers)} layers needs as many weight sources, got "
+            raise LayoutError(f"a stack of {len(self.layers)} layers needs as many weight sources, got "
                               f"{len(self.weights)}")
         for i, source in enumerate(self.weights):
             if not 0 <= source <= i or self.weights[source] != source:
@@ -192,13 +192,13 @@ class LayerPlan:
         return self.layers[i]
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, LayerPlan) and other.layers == self.layers and other.weights == self.weights
+        return isinstance(other, LayerStack) and other.layers == self.layers and other.weights == self.weights
 
     def __hash__(self) -> int:
         return hash((self.layers, self.weights))
 
     def __repr__(self) -> str:
-        return f"LayerPlan({self.canonical()!r})"
+        return f"LayerStack({self.canonical()!r})"
 
     @property
     def looped(self) -> bool:
@@ -262,15 +262,15 @@ class LayerPlan:
 
     # -- what an evaluation means on it ----------------------------------------------------------
     def resolve(self, spec: str | Pattern = "causal") -> Pattern:
-        """An evaluation pattern on this plan (:func:`lexkit.layouts.select.resolve_pattern`): a plain
+        """An evaluation pattern on this stack (:func:`lexkit.layouts.select.resolve_pattern`): a plain
         pattern when every layer gets the same one, else a ``Layered`` one. Resolved once per spec."""
         key = spec if isinstance(spec, str) else (type(spec), spec)
         if key not in self._resolved:
             self._resolved[key] = resolve_pattern(self.own, self.selector_names, spec, default_window=self.train_len)
         return self._resolved[key]
 
-    def replace_schemes(self, spec: str) -> LayerPlan:
-        """This plan with the schemes an evaluation ``--scheme`` gives (``rope:scaling=yarn,factor=4``,
+    def replace_schemes(self, spec: str) -> LayerStack:
+        """This stack with the schemes an evaluation ``--scheme`` gives (``rope:scaling=yarn,factor=4``,
         ``global=rerope:w=64``), pinned at its ``position_len`` (:func:`lexkit.layouts.select.chosen_schemes`)."""
         layers = list(self.layers)
         for i, scheme in chosen_schemes([layer.scheme for layer in layers], [layer.names for layer in layers],
@@ -278,8 +278,8 @@ class LayerPlan:
             layers[i] = layers[i].replace(scheme=scheme)
         return self.with_layers(layers)
 
-    def add_modifiers(self, spec: str) -> LayerPlan:
-        """This plan with the modifiers an evaluation ``--add`` gives (``topk:4``: every layer;
+    def add_modifiers(self, spec: str) -> LayerStack:
+        """This stack with the modifiers an evaluation ``--add`` gives (``topk:4``: every layer;
         ``global=topk:4``, ``L1=softcap:30;local=adaptive``: the layers a selector names), each pinned at
         the training length and checked as a layout's are (one attention variant a layer, ...). A
         modifier with learned state is refused: the run trained none for it."""
@@ -303,11 +303,11 @@ class LayerPlan:
         except LayoutError as exc:
             raise LayoutError(f"--add {spec}: {exc}") from None
 
-    def with_modifier(self, modifier: Modifier) -> LayerPlan:
+    def with_modifier(self, modifier: Modifier) -> LayerStack:
         """Every layer with ``modifier`` added (``--token-shift``: a shift on every layer)."""
         return self.with_layers([layer.replace(modifiers=(*layer.modifiers, modifier)) for layer in self.layers])
 
-    def with_layers(self, layers: Sequence[Layer]) -> LayerPlan:
-        """A plan of ``layers`` in place of these, with these lengths and weight sources (a pass of a
+    def with_layers(self, layers: Sequence[Layer]) -> LayerStack:
+        """A stack of ``layers`` in place of these, with these lengths and weight sources (a pass of a
         loop must stay the same layer as its first: LayoutError otherwise)."""
-        return LayerPlan(layers, train_len=self.train_len, position_len=self.position_len, weights=self.weights)
+        return LayerStack(layers, train_len=self.train_len, position_len=self.position_len, weights=self.weights)

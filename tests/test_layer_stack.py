@@ -1,4 +1,4 @@
-"""The layer plan (built once, read everywhere), the modifier registry (a new modifier is one class)
+"""The layer stack (built once, read everywhere), the modifier registry (a new modifier is one class)
 and the mask algebra's OR (sinks are ``Either(First(K), Window(W))``)."""
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ def tiny(layout=None, **kw) -> GPT:
     return tiny_gpt(layout=layout, **kw)
 
 
-# -- the plan: parsed once ------------------------------------------------------------------------
+# -- the stack: parsed once ------------------------------------------------------------------------
 @pytest.fixture
 def parses(monkeypatch):
-    """Counts layout parses and pattern resolutions (the plan memo cleared, so a parse is a parse)."""
+    """Counts layout parses and pattern resolutions (the stack memo cleared, so a parse is a parse)."""
     counts = {"parse": 0, "resolve": 0}
-    parse, resolve = layouts.parse, layouts.plan.resolve_pattern
+    parse, resolve = layouts.parse, layouts.stack.resolve_pattern
 
     def counted_parse(*a, **kw):
         counts["parse"] += 1
@@ -40,8 +40,8 @@ def parses(monkeypatch):
         return resolve(*a, **kw)
 
     monkeypatch.setattr(layouts, "parse", counted_parse)
-    monkeypatch.setattr(layouts.plan, "resolve_pattern", counted_resolve)
-    monkeypatch.setattr(model_module, "_PLANS", type(model_module._PLANS)())
+    monkeypatch.setattr(layouts.stack, "resolve_pattern", counted_resolve)
+    monkeypatch.setattr(model_module, "_STACKS", type(model_module._STACKS)())
     return counts
 
 
@@ -71,37 +71,37 @@ def test_a_run_loads_with_one_layout_parse(parses, tmp_path):
               "train": {"steps": 1, "data": "x"}, "data": {"spec": "x", "fingerprint": "0"}}
     (run / "config.json").write_text(json.dumps(config))
     save_weights(run, model)
-    model_module._PLANS.clear()
+    model_module._STACKS.clear()
     parses["parse"] = 0
     loaded, _ = load_run(run)
-    assert parses["parse"] == 1 and loaded.plan == model.plan
+    assert parses["parse"] == 1 and loaded.stack == model.stack
 
 
-def test_configs_of_one_layout_share_one_immutable_plan():
+def test_configs_of_one_layout_share_one_immutable_stack():
     a = ModelConfig(layout="hwfa:W=4", n_layers=2, d_model=32, n_heads=2, train_len=16)
     b = ModelConfig(layout="hwfa:W=4", n_layers=2, d_model=32, n_heads=2, train_len=16)
     c = ModelConfig(layout="hwfa:W=4", n_layers=2, d_model=32, n_heads=2, train_len=32)
-    assert a.plan is b.plan and c.plan != a.plan
-    assert [layer.pattern for layer in a.plan] == [Window(W=4), attention.create("causal")]
+    assert a.stack is b.stack and c.stack != a.stack
+    assert [layer.pattern for layer in a.stack] == [Window(W=4), attention.create("causal")]
     with pytest.raises(AttributeError):
-        a.plan.layers[0].scheme = "alibi"  # frozen
+        a.stack.layers[0].scheme = "alibi"  # frozen
 
 
-def test_the_plan_holds_objects_and_writes_itself_back():
-    plan = layouts.parse("gpt-oss:W=8", n_layers=2, train_len=64)
-    first = plan[0]
+def test_the_stack_holds_objects_and_writes_itself_back():
+    stack = layouts.parse("gpt-oss:W=8", n_layers=2, train_len=64)
+    first = stack[0]
     assert isinstance(first.pattern, Pattern) and [type(m) for m in first.modifiers] == [mods.Sink]
-    assert plan.canonical() == "rope@window:8+sink;rope@causal+sink"
-    again = layouts.parse(plan.canonical(), n_layers=2, train_len=64)
-    assert again == plan and again.resolved() == plan.resolved()
+    assert stack.canonical() == "rope@window:8+sink;rope@causal+sink"
+    again = layouts.parse(stack.canonical(), n_layers=2, train_len=64)
+    assert again == stack and again.resolved() == stack.resolved()
 
 
 def test_a_hugging_face_layer_text_parses_back():
-    """HF layers are plan layers: ``+softcap:C`` (Gemma 2) is a registered modifier, so the layout a
+    """HF layers are a stack's layers: ``+softcap:C`` (Gemma 2) is a registered modifier, so the layout a
     Gemma model prints is a layout lexkit parses."""
-    plan = layouts.parse("rope@window:8+softcap:50;rope@causal+softcap:50", n_layers=2, train_len=64)
-    assert plan.canonical() == "rope@window:8+softcap:50;rope@causal+softcap:50"
-    assert plan[0].find("softcap").values["C"] == 50.0
+    stack = layouts.parse("rope@window:8+softcap:50;rope@causal+softcap:50", n_layers=2, train_len=64)
+    assert stack.canonical() == "rope@window:8+softcap:50;rope@causal+softcap:50"
+    assert stack[0].find("softcap").values["C"] == 50.0
 
 
 # -- a new modifier is one class ------------------------------------------------------------------
