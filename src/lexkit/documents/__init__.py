@@ -1,2 +1,2 @@
-"""Documents: a report's blocks, their markdown/text/CSV and HTML renderings, the figure helpers and
-the typed rows every JSON document is written from."""
+"""Documents: a report's blocks, their markdown/text/CSV and HTML renderings, the figure helpers, the
+typed rows every JSON document is written from and the typed report (:mod:`.report`) an instrument returns."""

@@ -1,24 +1,44 @@
 """The instruments, on a floor of their own, behind one seam (:mod:`.base`: an ``Instrument`` is its
-``Options``, ``measure``, ``text``, ``csv`` and ``figures``; ``register`` makes a new one ``lexkit NAME``):
-one folder each, its measure (``measure.py``: what it computes
-from a subject, a model or a scheme, as JSON-ready documents), its report (``report.py``: the terminal text
+``Options``, its ``Report``, ``measure``, ``text``, ``csv`` and ``figures``; ``register`` makes a new one
+``lexkit NAME``): one folder each, its measure (``measure.py``: what it computes from a subject, a model or a
+scheme, as a typed report, :mod:`lexkit.documents.report`), its report (``report.py``: the terminal text
 and the JSON documents, every number written there and nowhere in the command) and its figures
 (``figures.py``). A command (``lexkit/cli/``) parses, calls them and writes what they return. The public
 names stay where users import them: ``lexkit.resolution`` is the resolution instrument's measure, callable.
 
 Every report opens with the same header (:func:`lexkit.core.version.header`). The instruments: ``evaluate``
 (with ``paired``), ``retrieval``, ``resolution``, ``inspect/bytes`` and ``inspect/needle_mass`` (``lexkit
-inspect``'s two), ``principles`` (table A's); each keeps its typed rows beside its measure (``rows.py``).
+inspect``'s two), ``principles`` (table A's); each keeps its typed rows and its report's class beside its
+measure (``rows.py``), the keys that say what ran on :class:`IdentityReport`.
 :mod:`.subject` is the seam below them all: what ``lexkit.load`` returns (a run or an hf: model)."""
 
 from __future__ import annotations
 
-from ..documents.render import csv_text
+import dataclasses
 
-#: the keys of a subject's header (:meth:`lexkit.instruments.subject.RunSubject.describe`) that say what ran, which a
-#: report copies as they are: ``label`` always; ``scheme`` (and ``trained_scheme``) where one scheme ran on
-#: every layer; ``layout`` (and ``trained_layout``, an hf: model's ``selectors``) where the layers differ
-IDENTITY = ("label", "scheme", "trained_scheme", "layout", "trained_layout", "selectors")
+from ..documents.render import csv_text
+from ..documents.report import Report, key
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+class IdentityReport(Report):
+    """A report of something that ran, named by the keys of its subject's header that say what ran
+    (:meth:`lexkit.instruments.subject.RunSubject.describe`), copied as they are (:data:`IDENTITY`)."""
+
+    label: str | None = key("what the report calls what ran: a scheme spec, a layout as typed, an hf: model's "
+                            "description (always, but in analytic R of scheme specs)", optional=True)
+    scheme: str | None = key("the scheme that ran on every layer, its resolved spec", optional=True)
+    trained_scheme: str | None = key("the run's own scheme, where an evaluation's --scheme changed it", optional=True)
+    layout: str | None = key("every layer as it ran, where the layers differ", optional=True)
+    trained_layout: str | None = key("the run's own layout, where an evaluation's --scheme changed it", optional=True)
+    selectors: list[str] | None = key("an hf: model's layer selectors, the names --pattern NAME=SPEC takes",
+                                      optional=True)
+
+
+#: the keys of a subject's header that say what ran, which a report copies as they are (:class:`IdentityReport`):
+#: ``label`` always; ``scheme`` (and ``trained_scheme``) where one scheme ran on every layer; ``layout`` (and
+#: ``trained_layout``, an hf: model's ``selectors``) where the layers differ
+IDENTITY = tuple(name for name in IdentityReport.key_names() if name not in Report.key_names())
 
 
 def identity(info: dict) -> dict:
