@@ -28,5 +28,6 @@ from .instruments.evaluate.measure import (  # noqa: F401 (the instrument's publ
     windows,
 )
 from .instruments.evaluate.report import CSV_FIELDS, csv_fields, csv_rows, csv_text  # noqa: F401
+from .instruments.evaluate.rows import EvalReport  # noqa: F401 (what evaluate_run returns)
 
 callable_module(__name__, evaluate)

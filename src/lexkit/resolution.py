@@ -10,5 +10,6 @@ from .instruments.resolution.document import REPORT, REPORT_VERSION, header, to_
 from .instruments.resolution.empirical import empirical, empirical_run, resolution_lengths, texts  # noqa: F401
 from .instruments.resolution.formula import entropy, resolution  # noqa: F401
 from .instruments.resolution.measure import measure
+from .instruments.resolution.rows import ResolutionReport  # noqa: F401 (what measure returns)
 
 callable_module(__name__, measure)

@@ -18,6 +18,7 @@ from .instruments.retrieval.grid import (  # noqa: F401
 )
 from .instruments.retrieval.measure import REPORT, REPORT_VERSION, report, retrieval_run  # noqa: F401
 from .instruments.retrieval.report import csv_text  # noqa: F401
+from .instruments.retrieval.rows import RetrievalReport  # noqa: F401 (what retrieval_run and report return)
 from .instruments.retrieval.scoring import (  # noqa: F401
     BATCH_BYTES,
     LOGIT_BYTES,

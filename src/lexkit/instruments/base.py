@@ -1,13 +1,15 @@
 """The instrument seam: what an instrument is to the command line and to a user's code.
 
 An instrument is a class with a ``name``, its settings as a dataclass (``Options``: each field a flag,
-its metadata the flag's help and bounds, :mod:`lexkit.core.options`) and four functions of its report::
+its metadata the flag's help and bounds, :mod:`lexkit.core.options`), its report's class (``Report``: a
+:class:`~lexkit.documents.report.Report`, a dataclass whose fields are the report's top-level JSON keys,
+typed, that reads as their mapping too) and four functions of its report::
 
-    measure(target, options, context) -> dict   the JSON-ready report (lexkit.core.version.header first)
-    text(report, options) -> str                 what the terminal shows
-    document(report) -> dict                     what --json writes (default: the report)
-    csv(report) -> str                           one row per measured thing (or None: no --csv)
-    figures(report, path) -> None                the figure of --plot (or None: no --plot)
+    measure(target, options, context) -> Report  the report (lexkit.core.version.header first)
+    text(report, options) -> str                  what the terminal shows
+    document(report) -> dict                      what --json writes (default: report.to_json())
+    csv(report) -> str                            one row per measured thing (or None: no --csv)
+    figures(report, path) -> None                 the figure of --plot (or None: no --plot)
 
 ``target`` is what the command line names (a run directory or ``hf:PATH``) or a loaded subject
 (:func:`lexkit.load`); ``context`` the device and whether to draw a progress bar. Every number the
@@ -26,6 +28,7 @@ import dataclasses
 from typing import Any, ClassVar
 
 from ..core.registry import Registry
+from ..documents.report import Report
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,24 +64,28 @@ class Instrument:
     targets: ClassVar[str] = "a run directory written by `lexkit train`, or hf:PATH"
     #: the settings, a dataclass whose fields are the command's flags (lexkit.core.options)
     Options: ClassVar[type] = NoOptions
+    #: what ``measure`` returns: a Report whose fields are the keys of the JSON it writes (lexkit.documents.report)
+    Report: ClassVar[type[Report]] = Report
     #: the hand-written command that runs this instrument; None: ``lexkit NAME``, made from Options
     command: ClassVar[str | None] = None
     #: whether the command says "wrote FILE" of its --json after the text (``lexkit resolution`` always has)
     names_json: ClassVar[bool] = False
-    def measure(self, target: Any, options: Any, context: Context = ON_CPU) -> dict:
+
+    def measure(self, target: Any, options: Any, context: Context = ON_CPU) -> Report:
         raise NotImplementedError
 
-    def text(self, report: dict, options: Any) -> str:
+    def text(self, report: Report, options: Any) -> str:
         raise NotImplementedError
 
-    def document(self, report: dict) -> dict:
-        """What --json writes: the report itself, unless it carries what only the text or figure reads."""
-        return report
+    def document(self, report: Report) -> dict:
+        """What --json writes: the report's JSON (its keys in order; no field of what only the text or figure
+        reads, :func:`lexkit.documents.report.aside`)."""
+        return report.to_json()
 
-    def csv(self, report: dict) -> str:
+    def csv(self, report: Report) -> str:
         raise NotImplementedError(f"{self.name} writes no CSV")
 
-    def figures(self, report: dict, path: str) -> None:
+    def figures(self, report: Report, path: str) -> None:
         raise NotImplementedError(f"{self.name} draws no figure")
 
     @classmethod
@@ -88,10 +95,13 @@ class Instrument:
 
 
 def _check(cls: type) -> None:
-    """What :func:`register` refuses: Options not a dataclass (the command line refuses a name a
-    built-in command has, :mod:`lexkit.cli.instrument`)."""
+    """What :func:`register` refuses: Options not a dataclass, Report not a Report (the command line refuses a
+    name a built-in command has, :mod:`lexkit.cli.instrument`)."""
     if not dataclasses.is_dataclass(cls.Options):
         raise TypeError(f"{cls.__name__}.Options must be a dataclass (its fields are the command's flags)")
+    if not (isinstance(cls.Report, type) and issubclass(cls.Report, Report)):
+        raise TypeError(f"{cls.__name__}.Report must be a lexkit.instruments.base.Report (its fields are the keys "
+                        "of the JSON it writes)")
 
 
 #: every registered instrument, by name

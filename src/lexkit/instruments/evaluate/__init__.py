@@ -18,6 +18,7 @@ from ..base import ON_CPU, Context, Instrument, register
 from . import figures
 from . import report as reports
 from .measure import STARTS, check_start, check_stream_value, evaluate_run
+from .rows import EvalReport
 
 #: the argument group of the flags that only an hf:PATH model reads (eval and resolution)
 HF_GROUP = "Hugging Face models (hf:PATH; needs pip install -e '.[hf]')"
@@ -112,17 +113,17 @@ class EvalOptions:
 class Evaluate(Instrument):
     """Bits per byte at many lengths and attention patterns, by position, and paired use of context."""
 
-    name, command, Options = "eval", "eval", EvalOptions
+    name, command, Options, Report = "eval", "eval", EvalOptions, EvalReport
     summary = "bits per byte of a run at many lengths and patterns"
 
-    def measure(self, target, options: EvalOptions, context: Context = ON_CPU) -> dict:
+    def measure(self, target, options: EvalOptions, context: Context = ON_CPU) -> EvalReport:
         return evaluate_run(target, **options.keywords(), device=context.device, progress=context.progress)
 
-    def text(self, report: dict, options: EvalOptions) -> str:
+    def text(self, report: EvalReport, options: EvalOptions) -> str:
         return reports.text(report)
 
-    def csv(self, report: dict) -> str:
+    def csv(self, report: EvalReport) -> str:
         return reports.csv_text(report)
 
-    def figures(self, report: dict, path: str) -> None:
+    def figures(self, report: EvalReport, path: str) -> None:
         figures.eval_report(report, path)

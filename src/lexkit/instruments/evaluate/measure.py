@@ -74,7 +74,7 @@ from ...core.specs import parse_lengths
 from ...core.stats import ratio_interval
 from ...data.corpus import LN2, encode, require_long
 from ..subject import DEFAULT_MULTIPLIERS, default_lengths, eval_documents, load
-from .rows import EvalRow, PairedRow, PositionRow
+from .rows import EvalReport, EvalRow, PairedRow, PositionRow
 
 __all__ = ["DEFAULT_MULTIPLIERS", "default_lengths", "eval_documents", "evaluate", "evaluate_run"]
 BATCH_TOKENS = {"cpu": 8192}  # inputs per forward pass by device type; 32768 elsewhere
@@ -530,13 +530,14 @@ def evaluate_run(
     start: str = "bos",
     paired: bool = False,
     add: str | None = None,
-) -> dict:
+) -> EvalReport:
     """``lexkit eval TARGET``: load a run directory or an ``hf:PATH`` model
     (:func:`lexkit.instruments.subject.load`) and evaluate it on its default documents (a run: its own
     corpus's validation split; an hf: model: ``stdlib``'s) or ``data``, at its default lengths
     (a run: the training length x 1/2 .. 16; an hf: model: x 1/2 .. 4) or ``lengths``.
 
-    The JSON report: ``version``, the subject's header (``run``, ``scheme``: the resolved spec
+    The report, an :class:`~lexkit.instruments.evaluate.rows.EvalReport` (typed, and a mapping of its JSON's
+    keys): the header, the subject's (``run``, ``scheme``: the resolved spec
     that ran, ``trained_scheme`` when ``scheme`` overrode it, ``logn``, ``train_len``; an hf:
     model's ``model`` shape), ``data`` (spec, split, fingerprint, counts), ``kernel``,
     ``stream`` and everything :func:`evaluate` returns. ``scheme`` / ``logn`` evaluate a run's
@@ -567,5 +568,5 @@ def evaluate_run(
         if key in result:
             described[key] = result.pop(key)
     result.pop("train_len")
-    return {**header(REPORT, REPORT_VERSION), **subject.describe(), "data": described, "kernel": kernel,
-            "stream": stream, **result}
+    return EvalReport(**header(REPORT, REPORT_VERSION), **subject.describe(), data=described, kernel=kernel,
+                      stream=stream, **result)

@@ -1,13 +1,16 @@
 """The evaluation's typed rows (its JSON document's schema on :class:`lexkit.documents.rows.Row`):
 :class:`EvalRow` (one length and pattern), :class:`PairedRow` (paired bpb against the shortest length),
-:class:`PositionRow` (loss by position) and :class:`Evaluation` (the study's evaluation cell)."""
+:class:`PositionRow` (loss by position) and :class:`Evaluation` (the study's evaluation cell); and its
+report, :class:`EvalReport` (the document's top level, :mod:`lexkit.documents.report`)."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import ClassVar
 
+from ...documents.report import key
 from ...documents.rows import Row
+from .. import IdentityReport
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,3 +93,26 @@ class Evaluation(Row):
     by_position: list[PositionRow]
     documents: int
     bytes_per_document: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+class EvalReport(IdentityReport):
+    """``lexkit eval``'s report (:func:`lexkit.evaluate.evaluate_run`): the header, the subject's (what ran,
+    :class:`lexkit.instruments.IdentityReport`), the documents, and every (length, pattern) scored."""
+
+    run: str = key("the run directory or hf:PATH evaluated")
+    model: dict | None = key("an hf: model's configuration (lexkit.model.hf.HFConfig)", optional=True)
+    logn: bool | None = key("whether log-n attention scaling ran (a lexkit run)", optional=True)
+    train_len: int | None = key("the training length")
+    random_positions: int | None = key("a run trained at random positions: their range, L_max", optional=True)
+    data: dict = key("the documents: spec, split, fingerprint, how many and how long")
+    kernel: str = key("the attention kernel asked for (each row says which ran)")
+    stream: bool | str = key("whether windows stream through the KV cache: auto, true or false, as asked")
+    lengths: list[int] = key("the lengths scored, in the model's unit (bytes; tokens for hf:)")
+    patterns: list[str] = key("the attention patterns scored, canonical specs")
+    stride: int | None = key("sliding windows' stride; null: non-overlapping windows (the paper's protocol)")
+    start: str = key("what a window's first token is: bos or text")
+    results: list[dict] = key("one row per length x pattern (EvalRow)")
+    by_position: list[dict] = key("bpb by position within the window (PositionRow)")
+    paired: list[dict] | None = key("--paired: each longer length against the shortest on the same bytes (PairedRow)",
+                                    optional=True)

@@ -20,6 +20,7 @@ from ..evaluate import DTYPE, ROPE_SCALING
 from . import figures, forms
 from . import report as reports
 from .forms import ANALYTIC_LENGTHS
+from .rows import ResolutionReport
 
 #: heads x head dimension of the analytic form, and --texts/--batch: at most this (memory)
 MAX_WIDTH = 4096
@@ -79,12 +80,12 @@ class ResolutionOptions:
 class Resolution(Instrument):
     """Attention resolution R: analytic from scheme specs (target None), empirical of a run, both of an hf: model."""
 
-    name, command, Options = "resolution", "resolution", ResolutionOptions
+    name, command, Options, Report = "resolution", "resolution", ResolutionOptions, ResolutionReport
     summary = "attention resolution R: analytic from --scheme, or empirical from a RUN_DIR"
     #: the command names the --json file it wrote after its text (as it always has)
     names_json = True
 
-    def measure(self, target, options: ResolutionOptions, context: Context = ON_CPU) -> dict:
+    def measure(self, target, options: ResolutionOptions, context: Context = ON_CPU) -> ResolutionReport:
         options.check()
         if target is None:
             return forms.analytic(options, context.figures)
@@ -97,27 +98,24 @@ class Resolution(Instrument):
             return forms.model(subject, options, context.progress, context.figures)
         return forms.empirical(subject, options, context.progress)
 
-    def document(self, report: dict) -> dict:
-        return report["document"]
-
-    def text(self, report: dict, options: ResolutionOptions) -> str:
-        view = report["view"]
-        if report["form"] == "analytic":
+    def text(self, report: ResolutionReport, options: ResolutionOptions) -> str:
+        view = report.view
+        if report.source == "analytic":
             return reports.analytic_text(view["docs"], view["lengths"], heads=view["heads"], head_dim=view["head_dim"],
                                         seed=view["seed"])
-        if report["form"] == "empirical":
+        if report.source == "empirical":
             return reports.empirical_text(view["doc"], view["texts"])
         return reports.model_text(view)
 
-    def figures(self, report: dict, path: str) -> None:
-        view = report["view"]
-        if report["form"] == "analytic":
+    def figures(self, report: ResolutionReport, path: str) -> None:
+        view = report.view
+        if report.source == "analytic":
             lengths = view["lengths"]
             table = {d["scheme"]: {r["length"]: r["resolution"] for r in d["results"]} for d in view["docs"]}
             figures.plot_analytic(view["curves"], table, path, marks=sorted(set(lengths) - {max(lengths)}),
                                   title=f"analytic, {view['heads']} heads x {view['head_dim']}, pattern "
                                   f"{view['docs'][0]['pattern']}")
-        elif report["form"] == "empirical":
+        elif report.source == "empirical":
             figures.plot_empirical(view["doc"], path)
         elif view["curve"] is None:
             figures.plot_empirical(view["empirical"], path)

@@ -1,7 +1,8 @@
-"""The resolution instrument's three forms, each as a report (:mod:`lexkit.instruments.base`): ``document``,
-the JSON that ``--json`` writes, and ``view``, what the terminal text and the figure read besides it (the
-curves of the figure, a model's layer types): analytic R of scheme specs before any run; empirical R of a
-run on its validation text; both of a model with positions of its own (an hf: model)."""
+"""The resolution instrument's three forms, each as a report (:mod:`lexkit.instruments.base`), a
+:class:`~.rows.ResolutionReport`: its keys the JSON that ``--json`` writes, and ``view`` (no key), what the
+terminal text and the figure read besides it (the curves of the figure, a model's layer types): analytic R of
+scheme specs before any run; empirical R of a run on its validation text; both of a model with positions of
+its own (an hf: model)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ from .analytic import analytic as analytic_of
 from .curves import analytic_curve, model_curve
 from .document import to_json
 from .empirical import empirical_run, resolution_lengths
+from .rows import ResolutionReport
 
 #: the analytic form's lengths when --lengths is left out
 ANALYTIC_LENGTHS = "1024,2048"
 
 
-def analytic(options, figure: bool = False) -> dict:
+def analytic(options, figure: bool = False) -> ResolutionReport:
     """R of each of ``options.schemes`` at ``options.lengths`` (default :data:`ANALYTIC_LENGTHS`); with
     ``figure``, each scheme's curve at the longest length for it (left out where undefined there)."""
     heads = 16 if options.heads is None else options.heads
@@ -34,21 +36,21 @@ def analytic(options, figure: bool = False) -> dict:
                                                    head_dim=head_dim, seed=seed, **extra)
         except ValueError:
             pass  # undefined at this length (learned past its table): noted in the table
-    return {"form": "analytic", "document": report.analytic_document(docs, heads=heads, head_dim=head_dim, seed=seed),
-            "view": {"docs": docs, "lengths": lengths, "heads": heads, "head_dim": head_dim, "seed": seed,
-                     "curves": curves}}
+    return ResolutionReport(**report.analytic_document(docs, heads=heads, head_dim=head_dim, seed=seed),
+                            view={"docs": docs, "lengths": lengths, "heads": heads, "head_dim": head_dim,
+                                  "seed": seed, "curves": curves})
 
 
-def empirical(subject, options, progress: bool) -> dict:
+def empirical(subject, options, progress: bool) -> ResolutionReport:
     """R per layer of a run on its validation text (or ``options.data``)."""
     texts = 8 if options.texts is None else options.texts
     doc = empirical_run(subject, options.lengths, options.pattern, texts_per_length=texts,
                         batch_size=options.batch, progress=progress, data=options.data)
     report.require_finite(doc["results"], "the run's weights are damaged or its training diverged")
-    return {"form": "empirical", "document": to_json(doc), "view": {"doc": doc, "texts": texts}}
+    return ResolutionReport(**to_json(doc), view={"doc": doc, "texts": texts})
 
 
-def model(subject, options, progress: bool, figure: bool = False) -> dict:
+def model(subject, options, progress: bool, figure: bool = False) -> ResolutionReport:
     """A model with its own positions: the analytic R from them, then (where its score hook runs) the
     empirical R per layer; on a model whose layers differ, per group of equal layers and per layer type.
     With ``figure`` and no empirical R to draw, the analytic curve at the longest length."""
@@ -64,8 +66,8 @@ def model(subject, options, progress: bool, figure: bool = False) -> dict:
     if figure and (empirical_doc is None or all(r.get("resolution") is None for r in empirical_doc["results"])):
         curve = model_curve(net, max(lengths), options.pattern)
     types = report.layer_types(net)
-    return {"form": "model", "document": report.model_document(subject.source, analytic_doc, empirical_doc, types),
-            "view": {"analytic": analytic_doc, "empirical": empirical_doc, "curve": curve, "lengths": lengths,
-                     "data": options.data, "label": net.cfg.label, "source": subject.source,
-                     "describe": subject.describe(), "refusal": net.hook_refusal(), "types": types,
-                     "n_layers": net.cfg.n_layers}}
+    return ResolutionReport(**report.model_document(subject.source, analytic_doc, empirical_doc, types),
+                            view={"analytic": analytic_doc, "empirical": empirical_doc, "curve": curve,
+                                  "lengths": lengths, "data": options.data, "label": net.cfg.label,
+                                  "source": subject.source, "describe": subject.describe(),
+                                  "refusal": net.hook_refusal(), "types": types, "n_layers": net.cfg.n_layers})

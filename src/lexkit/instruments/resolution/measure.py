@@ -18,6 +18,7 @@ from typing import Any
 
 from .analytic import analytic
 from .empirical import empirical_run
+from .rows import ResolutionReport
 
 
 def check_options(lengths: Iterable[int] | str | None = None, **options: Any) -> None:
@@ -33,17 +34,18 @@ def check_options(lengths: Iterable[int] | str | None = None, **options: Any) ->
                                           if names.get(key, key) in fields and value is not None}).check()
 
 
-def measure(target, lengths: Iterable[int] | str | None = None, pattern: str = "causal", **options) -> dict:
+def measure(target, lengths: Iterable[int] | str | None = None, pattern: str = "causal",
+            **options) -> ResolutionReport:
     """Attention resolution of anything lexkit measures (``lexkit.resolution(...)`` calls it): a scheme
     spec or :class:`Scheme` gives the analytic document (:func:`analytic`, default lengths 1024
     and 2048); a run directory, ``hf:PATH`` or a loaded subject (:func:`lexkit.load`) the
     empirical one (:func:`empirical_run`). ``options`` go to that function, checked first as ``lexkit
-    resolution`` checks them (:func:`check_options`: lengths at most 65,536, ...)."""
+    resolution`` checks them (:func:`check_options`: lengths at most 65,536, ...). The document is a
+    :class:`~.rows.ResolutionReport` (an empirical one's rows keep their tensors; its ``to_json`` drops them)."""
     import os
 
     check_options(lengths, **options)
-    if isinstance(target, (str, os.PathLike)) and (str(target).startswith("hf:") or os.path.isdir(target)):
-        return empirical_run(target, lengths, pattern, **options)
-    if hasattr(target, "documents"):
-        return empirical_run(target, lengths, pattern, **options)
-    return analytic(target, lengths if lengths is not None else [1024, 2048], pattern, **options)
+    named = isinstance(target, (str, os.PathLike)) and (str(target).startswith("hf:") or os.path.isdir(target))
+    if named or hasattr(target, "documents"):
+        return ResolutionReport(**empirical_run(target, lengths, pattern, **options))
+    return ResolutionReport(**analytic(target, lengths if lengths is not None else [1024, 2048], pattern, **options))

@@ -1,13 +1,17 @@
 """Resolution's typed rows: :class:`ResolutionRow` (the resolution command's analytic R),
 :class:`EmpiricalRow` (measured per layer and head), :class:`AnalyticRow` and :class:`AnalyticCurves`
-(the study's analytic R)."""
+(the study's analytic R); and its report, :class:`ResolutionReport` (every form's document's top level,
+:mod:`lexkit.documents.report`)."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from ...documents.report import aside, key
 from ...documents.rows import Row
+from .. import IdentityReport
+from .document import to_json
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,3 +75,37 @@ class AnalyticCurves(Row):
     length: int
     pattern: str
     curves: dict[str, list[float]]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+class ResolutionReport(IdentityReport):
+    """Attention resolution's report in each of its forms (``source``): analytic R of scheme specs or of a
+    model's own positions, empirical R of a run, or both of a model with positions of its own (``model``:
+    its two documents). ``lexkit.resolution(...)`` returns one (an empirical one's rows with their tensors,
+    ``curve`` and ``count``, which :meth:`to_json` leaves out), the instrument one whose ``view`` holds
+    what its text and figure read besides."""
+
+    source: str = key("the form: analytic, empirical or model")
+    scheme: str | list[str] | None = key("the scheme spec measured (analytic of several: their list), or the one "
+                                         "that ran on every layer", optional=True)
+    run: str | None = key("the run directory or hf:PATH measured (null: a model given in memory)", optional=True)
+    data: str | None = key("empirical: the text's data spec", optional=True)
+    train_len: int | None = key("the training length (analytic: the one the scheme assumes)", optional=True)
+    layers: int | None = key("empirical: the model's layers", optional=True)
+    heads: int | None = key("heads per layer", optional=True)
+    head_dim: int | None = key("the head dimension", optional=True)
+    seed: int | None = key("analytic of schemes: the seed of learnable initial values", optional=True)
+    pattern: str | None = key("the attention pattern measured, its canonical spec", optional=True)
+    logn: bool | None = key("whether log-n attention scaling ran", optional=True)
+    results: list[dict] | None = key("one row per length (and scheme, or group of layers): R, per head, per "
+                                     "layer, the entropy; a note where n/a", optional=True)
+    analytic: dict | None = key("model: the analytic document of its own positions", optional=True)
+    empirical: dict | None = key("model: the empirical document, where its score hook ran", optional=True)
+    per_type: dict | None = key("model: the mean empirical R per layer type, per length (where layers differ)",
+                                optional=True)
+    view: dict | None = aside("what the text and the figure read besides the document: its rows with their "
+                              "curves, the lengths, a model's layer types")
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document: every key in order, without the rows' tensors."""
+        return to_json(super().to_json())

@@ -20,6 +20,7 @@ from . import figures
 from . import report as reports
 from .grid import DEFAULT_DEPTHS
 from .measure import retrieval_run
+from .rows import RetrievalReport
 
 
 def parse_depths(text: str) -> list[float]:
@@ -95,18 +96,18 @@ class RetrievalOptions:
 class Retrieval(Instrument):
     """Exact match of needles at distance per (pattern, length, depth), with its interval and answer bits."""
 
-    name, command, Options = "retrieval", "retrieval", RetrievalOptions
+    name, command, Options, Report = "retrieval", "retrieval", RetrievalOptions, RetrievalReport
     summary = "exact match of needles at distance (copy, passkey, kvthread, ...)"
 
-    def measure(self, target, options: RetrievalOptions, context: Context = ON_CPU) -> dict:
+    def measure(self, target, options: RetrievalOptions, context: Context = ON_CPU) -> RetrievalReport:
         values = dataclasses.asdict(options)
         return retrieval_run(target, values.pop("task"), **values, device=context.device, progress=context.progress)
 
-    def text(self, report: dict, options: RetrievalOptions) -> str:
+    def text(self, report: RetrievalReport, options: RetrievalOptions) -> str:
         return reports.text(report)
 
-    def csv(self, report: dict) -> str:
+    def csv(self, report: RetrievalReport) -> str:
         return reports.csv_text(report)
 
-    def figures(self, report: dict, path: str) -> None:
+    def figures(self, report: RetrievalReport, path: str) -> None:
         figures.retrieval(report, path)

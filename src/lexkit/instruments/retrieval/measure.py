@@ -17,7 +17,7 @@ from ... import tasks
 from .. import identity
 from .cells import score, summary
 from .grid import DEFAULT_DEPTHS, check_grid, needle_lengths
-from .rows import RetrievalCell
+from .rows import RetrievalCell, RetrievalReport
 
 #: the report ``lexkit retrieval --json`` writes and its layout's version (:func:`lexkit.core.version.header`)
 REPORT, REPORT_VERSION = "lexkit.retrieval", 3
@@ -51,7 +51,7 @@ def retrieval_run(
     progress: bool = False,
     format: str | None = None,
     add: str | None = None,
-) -> dict:
+) -> RetrievalReport:
     """``lexkit retrieval TARGET``: load a run directory or an ``hf:PATH`` model
     (:func:`lexkit.instruments.subject.load`), score ``task`` on the grid lengths x depths x patterns
     (:func:`score`; default lengths: the training length x 1-16, those that hold the needle) with
@@ -90,31 +90,31 @@ def retrieval_run(
 
 def report(target: str, info: dict, rows: Sequence[RetrievalCell], *, task: str, style: str, size: int | None,
            seed: int, haystack: str | None, samples: int, lengths: Sequence[int], depths: Sequence[float],
-           format: str | None = None) -> dict:
-    """The JSON document of ``lexkit retrieval``: the report's header (:func:`lexkit.core.version.header`),
-    the subject's (``info``: what ran, :func:`lexkit.instruments.identity`; log-n, training length), the
-    grid's settings (lengths, depths and patterns as scored, each once; lengths in ``unit``), every cell
-    (:class:`~lexkit.instruments.retrieval.rows.RetrievalCell`) and the summary over depths
+           format: str | None = None) -> RetrievalReport:
+    """The report of ``lexkit retrieval`` (a :class:`~.rows.RetrievalReport`): the header
+    (:func:`lexkit.core.version.header`), the subject's (``info``: what ran, :func:`lexkit.instruments.identity`;
+    log-n, training length), the grid's settings (lengths, depths and patterns as scored, each once; lengths in
+    ``unit``), every cell (:class:`~lexkit.instruments.retrieval.rows.RetrievalCell`) and the summary over depths
     (:class:`~lexkit.instruments.retrieval.rows.RetrievalSummary`)."""
     from ...core.version import header
 
-    return {
+    return RetrievalReport(
         **header(REPORT, REPORT_VERSION),
-        "target": target,
+        target=target,
         **identity(info),
-        "logn": info.get("logn", False),
-        "train_len": info["train_len"],
-        "task": task,
+        logn=info.get("logn", False),
+        train_len=info["train_len"],
+        task=task,
         **({"format": format} if format is not None else {}),
-        "style": style,
-        "unit": "bytes" if style == "bytes" else "tokens",
-        "size": size,
-        "seed": seed,
-        "haystack": haystack,
-        "samples": samples,
-        "lengths": list(dict.fromkeys(r.length for r in rows)) or list(lengths),
-        "depths": list(dict.fromkeys(r.depth for r in rows)) or list(depths),
-        "patterns": list(dict.fromkeys(r.pattern for r in rows)),
-        "rows": [r.to_json() for r in rows],
-        "summary": [s.to_json() for s in summary(rows)],
-    }
+        style=style,
+        unit="bytes" if style == "bytes" else "tokens",
+        size=size,
+        seed=seed,
+        haystack=haystack,
+        samples=samples,
+        lengths=list(dict.fromkeys(r.length for r in rows)) or list(lengths),
+        depths=list(dict.fromkeys(r.depth for r in rows)) or list(depths),
+        patterns=list(dict.fromkeys(r.pattern for r in rows)),
+        rows=[r.to_json() for r in rows],
+        summary=[s.to_json() for s in summary(rows)],
+    )

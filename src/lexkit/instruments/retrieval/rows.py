@@ -1,13 +1,17 @@
 """Retrieval's typed rows: :class:`RetrievalCell` (a grid cell: task, pattern, length, depth),
 :class:`RetrievalSummary` (a pattern and length over every depth) and :class:`ContextRow` (one configuration
-at one multiple of its training length, retrieval beside bpb)."""
+at one multiple of its training length, retrieval beside bpb); and its report, :class:`RetrievalReport` (the
+document's top level, :mod:`lexkit.documents.report`) on :class:`NeedleReport`, what it shares with the
+needle mass's."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import ClassVar
 
+from ...documents.report import key
 from ...documents.rows import Row
+from .. import IdentityReport
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,3 +81,33 @@ class ContextRow(Row):
     ratio_low: float | None = None
     ratio_high: float | None = None
     documents: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+class NeedleReport(IdentityReport):
+    """What a report of needles on a grid of lengths x depths x patterns has (``lexkit retrieval``'s,
+    ``lexkit inspect --needle-mass``'s): what ran, the grid's settings, as measured, and its rows."""
+
+    target: str = key("the run directory or hf:PATH measured")
+    train_len: int | None = key("the training length")
+    task: str = key("the retrieval task, its canonical spec")
+    format: str | None = key("the needle format asked for (a task that takes one: copy)", optional=True)
+    style: str = key("the documents' kind: bytes (a lexkit run) or standard (an hf: model)")
+    unit: str = key("what the lengths count: bytes or tokens")
+    size: int | None = key("the needle's size asked for (null: the task's own)")
+    seed: int = key("which documents")
+    haystack: str | None = key("the corpus spec of the haystack (null: the task's documents need none)")
+    samples: int = key("documents per length and depth")
+    lengths: list[int] = key("the lengths measured, each once, in unit")
+    depths: list[float] = key("the needle depths in percent, each once")
+    patterns: list[str] = key("the attention patterns measured, each once")
+    rows: list[dict] = key("one row per cell of the grid")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+class RetrievalReport(NeedleReport):
+    """``lexkit retrieval``'s report (:func:`lexkit.retrieval.report`): every cell and the summary over depths."""
+
+    logn: bool = key("whether log-n attention scaling ran")
+    rows: list[dict] = key("one row per pattern, length and depth (RetrievalCell)")
+    summary: list[dict] = key("one row per pattern and length, over every depth (RetrievalSummary)")

@@ -8,7 +8,7 @@ import dataclasses
 from ...base import ON_CPU, Context, Instrument, register
 from . import figures
 from . import report as reports
-from .measure import COLLAPSED, UNSEEN_BY, embedding_run
+from .measure import COLLAPSED, UNSEEN_BY, BytesReport, embedding_run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,20 +32,20 @@ class Bytes(Instrument):
     """Per byte value (and BOS): its count in the run's training corpus, the times training showed it,
     its embedding row norm and its cosine to the mean row of the bytes training never showed."""
 
-    name, command, Options = "inspect.bytes", "inspect", BytesOptions
+    name, command, Options, Report = "inspect.bytes", "inspect", BytesOptions, BytesReport
     summary = "the byte table: counts, embedding norms, collapse"
     targets = "a run directory written by `lexkit train`"
 
-    def measure(self, target, options: BytesOptions, context: Context = ON_CPU) -> dict:
+    def measure(self, target, options: BytesOptions, context: Context = ON_CPU) -> BytesReport:
         return embedding_run(target, data=options.data, steps=options.steps,
                              top=COLLAPSED if options.top is None else options.top,
                              unseen_by=options.unseen_by or "training", progress=context.progress)
 
-    def text(self, report: dict, options: BytesOptions) -> str:
+    def text(self, report: BytesReport, options: BytesOptions) -> str:
         return reports.text(report, every=bool(options.all))
 
-    def csv(self, report: dict) -> str:
+    def csv(self, report: BytesReport) -> str:
         return reports.csv(report)
 
-    def figures(self, report: dict, path: str) -> None:
+    def figures(self, report: BytesReport, path: str) -> None:
         figures.embedding(report, path)

@@ -43,9 +43,10 @@ from torch import Tensor
 
 from ....core.version import header
 from ....data.corpus import Corpus, Stream, absolute_spec, same_corpus, tokens_of
+from ....documents.report import key
 from ....documents.rows import Row
 from ....model.gpt import BOS
-from ... import identity
+from ... import IdentityReport, identity
 
 #: the report of ``lexkit inspect RUN --json`` and its layout's version (lexkit.core.version.header)
 BYTES_REPORT, REPORT_VERSION = "lexkit.inspect.bytes", 3
@@ -99,6 +100,21 @@ class ByteRow(Row):
     mix: int | None = None
     out_norm: float | None = None
     out_cosine: float | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+class BytesReport(IdentityReport):
+    """``lexkit inspect RUN``'s report, the byte table (:func:`embedding_run`): what ran, the corpus counted,
+    the training replayed, the summary and a row per token."""
+
+    run: str = key("the run directory")
+    train_len: int = key("the training length")
+    tied: bool = key("whether the output head is the embedding table")
+    corpus: dict = key("the corpus counted: spec, fingerprint, training documents and bytes")
+    training: dict | None = key("the training windows replayed: steps, batch, length, seed, mix, tokens "
+                                "(null: the run cannot be replayed)")
+    summary: dict = key("the table at a glance: the unseen tokens, the rarest seen, the collapsed (summarize)")
+    rows: list[dict] = key("one row per token, the byte values and BOS (ByteRow)")
 
 
 def stream_counts(tokens: Tensor) -> Tensor:
@@ -186,13 +202,13 @@ def summarize(rows: Sequence[ByteRow], top: int = COLLAPSED, unseen_by: str = "t
         "in_corpus_never_trained": sum(r.corpus > 0 and not r.trained for r in rows) if replayed else None,
         "rarest": [_brief(r) for r in sorted(seen, key=lambda r: (count(r), r.token))[:top]],
     }
-    for prefix, key in (("", "cosine"), ("out_", "out_cosine")):
-        if not rows or getattr(rows[0], key) is None:
+    for prefix, cosine in (("", "cosine"), ("out_", "out_cosine")):
+        if not rows or getattr(rows[0], cosine) is None:
             continue
-        out[f"{prefix}unseen_cohesion"] = _mean([getattr(r, key) for r in unseen])
-        out[f"{prefix}seen_cosine"] = _mean([getattr(r, key) for r in seen])
-        ranked = sorted(seen, key=lambda r: (-getattr(r, key), r.token))[:top]
-        out[f"{prefix}collapsed"] = [{**_brief(r), "cosine": getattr(r, key)} for r in ranked]
+        out[f"{prefix}unseen_cohesion"] = _mean([getattr(r, cosine) for r in unseen])
+        out[f"{prefix}seen_cosine"] = _mean([getattr(r, cosine) for r in seen])
+        ranked = sorted(seen, key=lambda r: (-getattr(r, cosine), r.token))[:top]
+        out[f"{prefix}collapsed"] = [{**_brief(r), "cosine": getattr(r, cosine)} for r in ranked]
     return out
 
 
@@ -247,9 +263,9 @@ def replayable(subject) -> tuple[dict | None, int]:
 
 
 def embedding_run(target, *, data: str | None = None, corpus: Corpus | None = None, steps: int | None = None,
-                  top: int = COLLAPSED, unseen_by: str = "training", progress: bool = False) -> dict:
+                  top: int = COLLAPSED, unseen_by: str = "training", progress: bool = False) -> BytesReport:
     """``lexkit inspect RUN``: the byte table of a run directory (or a loaded run subject) and its
-    summary, as one JSON-ready document. ``data``: the run's corpus at a new place; ``corpus``: the
+    summary, as one report (a :class:`BytesReport`). ``data``: the run's corpus at a new place; ``corpus``: the
     corpus itself (a run trained on one built in memory); ``steps``: replay only the first ``steps``
     training steps (default: every step its weights trained); ``unseen_by``: what makes a token
     unseen (:data:`UNSEEN_BY`; a run that cannot be replayed: the corpus)."""
@@ -293,8 +309,8 @@ def embedding_run(target, *, data: str | None = None, corpus: Corpus | None = No
                                 "not replayed")
     rows = byte_rows(model.embed.weight, None if tied(model) else model.head.weight, counts, trained, mixed,
                      unseen_by)
-    return {
-        **header(BYTES_REPORT, REPORT_VERSION), "run": subject.source,
-        **identity(subject.describe()), "train_len": subject.train_len, "tied": tied(model), "corpus": described,
-        "training": training, "summary": summarize(rows, top, unseen_by), "rows": [r.to_json() for r in rows],
-    }
+    return BytesReport(
+        **header(BYTES_REPORT, REPORT_VERSION), run=subject.source,
+        **identity(subject.describe()), train_len=subject.train_len, tied=tied(model), corpus=described,
+        training=training, summary=summarize(rows, top, unseen_by), rows=[r.to_json() for r in rows],
+    )

@@ -11,7 +11,7 @@ from ...base import ON_CPU, Context, Instrument, register
 from ...retrieval import RetrievalOptions, parse_depths
 from . import figures
 from . import report as reports
-from .measure import DEPTHS, SAMPLES, needle_mass_run
+from .measure import DEPTHS, SAMPLES, NeedleMassReport, needle_mass_run
 
 
 def _retrievals(name: str) -> dict:
@@ -53,21 +53,21 @@ class NeedleMass(Instrument):
     """Per layer and length: the attention of the query that predicts the answer's first token, its
     mass on the needle, its entropy against ln(keys), and where the best head's top key lies."""
 
-    name, command, Options = "inspect.needle_mass", "inspect", NeedleMassOptions
+    name, command, Options, Report = "inspect.needle_mass", "inspect", NeedleMassOptions, NeedleMassReport
     summary = "where a layer's attention goes when the answer is due"
 
-    def measure(self, target, options: NeedleMassOptions, context: Context = ON_CPU) -> dict:
+    def measure(self, target, options: NeedleMassOptions, context: Context = ON_CPU) -> NeedleMassReport:
         options.check()
         return needle_mass_run(target, options.task, lengths=options.lengths, depths=options.depths,
                                samples=options.samples, size=options.size, seed=options.seed,
                                patterns=options.patterns, data=options.data, format=options.format,
                                device=context.device, progress=context.progress, add=options.add)
 
-    def text(self, report: dict, options: NeedleMassOptions) -> str:
+    def text(self, report: NeedleMassReport, options: NeedleMassOptions) -> str:
         return reports.text(report)
 
-    def csv(self, report: dict) -> str:
+    def csv(self, report: NeedleMassReport) -> str:
         return reports.csv(report)
 
-    def figures(self, report: dict, path: str) -> None:
+    def figures(self, report: NeedleMassReport, path: str) -> None:
         figures.needle_mass(report, path)

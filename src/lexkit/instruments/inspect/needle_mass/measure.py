@@ -38,11 +38,13 @@ from .... import tasks
 from ....attention import Pattern, layer_patterns
 from ....core.device import eval_mode
 from ....core.version import header
+from ....documents.report import key
 from ....documents.rows import Row
 from ....layouts import scope_of
 from ... import identity
 from ...resolution.formula import entropy
 from ...retrieval import grid, scoring
+from ...retrieval.rows import NeedleReport
 
 #: the report of ``lexkit inspect TARGET --needle-mass --json`` and its layout's version (lexkit.core.version.header;
 #: 4: a row's local/global is its ``scope``, ``kind`` in 3 and before, which :meth:`NeedleMassRow.from_json` reads)
@@ -110,6 +112,13 @@ class NeedleMassRow(Row):
         if "scope" not in data and "kind" in data:
             data = {**data, "scope": data["kind"]}
         return super().from_json(data)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+class NeedleMassReport(NeedleReport):
+    """``lexkit inspect --needle-mass``'s report (:func:`needle_mass_run`): what ran, the grid, its rows."""
+
+    rows: list[dict] = key("one row per pattern, length and layer, over its documents (NeedleMassRow)")
 
 
 def report_rows(report: dict) -> list[NeedleMassRow]:
@@ -303,12 +312,13 @@ def needle_mass_run(target, task: str = "copy", *, lengths: Sequence[int] | None
                     depths: Sequence[float] = DEPTHS, samples: int = SAMPLES, size: int | None = None,
                     seed: int = 0, patterns: Sequence[str] = ("causal",), data: str | None = None,
                     format: str | None = None, device: str = "cpu", progress: bool = False,
-                    add: str | None = None) -> dict:
+                    add: str | None = None) -> NeedleMassReport:
     """``lexkit inspect TARGET --needle-mass``: load a run or ``hf:PATH`` (or take a loaded subject),
     measure :func:`needle_mass` (default lengths: the training length x 1-16 that hold the needle)
-    with haystacks from its documents (a run's validation split, or ``data``) and return the JSON
-    document. ``add``: stateless layer modifiers added to a run's layers (:func:`lexkit.instruments.subject.load`).
-    Everything checkable without the model is checked before it loads."""
+    with haystacks from its documents (a run's validation split, or ``data``) and return its report, a
+    :class:`NeedleMassReport`. ``add``: stateless layer modifiers added to a run's layers
+    (:func:`lexkit.instruments.subject.load`). Everything checkable without the model is checked before it
+    loads."""
     from ....layouts import check_pattern
     from ...subject import load
 
@@ -332,11 +342,11 @@ def needle_mass_run(target, task: str = "copy", *, lengths: Sequence[int] | None
     rows = needle_mass(subject, task, lengths, depths=depths, samples=samples, patterns=patterns, haystack=haystack,
                        seed=seed, size=size, format=format, progress=progress)
     info = subject.describe()
-    return {
-        **header(MASS_REPORT, REPORT_VERSION), "target": subject.source,
-        **identity(info), "train_len": info["train_len"], "task": task,
-        **({"format": format} if format is not None else {}), "style": style,
-        "unit": grid.unit(subject), "size": size, "seed": seed, "haystack": corpus, "samples": samples,
-        "depths": [float(d) for d in dict.fromkeys(depths)], "lengths": list(dict.fromkeys(r.length for r in rows)),
-        "patterns": list(dict.fromkeys(r.pattern for r in rows)), "rows": [r.to_json() for r in rows],
-    }
+    return NeedleMassReport(
+        **header(MASS_REPORT, REPORT_VERSION), target=subject.source,
+        **identity(info), train_len=info["train_len"], task=task,
+        **({"format": format} if format is not None else {}), style=style,
+        unit=grid.unit(subject), size=size, seed=seed, haystack=corpus, samples=samples,
+        depths=[float(d) for d in dict.fromkeys(depths)], lengths=list(dict.fromkeys(r.length for r in rows)),
+        patterns=list(dict.fromkeys(r.pattern for r in rows)), rows=[r.to_json() for r in rows],
+    )
