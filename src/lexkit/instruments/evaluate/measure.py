@@ -326,8 +326,8 @@ def score_windows(
     unit = "B" if nbytes is None else "tok"
     with eval_mode(model), torch.inference_mode(), bar(work, "eval", enabled=progress, unit=unit) as meter:
         for length in lengths:
-            plan = windows(total, length, stride)
-            items = [(d, start, first) for d in range(tokens.shape[0]) for start, first in plan]
+            placed = windows(total, length, stride)
+            items = [(d, start, first) for d in range(tokens.shape[0]) for start, first in placed]
             size = batch_size or max(1, batch_tokens // length)
             scored_bytes = None if nbytes is None else _bytes_by_index(nbytes, items, length)  # [length]
             for pat in patterns:

@@ -151,7 +151,7 @@ def weight_maps(model) -> list[tuple[str, Callable[[Tensor], Tensor] | None]]:
     λ·softmax(head 2i+1) per pair (:mod:`lexkit.attention.modifiers.differential`), so its map is
     that difference ``[b, heads / 2, n_k]``, not either component (one can be the subtracted one); a
     stick-breaking layer's weights are the map but sum to at most 1; any other layer's softmax is the
-    map as it is. A model without lexkit's layer plan (an hf: model): softmax everywhere."""
+    map as it is. A model without lexkit's layer stack (an hf: model): softmax everywhere."""
     out: list[tuple[str, Callable[[Tensor], Tensor] | None]] = []
     for block in getattr(model, "layer_blocks", None) or [None] * model.cfg.n_layers:  # a loop's passes: one block
         names = {m.name: m for m in getattr(getattr(block, "layer", None), "modifiers", ())}
