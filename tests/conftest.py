@@ -51,6 +51,17 @@ def pytest_configure(config):
     torch.set_num_threads(THREADS)
 
 
+#: collected first: the files whose tests take seconds each and would otherwise be collected last.
+#: ``pytest -n`` hands a worker the next test as it finishes one, in this order, so whatever is collected
+#: last runs while the other worker has nothing left: test_workers.py (its spawned workers, 3 s and 1 s)
+#: ran last on one worker while the other idled (4 s of 80, in two runs)
+FIRST = ("test_workers.py",)
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: item.path.name not in FIRST)  # stable: the order within each part kept
+
+
 @functools.cache
 def _accelerated() -> bool:
     """Whether torch sees CUDA, an XPU or MPS here (torch.manual_seed seeds them too)."""
