@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from lexkit.core.provenance import flops_per_token
 from lexkit.documents.blocks import Heading, Text
 from lexkit.documents.render import markdown
 from lexkit.training import runs
+from training import matmul_gflops
 
 #: (the cache's task, what it is) -> the part of the study it belongs to, in the order printed
 PARTS = ["grid: training", "grid: evaluation (bpb)", "grid: resolution", "grid: principles",
@@ -47,15 +47,9 @@ def part_of(entry: dict) -> str:
 
 def matmul_rate(rows: int, d_model: int, repeats: int = 5) -> float:
     """FLOP/s of one float32 matrix multiply of the model's MLP shape ([rows, d] x [d, 4d]) on this
-    process's threads: the best of ``repeats`` timings of 20 multiplies."""
-    a, b = torch.randn(rows, d_model), torch.randn(d_model, 4 * d_model)
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(20):
-            a @ b
-        best = min(best, (time.perf_counter() - start) / 20)
-    return 2 * rows * d_model * 4 * d_model / best
+    process's threads (the benchmarks' one matmul rate, :func:`training.matmul_gflops`): the best of
+    ``repeats`` timings of 20 multiplies."""
+    return max(matmul_gflops(repeats=20, shape=(rows, d_model, 4 * d_model)) for _ in range(repeats)) * 1e9
 
 
 def floor(study: Path, names: list[str]) -> list[dict]:

@@ -42,14 +42,16 @@ def ops_per_step(contender: Contender, batch: tuple) -> int:
     return sum(e.count for e in prof.key_averages() if e.key.startswith("aten::"))
 
 
-def matmul_gflops(size: int = 1024, repeats: int = 8) -> float:
-    """float32 size x size @ size x size rate on torch's current threads, GFLOP/s."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
+def matmul_gflops(size: int = 1024, repeats: int = 8, *, shape: tuple[int, int, int] | None = None) -> float:
+    """float32 size x size @ size x size rate on torch's current threads, GFLOP/s; ``shape`` (m, k, n):
+    an [m, k] @ [k, n] multiply instead (a model's own shape)."""
+    m, k, n = shape or (size, size, size)
+    a, b = torch.randn(m, k), torch.randn(k, n)
     a @ b
     start = time.perf_counter()
     for _ in range(repeats):
         a @ b
-    return 2 * size**3 * repeats / (time.perf_counter() - start) / 1e9
+    return 2 * m * k * n * repeats / (time.perf_counter() - start) / 1e9
 
 
 def bench_training(settings: Settings, log) -> dict:
