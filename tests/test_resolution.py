@@ -58,7 +58,7 @@ def test_masked_distances_count_zero():
     assert math.isnan(float(res.resolution(torch.full((4,), -math.inf))))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=60, deadline=None, derandomize=True)  # the same 60 examples each run (test_fuzz's rule)
 @given(
     st.lists(st.one_of(st.floats(-60, 60), st.just(-math.inf)), min_size=1, max_size=64).filter(
         lambda xs: any(math.isfinite(x) for x in xs)
