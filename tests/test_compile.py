@@ -153,7 +153,10 @@ def test_a_part_that_breaks_the_graph_is_named_and_trains_eagerly(eager_backend,
 
 def test_a_break_nobody_declared_falls_back_once(eager_backend, tmp_path, corpus, monkeypatch):
     """Without its declaration, +chunks fails the first compiled step: one warning, the same batch
-    taken eagerly, the run eager from then on (nothing recorded as compiled)."""
+    taken eagerly, the run eager from then on (nothing recorded as compiled). The fast sibling of
+    test_declarations_agree_with_the_tracer too: a part that declares a break does not trace (the
+    warning: CompiledLoss's trace failed); one that declares none, HWFA's layers, traces in the first
+    test of this file."""
     monkeypatch.setattr(mods.MODIFIERS.get("chunks"), "compile_refusal", None)
     model_cfg, train_cfg = configs("tiny", "rope", layout=CHUNKS, steps=2, save_every=2, eval_every=2, compile=True)
     with pytest.warns(UserWarning, match="does not trace as one graph"):
@@ -193,12 +196,6 @@ def traces(scheme="rope", layout=None) -> bool:
         return False
     assert got == pytest.approx(want, abs=1e-5)
     return True
-
-
-def test_declarations_agree_with_the_tracer_fast():
-    """The fast sibling of the slow test below: a part that declares a break does not trace (one that
-    declares none, HWFA's layers, traces in the first test of this file)."""
-    assert not traces("rope", CHUNKS)
 
 
 @pytest.mark.slow

@@ -74,7 +74,10 @@ def test_logn_on_every_kernel_equals_the_reference(spec, pat, kernels):
     check_logn(spec, pat, kernels)
 
 
-LOGN_FLEX = [("rope", "causal"), ("alibi", "window:48")]  # λ in q alone; λ in q and in the bias score_mod
+#: λ in q and in the bias score_mod. A scheme without a bias takes λ in q alone, by the same line of the flex
+#: path (and no score_mod, as test_kernels' eager rope case): ("rope", "causal"), one more trace of eager flex
+#: (0.3-0.5 s), is slow
+LOGN_FLEX = [("alibi", "window:48"), pytest.param("rope", "causal", marks=pytest.mark.slow)]
 
 
 @pytest.mark.parametrize("spec, pat", LOGN_FLEX)
@@ -176,6 +179,9 @@ def test_sinks_text_positions_on_every_kernel(spec, kernels):
     check_sinks_text(spec, kernels)
 
 
+# fast sibling: test_kernels' eager flex case t5 under sinks:64 (the sinks block mask with the sinks at their text
+# positions and a bias score_mod, gradients included); alibi's score_mod on flex: its case under chunk:48
+@pytest.mark.slow
 def test_sinks_text_positions_on_flex_run_eagerly(eager_flex):
     """The sinks block mask and alibi's score_mod through lexkit's flex path, FlexAttention run
     eagerly (compiled flex is refused on the CPU)."""

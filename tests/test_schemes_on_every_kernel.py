@@ -2,9 +2,9 @@
 partial RoPE. Dense and chunked agree in outputs and in every gradient (the scheme's parameters
 included) inside a model; flex, where a scheme can run on it, equals the float64 reference
 forward and backward (eager here, compiled in the GPU lane); where it cannot, it refuses by
-name. Their oracles are in test_fire, test_pope, test_contextual and test_positions; streaming in
-test_stream and test_sample (schemes_under_test.ONE_OF_EACH_KIND). Compiled flex runs in the GPU
-lane (refused on the CPU: test_gpu.py)."""
+name (partial RoPE runs flex as RoPE does: test_kernels). Their oracles are in test_fire, test_pope,
+test_contextual and test_positions; streaming in test_stream (schemes_under_test.ONE_OF_EACH_KIND) and
+test_sample. Compiled flex runs in the GPU lane (refused on the CPU: test_gpu.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,11 @@ from lexkit.cli import main
 from test_kernels import Decided, assert_parity, flex_parity
 
 NEW = ["fire", "pope", "cope", "fox", "rope:fraction=0.5,heads=1", "xpos:fraction=0.25"]
-ON_FLEX = ["rope:fraction=0.5,heads=1", "pope", "fire:width=2,L=64"]  # FIRE's MLP unrolled per score: 2 units
+#: FIRE's MLP unrolled per score: 2 units. Partial RoPE runs flex as RoPE does (q and k rotated by the scheme's
+#: transform_qk before the kernel, no score_mod): slow, its fast sibling test_kernels' eager rope case (the same
+#: flex path; the partial rotation is the dense and chunked kernels' in the model test above, and test_positions'
+#: oracle)
+ON_FLEX = [pytest.param("rope:fraction=0.5,heads=1", marks=pytest.mark.slow), "pope", "fire:width=2,L=64"]
 SCORES_ONLY = ["cope", "fox"]
 
 
