@@ -13,7 +13,7 @@ import json
 import pytest
 import torch
 
-from lexkit import positions
+from lexkit import attention, positions
 from lexkit.attention import modifiers as mods
 from lexkit.data.corpus import Corpus
 from lexkit.model.gpt import GPT
@@ -89,6 +89,23 @@ def test_inductor_step_equals_eager_within_float32_noise(layout):
     assert loss_fn.graphs == 1
     assert max(abs(a - b) for a, b in zip(losses["eager"], losses["compiled"])) < 1e-4
     assert gap < 1e-4
+
+
+def test_an_evaluation_pattern_resolved_before_does_not_break_the_step():
+    """Models of one config share their layer stack and its resolved patterns: a ``Sinks`` pattern an
+    evaluation resolved there (as ``lexkit eval --pattern sinks:16,pos=cache`` does) once became a key
+    of that memo that dynamo could not hash, and the next model's compiled step of that config fell
+    back to eager training (the stack keeps its patterns under string keys)."""
+    model_cfg = configs("tiny", "rope", n_layers=1, d_model=16, n_heads=1)[0]
+    evaluated, trained = GPT(model_cfg), GPT(model_cfg)
+    assert evaluated.stack is trained.stack  # the memo is shared: what one model resolves, the other sees
+    sinks = attention.create("sinks:16,pos=cache")
+    resolved = evaluated.pattern(sinks)
+    assert resolved.spec == "sinks:16,pos=cache" and evaluated.pattern(sinks) is resolved  # kept, once
+    loss_fn = compiled.CompiledLoss(trained, torch.device("cpu"), None, backend="eager")
+    (x, y), = batches(1)
+    assert compiled.first_call(loss_fn, x, y, "tiny") is not None, loss_fn.failed
+    assert loss_fn.failed is None and loss_fn.graphs == 1
 
 
 def test_each_compiled_step_has_a_code_object_of_its_own():

@@ -263,8 +263,11 @@ class LayerStack:
     # -- what an evaluation means on it ----------------------------------------------------------
     def resolve(self, spec: str | Pattern = "causal") -> Pattern:
         """An evaluation pattern on this stack (:func:`lexkit.layouts.select.resolve_pattern`): a plain
-        pattern when every layer gets the same one, else a ``Layered`` one. Resolved once per spec."""
-        key = spec if isinstance(spec, str) else (type(spec), spec)
+        pattern when every layer gets the same one, else a ``Layered`` one. Resolved once per spec, kept
+        under a string key: a compiled training step traces this lookup, and a Pattern key left by an
+        evaluation on a stack that models of one config share (a ``Sinks``, whose spec dynamo cannot
+        trace) made every later compiled step of that config train eagerly."""
+        key = spec if isinstance(spec, str) else f"{type(spec).__module__}.{type(spec).__qualname__} {spec.spec}"
         if key not in self._resolved:
             self._resolved[key] = resolve_pattern(self.own, self.selector_names, spec, default_window=self.train_len)
         return self._resolved[key]
