@@ -141,6 +141,7 @@ def eager_flex(monkeypatch):
     tensors: with ``_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG`` KERPLE's and T5's parameters get no gradient."""
     import warnings
 
+    import torch._dynamo.config
     from torch.nn.attention import flex_attention as fa
 
     from lexkit.attention import kernels
@@ -149,6 +150,9 @@ def eager_flex(monkeypatch):
     monkeypatch.setattr(kernels.flex, "compiled_flex", lambda: fa.flex_attention)
     monkeypatch.setattr(kernels.choice, "CPU_FLEX_REFUSAL", None)  # eager flex is right on the CPU: a reference
     monkeypatch.setattr(kernels.flex, "FLEX_DECISIONS", {})
+    # each shape traced as it is: after one test changed a shape, dynamo traced every later eager flex call with
+    # symbolic shapes, about a quarter slower (torch lifts the recompile limit for eager flex already)
+    monkeypatch.setattr(torch._dynamo.config, "automatic_dynamic_shapes", False)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile")
         yield fa.flex_attention
