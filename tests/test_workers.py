@@ -1,7 +1,8 @@
 """A study's work over worker processes: the schedule (the critical path, not the sum over workers),
-the ETA, units run in spawned workers in the order their needs allow, a killed worker named and the
-work resumed, a study with two workers writing the serial study's results number for number, and a
-second study in the same directory refused while one runs."""
+the ETA, units run in worker processes (a spawned one, as a study starts them, and forked ones) in the
+order their needs allow, a killed worker named and the work resumed, a study with two workers writing
+the serial study's results number for number, and a second study in the same directory refused while
+one runs."""
 
 from __future__ import annotations
 
@@ -105,10 +106,22 @@ def test_the_bar_keeps_its_percent_clock_and_eta_on_an_80_column_line_and_a_log_
 
 
 # -- the workers -----------------------------------------------------------------------------------------
-def test_units_run_in_workers_and_a_killed_worker_is_named_and_resumed(tmp_path):
-    """Units run in spawned processes (not this one), each after what it needs, their records
+def test_units_run_in_workers_and_a_killed_worker_is_named_and_resumed(tmp_path, monkeypatch):
+    """Units run in worker processes (not this one), each after what it needs, their records
     joining the parent's; a worker SIGKILLed mid-unit stops the run with one message naming the unit
-    and the signal, and a second run does what is left (what was done read here, not redone)."""
+    and the signal, and a second run does what is left (what was done read here, not redone). A unit
+    runs in a spawned worker (a fresh interpreter, as a study starts them: about 2 s of CPU importing
+    torch); the rest over forked ones (the same protocol, started in milliseconds)."""
+    spawned = tmp_path / "spawned"
+    spawned.mkdir()
+    work = ToyWork(spawned)
+    assert workers.START_METHOD == "spawn"
+    workers.run(work.units()[2:], jobs=2, build=workers.Build(ToyWork, (spawned,)), cache=work.cache)  # c alone
+    (record,) = work.cache.record
+    assert (record["name"], record["action"]) == ("c", "ran") and record["pid"] != os.getpid()
+    assert (spawned / "c").read_text() == f"c {record['pid']}" and not (spawned / "a").exists()
+
+    monkeypatch.setattr(workers, "START_METHOD", "fork")
     out = tmp_path / "work"
     out.mkdir()
     work = ToyWork(out, True)
@@ -152,8 +165,8 @@ def test_two_workers_write_what_one_process_writes_number_for_number(tmp_path, d
     """The fast sibling of the safety net's study over two workers: a study of one grid cell and one
     seed of table G and its scoring (its methods left out), run in this process and over two workers
     at one thread each, writes the same results.json (timings, directories and the work done masked);
-    each run trained once. The workers fork here (started in milliseconds; the spawned ones are the
-    toy workers' test above and the slow test below): the same protocol, units and cache."""
+    each run trained once. The workers fork here (started in milliseconds; the spawned one is the
+    toy workers' test above's, and the slow tests below spawn theirs): the same protocol, units and cache."""
     monkeypatch.setattr(workers, "START_METHOD", "fork")
     cfg = tiny(data_dir, schemes=["alibi"], lengths=[16], retrieval_seeds=1, extension=False)
 
