@@ -35,6 +35,20 @@ def root(tmp_path_factory):
     return tmp_path_factory.mktemp("models")
 
 
+@pytest.fixture(scope="module")
+def lexkit_on(root):
+    """(bug, case name) -> the result of lexkit's own runtime with ``bug`` planted ("" none) on that small
+    case, run once for the module (several tests read the same run)."""
+    done: dict = {}
+
+    def get(bug: str, name: str):
+        if (bug, name) not in done:
+            (done[bug, name],) = models.run([models.toy(bug)], [c for c in SMALL if c.name == name], root)
+        return done[bug, name]
+
+    return get
+
+
 def test_the_battery_is_what_the_issue_asks(root):
     assert [c.original for c in CASES] == [64] * len(CASES) and all(max(c.lengths) == 32 * 64 for c in CASES)
     families = {c.model_type for c in CASES}
@@ -86,11 +100,12 @@ def test_the_float64_forward_is_transformers_in_float64(root, cases):
 
 @pytest.mark.parametrize("cases", [pytest.param(SMALL, marks=pytest.mark.slow, id="all"),
                                    pytest.param(FAST, id="fast")])
-def test_lexkit_and_transformers_pass_every_model_case_but_the_batch_difference(root, cases):
+def test_lexkit_and_transformers_pass_every_model_case_but_the_batch_difference(root, lexkit_on, cases):
     """transformers passes everything but one difference the table case batch/longrope shows too: a batch
     reads one length for all its sequences (dynamic_rope_update's max(position_ids) + 1), so Phi-3's short
     sequence beside a long one gets the long factors."""
-    results = models.run([models.toy(), models.MODEL_RUNTIMES.get("transformers")()], cases, root)
+    results = [lexkit_on("", c.name) for c in cases]
+    results += models.run([models.MODEL_RUNTIMES.get("transformers")()], cases, root)
     failed = {(r.runtime, r.case): [c.check for c in r.checks if not c.ok] for r in results if r.status != "pass"}
     assert failed == {("transformers", "models/phi3-longrope"): ["batch@4"]}, failed
     assert all(len(r.checks) == 4 for r in results if r.runtime == "lexkit")  # it batches nothing
@@ -103,9 +118,9 @@ def test_lexkit_and_transformers_pass_every_model_case_but_the_batch_difference(
 @pytest.mark.parametrize("every", [pytest.param(True, marks=pytest.mark.slow, id="every-case"),
                                    pytest.param(False, id="first-case")])
 @pytest.mark.parametrize("bug", sorted(models.BUGS))
-def test_each_planted_bug_fails_the_cases_that_must_catch_it(bug, every, root):
+def test_each_planted_bug_fails_the_cases_that_must_catch_it(bug, every, lexkit_on):
     must = set(models.BUGS[bug][1] if every else models.BUGS[bug][1][:1])
-    results = {r.case: r for r in models.run([models.toy(bug)], [c for c in SMALL if c.name in must], root)}
+    results = {name: lexkit_on(bug, name) for name in must}
     failed = {name for name, r in results.items() if r.status == "fail"}
     assert must <= failed, {name: results[name].detail for name in must - failed}
     assert all(r.status == "fail" for r in results.values())  # a bug is a difference, not a crash
@@ -113,14 +128,14 @@ def test_each_planted_bug_fails_the_cases_that_must_catch_it(bug, every, root):
     assert worst > 10, worst  # far past the band, not at its edge
 
 
-def test_decode_is_checked_where_only_decode_differs(root):
+def test_decode_is_checked_where_only_decode_differs(lexkit_on):
     """The decode bugs leave every prefill alone: only the cache's checks catch them."""
     for bug in ("decode-one-late", "ring-no-evict"):
         for name in models.BUGS[bug][1]:
-            (r,) = models.run([models.toy(bug)], [c for c in SMALL if c.name == name], root)
+            r = lexkit_on(bug, name)
             assert {c.check for c in r.checks if not c.ok} <= {"decode/1", "decode/3"}
             assert all(c.ok for c in r.checks if c.check.startswith("prefill")), r.detail
-    (ring,) = models.run([models.toy("ring-no-evict")], [c for c in SMALL if c.name == "models/mistral-window"], root)
+    ring = lexkit_on("ring-no-evict", "models/mistral-window")
     assert [c.check for c in ring.checks if not c.ok] == ["decode/3"]  # one token a step: a ring is the window
 
 
@@ -138,7 +153,7 @@ class ToySide:
         return Side()
 
 
-def test_whole_models_travel_through_the_protocol(root, monkeypatch):
+def test_whole_models_travel_through_the_protocol(root, lexkit_on, monkeypatch):
     """The model operations as the pipe carries them (every request and answer through JSON, the side's
     module answered by protocol.answer in this process): cases as JSON, logits as base64 float32 (float32
     exactly), a model type the side lacks n/a with its reason, a planted bug caught there as here."""
@@ -173,7 +188,7 @@ def test_whole_models_travel_through_the_protocol(root, monkeypatch):
     monkeypatch.setattr(model_remote, "Side", Here)
     cases = [c for c in SMALL if c.name in ("models/llama-llama3", "models/mistral-window")]
     far = {r.case: r for r in models.run([ToySide.runtime()], cases, root)}
-    near = {r.case: r for r in models.run([models.toy()], cases, root)}
+    near = {c.name: lexkit_on("", c.name) for c in cases}
     assert far["models/llama-llama3"].status == "pass"
     assert [c.error for c in far["models/llama-llama3"].checks] == [c.error for c in near["models/llama-llama3"].checks]
     assert far["models/mistral-window"].status == "n/a" and far["models/mistral-window"].detail == "no mistral here"
@@ -258,7 +273,8 @@ def test_the_model_battery_over_releases(root, monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(matrix, "PACKAGES", {**matrix.PACKAGES, "lexkit": "lexkit"})
     monkeypatch.setattr(matrix, "environment", lambda package, version, where, echo=print: sys.executable)
     monkeypatch.setattr(remote, "elsewhere", lambda name, python: models.toy())
-    monkeypatch.setattr(models, "cases", lambda patterns=None: FAST[:2])
+    monkeypatch.setattr(models, "cases", lambda patterns=None: [c for c in SMALL if c.name in (
+        "models/llama-llama3", "models/llama-yarn-attention-factor")])  # two of the quickest
     out = tmp_path / "o"
     argv = ["conformance", "--models", "--matrix", "lexkit==0.1,0.2", "--envs", str(tmp_path / "envs"),
             "--models-dir", str(root), "--out", str(out)]

@@ -423,7 +423,7 @@ def test_cli_eval_and_resolution(tf, saved, tmp_path, capsys):
     assert (tmp_path / "r.png").stat().st_size > 0 and (tmp_path / "r.csv").read_text().startswith("length,pattern")
 
     code = main(["resolution", f"hf:{saved['llama']}", "--data", str(data), "--lengths", "16,32", "--texts", "1",
-                 "--json", str(tmp_path / "res.json"), "--plot", str(tmp_path / "res.png")])
+                 "--json", str(tmp_path / "res.json")])  # (its figure, the empirical curves: the slow test below)
     text = capsys.readouterr().out
     assert code == 0 and "analytic" in text and "layer 1" in text and "entropy" in text
     doc = json.loads((tmp_path / "res.json").read_text())
@@ -433,6 +433,20 @@ def test_cli_eval_and_resolution(tf, saved, tmp_path, capsys):
     assert main(["resolution", f"hf:{saved['bloom']}", "--lengths", "16", "--plot", str(bloom)]) == 0
     assert "empirical: n/a" in capsys.readouterr().out  # no score hook: the figure is the analytic curve
     assert bloom.stat().st_size > 0
+
+
+# ~0.3 s, matplotlib's layout of one more figure. Fast siblings: Bloom's figure above (an hf model's resolution
+# figure, by the same instrument) and test_resolution.py's test_cli_empirical_run_dir (the empirical curves'
+# figure, drawn from the document empirical_run writes for an hf model as for a run)
+@pytest.mark.slow
+def test_cli_resolution_figure_of_an_hf_model_with_a_score_hook(tf, saved, tmp_path, capsys):
+    from lexkit.cli import main
+
+    data, png = tmp_path / "doc.txt", tmp_path / "res.png"
+    data.write_bytes(CORPUS)
+    assert main(["resolution", f"hf:{saved['llama']}", "--data", str(data), "--lengths", "16,32", "--texts", "1",
+                 "--plot", str(png)]) == 0
+    assert "empirical" in capsys.readouterr().out and png.read_bytes()[:4] == b"\x89PNG"
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -470,6 +484,10 @@ def check_flex_against_dense(path) -> None:
                                        model(x, pattern=pattern, kernel="dense"), atol=1e-5, rtol=0)
 
 
+# ~1 s: a dynamo trace of eager flex per pattern. Fast siblings: test_chunked_kernel_matches_eager_across_blocks
+# (an hf model's kernel choice reaching lexkit's kernels, GQA's heads expanded before any kernel) and
+# test_kernels.py's test_eager_flex_forward_and_gradients_match_reference (flex under window and BCA)
+@pytest.mark.slow
 def test_flex_kernel_run_eagerly_matches_dense(tf, saved, eager_flex):
     """lexkit's flex path under window and BCA on a GQA model, FlexAttention run eagerly (compiled
     flex is refused on the CPU)."""
