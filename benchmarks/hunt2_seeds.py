@@ -14,6 +14,8 @@ their mean and t interval over the seeds.
     python benchmarks/hunt2_seeds.py ... --markdown      # the table docs/hunt.md holds
     python benchmarks/hunt2_seeds.py hunt3/sweep.json --base "C0 A3 again"   # round 3: C1 against C0
     python benchmarks/hunt2_seeds.py hunt3/sweep.json --base "C0 A3 again" --by-depth   # each depth at 16x
+    python benchmarks/hunt2_seeds.py hunt3-c2/sweep-seed0.json hunt3-c2/sweep.json --multiples 1,4,16 \
+        --parts kvthread,kvthread:direction=backward,ordinal    # round 3's C2: each part at 1x, 4x, 16x over seeds
 """
 
 from __future__ import annotations
@@ -78,6 +80,52 @@ def depth_table(doc, base: str) -> str:
     return md_table(["arm", "part", *heads], rows)
 
 
+def by_multiple(docs, multiples: list[int]) -> tuple[dict, int]:
+    """Sweep documents' exact match per multiple (``{arm: {part: {multiple: {seed: %}}}}``) and their documents per
+    seed and cell (one number across them, else an error)."""
+    out: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
+    documents = set()
+    for doc in docs:
+        documents.add(doc.section.samples * len(doc.section.depths))
+        for entry, part in doc.scored():
+            for row in entry.rows:
+                if row.multiple in multiples:
+                    out[entry.label][part][row.multiple][entry.seed] = 100 * row.accuracy
+    if len(documents) != 1:
+        raise SystemExit(f"error: the documents per seed differ between the sweeps ({sorted(documents)})")
+    return out, documents.pop()
+
+
+def multiples_table(docs, multiples: list[int], parts: list[str] | None, base: str) -> str:
+    """Each arm's exact match per part at each multiple: per seed, pooled, and its interval over seeds (table G's),
+    with where it differs from the base arm's over seeds."""
+    table, n = by_multiple(docs, multiples)
+    rows = []
+    for arm in sorted(table, key=lambda a: order(a, base)):
+        for part in (parts or list(table[arm])):
+            cells = table[arm].get(part, {})
+            row = [arm, part.replace(":direction=backward", " backward")]
+            for m in multiples:
+                seeds = cells.get(m)
+                if not seeds:
+                    row.append("-")
+                    continue
+                r = reading([seeds[s] for s in sorted(seeds)], n)
+                over = r.get("over_seeds")
+                text = ("/".join(f"{v:.0f}" for v in r["per_seed"]) + f": {r['pooled']:.0f}"
+                        + (f" [{over[0]:.0f}-{over[1]:.0f}]" if over else ""))
+                theirs = table.get(base, {}).get(part, {}).get(m)
+                if arm != base and over and theirs:
+                    b = reading([theirs[s] for s in sorted(theirs)], n).get("over_seeds")
+                    text += f" ({side(over, b)})" if b and side(over, b) != "level" else ""
+                row.append(text)
+            rows.append(row)
+    seeds = sorted({s for arm in table.values() for part in arm.values() for m in part.values() for s in m})
+    return (md_table(["arm", "part", *(f"{m}x" for m in multiples)], rows)
+            + f"\n\nseeds {', '.join(map(str, seeds))}; {n} documents a seed and multiple; "
+            "per seed: pooled [95 % over seeds]")
+
+
 def reading(per_seed: list[float], documents: int) -> dict:
     """Per-seed exact match (%) read pooled (Wilson over every document) and over seeds (table G's)."""
     right = round(sum(per_seed) / 100 * documents)
@@ -110,7 +158,17 @@ def main() -> None:
                         "round 2's; round 3's is 'C0 A3 again')")
     parser.add_argument("--near", action="store_true", help="the sweeps' seeds at 1x -> 16x, pooled (the recorded "
                         "figures have 16x only)")
+    parser.add_argument("--multiples", help="each part at these multiples (e.g. 1,4,16), per seed and over seeds")
+    parser.add_argument("--parts", help="with --multiples: the parts to read, comma-separated (default: every one)")
     args = parser.parse_args()
+    if args.multiples:
+        try:
+            multiples = [int(m) for m in args.multiples.split(",")]
+        except ValueError:
+            raise SystemExit(f"error: --multiples {args.multiples!r}: give whole numbers, e.g. 1,4,16") from None
+        parts = args.parts.split(",") if args.parts else None
+        print(multiples_table([read_sweep(p) for p in args.sweeps], multiples, parts, args.base))
+        return
     if args.by_depth:
         if len(args.sweeps) != 1:
             raise SystemExit("error: --by-depth reads one sweep document")

@@ -131,3 +131,19 @@ def test_the_seeds_by_depth_are_the_cells_at_16x(bench):
     table = bench["hunt2_seeds"].depth_table(doc, "a3").splitlines()
     assert table[0] == "| arm | part | " + " | ".join(f"{d:g} %" for d in doc.section.depths) + " |"
     assert table[2].startswith("| a3 |")  # the base arm first
+
+
+def test_the_seeds_by_multiple_are_the_rows_at_each_multiple(bench):
+    """hunt2_seeds --multiples: each arm's exact match per part at each multiple is its entries' rows there, per
+    seed; the pooled figure is their mean over the seeds (the safety net's sweep: two arms, seeds 1 and 2)."""
+    doc = bench["common"].read_sweep(ROOT / "tests" / "fixtures" / "safety_net" / "sweep.json")
+    table, n = bench["hunt2_seeds"].by_multiple([doc], [1, 16])
+    assert n == doc.section.samples * len(doc.section.depths)
+    for entry in doc.section.configs:
+        rows = {r.multiple: 100 * r.accuracy for r in entry.rows if r.multiple in (1, 16)}
+        assert {m: v[entry.seed] for m, v in table[entry.label][entry.format].items()} == rows
+    text = bench["hunt2_seeds"].multiples_table([doc], [1, 16], ["tilde"], "a3").splitlines()
+    assert text[0] == "| arm | part | 1x | 16x |" and text[2].startswith("| a3 | tilde |")  # the base arm first
+    seeds = table["a3"]["tilde"][1]
+    mean = sum(seeds.values()) / len(seeds)
+    assert text[2].split(" | ")[2].startswith("/".join(f"{seeds[s]:.0f}" for s in sorted(seeds)) + f": {mean:.0f}")
