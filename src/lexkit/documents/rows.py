@@ -46,20 +46,29 @@ class Row:
     def from_json(cls, data: dict[str, Any]):
         """The row of a JSON object; keys it does not know are ignored (a document may hold more)."""
         values = {}
-        for field in dataclasses.fields(cls):
-            key = cls.KEYS.get(field.name, field.name)
+        for name, key, nested, is_map, default in _reading(cls):
             if key in data:
                 value = data[key]
-                if field.name in cls.MAPS and value is not None:
-                    value = {name: typed(cls.NESTED[field.name], v) for name, v in value.items()}
-                elif field.name in cls.NESTED:
-                    value = typed(cls.NESTED[field.name], value)
-                values[field.name] = value
-            elif field.default is not dataclasses.MISSING:
-                values[field.name] = field.default
+                if is_map and value is not None:
+                    value = {k: typed(nested, v) for k, v in value.items()}
+                elif nested is not None:
+                    value = typed(nested, value)
+                values[name] = value
             else:
-                values[field.name] = None
+                values[name] = default
         return cls(**values)
+
+
+def _reading(cls: type[Row]) -> tuple[tuple[str, str, type[Row] | None, bool, Any], ...]:
+    """How ``cls.from_json`` reads each field: (name, JSON key, nested row class or None, an object of rows
+    by name, the value of a missing key). Worked out once a class (a study's results.json holds tens of
+    thousands of rows; ``dataclasses.fields`` and the class's tables per row were most of reading it)."""
+    plan = cls.__dict__.get("_READING")
+    if plan is None:
+        plan = tuple((f.name, cls.KEYS.get(f.name, f.name), cls.NESTED.get(f.name), f.name in cls.MAPS,
+                      None if f.default is dataclasses.MISSING else f.default) for f in dataclasses.fields(cls))
+        type.__setattr__(cls, "_READING", plan)
+    return plan
 
 
 def jsonable(value: Any) -> Any:
