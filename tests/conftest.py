@@ -46,9 +46,15 @@ def pytest_configure(config):
     its workers collect."""
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
         return
+    import gc
+
     import torch
 
     torch.set_num_threads(THREADS)
+    # the cyclic collector every 50,000 allocations instead of 700: the tests make many short-lived objects
+    # (autograd graphs, rows, figures) and few cycles; measured per worker: 2,850 young collections and 20 full
+    # ones, 1.5-1.6 s of a 40-s run, became 325 and 4, 0.7 s
+    gc.set_threshold(50_000, 20, 100)
 
 
 #: collected first: the files whose tests take seconds each and would otherwise be collected last.
