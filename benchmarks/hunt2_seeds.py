@@ -66,15 +66,8 @@ def depth_table(doc, base: str) -> str:
         for part, cells in depths[arm].items():
             row = [arm, part]
             for depth in sorted(cells):
-                seeds = cells[depth]
-                r = reading([seeds[s] for s in sorted(seeds)], doc.section.samples)
-                over = r.get("over_seeds")
-                text = "/".join(f"{v:.0f}" for v in r["per_seed"]) + (f" [{over[0]:.0f}-{over[1]:.0f}]" if over else "")
-                theirs = depths.get(base, {}).get(part, {}).get(depth)
-                if arm != base and over and theirs:
-                    b = reading([theirs[s] for s in sorted(theirs)], doc.section.samples).get("over_seeds")
-                    text += f" {side(over, b)}" if b and side(over, b) != "level" else ""
-                row.append(text)
+                theirs = depths.get(base, {}).get(part, {}).get(depth) if arm != base else None
+                row.append(seeds_cell(cells[depth], doc.section.samples, theirs))
             rows.append(row)
     heads = [f"{d:g} %" for d in sorted(next(iter(next(iter(depths.values())).values())))]
     return md_table(["arm", "part", *heads], rows)
@@ -106,24 +99,27 @@ def multiples_table(docs, multiples: list[int], parts: list[str] | None, base: s
             cells = table[arm].get(part, {})
             row = [arm, part.replace(":direction=backward", " backward")]
             for m in multiples:
-                seeds = cells.get(m)
-                if not seeds:
-                    row.append("-")
-                    continue
-                r = reading([seeds[s] for s in sorted(seeds)], n)
-                over = r.get("over_seeds")
-                text = ("/".join(f"{v:.0f}" for v in r["per_seed"]) + f": {r['pooled']:.0f}"
-                        + (f" [{over[0]:.0f}-{over[1]:.0f}]" if over else ""))
-                theirs = table.get(base, {}).get(part, {}).get(m)
-                if arm != base and over and theirs:
-                    b = reading([theirs[s] for s in sorted(theirs)], n).get("over_seeds")
-                    text += f" ({side(over, b)})" if b and side(over, b) != "level" else ""
-                row.append(text)
+                theirs = table.get(base, {}).get(part, {}).get(m) if arm != base else None
+                row.append(seeds_cell(cells[m], n, theirs, pooled=True) if cells.get(m) else "-")
             rows.append(row)
     seeds = sorted({s for arm in table.values() for part in arm.values() for m in part.values() for s in m})
     return (md_table(["arm", "part", *(f"{m}x" for m in multiples)], rows)
             + f"\n\nseeds {', '.join(map(str, seeds))}; {n} documents a seed and multiple; "
             "per seed: pooled [95 % over seeds]")
+
+
+def seeds_cell(seeds: dict[int, float], documents: int, theirs: dict[int, float] | None = None,
+               pooled: bool = False) -> str:
+    """One cell of a table over seeds: each seed's exact match (%), with ``pooled`` their pooled figure, the
+    interval over seeds, and ``above``/``below`` where it lies outside the base arm's (``theirs``) over seeds."""
+    r = reading([seeds[s] for s in sorted(seeds)], documents)
+    over = r.get("over_seeds")
+    text = ("/".join(f"{v:.0f}" for v in r["per_seed"]) + (f": {r['pooled']:.0f}" if pooled else "")
+            + (f" [{over[0]:.0f}-{over[1]:.0f}]" if over else ""))
+    if over and theirs:
+        b = reading([theirs[s] for s in sorted(theirs)], documents).get("over_seeds")
+        text += f" {side(over, b)}" if b and side(over, b) != "level" else ""
+    return text
 
 
 def reading(per_seed: list[float], documents: int) -> dict:

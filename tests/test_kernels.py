@@ -174,8 +174,8 @@ def test_flex_raises_the_recompile_limit(monkeypatch):
 
     config = torch._dynamo.config
     names = [name for name in ("cache_size_limit", "recompile_limit") if hasattr(config, name)]
-    for name in names:  # torch's default (left raised afterwards, as compiled_flex leaves it)
-        setattr(config, name, 8)
+    for name in names:  # torch's default, put back after the test
+        monkeypatch.setattr(config, name, 8)
     calls = []
 
     def compile_(fn, **kw):
