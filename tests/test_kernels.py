@@ -611,11 +611,15 @@ def test_flex_xpos_recentres_query_blocks_past_its_span(eager_flex, pattern_spec
     assert kernels.flex_query_blocks(s, N) == [(0, 128), (128, 256), (129, 257)]
     pos = torch.arange(N)
     q, k, v = qkv(N)
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
     with torch.no_grad():
         att = Attention(s, pattern, pos, kernel="flex")
         got = att(q, k, v)
     want = reference_attention(q.double(), k.double(), v.double(), s, pattern, pos)
     assert att.ran == "flex" and torch.isfinite(got).all() and err(got, want) <= TOL
+    # every block one shape and one mask_mod (its rows offset by a tensor, the first block's by 0 too): one
+    # graph for the three (a first block traced apart was a second compile on CUDA)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - graphs == 1
 
 
 @pytest.mark.gpu

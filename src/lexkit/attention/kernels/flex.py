@@ -204,10 +204,14 @@ def build_block_mask(pattern: Pattern, n: int, device: torch.device, *, q_start:
         order = torch.argsort((~blocks).to(torch.int8), dim=-1, stable=True).to(torch.int32)  # visible first
         return counts[None, None].to(device), order[None, None].to(device)
 
-    offset = torch.tensor(q_start, device=device)
+    if q_start == 0 and q_stop == n:
+        def mask_mod(b, h, q_idx, kv_idx):
+            return pattern.visible(q_idx, kv_idx)
+    else:  # rows of a query block: one function for every block, its start a tensor (one compile for all)
+        offset = torch.tensor(q_start, device=device)
 
-    def mask_mod(b, h, q_idx, kv_idx):
-        return pattern.visible(q_idx if q_start == 0 else q_idx + offset, kv_idx)
+        def mask_mod(b, h, q_idx, kv_idx):
+            return pattern.visible(q_idx + offset, kv_idx)
 
     return BlockMask.from_kv_blocks(*indices(partial), *indices(full), BLOCK_SIZE=tile, mask_mod=mask_mod,
                                     seq_lengths=(n_q, n))
