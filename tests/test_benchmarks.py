@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 MODULES = ("common", "builders", "contenders", "training", "render", "long_eval", "run", "gpu", "recipe_step",
            "compile", "batched", "entmax", "stream", "stream_layouts", "threads", "retrieval_mix", "layouts",
-           "hunt2_pooled", "hunt2_seeds", "hunt2_mass_table")
+           "hunt2_pooled", "hunt2_seeds", "hunt2_mass_table", "probe_curve")
 
 
 #: benchmark modules whose names are also installed packages': loaded under another name, so the package
@@ -147,3 +147,31 @@ def test_the_seeds_by_multiple_are_the_rows_at_each_multiple(bench):
     seeds = table["a3"]["tilde"][1]
     mean = sum(seeds.values()) / len(seeds)
     assert text[2].split(" | ")[2].startswith("/".join(f"{seeds[s]:.0f}" for s in sorted(seeds)) + f": {mean:.0f}")
+
+
+def test_the_probe_curve_is_read_as_round_3_reads_it(bench, tmp_path, capsys):
+    """probe_curve: the first validation at 50 %, three in a row at 90 % (the stop rule's own function), the best
+    (its first step on a tie), the mean of each window and the last five, from the validation rows alone."""
+    pc, task = bench["probe_curve"], "kvthread:supervise=every"
+    exact = [0.1, 0.3, 0.55, 0.4, 0.9, 0.95, 0.8, 0.9, 0.92, 0.95, 0.95]  # steps 0, 100, ..., 1000
+    rows = []
+    for i, x in enumerate(exact):
+        rows.append({"step": 100 * i, "loss": 1.0})  # a training row: no probe
+        rows.append({"step": 100 * i, "val_bpb": 2.0, f"val_{task}_exact": x})
+    got = pc.read(rows, task, window=400)
+    assert got["first_50"] == 200 and got["converged"] == 900  # 0.9, 0.92, 0.95 at 700-900; 400-500 broken at 600
+    assert got["best"] == 0.95 and got["best_step"] == 500 and got["last_step"] == 1000
+    # windows of 400 steps: 0-400 holds steps 0..400, then 500-800, then 900-1000
+    assert got["windows"] == pytest.approx([sum(exact[:5]) / 5, sum(exact[5:9]) / 4, sum(exact[9:]) / 2])
+    assert got["last_five"] == exact[-5:]
+    with pytest.raises(ValueError, match="val_ordinal_exact"):
+        pc.read(rows, "ordinal", window=400)
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert pc.main([f"arm a={run}", "--task", task, "--window", "400"]) == 0
+    line = capsys.readouterr().out.splitlines()[2]
+    assert line == "| arm a | 200 | 900 | 95 % (500) | 1,000 | 45 / 89 / 95 | 80, 90, 92, 95, 95 |"
+    assert pc.main([str(tmp_path / "none"), "--task", task]) == 2
+    assert "error: no metrics.jsonl" in capsys.readouterr().err
