@@ -57,6 +57,7 @@ def pytest_configure(config):
     gc.set_threshold(50_000, 20, 100)
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's: a run without it (``-p no:xdist``) must not fail
 def pytest_xdist_make_scheduler(config, log):
     """``pytest -n --dist loadgroup`` hands out a test file's tests as one unit (a named ``xdist_group``
     stays one unit, as pytest-xdist's loadgroup makes it), where pytest-xdist sends each ungrouped test
