@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import conftest
 import pytest
 from _pytest.config import get_config
+
+import conftest
 
 
 def test_the_conftest_registers_without_pytest_xdist():
