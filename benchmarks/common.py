@@ -94,6 +94,11 @@ def read_sweep(path: str | Path):
                         phases=doc.get("phases", {}))
 
 
+def documents_per_cell(doc) -> int:
+    """A sweep document's documents per seed, arm and multiple: its needles per depth times its depths."""
+    return doc.section.samples * len(doc.section.depths)
+
+
 def write_report(out: str | Path, markdown: str, data: dict) -> Path:
     """``out`` (markdown) and the same name with ``.json``, each written atomically; returns the
     JSON path."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from collections import defaultdict
 
-from common import read_sweep
+from common import documents_per_cell, read_sweep
 from lexkit.core.stats import wilson
 from lexkit.documents.render import text_table
 
@@ -27,7 +27,7 @@ def pooled(doc, multiple: int = 16) -> dict[tuple[str, str], list[tuple[int, flo
 
 def lines(doc) -> list[str]:
     """One line per format or task and arm: the seeds, exact match per seed and pooled [95 %], in %."""
-    samples = doc.section.samples * len(doc.section.depths)  # documents per seed and cell
+    samples = documents_per_cell(doc)
     rows = [["part", "arm", "seeds", "per seed", "pooled [95 %]"]]
     for (arm, part), seeds in sorted(pooled(doc).items(), key=lambda kv: (kv[0][1], kv[0][0])):
         right = round(sum(a for _, a in seeds) * samples)

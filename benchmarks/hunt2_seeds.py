@@ -25,7 +25,7 @@ import json
 import re
 from collections import defaultdict
 
-from common import md_table, read_sweep
+from common import documents_per_cell, md_table, read_sweep
 from lexkit.core.stats import mean_interval, wilson
 
 FAR = 16
@@ -43,7 +43,7 @@ def from_sweep(doc, figures: dict, near: dict) -> int:
                 into[part] = 100 * row.accuracy
                 if row.ratio is not None and part == "tilde":
                     into["bpb_ratio_16x"] = row.ratio
-    return doc.section.samples * len(doc.section.depths)
+    return documents_per_cell(doc)
 
 
 def by_depth(doc) -> dict:
@@ -79,7 +79,7 @@ def by_multiple(docs, multiples: list[int]) -> tuple[dict, int]:
     out: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
     documents = set()
     for doc in docs:
-        documents.add(doc.section.samples * len(doc.section.depths))
+        documents.add(documents_per_cell(doc))
         for entry, part in doc.scored():
             for row in entry.rows:
                 if row.multiple in multiples:

@@ -23,8 +23,8 @@ import sys
 from pathlib import Path
 
 from common import md_table
-from lexkit.training.runs import read_metrics
-from lexkit.training.stopping import StopRule, stop_step
+from lexkit.training.runs import METRICS, read_metrics
+from lexkit.training.stopping import StopRule, probe_keys, stop_step
 
 PHASE = StopRule(exact=0.5, probes=1, after=0)  # the first validation at 50 %
 CONVERGED = StopRule(exact=0.9, probes=3, after=0)  # three in a row at 90 %
@@ -32,7 +32,7 @@ CONVERGED = StopRule(exact=0.9, probes=3, after=0)  # three in a row at 90 %
 
 def curve(rows: list[dict], task: str) -> list[tuple[int, float]]:
     """The probe's (step, exact) at every validation of a run's metrics rows, in order."""
-    key = f"val_{task}_exact"
+    (key,) = probe_keys([task])
     return [(int(row["step"]), float(row[key])) for row in rows if key in row]
 
 
@@ -41,7 +41,7 @@ def read(rows: list[dict], task: str, window: int) -> dict:
     validation of the probe."""
     points = curve(rows, task)
     if not points:
-        raise ValueError(f"no validation of val_{task}_exact in these metrics: is {task!r} in the run's mix?")
+        raise ValueError(f"no validation of {probe_keys([task])[0]} in these metrics: is {task!r} in the run's mix?")
     best_step, best = max(points, key=lambda p: (p[1], -p[0]))
     windows: dict[int, list[float]] = {}
     for step, exact in points:
@@ -79,9 +79,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--window must be >= 1 step, got {args.window}")
     runs = {}
     for given in args.runs:
-        label, _, path = (Path(given).name, "", given) if Path(given).is_dir() else given.partition("=")
-        if not (Path(path) / "metrics.jsonl").is_file():
-            print(f"error: no metrics.jsonl in {path!r}: give a run directory", file=sys.stderr)
+        if "=" in given and not Path(given).is_dir():
+            label, _, path = given.partition("=")
+        else:
+            label, path = Path(given).name, given
+        if not (Path(path) / METRICS).is_file():
+            print(f"error: no {METRICS} in {path!r}: give a run directory", file=sys.stderr)
             return 2
         try:
             runs[label] = read(read_metrics(path), args.task, args.window)

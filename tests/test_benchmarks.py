@@ -174,4 +174,4 @@ def test_the_probe_curve_is_read_as_round_3_reads_it(bench, tmp_path, capsys):
     line = capsys.readouterr().out.splitlines()[2]
     assert line == "| arm a | 200 | 900 | 95 % (500) | 1,000 | 45 / 89 / 95 | 80, 90, 92, 95, 95 |"
     assert pc.main([str(tmp_path / "none"), "--task", task]) == 2
-    assert "error: no metrics.jsonl" in capsys.readouterr().err
+    assert f"error: no metrics.jsonl in {str(tmp_path / 'none')!r}" in capsys.readouterr().err
