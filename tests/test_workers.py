@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import re
 import signal
 import subprocess
@@ -109,18 +110,12 @@ def test_the_bar_keeps_its_percent_clock_and_eta_on_an_80_column_line_and_a_log_
 def test_units_run_in_workers_and_a_killed_worker_is_named_and_resumed(tmp_path, monkeypatch):
     """Units run in worker processes (not this one), each after what it needs, their records
     joining the parent's; a worker SIGKILLed mid-unit stops the run with one message naming the unit
-    and the signal, and a second run does what is left (what was done read here, not redone). A unit
-    runs in a spawned worker (a fresh interpreter, as a study starts them: about 2 s of CPU importing
-    torch); the rest over forked ones (the same protocol, started in milliseconds)."""
-    spawned = tmp_path / "spawned"
-    spawned.mkdir()
-    work = ToyWork(spawned)
+    and the signal, and a second run does what is left (what was done read here, not redone). The
+    workers fork here (the same protocol, started in milliseconds); what a spawned worker receives
+    beyond a forked one, its build, crosses a pickle; the slow test below spawns one, as a study does."""
     assert workers.START_METHOD == "spawn"
-    workers.run(work.units()[2:], jobs=2, build=workers.Build(ToyWork, (spawned,)), cache=work.cache)  # c alone
-    (record,) = work.cache.record
-    assert (record["name"], record["action"]) == ("c", "ran") and record["pid"] != os.getpid()
-    assert (spawned / "c").read_text() == f"c {record['pid']}" and not (spawned / "a").exists()
-
+    build = pickle.loads(pickle.dumps(workers.Build(ToyWork, (tmp_path, True))))
+    assert [u.name for u in build.make(*build.args, **build.kwargs).units()] == ["a", "b", "c", "die"]
     monkeypatch.setattr(workers, "START_METHOD", "fork")
     out = tmp_path / "work"
     out.mkdir()
@@ -140,6 +135,17 @@ def test_units_run_in_workers_and_a_killed_worker_is_named_and_resumed(tmp_path,
     assert (out / "die").read_text() == "survived" and {name: (out / name).read_text() for name in "abc"} == before
     assert [(r["name"], r["action"]) for r in parent.record] == [
         ("a", "cached"), ("b", "cached"), ("c", "cached"), ("die", "ran")]
+
+
+@pytest.mark.slow  # fast sibling: test_units_run_in_workers_and_a_killed_worker_is_named_and_resumed (forked)
+def test_a_unit_runs_in_a_spawned_worker(tmp_path):
+    """(About 4 s: a fresh interpreter imports torch.) A unit runs in a spawned worker, as a study
+    starts them: its record joins the parent's, its file is written by that process."""
+    work = ToyWork(tmp_path)
+    workers.run(work.units()[2:], jobs=2, build=workers.Build(ToyWork, (tmp_path,)), cache=work.cache)  # c alone
+    (record,) = work.cache.record
+    assert (record["name"], record["action"]) == ("c", "ran") and record["pid"] != os.getpid()
+    assert (tmp_path / "c").read_text() == f"c {record['pid']}" and not (tmp_path / "a").exists()
 
 
 @pytest.fixture(scope="module")
