@@ -64,3 +64,23 @@ def test_no_install_line_names_lexkit_on_an_index():
     said = [f"{f.relative_to(root)}: {line.strip()}" for f in files for line in f.read_text().splitlines()
             if re.search(r"pip install ['\"]?lexkit\[", line)]
     assert not said, said
+
+
+def test_every_name_the_package_docstring_calls_exists():
+    """``help(lexkit)``'s four calls name real attributes (it once called ``lexkit.training.loop.configs``,
+    which lives in ``lexkit.training.settings``)."""
+    import importlib
+
+    import lexkit
+
+    names = set(re.findall(r"\blexkit(?:\.\w+)+", lexkit.__doc__))
+    assert {"lexkit.train", "lexkit.train.configs", "lexkit.load", "lexkit.evaluate", "lexkit.resolution"} <= names
+    for name in names:
+        parts = name.split(".")
+        target = importlib.import_module(parts[0])
+        for i, part in enumerate(parts[1:], 1):
+            try:
+                target = getattr(target, part)
+            except AttributeError:
+                target = importlib.import_module(".".join(parts[: i + 1]))
+        assert target is not None, name

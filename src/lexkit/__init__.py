@@ -4,7 +4,7 @@ Position schemes (`lexkit.positions`), inference-time attention patterns and ker
 (`lexkit.attention`), a byte-level decoder (`lexkit.model`), training and evaluation at many
 lengths, and the attention-resolution instrument. The library in four calls::
 
-    lexkit.train("runs/y", *lexkit.training.loop.configs("tiny", "rope"), corpus=corpus)
+    lexkit.train("runs/y", *lexkit.train.configs("tiny", "rope"), corpus=corpus)
     subject = lexkit.load("runs/y")              # or "hf:PATH": a Hugging Face causal LM
     report = lexkit.evaluate(subject.model, docs, [256, 1024], ["causal", "window"])
     doc = lexkit.resolution(subject, [256, 1024])   # empirical R per layer (a scheme spec: analytic)
