@@ -179,10 +179,31 @@ def eager_flex(monkeypatch):
 def no_figures(monkeypatch):
     """Study reports written without their figures (matplotlib's layout and PNG encoding is about
     half a second a figure): for tests about a study's cache, lock or ranks, not about its report.
-    The figures themselves are tested once, in test_study's end-to-end run and test_report."""
+    The figures themselves are rendered in test_report (each kind laid out and drawn, table G's
+    written as PNG) and by the commands' tests (sweep, resolution, inspect)."""
     from lexkit.study.report import sections
 
     monkeypatch.setattr(sections, "report_figures", lambda results, out=None: {})
+
+
+@pytest.fixture
+def unrendered(monkeypatch):
+    """Every figure built from its numbers by its own drawing function and its file written where it
+    would be (a path, or a stream), as a placeholder: neither laid out nor rendered by matplotlib (its
+    constrained layout and PNG encoding, about 0.2-0.5 s a figure, most of drawing one). For tests
+    about which figures a command writes, and under which names; their rendering is test_report's
+    and each command's own test's."""
+    from pathlib import Path
+
+    from matplotlib.figure import Figure
+
+    def save(fig, fname, **options):
+        if hasattr(fname, "write"):
+            fname.write(b"unrendered")
+        else:
+            Path(fname).write_bytes(b"unrendered")
+
+    monkeypatch.setattr(Figure, "savefig", save)
 
 
 def pytest_unconfigure(config):

@@ -38,7 +38,10 @@ def test_json_is_always_strict(run, tmp_path, capsys):
         strict(line)
 
 
-def test_plot_name_without_suffix_is_reported_as_written(tmp_path, capsys):
+def test_plot_name_without_suffix_is_reported_as_written(tmp_path, capsys, unrendered):
+    """The file the command reports is the one written. The figure is drawn but not rendered, and written
+    under the very name the command gives matplotlib (matplotlib itself would add .png to a name without
+    a suffix); rendering it is test_resolution.py's test_cli_analytic_writes_json_and_png."""
     out = tmp_path / "fig"
     assert main(["resolution", "--scheme", "rope", "--lengths", "16", "--plot", str(out)]) == 0
     assert f"wrote {out}.png" in capsys.readouterr().out

@@ -34,7 +34,7 @@ def data_dir(tmp_path_factory):
 
 def config(data_dir, schemes=("alibi", "rope"), extension=False, retrieval=False, seeds=1, **more):
     return StudyConfig(preset="tiny", schemes=list(schemes), patterns=["causal", "window"], lengths=[16, 32, 64],
-                       steps=6, data=str(data_dir), eval_docs=2, resolution_texts=1, extension=extension,
+                       steps=2, data=str(data_dir), eval_docs=2, resolution_texts=1, extension=extension,
                        extension_steps=3, retrieval=retrieval, retrieval_preset="tiny", retrieval_steps=2,
                        retrieval_samples=1, retrieval_seeds=seeds, **more)
 
@@ -43,11 +43,12 @@ def actions(study, task=None):
     return [(r["task"], r["action"]) for r in study.record if task is None or r["task"] == task]
 
 
-def test_tiny_study_end_to_end(tmp_path, data_dir, request):
+def test_tiny_study_end_to_end(tmp_path, data_dir, request, unrendered):
     out = tmp_path / "study"
     first = Study(config(data_dir, extension=True), out, progress=False, echo=None)
     results = first.run()
     assert {a for _, a in actions(first)} == {"ran"}
+    # every file of the report, each figure built from this study's numbers (laid out: test_report.py's)
     for name in ("report.md", "results.json", "results.csv", "bpb_by_length.png", "s_curves.png",
                  "resolution_per_layer.png", "entropy.png", "loss_by_position.png"):
         assert (out / name).is_file(), name
@@ -367,9 +368,10 @@ def test_tiny_study_writes_table_g_the_scatter_and_the_goal(tmp_path, data_dir):
     assert {a for t, a in actions(again) if t in ("retrieval", "train")} == {"cached"}
 
 
-def test_study_dry_run_times_at_the_threads_asked(tmp_path, monkeypatch, capsys):
+def test_study_dry_run_times_at_the_threads_asked(tmp_path, data_dir, monkeypatch, capsys):
     """--dry-run timed with every core whatever --threads said (143 min estimated, 12.5 ran): it times
-    at the threads each worker runs at, --threads N without --jobs (one process), one with --jobs."""
+    at the threads each worker runs at, --threads N without --jobs (one process), one with --jobs (on the
+    toy corpus: the default one, Python's standard library, is read and hashed for nothing checked here)."""
     import lexkit.study.execution as execution
 
     seen = []
@@ -380,8 +382,8 @@ def test_study_dry_run_times_at_the_threads_asked(tmp_path, monkeypatch, capsys)
             seen.append(threads)
 
     monkeypatch.setattr(execution, "Timer", Recording)
-    argv = ["study", "--preset", "tiny", "--scheme", "alibi", "--out", str(tmp_path / "s"), "--dry-run",
-            "--no-retrieval", "--lengths", "16,32"]
+    argv = ["study", "--preset", "tiny", "--scheme", "alibi", "--data", str(data_dir), "--out", str(tmp_path / "s"),
+            "--dry-run", "--no-retrieval", "--lengths", "16,32"]
     assert main([*argv, "--threads", "2"]) == 0 and "with 1 worker " in capsys.readouterr().out
     assert main([*argv, "--jobs", "2"]) == 0 and "with 2 workers " in capsys.readouterr().out
     assert seen == [2, 1]

@@ -6,6 +6,7 @@ rebuild the same units; a bad config is one line naming the key."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import pickle
 from types import SimpleNamespace
@@ -38,7 +39,8 @@ def tiny(data_dir, **more) -> dict:
 def test_a_tiny_sweep_is_scored_as_table_g_scores_and_renders_again_from_its_cache(tmp_path, data_dir, capsys,
                                                                                    monkeypatch):
     config = tmp_path / "sweep.json"
-    config.write_text(json.dumps(tiny(data_dir)))
+    # batches of 8 (the tiny preset's): the recipe's 64 made eight times the training documents for nothing read here
+    config.write_text(json.dumps(tiny(data_dir, batch=8)))
     out = tmp_path / "out"
     assert main(["sweep", str(config), "--out", str(out), "--jobs", "1", "--quiet", "--batch-seeds"]) == 0
     printed = capsys.readouterr().out
@@ -155,7 +157,23 @@ def test_an_arm_that_cannot_train_or_a_file_that_is_no_config_is_one_line(tmp_pa
         parse([1, 2])
 
 
-def test_the_example_config_is_a_sweep():
+@pytest.fixture
+def one_corpus(monkeypatch):
+    """The hunt configs' corpus (Python's standard library, read and hashed: a tenth of a second) read once
+    for the module: every sweep plan below names its runs by that corpus's fingerprint."""
+    from lexkit.study import plan
+
+    monkeypatch.setattr(plan, "load_corpus", _load_corpus_once)
+
+
+@functools.cache
+def _load_corpus_once(spec: str):
+    from lexkit.data.corpus import load_corpus
+
+    return load_corpus(spec)
+
+
+def test_the_example_config_is_a_sweep(one_corpus):
     """benchmarks/sweeps/hunt.json (docs/hunt.md's pre-registered arms A0-A10) parses and builds its
     runs: 11 arms on 3 seeds, A0 on table G's mix and the others on the hunt's, each arm what it says."""
     from pathlib import Path
@@ -171,7 +189,7 @@ def test_the_example_config_is_a_sweep():
     assert runs["A10"].train_cfg.drop_positions_at == 0.875 and "fitted" in runs["A10"].model_cfg.layout
 
 
-def test_the_hunts_follow_up_configs_are_sweeps():
+def test_the_hunts_follow_up_configs_are_sweeps(one_corpus):
     """benchmarks/sweeps/hunt-seed0.json (every arm, seed 0) and hunt-confirm.json (A0, A1 and the two arms
     ranked first on seed 0, three seeds) build the same runs as hunt.json (one cache); hunt-a11.json's arm
     writes out a 4-layer layout with its own n_layers 4 on the 2-layer preset, which counts the arm's
