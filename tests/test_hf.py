@@ -54,18 +54,49 @@ def saved(tf, tmp_path_factory):
     return {name: save(tf, config, tmp_path_factory.mktemp(name), tok) for name, config in _configs(tf).items()}
 
 
+@pytest.fixture(scope="module")
+def loaded(saved):
+    """family -> lexkit's model of ``saved[family]`` (hf.load, no option), loaded on first use and kept for the
+    module: the tests that take it only run it (a pattern, kernel, hook or offset is a call's, and each call
+    runs at its own length whatever ran before) or read it; a test that changes a model, loads it with an
+    option or hands it to an instrument loads its own."""
+    from lexkit.model import hf
+
+    done: dict = {}
+
+    def get(family: str):
+        if family not in done:
+            done[family] = hf.load(saved[family])
+        return done[family]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def reference(tf, saved):
+    """family -> transformers' own eager model of ``saved[family]`` as saved (no config changed), loaded on
+    first use and kept for the module: the tests only run forward passes through it, which change nothing in
+    it (a reference with its config changed is loaded where it is used)."""
+    done: dict = {}
+
+    def get(family: str):
+        if family not in done:
+            done[family] = _eager(tf, saved[family])
+        return done[family]
+
+    return get
+
+
 # -- parity with transformers ---------------------------------------------------------------------
 MODEL_TYPES = ["llama", "mistral", "qwen2", "gpt_neox", "gpt2", "bloom"]
 
 
 @pytest.mark.parametrize("family", MODEL_TYPES)
-def test_causal_reproduces_transformers_eager(tf, saved, family):
-    from lexkit.model import hf
-
+def test_causal_reproduces_transformers_eager(loaded, reference, family):
     x = _ids(40)
     with torch.no_grad():
-        theirs = _eager(tf, saved[family])(x).logits
-        model = hf.load(saved[family])
+        theirs = reference(family)(x).logits
+        model = loaded(family)
         ours = model(x, pattern="causal")
     assert model.hf.config._attn_implementation == "lexkit"
     assert theirs.abs().max() > 0.1  # not a degenerate model
@@ -73,20 +104,19 @@ def test_causal_reproduces_transformers_eager(tf, saved, family):
 
 
 @pytest.mark.parametrize("family", ["llama", "gpt_neox", "gpt2"])
-def test_chunked_kernel_matches_eager_across_blocks(tf, saved, family, monkeypatch):
+def test_chunked_kernel_matches_eager_across_blocks(loaded, reference, family, monkeypatch):
     """The chunked kernel (the score hook's path) in query blocks of 16 over 40 tokens."""
     from lexkit.attention import kernels
-    from lexkit.model import hf
 
     monkeypatch.setattr(kernels.step, "CHUNK", 16)
     x = _ids(40)
     with torch.no_grad():
-        theirs = _eager(tf, saved[family])(x).logits
-        ours = hf.load(saved[family])(x, pattern="causal", kernel="chunked")
+        theirs = reference(family)(x).logits
+        ours = loaded(family)(x, pattern="causal", kernel="chunked")
     torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=0)
 
 
-def test_window_reproduces_transformers_sliding_window(tf, saved, tmp_path):
+def test_window_reproduces_transformers_sliding_window(tf, saved, loaded, reference, tmp_path):
     """lexkit window:W on a Mistral without a window = transformers' own sliding_window=W; and
     the model's own window is kept under lexkit's causal pattern; a config changed after loading
     is an error naming the layer, never a silent run under the old reading."""
@@ -102,9 +132,9 @@ def test_window_reproduces_transformers_sliding_window(tf, saved, tmp_path):
         (windowed / name).write_bytes((saved["mistral"] / name).read_bytes())
     with torch.no_grad():
         theirs = _eager(tf, saved["mistral"], sliding_window=w)(x).logits
-        full = _eager(tf, saved["mistral"])(x).logits
-        ours = hf.load(saved["mistral"])(x, pattern=f"window:{w}")
-        ours_chunked = hf.load(saved["mistral"])(x, pattern=f"window:{w}", kernel="chunked")
+        full = reference("mistral")(x).logits
+        ours = loaded("mistral")(x, pattern=f"window:{w}")
+        ours_chunked = loaded("mistral")(x, pattern=f"window:{w}", kernel="chunked")
         native = hf.load(windowed)
         kept = native(x, pattern="causal")
         changed = hf.load(saved["mistral"])
@@ -129,22 +159,18 @@ def _bca_mask(n: int, w: int) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("family", ["llama", "gpt2"])
-def test_bca_matches_eager_with_the_mask_written_out(tf, saved, family):
-    from lexkit.model import hf
-
+def test_bca_matches_eager_with_the_mask_written_out(loaded, reference, family):
     x = _ids(24, batch=1)
     with torch.no_grad():
-        theirs = _eager(tf, saved[family])(x, attention_mask=_bca_mask(24, 8)).logits
-        ours = hf.load(saved[family])(x, pattern="bca:8")
+        theirs = reference(family)(x, attention_mask=_bca_mask(24, 8)).logits
+        ours = loaded(family)(x, pattern="bca:8")
     torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=0)
 
 
-def test_bloom_keeps_alibi_under_a_window(tf, saved):
+def test_bloom_keeps_alibi_under_a_window(loaded):
     """Bloom's attention is its own (ALiBi inside BloomAttention): lexkit's pattern reaches it as
     a mask. window:W equals causal at positions < W (same keys visible) and differs after."""
-    from lexkit.model import hf
-
-    model = hf.load(saved["bloom"])
+    model = loaded("bloom")
     x = _ids(20)
     with torch.no_grad():
         causal, window = model(x, pattern="causal"), model(x, pattern="window:6")
@@ -158,15 +184,13 @@ def test_bloom_keeps_alibi_under_a_window(tf, saved):
         model(x, pattern="L0=window:4")
 
 
-def test_offset_shifts_positions(tf, saved):
+def test_offset_shifts_positions(loaded, reference):
     """``offset`` is the first token's position, as for lexkit's GPT."""
-    from lexkit.model import hf
-
     x = _ids(12, batch=1)
     with torch.no_grad():
-        eager = _eager(tf, saved["gpt2"])
+        eager = reference("gpt2")
         theirs = eager(x, position_ids=torch.arange(5, 17)[None]).logits
-        ours = hf.load(saved["gpt2"])(x, offset=5)
+        ours = loaded("gpt2")(x, offset=5)
     torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=0)
 
 
@@ -176,7 +200,7 @@ def test_offset_shifts_positions(tf, saved):
     {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16},
     {"rope_type": "dynamic", "factor": 2.0},
 ])
-def test_rope_scaling_equals_transformers_rope_scaling(tf, saved, scaling):
+def test_rope_scaling_equals_transformers_rope_scaling(tf, saved, reference, scaling):
     from lexkit.model import hf
 
     x = _ids(48)  # past max_position_embeddings (32): dynamic NTK changes its base
@@ -185,7 +209,7 @@ def test_rope_scaling_equals_transformers_rope_scaling(tf, saved, scaling):
     with torch.no_grad():
         scaled = tf.AutoModelForCausalLM.from_pretrained(saved["llama"], config=config, attn_implementation="eager")
         theirs = scaled(x).logits
-        plain = _eager(tf, saved["llama"])(x).logits
+        plain = reference("llama")(x).logits
         model = hf.load(saved["llama"], rope_scaling=scaling)
         ours = model(x)
     assert (theirs - plain).abs().max() > 1e-4  # the scaling does something
@@ -214,7 +238,7 @@ def test_parse_rope_scaling():
         parse_rope_scaling("yarn:factor=big")
 
 
-def test_bad_requests_are_clear_errors(tf, saved, tmp_path):
+def test_bad_requests_are_clear_errors(tf, saved, loaded, tmp_path):
     from lexkit.model import hf
 
     with pytest.raises(ValueError, match="learned positions, not RoPE"):
@@ -229,7 +253,7 @@ def test_bad_requests_are_clear_errors(tf, saved, tmp_path):
     opt.save_pretrained(tmp_path)
     with pytest.raises(LexkitError, match="model type 'opt' is not supported; supported: llama"):
         hf.load(tmp_path)
-    model = hf.load(saved["gpt2"])  # 48 learned positions
+    model = loaded("gpt2")  # 48 learned positions
     with pytest.raises(ValueError, match="learned positions 0..47; length 49"):
         model(_ids(49, batch=1))
 
@@ -249,7 +273,7 @@ def test_missing_transformers_names_the_extra(monkeypatch, capsys):
 
 # -- tokens, bytes and the protocol ---------------------------------------------------------------
 @pytest.mark.parametrize("bos", [True, False])
-def test_encode_counts_the_bytes_each_token_covers(tf, saved, bos, tmp_path):
+def test_encode_counts_the_bytes_each_token_covers(tf, saved, loaded, bos, tmp_path):
     """Bytes per scored token sum to the UTF-8 bytes of the text the tokens decode to; without a
     BOS the first token is context only."""
     from lexkit.model import hf
@@ -258,7 +282,7 @@ def test_encode_counts_the_bytes_each_token_covers(tf, saved, bos, tmp_path):
         _tokenizer(tf, bos=False).save_pretrained(tmp_path)
         for name in ("config.json", "model.safetensors"):
             (tmp_path / name).write_bytes((saved["llama"] / name).read_bytes())
-    model = hf.load(saved["llama"] if bos else tmp_path)
+    model = loaded("llama") if bos else hf.load(tmp_path)
     text = "".join(VOCAB_TEXT)
     ids, nbytes = model.encode(text.encode())
     assert ids.numel() == nbytes.numel() + 1 and (nbytes >= 0).all()
@@ -274,15 +298,17 @@ def test_encode_counts_the_bytes_each_token_covers(tf, saved, bos, tmp_path):
         assert int(nbytes[: k - context].sum()) == text_bytes(k) - text_bytes(context)
     assert text_bytes(body.numel()) == len(text.encode()) > len(text)  # multi-byte characters counted
 
-def test_evaluate_is_the_protocol_in_tokens(tf, saved):
+def test_evaluate_is_the_protocol_in_tokens(saved, reference):
     """bpb = summed NLL / (ln 2 x bytes) and ppl = e^(mean token NLL), recomputed independently
     with transformers' eager model over the windows written out; every length scores the same
     tokens and bytes."""
     from lexkit.model import hf
 
     model = hf.load(saved["llama"])
+    assert not model.training and not model.hf.training  # hf.load: in eval mode, the wrapper and the model
     report = evaluate(model, [CORPUS, CORPUS[100:]], [16, 32, 48], ["causal", "window:8"])
-    eager = _eager(tf, saved["llama"])
+    assert not model.training and not model.hf.training  # and left so by the instrument
+    eager = reference("llama")
     ids, nbytes = zip(*(model.encode(d) for d in (CORPUS, CORPUS[100:])))
     rows = {(r["length"], r["pattern"]): r for r in report["results"]}
     assert {r["tokens"] for r in report["results"]} == {2 * 48}
@@ -309,7 +335,7 @@ def test_evaluate_is_the_protocol_in_tokens(tf, saved):
     assert rows[(16, "window:8")]["bpb"] != rows[(16, "causal")]["bpb"]
 
 
-def test_evaluate_reports_lengths_a_family_cannot_run(tf, saved):
+def test_evaluate_reports_lengths_a_family_cannot_run(saved):
     from lexkit.core.errors import DataError
     from lexkit.model import hf
 
@@ -325,16 +351,14 @@ def test_evaluate_reports_lengths_a_family_cannot_run(tf, saved):
 
 
 # -- resolution -----------------------------------------------------------------------------------
-def test_analytic_curve_of_rope_families(tf, saved):
+def test_analytic_curve_of_rope_families(loaded):
     """Llama: lexkit's own analytic rope curve, (2/sqrt(h)) sum_i cos(n theta_i). GPT-NeoX
     (a quarter of the dims rotated): (sum over r/2 pairs of 2 cos(n theta_i) + h - r)/sqrt(h)."""
-    from lexkit.model import hf
-
-    llama = hf.load(saved["llama"])
+    llama = loaded("llama")
     ours = resolution.model_curve(llama, 64)
     ref = resolution.analytic_curve("rope", 64, heads=4, head_dim=8)
     torch.testing.assert_close(ours, ref, rtol=1e-6, atol=1e-6)
-    neox = hf.load(saved["gpt_neox"])
+    neox = loaded("gpt_neox")
     h, r = 8, 2
     n = torch.arange(64, dtype=torch.float64)
     theta = 10000.0 ** (-torch.arange(0, r, 2, dtype=torch.float64) / r)
@@ -354,23 +378,19 @@ def test_analytic_curve_yarn_scales_by_the_attention_factor(tf, saved):
     assert float(resolution.model_curve(model, 32)[0, 0]) == pytest.approx(a * a * 8 / math.sqrt(8), rel=1e-6)
 
 
-def test_analytic_curve_of_bloom_is_its_alibi(tf, saved):
+def test_analytic_curve_of_bloom_is_its_alibi(loaded):
     """s[n] = -slope_h n (+ a constant, which R ignores) with Bloom's own slopes."""
     from transformers.models.bloom.modeling_bloom import _get_alibi_slopes
 
-    from lexkit.model import hf
-
-    curve = resolution.model_curve(hf.load(saved["bloom"]), 20)
+    curve = resolution.model_curve(loaded("bloom"), 20)
     slopes = _get_alibi_slopes(4, torch.device("cpu")).double()
     expected = -slopes[:, None] * torch.arange(20, dtype=torch.float64)
     torch.testing.assert_close(curve - curve[:, :1], expected, rtol=1e-6, atol=1e-6)
 
 
-def test_analytic_curve_of_gpt2_uses_its_position_table(tf, saved):
+def test_analytic_curve_of_gpt2_uses_its_position_table(loaded):
     """s[n] = mean over m of p_m . p_(m-n) / sqrt(d_model), p = the model's wpe rows."""
-    from lexkit.model import hf
-
-    model = hf.load(saved["gpt2"])
+    model = loaded("gpt2")
     p = model.hf.transformer.wpe.weight.detach().double()[:12]
     expected = torch.stack([(p[n:] * p[: 12 - n]).sum(-1).mean() for n in range(12)]) / math.sqrt(32)
     torch.testing.assert_close(resolution.model_curve(model, 12)[0], expected, rtol=1e-5, atol=1e-7)
@@ -379,7 +399,7 @@ def test_analytic_curve_of_gpt2_uses_its_position_table(tf, saved):
     assert doc["results"][1]["resolution"] is None and "learned positions" in doc["results"][1]["note"]
 
 
-def test_empirical_entropy_matches_transformers_attention_weights(tf, saved, tmp_path):
+def test_empirical_entropy_matches_transformers_attention_weights(saved, reference, tmp_path):
     """lexkit.resolution.empirical takes an HFModel as it is; its entropy per layer and head
     equals the entropy of transformers' own eager attention weights (output_attentions)."""
     from lexkit.model import hf
@@ -389,7 +409,7 @@ def test_empirical_entropy_matches_transformers_attention_weights(tf, saved, tmp
     assert toks.shape == (2, 24) and (toks[:, 0] == 0).all()  # BOS first
     doc = resolution.empirical(model, toks, "causal")
     with torch.no_grad():
-        probs = _eager(tf, saved["qwen2"])(toks, output_attentions=True).attentions  # L x [b, H, n, n]
+        probs = reference("qwen2")(toks, output_attentions=True).attentions  # L x [b, H, n, n]
     for layer, p in enumerate(probs):
         ent = -torch.special.xlogy(p.double(), p.double()).sum(-1).mean((0, 2))  # [H]
         ours = torch.tensor(doc["entropy_per_head"][layer], dtype=torch.float64)
@@ -402,8 +422,9 @@ def test_empirical_entropy_matches_transformers_attention_weights(tf, saved, tmp
 
 
 # -- the command line ---------------------------------------------------------------------------------
-def test_cli_eval_and_resolution(tf, saved, tmp_path, capsys):
+def test_cli_eval_and_resolution(saved, tmp_path, capsys):
     import json
+    from pathlib import Path
 
     from lexkit.cli import main
     from lexkit.model import hf
@@ -429,15 +450,22 @@ def test_cli_eval_and_resolution(tf, saved, tmp_path, capsys):
     doc = json.loads((tmp_path / "res.json").read_text())
     assert len(doc["empirical"]["results"][0]["per_layer"]) == 2
 
+    # Bloom's figure drawn but not rendered (0.3 s of matplotlib's layout and Agg): it is the analytic figure,
+    # which test_resolution.py's test_cli_analytic_writes_json_and_png renders; written under the name given
+    from matplotlib.figure import Figure
+
     bloom = tmp_path / "bloom.png"
-    assert main(["resolution", f"hf:{saved['bloom']}", "--lengths", "16", "--plot", str(bloom)]) == 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Figure, "savefig", lambda fig, fname, **options: Path(fname).write_bytes(b"unrendered"))
+        assert main(["resolution", f"hf:{saved['bloom']}", "--lengths", "16", "--plot", str(bloom)]) == 0
     assert "empirical: n/a" in capsys.readouterr().out  # no score hook: the figure is the analytic curve
-    assert bloom.stat().st_size > 0
+    assert bloom.read_bytes() == b"unrendered"
 
 
 # ~0.3 s, matplotlib's layout of one more figure. Fast siblings: Bloom's figure above (an hf model's resolution
-# figure, by the same instrument) and test_resolution.py's test_cli_empirical_run_dir (the empirical curves'
-# figure, drawn from the document empirical_run writes for an hf model as for a run)
+# figure, drawn by the same instrument; the analytic figure rendered: test_resolution.py's
+# test_cli_analytic_writes_json_and_png) and test_resolution.py's test_cli_empirical_run_dir (the empirical
+# curves' figure, drawn from the document empirical_run writes for an hf model as for a run)
 @pytest.mark.slow
 def test_cli_resolution_figure_of_an_hf_model_with_a_score_hook(tf, saved, tmp_path, capsys):
     from lexkit.cli import main
@@ -451,14 +479,16 @@ def test_cli_resolution_figure_of_an_hf_model_with_a_score_hook(tf, saved, tmp_p
 
 @pytest.mark.parametrize("argv, message", [
     (["eval", "hf:{llama}", "--rope-scaling", "warp:2", "--lengths", "8"], "unknown rope scaling type 'warp'"),
-    (["eval", "hf:{llama}", "--max-bytes", "10", "--lengths", "8"], "--max-tokens"),
+    (["eval", "hf:{llama}", "--max-bytes", "10", "--lengths", "8", "--data", "{data}"], "--max-tokens"),
     (["eval", "hf:{missing}", "--lengths", "8"], "cannot load a model config"),
     (["resolution", "hf:{llama}", "--scheme", "rope"], "--scheme"),
 ])
 def test_cli_errors_are_one_line(tf, saved, tmp_path, capsys, argv, message):
     from lexkit.cli import main
 
-    argv = [a.format(llama=saved["llama"], missing=tmp_path / "none") for a in argv]
+    data = tmp_path / "doc.txt"  # (refused after the documents are read: these, not the standard library's)
+    data.write_bytes(CORPUS)
+    argv = [a.format(llama=saved["llama"], missing=tmp_path / "none", data=data) for a in argv]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error:") and message in err[0]
@@ -563,7 +593,7 @@ def test_dynamic_ntk_eval_and_resolution_give_the_same_numbers_in_any_order(tf, 
     (["eval", "hf:{truncated}", "--lengths", "16"], "model.safetensors"),
     (["eval", "hf:{llama}", "--lengths", "100000"], "the longest has "),
 ])
-def test_what_an_hf_model_cannot_honour_is_refused_by_name(tf, saved, tmp_path, capsys, argv, message):
+def test_what_an_hf_model_cannot_honour_is_refused_by_name(saved, loaded, tmp_path, capsys, argv, message):
     from cli_checks import one_error_line
     from lexkit.cli import main
 
@@ -580,9 +610,7 @@ def test_what_an_hf_model_cannot_honour_is_refused_by_name(tf, saved, tmp_path, 
     line = one_error_line(capsys)
     assert message in line, line
     if message == "the longest has ":  # how long the longest tokenized document was
-        from lexkit.model import hf
-
-        longest = hf.load(saved["llama"]).encode(CORPUS)[0].numel() - 1
+        longest = loaded("llama").encode(CORPUS)[0].numel() - 1
         assert f"the longest has {longest:,}" in line
 
 
@@ -753,23 +781,30 @@ def test_hf_retrieval_lengths_are_tokens(tf, spiece, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("task, size, digits", [("passkey", 8, 8), ("multikey", 4, 4), ("multikey", None, 7)])
-def test_hf_retrieval_honours_size(tf, spiece, tmp_path, task, size, digits):
+def test_hf_retrieval_honours_size(spiece, tmp_path, monkeypatch, task, size, digits):
     """--size was ignored for hf: passkey above 5 digits and for hf: multikey while the JSON
-    recorded it."""
+    recorded it: the documents the command scores (each cell's, as it builds them) hold answers of
+    that many digits."""
     import json
 
     from lexkit.cli import main
+    from lexkit.instruments.retrieval import cells
 
+    scored, build = [], cells.cell_documents
+
+    def spy(*args, **kwargs):
+        docs = build(*args, **kwargs)
+        scored.extend(docs)
+        return docs
+
+    monkeypatch.setattr(cells, "cell_documents", spy)
     argv = ["retrieval", f"hf:{spiece['metaspace']}", "--task", task, "--lengths", "400", "--depths", "50",
             "--samples", "2", "--json", str(tmp_path / "r.json"), "--device", "cpu"]
     assert main(argv + (["--size", str(size)] if size else [])) == 0
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["size"] == size and report["rows"][0]["chance_bits"] == pytest.approx(math.log2(10 if task ==
                                                                                                   "passkey" else 9))
-    import lexkit
-    from lexkit import retrieval
-
-    subject = lexkit.load(f"hf:{spiece['metaspace']}")
-    for doc in retrieval.cell_documents(subject, task, 400, 50, 2, haystack=None, size=size):
+    assert len(scored) == 2  # the one cell's two documents
+    for doc in scored:
         assert len(doc.expected) == 1 + digits and doc.expected[1:].isdigit()
         assert doc.text[doc.needle[0]:doc.needle[1]] == doc.expected[1:]

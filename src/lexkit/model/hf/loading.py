@@ -157,5 +157,7 @@ def load(
         tokenizer = tf.AutoTokenizer.from_pretrained(name, local_files_only=True)
     except (OSError, ValueError, TypeError):
         tokenizer = None  # logits still work; text needs one (HFModel.encode says so)
-    model = model.to(device=device, dtype=dtype).eval()
-    return HFModel(model, tokenizer, mtype, source if source.startswith("hf:") else f"hf:{source}", train_len)
+    model = model.to(device=device, dtype=dtype)
+    # the wrapper too: an instrument's eval_mode restores the mode it finds (a wrapper left in training mode
+    # put the transformers model into training mode after the first evaluate)
+    return HFModel(model, tokenizer, mtype, source if source.startswith("hf:") else f"hf:{source}", train_len).eval()
