@@ -54,6 +54,14 @@ def built(tf, configs, tmp_path_factory):
     return get
 
 
+@pytest.fixture(scope="module")
+def gemma2(tf, built):
+    """(lexkit's Gemma 2, transformers' eager one as configured), each loaded once for the tests that only run
+    forward passes through them (lexkit's pattern, kernel and hook are a call's, never kept in the model); an
+    instrument's eval_mode changes lexkit's, so a test that hands it to one loads its own."""
+    from lexkit.model import hf
+
+    return hf.load(built("gemma2")), eager(tf, built("gemma2"))
 
 
 # -- every layer read from the config ------------------------------------------------------------------
@@ -192,15 +200,16 @@ def test_a_rule_read_wrong_is_an_error_when_the_model_loads(tf, built, monkeypat
 
 
 # -- Gemma 2 end to end (fast) ----------------------------------------------------------------------
-def check_parity(tf, path, monkeypatch, dropped=None) -> None:
+def check_parity(tf, path, monkeypatch, dropped=None, loaded=None) -> None:
     """lexkit's logits on the dense and chunked kernels (query blocks of 16) = transformers' eager
     model at 6 and 40 tokens (below and above the windows and chunks of 8 and the training length of
-    32); ``dropped(path)``: transformers without the family's rule, which must differ."""
+    32); ``dropped(path)``: transformers without the family's rule, which must differ; ``loaded``: the
+    two models of ``path`` where they are loaded already."""
     from lexkit.attention import kernels
     from lexkit.model import hf
 
     monkeypatch.setattr(kernels.step, "CHUNK", 16)
-    model, reference = hf.load(path), eager(tf, path)
+    model, reference = loaded or (hf.load(path), eager(tf, path))
     with torch.no_grad():
         for n in (6, 40):
             x = ids(n)
@@ -211,8 +220,8 @@ def check_parity(tf, path, monkeypatch, dropped=None) -> None:
             assert (dropped(path)(x).logits - theirs).abs().max() > 1e-3  # the rule shows at 40 tokens
 
 
-def test_gemma2_reproduces_transformers_eager(tf, built, monkeypatch):
-    check_parity(tf, built("gemma2"), monkeypatch, lambda path: eager(tf, path, attn_logit_softcapping=None))
+def test_gemma2_reproduces_transformers_eager(tf, built, gemma2, monkeypatch):
+    check_parity(tf, built("gemma2"), monkeypatch, lambda path: eager(tf, path, attn_logit_softcapping=None), gemma2)
 
 
 FULL, SLIDING = "full_attention", "sliding_attention"
@@ -225,16 +234,13 @@ FULL, SLIDING = "full_attention", "sliding_attention"
     ("window:4", dict(layer_types=[SLIDING] * 4, sliding_window=4)),
     ("L1=window:8;L2=causal", dict(layer_types=[SLIDING, SLIDING, FULL, FULL])),
 ])
-def test_overrides_are_transformers_with_the_layer_types_changed(tf, built, spec, changes):
+def test_overrides_are_transformers_with_the_layer_types_changed(tf, built, gemma2, spec, changes):
     """An override (the grammar of byte runs' layouts) = transformers' eager Gemma 2 whose config
     gives those layers that mask; unqualified, a pattern applies inside every layer's own."""
-    from lexkit.model import hf
-
-    path = built("gemma2")
     x = ids(40)
     with torch.no_grad():
-        theirs = eager(tf, path, **changes)(x).logits
-        ours = hf.load(path)(x, pattern=spec)
+        theirs = eager(tf, built("gemma2"), **changes)(x).logits
+        ours = gemma2[0](x, pattern=spec)
     torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=0)
 
 
@@ -271,19 +277,18 @@ def test_an_override_changes_exactly_the_layers_it_names(tf, built):
     assert torch.equal(outs[0], base[0]) and (outs[1] - base[1]).abs().max() > 1e-4
 
 
-def test_bpb_is_transformers_own_loss(tf, built):
+def test_bpb_is_transformers_own_loss(tf, built, gemma2):
     """bpb and token perplexity of one window of 40 tokens = transformers' own loss (labels=ids), as
     configured and with the global layers under the window."""
     from lexkit.model import hf
 
-    path = built("gemma2")
-    model = hf.load(path)
+    model, configured = hf.load(built("gemma2")), gemma2[1]  # (evaluate's eval_mode changes lexkit's model)
     report = evaluate(model, [CORPUS], [40], ["causal", "global=window:8"])
     tokens, nbytes = model.encode(CORPUS)
     x = tokens[:41][None]
-    for row, changes in zip(report["results"], ({}, dict(layer_types=[SLIDING] * 4))):
+    for row, theirs in zip(report["results"], (configured, eager(tf, built("gemma2"), layer_types=[SLIDING] * 4))):
         with torch.no_grad():
-            loss = float(eager(tf, path, **changes)(x, labels=x).loss)  # mean NLL of tokens 1..40
+            loss = float(theirs(x, labels=x).loss)  # mean NLL of tokens 1..40
         assert row["ppl"] == pytest.approx(math.exp(loss), rel=1e-5)
         assert row["bpb"] == pytest.approx(loss * 40 / (int(nbytes[:40].sum()) * math.log(2)), rel=1e-5)
     assert report["results"][0]["bpb"] != report["results"][1]["bpb"]
