@@ -84,8 +84,12 @@ def test_reference_attention_is_softmax_of_masked_scores():
 
 # -- dense == chunked == reference; flex (compiled, eager) == reference ----------------------------
 @pytest.mark.parametrize("pattern_spec", PATTERNS)
-def test_dense_and_chunked_agree_with_reference(pattern_spec):
-    check_all_kernels(TEN, pattern_spec, N, kernel_names=("dense", "chunked"))
+def test_dense_and_chunked_agree_with_reference(pattern_spec, monkeypatch):
+    """130 queries in chunked blocks of 64 (64 + 64 + 2: every pattern's reach of 64 crosses a block edge, the
+    last block partial), a third of the float64 work of N; the chunked kernel at its own CHUNK of 256 is
+    test_chunked_equals_dense_with_gradients_at_300's."""
+    monkeypatch.setattr(kernels.step, "CHUNK", 64)
+    check_all_kernels(TEN, pattern_spec, 130, kernel_names=("dense", "chunked"))
 
 
 class Decided(dict):
@@ -136,12 +140,14 @@ def assert_parity(errors: dict, case) -> None:
     assert max(inputs.values()) <= TOL and max(params.values(), default=0.0) <= PARAM_RTOL, (case, errors)
 
 
-#: the fast cover: every score_mod kind and every mask kind once, the learnable biases included. Each entry costs
-#: a dynamo trace of eager flex (0.3-0.7 s): alibi under bca:64 (alibi's score_mod runs under chunk:48, bca's
-#: block mask under sandwich) is left to the slow grid below; rope stands for the schemes without a score_mod
-#: (q and k transformed, or not, before the kernel: partial RoPE's rotation too)
+#: the fast cover: every mask kind once, and the score_mods of a bias on the learnable ones, with gradients through
+#: the bias's captured parameters. Each entry costs a dynamo trace of eager flex (0.2-0.5 s): rope stands for the
+#: schemes without a score_mod (q and k transformed, or not, before the kernel: partial RoPE's rotation too).
+#: ALiBi is left to the slow grid below (fast sibling: test_context.py's
+#: test_logn_on_flex_run_eagerly_equals_the_reference, ALiBi's score_mod on flex, and the kerple cases here, the
+#: inputs' gradients through a bias of the distance in a score_mod)
 FAST_EAGER = [("kerple-power", "causal"), ("kerple-log", "window:64"), ("t5", "sinks:64"), ("sandwich", "bca:64"),
-              ("rope", "window:64"), ("alibi", "chunk:48")]
+              ("rope", "chunk:48")]
 
 
 @pytest.mark.parametrize("spec, pattern_spec", FAST_EAGER)
@@ -417,6 +423,62 @@ def long_chunked_window(spec: str, n: int) -> None:
     assert rel(out[:, -tail:-tail + 8], dense[:, :8]) > 1e-4
 
 
+# -- xPos on flex at any length: re-centred query blocks ---------------------------------------------
+def reference_rows(q, k, v, s, pattern, pos, rows: torch.Tensor) -> torch.Tensor:
+    """The float64 reference output of the query rows ``rows`` only (against all n keys), through
+    :meth:`Scheme.scores`, which transforms queries in groups within xPos's query span."""
+    idx = torch.arange(pos.shape[0], device=pos.device)
+    q, k, v = q.double(), k.double(), v.double()
+    scores = s.scores(q[..., rows, :], k, pos[rows], pos)  # [b, h, rows, n]
+    scores = scores.masked_fill(~pattern.visible(rows[:, None], idx[None, :]), -math.inf)
+    return torch.softmax(scores, dim=-1) @ v
+
+
+@pytest.mark.parametrize("pattern_spec", ["causal", pytest.param("window:64", marks=pytest.mark.slow)])  # fast: causal
+def test_flex_xpos_recentres_query_blocks_past_its_span(eager_flex, pattern_spec):
+    """Fast sibling of the 16,384 / 65,536 runs: xpos with scale_base=8 spans 191 query positions,
+    so N = 257 queries run as three re-centred blocks of 128 (the last overlapping its
+    predecessor), through the same code as the default xpos past 12,160 queries."""
+    s, pattern = scheme("xpos:scale_base=8"), attention.create(pattern_spec)
+    assert s.max_query_span == 191
+    assert kernels.flex_query_blocks(s, N) == [(0, 128), (128, 256), (129, 257)]
+    pos = torch.arange(N)
+    q, k, v = qkv(N)
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    with torch.no_grad():
+        att = Attention(s, pattern, pos, kernel="flex")
+        got = att(q, k, v)
+    want = reference_attention(q.double(), k.double(), v.double(), s, pattern, pos)
+    assert att.ran == "flex" and torch.isfinite(got).all() and err(got, want) <= TOL
+    # every block one shape and one mask_mod (its rows offset by a tensor, the first block's by 0 too): one
+    # graph for the three (a first block traced apart was a second compile on CUDA); this test runs before the
+    # ladder tests below, which run its graph again
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - graphs == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n, pattern_spec", [(16384, "causal"), (65536, "window:128"), (65536, "causal")])
+def test_flex_xpos_at_16384_and_65536_matches_float64(n, pattern_spec):
+    """The default xpos (query span 12,260) on compiled flex (CUDA: refused on the CPU) far past
+    its span: rows at the start, on both sides of every block boundary and at the end equal the
+    float64 reference."""
+    cuda = torch.device("cuda")
+    s, pattern = scheme("xpos").to(cuda), attention.create(pattern_spec)
+    blocks = kernels.flex_query_blocks(s, n)
+    assert len(blocks) > 1 and all(b - a == blocks[0][1] for a, b in blocks)
+    pos = torch.arange(n, device=cuda)
+    q, k, v = (t.to(cuda) for t in qkv(n, batch=1))
+    with torch.no_grad():
+        att = Attention(s, pattern, pos, kernel="flex")
+        got = att(q, k, v)
+    assert att.ran == "flex" and torch.isfinite(got).all()
+    edges = [a for a, _ in blocks[1:]]
+    rows = torch.cat([torch.arange(0, 32), torch.arange(n - 32, n)]
+                     + [torch.arange(e - 4, e + 4) for e in edges]).unique().to(cuda)
+    want = reference_rows(q, k, v, s, pattern, pos, rows)
+    assert err(got[..., rows, :], want) <= TOL
+
+
 # -- the flex ladder under injected kernel failures --------------------------------------------------
 class OutOfResources(Exception):
     """Named like triton.runtime.errors.OutOfResources (the ladder matches by name: triton is not
@@ -498,9 +560,11 @@ def train_losses(model: GPT, kernel: str, steps: int = 2) -> list[float]:
 @pytest.mark.parametrize("failure", list(FAILURES))
 def test_ladder_steps_down_on_each_failure_kind(ladder, failure):
     """torch's options fail with each error kind in turn: the next rung runs and gives the
-    reference's output, one warning names the failure and the kernel that runs instead."""
+    reference's output, one warning names the failure and the kernel that runs instead. The scheme,
+    pattern and inputs of test_flex_xpos_recentres_query_blocks_past_its_span (three query blocks, each
+    through the ladder): the eager flex graph traced there runs here, not a trace of its own (0.2 s)."""
     ladder(FAILURES[failure], fail={0})
-    s, pattern, pos = scheme("alibi"), attention.create("window:64"), torch.arange(N)
+    s, pattern, pos = scheme("xpos:scale_base=8"), attention.create("causal"), torch.arange(N)
     q, k, v = qkv(N)
     with warnings.catch_warnings(record=True) as caught, torch.no_grad():
         warnings.simplefilter("always")
@@ -588,58 +652,3 @@ def test_record_kernels_collects_what_ran():
             Attention(s, attention.create("causal"), torch.arange(8), kernel="chunked")(q, k, v)
     assert outer == ["dense", "chunked"] and inner == ["chunked"]
     assert attention.kernel_label(outer) == "dense+chunked" and attention.kernel_label([]) is None
-
-
-# -- xPos on flex at any length: re-centred query blocks ---------------------------------------------
-def reference_rows(q, k, v, s, pattern, pos, rows: torch.Tensor) -> torch.Tensor:
-    """The float64 reference output of the query rows ``rows`` only (against all n keys), through
-    :meth:`Scheme.scores`, which transforms queries in groups within xPos's query span."""
-    idx = torch.arange(pos.shape[0], device=pos.device)
-    q, k, v = q.double(), k.double(), v.double()
-    scores = s.scores(q[..., rows, :], k, pos[rows], pos)  # [b, h, rows, n]
-    scores = scores.masked_fill(~pattern.visible(rows[:, None], idx[None, :]), -math.inf)
-    return torch.softmax(scores, dim=-1) @ v
-
-
-@pytest.mark.parametrize("pattern_spec", ["causal", pytest.param("window:64", marks=pytest.mark.slow)])  # fast: causal
-def test_flex_xpos_recentres_query_blocks_past_its_span(eager_flex, pattern_spec):
-    """Fast sibling of the 16,384 / 65,536 runs: xpos with scale_base=8 spans 191 query positions,
-    so N = 257 queries run as three re-centred blocks of 128 (the last overlapping its
-    predecessor), through the same code as the default xpos past 12,160 queries."""
-    s, pattern = scheme("xpos:scale_base=8"), attention.create(pattern_spec)
-    assert s.max_query_span == 191
-    assert kernels.flex_query_blocks(s, N) == [(0, 128), (128, 256), (129, 257)]
-    pos = torch.arange(N)
-    q, k, v = qkv(N)
-    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
-    with torch.no_grad():
-        att = Attention(s, pattern, pos, kernel="flex")
-        got = att(q, k, v)
-    want = reference_attention(q.double(), k.double(), v.double(), s, pattern, pos)
-    assert att.ran == "flex" and torch.isfinite(got).all() and err(got, want) <= TOL
-    # every block one shape and one mask_mod (its rows offset by a tensor, the first block's by 0 too): one
-    # graph for the three (a first block traced apart was a second compile on CUDA)
-    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - graphs == 1
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("n, pattern_spec", [(16384, "causal"), (65536, "window:128"), (65536, "causal")])
-def test_flex_xpos_at_16384_and_65536_matches_float64(n, pattern_spec):
-    """The default xpos (query span 12,260) on compiled flex (CUDA: refused on the CPU) far past
-    its span: rows at the start, on both sides of every block boundary and at the end equal the
-    float64 reference."""
-    cuda = torch.device("cuda")
-    s, pattern = scheme("xpos").to(cuda), attention.create(pattern_spec)
-    blocks = kernels.flex_query_blocks(s, n)
-    assert len(blocks) > 1 and all(b - a == blocks[0][1] for a, b in blocks)
-    pos = torch.arange(n, device=cuda)
-    q, k, v = (t.to(cuda) for t in qkv(n, batch=1))
-    with torch.no_grad():
-        att = Attention(s, pattern, pos, kernel="flex")
-        got = att(q, k, v)
-    assert att.ran == "flex" and torch.isfinite(got).all()
-    edges = [a for a, _ in blocks[1:]]
-    rows = torch.cat([torch.arange(0, 32), torch.arange(n - 32, n)]
-                     + [torch.arange(e - 4, e + 4) for e in edges]).unique().to(cuda)
-    want = reference_rows(q, k, v, s, pattern, pos, rows)
-    assert err(got[..., rows, :], want) <= TOL

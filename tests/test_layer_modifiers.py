@@ -34,6 +34,7 @@ from lexkit.attention.modifiers import (
     Scoring,
     Shape,
     Sink,
+    SoftCap,
     adaptive_rows,
     sit_terms,
 )
@@ -221,9 +222,9 @@ def test_sit_is_pinned_at_distance_zero_and_meets_the_papers_two_conditions():
     assert modifiers.parse("sit").spec == "sit" and modifiers.parse("sit:tau=2").full == "sit:tau=2.0"
 
 
-def reference(q, k, v, scheme, pattern, pos, transform=None, rows=None, sink=None):
-    """float64: softmax over transform(scores, m, n), masked, then rows(scores, sink), with the sink as
-    one more column."""
+def reference(q, k, v, scheme, pattern, pos, transform=None, rows=None, sink=None, cap=None):
+    """float64: softmax over transform(scores, m, n), capped (C·tanh(s/C), test_softcap.py's formula),
+    masked, then rows(scores, sink), with the sink as one more column."""
     idx = torch.arange(len(pos))
     scores = scheme.scores(q.double(), k.double(), pos, pos)  # [b, h, n, n]
     if transform is not None:
@@ -231,6 +232,8 @@ def reference(q, k, v, scheme, pattern, pos, transform=None, rows=None, sink=Non
         t = (m - n).clamp(min=0)
         a2 = 2 * torch.log(t / transform + 1) + 1
         scores = torch.sqrt(a2) * scores + (1 - a2)
+    if cap is not None:
+        scores = cap * torch.tanh(scores / cap)
     scores = scores.masked_fill(~pattern.visible(idx[:, None], idx[None, :]), -math.inf)
     column = None if sink is None else sink.double()[None, :, None, None].expand(*scores.shape[:3], 1)
     if rows is not None:
@@ -256,16 +259,25 @@ def test_sit_attention_is_its_formula_on_dense_and_chunked(spec):
     assert (want - reference(q, k, v, scheme, pat, pos)).abs().max() > 1e-2  # it matters
 
 
-def test_sit_runs_in_flex_score_mod(eager_flex):
+def test_sit_and_a_soft_cap_run_in_flex_score_mod(eager_flex):
+    """sit's transform after ALiBi's bias, then a soft cap, in flex's score_mod under a window's block mask:
+    the two functions the score_mod composes (of the score and the positions, then of the score alone) in one
+    eager flex trace (0.2 s each), each of which changes the output (test_softcap.py's flex test, slow, is
+    the cap alone)."""
     torch.manual_seed(7)
     scheme = positions.create("alibi", n_heads=H, head_dim=HD, max_len=256)
-    pat = attention.create("causal")
+    pat = attention.create("window:16")
     n = 130  # past one 128-block of the block mask
     pos = torch.arange(n)
     q, k, v = (2 * torch.randn(1, H, n, HD) for _ in range(3))
+    cap = 5.0
+    scoring = Scoring.of(ScaleInvariant(tau=4.0), SoftCap(C=cap))
     with torch.no_grad():
-        got = Attention(scheme, pat, pos, kernel="flex", scoring=Scoring.of(ScaleInvariant(tau=4.0)))(q, k, v)
-    assert (got.double() - reference(q, k, v, scheme, pat, pos, transform=4.0)).abs().max() <= 1e-5
+        got = Attention(scheme, pat, pos, kernel="flex", scoring=scoring)(q, k, v)
+    want = reference(q, k, v, scheme, pat, pos, transform=4.0, cap=cap)
+    assert (got.double() - want).abs().max() <= 1e-5
+    assert (want - reference(q, k, v, scheme, pat, pos, cap=cap)).abs().max() > 1e-2  # sit matters
+    assert (want - reference(q, k, v, scheme, pat, pos, transform=4.0)).abs().max() > 1e-2  # and the cap
 
 
 def test_fitted_is_one_plus_c_ln_n_over_l_past_the_training_length():
@@ -354,7 +366,7 @@ def test_a_model_with_the_modifiers_agrees_across_kernels_pieces_and_generation(
 
 def test_a_model_refuses_flex_for_adaptive_by_name(eager_flex):
     """gate, conv and kshift act outside the kernels (every kernel runs them: dense == chunked above);
-    sit runs in flex's score_mod (test_sit_runs_in_flex_score_mod); adaptive needs whole rows."""
+    sit runs in flex's score_mod (test_sit_and_a_soft_cap_run_in_flex_score_mod); adaptive needs whole rows."""
     with pytest.raises(ValueError, match="kernel 'flex' cannot run the adaptive temperature"):
         gpt("rope;none+adaptive")(torch.randint(0, 256, (1, 20)), kernel="flex")
 
@@ -427,7 +439,8 @@ def test_the_issues_layout_trains_evaluates_streams_and_retrieves(tmp_path, caps
     data = write_corpus(tmp_path / "data")
     out = tmp_path / "run"
     layout = "rope@window:16+conv:4 ; none@causal+gate+sit"
-    assert main(["train", "--layout", layout, "--out", str(out), "--data", str(data), *TINY]) == 0
+    # 2 of TINY's 12 steps (saved and evaluated at the last): that it trains is checked, not how far
+    assert main(["train", "--layout", layout, "--out", str(out), "--data", str(data), *TINY, "--steps", "2"]) == 0
     config = json.loads((out / "config.json").read_text())
     assert config["model"]["layout"] == layout
     report = {}

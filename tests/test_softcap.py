@@ -64,6 +64,9 @@ def test_soft_capped_attention_runs_the_same_on_dense_and_chunked(spec, temp, pa
     assert (reference(q, k, v, scheme, pat, pos, cap, scale) - uncapped).abs().max() > 1e-2  # the cap matters
 
 
+# fast sibling: test_layer_modifiers.py's test_sit_and_a_soft_cap_run_in_flex_score_mod (the cap after ALiBi's bias
+# and sit's transform in flex's score_mod, under window:16: one eager flex trace for both)
+@pytest.mark.slow
 def test_flex_caps_in_its_score_mod(eager_flex):
     """The cap after ALiBi's bias in flex's score_mod, under a window's block mask."""
     torch.manual_seed(2)
