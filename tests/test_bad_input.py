@@ -202,7 +202,7 @@ def test_outputs_survive_a_closed_pipe(run, tmp_path):
 def test_data_paths_are_recorded_absolute_and_a_moved_corpus_is_found(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     write_corpus(tmp_path / "corpus")
-    _train(Path("r"), Path("corpus"), "alibi")
+    _train(Path("r"), Path("corpus"), "alibi", "--steps", "4", "--save-every", "4", "--eval-every", "4")  # a short run
     config = runs.read_config("r")
     assert config["data"]["spec"] == config["train"]["data"] == str(tmp_path / "corpus")
     assert main(["eval", "r", "--lengths", "16", "--json", "before.json"]) == 0
@@ -215,10 +215,10 @@ def test_data_paths_are_recorded_absolute_and_a_moved_corpus_is_found(tmp_path, 
     assert after["results"] == before["results"] and after["data"]["split"] == "validation"
     assert main(["train", "--resume", "--out", "r", "--quiet"]) == 2  # finished, but its corpus is gone
     assert "--data PATH" in one_error_line(capsys)
-    assert main(["train", "--resume", "--out", "r", "--steps", "18", "--data", "moved", "--quiet"]) == 0
+    assert main(["train", "--resume", "--out", "r", "--steps", "6", "--data", "moved", "--quiet"]) == 0
     assert runs.read_config("r")["data"]["spec"] == str(tmp_path / "moved")
     write_corpus(tmp_path / "other", DOCS[:20])
-    assert main(["train", "--resume", "--out", "r", "--steps", "24", "--data", "other", "--quiet"]) == 2
+    assert main(["train", "--resume", "--out", "r", "--steps", "8", "--data", "other", "--quiet"]) == 2
     assert "is not the one r trained on" in one_error_line(capsys)
 
 

@@ -48,8 +48,16 @@ def init_weights(**kw) -> dict:
 
 @pytest.fixture(scope="module")
 def tied_and_untied(tmp_path_factory, corpus):
+    """untied_head -> (model, run directory) of ``tiny(untied_head=...)``: read them only (copy a run to change it)."""
     root = tmp_path_factory.mktemp("heads")
     return {untied: trained(root, corpus, f"untied{untied}", untied_head=untied) for untied in (False, True)}
+
+
+def copy_of(run, to):
+    """A copy of the finished run ``run`` at ``to`` (a run of the same settings, without training it again)."""
+    import shutil
+
+    return shutil.copytree(run, to)
 
 
 def test_the_untied_head_is_a_matrix_of_its_own_after_a_step(tied_and_untied):
@@ -69,14 +77,15 @@ def test_the_untied_head_is_a_matrix_of_its_own_after_a_step(tied_and_untied):
     assert config["model"]["untied_head"] is True
 
 
-def test_a_byte_no_batch_shows_shrinks_by_the_closed_form_of_adamw_decay_and_not_at_all_without(tmp_path, corpus):
+def test_a_byte_no_batch_shows_shrinks_by_the_closed_form_of_adamw_decay_and_not_at_all_without(tmp_path, corpus,
+                                                                                                tied_and_untied):
     """Untied, an absent byte's embedding row gets no gradient at all: AdamW's decoupled decay alone
     moves it, row_T = row_0·Π_t (1 - lr_t·λ), and with --embedding-decay 0 it stays bit for bit."""
     model_cfg, train_cfg = tiny(untied_head=True)
     factor = torch.tensor([1 - lr_at(t, train_cfg) * train_cfg.weight_decay for t in range(train_cfg.steps)],
                           dtype=torch.float64).prod()
     row0 = init_weights(untied_head=True)["embed.weight"][ABSENT].double()
-    decayed, _ = trained(tmp_path, corpus, "decay", untied_head=True)
+    decayed = tied_and_untied[True][0]  # tiny(untied_head=True)
     kept, _ = trained(tmp_path, corpus, "kept", untied_head=True, embedding_decay=0.0)
     got = decayed.embed.weight.detach()[ABSENT].double()
     assert float((got - row0 * factor).abs().max() / row0.abs().max()) < 1e-6
@@ -130,7 +139,7 @@ def seen_by(corpus, cfg_model, cfg_train, steps: int) -> set[int]:
     return out
 
 
-def test_reset_unseen_draws_the_documented_rows_and_changes_nothing_else(tmp_path, corpus):
+def test_reset_unseen_draws_the_documented_rows_and_changes_nothing_else(tmp_path, corpus, tied_and_untied):
     """reset_unseen = steps: one reset, after the last step. Against the same run without it, every
     tensor is the same except the unseen ids' rows of the embedding and of the untied head, which are
     randn(k, d)·0.02 from a generator seeded reset_seed(seed, done), embedding first; their AdamW
@@ -138,7 +147,7 @@ def test_reset_unseen_draws_the_documented_rows_and_changes_nothing_else(tmp_pat
     model_cfg, train_cfg = tiny(untied_head=True)
     unseen = sorted(set(range(257)) - seen_by(corpus, model_cfg, train_cfg, train_cfg.steps))
     assert set(ABSENT) <= set(unseen)
-    plain, _ = trained(tmp_path, corpus, "plain", untied_head=True)
+    plain = tied_and_untied[True][0]  # tiny(untied_head=True)
     reset, run = trained(tmp_path, corpus, "reset", untied_head=True, reset_unseen=train_cfg.steps)
     gen = torch.Generator().manual_seed(reset_seed(train_cfg.seed, train_cfg.steps))
     want = {name: torch.randn(len(unseen), 32, generator=gen) * 0.02 for name in ("embed.weight", "head.weight")}
@@ -226,10 +235,10 @@ def as_before(run):
         save_file(load_file(str(run / name)), str(run / name), metadata=meta)
 
 
-def test_a_run_written_before_the_options_loads_and_resumes_as_before(tmp_path, corpus):
-    model_cfg, train_cfg = tiny()
-    train(tmp_path / "old", model_cfg, train_cfg, progress=False, corpus=corpus)
-    train(tmp_path / "new", model_cfg, train_cfg, progress=False, corpus=corpus)
+def test_a_run_written_before_the_options_loads_and_resumes_as_before(tmp_path, corpus, tied_and_untied):
+    model_cfg, _ = tiny()
+    for name in ("old", "new"):  # two copies of the run of tiny()
+        copy_of(tied_and_untied[False][1], tmp_path / name)
     as_before(tmp_path / "old")
     assert "untied_head" not in json.loads((tmp_path / "old" / "config.json").read_text())["model"]
     old, config = runs.load(tmp_path / "old")
@@ -254,8 +263,8 @@ def test_bad_embedding_options_are_one_error_line_and_write_nothing(tmp_path, ca
     assert words in train_refused(tmp_path, capsys, ["--scheme", "rope", *flags])
 
 
-def test_resume_compares_the_options(tmp_path, corpus):
-    train(tmp_path / "run", *tiny(), progress=False, corpus=corpus)
+def test_resume_compares_the_options(tmp_path, corpus, tied_and_untied):
+    copy_of(tied_and_untied[False][1], tmp_path / "run")  # the run of tiny()
     before = snapshot(tmp_path / "run")
     for changed, words in ((tiny(untied_head=True), "model.untied_head (False -> True)"),
                            (tiny(reset_unseen=2), "train.reset_unseen (0 -> 2)")):

@@ -83,7 +83,9 @@ def copy_value(text: bytes, size: int, style: str = "bytes") -> tuple[bytes, byt
 
 class Reader(nn.Module):
     """A byte model that reads the whole text before each position and, when it ends inside a
-    question, gives the next byte of ``rule``'s answer a logit of 20 (every other byte 0)."""
+    question, gives the next byte of ``rule``'s answer a logit of 20 (every other byte 0). A question
+    is a text's last part (no earlier text holds one): the positions are read from the last back to
+    the first that is not inside it."""
 
     def __init__(self, rule, size: int, style: str = "bytes", train_len: int = 64) -> None:
         super().__init__()
@@ -99,9 +101,11 @@ class Reader(nn.Module):
         out = torch.zeros((b, n, VOCAB))
         for r in range(b):
             text = bytes(t for t in tokens[r].tolist() if t < 256)  # BOS first: position t has read text[:t]
-            for t in range(n):
+            for t in range(n - 1, -1, -1):
                 found = self.rule(text[:t], self.size, self.style)
-                if found is not None and len(found[1]) < len(found[0]):
+                if found is None:
+                    break
+                if len(found[1]) < len(found[0]):
                     out[r, t, found[0][len(found[1])]] = 20.0
         return out + self.anchor
 

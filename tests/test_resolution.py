@@ -15,7 +15,7 @@ from kit import tiny_gpt
 from lexkit import GPT, positions
 from lexkit import resolution as res
 from lexkit.attention import create as create_pattern
-from lexkit.attention.kernels.step import CHUNK
+from lexkit.attention import kernels
 from lexkit.cli import main
 from lexkit.core.specs import parse_lengths
 
@@ -232,9 +232,10 @@ def zero_qk(model: GPT) -> GPT:
 
 @pytest.mark.parametrize("scheme", ["alibi", "kerple-log"])
 @pytest.mark.parametrize("pattern", ["causal", "window:50", "bca:64"])
-def test_empirical_curve_with_zero_content_is_the_bias(scheme, pattern):
+def test_empirical_curve_with_zero_content_is_the_bias(scheme, pattern, monkeypatch):
+    monkeypatch.setattr(kernels.step, "CHUNK", 64)  # query blocks of 64, not 256: several in n = 150
     model = zero_qk(tiny(scheme))
-    n = 300
+    n = 150  # past bca:64's reach of 128 keys
     tokens = torch.randint(0, 256, (3, n))
     out = res.empirical(model, tokens, pattern, batch_size=2)
     bias = model.scheme.bias_table(n).detach().double()  # [H, n]
@@ -289,12 +290,13 @@ def dense_reference(model: GPT, tokens: torch.Tensor, pattern: str):
 @pytest.mark.parametrize(
     "scheme,pattern", [("xpos", "causal"), ("alibi", "bca:64"), ("rope", "window:40"), ("sinusoidal", "causal")]
 )
-def test_blockwise_accumulation_equals_dense(scheme, pattern):
+def test_blockwise_accumulation_equals_dense(scheme, pattern, monkeypatch):
+    monkeypatch.setattr(kernels.step, "CHUNK", 64)  # query blocks of 64, not 256: the same blocks, smaller
     model = tiny(scheme)
     with torch.no_grad():  # larger weights: scores far from uniform
         for block in model.blocks:
             block.qkv.weight.mul_(10)
-    n = CHUNK + 45  # two query blocks
+    n = kernels.step.CHUNK + 45  # two query blocks
     tokens = torch.randint(0, 256, (2, n))
     out = res.empirical(model, tokens, pattern)
     curve, entropy = dense_reference(model, tokens, pattern)

@@ -115,13 +115,14 @@ class Induction(nn.Module):
         out[..., list(tasks.LETTERS)] = 0.0
         idx = torch.arange(n)
         seen = pat.visible(idx[:, None], idx[None, :])  # [n, n]
-        for r in range(b):
-            x = tokens[r].tolist()
-            for t in range(1, n):
-                for j in range(t - 1, 0, -1):
-                    if x[j] == x[t] and x[j - 1] == x[t - 1] and seen[t, j - 1] and seen[t, j + 1]:
-                        out[r, t, x[j + 1]] = 20.0
-                        break
+        t, j = idx[:, None], idx[None, :]  # every (query t, earlier bigram end j) at once, [n, n]
+        match = torch.zeros(b, n, n, dtype=torch.bool)  # x[j] == x[t] and x[j - 1] == x[t - 1]
+        match[:, 1:, 1:] = (tokens[:, 1:, None] == tokens[:, None, 1:]) & (tokens[:, :-1, None] == tokens[:, None, :-1])
+        sees = torch.zeros(n, n, dtype=torch.bool)  # seen[t, j - 1] and seen[t, j + 1]
+        sees[:, 1:-1] = seen[:, :-2] & seen[:, 2:]
+        latest = torch.where(match & sees & (j >= 1) & (j < t), j, -1).amax(-1)  # [b, n]: the latest such j, or -1
+        rows, steps = torch.nonzero(latest >= 0, as_tuple=True)
+        out[rows, steps, tokens[rows, latest[rows, steps] + 1]] = 20.0  # the byte that followed it
         return out + self.anchor
 
 

@@ -38,13 +38,13 @@ class Favourite(nn.Module):
 
 def test_seeded_sampling_is_deterministic_and_runs_past_the_training_length():
     model = tiny_gpt("rope", train_len=16)
-    prompt = b"def f(x):\n    "  # 14 bytes + BOS; 30 more bytes reach position 44 > 16
-    a = generate(model, prompt, 30, seed=7)
-    assert len(a) == 30 and isinstance(a, bytes)
-    assert generate(model, prompt, 30, seed=7) == a
-    assert generate(model, prompt, 30, seed=8) != a
-    window = generate(model, prompt, 30, seed=7, pattern="window")
-    assert window == generate(model, prompt, 30, seed=7, pattern="window:16")
+    prompt = b"def f(x):\n    "  # 14 bytes + BOS; 20 more bytes reach position 34 > 16
+    a = generate(model, prompt, 20, seed=7)
+    assert len(a) == 20 and isinstance(a, bytes)
+    assert generate(model, prompt, 20, seed=7) == a
+    assert generate(model, prompt, 20, seed=8) != a
+    window = generate(model, prompt, 20, seed=7, pattern="window")
+    assert window == generate(model, prompt, 20, seed=7, pattern="window:16")
 
 
 def test_greedy_and_top_1_pick_the_likeliest_byte_never_bos():
@@ -80,14 +80,14 @@ def make_run(tmp_path, scheme="rope", train_len=16):
 
 def test_cli_sample_is_deterministic_with_a_seed(tmp_path, capsys):
     run = make_run(tmp_path)
-    argv = ["sample", str(run), "--prompt", "import os\n", "--bytes", "24", "--seed", "3"]
+    argv = ["sample", str(run), "--prompt", "import os\n", "--bytes", "12", "--seed", "3"]
     assert main(argv) == 0
     first = capsys.readouterr()
     assert main(argv) == 0
     second = capsys.readouterr()
     assert first.out == second.out and first.out.startswith("import os\n") and first.err == ""
     model, _ = lexkit.training.runs.load(run)
-    expected = generate(model, "import os\n", 24, seed=3).decode("utf-8", errors="replace")
+    expected = generate(model, "import os\n", 12, seed=3).decode("utf-8", errors="replace")
     assert first.out == "import os\n" + expected + "\n"
     assert main(argv + ["--continuation-only"]) == 0
     assert capsys.readouterr().out == expected + "\n"
@@ -156,20 +156,20 @@ def test_greedy_with_the_cache_equals_greedy_without_for_every_pattern(scheme, m
     for pattern in ("causal", "window:12", "bca:12"):
         seen = []
         handle = model.embed.register_forward_hook(lambda m, args, out, seen=seen: seen.append(args[0].shape[1]))
-        cached = generate(model, prompt, 24, pattern=pattern, temperature=0, cache=True)
+        cached = generate(model, prompt, 16, pattern=pattern, temperature=0, cache=True)
         handle.remove()
-        assert seen == [1, 7, 7, 6] + [1] * 23  # the length probe, the prefill, then one token a step
-        assert cached == generate(model, prompt, 24, pattern=pattern, temperature=0, cache=False), (scheme, pattern)
+        assert seen == [1, 7, 7, 6] + [1] * 15  # the length probe, the prefill, then one token a step
+        assert cached == generate(model, prompt, 16, pattern=pattern, temperature=0, cache=False), (scheme, pattern)
         outputs[pattern] = cached
     assert len(set(b"".join(outputs.values()))) >= 8  # not one byte repeated: the comparison has teeth
-    assert generate(model, prompt, 20, pattern="window:12", temperature=0) == outputs["window:12"][:20]  # auto: cached
+    assert generate(model, prompt, 12, pattern="window:12", temperature=0) == outputs["window:12"][:12]  # auto: cached
 
 
 def test_cached_sampling_is_seeded_and_the_cache_option_is_checked():
     model = tiny_gpt("alibi")
-    a = generate(model, b"x = ", 30, seed=5, cache=True)
-    assert generate(model, b"x = ", 30, seed=5, cache=True) == a
-    assert generate(model, b"x = ", 30, seed=6, cache=True) != a
+    a = generate(model, b"x = ", 16, seed=5, cache=True)
+    assert generate(model, b"x = ", 16, seed=5, cache=True) == a
+    assert generate(model, b"x = ", 16, seed=6, cache=True) != a
     with pytest.raises(ValueError, match="--cache.*kernel 'dense' cannot"):
         generate(model, b"x", 3, cache=True, kernel="dense")
     with pytest.raises(ValueError, match="needs a model with a KV cache"):
@@ -183,7 +183,7 @@ def test_cli_sample_cache_flags(tmp_path, capsys, monkeypatch):
     from lexkit.attention import kernels
 
     run = make_run(tmp_path)
-    argv = ["sample", str(run), "--prompt", "ab", "--bytes", "30", "--temperature", "0", "--pattern", "window:8"]
+    argv = ["sample", str(run), "--prompt", "ab", "--bytes", "16", "--temperature", "0", "--pattern", "window:8"]
     assert main(argv + ["--cache"]) == 0
     with_cache = capsys.readouterr().out
     assert main(argv + ["--no-cache"]) == 0

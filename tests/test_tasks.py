@@ -193,9 +193,9 @@ def test_mixed_stream_is_deterministic_and_splits_rows_by_rank():
     copies = sum(r.count(b"~") == 2 and b"pass key" not in r for r in rows)
     keys = sum(r.count(b"\nthe pass key is ~") == 2 for r in rows)
     assert copies + keys == sum(bool(r.count(b"~")) for r in rows) > 0
-    many = [stream.batch(s, 40, 64, seed=1)[0] for s in range(30)]
-    share = sum(bytes(r[r < 256].tolist()).count(b"~") == 2 for m in many for r in m) / (30 * 40)
-    assert 0.4 < share < 0.6  # copy 0.3 + passkey 0.2 of the rows
+    many = [stream.batch(s, 40, 64, seed=1)[0] for s in range(15)]
+    share = sum(bytes(r[r < 256].tolist()).count(b"~") == 2 for m in many for r in m) / (15 * 40)
+    assert 0.4 < share < 0.6  # copy 0.3 + passkey 0.2 of the rows (600 rows: a standard error of 0.02)
 
 
 def test_train_records_the_mix_and_resume_honours_it(tmp_path, capsys):

@@ -31,7 +31,16 @@ def corpus():
 
 
 def tiny(scheme="alibi", **kw):
-    return configs("tiny", scheme, **{"steps": 12, "save_every": 6, "eval_every": 6, **kw})
+    """A tiny run of 6 steps, checkpointed and evaluated at 3 and 6."""
+    return configs("tiny", scheme, **{"steps": 6, "save_every": 3, "eval_every": 3, **kw})
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory, corpus):
+    """The run of ``tiny()``, trained once: read it only (copy it to change it)."""
+    out = tmp_path_factory.mktemp("finished") / "run"
+    train(out, *tiny(), progress=False, corpus=corpus)
+    return out
 
 
 def test_lr_schedule_closed_form():
@@ -45,24 +54,23 @@ def test_lr_schedule_closed_form():
     assert lr_at(60, longer) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 50 / 200)))
 
 
-def test_run_directory_layout_and_load(tmp_path, corpus):
+def test_run_directory_layout_and_load(tmp_path, corpus, finished):
     model_cfg, train_cfg = tiny()
     summary = train(tmp_path / "run", model_cfg, train_cfg, progress=False, corpus=corpus)
     run = tmp_path / "run"
     files = {"config.json", "model.safetensors", "checkpoint.safetensors", "metrics.jsonl"}
     assert {p.name for p in run.iterdir()} == files
     config = json.loads((run / "config.json").read_text())
-    assert config["model"]["scheme"] == "alibi" and config["train"]["steps"] == 12
+    assert config["model"]["scheme"] == "alibi" and config["train"]["steps"] == 6
     assert config["data"]["fingerprint"] == corpus.fingerprint
     rows = runs.read_metrics(run)
-    assert [r["step"] for r in rows if "val_bpb" in r] == [6, 12]
+    assert [r["step"] for r in rows if "val_bpb" in r] == [3, 6]
     assert all({"step", "loss", "lr", "bytes_per_s"} <= set(r) for r in rows)
     assert summary["val_bpb"] == rows[-1]["val_bpb"]
     model, cfg = runs.load(run)
     assert not model.training and cfg == config
-    # deterministic weights file: same seed, same bytes
-    train(tmp_path / "again", model_cfg, train_cfg, progress=False, corpus=corpus)
-    assert (run / "model.safetensors").read_bytes() == (tmp_path / "again" / "model.safetensors").read_bytes()
+    # deterministic weights file: same seed, same bytes (the same settings trained again, elsewhere)
+    assert (run / "model.safetensors").read_bytes() == (finished / "model.safetensors").read_bytes()
 
 
 def test_learnable_bias_trains_and_stays_in_range(tmp_path, corpus):
@@ -74,10 +82,11 @@ def test_learnable_bias_trains_and_stays_in_range(tmp_path, corpus):
     assert (a == torch.tensor(0.01)).any() or (p == 2).any() or (p == torch.tensor(0.01)).any()  # lr 0.5 hit a bound
 
 
-def test_resume_extends_and_refuses_changes(tmp_path, corpus):
+def test_resume_extends_and_refuses_changes(tmp_path, corpus, finished):
+    import shutil
+
     model_cfg, train_cfg = tiny()
-    run = tmp_path / "run"
-    train(run, model_cfg, train_cfg, progress=False, corpus=corpus)
+    run = shutil.copytree(finished, tmp_path / "run")
     before = (run / "model.safetensors").read_bytes()
     assert train(run, model_cfg, train_cfg, resume=True, progress=False, corpus=corpus)["done"]  # finished: no-op
     assert (run / "model.safetensors").read_bytes() == before
@@ -87,9 +96,9 @@ def test_resume_extends_and_refuses_changes(tmp_path, corpus):
     other_model, _ = tiny("rope")
     with pytest.raises(RunError, match=r"model.scheme"):
         train(run, other_model, train_cfg, resume=True, progress=False, corpus=corpus)
-    _, longer = tiny(steps=18)
+    _, longer = tiny(steps=9)
     train(run, model_cfg, longer, resume=True, progress=False, corpus=corpus)
-    assert [r["step"] for r in runs.read_metrics(run) if "val_bpb" in r] == [6, 12, 18]
+    assert [r["step"] for r in runs.read_metrics(run) if "val_bpb" in r] == [3, 6, 9]
 
 
 def test_existing_run_dir_is_refused_untouched(tmp_path, corpus):
@@ -109,16 +118,16 @@ def test_nan_loss_stops_and_keeps_last_checkpoint(tmp_path, corpus, monkeypatch)
     def poisoned(*args, **kwargs):
         calls["n"] += 1
         out = real(*args, **kwargs)
-        return out * float("nan") if calls["n"] > 9 else out  # after the step-6 checkpoint
+        return out * float("nan") if calls["n"] > 5 else out  # from step 5: after the step-3 checkpoint
 
     monkeypatch.setattr(T.F, "cross_entropy", poisoned)
-    with pytest.raises(TrainError, match=r"loss is nan at step \d+.*checkpoint \(step 6\)"):
+    with pytest.raises(TrainError, match=r"loss is nan at step \d+.*checkpoint \(step 3\)"):
         train(tmp_path / "run", *tiny(), progress=False, corpus=corpus)
     from lexkit.training.loop import make_optimizer
 
     model = runs.build_model(runs.read_config(tmp_path / "run"))
     state = runs.load_checkpoint(tmp_path / "run", model, make_optimizer(model, TrainConfig()))
-    assert state["step"] == 6
+    assert state["step"] == 3
 
 
 def _lexkit(*args, **kw):
@@ -133,9 +142,20 @@ def _data_dir(tmp_path):
     return folder
 
 
-def _train_main(argv: list[str]) -> None:
+def _train_main(argv: list[str], slow_from: int) -> None:
+    """``lexkit ARGV`` in this forked process, each step from index ``slow_from`` on after a pause of
+    50 ms (a sleep: no CPU): the parent, polling for the first checkpoint, kills it long before its end."""
+    import lexkit.training.loop as T
     from lexkit.cli import main
 
+    real = T.lr_at
+
+    def slow(step, cfg):
+        if step >= slow_from:
+            time.sleep(0.05)
+        return real(step, cfg)
+
+    T.lr_at = slow
     os._exit(main(argv))
 
 
@@ -146,11 +166,11 @@ def test_sigkill_of_a_forked_trainer_then_resume_is_byte_identical(tmp_path):
     import multiprocessing
 
     data = _data_dir(tmp_path)
-    common = ["--scheme", "kerple-log", "--preset", "tiny", "--data", str(data), "--steps", "24",
-              "--save-every", "4", "--eval-every", "12", "--threads", "1", "--quiet"]
+    common = ["--scheme", "kerple-log", "--preset", "tiny", "--data", str(data), "--steps", "8",
+              "--save-every", "4", "--eval-every", "4", "--threads", "1", "--quiet"]
     killed = tmp_path / "killed"
     proc = multiprocessing.get_context("fork").Process(target=_train_main, args=(["train", "--out", str(killed),
-                                                                                  *common],))
+                                                                                  *common], 4))
     proc.start()
     deadline = time.time() + 60
     while not (killed / "checkpoint.safetensors").exists() and time.time() < deadline:
@@ -158,14 +178,14 @@ def test_sigkill_of_a_forked_trainer_then_resume_is_byte_identical(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
     proc.join()
     assert proc.exitcode == -signal.SIGKILL
-    assert 4 <= runs.trainer_state(killed)["step"] < 24 and (killed / ".lock").exists()  # no cleanup ran
+    assert 4 <= runs.trainer_state(killed)["step"] < 8 and (killed / ".lock").exists()  # no cleanup ran
     assert main(["train", "--resume", "--out", str(killed), "--threads", "1", "--quiet"]) == 0
     whole = tmp_path / "whole"
-    train(whole, *configs("tiny", "kerple-log", data=str(data), steps=24, save_every=4, eval_every=12), threads=1,
+    train(whole, *configs("tiny", "kerple-log", data=str(data), steps=8, save_every=4, eval_every=4), threads=1,
           progress=False)
     assert (killed / "model.safetensors").read_bytes() == (whole / "model.safetensors").read_bytes()
     steps = [r["step"] for r in runs.read_metrics(killed)]
-    assert steps == sorted(set(steps)) == [r["step"] for r in runs.read_metrics(whole)] and steps[-1] == 24
+    assert steps == sorted(set(steps)) == [r["step"] for r in runs.read_metrics(whole)] and steps[-1] == 8
 
 
 @pytest.mark.slow  # fast sibling: test_sigkill_of_a_forked_trainer_then_resume_is_byte_identical
@@ -241,16 +261,16 @@ class _nothing:
 # -- fine-tunes (--init): interrupted, resumed, refused ---------------------------------------------
 @pytest.fixture(scope="module")
 def parent(tmp_path_factory, corpus):
-    """A trained rope run to fine-tune from (12 steps at length 32)."""
+    """A trained rope run to fine-tune from (6 steps at length 32)."""
     out = tmp_path_factory.mktemp("parent") / "rope"
     train(out, *tiny("rope"), progress=False, corpus=corpus)
     return out
 
 
 def finetune(parent, **kw):
-    """A fine-tune of ``parent`` at twice its length: 8 steps, logged every 2, one checkpoint at the end."""
-    return configs_from_run(parent, **{"train_len": 64, "steps": 8, "eval_every": 4, "save_every": 100,
-                                       "log_every": 2, **kw})
+    """A fine-tune of ``parent`` at twice its length: 4 steps, each logged, one checkpoint at the end."""
+    return configs_from_run(parent, **{"train_len": 64, "steps": 4, "eval_every": 2, "save_every": 100,
+                                       "log_every": 1, **kw})
 
 
 def numbers(run):
@@ -267,11 +287,11 @@ def test_a_finetune_resumed_before_its_first_checkpoint_starts_again_from_its_pa
     whole = tmp_path / "whole"
     train(whole, *finetune(parent), progress=False, corpus=corpus, init=parent)
     killed = tmp_path / "killed"
-    restore = stop_at(monkeypatch, 5)
+    restore = stop_at(monkeypatch, 3)
     with pytest.raises(KeyboardInterrupt):
         train(killed, *finetune(parent), progress=False, corpus=corpus, init=parent)
     restore()
-    assert not (killed / runs.CHECKPOINT).exists() and [r["step"] for r in runs.read_metrics(killed)] == [2, 4]
+    assert not (killed / runs.CHECKPOINT).exists() and [r["step"] for r in runs.read_metrics(killed)] == [1, 2, 3]
     train(killed, *finetune(parent), resume=True, progress=False, corpus=corpus)
     assert numbers(killed) == numbers(whole) and len(numbers(whole)) == 4
     assert (killed / runs.WEIGHTS).read_bytes() == (whole / runs.WEIGHTS).read_bytes()
@@ -304,12 +324,12 @@ def test_a_stop_signal_checkpoints_the_step_in_progress(tmp_path, corpus, monkey
     command stops (exit 130, no lock left); resumed, the run ends with the same weights, byte
     for byte, as an uninterrupted one."""
     data = _data_dir(tmp_path)
-    common = ["--scheme", "rope", "--preset", "tiny", "--data", str(data), "--steps", "12", "--save-every", "6",
-              "--eval-every", "6", "--quiet", "--threads", "1"]
+    common = ["--scheme", "rope", "--preset", "tiny", "--data", str(data), "--steps", "6", "--save-every", "3",
+              "--eval-every", "3", "--quiet", "--threads", "1"]
     whole = tmp_path / "whole"
-    train(whole, *configs("tiny", "rope", data=str(data), steps=12, save_every=6, eval_every=6), threads=1,
+    train(whole, *configs("tiny", "rope", data=str(data), steps=6, save_every=3, eval_every=3), threads=1,
           progress=False)
-    for sig, at in ((signal.SIGINT, 7), (signal.SIGTERM, 9)):
+    for sig, at in ((signal.SIGINT, 3), (signal.SIGTERM, 4)):  # steps 4 and 5 checkpointed by the signal alone
         out = tmp_path / sig.name
         before = signal.getsignal(sig)  # SIG_IGN under a shell's background job, the default otherwise
         restore = stop_at(monkeypatch, at, lambda s=sig: os.kill(os.getpid(), s))
@@ -332,7 +352,8 @@ def test_a_stop_signal_checkpoints_the_step_in_progress(tmp_path, corpus, monkey
 ])
 def test_finetune_refusals_name_the_flag_and_leave_nothing(tmp_path, parent, flags, words, capsys):
     out = tmp_path / "ft"
-    assert main(["train", "--init", str(parent), "--train-len", "64", "--out", str(out), "--quiet", *flags]) == 2
+    toy = ["--data", str(_data_dir(tmp_path))]  # the toy corpus, not the standard library's 1,800 files
+    assert main(["train", "--init", str(parent), "--train-len", "64", "--out", str(out), "--quiet", *toy, *flags]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and all(w in err[0] for w in words), err
     assert "model.safetensors does not match config.json" not in err[0]  # the parent is not blamed
@@ -360,7 +381,8 @@ def test_a_corrupt_parent_leaves_nothing(tmp_path, parent, capsys):
     data[-1] ^= 0xFF
     (broken / runs.WEIGHTS).write_bytes(bytes(data))
     out = tmp_path / "ft"
-    assert main(["train", "--init", str(broken), "--out", str(out), "--quiet"]) == 2
+    toy = ["--data", str(_data_dir(tmp_path))]  # the toy corpus, not the standard library's 1,800 files
+    assert main(["train", "--init", str(broken), "--out", str(out), "--quiet", *toy]) == 2
     assert "is corrupt" in capsys.readouterr().err and not out.exists()
 
 
@@ -399,7 +421,7 @@ def test_metrics_rows_carry_the_grad_norm_before_clipping_and_the_step_time(tmp_
     model_cfg, train_cfg = tiny("alibi", log_every=1, grad_clip=0.5)
     train(tmp_path / "run", model_cfg, train_cfg, progress=False, corpus=corpus)
     rows = runs.read_metrics(tmp_path / "run")
-    assert [r["step"] for r in rows] == list(range(1, 13))
+    assert [r["step"] for r in rows] == list(range(1, 7))
     assert all(r["step_seconds"] > 0 and math.isfinite(r["grad_norm"]) and "mfu" not in r for r in rows)
     assert all(r["kernel"] == "dense" for r in rows)  # the attention kernel the step ran (auto on the CPU)
     torch.manual_seed(train_cfg.seed)
@@ -427,7 +449,7 @@ def test_mfu_is_logged_when_the_device_peak_is_known(tmp_path, corpus, monkeypat
 
 def test_config_records_provenance_and_keeps_earlier_sessions(tmp_path, corpus, monkeypatch):
     out = tmp_path / "run"
-    restore = stop_at(monkeypatch, 8)
+    restore = stop_at(monkeypatch, 4)
     with pytest.raises(KeyboardInterrupt):
         train(out, *tiny(), progress=False, corpus=corpus)
     restore()
