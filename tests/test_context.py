@@ -74,10 +74,11 @@ def test_logn_on_every_kernel_equals_the_reference(spec, pat, kernels):
     check_logn(spec, pat, kernels)
 
 
-#: λ in q and in the bias score_mod. A scheme without a bias takes λ in q alone, by the same line of the flex
-#: path (and no score_mod, as test_kernels' eager rope case): ("rope", "causal"), one more trace of eager flex
-#: (0.3-0.5 s), is slow
-LOGN_FLEX = [("alibi", "window:48"), pytest.param("rope", "causal", marks=pytest.mark.slow)]
+#: λ in q and in the bias score_mod: Sandwich's (a captured table gathered by distance, divided per head), whose
+#: one fast run on flex this is (test_kernels' FAST_EAGER leaves it to the slow grid). A scheme without a bias
+#: takes λ in q alone, by the same line of the flex path (and no score_mod, as test_kernels' eager rope case):
+#: ("rope", "causal"), one more trace of eager flex (0.3-0.5 s), is slow
+LOGN_FLEX = [("sandwich", "window:48"), pytest.param("rope", "causal", marks=pytest.mark.slow)]
 
 
 @pytest.mark.parametrize("spec, pat", LOGN_FLEX)
@@ -179,9 +180,9 @@ def test_sinks_text_positions_on_every_kernel(spec, kernels):
     check_sinks_text(spec, kernels)
 
 
-# fast sibling: test_kernels' eager flex case t5 under sinks:64 (the sinks block mask with the sinks at their text
-# positions and a bias score_mod, gradients included); alibi's score_mod on flex:
-# test_logn_on_flex_run_eagerly_equals_the_reference (alibi under window:48)
+# fast sibling: test_kernels' eager flex case kerple-power under sinks:64 (the sinks block mask with the sinks at
+# their text positions and a bias score_mod, gradients included); alibi's score_mod on flex:
+# test_layer_modifiers.py's test_sit_and_a_soft_cap_run_in_flex_score_mod
 @pytest.mark.slow
 def test_sinks_text_positions_on_flex_run_eagerly(eager_flex):
     """The sinks block mask and alibi's score_mod through lexkit's flex path, FlexAttention run

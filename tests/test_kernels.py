@@ -140,14 +140,15 @@ def assert_parity(errors: dict, case) -> None:
     assert max(inputs.values()) <= TOL and max(params.values(), default=0.0) <= PARAM_RTOL, (case, errors)
 
 
-#: the fast cover: every mask kind once, and the score_mods of a bias on the learnable ones, with gradients through
-#: the bias's captured parameters. Each entry costs a dynamo trace of eager flex (0.2-0.5 s): rope stands for the
-#: schemes without a score_mod (q and k transformed, or not, before the kernel: partial RoPE's rotation too).
-#: ALiBi is left to the slow grid below (fast sibling: test_context.py's
-#: test_logn_on_flex_run_eagerly_equals_the_reference, ALiBi's score_mod on flex, and the kerple cases here, the
-#: inputs' gradients through a bias of the distance in a score_mod)
-FAST_EAGER = [("kerple-power", "causal"), ("kerple-log", "window:64"), ("t5", "sinks:64"), ("sandwich", "bca:64"),
-              ("rope", "chunk:48")]
+#: the fast cover: every mask kind once, and the score_mods of the learnable biases, with gradients through the
+#: bias's captured parameters. Each entry costs a dynamo trace of eager flex (0.2-0.5 s): rope stands for the
+#: schemes without a score_mod (q and k transformed, or not, before the kernel: partial RoPE's rotation too);
+#: causal is test_flex_xpos_recentres_query_blocks_past_its_span's (against float64) and
+#: test_ladder_trains_like_dense_and_keeps_its_decision's (training). The fixed biases' score_mods run on flex in
+#: the fast suite forward: ALiBi's in test_layer_modifiers.py's test_sit_and_a_soft_cap_run_in_flex_score_mod,
+#: Sandwich's in test_context.py's test_logn_on_flex_run_eagerly_equals_the_reference; their inputs' gradients
+#: (the same path as the kerple cases', a bias of the distance added to the score) are the slow grid's below
+FAST_EAGER = [("kerple-power", "sinks:64"), ("kerple-log", "window:64"), ("t5", "bca:64"), ("rope", "chunk:48")]
 
 
 @pytest.mark.parametrize("spec, pattern_spec", FAST_EAGER)
@@ -156,6 +157,8 @@ def test_eager_flex_forward_and_gradients_match_reference(eager_flex, monkeypatc
     assert_parity(flex_parity(spec, pattern_spec), (spec, pattern_spec))
 
 
+# fast sibling: test_eager_flex_forward_and_gradients_match_reference (FAST_EAGER's comment names where each
+# scheme's score_mod and each mask runs on flex in the fast suite)
 @pytest.mark.slow
 @pytest.mark.parametrize("pattern_spec", PATTERNS)
 @pytest.mark.parametrize("spec", TEN)
