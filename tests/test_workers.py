@@ -167,6 +167,12 @@ def masked(path: Path, root: Path) -> str:
     return safety_net.normalize("results.json", path.read_text(), root)
 
 
+def numbers(out: Path) -> dict:
+    """A study's results.json, timings and directories masked, without what its invocations did (``work``,
+    ``invocations``: a resumed or second study reads what was cached where the first ran it)."""
+    return {k: v for k, v in json.loads(masked(out / "results.json", out)).items() if k not in ("work", "invocations")}
+
+
 def test_two_workers_write_what_one_process_writes_number_for_number(tmp_path, data_dir, no_figures, monkeypatch):
     """The fast sibling of the safety net's study over two workers: a study of one grid cell and one
     seed of table G and its scoring (its methods left out), run in this process and over two workers
@@ -175,9 +181,6 @@ def test_two_workers_write_what_one_process_writes_number_for_number(tmp_path, d
     toy workers' test above's, and the slow tests below spawn theirs): the same protocol, units and cache."""
     monkeypatch.setattr(workers, "START_METHOD", "fork")
     cfg = tiny(data_dir, schemes=["alibi"], lengths=[16], retrieval_seeds=1, extension=False)
-
-    def numbers(out):
-        return {k: v for k, v in json.loads(masked(out / "results.json", out)).items() if k != "work"}
 
     Study(cfg, tmp_path / "one", progress=False, echo=None, jobs=1).run()
     two = Study(cfg, tmp_path / "two", progress=False, echo=None, jobs=2)
@@ -273,8 +276,5 @@ def test_a_study_whose_worker_is_killed_mid_run_resumes_to_the_same_results(tmp_
     step = runs.trainer_state(victim[0])["step"]
     assert 0 < step < 200
     Study(tiny(data_dir, **cfg), killed, progress=False, echo=None, jobs=2).run()
-
-    def numbers(out):  # every number but what this invocation did (the resumed one read what was cached)
-        return {k: v for k, v in json.loads(masked(out / "results.json", out)).items() if k != "work"}
 
     assert numbers(killed) == numbers(whole)
