@@ -7,6 +7,7 @@ Tiny random models of each family are built from configs and saved to temporary 
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 
@@ -62,14 +63,7 @@ def loaded(saved):
     option or hands it to an instrument loads its own."""
     from lexkit.model import hf
 
-    done: dict = {}
-
-    def get(family: str):
-        if family not in done:
-            done[family] = hf.load(saved[family])
-        return done[family]
-
-    return get
+    return functools.cache(lambda family: hf.load(saved[family]))
 
 
 @pytest.fixture(scope="module")
@@ -77,14 +71,7 @@ def reference(tf, saved):
     """family -> transformers' own eager model of ``saved[family]`` as saved (no config changed), loaded on
     first use and kept for the module: the tests only run forward passes through it, which change nothing in
     it (a reference with its config changed is loaded where it is used)."""
-    done: dict = {}
-
-    def get(family: str):
-        if family not in done:
-            done[family] = _eager(tf, saved[family])
-        return done[family]
-
-    return get
+    return functools.cache(lambda family: _eager(tf, saved[family]))
 
 
 # -- parity with transformers ---------------------------------------------------------------------
@@ -422,9 +409,8 @@ def test_empirical_entropy_matches_transformers_attention_weights(saved, referen
 
 
 # -- the command line ---------------------------------------------------------------------------------
-def test_cli_eval_and_resolution(saved, tmp_path, capsys):
+def test_cli_eval_and_resolution(saved, tmp_path, capsys, request):
     import json
-    from pathlib import Path
 
     from lexkit.cli import main
     from lexkit.model import hf
@@ -452,12 +438,9 @@ def test_cli_eval_and_resolution(saved, tmp_path, capsys):
 
     # Bloom's figure drawn but not rendered (0.3 s of matplotlib's layout and Agg): it is the analytic figure,
     # which test_resolution.py's test_cli_analytic_writes_json_and_png renders; written under the name given
-    from matplotlib.figure import Figure
-
+    request.getfixturevalue("unrendered")
     bloom = tmp_path / "bloom.png"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Figure, "savefig", lambda fig, fname, **options: Path(fname).write_bytes(b"unrendered"))
-        assert main(["resolution", f"hf:{saved['bloom']}", "--lengths", "16", "--plot", str(bloom)]) == 0
+    assert main(["resolution", f"hf:{saved['bloom']}", "--lengths", "16", "--plot", str(bloom)]) == 0
     assert "empirical: n/a" in capsys.readouterr().out  # no score hook: the figure is the analytic curve
     assert bloom.read_bytes() == b"unrendered"
 

@@ -144,7 +144,7 @@ class Page(HTMLParser):
             self._cell = None
 
 
-def unrendered(module, numbers):
+def placeholder_plots(module, numbers):
     """``module`` (lexkit.documents.plots) whose ``save`` writes a placeholder for the figure, built but
     not laid out or rendered (matplotlib's layout and PNG encoding, about 0.2 s a figure): each its own
     (``numbers``), so that an image embedded in another's place shows."""
@@ -168,7 +168,7 @@ def written(tmp_path_factory):
     numbers = itertools.count()
     with pytest.MonkeyPatch.context() as patch:
         for module in (grid, extension):
-            patch.setattr(module, "plots", unrendered(module.plots, numbers))
+            patch.setattr(module, "plots", placeholder_plots(module.plots, numbers))
         write_report(study_results(), out)
     page = Page()
     page.feed((out / "report.html").read_text())

@@ -22,7 +22,7 @@ from lexkit.study.tables.retrieval.table import Configuration, RowSpec
 from lexkit.tasks import needles
 from lexkit.training import runs
 from lexkit.training.loop import train
-from stub_timer import StubTimer
+from stub_timer import StubTimer, stub_study_timer
 from toy_corpus import STUDY_DOCS as DOCS
 from toy_corpus import write_corpus
 
@@ -192,9 +192,7 @@ def test_dry_run_lists_cells_and_trains_nothing(tmp_path, data_dir, capsys, monk
     monkeypatch.undo()
     assert runs.trainer_state(study.cache.run_dir(cell))["step"] == 10
     # what is left is counted by the same estimate, timed by stubs this time (timed for real above)
-    import lexkit.study.execution as execution
-
-    monkeypatch.setattr(execution, "Timer", lambda device, threads, **_: StubTimer(threads=threads))
+    stub_study_timer(monkeypatch)
     assert main(argv) == 0
     again = capsys.readouterr().out
     line = next(x for x in again.splitlines() if x.strip().startswith(cell.name))
@@ -544,9 +542,7 @@ def test_the_studys_finetune_checkpoints_and_resumes_to_the_same_weights(tmp_pat
 def test_study_dry_run_plans_table_e(tmp_path, data_dir, capsys, monkeypatch, steps):
     """What table E plans, timed by stubs (the estimate's real timing is test_dry_run_lists_cells_and_trains_nothing's:
     here half a second a run of timing table E's methods and fine-tunes, for nothing this test reads)."""
-    import lexkit.study.execution as execution
-
-    monkeypatch.setattr(execution, "Timer", lambda device, threads, **_: StubTimer(threads=threads))
+    stub_study_timer(monkeypatch)
     argv = ["study", "--preset", "tiny", "--scheme", "rope", "--data", str(data_dir), "--lengths", "32,64",
             "--out", str(tmp_path / "s"), "--dry-run", "--no-retrieval"]
     assert main(argv + ([] if steps is None else ["--extension-steps", steps])) == 0

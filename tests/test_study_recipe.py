@@ -57,10 +57,9 @@ def test_the_recipe_asked_for_is_the_recipe_used_and_said(data_dir, tmp_path, ca
     """``--retrieval-preset``, ``--retrieval-steps`` and ``--retrieval-stop`` override the study
     preset's recipe; the dry run and results.json say what ran (the dry run timed by stubs: what it
     plans is read here, its real timing is test_study.py's test_dry_run_lists_cells_and_trains_nothing)."""
-    import lexkit.study.execution as execution
-    from stub_timer import StubTimer
+    from stub_timer import stub_study_timer
 
-    monkeypatch.setattr(execution, "Timer", lambda device, threads, **_: StubTimer(threads=threads))
+    stub_study_timer(monkeypatch)
     table = g(data_dir, tmp_path, preset="tiny", schemes=["alibi"], retrieval_preset="quick", retrieval_steps=50,
               retrieval_stop="probe:after=20")
     cell = table.cells()[0]

@@ -83,10 +83,9 @@ def test_a_new_tables_figures_and_flags_come_with_it(tmp_path, data_dir, table_h
     assert plots.draw({"toy.png": given["toy.png"]}, doc)["toy.png"][:4] == b"\x89PNG"
     # lexkit study takes its settings as flags, checked under their names, and --dry-run lists its tasks
     # (timed by stubs: the estimate's real timing is test_study.py's test_dry_run_lists_cells_and_trains_nothing)
-    import lexkit.study.execution as execution
-    from stub_timer import StubTimer
+    from stub_timer import stub_study_timer
 
-    monkeypatch.setattr(execution, "Timer", lambda device, threads, **_: StubTimer(threads=threads))
+    stub_study_timer(monkeypatch)
     argv = ["study", "--preset", "tiny", "--scheme", "alibi", "--lengths", "16,32", "--data", str(data_dir),
             "--out", str(tmp_path / "s"), "--no-retrieval", "--no-extension"]
     assert main([*argv, "--toy-docs", "0"]) == 2
